@@ -1,0 +1,108 @@
+// backend.h — the seam between the forward pass and the hardware (owns: the op table,
+// struct batch (one step's flattened inputs) and struct kv_layer (one layer's paged cache
+// storage); not: scheduling, block allocation, sampling).
+// A backend is a small table of memory functions and ops over the whole flattened
+// batch. Activations live in backend memory in the backend's activation dtype (f32 on
+// the CPU); the forward pass only passes pointers and sizes. Ops are asynchronous on one
+// stream; errors are sticky and reported by sync(). The CPU backend is the reference:
+// every other backend's ops are tested against it.
+#ifndef OCTET_BACKEND_H
+#define OCTET_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../base/dtype.h"
+
+struct weight;
+struct rope_table;
+
+// One engine step, flattened over sequences (vLLM's vocabulary).
+struct batch {
+    int n_tokens;
+    const int32_t *token_ids;    // [n_tokens]
+    const int32_t *positions;    // [n_tokens] absolute position in its sequence
+    const int32_t *slot_mapping; // [n_tokens] block*kv_block_tokens + offset where K/V go
+    int n_seqs;
+    const int32_t *query_start;  // [n_seqs+1] token offsets of each sequence's queries
+    const int32_t *seq_lens;     // [n_seqs] context length after this step
+    const int32_t *block_tables; // [n_seqs][max_blocks_per_seq] physical block ids
+    int max_blocks_per_seq;
+    int n_logits;
+    const int32_t *logits_rows;  // [n_logits] token indices whose logits are returned
+};
+
+// How attention treats an FP8 cache.
+enum attn_fp8_math {
+    ATTN_FP8_EXACT = 0,  // widen K/V to f32, f32 math (CPU default)
+    ATTN_FP8_EMULATE,    // also round Q and softmax P to e4m3 as the GPU's FP8 MMA does
+};
+
+#define KV_MAX_HEADS 64
+
+// One layer's paged cache: K and V each [n_blocks][n_kv_heads][kv_block_tokens][head_dim]
+// of `dtype`; FP8 elements store value/scale (per KV head; per-tensor = all equal).
+struct kv_layer {
+    enum dtype dtype;       // F32, F16, BF16, E4M3, E5M2
+    int n_kv_heads, head_dim, kv_block_tokens, n_blocks;
+    int window;             // sliding window in tokens (0 = full attention)
+    float k_scale[KV_MAX_HEADS], v_scale[KV_MAX_HEADS]; // [n_kv_heads]
+    void *k, *v;            // backend memory
+};
+
+struct attn_params {
+    int n_heads;            // query heads (n_heads / n_kv_heads share a KV head)
+    float softmax_scale;    // usually 1/sqrt(head_dim)
+    enum attn_fp8_math fp8_math;
+};
+
+struct backend;
+
+struct backend_ops {
+    const char *name;
+    void (*destroy)(struct backend *b);
+    enum dtype act_dtype;  // activation element type
+    // memory (bytes); alloc returns zeroed memory or NULL
+    void *(*alloc)(struct backend *b, size_t bytes);
+    void (*free)(struct backend *b, void *p);
+    void (*upload)(struct backend *b, void *dst, const void *src, size_t bytes);
+    void (*download)(struct backend *b, void *dst, const void *src, size_t bytes);
+    // Downloads n activation elements as f32.
+    void (*download_f32)(struct backend *b, float *dst, const void *src, size_t n);
+    int (*sync)(struct backend *b);  // waits; returns the sticky error, if any
+    // Makes w usable by ops (sets w->dev). Returns <0 on failure.
+    int (*weight_upload)(struct backend *b, struct weight *w);
+    void (*weight_release)(struct backend *b, struct weight *w);
+    // Batch metadata must be passed to batch_begin before ops use it.
+    int (*batch_begin)(struct backend *b, const struct batch *bt);
+
+    // ops; shapes in elements of act_dtype
+    void (*get_rows)(struct backend *b, void *out /*[n_tokens][dim]*/, const struct weight *table,
+                     const struct batch *bt);
+    void (*rmsnorm)(struct backend *b, void *out /*[n][dim]*/, const void *x /*[n][dim]*/,
+                    const struct weight *w /*[dim]*/, int n, float eps);
+    void (*matmul)(struct backend *b, void *out /*[n][w.rows]*/, const void *x /*[n][w.cols]*/,
+                   const struct weight *w, int n);
+    void (*rope)(struct backend *b, void *x /*[n_tokens][n_heads][head_dim]*/, int n_heads, int head_dim,
+                 const struct rope_table *rt, const struct batch *bt);
+    void (*kv_write)(struct backend *b, struct kv_layer *l, const void *k /*[n_tokens][n_kv][hd]*/,
+                     const void *v /*[n_tokens][n_kv][hd]*/, const struct batch *bt);
+    void (*attention)(struct backend *b, void *out /*[n_tokens][n_heads][hd]*/,
+                      const void *q /*[n_tokens][n_heads][hd]*/, const struct kv_layer *l,
+                      const struct attn_params *p, const struct batch *bt);
+    void (*silu_mul)(struct backend *b, void *out /*[n]*/, const void *gate, const void *up, int64_t n);
+    void (*add)(struct backend *b, void *x /*[n]*/, const void *y /*[n]*/, int64_t n); // x += y
+    // out[i] = x[rows[i]] for the batch's logits_rows
+    void (*gather_rows)(struct backend *b, void *out /*[n_logits][dim]*/, const void *x /*[n_tokens][dim]*/,
+                        int dim, const struct batch *bt);
+};
+
+struct backend {
+    const struct backend_ops *ops;
+};
+
+// CPU backend with n_threads workers (0 = all cores).
+struct backend *backend_cpu_create(int n_threads);
+
+#endif

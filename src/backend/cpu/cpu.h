@@ -1,0 +1,35 @@
+// cpu.h — private to the CPU backend: its state and the op functions split across
+// cpu_backend.c (memory, elementwise, rope), cpu_matmul.c and cpu_attention.c.
+#ifndef OCTET_CPU_H
+#define OCTET_CPU_H
+
+#include "../../base/threadpool.h"
+#include "../backend.h"
+
+struct cpu_backend {
+    struct backend base;
+    struct threadpool *tp;
+    int n_threads;
+    float *scratch;         // [n_threads][scratch_floats] per-thread rows
+    size_t scratch_floats;
+};
+
+// Per-thread scratch of at least n floats (grown between runs only).
+float *cpu_scratch(struct cpu_backend *c, int thread);
+int cpu_reserve_scratch(struct cpu_backend *c, size_t n_floats);
+
+float cpu_dot(const float *a, const float *b, int n);
+// Widen a weight row (any weight dtype) into dst; returns dst or the row itself if F32.
+const float *cpu_weight_row(const struct weight *w, int64_t row, float *dst);
+
+void cpu_matmul(struct backend *b, void *out, const void *x, const struct weight *w, int n);
+void cpu_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v,
+                  const struct batch *bt);
+void cpu_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,
+                   const struct attn_params *p, const struct batch *bt);
+
+// Attention softmax P is multiplied by this before rounding to e4m3 in the emulation
+// mode (a power of two: exact, and maps P's [0,1] into e4m3's normal range).
+#define ATTN_FP8_P_SCALE 256.0f
+
+#endif

@@ -1,0 +1,167 @@
+// cpu_attention.c — the reference paged attention and kv_write (the FP8 rules of
+// docs/kv_format.md in their plainest form). Attention reads the cache in its stored
+// dtype and widens one key/value row at a time (no f32 copy of the cache); K's scale is
+// applied to the dot product and V's to the accumulated output. One task = one query
+// token × one KV head, so the query heads sharing that KV head read it once (GQA).
+// Two passes (scores, then softmax·V) over the exact max make the result independent
+// of how tokens were grouped into steps.
+#include <math.h>
+#include <string.h>
+
+#include "../../base/fp8.h"
+#include "../../base/half.h"
+#include "cpu.h"
+
+// Widen n stored elements at `src` (element index `idx`) into dst as f32 (unscaled).
+static void widen_row(enum dtype dt, const void *base, size_t idx, int n, float *dst) {
+    switch (dt) {
+    case DT_F32: memcpy(dst, (const float *)base + idx, (size_t)n * 4); break;
+    case DT_F16: f16_row_to_f32((const uint16_t *)base + idx, dst, (size_t)n); break;
+    case DT_BF16: bf16_row_to_f32((const uint16_t *)base + idx, dst, (size_t)n); break;
+    case DT_E4M3: { const uint8_t *s = (const uint8_t *)base + idx; for (int i = 0; i < n; i++) dst[i] = fp8_e4m3_table[s[i]]; break; }
+    case DT_E5M2: { const uint8_t *s = (const uint8_t *)base + idx; for (int i = 0; i < n; i++) dst[i] = fp8_e5m2_table[s[i]]; break; }
+    default: memset(dst, 0, (size_t)n * 4);
+    }
+}
+
+static bool is_fp8(enum dtype dt) { return dt == DT_E4M3 || dt == DT_E5M2; }
+
+// Store n f32 values as dtype; FP8 stores RNE(value / scale), saturating.
+static void narrow_row(enum dtype dt, void *base, size_t idx, int n, const float *src, float scale) {
+    switch (dt) {
+    case DT_F32: memcpy((float *)base + idx, src, (size_t)n * 4); break;
+    case DT_F16: for (int i = 0; i < n; i++) ((uint16_t *)base)[idx + i] = f32_to_f16(src[i]); break;
+    case DT_BF16: for (int i = 0; i < n; i++) ((uint16_t *)base)[idx + i] = f32_to_bf16(src[i]); break;
+    case DT_E4M3: for (int i = 0; i < n; i++) ((uint8_t *)base)[idx + i] = fp8_e4m3_from_f32(src[i] / scale); break;
+    case DT_E5M2: for (int i = 0; i < n; i++) ((uint8_t *)base)[idx + i] = fp8_e5m2_from_f32(src[i] / scale); break;
+    default: break;
+    }
+}
+
+void cpu_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt) {
+    const float *kf = k, *vf = v;
+    int hd = l->head_dim, nkv = l->n_kv_heads, bs = l->kv_block_tokens;
+    for (int t = 0; t < bt->n_tokens; t++) {
+        int slot = bt->slot_mapping[t];
+        if (slot < 0) continue;  // padding token: nothing to store
+        int blk = slot / bs, off = slot % bs;
+        for (int h = 0; h < nkv; h++) {
+            size_t dst = (((size_t)blk * nkv + h) * bs + off) * hd;
+            size_t src = ((size_t)t * nkv + h) * hd;
+            narrow_row(l->dtype, l->k, dst, hd, kf + src, l->k_scale[h]);
+            narrow_row(l->dtype, l->v, dst, hd, vf + src, l->v_scale[h]);
+        }
+    }
+}
+
+struct attn_ctx {
+    struct cpu_backend *c;
+    float *out;
+    const float *q;
+    const struct kv_layer *l;
+    const struct attn_params *p;
+    const struct batch *bt;
+    int max_ctx;
+};
+
+// Index of the sequence that owns token t (query_start is sorted).
+static int seq_of_token(const struct batch *bt, int t) {
+    int lo = 0, hi = bt->n_seqs - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (bt->query_start[mid] <= t) lo = mid; else hi = mid - 1;
+    }
+    return lo;
+}
+
+static void attn_task(void *ctx, int task, int thread) {
+    struct attn_ctx *a = ctx;
+    const struct kv_layer *l = a->l;
+    const struct batch *bt = a->bt;
+    int nkv = l->n_kv_heads, hd = l->head_dim, bs = l->kv_block_tokens;
+    int group = a->p->n_heads / nkv;
+    int t = task / nkv, g = task % nkv;
+    int s = seq_of_token(bt, t);
+    int pos = bt->positions[t];
+    int lo = (l->window > 0 && pos - l->window + 1 > 0) ? pos - l->window + 1 : 0;
+    int n_keys = pos - lo + 1;
+    const int32_t *btab = bt->block_tables + (size_t)s * bt->max_blocks_per_seq;
+    bool emulate = a->p->fp8_math == ATTN_FP8_EMULATE && is_fp8(l->dtype);
+
+    float *scratch = cpu_scratch(a->c, thread);
+    float *row = scratch;                  // [hd] one widened K or V row
+    float *qv = row + hd;                  // [group][hd] queries (maybe FP8-rounded)
+    float *acc = qv + (size_t)group * hd;  // [group][hd]
+    float *scores = acc + (size_t)group * hd; // [group][n_keys]
+    float qscale[64];
+
+    for (int h = 0; h < group; h++) {
+        const float *src = a->q + ((size_t)t * a->p->n_heads + g * group + h) * hd;
+        float *dst = qv + (size_t)h * hd;
+        qscale[h] = 1.0f;
+        if (emulate) {  // dynamic per-(token, head) scale amax/448, then e4m3 rounding
+            float amax = 0;
+            for (int i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(src[i]));
+            qscale[h] = amax > 0 ? amax / FP8_E4M3_MAX : 1.0f;
+            for (int i = 0; i < hd; i++) dst[i] = fp8_e4m3_to_f32(fp8_e4m3_from_f32(src[i] / qscale[h]));
+        } else {
+            memcpy(dst, src, (size_t)hd * 4);
+        }
+    }
+    // pass 1: scores
+    float kscale = is_fp8(l->dtype) ? l->k_scale[g] : 1.0f;
+    for (int j = 0; j < n_keys; j++) {
+        int kp = lo + j;
+        size_t idx = (((size_t)btab[kp / bs] * nkv + g) * bs + kp % bs) * hd;
+        widen_row(l->dtype, l->k, idx, hd, row);
+        for (int h = 0; h < group; h++)
+            scores[(size_t)h * n_keys + j] = cpu_dot(qv + (size_t)h * hd, row, hd) * (qscale[h] * kscale) * a->p->softmax_scale;
+    }
+    // softmax denominators with the exact max
+    float sum[64];
+    for (int h = 0; h < group; h++) {
+        float *sc = scores + (size_t)h * n_keys, m = -INFINITY;
+        for (int j = 0; j < n_keys; j++) m = fmaxf(m, sc[j]);
+        double l_sum = 0;
+        for (int j = 0; j < n_keys; j++) {
+            float pj = expf(sc[j] - m);
+            l_sum += pj;
+            sc[j] = emulate ? fp8_e4m3_to_f32(fp8_e4m3_from_f32(pj * ATTN_FP8_P_SCALE)) / ATTN_FP8_P_SCALE : pj;
+        }
+        sum[h] = (float)l_sum;
+        memset(acc + (size_t)h * hd, 0, (size_t)hd * 4);
+    }
+    // pass 2: P·V
+    for (int j = 0; j < n_keys; j++) {
+        int kp = lo + j;
+        size_t idx = (((size_t)btab[kp / bs] * nkv + g) * bs + kp % bs) * hd;
+        widen_row(l->dtype, l->v, idx, hd, row);
+        for (int h = 0; h < group; h++) {
+            float pj = scores[(size_t)h * n_keys + j];
+            float *ac = acc + (size_t)h * hd;
+            for (int i = 0; i < hd; i++) ac[i] += pj * row[i];
+        }
+    }
+    float vscale = is_fp8(l->dtype) ? l->v_scale[g] : 1.0f;
+    for (int h = 0; h < group; h++) {
+        float *o = a->out + ((size_t)t * a->p->n_heads + g * group + h) * hd;
+        float f = vscale / sum[h];
+        for (int i = 0; i < hd; i++) o[i] = acc[(size_t)h * hd + i] * f;
+    }
+}
+
+void cpu_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,
+                   const struct attn_params *p, const struct batch *bt) {
+    struct cpu_backend *c = (struct cpu_backend *)b;
+    int group = p->n_heads / l->n_kv_heads;
+    int max_ctx = 0;
+    for (int t = 0; t < bt->n_tokens; t++) {
+        int n = bt->positions[t] + 1;
+        if (l->window > 0 && n > l->window) n = l->window;
+        if (n > max_ctx) max_ctx = n;
+    }
+    size_t need = (size_t)l->head_dim * (1 + 2 * group) + (size_t)group * max_ctx;
+    if (cpu_reserve_scratch(c, need) < 0) return;
+    struct attn_ctx a = {c, out, q, l, p, bt, max_ctx};
+    threadpool_run(c->tp, bt->n_tokens * l->n_kv_heads, attn_task, &a);
+}

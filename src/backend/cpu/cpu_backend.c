@@ -1,0 +1,159 @@
+// cpu_backend.c — the reference backend's table: memory (plain malloc), weights (aliases
+// of the mapped f32 data; 16-bit matrices are widened row by row in matmul), and the
+// elementwise ops. Activations are f32.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../base/half.h"
+#include "../../model/model.h"
+#include "../../model/rope.h"
+#include "cpu.h"
+
+float *cpu_scratch(struct cpu_backend *c, int thread) { return c->scratch + (size_t)thread * c->scratch_floats; }
+
+int cpu_reserve_scratch(struct cpu_backend *c, size_t n) {
+    if (n <= c->scratch_floats) return 0;
+    float *s = realloc(c->scratch, n * (size_t)c->n_threads * sizeof(float));
+    if (!s) return -1;
+    c->scratch = s;
+    c->scratch_floats = n;
+    return 0;
+}
+
+const float *cpu_weight_row(const struct weight *w, int64_t row, float *dst) {
+    const char *base = w->data;
+    switch (w->dtype) {
+    case DT_F32: return (const float *)(base + row * w->cols * 4);
+    case DT_F16: f16_row_to_f32((const uint16_t *)(base + row * w->cols * 2), dst, (size_t)w->cols); return dst;
+    case DT_BF16: bf16_row_to_f32((const uint16_t *)(base + row * w->cols * 2), dst, (size_t)w->cols); return dst;
+    default: memset(dst, 0, (size_t)w->cols * sizeof(float)); return dst;
+    }
+}
+
+static void *cpu_alloc(struct backend *b, size_t bytes) { return calloc(1, bytes ? bytes : 1); }
+static void cpu_free(struct backend *b, void *p) { free(p); }
+static void cpu_copy(struct backend *b, void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+static void cpu_download_f32(struct backend *b, float *dst, const void *src, size_t n) { memcpy(dst, src, n * 4); }
+static int cpu_sync(struct backend *b) { return 0; }
+static int cpu_batch_begin(struct backend *b, const struct batch *bt) { return 0; }
+
+static int cpu_weight_upload(struct backend *b, struct weight *w) {
+    struct cpu_backend *c = (struct cpu_backend *)b;
+    if (cpu_reserve_scratch(c, (size_t)w->cols) < 0) return -1;
+    w->dev = (void *)w->data;  // read in place (mmap or owned buffer)
+    return 0;
+}
+static void cpu_weight_release(struct backend *b, struct weight *w) { w->dev = NULL; }
+
+static void cpu_destroy(struct backend *b) {
+    struct cpu_backend *c = (struct cpu_backend *)b;
+    threadpool_free(c->tp);
+    free(c->scratch);
+    free(c);
+}
+
+static void cpu_get_rows(struct backend *b, void *out, const struct weight *table, const struct batch *bt) {
+    float *o = out;
+    for (int t = 0; t < bt->n_tokens; t++) {
+        float *dst = o + (size_t)t * table->cols;
+        const float *row = cpu_weight_row(table, bt->token_ids[t], dst);
+        if (row != dst) memcpy(dst, row, (size_t)table->cols * sizeof(float));
+    }
+}
+
+struct norm_ctx { float *out; const float *x; const struct weight *w; int dim; float eps; struct cpu_backend *c; };
+
+static void norm_task(void *p, int t, int thread) {
+    struct norm_ctx *n = p;
+    const float *x = n->x + (size_t)t * n->dim;
+    float *o = n->out + (size_t)t * n->dim;
+    const float *w = cpu_weight_row(n->w, 0, cpu_scratch(n->c, thread));
+    double ss = 0;
+    for (int i = 0; i < n->dim; i++) ss += (double)x[i] * x[i];
+    float r = (float)(1.0 / sqrt(ss / n->dim + n->eps));
+    for (int i = 0; i < n->dim; i++) o[i] = x[i] * r * w[i];
+}
+
+static void cpu_rmsnorm(struct backend *b, void *out, const void *x, const struct weight *w, int n, float eps) {
+    struct cpu_backend *c = (struct cpu_backend *)b;
+    struct norm_ctx ctx = {out, x, w, (int)w->cols, eps, c};
+    threadpool_run(c->tp, n, norm_task, &ctx);
+}
+
+static void cpu_rope(struct backend *b, void *x, int n_heads, int head_dim, const struct rope_table *rt,
+                     const struct batch *bt) {
+    float *v = x;
+    int half = rt->n_rot / 2;
+    float cs[ROPE_MAX_PAIRS], sn[ROPE_MAX_PAIRS];
+    for (int t = 0; t < bt->n_tokens; t++) {
+        int pos = bt->positions[t];
+        for (int i = 0; i < half; i++) {
+            double ang = pos * rt->inv_freq[i];
+            cs[i] = (float)cos(ang) * rt->attn_factor;
+            sn[i] = (float)sin(ang) * rt->attn_factor;
+        }
+        for (int h = 0; h < n_heads; h++) {
+            float *hv = v + ((size_t)t * n_heads + h) * head_dim;
+            for (int i = 0; i < half; i++) {
+                int a = rt->neox ? i : 2 * i, c2 = rt->neox ? i + half : 2 * i + 1;
+                float x0 = hv[a], x1 = hv[c2];
+                hv[a] = x0 * cs[i] - x1 * sn[i];
+                hv[c2] = x0 * sn[i] + x1 * cs[i];
+            }
+        }
+    }
+}
+
+static void cpu_silu_mul(struct backend *b, void *out, const void *gate, const void *up, int64_t n) {
+    float *o = out;
+    const float *g = gate, *u = up;
+    for (int64_t i = 0; i < n; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static void cpu_add(struct backend *b, void *x, const void *y, int64_t n) {
+    float *a = x;
+    const float *c = y;
+    for (int64_t i = 0; i < n; i++) a[i] += c[i];
+}
+
+static void cpu_gather_rows(struct backend *b, void *out, const void *x, int dim, const struct batch *bt) {
+    for (int i = 0; i < bt->n_logits; i++)
+        memcpy((float *)out + (size_t)i * dim, (const float *)x + (size_t)bt->logits_rows[i] * dim,
+               (size_t)dim * sizeof(float));
+}
+
+static const struct backend_ops cpu_ops = {
+    .name = "cpu",
+    .destroy = cpu_destroy,
+    .act_dtype = DT_F32,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .download_f32 = cpu_download_f32,
+    .sync = cpu_sync,
+    .weight_upload = cpu_weight_upload,
+    .weight_release = cpu_weight_release,
+    .batch_begin = cpu_batch_begin,
+    .get_rows = cpu_get_rows,
+    .rmsnorm = cpu_rmsnorm,
+    .matmul = cpu_matmul,
+    .rope = cpu_rope,
+    .kv_write = cpu_kv_write,
+    .attention = cpu_attention,
+    .silu_mul = cpu_silu_mul,
+    .add = cpu_add,
+    .gather_rows = cpu_gather_rows,
+};
+
+struct backend *backend_cpu_create(int n_threads) {
+    struct cpu_backend *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->base.ops = &cpu_ops;
+    c->tp = threadpool_create(n_threads);
+    if (!c->tp) { free(c); return NULL; }
+    c->n_threads = threadpool_n_threads(c->tp);
+    if (cpu_reserve_scratch(c, 4096) < 0) { cpu_destroy(&c->base); return NULL; }
+    return &c->base;
+}

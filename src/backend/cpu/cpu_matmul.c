@@ -1,0 +1,114 @@
+// cpu_matmul.c — out[n][rows] = x[n][cols] · Wᵀ for f32 activations and F32/F16/BF16
+// weights. Work is split over weight rows, so each output element is one dot product
+// computed start to finish by one thread: results do not depend on the thread count or
+// on how many tokens share the batch (chunked prefill and decode give equal numbers).
+#include <string.h>
+
+#include "../../model/model.h"
+#include "cpu.h"
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__)
+static inline float hsum256(__m256 v) {
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, hi);
+    lo = _mm_hadd_ps(lo, lo);
+    lo = _mm_hadd_ps(lo, lo);
+    return _mm_cvtss_f32(lo);
+}
+#endif
+
+float cpu_dot(const float *a, const float *b, int n) {
+    int i = 0;
+    float s = 0;
+#if defined(__AVX2__) && defined(__FMA__)
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+        acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+        acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    }
+    for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    s = hsum256(_mm256_add_ps(acc0, acc1));
+#endif
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+// Four tokens against one weight row: the row is loaded once per 8 elements.
+// Each result equals cpu_dot(x_t, w) exactly (same accumulation order).
+static void dot4(const float *w, const float *x0, const float *x1, const float *x2, const float *x3,
+                 int n, float *r) {
+#if defined(__AVX2__) && defined(__FMA__)
+    __m256 a0 = _mm256_setzero_ps(), b0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
+    __m256 a2 = _mm256_setzero_ps(), b2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps(), b3 = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 wl = _mm256_loadu_ps(w + i), wh = _mm256_loadu_ps(w + i + 8);
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + i), wl, a0); b0 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + i + 8), wh, b0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + i), wl, a1); b1 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + i + 8), wh, b1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x2 + i), wl, a2); b2 = _mm256_fmadd_ps(_mm256_loadu_ps(x2 + i + 8), wh, b2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x3 + i), wl, a3); b3 = _mm256_fmadd_ps(_mm256_loadu_ps(x3 + i + 8), wh, b3);
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 wl = _mm256_loadu_ps(w + i);
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + i), wl, a0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + i), wl, a1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x2 + i), wl, a2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x3 + i), wl, a3);
+    }
+    float s0 = hsum256(_mm256_add_ps(a0, b0)), s1 = hsum256(_mm256_add_ps(a1, b1));
+    float s2 = hsum256(_mm256_add_ps(a2, b2)), s3 = hsum256(_mm256_add_ps(a3, b3));
+    for (; i < n; i++) { s0 += x0[i] * w[i]; s1 += x1[i] * w[i]; s2 += x2[i] * w[i]; s3 += x3[i] * w[i]; }
+    r[0] = s0; r[1] = s1; r[2] = s2; r[3] = s3;
+#else
+    r[0] = cpu_dot(x0, w, n); r[1] = cpu_dot(x1, w, n); r[2] = cpu_dot(x2, w, n); r[3] = cpu_dot(x3, w, n);
+#endif
+}
+
+#define TOKEN_TILE 64
+#define MIN_TASK_MACS 16384
+
+struct mm_ctx {
+    struct cpu_backend *c;
+    float *out;
+    const float *x;
+    const struct weight *w;
+    int n, rows_per_task;
+};
+
+static void mm_task(void *p, int task, int thread) {
+    struct mm_ctx *m = p;
+    const struct weight *w = m->w;
+    int cols = (int)w->cols, rows = (int)w->rows;
+    int r0 = task * m->rows_per_task, r1 = r0 + m->rows_per_task;
+    if (r1 > rows) r1 = rows;
+    float *buf = cpu_scratch(m->c, thread);
+    for (int t0 = 0; t0 < m->n; t0 += TOKEN_TILE) {
+        int t1 = t0 + TOKEN_TILE < m->n ? t0 + TOKEN_TILE : m->n;
+        for (int r = r0; r < r1; r++) {
+            const float *wr = cpu_weight_row(w, r, buf);
+            int t = t0;
+            for (; t + 4 <= t1; t += 4) {
+                float res[4];
+                const float *x = m->x + (size_t)t * cols;
+                dot4(wr, x, x + cols, x + 2 * (size_t)cols, x + 3 * (size_t)cols, cols, res);
+                for (int k = 0; k < 4; k++) m->out[(size_t)(t + k) * rows + r] = res[k];
+            }
+            for (; t < t1; t++) m->out[(size_t)t * rows + r] = cpu_dot(m->x + (size_t)t * cols, wr, cols);
+        }
+    }
+}
+
+void cpu_matmul(struct backend *b, void *out, const void *x, const struct weight *w, int n) {
+    struct cpu_backend *c = (struct cpu_backend *)b;
+    long macs_per_row = (long)n * w->cols;
+    int rows = (int)w->rows;
+    int rpt = (int)(MIN_TASK_MACS / (macs_per_row ? macs_per_row : 1));
+    if (rpt < 1) rpt = 1;
+    int max_tasks = c->n_threads * 8;
+    if ((rows + rpt - 1) / rpt > max_tasks) rpt = (rows + max_tasks - 1) / max_tasks;
+    struct mm_ctx ctx = {c, out, x, w, n, rpt};
+    threadpool_run(c->tp, (rows + rpt - 1) / rpt, mm_task, &ctx);
+}

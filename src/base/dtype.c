@@ -1,0 +1,23 @@
+// dtype.c — sizes and names of the element types in dtype.h.
+#include "dtype.h"
+
+size_t dtype_size(enum dtype t) {
+    switch (t) {
+    case DT_F32: case DT_I32: return 4;
+    case DT_F16: case DT_BF16: return 2;
+    case DT_E4M3: case DT_E5M2: return 1;
+    case DT_I64: return 8;
+    default: return 0;
+    }
+}
+
+const char *dtype_name(enum dtype t) {
+    static const char *names[DT_COUNT] = {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "i32", "i64"};
+    return (unsigned)t < DT_COUNT ? names[t] : "?";
+}
+
+int64_t tensor_n_elems(const struct tensor_info *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->n_dims; i++) n *= t->ne[i];
+    return n;
+}

@@ -1,0 +1,175 @@
+// kv_cache.c — per-layer KV dtype/scales resolution and page allocation.
+#include "kv_cache.h"
+
+#include <ctype.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/check.h"
+#include "../model/model.h"
+
+void kv_options_default(struct kv_options *o) {
+    memset(o, 0, sizeof *o);
+    strcpy(o->dtype, "auto");
+    o->kv_block_tokens = 16;
+}
+
+int kv_dtype_parse(const char *s, enum dtype model_dtype, enum dtype *out) {
+    static const struct { const char *name; int dt; } names[] = {
+        {"auto", -1}, {"fp32", DT_F32}, {"float32", DT_F32}, {"fp16", DT_F16}, {"float16", DT_F16},
+        {"half", DT_F16}, {"bf16", DT_BF16}, {"bfloat16", DT_BF16}, {"fp8", DT_E4M3},
+        {"fp8_e4m3", DT_E4M3}, {"fp8_e5m2", DT_E5M2},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i].name) == 0) {
+            *out = names[i].dt < 0 ? model_dtype : (enum dtype)names[i].dt;
+            return OCT_OK;
+        }
+    return err_set(OCT_EINVAL, "--kv-cache-dtype: unknown value '%s' (choose auto, fp32, fp16, bf16, fp8, fp8_e4m3, fp8_e5m2)", s);
+}
+
+int kv_options_set_dtype(struct kv_options *o, const char *s) {
+    enum dtype dt;
+    TRY(kv_dtype_parse(s, DT_F32, &dt));
+    snprintf(o->dtype, sizeof o->dtype, "%s", s);
+    return OCT_OK;
+}
+
+int kv_options_set_skip(struct kv_options *o, const char *s) {
+    const char *p = s;
+    while (*p) {
+        while (*p == ' ' || *p == ',' || *p == '\t') p++;
+        if (!*p) break;
+        const char *e = p;
+        while (*e && *e != ' ' && *e != ',' && *e != '\t') e++;
+        size_t len = (size_t)(e - p);
+        if (len == 14 && strncmp(p, "sliding_window", 14) == 0) {
+            o->skip_sliding = true;
+        } else {
+            char *end;
+            long v = strtol(p, &end, 10);
+            if (end != e || v < 0 || v >= MODEL_MAX_LAYERS)
+                return err_set(OCT_EINVAL, "--kv-cache-dtype-skip-layers: '%.*s' is not a layer index (0..%d) or 'sliding_window'",
+                               (int)len, p, MODEL_MAX_LAYERS - 1);
+            o->skip[v] = true;
+        }
+        p = e;
+    }
+    return OCT_OK;
+}
+
+int kv_cache_plan(struct kv_cache *kv, const struct model *m, const struct kv_options *o) {
+    const struct model_config *c = &m->cfg;
+    memset(kv, 0, sizeof *kv);
+    if (c->n_kv_heads > KV_MAX_HEADS) return err_set(OCT_EUNSUP, "kv cache: %d KV heads (max %d)", c->n_kv_heads, KV_MAX_HEADS);
+    if (c->n_heads / c->n_kv_heads > 64) return err_set(OCT_EUNSUP, "kv cache: %d query heads per KV head (max 64)", c->n_heads / c->n_kv_heads);
+    if (o->kv_block_tokens < 1 || o->kv_block_tokens > 1024) return err_set(OCT_EINVAL, "--kv-block-tokens %d outside 1..1024", o->kv_block_tokens);
+    enum dtype model_dt = m->weight_dtype, chosen;
+    TRY(kv_dtype_parse(o->dtype, model_dt, &chosen));
+    for (int l = 0; l < MODEL_MAX_LAYERS; l++)
+        if (o->skip[l] && l >= c->n_layers)
+            return err_set(OCT_EINVAL, "--kv-cache-dtype-skip-layers: layer %d does not exist (model has %d)", l, c->n_layers);
+    kv->n_layers = c->n_layers;
+    kv->kv_block_tokens = o->kv_block_tokens;
+    for (int l = 0; l < c->n_layers; l++) {
+        struct kv_layer *L = &kv->layers[l];
+        bool sliding = c->sliding_window > 0 && c->layer_sliding[l];
+        bool skip = o->skip[l] || (o->skip_sliding && sliding);
+        L->dtype = skip ? model_dt : chosen;
+        L->n_kv_heads = c->n_kv_heads;
+        L->head_dim = c->head_dim;
+        L->kv_block_tokens = o->kv_block_tokens;
+        L->window = sliding ? c->sliding_window : 0;
+        for (int h = 0; h < c->n_kv_heads; h++) {
+            L->k_scale[h] = m->ckpt_k_scale ? m->ckpt_k_scale[l * c->n_kv_heads + h] : 1.0f;
+            L->v_scale[h] = m->ckpt_v_scale ? m->ckpt_v_scale[l * c->n_kv_heads + h] : 1.0f;
+        }
+    }
+    if (o->scales_path[0]) TRY(kv_scales_load(kv, o->scales_path));
+    return OCT_OK;
+}
+
+long kv_cache_bytes_per_token(const struct kv_cache *kv) {
+    long total = 0;
+    for (int l = 0; l < kv->n_layers; l++) {
+        const struct kv_layer *L = &kv->layers[l];
+        total += 2L * L->n_kv_heads * L->head_dim * (long)dtype_size(L->dtype);
+    }
+    return total;
+}
+
+int kv_cache_alloc(struct kv_cache *kv, struct backend *b, int n_blocks) {
+    kv->b = b;
+    kv->n_blocks = n_blocks;
+    kv->bytes = 0;
+    for (int l = 0; l < kv->n_layers; l++) {
+        struct kv_layer *L = &kv->layers[l];
+        size_t bytes = (size_t)n_blocks * L->n_kv_heads * L->kv_block_tokens * L->head_dim * dtype_size(L->dtype);
+        L->n_blocks = n_blocks;
+        L->k = b->ops->alloc(b, bytes);
+        L->v = b->ops->alloc(b, bytes);
+        if (!L->k || !L->v) {
+            kv_cache_free(kv);
+            return err_set(OCT_ENOMEM, "kv cache: cannot allocate %zu bytes for layer %d", 2 * bytes, l);
+        }
+        kv->bytes += 2 * bytes;
+    }
+    return OCT_OK;
+}
+
+void kv_cache_free(struct kv_cache *kv) {
+    if (!kv->b) return;
+    for (int l = 0; l < kv->n_layers; l++) {
+        if (kv->layers[l].k) kv->b->ops->free(kv->b, kv->layers[l].k);
+        if (kv->layers[l].v) kv->b->ops->free(kv->b, kv->layers[l].v);
+        kv->layers[l].k = kv->layers[l].v = NULL;
+    }
+    kv->b = NULL;
+}
+
+// Reads one scale array ("k_scale": number or [n_kv_heads] numbers) into dst.
+static int read_scales(json_t *v, const char *path, int layer, const char *key, int n_heads, float *dst) {
+    if (json_is_number(v)) {
+        double s = json_number_value(v);
+        if (!(s > 0) || s > 1e30) return err_set(OCT_EINVAL, "%s: layer %d %s = %g must be a positive finite number", path, layer, key, s);
+        for (int h = 0; h < n_heads; h++) dst[h] = (float)s;
+        return OCT_OK;
+    }
+    if (!json_is_array(v)) return err_set(OCT_EINVAL, "%s: layer %d %s must be a number or an array", path, layer, key);
+    size_t n = json_array_size(v);
+    if (n != 1 && n != (size_t)n_heads)
+        return err_set(OCT_EINVAL, "%s: layer %d %s has %zu values (want 1 or %d KV heads)", path, layer, key, n, n_heads);
+    for (int h = 0; h < n_heads; h++) {
+        json_t *e = json_array_get(v, n == 1 ? 0 : (size_t)h);
+        double s = json_number_value(e);
+        if (!json_is_number(e) || !(s > 0) || s > 1e30)
+            return err_set(OCT_EINVAL, "%s: layer %d %s[%d] must be a positive finite number", path, layer, key, h);
+        dst[h] = (float)s;
+    }
+    return OCT_OK;
+}
+
+int kv_scales_load(struct kv_cache *kv, const char *path) {
+    json_error_t je;
+    json_t *root = json_load_file(path, 0, &je);
+    if (!root) return err_set(OCT_EINVAL, "--kv-scales %s: %s (line %d)", path, je.text, je.line);
+    int rc = OCT_OK;
+    json_t *layers = json_object_get(root, "layers");
+    if (!json_is_array(layers)) { rc = err_set(OCT_EINVAL, "%s: missing \"layers\" array", path); goto out; }
+    if (json_array_size(layers) != (size_t)kv->n_layers) {
+        rc = err_set(OCT_EINVAL, "%s: %zu layers, model has %d", path, json_array_size(layers), kv->n_layers);
+        goto out;
+    }
+    for (int l = 0; l < kv->n_layers && rc == OCT_OK; l++) {
+        json_t *e = json_array_get(layers, (size_t)l);
+        json_t *k = json_object_get(e, "k_scale"), *v = json_object_get(e, "v_scale");
+        if (!k || !v) { rc = err_set(OCT_EINVAL, "%s: layer %d needs k_scale and v_scale", path, l); break; }
+        rc = read_scales(k, path, l, "k_scale", kv->layers[l].n_kv_heads, kv->layers[l].k_scale);
+        if (rc == OCT_OK) rc = read_scales(v, path, l, "v_scale", kv->layers[l].n_kv_heads, kv->layers[l].v_scale);
+    }
+out:
+    json_decref(root);
+    return rc;
+}

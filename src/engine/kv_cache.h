@@ -1,0 +1,54 @@
+// kv_cache.h — the paged K/V storage of every layer and the options that shape it
+// (owns: per-layer dtype choice, skip layers, scales (default, checkpoint, or a JSON
+// scales file), and the backend memory of the pages; not: which block belongs to whom —
+// that is kv_pool's job). Layout and rounding: docs/kv_format.md.
+#ifndef OCTET_KV_CACHE_H
+#define OCTET_KV_CACHE_H
+
+#include <stdbool.h>
+
+#include "../backend/backend.h"
+#include "../model/config.h"
+
+struct model;
+
+// What the user asked for (flags --kv-cache-dtype, --kv-cache-dtype-skip-layers,
+// --kv-scales, --kv-block-tokens).
+struct kv_options {
+    char dtype[16];                     // auto|fp32|fp16|bf16|fp8|fp8_e4m3|fp8_e5m2
+    bool skip[MODEL_MAX_LAYERS];        // layers kept in the model dtype
+    bool skip_sliding;                  // "sliding_window" in the skip list
+    char scales_path[512];              // JSON scales file, "" = none
+    int kv_block_tokens;                // default 16
+};
+
+void kv_options_default(struct kv_options *o);
+// Parses the dtype name (errors name the value and list the choices).
+int kv_options_set_dtype(struct kv_options *o, const char *s);
+// Parses "0 2 23", "0,2,23" or "sliding_window" (mixable); errors name the bad item.
+int kv_options_set_skip(struct kv_options *o, const char *s);
+
+struct kv_cache {
+    struct backend *b;
+    int n_layers, n_blocks, kv_block_tokens;
+    struct kv_layer layers[MODEL_MAX_LAYERS];
+    size_t bytes;                       // total page memory
+};
+
+// Resolves each layer's dtype for model m (auto → the model's weight dtype; f32 stays
+// f32 on the CPU), and its scales: 1.0, then the checkpoint's, then the scales file's.
+// Fills kv->layers (without memory) so sizes can be planned before allocating.
+int kv_cache_plan(struct kv_cache *kv, const struct model *m, const struct kv_options *o);
+// KV bytes per token of a planned cache (all layers, K and V).
+long kv_cache_bytes_per_token(const struct kv_cache *kv);
+// Allocates n_blocks pages per layer on backend b.
+int kv_cache_alloc(struct kv_cache *kv, struct backend *b, int n_blocks);
+void kv_cache_free(struct kv_cache *kv);
+
+// Loads a scales file into a planned cache (format in docs/kv_format.md).
+int kv_scales_load(struct kv_cache *kv, const char *path);
+
+// Resolve a dtype name alone ("fp8" → DT_E4M3, "auto" → model_dtype).
+int kv_dtype_parse(const char *s, enum dtype model_dtype, enum dtype *out);
+
+#endif

@@ -1,0 +1,109 @@
+// sampler.c — temperature / top-k / top-p / min-p sampling over one logits row.
+#include "sampler.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "../base/check.h"
+
+void sampling_params_default(struct sampling_params *p) {
+    *p = (struct sampling_params){.temperature = 1.0f, .top_k = 0, .top_p = 1.0f, .min_p = 0.0f, .seed = 0};
+}
+
+int sampling_params_check(const struct sampling_params *p) {
+    if (!(p->temperature >= 0) || !isfinite(p->temperature)) return err_set(OCT_EINVAL, "temperature %g must be >= 0", p->temperature);
+    if (!(p->top_p > 0 && p->top_p <= 1)) return err_set(OCT_EINVAL, "top_p %g must be in (0, 1]", p->top_p);
+    if (!(p->min_p >= 0 && p->min_p <= 1)) return err_set(OCT_EINVAL, "min_p %g must be in [0, 1]", p->min_p);
+    return OCT_OK;
+}
+
+int sampler_init(struct sampler *s, const struct sampling_params *p, int n_vocab) {
+    TRY(sampling_params_check(p));
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    rng_seed(&s->rng, p->seed);
+    s->probs = malloc((size_t)n_vocab * sizeof(float));
+    s->idx = malloc((size_t)n_vocab * sizeof(int32_t));
+    if (!s->probs || !s->idx) { sampler_free(s); return err_set(OCT_ENOMEM, "sampler: out of memory"); }
+    return OCT_OK;
+}
+
+void sampler_free(struct sampler *s) {
+    free(s->probs);
+    free(s->idx);
+    s->probs = NULL;
+    s->idx = NULL;
+}
+
+int logits_argmax(const float *logits, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++) if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+double logits_logprob(const float *logits, int n, int id) {
+    float m = logits[logits_argmax(logits, n)];
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += exp((double)logits[i] - m);
+    return (double)logits[id] - m - log(sum);
+}
+
+double logits_kld(const float *ref, const float *x, int n) {
+    double mr = ref[logits_argmax(ref, n)], mx = x[logits_argmax(x, n)], zr = 0, zx = 0;
+    for (int i = 0; i < n; i++) { zr += exp(ref[i] - mr); zx += exp(x[i] - mx); }
+    double lzr = log(zr), lzx = log(zx), kl = 0;
+    for (int i = 0; i < n; i++) {
+        double lpr = ref[i] - mr - lzr, lpx = x[i] - mx - lzx;
+        kl += exp(lpr) * (lpr - lpx);
+    }
+    return kl > 0 ? kl : 0;
+}
+
+static int by_prob_desc(const void *a, const void *b, void *ctx) {
+    const float *probs = ctx;
+    float pa = probs[*(const int32_t *)a], pb = probs[*(const int32_t *)b];
+    if (pa != pb) return pa < pb ? 1 : -1;
+    return *(const int32_t *)a - *(const int32_t *)b;
+}
+
+int sampler_sample(struct sampler *s, const float *logits) {
+    int n = s->n_vocab;
+    if (s->p.temperature == 0) return logits_argmax(logits, n);
+    float m = logits[logits_argmax(logits, n)];
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        s->probs[i] = expf((logits[i] - m) / s->p.temperature);
+        sum += s->probs[i];
+        s->idx[i] = i;
+    }
+    for (int i = 0; i < n; i++) s->probs[i] = (float)(s->probs[i] / sum);
+    // candidates sorted by probability (only when a filter needs the order)
+    int n_keep = n;
+    bool filtered = (s->p.top_k > 0 && s->p.top_k < n) || s->p.top_p < 1 || s->p.min_p > 0;
+    if (filtered) {
+        qsort_r(s->idx, (size_t)n, sizeof(int32_t), by_prob_desc, s->probs);
+        if (s->p.top_k > 0 && s->p.top_k < n_keep) n_keep = s->p.top_k;
+        if (s->p.top_p < 1) {
+            double cum = 0;
+            for (int i = 0; i < n_keep; i++) {
+                cum += s->probs[s->idx[i]];
+                if (cum >= s->p.top_p) { n_keep = i + 1; break; }
+            }
+        }
+        if (s->p.min_p > 0) {
+            float thr = s->p.min_p * s->probs[s->idx[0]];
+            int k = 1;
+            while (k < n_keep && s->probs[s->idx[k]] >= thr) k++;
+            n_keep = k;
+        }
+    }
+    double total = 0;
+    for (int i = 0; i < n_keep; i++) total += s->probs[s->idx[i]];
+    double r = rng_double(&s->rng) * total, cum = 0;
+    for (int i = 0; i < n_keep; i++) {
+        cum += s->probs[s->idx[i]];
+        if (r < cum) return s->idx[i];
+    }
+    return s->idx[n_keep - 1];
+}

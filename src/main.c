@@ -1,0 +1,24 @@
+// main.c — argv → subcommand. Everything else lives in src/tools/.
+#include <stdio.h>
+#include <string.h>
+
+#include "tools/tools.h"
+
+static void usage(void) {
+    fprintf(stderr,
+            "octet — LLM inference with an FP8 KV cache\n"
+            "usage: octet COMMAND [flags]\n"
+            "  generate   run one prompt (--model, --prompt, --max-tokens, sampling, KV flags)\n"
+            "  eval ppl   perplexity and KLD vs a reference KV dtype\n"
+            "Run 'octet COMMAND --help' for the flags of a command.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) { usage(); return argc < 2 ? 2 : 0; }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
+    fprintf(stderr, "octet: unknown command '%s'\n", cmd);
+    usage();
+    return 2;
+}

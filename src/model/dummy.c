@@ -1,0 +1,118 @@
+// dummy.c — "dummy:NAME" models (vLLM's --load-format dummy): real architecture shapes
+// with seeded random bf16 weights, so benchmarks run at true sizes without a download.
+// Weights are uniform with std 1/sqrt(fan_in) (activations keep unit scale through the
+// RMS-normed residual stream); norms are 1. Deterministic: each 4096-element chunk of
+// each tensor has its own seed, so the result does not depend on the thread count.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../base/check.h"
+#include "../base/half.h"
+#include "../base/rng.h"
+#include "../base/threadpool.h"
+#include "model.h"
+
+struct preset {
+    const char *name;
+    int n_layers, dim, n_heads, n_kv_heads, head_dim, ffn_dim, n_vocab, max_pos;
+    double theta;
+    enum rope_scaling scaling;
+    double factor;
+    int orig_max_pos;
+    int window;        // sliding window tokens (0 = none)
+    int sliding_every; // layer l slides unless (l+1) % sliding_every == 0 (2: alternate)
+    bool tied;
+};
+
+static const struct preset presets[] = {
+    {"llama-3.1-8b", 32, 4096, 32, 8, 128, 14336, 128256, 131072, 500000, ROPE_SCALING_LLAMA3, 8, 8192, 0, 0, false},
+    {"llama-3.2-1b", 16, 2048, 32, 8, 64, 8192, 128256, 131072, 500000, ROPE_SCALING_LLAMA3, 32, 8192, 0, 0, true},
+    // gpt-oss-20b's attention (64 q / 8 kv heads, head_dim 64, 128-token windows on every
+    // other layer, YaRN x32) with a dense FFN in place of the experts
+    {"gpt-oss-20b-attn", 24, 2880, 64, 8, 64, 2880, 201088, 131072, 150000, ROPE_SCALING_YARN, 32, 4096, 128, 2, false},
+    // head_dim 256 with 512-token windows on 3 of every 4 layers (Gemma-style)
+    {"gemma-hd256", 24, 2560, 8, 4, 256, 10240, 32000, 131072, 10000, ROPE_SCALING_NONE, 1, 0, 512, 4, true},
+    {"tiny", 4, 256, 8, 2, 32, 768, 512, 32768, 10000, ROPE_SCALING_NONE, 1, 0, 0, 0, true},
+    // a tiny model with sliding-window layers, for tests of hybrid attention
+    {"tiny-swa", 4, 256, 8, 2, 32, 768, 512, 32768, 10000, ROPE_SCALING_NONE, 1, 0, 64, 2, true},
+};
+
+const char *const dummy_preset_names[] = {"llama-3.1-8b", "llama-3.2-1b", "gpt-oss-20b-attn", "gemma-hd256", "tiny", "tiny-swa", NULL};
+
+#define CHUNK 4096
+
+struct fill_ctx { uint16_t *dst; int64_t n; uint64_t seed; float amp; bool ones; };
+
+static void fill_task(void *p, int task, int thread) {
+    struct fill_ctx *f = p;
+    int64_t i0 = (int64_t)task * CHUNK, i1 = i0 + CHUNK < f->n ? i0 + CHUNK : f->n;
+    struct rng r;
+    rng_seed(&r, f->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(task + 1)));
+    for (int64_t i = i0; i < i1; i++)
+        f->dst[i] = f32_to_bf16(f->ones ? 1.0f : (2.0f * rng_float(&r) - 1.0f) * f->amp);
+}
+
+static int make_weight(struct model *m, struct threadpool *tp, struct weight *w, const char *name,
+                       int64_t rows, int64_t cols, bool ones) {
+    w->dtype = DT_BF16;
+    w->rows = rows;
+    w->cols = cols;
+    uint16_t *buf = model_own(m, (size_t)(rows * cols) * 2);
+    if (!buf) return err_set(OCT_ENOMEM, "dummy: cannot allocate %lld x %lld bf16 for %s", (long long)rows, (long long)cols, name);
+    struct fill_ctx f = {buf, rows * cols, rng_hash_str(name), sqrtf(3.0f / (float)cols), ones};
+    threadpool_run(tp, (int)((f.n + CHUNK - 1) / CHUNK), fill_task, &f);
+    w->data = buf;
+    return OCT_OK;
+}
+
+int model_load_dummy(struct model *m, const char *name) {
+    const struct preset *p = NULL;
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (!strcmp(presets[i].name, name)) p = &presets[i];
+    if (!p) {
+        char list[256] = "";
+        for (int i = 0; dummy_preset_names[i]; i++) {
+            strcat(list, i ? ", " : "");
+            strcat(list, dummy_preset_names[i]);
+        }
+        return err_set(OCT_EINVAL, "dummy:%s: unknown preset (choose %s)", name, list);
+    }
+    struct model_config *c = &m->cfg;
+    snprintf(c->arch, sizeof c->arch, "llama");
+    c->n_layers = p->n_layers; c->dim = p->dim; c->n_heads = p->n_heads; c->n_kv_heads = p->n_kv_heads;
+    c->head_dim = p->head_dim; c->ffn_dim = p->ffn_dim; c->n_vocab = p->n_vocab; c->max_pos = p->max_pos;
+    c->norm_eps = 1e-5f;
+    c->tied_output = p->tied;
+    c->rope = (struct rope_config){.scaling = p->scaling, .theta = p->theta, .factor = p->factor,
+                                   .orig_max_pos = p->orig_max_pos, .low_freq_factor = 1, .high_freq_factor = 4,
+                                   .beta_fast = 32, .beta_slow = 1, .n_rot = p->head_dim, .neox = false};
+    c->sliding_window = p->window;
+    for (int l = 0; l < c->n_layers; l++) c->layer_sliding[l] = p->window > 0 && (l + 1) % p->sliding_every != 0;
+
+    struct threadpool *tp = threadpool_create(0);
+    if (!tp) return err_set(OCT_ENOMEM, "dummy: cannot start threads");
+    int rc = make_weight(m, tp, &m->token_embd, "token_embd", c->n_vocab, c->dim, false);
+    if (rc == OCT_OK) rc = make_weight(m, tp, &m->output_norm, "output_norm", 1, c->dim, true);
+    if (rc == OCT_OK) {
+        if (p->tied) m->output = m->token_embd;
+        else rc = make_weight(m, tp, &m->output, "output", c->n_vocab, c->dim, false);
+    }
+    int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
+    for (int l = 0; l < c->n_layers && rc == OCT_OK; l++) {
+        struct layer_weights *w = &m->layers[l];
+        struct { struct weight *w; const char *n; int64_t r, c; bool ones; } spec[9] = {
+            {&w->attn_norm, "attn_norm", 1, c->dim, true}, {&w->wq, "attn_q", qd, c->dim, false},
+            {&w->wk, "attn_k", kvd, c->dim, false}, {&w->wv, "attn_v", kvd, c->dim, false},
+            {&w->wo, "attn_output", c->dim, qd, false}, {&w->ffn_norm, "ffn_norm", 1, c->dim, true},
+            {&w->w_gate, "ffn_gate", c->ffn_dim, c->dim, false}, {&w->w_up, "ffn_up", c->ffn_dim, c->dim, false},
+            {&w->w_down, "ffn_down", c->dim, c->ffn_dim, false}};
+        for (int i = 0; i < 9 && rc == OCT_OK; i++) {
+            char tn[64];
+            snprintf(tn, sizeof tn, "blk.%d.%s", l, spec[i].n);
+            rc = make_weight(m, tp, spec[i].w, tn, spec[i].r, spec[i].c, spec[i].ones);
+        }
+    }
+    threadpool_free(tp);
+    return rc;
+}

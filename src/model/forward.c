@@ -1,0 +1,94 @@
+// forward.c — the Llama-family decoder step (GQA, RoPE, SwiGLU, RMSNorm, optional
+// per-layer sliding windows) over the backend seam. Every backend runs this same code.
+#include "forward.h"
+
+#include "../base/check.h"
+#include "../engine/kv_cache.h"
+
+#include <math.h>
+#include <string.h>
+
+static int upload(struct backend *b, struct weight *w) {
+    if (!w->data || w->dev) return 0;  // absent or already uploaded (tied output)
+    if (b->ops->weight_upload(b, w) < 0) return err_set(OCT_ENOMEM, "backend %s: cannot upload weight", b->ops->name);
+    return 0;
+}
+
+int forward_init(struct forward *f, struct model *m, struct backend *b, int max_tokens, int max_logits) {
+    memset(f, 0, sizeof *f);
+    f->m = m;
+    f->b = b;
+    f->max_tokens = max_tokens;
+    f->max_logits = max_logits;
+    const struct model_config *c = &m->cfg;
+    rope_table_init(&f->rope, &c->rope);
+    TRY(upload(b, &m->token_embd));
+    TRY(upload(b, &m->output_norm));
+    TRY(upload(b, &m->output));
+    for (int l = 0; l < c->n_layers; l++) {
+        struct layer_weights *lw = &m->layers[l];
+        struct weight *ws[] = {&lw->attn_norm, &lw->wq, &lw->wk, &lw->wv, &lw->wo,
+                               &lw->ffn_norm, &lw->w_gate, &lw->w_up, &lw->w_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) TRY(upload(b, ws[i]));
+    }
+    size_t es = dtype_size(b->ops->act_dtype), T = (size_t)max_tokens;
+    size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
+    void **bufs[] = {&f->x, &f->xn, &f->q, &f->k, &f->v, &f->att, &f->proj, &f->gate, &f->up, &f->last, &f->logits};
+    size_t sizes[] = {T * c->dim, T * c->dim, T * qd, T * kvd, T * kvd, T * qd, T * c->dim,
+                      T * c->ffn_dim, T * c->ffn_dim, (size_t)max_logits * c->dim,
+                      (size_t)max_logits * c->n_vocab};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        *bufs[i] = b->ops->alloc(b, sizes[i] * es);
+        if (!*bufs[i]) { forward_free(f); return err_set(OCT_ENOMEM, "forward: cannot allocate %zu bytes of activations", sizes[i] * es); }
+    }
+    return OCT_OK;
+}
+
+void forward_free(struct forward *f) {
+    if (!f->b) return;
+    void *bufs[] = {f->x, f->xn, f->q, f->k, f->v, f->att, f->proj, f->gate, f->up, f->last, f->logits};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) f->b->ops->free(f->b, bufs[i]);
+    memset(f, 0, sizeof *f);
+}
+
+int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, float *logits_out) {
+    struct backend *b = f->b;
+    const struct backend_ops *op = b->ops;
+    const struct model *m = f->m;
+    const struct model_config *c = &m->cfg;
+    int n = bt->n_tokens;
+    if (n <= 0 || n > f->max_tokens) return err_set(OCT_EINVAL, "forward: %d tokens in a step (max %d)", n, f->max_tokens);
+    if (bt->n_logits < 0 || bt->n_logits > f->max_logits) return err_set(OCT_EINVAL, "forward: %d logits rows (max %d)", bt->n_logits, f->max_logits);
+    TRY(op->batch_begin(b, bt));
+    struct attn_params ap = {c->n_heads, 1.0f / sqrtf((float)c->head_dim), f->fp8_math};
+
+    op->get_rows(b, f->x, &m->token_embd, bt);                       // x = embed(tokens)
+    for (int l = 0; l < c->n_layers; l++) {
+        const struct layer_weights *w = &m->layers[l];
+        op->rmsnorm(b, f->xn, f->x, &w->attn_norm, n, c->norm_eps);
+        op->matmul(b, f->q, f->xn, &w->wq, n);                       // [n][n_heads*hd]
+        op->matmul(b, f->k, f->xn, &w->wk, n);                       // [n][n_kv*hd]
+        op->matmul(b, f->v, f->xn, &w->wv, n);
+        op->rope(b, f->q, c->n_heads, c->head_dim, &f->rope, bt);
+        op->rope(b, f->k, c->n_kv_heads, c->head_dim, &f->rope, bt);
+        op->kv_write(b, &kv->layers[l], f->k, f->v, bt);             // quantize into the pages
+        op->attention(b, f->att, f->q, &kv->layers[l], &ap, bt);
+        op->matmul(b, f->proj, f->att, &w->wo, n);
+        op->add(b, f->x, f->proj, (int64_t)n * c->dim);
+        op->rmsnorm(b, f->xn, f->x, &w->ffn_norm, n, c->norm_eps);
+        op->matmul(b, f->gate, f->xn, &w->w_gate, n);
+        op->matmul(b, f->up, f->xn, &w->w_up, n);
+        op->silu_mul(b, f->gate, f->gate, f->up, (int64_t)n * c->ffn_dim);
+        op->matmul(b, f->proj, f->gate, &w->w_down, n);
+        op->add(b, f->x, f->proj, (int64_t)n * c->dim);
+    }
+    if (bt->n_logits > 0) {
+        op->gather_rows(b, f->last, f->x, c->dim, bt);               // only the sampled rows
+        op->rmsnorm(b, f->last, f->last, &m->output_norm, bt->n_logits, c->norm_eps);
+        op->matmul(b, f->logits, f->last, &m->output, bt->n_logits);
+        op->download_f32(b, logits_out, f->logits, (size_t)bt->n_logits * c->n_vocab);
+    }
+    int rc = op->sync(b);
+    if (rc < 0) return err_wrap(rc, "backend %s: ", op->name);
+    return OCT_OK;
+}

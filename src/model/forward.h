@@ -1,0 +1,41 @@
+// forward.h — the transformer, written once as backend ops (owns: activation buffers of
+// one step and the RoPE table; not: the weights (model), the cache (kv_cache) or which
+// tokens run (the caller's batch)).
+#ifndef OCTET_FORWARD_H
+#define OCTET_FORWARD_H
+
+#include "../backend/backend.h"
+#include "model.h"
+#include "rope.h"
+
+struct kv_cache;
+
+struct forward {
+    struct model *m;
+    struct backend *b;
+    int max_tokens, max_logits;
+    enum attn_fp8_math fp8_math;
+    struct rope_table rope;
+    // backend activations, act dtype
+    void *x;        // [max_tokens][dim] residual stream
+    void *xn;       // [max_tokens][dim] normed input of a sublayer
+    void *q;        // [max_tokens][n_heads][hd]
+    void *k, *v;    // [max_tokens][n_kv_heads][hd]
+    void *att;      // [max_tokens][n_heads][hd]
+    void *proj;     // [max_tokens][dim] sublayer output
+    void *gate, *up;// [max_tokens][ffn]
+    void *last;     // [max_logits][dim]
+    void *logits;   // [max_logits][n_vocab]
+};
+
+// Uploads weights to the backend and allocates buffers for steps of up to max_tokens
+// tokens and max_logits logits rows.
+int forward_init(struct forward *f, struct model *m, struct backend *b, int max_tokens, int max_logits);
+void forward_free(struct forward *f);
+
+// One step: embeds bt's tokens, runs every layer (writing their K/V into kv at
+// bt->slot_mapping), and returns bt->n_logits rows of logits as f32 in logits_out
+// [n_logits][n_vocab]. bt->n_tokens <= max_tokens, bt->n_logits <= max_logits.
+int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, float *logits_out);
+
+#endif

@@ -1,0 +1,65 @@
+// model.h — a loaded model: config, weights (views into mapped files or owned buffers),
+// tokenizer, optional checkpoint KV scales (owns all of these; not: backend copies of the
+// weights, which struct weight.dev points to and the backend frees).
+// Sources: a GGUF file, a Hugging Face safetensors directory, or "dummy:NAME" (seeded
+// random weights of a named architecture). All three produce the same layout: weights
+// row-major [rows = out features][cols = in features], Q/K rows in GGUF's adjacent-pair
+// RoPE order (safetensors Q/K are permuted on load), so the forward pass has one shape.
+#ifndef OCTET_MODEL_H
+#define OCTET_MODEL_H
+
+#include <stdint.h>
+
+#include "../base/dtype.h"
+#include "config.h"
+
+struct weight {
+    enum dtype dtype;     // F32, F16 or BF16
+    int64_t rows, cols;   // [rows][cols], cols contiguous (1-D weights: rows = 1)
+    const void *data;     // host bytes, rows*cols elements
+    void *dev;            // backend copy or alias (set by backend weight_upload)
+};
+
+struct layer_weights {
+    struct weight attn_norm;      // [1][dim]
+    struct weight wq, wk, wv, wo; // [n_heads*hd][dim], [n_kv*hd][dim] x2, [dim][n_heads*hd]
+    struct weight ffn_norm;       // [1][dim]
+    struct weight w_gate, w_up;   // [ffn][dim]
+    struct weight w_down;         // [dim][ffn]
+};
+
+struct model {
+    struct model_config cfg;
+    char name[256];               // path or dummy:NAME
+    enum dtype weight_dtype;      // dtype of the big matrices ("auto" KV dtype follows it)
+    struct weight token_embd;     // [n_vocab][dim]
+    struct weight output_norm;    // [1][dim]
+    struct weight output;         // [n_vocab][dim] (aliases token_embd when tied)
+    struct layer_weights layers[MODEL_MAX_LAYERS];
+    struct tokenizer *tok;
+    float *ckpt_k_scale, *ckpt_v_scale; // [n_layers][n_kv_heads] from the checkpoint, or NULL
+    size_t weight_bytes;          // total bytes of all weights (tied counted once)
+    // ownership of backing storage
+    struct gguf *gguf;
+    struct st_dir *st;
+    void **owned;                 // malloc'd buffers (dummy weights, permuted copies)
+    int n_owned, cap_owned;
+};
+
+// Loads from a GGUF file, a safetensors directory, or "dummy:NAME". On failure returns
+// <0, *out = NULL, err_msg() names the file/key/tensor.
+int model_load(struct model **out, const char *path);
+void model_free(struct model *m);
+
+// Internal helpers shared by the loaders (model.c).
+void *model_own(struct model *m, size_t bytes);  // zeroed buffer freed with the model
+int model_finish(struct model *m);                // validates shapes, sums weight_bytes
+
+// Loaders (model_gguf.c, model_st.c, dummy.c).
+int model_load_gguf(struct model *m, const char *path);
+int model_load_safetensors(struct model *m, const char *dir);
+int model_load_dummy(struct model *m, const char *name);
+// Names of the dummy presets, NULL-terminated.
+extern const char *const dummy_preset_names[];
+
+#endif

@@ -1,0 +1,27 @@
+// safetensors.h — a Hugging Face model directory: config.json, one or many
+// *.safetensors files (model.safetensors or a sharded model.safetensors.index.json),
+// each memory-mapped (owns: the mappings, the parsed headers, the config JSON).
+// Invariant: every tensor's byte range is checked against its file and its shape×dtype
+// at open time; a bad file fails st_open with a message naming the file and tensor.
+#ifndef OCTET_SAFETENSORS_H
+#define OCTET_SAFETENSORS_H
+
+#include <jansson.h>
+
+#include "../base/dtype.h"
+
+struct st_dir;
+
+// Opens directory `dir` (must contain config.json and weights). Supported dtypes:
+// F32, F16, BF16, F8_E4M3, F8_E5M2, I32, I64 (others: OCT_EUNSUP naming the tensor).
+// Shapes are reported in GGUF order (ne[0] = last safetensors dim).
+int st_open(struct st_dir **out, const char *dir);
+void st_close(struct st_dir *d);
+const char *st_path(const struct st_dir *d);
+// config.json as parsed by jansson (borrowed; lives as long as d).
+const json_t *st_config(const struct st_dir *d);
+int st_n_tensors(const struct st_dir *d);
+const struct tensor_info *st_tensor(const struct st_dir *d, int i);
+const struct tensor_info *st_find_tensor(const struct st_dir *d, const char *name); // NULL if absent
+
+#endif

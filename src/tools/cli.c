@@ -1,0 +1,95 @@
+// cli.c — parsing of the model/engine flags every model-running subcommand accepts.
+#include "cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/check.h"
+
+void cli_model_args_default(struct cli_model_args *a) {
+    memset(a, 0, sizeof *a);
+    runner_options_default(&a->ro);
+}
+
+const char *cli_value(int argc, char **argv, int *i) {
+    if (*i + 1 >= argc) { err_set(OCT_EINVAL, "%s needs a value", argv[*i]); return NULL; }
+    return argv[++*i];
+}
+
+int cli_int(const char *flag, const char *s, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return err_set(OCT_EINVAL, "%s: '%s' is not an integer in %ld..%ld", flag, s, lo, hi);
+    *out = v;
+    return OCT_OK;
+}
+
+int cli_float(const char *flag, const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end) return err_set(OCT_EINVAL, "%s: '%s' is not a number", flag, s);
+    *out = v;
+    return OCT_OK;
+}
+
+int cli_parse_model_flag(struct cli_model_args *a, int argc, char **argv, int *i) {
+    const char *f = argv[*i], *v;
+    long n;
+    if (!strcmp(f, "--model") || !strcmp(f, "-m")) {
+        if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
+        a->model = v;
+    } else if (!strcmp(f, "--kv-cache-dtype")) {
+        if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
+        TRY(kv_options_set_dtype(&a->ro.kv, v));
+    } else if (!strcmp(f, "--kv-cache-dtype-skip-layers")) {
+        // takes one or more following non-flag words: "0 2 23" or "0,2,23" or sliding_window
+        if (*i + 1 >= argc) return err_set(OCT_EINVAL, "%s needs a value", f);
+        while (*i + 1 < argc && argv[*i + 1][0] != '-') TRY(kv_options_set_skip(&a->ro.kv, argv[++*i]));
+    } else if (!strcmp(f, "--kv-scales")) {
+        if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
+        snprintf(a->ro.kv.scales_path, sizeof a->ro.kv.scales_path, "%s", v);
+    } else if (!strcmp(f, "--kv-block-tokens") || !strcmp(f, "--block-size")) {
+        if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
+        TRY(cli_int(f, v, 1, 1024, &n));
+        a->ro.kv.kv_block_tokens = (int)n;
+    } else if (!strcmp(f, "--threads") || !strcmp(f, "-t")) {
+        if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
+        TRY(cli_int(f, v, 0, 1024, &n));
+        a->ro.n_threads = (int)n;
+    } else if (!strcmp(f, "--max-model-len")) {
+        if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
+        TRY(cli_int(f, v, 1, 1 << 24, &n));
+        a->ro.max_ctx = (int)n;
+    } else if (!strcmp(f, "--max-num-batched-tokens")) {
+        if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
+        TRY(cli_int(f, v, 1, 1 << 20, &n));
+        a->ro.max_step_tokens = (int)n;
+    } else if (!strcmp(f, "--fp8-attention-math")) {
+        if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
+        if (!strcmp(v, "exact")) a->ro.fp8_math = ATTN_FP8_EXACT;
+        else if (!strcmp(v, "emulate")) a->ro.fp8_math = ATTN_FP8_EMULATE;
+        else return err_set(OCT_EINVAL, "--fp8-attention-math: '%s' (choose exact or emulate)", v);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+void cli_print_model_flags(void) {
+    fprintf(stderr,
+            "model and cache flags:\n"
+            "  --model PATH                 GGUF file, HF safetensors directory, or dummy:NAME\n"
+            "  --kv-cache-dtype D           auto|fp32|fp16|bf16|fp8|fp8_e4m3|fp8_e5m2 (default auto)\n"
+            "  --kv-cache-dtype-skip-layers L...  layer indices ('0 2 23' or '0,2,23') and/or sliding_window\n"
+            "  --kv-scales FILE             per-layer K/V scales (JSON, see docs/kv_format.md)\n"
+            "  --kv-block-tokens N          tokens per KV block (default 16)\n"
+            "  --threads N                  CPU threads (default: all cores)\n"
+            "  --max-model-len N            context limit (default: the model's)\n"
+            "  --max-num-batched-tokens N   tokens per forward step (default 512)\n"
+            "  --fp8-attention-math M       exact (default) | emulate (round Q and P to e4m3 like the GPU)\n");
+}

@@ -1,0 +1,121 @@
+// test_kv.c — kv_pool (allocation, refcounts, exhaustion, no leak), KV options parsing
+// (dtypes, skip lists incl. sliding_window), per-layer planning and the scales file.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../src/base/check.h"
+#include "../../src/engine/kv_cache.h"
+#include "../../src/engine/kv_pool.h"
+#include "../../src/model/model.h"
+#include "../test.h"
+
+TEST(pool_alloc_ref_free) {
+    struct kv_pool p;
+    CHECK_OK(kv_pool_init(&p, 8));
+    int ids[8];
+    for (int i = 0; i < 8; i++) { ids[i] = kv_pool_alloc(&p); CHECK_EQ_INT(ids[i], i); }
+    CHECK_EQ_INT(kv_pool_alloc(&p), OCT_EFULL);
+    CHECK(strstr(err_msg(), "8 blocks") != NULL);
+    kv_pool_ref(&p, ids[3]);
+    kv_pool_unref(&p, ids[3]);
+    CHECK_EQ_INT(p.n_free, 0);
+    kv_pool_unref(&p, ids[3]);
+    CHECK_EQ_INT(p.n_free, 1);
+    CHECK_EQ_INT(kv_pool_alloc(&p), 3);
+    for (int i = 0; i < 8; i++) kv_pool_unref(&p, ids[i]);
+    CHECK_EQ_INT(p.n_free, 8);
+    CHECK_OK(kv_pool_check(&p));
+    // random churn keeps the invariant
+    srand(7);
+    int held[64], n_held = 0;
+    for (int step = 0; step < 10000; step++) {
+        if (n_held < 8 && (rand() & 1)) { int id = kv_pool_alloc(&p); CHECK(id >= 0); held[n_held++] = id; }
+        else if (n_held > 0) { int k = rand() % n_held; kv_pool_unref(&p, held[k]); held[k] = held[--n_held]; }
+    }
+    CHECK_OK(kv_pool_check(&p));
+    while (n_held) kv_pool_unref(&p, held[--n_held]);
+    CHECK_EQ_INT(p.n_free, 8);
+    kv_pool_free(&p);
+    CHECK(kv_pool_init(&p, 0) < 0);
+}
+
+TEST(options_parse) {
+    struct kv_options o;
+    kv_options_default(&o);
+    CHECK_OK(kv_options_set_dtype(&o, "fp8_e5m2"));
+    CHECK(kv_options_set_dtype(&o, "int4") < 0);
+    CHECK(strstr(err_msg(), "int4") && strstr(err_msg(), "fp8_e4m3"));
+    CHECK_OK(kv_options_set_skip(&o, "0 2,5"));
+    CHECK(o.skip[0] && !o.skip[1] && o.skip[2] && o.skip[5]);
+    CHECK_OK(kv_options_set_skip(&o, "sliding_window"));
+    CHECK(o.skip_sliding);
+    CHECK(kv_options_set_skip(&o, "3x") < 0);
+    CHECK(strstr(err_msg(), "'3x'") != NULL);
+    CHECK(kv_options_set_skip(&o, "-1") < 0);
+    enum dtype d;
+    CHECK_OK(kv_dtype_parse("fp8", DT_BF16, &d)); CHECK_EQ_INT(d, DT_E4M3);
+    CHECK_OK(kv_dtype_parse("auto", DT_BF16, &d)); CHECK_EQ_INT(d, DT_BF16);
+}
+
+static void write_file(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+TEST(plan_skip_layers_and_scales) {
+    struct model *m;
+    CHECK_OK(model_load(&m, "dummy:tiny-swa"));
+    if (!m) return;
+    struct kv_options o;
+    kv_options_default(&o);
+    CHECK_OK(kv_options_set_dtype(&o, "fp8"));
+    CHECK_OK(kv_options_set_skip(&o, "sliding_window 3"));
+    struct kv_cache kv;
+    CHECK_OK(kv_cache_plan(&kv, m, &o));
+    // tiny-swa: layers 0 and 2 slide (window 64), 1 and 3 are global
+    CHECK_EQ_INT(kv.layers[0].dtype, DT_BF16);
+    CHECK_EQ_INT(kv.layers[0].window, 64);
+    CHECK_EQ_INT(kv.layers[1].dtype, DT_E4M3);
+    CHECK_EQ_INT(kv.layers[1].window, 0);
+    CHECK_EQ_INT(kv.layers[3].dtype, DT_BF16);
+    CHECK_EQ_INT(kv.layers[2].dtype, DT_BF16);
+    // layers 0, 2, 3 bf16 + layer 1 fp8; each: K+V x 2 KV heads x 32 dims
+    CHECK_EQ_INT(kv_cache_bytes_per_token(&kv), 3 * (2 * 2 * 32 * 2) + 1 * (2 * 2 * 32 * 1));
+    char dir[] = "/tmp/octet_kvXXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[64];
+    snprintf(path, sizeof path, "%s/s.json", dir);
+    write_file(path, "{\"format\":\"octet-kv-scales/1\",\"layers\":[{\"k_scale\":0.5,\"v_scale\":[0.25]},"
+                     "{\"k_scale\":[1,2],\"v_scale\":0.125},{\"k_scale\":1,\"v_scale\":1},{\"k_scale\":1,\"v_scale\":1}]}");
+    snprintf(o.scales_path, sizeof o.scales_path, "%s", path);
+    CHECK_OK(kv_cache_plan(&kv, m, &o));
+    CHECK(kv.layers[0].k_scale[1] == 0.5f && kv.layers[0].v_scale[0] == 0.25f);
+    CHECK(kv.layers[1].k_scale[0] == 1.0f && kv.layers[1].k_scale[1] == 2.0f && kv.layers[1].v_scale[1] == 0.125f);
+    const char *bad[] = {
+        "{\"layers\":[]}",                                                   // wrong layer count
+        "{\"layers\":[{\"k_scale\":0,\"v_scale\":1},{},{},{}]}",            // zero scale
+        "{\"layers\":[{\"k_scale\":[1,2,3],\"v_scale\":1},{},{},{}]}",      // 3 heads
+        "{\"layers\":[{\"v_scale\":1},{},{},{}]}",                           // missing k_scale
+        "not json",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_file(path, bad[i]);
+        CHECK_MSG(kv_cache_plan(&kv, m, &o) < 0 && strstr(err_msg(), "s.json"), "case %zu: %s", i, err_msg());
+    }
+    kv_options_default(&o);
+    CHECK_OK(kv_options_set_skip(&o, "9"));
+    CHECK(kv_cache_plan(&kv, m, &o) < 0 && strstr(err_msg(), "layer 9"));
+    unlink(path);
+    rmdir(dir);
+    model_free(m);
+}
+
+int main(void) {
+    RUN(pool_alloc_ref_free);
+    RUN(options_parse);
+    RUN(plan_skip_layers_and_scales);
+    return test_summary("kv");
+}

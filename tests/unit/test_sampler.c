@@ -1,0 +1,108 @@
+// test_sampler.c — greedy, temperature, top-k, top-p, min-p and seeding.
+#include <math.h>
+#include <string.h>
+
+#include "../../src/base/check.h"
+#include "../../src/engine/sampler.h"
+#include "../test.h"
+
+static const float logits[6] = {1.0f, 3.0f, 2.0f, 3.0f, -1.0f, 0.5f};
+
+static int draw(struct sampling_params p, int n, int *counts) {
+    struct sampler s;
+    if (sampler_init(&s, &p, 6) < 0) return -1;
+    memset(counts, 0, 6 * sizeof(int));
+    for (int i = 0; i < n; i++) counts[sampler_sample(&s, logits)]++;
+    sampler_free(&s);
+    return 0;
+}
+
+TEST(greedy_lowest_id_on_tie) {
+    struct sampling_params p;
+    sampling_params_default(&p);
+    p.temperature = 0;
+    int c[6];
+    CHECK_OK(draw(p, 10, c));
+    CHECK_EQ_INT(c[1], 10);
+}
+
+TEST(temperature_matches_softmax) {
+    struct sampling_params p;
+    sampling_params_default(&p);
+    p.seed = 42;
+    int c[6], n = 200000;
+    CHECK_OK(draw(p, n, c));
+    double z = 0;
+    for (int i = 0; i < 6; i++) z += exp(logits[i]);
+    for (int i = 0; i < 6; i++) {
+        double want = exp(logits[i]) / z, got = (double)c[i] / n;
+        CHECK_NEAR(got, want, 4 * sqrt(want * (1 - want) / n) + 1e-4);
+    }
+}
+
+TEST(filters) {
+    struct sampling_params p;
+    sampling_params_default(&p);
+    int c[6];
+    p.top_k = 2;  // ids 1 and 3 only
+    CHECK_OK(draw(p, 2000, c));
+    CHECK(c[1] > 0 && c[3] > 0 && c[1] + c[3] == 2000);
+    sampling_params_default(&p);
+    p.top_p = 0.5f;  // 1 and 3 hold ~0.33 each: nucleus = {1, 3}
+    CHECK_OK(draw(p, 2000, c));
+    CHECK(c[1] + c[3] == 2000);
+    sampling_params_default(&p);
+    p.min_p = 0.3f;  // keeps p >= 0.3 * p_max: ids 1, 3, 2 (e^-1 = 0.37)
+    CHECK_OK(draw(p, 4000, c));
+    CHECK(c[0] == 0 && c[4] == 0 && c[5] == 0 && c[2] > 0);
+}
+
+TEST(seed_reproducible) {
+    struct sampling_params p;
+    sampling_params_default(&p);
+    p.seed = 9;
+    int a[6], b[6];
+    CHECK_OK(draw(p, 1000, a));
+    CHECK_OK(draw(p, 1000, b));
+    CHECK(memcmp(a, b, sizeof a) == 0);
+    p.seed = 10;
+    CHECK_OK(draw(p, 1000, b));
+    CHECK(memcmp(a, b, sizeof a) != 0);
+}
+
+TEST(bad_params) {
+    struct sampling_params p;
+    sampling_params_default(&p);
+    p.temperature = -1;
+    CHECK(sampling_params_check(&p) < 0 && strstr(err_msg(), "temperature"));
+    sampling_params_default(&p);
+    p.top_p = 0;
+    CHECK(sampling_params_check(&p) < 0 && strstr(err_msg(), "top_p"));
+    p.top_p = 1.5f;
+    CHECK(sampling_params_check(&p) < 0);
+    sampling_params_default(&p);
+    p.min_p = -0.1f;
+    CHECK(sampling_params_check(&p) < 0 && strstr(err_msg(), "min_p"));
+}
+
+TEST(logprob_and_kld) {
+    double z = 0;
+    for (int i = 0; i < 6; i++) z += exp(logits[i]);
+    CHECK_NEAR(logits_logprob(logits, 6, 2), 2.0 - log(z), 1e-9);
+    CHECK_NEAR(logits_kld(logits, logits, 6), 0, 1e-12);
+    float shifted[6];
+    for (int i = 0; i < 6; i++) shifted[i] = logits[i] + 5;  // same distribution
+    CHECK_NEAR(logits_kld(logits, shifted, 6), 0, 1e-9);
+    float other[6] = {0, 0, 0, 0, 0, 0};
+    CHECK(logits_kld(logits, other, 6) > 0.1);
+}
+
+int main(void) {
+    RUN(greedy_lowest_id_on_tie);
+    RUN(temperature_matches_softmax);
+    RUN(filters);
+    RUN(seed_reproducible);
+    RUN(bad_params);
+    RUN(logprob_and_kld);
+    return test_summary("sampler");
+}
