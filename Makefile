@@ -6,7 +6,7 @@ BUILD   ?= build
 CC      ?= cc
 OPT     ?= -O2 -march=native
 CFLAGS  ?= $(OPT) -g
-CFLAGS  += -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -pthread -MMD -MP
+CFLAGS  += -std=c11 -D_GNU_SOURCE -fno-math-errno -Wall -Wextra -Wno-unused-parameter -pthread -MMD -MP
 LDLIBS  += -ljansson -lpcre2-8 -lm -pthread
 SAN     ?=
 ifeq ($(SAN),1)

@@ -9,6 +9,8 @@ static void usage(void) {
             "octet — LLM inference with an FP8 KV cache\n"
             "usage: octet COMMAND [flags]\n"
             "  generate   run one prompt (--model, --prompt, --max-tokens, sampling, KV flags)\n"
+            "  serve      OpenAI-compatible HTTP server (continuous batching, prefix caching)\n"
+            "  bench      benchmarks: model (pp/tg speed), serve (load generator), sweep (ITL/TTFT study)\n"
             "  eval ppl   perplexity and KLD vs a reference KV dtype\n"
             "Run 'octet COMMAND --help' for the flags of a command.\n");
 }
@@ -18,6 +20,8 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "generate")) return cmd_generate(argc - 1, argv + 1);
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
+    if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     fprintf(stderr, "octet: unknown command '%s'\n", cmd);
     usage();
     return 2;

@@ -5,5 +5,8 @@
 
 int cmd_generate(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_serve(int argc, char **argv);   // src/tools/serve.c
+int cmd_bench(int argc, char **argv);   // src/tools/bench.c
+int cmd_bench_model(int argc, char **argv); // src/tools/bench_model.c: llama-bench style pp/tg
 
 #endif

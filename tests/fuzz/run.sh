@@ -2,7 +2,7 @@
 # run.sh — build and run the libFuzzer harnesses for the model file parsers.
 # Usage: tests/fuzz/run.sh   (from the repo root; env: BUILD=build-fuzz, FUZZ_SECONDS=60,
 # CLANG=clang). Each harness runs FUZZ_SECONDS on a corpus seeded from tests/fuzz/corpus/
-# (plus the first 64 KB of stories260K.gguf); crashes land in $BUILD/crash-<harness>-*.
+# (plus the first 64 KB of stories260K.gguf) with tests/fuzz/corpus/NAME.dict; crashes land in $BUILD/crash-<harness>-*.
 # Prints "fuzz: N passed, N failed" and exits non-zero if any harness found anything.
 set -u
 BUILD=${BUILD:-build-fuzz}
@@ -30,7 +30,9 @@ run_one() {
     if [ "$name" = gguf ] && [ -f "$STORIES" ]; then
         head -c 65536 "$STORIES" > "$corpus/stories260K_64k.gguf"
     fi
-    if "$BUILD/fuzz_$name" -max_total_time="$FUZZ_SECONDS" -max_len="$max_len" \
+    dict=""
+    [ -f "tests/fuzz/corpus/$name.dict" ] && dict="-dict=tests/fuzz/corpus/$name.dict"
+    if "$BUILD/fuzz_$name" -max_total_time="$FUZZ_SECONDS" -max_len="$max_len" $dict \
             -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
             -artifact_prefix="$BUILD/crash-$name-" "$corpus" > "$BUILD/fuzz_$name.log" 2>&1; then
         echo "fuzz_$name: ok ($(ls "$corpus" | wc -l) corpus files," \

@@ -13,7 +13,7 @@
 
 TEST(pool_alloc_ref_free) {
     struct kv_pool p;
-    CHECK_OK(kv_pool_init(&p, 8));
+    CHECK_OK(kv_pool_init(&p, 8, 4));
     int ids[8];
     for (int i = 0; i < 8; i++) { ids[i] = kv_pool_alloc(&p); CHECK_EQ_INT(ids[i], i); }
     CHECK_EQ_INT(kv_pool_alloc(&p), OCT_EFULL);
@@ -38,7 +38,7 @@ TEST(pool_alloc_ref_free) {
     while (n_held) kv_pool_unref(&p, held[--n_held]);
     CHECK_EQ_INT(p.n_free, 8);
     kv_pool_free(&p);
-    CHECK(kv_pool_init(&p, 0) < 0);
+    CHECK(kv_pool_init(&p, 0, 4) < 0);
 }
 
 TEST(options_parse) {

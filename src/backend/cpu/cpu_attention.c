@@ -4,7 +4,8 @@
 // applied to the dot product and V's to the accumulated output. One task = one query
 // token × one KV head, so the query heads sharing that KV head read it once (GQA).
 // Two passes (scores, then softmax·V) over the exact max make the result independent
-// of how tokens were grouped into steps.
+// of how tokens were grouped into steps. Rows are widened one block-run at a time into a
+// [kv_block_tokens][head_dim] tile (L1-resident), never the whole cache.
 #include <math.h>
 #include <string.h>
 
@@ -74,6 +75,13 @@ static int seq_of_token(const struct batch *bt, int t) {
     return lo;
 }
 
+// Dot product for short vectors (head_dim 8..16) where cpu_dot's setup dominates.
+static inline float dot_small(const float *a, const float *b, int n) {
+    float s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
 static void attn_task(void *ctx, int task, int thread) {
     struct attn_ctx *a = ctx;
     const struct kv_layer *l = a->l;
@@ -89,9 +97,9 @@ static void attn_task(void *ctx, int task, int thread) {
     bool emulate = a->p->fp8_math == ATTN_FP8_EMULATE && is_fp8(l->dtype);
 
     float *scratch = cpu_scratch(a->c, thread);
-    float *row = scratch;                  // [hd] one widened K or V row
-    float *qv = row + hd;                  // [group][hd] queries (maybe FP8-rounded)
-    float *acc = qv + (size_t)group * hd;  // [group][hd]
+    float *tile = scratch;                    // [bs][hd] one block's widened K or V rows
+    float *qv = tile + (size_t)bs * hd;       // [group][hd] queries (maybe FP8-rounded)
+    float *acc = qv + (size_t)group * hd;     // [group][hd]
     float *scores = acc + (size_t)group * hd; // [group][n_keys]
     float qscale[64];
 
@@ -108,20 +116,25 @@ static void attn_task(void *ctx, int task, int thread) {
             memcpy(dst, src, (size_t)hd * 4);
         }
     }
-    // pass 1: scores
     float kscale = is_fp8(l->dtype) ? l->k_scale[g] : 1.0f;
-    for (int j = 0; j < n_keys; j++) {
-        int kp = lo + j;
-        size_t idx = (((size_t)btab[kp / bs] * nkv + g) * bs + kp % bs) * hd;
-        widen_row(l->dtype, l->k, idx, hd, row);
-        for (int h = 0; h < group; h++)
-            scores[(size_t)h * n_keys + j] = cpu_dot(qv + (size_t)h * hd, row, hd) * (qscale[h] * kscale) * a->p->softmax_scale;
+    // pass 1: scores, one block (a contiguous [rows][hd] run for head g) at a time
+    for (int j = 0; j < n_keys;) {
+        int kp = lo + j, off = kp % bs, rows = bs - off < n_keys - j ? bs - off : n_keys - j;
+        size_t idx = (((size_t)btab[kp / bs] * nkv + g) * bs + off) * hd;
+        widen_row(l->dtype, l->k, idx, rows * hd, tile);
+        for (int h = 0; h < group; h++) {
+            float f = qscale[h] * kscale * a->p->softmax_scale, *sc = scores + (size_t)h * n_keys + j;
+            const float *qh = qv + (size_t)h * hd;
+            if (hd <= 16) for (int r = 0; r < rows; r++) sc[r] = dot_small(qh, tile + (size_t)r * hd, hd) * f;
+            else for (int r = 0; r < rows; r++) sc[r] = cpu_dot(qh, tile + (size_t)r * hd, hd) * f;
+        }
+        j += rows;
     }
     // softmax denominators with the exact max
     float sum[64];
     for (int h = 0; h < group; h++) {
         float *sc = scores + (size_t)h * n_keys, m = -INFINITY;
-        for (int j = 0; j < n_keys; j++) m = fmaxf(m, sc[j]);
+        for (int j = 0; j < n_keys; j++) m = sc[j] > m ? sc[j] : m;
         double l_sum = 0;
         for (int j = 0; j < n_keys; j++) {
             float pj = expf(sc[j] - m);
@@ -132,15 +145,20 @@ static void attn_task(void *ctx, int task, int thread) {
         memset(acc + (size_t)h * hd, 0, (size_t)hd * 4);
     }
     // pass 2: P·V
-    for (int j = 0; j < n_keys; j++) {
-        int kp = lo + j;
-        size_t idx = (((size_t)btab[kp / bs] * nkv + g) * bs + kp % bs) * hd;
-        widen_row(l->dtype, l->v, idx, hd, row);
+    for (int j = 0; j < n_keys;) {
+        int kp = lo + j, off = kp % bs, rows = bs - off < n_keys - j ? bs - off : n_keys - j;
+        size_t idx = (((size_t)btab[kp / bs] * nkv + g) * bs + off) * hd;
+        widen_row(l->dtype, l->v, idx, rows * hd, tile);
         for (int h = 0; h < group; h++) {
-            float pj = scores[(size_t)h * n_keys + j];
+            const float *p = scores + (size_t)h * n_keys + j;
             float *ac = acc + (size_t)h * hd;
-            for (int i = 0; i < hd; i++) ac[i] += pj * row[i];
+            for (int r = 0; r < rows; r++) {
+                const float *vr = tile + (size_t)r * hd;
+                float pj = p[r];
+                for (int i = 0; i < hd; i++) ac[i] += pj * vr[i];
+            }
         }
+        j += rows;
     }
     float vscale = is_fp8(l->dtype) ? l->v_scale[g] : 1.0f;
     for (int h = 0; h < group; h++) {
@@ -160,7 +178,7 @@ void cpu_attention(struct backend *b, void *out, const void *q, const struct kv_
         if (l->window > 0 && n > l->window) n = l->window;
         if (n > max_ctx) max_ctx = n;
     }
-    size_t need = (size_t)l->head_dim * (1 + 2 * group) + (size_t)group * max_ctx;
+    size_t need = (size_t)l->head_dim * (l->kv_block_tokens + 2 * group) + (size_t)group * max_ctx;
     if (cpu_reserve_scratch(c, need) < 0) return;
     struct attn_ctx a = {c, out, q, l, p, bt, max_ctx};
     threadpool_run(c->tp, bt->n_tokens * l->n_kv_heads, attn_task, &a);

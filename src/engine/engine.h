@@ -1,0 +1,105 @@
+// engine.h — the serving engine: many requests, one engine thread, continuous batching
+// with chunked prefill, prefix caching and preemption (owns: the scheduler state, the
+// runner resources (backend, forward buffers, KV pages and pool), and every request's
+// lifetime inside the engine; not: HTTP, JSON or text — callers get token ids).
+// Thread model: engine_submit / req_* are safe from any thread; all KV and scheduling
+// state is touched only by the engine thread. A request's events flow through its own
+// queue; aborting (client gone) frees its blocks at the next step.
+#ifndef OCTET_ENGINE_H
+#define OCTET_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "kv_cache.h"
+#include "sampler.h"
+
+struct model;
+
+struct engine_options {
+    struct kv_options kv;
+    int n_threads;                  // CPU backend threads (0 = all cores)
+    int max_model_len;              // 0 = model max_pos
+    int max_num_batched_tokens;     // tokens per step (default 2048)
+    int max_num_seqs;               // running requests (default 64)
+    bool enable_chunked_prefill;    // default true
+    bool enable_prefix_caching;     // default true
+    long long kv_cache_memory_bytes;// 0 = default share of RAM
+    int num_kv_blocks;              // >0 overrides the memory budget (tests)
+    enum attn_fp8_math fp8_math;
+};
+
+void engine_options_default(struct engine_options *o);
+
+#define ENGINE_MAX_TOP_LOGPROBS 20
+
+struct gen_request {
+    const int32_t *prompt;          // [n_prompt] token ids (copied by submit)
+    int n_prompt;
+    int max_tokens;                 // > 0
+    struct sampling_params sp;
+    bool ignore_eos;
+    int top_logprobs;               // -1: no logprobs; 0..20: sampled + this many alternatives
+};
+
+enum gen_event_kind { GEN_TOKEN = 0, GEN_FINISHED, GEN_ERROR };
+
+struct gen_event {
+    enum gen_event_kind kind;
+    int32_t token;                  // GEN_TOKEN: the sampled id
+    float logprob;                  // GEN_TOKEN with logprobs
+    int n_top;
+    int32_t top_ids[ENGINE_MAX_TOP_LOGPROBS];
+    float top_logprobs[ENGINE_MAX_TOP_LOGPROBS];
+    // GEN_FINISHED: why ("stop" = EOS, "length" = max_tokens or context, "abort")
+    const char *finish_reason;
+    int n_prompt, n_generated, n_cached_prompt; // usage (n_cached_prompt: prefix-cache hits)
+    char error[256];                // GEN_ERROR: message
+};
+
+struct engine;
+struct req_handle;
+
+// Builds the engine (plans memory, allocates KV pages) and starts its thread.
+int engine_create(struct engine **out, struct model *m, const struct engine_options *o);
+// Stops accepting, fails queued/running requests with "abort", joins the thread.
+void engine_destroy(struct engine *e);
+
+// Queues a request. Returns a handle (never NULL on success) or NULL with err_msg():
+// prompt empty, prompt + max_tokens > max_model_len, bad sampling params.
+struct req_handle *engine_submit(struct engine *e, const struct gen_request *r);
+// Waits up to timeout_ms (<0: forever) for the next event. Returns 1 with *ev filled,
+// 0 on timeout. After GEN_FINISHED or GEN_ERROR no more events come.
+int req_next(struct req_handle *h, struct gen_event *ev, int timeout_ms);
+// Asks the engine to stop this request (client went away, stop string hit). Idempotent.
+void req_abort(struct req_handle *h);
+// The caller is done with the handle (abort first if it may still be running).
+void req_release(struct req_handle *h);
+
+// The startup memory plan, as vLLM logs it.
+struct engine_memory_plan {
+    long long weight_bytes;
+    long kv_bytes_per_token, kv_bytes_per_token_bf16;
+    long long kv_budget_bytes;
+    int n_blocks, n_blocks_bf16, kv_block_tokens;
+    long long capacity_tokens, capacity_tokens_bf16;
+    double max_concurrency, max_concurrency_bf16;   // at max_model_len
+    int max_model_len;
+};
+void engine_memory_plan_get(const struct engine *e, struct engine_memory_plan *p);
+// Writes the plan as a human-readable block (the per-layer dtypes included).
+void engine_memory_plan_log(const struct engine *e, FILE *f);
+
+// Counters for /metrics (a consistent snapshot).
+struct engine_stats {
+    int n_running, n_waiting;
+    double kv_cache_usage;          // used blocks / all blocks, 0..1
+    long long prompt_tokens_total, generation_tokens_total;
+    long long preemptions_total, prefix_cache_queries_total, prefix_cache_hits_total; // in tokens
+    long long requests_finished_total;
+    int n_blocks_total, n_blocks_free;
+};
+void engine_stats_get(struct engine *e, struct engine_stats *s);
+
+#endif

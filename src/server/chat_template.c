@@ -1,0 +1,128 @@
+// chat_template.c — native renderers for the chat template families octet recognises.
+// Each follows the reference Jinja of its family (HF tokenizer_config.json) for the plain
+// text-message case: system/user/assistant turns, optional generation prompt.
+#include "chat_template.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/check.h"
+#include "text_output.h"
+
+enum chat_template_kind chat_template_detect(const char *j) {
+    if (!j) return CHAT_TEMPLATE_CHATML;
+    if (strstr(j, "<|start_header_id|>")) return CHAT_TEMPLATE_LLAMA3;
+    if (strstr(j, "<|im_start|>")) return CHAT_TEMPLATE_CHATML;
+    if (strstr(j, "<start_of_turn>")) return CHAT_TEMPLATE_GEMMA;
+    if (strstr(j, "[INST]")) return CHAT_TEMPLATE_LLAMA2;
+    return CHAT_TEMPLATE_CHATML;
+}
+
+const char *chat_template_name(enum chat_template_kind k) {
+    switch (k) {
+    case CHAT_TEMPLATE_LLAMA3: return "llama3";
+    case CHAT_TEMPLATE_LLAMA2: return "llama2";
+    case CHAT_TEMPLATE_GEMMA: return "gemma";
+    default: return "chatml";
+    }
+}
+
+const char *chat_template_end_of_turn(enum chat_template_kind k) {
+    switch (k) {
+    case CHAT_TEMPLATE_LLAMA3: return "<|eot_id|>";
+    case CHAT_TEMPLATE_LLAMA2: return "</s>";
+    case CHAT_TEMPLATE_GEMMA: return "<end_of_turn>";
+    default: return "<|im_end|>";
+    }
+}
+
+bool chat_template_has_bos(enum chat_template_kind k) { return k != CHAT_TEMPLATE_CHATML; }
+
+// Role as the family spells it; NULL if the role is not a chat role.
+static const char *norm_role(const char *r) {
+    if (!strcmp(r, "system") || !strcmp(r, "developer")) return "system";
+    if (!strcmp(r, "user")) return "user";
+    if (!strcmp(r, "assistant")) return "assistant";
+    return NULL;
+}
+
+// Llama-3 trims each message's content ({{ message['content'] | trim }}).
+static int append_trimmed(struct text_buf *b, const char *s) {
+    size_t n = strlen(s);
+    while (n && strchr(" \t\r\n", *s)) s++, n--;
+    while (n && strchr(" \t\r\n", s[n - 1])) n--;
+    return text_buf_append(b, s, n);
+}
+
+#define A(s) do { if (text_buf_append(&b, (s), strlen(s)) < 0) goto oom; } while (0)
+
+int chat_template_render(enum chat_template_kind k, const struct chat_msg *msgs, int n,
+                         bool add_generation_prompt, const char *bos_text, char **out) {
+    struct text_buf b = {0};
+    const char *bos = bos_text ? bos_text : "";
+    *out = NULL;
+    for (int i = 0; i < n; i++)
+        if (!msgs[i].role || !norm_role(msgs[i].role)) {
+            text_buf_free(&b);
+            return err_set(OCT_EINVAL, "messages[%d].role: '%s' is not one of system, developer, user, assistant",
+                           i, msgs[i].role ? msgs[i].role : "(null)");
+        }
+    switch (k) {
+    case CHAT_TEMPLATE_CHATML:
+        for (int i = 0; i < n; i++) {
+            A("<|im_start|>"); A(norm_role(msgs[i].role)); A("\n"); A(msgs[i].content); A("<|im_end|>\n");
+        }
+        if (add_generation_prompt) A("<|im_start|>assistant\n");
+        break;
+    case CHAT_TEMPLATE_LLAMA3:
+        A(bos);
+        for (int i = 0; i < n; i++) {
+            A("<|start_header_id|>"); A(norm_role(msgs[i].role)); A("<|end_header_id|>\n\n");
+            if (append_trimmed(&b, msgs[i].content) < 0) goto oom;
+            A("<|eot_id|>");
+        }
+        if (add_generation_prompt) A("<|start_header_id|>assistant<|end_header_id|>\n\n");
+        break;
+    case CHAT_TEMPLATE_LLAMA2: {
+        // The system prompt goes inside the first [INST] block; each user turn opens with BOS.
+        const char *sys = NULL;
+        int i = 0;
+        if (n > 0 && !strcmp(norm_role(msgs[0].role), "system")) sys = msgs[0].content, i = 1;
+        for (; i < n; i++) {
+            const char *r = norm_role(msgs[i].role);
+            if (!strcmp(r, "user")) {
+                A(bos); A("[INST] ");
+                if (sys) { A("<<SYS>>\n"); A(sys); A("\n<</SYS>>\n\n"); sys = NULL; }
+                if (append_trimmed(&b, msgs[i].content) < 0) goto oom;
+                A(" [/INST]");
+            } else if (!strcmp(r, "assistant")) {
+                A(" "); if (append_trimmed(&b, msgs[i].content) < 0) goto oom; A(" </s>");
+            } else {
+                A(bos); A("[INST] <<SYS>>\n"); A(msgs[i].content); A("\n<</SYS>>\n\n [/INST]");
+            }
+        }
+        break;
+    }
+    case CHAT_TEMPLATE_GEMMA: {
+        // Gemma has no system role: the system text prefixes the first user turn.
+        const char *sys = NULL;
+        A(bos);
+        for (int i = 0; i < n; i++) {
+            const char *r = norm_role(msgs[i].role);
+            if (!strcmp(r, "system")) { sys = msgs[i].content; continue; }
+            A("<start_of_turn>"); A(!strcmp(r, "assistant") ? "model" : "user"); A("\n");
+            if (sys && !strcmp(r, "user")) { A(sys); A("\n\n"); sys = NULL; }
+            if (append_trimmed(&b, msgs[i].content) < 0) goto oom;
+            A("<end_of_turn>\n");
+        }
+        if (add_generation_prompt) A("<start_of_turn>model\n");
+        break;
+    }
+    }
+    if (!b.p && text_buf_append(&b, "", 0) < 0) goto oom;
+    *out = b.p;
+    return OCT_OK;
+oom:
+    text_buf_free(&b);
+    return err_set(OCT_ENOMEM, "out of memory rendering the chat template");
+}

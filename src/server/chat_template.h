@@ -1,0 +1,37 @@
+// chat_template.h — chat messages → one prompt string (owns: detection of well-known
+// template families from the model's Jinja text, and a native renderer for each; not:
+// tokenization, nor a Jinja interpreter). A template we do not recognise, or none, falls
+// back to ChatML. Invariant: rendering is a pure function of (kind, messages, flags).
+#ifndef OCTET_CHAT_TEMPLATE_H
+#define OCTET_CHAT_TEMPLATE_H
+
+#include <stdbool.h>
+
+enum chat_template_kind {
+    CHAT_TEMPLATE_CHATML = 0,   // <|im_start|>role\n...<|im_end|>\n (the fallback)
+    CHAT_TEMPLATE_LLAMA3,       // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
+    CHAT_TEMPLATE_LLAMA2,       // <s>[INST] <<SYS>>..<</SYS>> user [/INST] answer </s>
+    CHAT_TEMPLATE_GEMMA,        // <start_of_turn>user\n...<end_of_turn>\n
+};
+
+struct chat_msg {
+    const char *role;           // "system" | "user" | "assistant" (developer → system)
+    const char *content;
+};
+
+// Picks the family by signature substrings of the Jinja source (NULL → ChatML).
+enum chat_template_kind chat_template_detect(const char *jinja);
+const char *chat_template_name(enum chat_template_kind k);
+// The text that ends an assistant turn ("<|im_end|>", "<|eot_id|>"…): a stop string/token.
+const char *chat_template_end_of_turn(enum chat_template_kind k);
+// True if the rendered text starts with the BOS token's text (then encode without adding
+// BOS, parsing special tokens); false: the caller adds BOS as the model's default says.
+bool chat_template_has_bos(enum chat_template_kind k);
+
+// Renders msgs[0..n) into a malloc'd string (*out, caller frees). bos_text is the BOS
+// token's text ("<s>", "<|begin_of_text|>", "<bos>"), used only where the family puts it.
+// Returns 0, or <0 with err_msg() naming the bad message (unknown role).
+int chat_template_render(enum chat_template_kind k, const struct chat_msg *msgs, int n,
+                         bool add_generation_prompt, const char *bos_text, char **out);
+
+#endif
