@@ -1,0 +1,89 @@
+// openai.h — OpenAI-shaped JSON ↔ engine requests (owns: validation of request bodies
+// for /v1/completions and /v1/chat/completions, building gen_request + stop strings,
+// and every response/chunk/error body; not: HTTP, sockets or the engine's queues).
+// Invariant: a body either parses into a request the engine will accept (prompt fits
+// max_model_len with max_tokens) or yields an oai_error naming the field at fault.
+#ifndef OCTET_OPENAI_H
+#define OCTET_OPENAI_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "../engine/engine.h"
+#include "chat_template.h"
+#include "text_output.h"
+
+#define OAI_MAX_STOPS 4
+
+enum oai_kind { OAI_COMPLETION = 0, OAI_CHAT };
+
+struct oai_error {
+    int status;             // HTTP status (400, 401, 404, 405, 413, 500, 503)
+    const char *type;       // "invalid_request_error", "not_found_error", "server_error"…
+    const char *param;      // the field at fault, or NULL
+    const char *code;       // "model_not_found", "invalid_api_key"…, or NULL
+    char message[512];
+};
+
+// What the server knows about its model (all borrowed, alive while the server runs).
+struct oai_context {
+    const struct tokenizer *tok;
+    const char *served_name;    // the name clients use in "model"
+    const char *model_path;     // also accepted in "model"
+    int max_model_len;
+    enum chat_template_kind tmpl;
+};
+
+struct oai_request {
+    enum oai_kind kind;
+    struct gen_request gen;     // gen.prompt points at prompt_ids
+    int32_t *prompt_ids;        // [n_prompt] malloc'd
+    int n_prompt;
+    char *stops[OAI_MAX_STOPS + 1]; // malloc'd; +1 for the chat end-of-turn text
+    int n_stops;
+    int32_t stop_ids[1];        // chat: the end-of-turn token, if the vocabulary has one
+    int n_stop_ids;
+    bool stream, include_usage;
+    bool logprobs;              // completions: "logprobs" given; chat: "logprobs": true
+};
+
+void oai_error_set(struct oai_error *e, int status, const char *type, const char *param, const char *code,
+                   const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+// The error body {"error":{"message","type","param","code"}} (malloc'd JSON text).
+char *oai_error_body(const struct oai_error *e);
+
+// Parses and validates a request body. Returns 0, or <0 with *e filled (r is then freed).
+int oai_parse(const struct oai_context *c, enum oai_kind kind, const char *body, size_t n,
+              struct oai_request *r, struct oai_error *e);
+void oai_request_free(struct oai_request *r);
+
+// One response as it is produced, streamed (chunk by chunk) or whole.
+struct oai_response {
+    const struct oai_context *c;
+    const struct oai_request *r;
+    char id[48];
+    long long created;
+    struct text_output out;
+    struct text_buf text;       // whole mode: the released text so far
+    json_t *lp;                 // whole mode: logprobs accumulated (NULL if not asked)
+    bool streaming, sent_role;
+    int n_generated;            // tokens consumed up to (and including) a stop
+};
+
+void oai_response_init(struct oai_response *s, const struct oai_context *c, const struct oai_request *r,
+                       bool streaming);
+void oai_response_free(struct oai_response *s);
+// Feeds one GEN_TOKEN event. Streaming: *chunk gets the chunk to send, or NULL when
+// this token released no text and carries no logprobs. Returns 1 once a stop string or
+// stop token was hit (the caller aborts the request; later tokens are ignored), 0, or <0.
+int oai_response_token(struct oai_response *s, const struct gen_event *ev, json_t **chunk);
+// The end (finish_reason "stop", "length" or "abort"). Streaming: *chunk gets the last
+// chunk (held-back text and finish_reason). Whole: *chunk gets the full response body.
+int oai_response_finish(struct oai_response *s, const char *finish_reason, int n_cached, json_t **chunk);
+// stream_options.include_usage: the final chunk with empty choices and usage.
+json_t *oai_response_usage_chunk(const struct oai_response *s, int n_cached);
+
+// GET /v1/models body.
+json_t *oai_models(const struct oai_context *c, long long created);
+
+#endif

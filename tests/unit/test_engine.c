@@ -1,0 +1,167 @@
+// test_engine.c — the serving engine on stories260K: concurrent greedy requests equal the
+// same prompts run alone (runner); identical with prefix caching and chunked prefill on
+// or off; a pool small enough to force preemption loses nothing; aborts return blocks;
+// prefix-cache hits are counted; impossible requests fail cleanly.
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../src/base/check.h"
+#include "../../src/engine/engine.h"
+#include "../../src/engine/runner.h"
+#include "../../src/model/model.h"
+#include "../test.h"
+
+static struct model *model;
+
+#define N_REQ 12
+#define GEN 24
+
+static int32_t prompts[N_REQ][80];
+static int prompt_len[N_REQ];
+static int32_t expect[N_REQ][GEN];
+
+static void make_prompts(void) {
+    // shared 40-token prefix for half of them, so prefix caching has something to hit
+    for (int r = 0; r < N_REQ; r++) {
+        prompt_len[r] = 20 + (r * 7) % 50;
+        prompts[r][0] = 1;
+        for (int i = 1; i < prompt_len[r]; i++)
+            prompts[r][i] = (r % 2 == 0 && i < 40) ? 259 + (i * 13) % 250 : 259 + (i * 31 + r * 17) % 250;
+    }
+}
+
+static void reference_outputs(void) {
+    struct runner_options o;
+    runner_options_default(&o);
+    o.max_ctx = 256;
+    struct runner r;
+    if (runner_init(&r, model, &o) < 0) return;
+    float lg[512];
+    for (int q = 0; q < N_REQ; q++) {
+        runner_reset(&r);
+        runner_feed(&r, prompts[q], prompt_len[q], false, lg);
+        for (int k = 0; k < GEN; k++) {
+            int32_t id = logits_argmax(lg, 512);
+            expect[q][k] = id;
+            runner_feed(&r, &id, 1, false, lg);
+        }
+    }
+    runner_free(&r);
+}
+
+// Runs all requests concurrently; returns the number whose output differs.
+static int run_all(struct engine_options *o, struct engine_stats *st_out) {
+    struct engine *e;
+    if (engine_create(&e, model, o) < 0) { fprintf(stderr, "  %s\n", err_msg()); return N_REQ; }
+    struct req_handle *h[N_REQ];
+    for (int q = 0; q < N_REQ; q++) {
+        struct gen_request g = {.prompt = prompts[q], .n_prompt = prompt_len[q], .max_tokens = GEN, .ignore_eos = true, .top_logprobs = -1};
+        sampling_params_default(&g.sp);
+        g.sp.temperature = 0;
+        h[q] = engine_submit(e, &g);
+        if (!h[q]) { fprintf(stderr, "  submit: %s\n", err_msg()); return N_REQ; }
+    }
+    int bad = 0;
+    for (int q = 0; q < N_REQ; q++) {
+        int n = 0;
+        bool mismatch = false, finished = false;
+        struct gen_event ev;
+        while (req_next(h[q], &ev, 20000) == 1) {
+            if (ev.kind == GEN_TOKEN) { if (n < GEN && ev.token != expect[q][n]) mismatch = true; n++; }
+            else { finished = ev.kind == GEN_FINISHED && !strcmp(ev.finish_reason, "length"); break; }
+        }
+        if (mismatch || n != GEN || !finished) bad++;
+        req_release(h[q]);
+    }
+    usleep(20000);
+    engine_stats_get(e, st_out);
+    engine_destroy(e);
+    return bad;
+}
+
+static struct engine_options base_opts(void) {
+    struct engine_options o;
+    engine_options_default(&o);
+    o.max_model_len = 256;
+    o.n_threads = 2;
+    o.num_kv_blocks = 256;
+    return o;
+}
+
+TEST(matches_runner_all_modes) {
+    struct engine_stats st;
+    struct engine_options o = base_opts();
+    CHECK_EQ_INT(run_all(&o, &st), 0);
+    CHECK_EQ_INT(st.n_blocks_free, st.n_blocks_total);
+    CHECK(st.prefix_cache_hits_total > 0);
+    CHECK_EQ_INT(st.generation_tokens_total, N_REQ * GEN);
+    o = base_opts();
+    o.enable_prefix_caching = false;
+    CHECK_EQ_INT(run_all(&o, &st), 0);
+    CHECK_EQ_INT(st.prefix_cache_hits_total, 0);
+    o = base_opts();
+    o.enable_chunked_prefill = false;
+    CHECK_EQ_INT(run_all(&o, &st), 0);
+    o = base_opts();
+    o.max_num_batched_tokens = 16;  // long prompts split into many chunks
+    o.max_num_seqs = 3;
+    CHECK_EQ_INT(run_all(&o, &st), 0);
+}
+
+TEST(preemption_loses_nothing) {
+    struct engine_stats st;
+    struct engine_options o = base_opts();
+    o.num_kv_blocks = 12;  // 192 tokens for 12 requests of up to ~93 tokens each
+    CHECK_EQ_INT(run_all(&o, &st), 0);
+    CHECK_MSG(st.preemptions_total > 0, "expected preemptions, got %lld", st.preemptions_total);
+    CHECK_EQ_INT(st.n_blocks_free, st.n_blocks_total);
+    o.enable_prefix_caching = false;
+    CHECK_EQ_INT(run_all(&o, &st), 0);
+    CHECK_EQ_INT(st.n_blocks_free, st.n_blocks_total);
+}
+
+TEST(abort_and_errors) {
+    struct engine_options o = base_opts();
+    struct engine *e;
+    CHECK_OK(engine_create(&e, model, &o));
+    struct gen_request g = {.prompt = prompts[0], .n_prompt = prompt_len[0], .max_tokens = 200, .ignore_eos = true, .top_logprobs = 3};
+    sampling_params_default(&g.sp);
+    struct req_handle *h = engine_submit(e, &g);
+    CHECK(h != NULL);
+    struct gen_event ev;
+    CHECK_EQ_INT(req_next(h, &ev, 10000), 1);
+    CHECK_EQ_INT(ev.kind, GEN_TOKEN);
+    CHECK(ev.n_top == 3 && ev.top_logprobs[0] >= ev.top_logprobs[1] && ev.logprob <= 0);
+    req_abort(h);
+    while (req_next(h, &ev, 10000) == 1 && ev.kind == GEN_TOKEN) {}
+    CHECK(ev.kind == GEN_FINISHED && !strcmp(ev.finish_reason, "abort"));
+    req_release(h);
+    usleep(20000);
+    struct engine_stats st;
+    engine_stats_get(e, &st);
+    CHECK_EQ_INT(st.n_blocks_free, st.n_blocks_total);
+    g.max_tokens = 250;  // prompt + 250 > 256
+    CHECK(engine_submit(e, &g) == NULL && strstr(err_msg(), "maximum context length is 256"));
+    g.max_tokens = 0;
+    CHECK(engine_submit(e, &g) == NULL && strstr(err_msg(), "max_tokens"));
+    g.n_prompt = 0;
+    g.max_tokens = 4;
+    CHECK(engine_submit(e, &g) == NULL);
+    int32_t bad_tok = 9999;
+    g.prompt = &bad_tok;
+    g.n_prompt = 1;
+    CHECK(engine_submit(e, &g) == NULL && strstr(err_msg(), "vocabulary"));
+    engine_destroy(e);
+}
+
+int main(void) {
+    if (model_load(&model, SHARED_MODEL("stories260K.gguf")) < 0) { fprintf(stderr, "%s\n", err_msg()); return 1; }
+    make_prompts();
+    reference_outputs();
+    RUN(matches_runner_all_modes);
+    RUN(preemption_loses_nothing);
+    RUN(abort_and_errors);
+    model_free(model);
+    return test_summary("engine");
+}
