@@ -66,7 +66,7 @@ static int make_weight(struct model *m, struct threadpool *tp, struct weight *w,
     return OCT_OK;
 }
 
-int model_load_dummy(struct model *m, const char *name) {
+static int find_preset(const char *name, const struct preset **out) {
     const struct preset *p = NULL;
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (!strcmp(presets[i].name, name)) p = &presets[i];
@@ -78,7 +78,14 @@ int model_load_dummy(struct model *m, const char *name) {
         }
         return err_set(OCT_EINVAL, "dummy:%s: unknown preset (choose %s)", name, list);
     }
-    struct model_config *c = &m->cfg;
+    *out = p;
+    return OCT_OK;
+}
+
+int dummy_config(const char *name, struct model_config *c) {
+    const struct preset *p;
+    TRY(find_preset(name, &p));
+    memset(c, 0, sizeof *c);
     snprintf(c->arch, sizeof c->arch, "llama");
     c->n_layers = p->n_layers; c->dim = p->dim; c->n_heads = p->n_heads; c->n_kv_heads = p->n_kv_heads;
     c->head_dim = p->head_dim; c->ffn_dim = p->ffn_dim; c->n_vocab = p->n_vocab; c->max_pos = p->max_pos;
@@ -89,6 +96,14 @@ int model_load_dummy(struct model *m, const char *name) {
                                    .beta_fast = 32, .beta_slow = 1, .n_rot = p->head_dim, .neox = false};
     c->sliding_window = p->window;
     for (int l = 0; l < c->n_layers; l++) c->layer_sliding[l] = p->window > 0 && (l + 1) % p->sliding_every != 0;
+    return config_validate(c);
+}
+
+int model_load_dummy(struct model *m, const char *name) {
+    const struct preset *p;
+    TRY(find_preset(name, &p));
+    TRY(dummy_config(name, &m->cfg));
+    struct model_config *c = &m->cfg;
 
     struct threadpool *tp = threadpool_create(0);
     if (!tp) return err_set(OCT_ENOMEM, "dummy: cannot start threads");

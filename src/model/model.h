@@ -59,6 +59,8 @@ int model_finish(struct model *m);                // validates shapes, sums weig
 int model_load_gguf(struct model *m, const char *path);
 int model_load_safetensors(struct model *m, const char *dir);
 int model_load_dummy(struct model *m, const char *name);
+// The architecture of a dummy preset, without making weights.
+int dummy_config(const char *name, struct model_config *c);
 // Names of the dummy presets, NULL-terminated.
 extern const char *const dummy_preset_names[];
 
