@@ -3,6 +3,7 @@
 #include "threadpool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -113,5 +114,9 @@ void threadpool_run(struct threadpool *tp, int n_tasks, threadpool_fn fn, void *
     pthread_cond_broadcast(&tp->cv);
     pthread_mutex_unlock(&tp->mu);
     do_tasks(tp, 0);
-    while (atomic_load(&tp->n_active) > 0) cpu_relax();
+    // a worker descheduled by a busy machine must not cost us a whole time slice
+    for (int spins = 0; atomic_load(&tp->n_active) > 0; spins++) {
+        if (spins < 2000) cpu_relax();
+        else sched_yield();
+    }
 }

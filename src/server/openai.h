@@ -80,6 +80,9 @@ int oai_response_token(struct oai_response *s, const struct gen_event *ev, json_
 // The end (finish_reason "stop", "length" or "abort"). Streaming: *chunk gets the last
 // chunk (held-back text and finish_reason). Whole: *chunk gets the full response body.
 int oai_response_finish(struct oai_response *s, const char *finish_reason, int n_cached, json_t **chunk);
+// Streaming chat: the opening chunk (delta {"role":"assistant","content":""}); NULL for
+// completions, which have no role.
+json_t *oai_response_first_chunk(struct oai_response *s);
 // stream_options.include_usage: the final chunk with empty choices and usage.
 json_t *oai_response_usage_chunk(const struct oai_response *s, int n_cached);
 

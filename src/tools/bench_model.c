@@ -63,6 +63,7 @@ int cmd_bench_model(int argc, char **argv) {
     cli_model_args_default(&a);
     long pp = 512, tg = 128, reps = 5;
     const char *json_out = NULL;
+    static const char *const valued[] = {"--pp", "--tg", "--reps", "--json", NULL};
     for (int i = 1; i < argc; i++) {
         int rc = cli_parse_model_flag(&a, argc, argv, &i);
         if (rc < 0) goto bad;
@@ -73,7 +74,7 @@ int cmd_bench_model(int argc, char **argv) {
             cli_print_model_flags();
             return 0;
         }
-        if (!(v = cli_value(argc, argv, &i))) goto bad;
+        if (!cli_known(f, valued) || !(v = cli_value(argc, argv, &i))) goto bad;
         if (!strcmp(f, "--pp")) { if (cli_int(f, v, 1, 1 << 20, &pp) < 0) goto bad; }
         else if (!strcmp(f, "--tg")) { if (cli_int(f, v, 1, 1 << 20, &tg) < 0) goto bad; }
         else if (!strcmp(f, "--reps")) { if (cli_int(f, v, 1, 1000, &reps) < 0) goto bad; }

@@ -93,3 +93,10 @@ void cli_print_model_flags(void) {
             "  --max-num-batched-tokens N   tokens per forward step (default 512)\n"
             "  --fp8-attention-math M       exact (default) | emulate (round Q and P to e4m3 like the GPU)\n");
 }
+
+bool cli_known(const char *f, const char *const *names) {
+    for (; *names; names++)
+        if (!strcmp(f, *names)) return true;
+    err_set(OCT_EINVAL, "unknown flag '%s'", f);
+    return false;
+}

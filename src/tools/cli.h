@@ -22,5 +22,7 @@ const char *cli_value(int argc, char **argv, int *i);
 int cli_int(const char *flag, const char *s, long lo, long hi, long *out);
 int cli_float(const char *flag, const char *s, double *out);
 void cli_print_model_flags(void);
+// True if f is one of the NULL-terminated names; otherwise sets "unknown flag 'f'".
+bool cli_known(const char *f, const char *const *names);
 
 #endif

@@ -49,6 +49,7 @@ static int eval_ppl(int argc, char **argv) {
     const char *file = NULL, *ref_dtype = NULL;
     long ctx = 512, max_chunks = 0;
     bool json = false;
+    static const char *const valued[] = {"--file", "-f", "--ctx", "-c", "--chunks", "--ref-kv-cache-dtype", NULL};
     for (int i = 1; i < argc; i++) {
         int rc = cli_parse_model_flag(&a, argc, argv, &i);
         if (rc < 0) goto bad;
@@ -56,7 +57,7 @@ static int eval_ppl(int argc, char **argv) {
         const char *f = argv[i], *v;
         if (!strcmp(f, "--json")) json = true;
         else if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(); return 0; }
-        else if (!(v = cli_value(argc, argv, &i))) goto bad;
+        else if (!cli_known(f, valued) || !(v = cli_value(argc, argv, &i))) goto bad;
         else if (!strcmp(f, "--file") || !strcmp(f, "-f")) file = v;
         else if (!strcmp(f, "--ctx") || !strcmp(f, "-c")) { if (cli_int(f, v, 4, 1 << 20, &ctx) < 0) goto bad; }
         else if (!strcmp(f, "--chunks")) { if (cli_int(f, v, 0, 1 << 20, &max_chunks) < 0) goto bad; }

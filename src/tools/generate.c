@@ -36,6 +36,7 @@ int cmd_generate(int argc, char **argv) {
     int n_stops = 0;
     long max_tokens = 64;
     bool json = false, ignore_eos = false;
+    static const char *const valued[] = {"--prompt", "-p", "--max-tokens", "-n", "--temperature", "--top-p", "--min-p", "--top-k", "--seed", "--stop", NULL};
     for (int i = 1; i < argc; i++) {
         int rc = cli_parse_model_flag(&a, argc, argv, &i);
         if (rc < 0) goto bad;
@@ -46,7 +47,7 @@ int cmd_generate(int argc, char **argv) {
         if (!strcmp(f, "--json")) json = true;
         else if (!strcmp(f, "--ignore-eos")) ignore_eos = true;
         else if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(); return 0; }
-        else if (!(v = cli_value(argc, argv, &i))) goto bad;
+        else if (!cli_known(f, valued) || !(v = cli_value(argc, argv, &i))) goto bad;
         else if (!strcmp(f, "--prompt") || !strcmp(f, "-p")) prompt = v;
         else if (!strcmp(f, "--max-tokens") || !strcmp(f, "-n")) { if (cli_int(f, v, 0, 1 << 24, &max_tokens) < 0) goto bad; }
         else if (!strcmp(f, "--temperature")) { if (cli_float(f, v, &d) < 0) goto bad; sp.temperature = (float)d; }

@@ -1,4 +1,130 @@
-// serve.c — placeholder until the server lands (being written now).
+// serve.c — `octet serve`: flags → model + engine + HTTP server, then waits for SIGINT or
+// SIGTERM and shuts down in order (stop accepting, drain, abort the rest, stop the engine),
+// exiting 0. Owns only the process wiring; the server lives in src/server/.
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/check.h"
+#include "../engine/engine.h"
+#include "../model/model.h"
+#include "../model/tokenizer.h"
+#include "../server/http.h"
+#include "cli.h"
 #include "tools.h"
-int cmd_serve(int argc, char **argv) { fprintf(stderr, "octet serve: not built yet\n"); return 2; }
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: octet serve --model PATH [flags]\n"
+            "server flags:\n"
+            "  --host ADDR                  address to bind (default 127.0.0.1)\n"
+            "  --port N                     port (default 8000; 0 = pick a free one)\n"
+            "  --served-model-name NAME     the name clients send as \"model\" (default: the --model value)\n"
+            "  --api-key KEY                require 'Authorization: Bearer KEY' on /v1/*\n"
+            "  --max-body-bytes N           largest request body (default 4194304)\n"
+            "  --shutdown-grace-ms N        on SIGTERM, how long in-flight requests may finish (default 10000)\n"
+            "engine flags:\n"
+            "  --max-num-seqs N             running requests per step (default 64)\n"
+            "  --enable-chunked-prefill | --no-enable-chunked-prefill   (default on)\n"
+            "  --enable-prefix-caching | --no-enable-prefix-caching     (default on)\n"
+            "  --kv-cache-memory BYTES      KV pool budget (default: a share of RAM)\n"
+            "  --num-kv-blocks N            KV pool size in blocks (overrides the budget; for tests)\n");
+    cli_print_model_flags();
+}
+
+// Server/engine flags that are not shared with other subcommands. Returns 1 if consumed,
+// 0 if unknown, <0 on a bad value.
+static int parse_serve_flag(struct engine_options *eo, struct server_options *so, const char **name,
+                            int argc, char **argv, int *i) {
+    const char *f = argv[*i], *v;
+    long n;
+    if (!strcmp(f, "--enable-chunked-prefill")) eo->enable_chunked_prefill = true;
+    else if (!strcmp(f, "--no-enable-chunked-prefill")) eo->enable_chunked_prefill = false;
+    else if (!strcmp(f, "--enable-prefix-caching")) eo->enable_prefix_caching = true;
+    else if (!strcmp(f, "--no-enable-prefix-caching")) eo->enable_prefix_caching = false;
+    else if (!strcmp(f, "--host") || !strcmp(f, "--port") || !strcmp(f, "--served-model-name") ||
+             !strcmp(f, "--api-key") || !strcmp(f, "--max-body-bytes") || !strcmp(f, "--max-num-seqs") ||
+             !strcmp(f, "--kv-cache-memory") || !strcmp(f, "--num-kv-blocks") || !strcmp(f, "--shutdown-grace-ms")) {
+        if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
+        if (!strcmp(f, "--host")) so->host = v;
+        else if (!strcmp(f, "--served-model-name")) *name = v;
+        else if (!strcmp(f, "--api-key")) so->api_key = v;
+        else if (!strcmp(f, "--port")) { TRY(cli_int(f, v, 0, 65535, &n)); so->port = (int)n; }
+        else if (!strcmp(f, "--max-body-bytes")) { TRY(cli_int(f, v, 1, 1L << 40, &n)); so->max_body_bytes = (size_t)n; }
+        else if (!strcmp(f, "--shutdown-grace-ms")) { TRY(cli_int(f, v, 0, 1L << 30, &n)); so->shutdown_grace_ms = (int)n; }
+        else if (!strcmp(f, "--max-num-seqs")) { TRY(cli_int(f, v, 1, 1 << 20, &n)); eo->max_num_seqs = (int)n; }
+        else if (!strcmp(f, "--num-kv-blocks")) { TRY(cli_int(f, v, 1, 1L << 30, &n)); eo->num_kv_blocks = (int)n; }
+        else { TRY(cli_int(f, v, 1, 1L << 50, &n)); eo->kv_cache_memory_bytes = n; }
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+int cmd_serve(int argc, char **argv) {
+    struct cli_model_args a;
+    cli_model_args_default(&a);
+    struct engine_options eo;
+    engine_options_default(&eo);
+    struct server_options so;
+    server_options_default(&so);
+    const char *name = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
+        int rc = cli_parse_model_flag(&a, argc, argv, &i);
+        if (rc == 0) rc = parse_serve_flag(&eo, &so, &name, argc, argv, &i);
+        if (rc < 0) goto bad;
+        if (rc == 0) { err_set(OCT_EINVAL, "unknown flag '%s'", argv[i]); goto bad; }
+    }
+    if (!a.model) { err_set(OCT_EINVAL, "--model is required"); goto bad; }
+    // the shared flags land in runner_options; the engine takes the same values
+    eo.kv = a.ro.kv;
+    eo.n_threads = a.ro.n_threads;
+    eo.fp8_math = a.ro.fp8_math;
+    if (a.ro.max_ctx > 0) eo.max_model_len = a.ro.max_ctx;
+    for (int i = 1; i < argc; i++)  // runner_options has a default here; only an explicit flag overrides the engine's
+        if (!strcmp(argv[i], "--max-num-batched-tokens")) eo.max_num_batched_tokens = a.ro.max_step_tokens;
+
+    // Every thread created from here on inherits this mask; only sigwait below sees the signals.
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    struct model *m = NULL;
+    struct engine *e = NULL;
+    struct server *s = NULL;
+    if (model_load(&m, a.model) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); return 1; }
+    if (engine_create(&e, m, &eo) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); model_free(m); return 1; }
+    engine_memory_plan_log(e, stderr);
+    struct engine_memory_plan plan;
+    engine_memory_plan_get(e, &plan);
+    const char *tmpl = tokenizer_chat_template(m->tok);
+    struct oai_context c = {.tok = m->tok, .served_name = name ? name : a.model, .model_path = a.model,
+                            .max_model_len = plan.max_model_len, .tmpl = chat_template_detect(tmpl)};
+    fprintf(stderr, "octet: chat template: %s%s\n", chat_template_name(c.tmpl), tmpl ? "" : " (the model has none; fallback)");
+    if (server_start(&s, e, &c, &so) < 0) {
+        fprintf(stderr, "octet: %s\n", err_msg());
+        engine_destroy(e);
+        model_free(m);
+        return 1;
+    }
+    printf("octet: serving %s on http://%s:%d\n", c.served_name, so.host, server_port(s));
+    fflush(stdout);
+
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    fprintf(stderr, "octet: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    server_stop(s);
+    engine_destroy(e);
+    model_free(m);
+    fprintf(stderr, "octet: stopped\n");
+    return 0;
+bad:
+    fprintf(stderr, "octet serve: %s\n", err_msg());
+    usage();
+    return 2;
+}

@@ -1,0 +1,477 @@
+// http.c — routing and request lifecycles on libmicrohttpd (thread per connection).
+// A generation ("job") is owned by its connection's thread: a whole response is produced
+// inside the access handler; a stream is produced by the response's content reader and
+// freed by MHD's free callback, which aborts the request if it had not finished. Every
+// job is listed in server.active so that server_stop can abort what is left.
+#include "http.h"
+
+#include <microhttpd.h>
+#include <netdb.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../base/check.h"
+#include "metrics.h"
+
+enum route { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS };
+
+struct job;
+
+struct server {
+    struct MHD_Daemon *d;
+    struct engine *e;
+    struct oai_context c;
+    struct server_options o;
+    struct metrics m;
+    int port;
+    long long started;
+    atomic_bool stopping;
+    pthread_mutex_t mu;         // guards active, n_active
+    pthread_cond_t cv;          // signalled when a job leaves
+    struct job *active;         // doubly linked list of jobs in flight
+    int n_active;
+};
+
+// One generation in flight.
+struct job {
+    struct server *s;
+    struct job *prev, *next;
+    struct req_handle *h;
+    struct oai_request req;
+    struct oai_response resp;
+    int fd;                     // the client's socket, polled for hang-up
+    double t_start, t_last;
+    int n_tokens;
+    bool stopped;               // a stop string/token was hit (request aborted by us)
+    bool done;                  // GEN_FINISHED or GEN_ERROR seen
+    bool finished_counted;
+    json_t *final;              // the last chunk or whole body, once done
+    char error[256];            // GEN_ERROR message
+    int n_cached;
+    struct text_buf sse;        // stream bytes not yet handed to MHD: sse.p[sse_off..sse.n)
+    size_t sse_off;
+    bool sent_done;
+};
+
+// Per-connection request state (MHD's con_cls).
+struct conn {
+    enum route route;
+    struct text_buf body;
+    bool too_large, answered;
+};
+
+void server_options_default(struct server_options *o) {
+    *o = (struct server_options){.host = "127.0.0.1", .port = 8000, .api_key = NULL,
+                                 .max_body_bytes = 4u << 20, .shutdown_grace_ms = 10000};
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+// ---- responses ------------------------------------------------------------------------
+
+static enum MHD_Result send_text(struct server *s, struct MHD_Connection *c, int status, const char *ctype,
+                                 const char *body, size_t n) {
+    struct MHD_Response *r = MHD_create_response_from_buffer(n, (void *)body, MHD_RESPMEM_MUST_COPY);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, "Content-Type", ctype);
+    if (status == 405) {
+        // Allow lists the one method each route takes
+        MHD_add_response_header(r, "Allow", "GET, POST");
+    }
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    metrics_count_http(&s->m, status);
+    return rc;
+}
+
+static enum MHD_Result send_json(struct server *s, struct MHD_Connection *c, int status, json_t *j) {
+    char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
+    json_decref(j);
+    if (!t) return send_text(s, c, 500, "application/json", "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}", 86);
+    enum MHD_Result rc = send_text(s, c, status, "application/json", t, strlen(t));
+    free(t);
+    return rc;
+}
+
+static enum MHD_Result send_error(struct server *s, struct MHD_Connection *c, const struct oai_error *e) {
+    char *t = oai_error_body(e);
+    enum MHD_Result rc = send_text(s, c, e->status, "application/json", t ? t : "{}", t ? strlen(t) : 2);
+    free(t);
+    return rc;
+}
+
+static enum MHD_Result fail(struct server *s, struct MHD_Connection *c, int status, const char *type,
+                            const char *code, const char *msg) {
+    struct oai_error e;
+    oai_error_set(&e, status, type, NULL, code, "%s", msg);
+    return send_error(s, c, &e);
+}
+
+// ---- jobs -----------------------------------------------------------------------------
+
+static bool client_gone(int fd) {
+    if (fd < 0) return false;
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+static void job_unlist(struct job *j) {
+    struct server *s = j->s;
+    pthread_mutex_lock(&s->mu);
+    if (j->prev) j->prev->next = j->next;
+    else s->active = j->next;
+    if (j->next) j->next->prev = j->prev;
+    s->n_active--;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void job_free(struct job *j) {
+    if (!j) return;
+    if (j->h) {
+        if (!j->done) req_abort(j->h);
+        req_release(j->h);
+        job_unlist(j);
+    }
+    if (!j->finished_counted) metrics_observe_finished(&j->s->m, now_s() - j->t_start, "abort");
+    oai_response_free(&j->resp);
+    oai_request_free(&j->req);
+    json_decref(j->final);
+    text_buf_free(&j->sse);
+    free(j);
+}
+
+static void job_free_cb(void *cls) { job_free(cls); }
+
+// Submits a parsed request. On failure answers the client and returns NULL.
+static struct job *job_start(struct server *s, struct MHD_Connection *c, struct oai_request *req, bool streaming) {
+    struct job *j = calloc(1, sizeof *j);
+    if (!j) { oai_request_free(req); fail(s, c, 500, "server_error", NULL, "out of memory"); return NULL; }
+    j->s = s;
+    j->req = *req;  // the job now owns the request's buffers
+    j->finished_counted = true;  // until submitted
+    oai_response_init(&j->resp, &s->c, &j->req, streaming);
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    j->fd = ci ? ci->connect_fd : -1;
+    j->t_start = j->t_last = now_s();
+    pthread_mutex_lock(&s->mu);
+    if (atomic_load(&s->stopping)) {
+        pthread_mutex_unlock(&s->mu);
+        fail(s, c, 503, "server_error", "server_shutting_down", "the server is shutting down");
+        job_free(j);
+        return NULL;
+    }
+    j->h = engine_submit(s->e, &j->req.gen);
+    if (!j->h) {
+        pthread_mutex_unlock(&s->mu);
+        struct oai_error e;
+        oai_error_set(&e, 400, "invalid_request_error", NULL, NULL, "%s", err_msg());
+        send_error(s, c, &e);
+        job_free(j);
+        return NULL;
+    }
+    j->finished_counted = false;
+    j->next = s->active;
+    if (s->active) s->active->prev = j;
+    s->active = j;
+    s->n_active++;
+    pthread_mutex_unlock(&s->mu);
+    return j;
+}
+
+// Waits for the job's next event, watching the client. Returns 1 with *ev, or 0 if the
+// client went away (the request is aborted).
+static int job_next(struct job *j, struct gen_event *ev) {
+    for (;;) {
+        if (req_next(j->h, ev, 50)) return 1;
+        if (client_gone(j->fd)) { req_abort(j->h); return 0; }
+    }
+}
+
+// Applies one event. Streaming: returns the chunk to send (or NULL). Sets j->done and
+// j->final (last chunk or whole body) at the end; on GEN_ERROR j->error is set instead.
+static json_t *job_event(struct job *j, const struct gen_event *ev) {
+    struct server *s = j->s;
+    json_t *out = NULL;
+    if (ev->kind == GEN_TOKEN) {
+        if (j->stopped) return NULL;
+        double t = now_s();
+        if (j->n_tokens++ == 0) metrics_observe_ttft(&s->m, t - j->t_start);
+        else metrics_observe_itl(&s->m, t - j->t_last);
+        j->t_last = t;
+        int rc = oai_response_token(&j->resp, ev, &out);
+        if (rc == 1) { j->stopped = true; req_abort(j->h); }
+        return out;
+    }
+    j->done = true;
+    if (ev->kind == GEN_ERROR) {
+        snprintf(j->error, sizeof j->error, "%s", ev->error[0] ? ev->error : "generation failed");
+        metrics_observe_finished(&s->m, now_s() - j->t_start, "abort");
+    } else {
+        const char *reason = j->stopped ? "stop" : ev->finish_reason ? ev->finish_reason : "stop";
+        j->n_cached = ev->n_cached_prompt;
+        oai_response_finish(&j->resp, reason, j->n_cached, &j->final);
+        metrics_observe_finished(&s->m, now_s() - j->t_start, reason);
+    }
+    j->finished_counted = true;
+    return NULL;
+}
+
+static void sse_data(struct job *j, json_t *o) {
+    char *t = o ? json_dumps(o, JSON_COMPACT) : NULL;
+    json_decref(o);
+    if (!t) return;
+    text_buf_append(&j->sse, "data: ", 6);
+    text_buf_append(&j->sse, t, strlen(t));
+    text_buf_append(&j->sse, "\n\n", 2);
+    free(t);
+}
+
+// MHD content reader: blocks until the next piece of the event stream is ready.
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    struct job *j = cls;
+    while (j->sse_off >= j->sse.n) {
+        j->sse.n = j->sse_off = 0;
+        if (j->sent_done) return MHD_CONTENT_READER_END_OF_STREAM;
+        if (j->done) {
+            if (j->error[0]) {
+                struct oai_error e;
+                oai_error_set(&e, 500, "server_error", NULL, NULL, "%s", j->error);
+                char *t = oai_error_body(&e);
+                if (t) { text_buf_printf(&j->sse, "data: %s\n\n", t); free(t); }
+            } else {
+                sse_data(j, j->final);
+                j->final = NULL;
+                if (j->req.include_usage) sse_data(j, oai_response_usage_chunk(&j->resp, j->n_cached));
+            }
+            text_buf_append(&j->sse, "data: [DONE]\n\n", 14);
+            j->sent_done = true;
+            continue;
+        }
+        struct gen_event ev;
+        if (!job_next(j, &ev)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        json_t *ch = job_event(j, &ev);
+        if (ch) sse_data(j, ch);
+    }
+    size_t k = j->sse.n - j->sse_off < max ? j->sse.n - j->sse_off : max;
+    memcpy(buf, j->sse.p + j->sse_off, k);
+    j->sse_off += k;
+    return (ssize_t)k;
+}
+
+static enum MHD_Result generate(struct server *s, struct MHD_Connection *c, struct conn *cn) {
+    struct oai_request req;
+    struct oai_error e;
+    enum oai_kind kind = cn->route == R_CHAT ? OAI_CHAT : OAI_COMPLETION;
+    if (oai_parse(&s->c, kind, cn->body.p ? cn->body.p : "", cn->body.n, &req, &e) < 0) return send_error(s, c, &e);
+    struct job *j = job_start(s, c, &req, req.stream);
+    if (!j) return MHD_YES;
+    if (j->req.stream) {
+        sse_data(j, oai_response_first_chunk(&j->resp));
+        struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, j, job_free_cb);
+        if (!r) { job_free(j); return MHD_NO; }
+        MHD_add_response_header(r, "Content-Type", "text/event-stream");
+        MHD_add_response_header(r, "Cache-Control", "no-cache");
+        enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
+        MHD_destroy_response(r);  // MHD keeps its reference; job_free_cb runs when it is done
+        metrics_count_http(&s->m, 200);
+        return rc;
+    }
+    struct gen_event ev;
+    while (!j->done) {
+        if (!job_next(j, &ev)) { job_free(j); return MHD_NO; }  // client gone: close
+        json_t *ch = job_event(j, &ev);
+        json_decref(ch);
+    }
+    enum MHD_Result rc;
+    if (j->error[0]) rc = fail(s, c, 500, "server_error", NULL, j->error);
+    else { rc = send_json(s, c, 200, j->final); j->final = NULL; }
+    job_free(j);
+    return rc;
+}
+
+// ---- routing --------------------------------------------------------------------------
+
+static enum route route_of(const char *url, const char **method_wanted) {
+    static const struct { const char *path, *method; enum route r; } routes[] = {
+        {"/v1/completions", "POST", R_COMPLETIONS}, {"/v1/chat/completions", "POST", R_CHAT},
+        {"/v1/models", "GET", R_MODELS}, {"/health", "GET", R_HEALTH}, {"/metrics", "GET", R_METRICS},
+    };
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
+        if (!strcmp(url, routes[i].path)) { *method_wanted = routes[i].method; return routes[i].r; }
+    return R_NONE;
+}
+
+static bool authorized(struct server *s, struct MHD_Connection *c) {
+    if (!s->o.api_key) return true;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7)) return false;
+    h += 7;
+    while (*h == ' ') h++;
+    // compare in time independent of where the first difference is
+    size_t n = strlen(h), m = strlen(s->o.api_key);
+    unsigned diff = n != m;
+    for (size_t i = 0; i < n; i++) diff |= (unsigned char)h[i] ^ (unsigned char)s->o.api_key[i < m ? i : 0];
+    return !diff;
+}
+
+// First call for a request: everything decidable from the headers alone.
+static enum MHD_Result first_call(struct server *s, struct MHD_Connection *c, struct conn *cn, const char *url,
+                                  const char *method) {
+    const char *want = NULL;
+    cn->route = route_of(url, &want);
+    struct oai_error e;
+    if (cn->route == R_NONE) {
+        oai_error_set(&e, 404, "invalid_request_error", NULL, "not_found", "no route for %s %s", method, url);
+    } else if (strcmp(method, want) && !(cn->route != R_COMPLETIONS && cn->route != R_CHAT && !strcmp(method, "HEAD"))) {
+        oai_error_set(&e, 405, "invalid_request_error", NULL, "method_not_allowed", "%s %s is not allowed (use %s)", method, url, want);
+    } else if (!strncmp(url, "/v1/", 4) && !authorized(s, c)) {
+        oai_error_set(&e, 401, "invalid_request_error", NULL, "invalid_api_key", "missing or incorrect API key (send 'Authorization: Bearer KEY')");
+    } else if (atomic_load(&s->stopping)) {
+        oai_error_set(&e, 503, "server_error", NULL, "server_shutting_down", "the server is shutting down");
+    } else {
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (!cl || strtoull(cl, NULL, 10) <= s->o.max_body_bytes) return MHD_YES;
+        oai_error_set(&e, 413, "invalid_request_error", NULL, "request_too_large",
+                      "the request body is larger than the limit of %zu bytes (--max-body-bytes)", s->o.max_body_bytes);
+    }
+    cn->answered = true;
+    return send_error(s, c, &e);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    struct server *s = cls;
+    struct conn *cn = *con_cls;
+    if (!cn) {
+        if (!(cn = calloc(1, sizeof *cn))) return MHD_NO;
+        *con_cls = cn;
+        return first_call(s, c, cn, url, method);
+    }
+    if (*upload_size) {
+        if (!cn->answered && !cn->too_large) {
+            if (cn->body.n + *upload_size > s->o.max_body_bytes) { cn->too_large = true; text_buf_free(&cn->body); }
+            else if (text_buf_append(&cn->body, upload, *upload_size) < 0) return MHD_NO;
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (cn->answered) return MHD_YES;
+    cn->answered = true;
+    if (cn->too_large)
+        return fail(s, c, 413, "invalid_request_error", "request_too_large", "the request body is larger than the limit (--max-body-bytes)");
+    switch (cn->route) {
+    case R_HEALTH:
+        if (atomic_load(&s->stopping)) return fail(s, c, 503, "server_error", "server_shutting_down", "shutting down");
+        return send_text(s, c, 200, "application/json", "{\"status\":\"ok\"}", 15);
+    case R_MODELS:
+        return send_json(s, c, 200, oai_models(&s->c, s->started));
+    case R_METRICS: {
+        struct engine_stats es;
+        struct text_buf t = {0};
+        engine_stats_get(s->e, &es);
+        if (metrics_render(&s->m, &es, &t) < 0) { text_buf_free(&t); return fail(s, c, 500, "server_error", NULL, "out of memory"); }
+        enum MHD_Result rc = send_text(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", t.p, t.n);
+        text_buf_free(&t);
+        return rc;
+    }
+    default:
+        return generate(s, c, cn);
+    }
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    struct conn *cn = *con_cls;
+    if (!cn) return;
+    text_buf_free(&cn->body);
+    free(cn);
+    *con_cls = NULL;
+}
+
+// ---- lifecycle ------------------------------------------------------------------------
+
+int server_start(struct server **out, struct engine *e, const struct oai_context *c, const struct server_options *o) {
+    *out = NULL;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo *ai = NULL;
+    char port[16];
+    snprintf(port, sizeof port, "%d", o->port);
+    int g = getaddrinfo(o->host, port, &hints, &ai);
+    if (g) return err_set(OCT_EINVAL, "--host %s: %s", o->host, gai_strerror(g));
+    struct server *s = calloc(1, sizeof *s);
+    if (!s) { freeaddrinfo(ai); return err_set(OCT_ENOMEM, "out of memory"); }
+    s->e = e;
+    s->c = *c;
+    s->o = *o;
+    s->started = (long long)time(NULL);
+    metrics_init(&s->m, c->served_name);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
+                            MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+                            MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
+                            MHD_OPTION_THREAD_STACK_SIZE, (size_t)(512 * 1024),
+                            MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->d) {
+        metrics_free(&s->m);
+        free(s);
+        return err_set(OCT_EIO, "cannot listen on %s:%d (address in use or not available)", o->host, o->port);
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : o->port;
+    *out = s;
+    return OCT_OK;
+}
+
+int server_port(const struct server *s) { return s->port; }
+
+// Waits until no job is in flight or the deadline passes; returns the jobs left.
+static int wait_idle(struct server *s, double deadline_s) {
+    pthread_mutex_lock(&s->mu);
+    while (s->n_active > 0 && now_s() < deadline_s) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+        pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+    }
+    int n = s->n_active;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+void server_stop(struct server *s) {
+    if (!s) return;
+    atomic_store(&s->stopping, true);
+    MHD_socket ls = MHD_quiesce_daemon(s->d);
+    if (ls != MHD_INVALID_SOCKET) close(ls);
+    int left = wait_idle(s, now_s() + s->o.shutdown_grace_ms / 1000.0);
+    if (left > 0) {
+        fprintf(stderr, "octet: aborting %d request(s) still in flight\n", left);
+        pthread_mutex_lock(&s->mu);
+        for (struct job *j = s->active; j; j = j->next) req_abort(j->h);
+        pthread_mutex_unlock(&s->mu);
+        wait_idle(s, now_s() + 5.0);
+    }
+    MHD_stop_daemon(s->d);
+    pthread_mutex_destroy(&s->mu);
+    pthread_cond_destroy(&s->cv);
+    metrics_free(&s->m);
+    free(s);
+}
