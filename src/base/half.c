@@ -2,7 +2,7 @@
 #include "half.h"
 
 #include <math.h>
-#if defined(__F16C__)
+#if defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -48,5 +48,12 @@ void f16_row_to_f32(const uint16_t *src, float *dst, size_t n) {
 }
 
 void bf16_row_to_f32(const uint16_t *src, float *dst, size_t n) {
-    for (size_t i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+    size_t i = 0;
+#if defined(__AVX2__)
+    for (; i + 8 <= n; i += 8) {
+        __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i)));
+        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
+    }
+#endif
+    for (; i < n; i++) dst[i] = bf16_to_f32(src[i]);
 }

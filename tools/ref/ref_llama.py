@@ -30,7 +30,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gguf_read import read_gguf  # noqa: E402
 
-DEFAULT_MODEL = "/work/shared/models/stories260K.gguf"
+DEFAULT_MODEL = "../shared/models/stories260K.gguf"
 SPACE = "\u2581"  # '▁'
 
 
