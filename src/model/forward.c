@@ -6,6 +6,7 @@
 #include "../engine/kv_cache.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int upload(struct backend *b, struct weight *w) {
@@ -48,7 +49,22 @@ void forward_free(struct forward *f) {
     if (!f->b) return;
     void *bufs[] = {f->x, f->xn, f->q, f->k, f->v, f->att, f->proj, f->gate, f->up, f->last, f->logits};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) f->b->ops->free(f->b, bufs[i]);
+    free(f->probe_buf);
     memset(f, 0, sizeof *f);
+}
+
+// Hands one activation tensor to the probe as host f32.
+static int probe(struct forward *f, int layer, enum probe_kind kind, const void *x, int n, int width) {
+    if (!f->probe) return OCT_OK;
+    const struct model_config *c = &f->m->cfg;
+    if (!f->probe_buf) {
+        size_t w = (size_t)c->n_heads * c->head_dim > (size_t)c->ffn_dim ? (size_t)c->n_heads * c->head_dim : (size_t)c->ffn_dim;
+        f->probe_buf = malloc((size_t)f->max_tokens * w * sizeof(float));
+        if (!f->probe_buf) return err_set(OCT_ENOMEM, "forward: no memory for the probe buffer");
+    }
+    f->b->ops->download_f32(f->b, f->probe_buf, x, (size_t)n * width);
+    f->probe(f->probe_ctx, layer, kind, f->probe_buf, n, width);
+    return OCT_OK;
 }
 
 int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, float *logits_out) {
@@ -71,6 +87,11 @@ int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, 
         op->matmul(b, f->v, f->xn, &w->wv, n);
         op->rope(b, f->q, c->n_heads, c->head_dim, &f->rope, bt);
         op->rope(b, f->k, c->n_kv_heads, c->head_dim, &f->rope, bt);
+        if (f->probe) {
+            TRY(probe(f, l, PROBE_Q, f->q, n, c->n_heads * c->head_dim));
+            TRY(probe(f, l, PROBE_K, f->k, n, c->n_kv_heads * c->head_dim));
+            TRY(probe(f, l, PROBE_V, f->v, n, c->n_kv_heads * c->head_dim));
+        }
         op->kv_write(b, &kv->layers[l], f->k, f->v, bt);             // quantize into the pages
         op->attention(b, f->att, f->q, &kv->layers[l], &ap, bt);
         op->matmul(b, f->proj, f->att, &w->wo, n);
@@ -78,6 +99,7 @@ int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, 
         op->rmsnorm(b, f->xn, f->x, &w->ffn_norm, n, c->norm_eps);
         op->matmul(b, f->gate, f->xn, &w->w_gate, n);
         op->matmul(b, f->up, f->xn, &w->w_up, n);
+        if (f->probe) TRY(probe(f, l, PROBE_GATE, f->gate, n, c->ffn_dim));
         op->silu_mul(b, f->gate, f->gate, f->up, (int64_t)n * c->ffn_dim);
         op->matmul(b, f->proj, f->gate, &w->w_down, n);
         op->add(b, f->x, f->proj, (int64_t)n * c->dim);

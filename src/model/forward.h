@@ -10,6 +10,12 @@
 
 struct kv_cache;
 
+// Observation hook for diagnostics (calibrate, inspect): called during forward_run with
+// host f32 copies of one layer's activations, x[n_tokens][width]: Q and K after RoPE and
+// before any FP8 quantization, V, and the SwiGLU gate pre-activation.
+enum probe_kind { PROBE_Q = 0, PROBE_K, PROBE_V, PROBE_GATE };
+typedef void (*forward_probe_fn)(void *ctx, int layer, enum probe_kind kind, const float *x, int n_tokens, int width);
+
 struct forward {
     struct model *m;
     struct backend *b;
@@ -26,6 +32,9 @@ struct forward {
     void *gate, *up;// [max_tokens][ffn]
     void *last;     // [max_logits][dim]
     void *logits;   // [max_logits][n_vocab]
+    forward_probe_fn probe;  // NULL = no observation (the default)
+    void *probe_ctx;
+    float *probe_buf;        // host [max_tokens][max(n_heads*hd, ffn)] (allocated on first use)
 };
 
 // Uploads weights to the backend and allocates buffers for steps of up to max_tokens
