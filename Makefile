@@ -7,7 +7,7 @@ CC      ?= cc
 OPT     ?= -O2 -march=native
 CFLAGS  ?= $(OPT) -g
 CFLAGS  += -std=c11 -D_GNU_SOURCE -fno-math-errno -Wall -Wextra -Wno-unused-parameter -pthread -MMD -MP
-LDLIBS  += -lmicrohttpd -ljansson -lpcre2-8 -lm -pthread
+LDLIBS  += -lcurl -lmicrohttpd -ljansson -lpcre2-8 -lm -pthread
 SAN     ?=
 ifeq ($(SAN),1)
   BUILD   := build-san

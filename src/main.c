@@ -11,7 +11,10 @@ static void usage(void) {
             "  generate   run one prompt (--model, --prompt, --max-tokens, sampling, KV flags)\n"
             "  serve      OpenAI-compatible HTTP server (continuous batching, prefix caching)\n"
             "  bench      benchmarks: model (pp/tg speed), serve (load generator), sweep (ITL/TTFT study)\n"
-            "  eval ppl   perplexity and KLD vs a reference KV dtype\n"
+            "  eval       ppl (perplexity, KLD vs a reference KV dtype) | needle (long-context retrieval)\n"
+            "  calibrate  K/V scales from your own text (--kv-scales file)\n"
+            "  inspect    per-layer K/V/Q/gate statistics and FP8 sensitivity\n"
+            "  advise     should this model use an FP8 KV cache? (from sweep, calibration, shape)\n"
             "Run 'octet COMMAND --help' for the flags of a command.\n");
 }
 
@@ -22,6 +25,9 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "eval")) return cmd_eval(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "calibrate")) return cmd_calibrate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "inspect")) return cmd_inspect(argc - 1, argv + 1);
+    if (!strcmp(cmd, "advise")) return cmd_advise(argc - 1, argv + 1);
     fprintf(stderr, "octet: unknown command '%s'\n", cmd);
     usage();
     return 2;

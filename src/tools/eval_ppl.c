@@ -171,6 +171,7 @@ bad:
 
 int cmd_eval(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "ppl")) return eval_ppl(argc - 1, argv + 1);
-    fprintf(stderr, "usage: octet eval ppl ...   (subcommands: ppl)\n");
+    if (argc >= 2 && !strcmp(argv[1], "needle")) return cmd_eval_needle(argc - 1, argv + 1);
+    fprintf(stderr, "usage: octet eval {ppl|needle} ...\n");
     return 2;
 }

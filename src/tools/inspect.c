@@ -1,0 +1,4 @@
+// inspect.c — placeholder: this subcommand is being written (replaced by its owner).
+#include <stdio.h>
+#include "tools.h"
+int cmd_inspect(int argc, char **argv) { fprintf(stderr, "octet: inspect is not built yet\n"); return 2; }
