@@ -1,6 +1,7 @@
 # octet — one Makefile. `make` builds build/octet; `make test` runs the quick tier;
 # `make test-full` rebuilds under ASan+UBSan (build-san/) and fuzzes the file parsers.
-# CUDA=1 is reserved for the CUDA backend (src/backend/cuda/), added by a later issue.
+# `make CUDA=1` adds the CUDA backend (src/backend/cuda/*.cu, nvcc, sm_90a) to the same
+# build/octet; `--device cpu|cuda` picks one at run time.
 
 BUILD   ?= build
 CC      ?= cc
@@ -17,7 +18,18 @@ ifeq ($(SAN),1)
 endif
 
 LIB_SRC  := $(filter-out src/main.c,$(shell find src -name '*.c' | sort))
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CUDA    ?=
+CUDA_HOME ?= /usr/local/cuda
+NVCC    ?= $(CUDA_HOME)/bin/nvcc
+NVCCFLAGS ?= -O3 -lineinfo -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -Wall,-Wextra,-Wno-unused-parameter
+ifeq ($(CUDA),1)
+  LIB_SRC := $(filter-out src/backend/cuda_none.c,$(LIB_SRC))
+  CU_SRC  := $(sort $(shell find src -name '*.cu'))
+  LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcublasLt -lcudart -lstdc++
+endif
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(CU_SRC:%.cu=$(BUILD)/obj/%.o)
+# the archive is rebuilt whenever the configuration (CUDA on/off) changes
+CONFIG_STAMP := $(BUILD)/config.cuda$(CUDA)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
@@ -28,9 +40,18 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/liboctet.a: $(LIB_OBJ)
+$(BUILD)/obj/%.o: %.cu $(wildcard src/backend/cuda/*.cuh)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(CONFIG_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/config.cuda*
+	@touch $@
+
+$(BUILD)/liboctet.a: $(LIB_OBJ) $(CONFIG_STAMP)
 	@rm -f $@
-	ar rcs $@ $^
+	ar rcs $@ $(LIB_OBJ)
 
 $(BUILD)/octet: $(BUILD)/obj/src/main.o $(BUILD)/liboctet.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)

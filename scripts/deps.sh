@@ -8,7 +8,11 @@ PKGS=(
   libmicrohttpd-dev libcurl4-openssl-dev                # HTTP server, benchmark client
   python3 python3-numpy                                 # fixture generators (tools/ref)
   gnuplot-nox                                           # charts
+  prometheus                                            # promtool (metrics format check)
 )
+# Node.js + npm run the official OpenAI client in the server tests; use the machine's own
+# when it has one (Debian's npm conflicts with an externally installed node).
+command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || PKGS+=(nodejs npm)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -10,7 +10,7 @@ run_one() {  # $1 = label, rest = command
   printf '%s\n' "$out"
   local line; line=$(printf '%s\n' "$out" | grep -E '[0-9]+ passed, [0-9]+ failed' | tail -n 1)
   if [ -n "$line" ]; then
-    local p f; p=$(sed -E 's/.* ([0-9]+) passed.*/\1/' <<<"$line"); f=$(sed -E 's/.* ([0-9]+) failed.*/\1/' <<<"$line")
+    local p f; p=$(grep -oE '[0-9]+ passed' <<<"$line" | grep -oE '[0-9]+'); f=$(grep -oE '[0-9]+ failed' <<<"$line" | grep -oE '[0-9]+')
     pass=$((pass + p)); fail=$((fail + f))
   fi
   if [ $rc -ne 0 ] || [ -z "$line" ]; then

@@ -96,6 +96,9 @@ struct backend_ops {
     // out[i] = x[rows[i]] for the batch's logits_rows
     void (*gather_rows)(struct backend *b, void *out /*[n_logits][dim]*/, const void *x /*[n_tokens][dim]*/,
                         int dim, const struct batch *bt);
+    // host_out = x · wᵀ in f32 (the logits of the sampled rows), synchronous.
+    void (*logits)(struct backend *b, float *host_out /*[n][w.rows]*/, const void *x /*[n][w.cols]*/,
+                   const struct weight *w, int n);
 };
 
 struct backend {
@@ -104,5 +107,12 @@ struct backend {
 
 // CPU backend with n_threads workers (0 = all cores).
 struct backend *backend_cpu_create(int n_threads);
+// CUDA backend on GPU `device_index` (src/backend/cuda/, built with `make CUDA=1`).
+// NULL with err_msg() when not built with CUDA or no GPU is usable.
+struct backend *backend_cuda_create(int device_index);
+// True when built with CUDA and a GPU is present.
+bool backend_cuda_available(void);
+// By name: "cpu", "cuda", or "auto" (cuda when available, else cpu). NULL + err_msg().
+struct backend *backend_create(const char *device, int n_threads);
 
 #endif

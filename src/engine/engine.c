@@ -421,8 +421,8 @@ int engine_create(struct engine **out, struct model *m, const struct engine_opti
         return rc;
     }
     e->salt = cache_salt(&e->kv);
-    e->b = backend_cpu_create(o->n_threads);
-    if (!e->b) { free(e); return err_set(OCT_ENOMEM, "engine: cannot create the cpu backend"); }
+    e->b = backend_create(o->device, o->n_threads);
+    if (!e->b) { free(e); return OCT_EINVAL; }
     int T = e->o.max_num_batched_tokens, S = e->o.max_num_seqs;
     rc = forward_init(&e->fw, m, e->b, T, S);
     e->fw.fp8_math = o->fp8_math;

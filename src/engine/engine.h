@@ -19,6 +19,7 @@ struct model;
 
 struct engine_options {
     struct kv_options kv;
+    char device[8];                 // cpu | cuda | auto ("" = auto)
     int n_threads;                  // CPU backend threads (0 = all cores)
     int max_model_len;              // 0 = model max_pos
     int max_num_batched_tokens;     // tokens per step (default 2048)

@@ -23,8 +23,8 @@ int runner_init(struct runner *r, struct model *m, const struct runner_options *
     int step = r->o.max_step_tokens;
     TRY(kv_cache_plan(&r->kv, m, &o->kv));
     r->max_blocks = (r->max_ctx + r->kv.kv_block_tokens - 1) / r->kv.kv_block_tokens;
-    r->b = backend_cpu_create(o->n_threads);
-    if (!r->b) return err_set(OCT_ENOMEM, "runner: cannot create the cpu backend");
+    r->b = backend_create(o->device, o->n_threads);
+    if (!r->b) return OCT_EINVAL;
     int rc = forward_init(&r->fw, m, r->b, step, step);
     if (rc == OCT_OK) rc = kv_cache_alloc(&r->kv, r->b, r->max_blocks);
     if (rc == OCT_OK) rc = kv_pool_init(&r->pool, r->max_blocks, r->kv.kv_block_tokens);

@@ -11,6 +11,7 @@
 
 struct runner_options {
     struct kv_options kv;
+    char device[8];         // cpu | cuda | auto ("" = auto)
     int n_threads;          // CPU threads (0 = all cores)
     int max_ctx;            // tokens the sequence may reach (0 = model max_pos)
     int max_step_tokens;    // tokens per forward step (prefill chunk), default 512

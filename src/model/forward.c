@@ -34,10 +34,9 @@ int forward_init(struct forward *f, struct model *m, struct backend *b, int max_
     }
     size_t es = dtype_size(b->ops->act_dtype), T = (size_t)max_tokens;
     size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
-    void **bufs[] = {&f->x, &f->xn, &f->q, &f->k, &f->v, &f->att, &f->proj, &f->gate, &f->up, &f->last, &f->logits};
+    void **bufs[] = {&f->x, &f->xn, &f->q, &f->k, &f->v, &f->att, &f->proj, &f->gate, &f->up, &f->last};
     size_t sizes[] = {T * c->dim, T * c->dim, T * qd, T * kvd, T * kvd, T * qd, T * c->dim,
-                      T * c->ffn_dim, T * c->ffn_dim, (size_t)max_logits * c->dim,
-                      (size_t)max_logits * c->n_vocab};
+                      T * c->ffn_dim, T * c->ffn_dim, (size_t)max_logits * c->dim};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         *bufs[i] = b->ops->alloc(b, sizes[i] * es);
         if (!*bufs[i]) { forward_free(f); return err_set(OCT_ENOMEM, "forward: cannot allocate %zu bytes of activations", sizes[i] * es); }
@@ -47,7 +46,7 @@ int forward_init(struct forward *f, struct model *m, struct backend *b, int max_
 
 void forward_free(struct forward *f) {
     if (!f->b) return;
-    void *bufs[] = {f->x, f->xn, f->q, f->k, f->v, f->att, f->proj, f->gate, f->up, f->last, f->logits};
+    void *bufs[] = {f->x, f->xn, f->q, f->k, f->v, f->att, f->proj, f->gate, f->up, f->last};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) f->b->ops->free(f->b, bufs[i]);
     free(f->probe_buf);
     memset(f, 0, sizeof *f);
@@ -107,8 +106,7 @@ int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, 
     if (bt->n_logits > 0) {
         op->gather_rows(b, f->last, f->x, c->dim, bt);               // only the sampled rows
         op->rmsnorm(b, f->last, f->last, &m->output_norm, bt->n_logits, c->norm_eps);
-        op->matmul(b, f->logits, f->last, &m->output, bt->n_logits);
-        op->download_f32(b, logits_out, f->logits, (size_t)bt->n_logits * c->n_vocab);
+        op->logits(b, logits_out, f->last, &m->output, bt->n_logits);
     }
     int rc = op->sync(b);
     if (rc < 0) return err_wrap(rc, "backend %s: ", op->name);

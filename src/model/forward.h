@@ -31,7 +31,6 @@ struct forward {
     void *proj;     // [max_tokens][dim] sublayer output
     void *gate, *up;// [max_tokens][ffn]
     void *last;     // [max_logits][dim]
-    void *logits;   // [max_logits][n_vocab]
     forward_probe_fn probe;  // NULL = no observation (the default)
     void *probe_ctx;
     float *probe_buf;        // host [max_tokens][max(n_heads*hd, ffn)] (allocated on first use)

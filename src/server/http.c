@@ -46,7 +46,7 @@ struct job {
     struct oai_request req;
     struct oai_response resp;
     int fd;                     // the client's socket, polled for hang-up
-    double t_start, t_last;
+    double t_start, t_last, t_polled;
     int n_tokens;
     bool stopped;               // a stop string/token was hit (request aborted by us)
     bool done;                  // GEN_FINISHED or GEN_ERROR seen
@@ -79,19 +79,22 @@ static double now_s(void) {
 
 // ---- responses ------------------------------------------------------------------------
 
-static enum MHD_Result send_text(struct server *s, struct MHD_Connection *c, int status, const char *ctype,
-                                 const char *body, size_t n) {
+// allow: the Allow header of a 405 (the route's method), else NULL.
+static enum MHD_Result send_text_allow(struct server *s, struct MHD_Connection *c, int status, const char *ctype,
+                                       const char *body, size_t n, const char *allow) {
     struct MHD_Response *r = MHD_create_response_from_buffer(n, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", ctype);
-    if (status == 405) {
-        // Allow lists the one method each route takes
-        MHD_add_response_header(r, "Allow", "GET, POST");
-    }
+    if (allow) MHD_add_response_header(r, "Allow", allow);
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     metrics_count_http(&s->m, status);
     return rc;
+}
+
+static enum MHD_Result send_text(struct server *s, struct MHD_Connection *c, int status, const char *ctype,
+                                 const char *body, size_t n) {
+    return send_text_allow(s, c, status, ctype, body, n, NULL);
 }
 
 static enum MHD_Result send_json(struct server *s, struct MHD_Connection *c, int status, json_t *j) {
@@ -99,6 +102,14 @@ static enum MHD_Result send_json(struct server *s, struct MHD_Connection *c, int
     json_decref(j);
     if (!t) return send_text(s, c, 500, "application/json", "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}", 86);
     enum MHD_Result rc = send_text(s, c, status, "application/json", t, strlen(t));
+    free(t);
+    return rc;
+}
+
+static enum MHD_Result send_error_allow(struct server *s, struct MHD_Connection *c, const struct oai_error *e,
+                                        const char *allow) {
+    char *t = oai_error_body(e);
+    enum MHD_Result rc = send_text_allow(s, c, e->status, "application/json", t ? t : "{}", t ? strlen(t) : 2, allow);
     free(t);
     return rc;
 }
@@ -193,8 +204,13 @@ static struct job *job_start(struct server *s, struct MHD_Connection *c, struct 
 // client went away (the request is aborted).
 static int job_next(struct job *j, struct gen_event *ev) {
     for (;;) {
-        if (req_next(j->h, ev, 50)) return 1;
-        if (client_gone(j->fd)) { req_abort(j->h); return 0; }
+        // events may arrive back to back for a long time: look at the socket every 20 ms
+        double t = now_s();
+        if (t - j->t_polled >= 0.02) {
+            j->t_polled = t;
+            if (client_gone(j->fd)) { req_abort(j->h); return 0; }
+        }
+        if (req_next(j->h, ev, 20)) return 1;
     }
 }
 
@@ -346,7 +362,7 @@ static enum MHD_Result first_call(struct server *s, struct MHD_Connection *c, st
                       "the request body is larger than the limit of %zu bytes (--max-body-bytes)", s->o.max_body_bytes);
     }
     cn->answered = true;
-    return send_error(s, c, &e);
+    return send_error_allow(s, c, &e, e.status == 405 ? want : NULL);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,

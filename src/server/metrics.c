@@ -111,7 +111,7 @@ int metrics_render(struct metrics *m, const struct engine_stats *es, struct text
     rc |= gauge(o, m, "vllm:num_requests_running", "Number of requests in model execution batches.", es->n_running);
     rc |= gauge(o, m, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", es->n_waiting);
     rc |= gauge(o, m, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", es->kv_cache_usage);
-    rc |= gauge(o, m, "octet:kv_blocks_total", "KV-cache blocks in the pool.", es->n_blocks_total);
+    rc |= gauge(o, m, "octet:kv_blocks", "KV-cache blocks in the pool.", es->n_blocks_total);
     rc |= gauge(o, m, "octet:kv_blocks_free", "KV-cache blocks free or evictable (not held by a request).", es->n_blocks_free);
     rc |= counter(o, m, "vllm:prompt_tokens_total", "Number of prefill tokens processed.", es->prompt_tokens_total);
     rc |= counter(o, m, "vllm:generation_tokens_total", "Number of generation tokens processed.", es->generation_tokens_total);

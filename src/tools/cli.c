@@ -57,6 +57,11 @@ int cli_parse_model_flag(struct cli_model_args *a, int argc, char **argv, int *i
         if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
         TRY(cli_int(f, v, 1, 1024, &n));
         a->ro.kv.kv_block_tokens = (int)n;
+    } else if (!strcmp(f, "--device")) {
+        if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
+        if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "auto"))
+            return err_set(OCT_EINVAL, "--device: unknown device '%s' (choose cpu, cuda or auto)", v);
+        snprintf(a->ro.device, sizeof a->ro.device, "%s", v);
     } else if (!strcmp(f, "--threads") || !strcmp(f, "-t")) {
         if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
         TRY(cli_int(f, v, 0, 1024, &n));
@@ -88,6 +93,7 @@ void cli_print_model_flags(void) {
             "  --kv-cache-dtype-skip-layers L...  layer indices ('0 2 23' or '0,2,23') and/or sliding_window\n"
             "  --kv-scales FILE             per-layer K/V scales (JSON, see docs/kv_format.md)\n"
             "  --kv-block-tokens N          tokens per KV block (default 16)\n"
+            "  --device D                   cpu | cuda | auto (default: cuda when built with it and a GPU is present)\n"
             "  --threads N                  CPU threads (default: all cores)\n"
             "  --max-model-len N            context limit (default: the model's)\n"
             "  --max-num-batched-tokens N   tokens per forward step (default 512)\n"

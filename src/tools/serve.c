@@ -81,6 +81,7 @@ int cmd_serve(int argc, char **argv) {
     // the shared flags land in runner_options; the engine takes the same values
     eo.kv = a.ro.kv;
     eo.n_threads = a.ro.n_threads;
+    memcpy(eo.device, a.ro.device, sizeof eo.device);
     eo.fp8_math = a.ro.fp8_math;
     if (a.ro.max_ctx > 0) eo.max_model_len = a.ro.max_ctx;
     for (int i = 1; i < argc; i++)  // runner_options has a default here; only an explicit flag overrides the engine's

@@ -9,6 +9,7 @@ int cmd_serve(int argc, char **argv);   // src/tools/serve.c
 int cmd_bench(int argc, char **argv);   // src/tools/bench.c
 int cmd_bench_model(int argc, char **argv); // src/tools/bench_model.c: llama-bench style pp/tg
 
+int cmd_bench_attention(int argc, char **argv); // src/tools/bench_attention.c: one attention op's speed
 int cmd_bench_serve(int argc, char **argv);  // src/tools/bench_serve.c: load generator (vllm bench serve)
 int cmd_bench_sweep(int argc, char **argv);  // src/tools/sweep.c: ITL/TTFT sweep, fits, break-even
 int cmd_advise(int argc, char **argv);       // src/tools/advise.c: plain-language FP8 recommendation

@@ -123,6 +123,10 @@ static void cpu_gather_rows(struct backend *b, void *out, const void *x, int dim
                (size_t)dim * sizeof(float));
 }
 
+static void cpu_logits(struct backend *b, float *host_out, const void *x, const struct weight *w, int n) {
+    cpu_matmul(b, host_out, x, w, n);  // activations are f32 host memory already
+}
+
 static const struct backend_ops cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -145,6 +149,7 @@ static const struct backend_ops cpu_ops = {
     .silu_mul = cpu_silu_mul,
     .add = cpu_add,
     .gather_rows = cpu_gather_rows,
+    .logits = cpu_logits,
 };
 
 struct backend *backend_cpu_create(int n_threads) {

@@ -1,0 +1,434 @@
+// cuda_attention.cu — kv_write (quantize into the pages, bytes identical to the CPU's),
+// paged decode attention (flash-decoding: split-KV across CTAs + a combine kernel; the
+// query heads of one KV head processed together; FP8 widened in registers) and paged
+// prefill attention (tiled over query tokens and key blocks, causal, windows), plus a
+// generic warp-per-head path for head dims / block sizes the fast kernels don't cover.
+//
+// Data layout (docs/kv_format.md): cache [n_blocks][n_kv_heads][kv_block_tokens][head_dim];
+// q, out [n_tokens][n_heads][head_dim] bf16; k, v inputs [n_tokens][n_kv_heads][head_dim] bf16.
+#include <math.h>
+#include <stdio.h>
+
+#include "cuda_common.cuh"
+
+// ---------------------------------------------------------------- element access
+
+template <int DT> struct kv_elem;
+template <> struct kv_elem<DT_BF16> { typedef bf16 T; static __device__ float f(T v) { return __bfloat162float(v); } };
+template <> struct kv_elem<DT_E4M3> {
+    typedef __nv_fp8_storage_t T;
+    static __device__ float f(T v) { return __half2float(__half(__nv_cvt_fp8_to_halfraw(v, __NV_E4M3))); }
+};
+template <> struct kv_elem<DT_E5M2> {
+    typedef __nv_fp8_storage_t T;
+    static __device__ float f(T v) { return __half2float(__half(__nv_cvt_fp8_to_halfraw(v, __NV_E5M2))); }
+};
+
+__device__ static float load_any(const void *base, size_t i, int dt) {
+    switch (dt) {
+    case DT_F32: return ((const float *)base)[i];
+    case DT_F16: return __half2float(((const __half *)base)[i]);
+    case DT_BF16: return __bfloat162float(((const bf16 *)base)[i]);
+    case DT_E4M3: return kv_elem<DT_E4M3>::f(((const uint8_t *)base)[i]);
+    case DT_E5M2: return kv_elem<DT_E5M2>::f(((const uint8_t *)base)[i]);
+    }
+    return 0.0f;
+}
+
+// ---------------------------------------------------------------- kv_write
+
+// Same rule as src/base/fp8.c: RNE, saturating to ±max, NaN → 0x7F; IEEE division.
+__device__ static uint8_t to_fp8(float x, float scale, __nv_fp8_interpretation_t kind) {
+    if (isnan(x)) return 0x7F;
+    float y = __fdiv_rn(x, scale);
+    if (isnan(y)) return 0x7F;
+    return (uint8_t)__nv_cvt_float_to_fp8(y, __NV_SATFINITE, kind);
+}
+
+__global__ void k_kv_write(void *kc, void *vc, const bf16 *k, const bf16 *v, const int32_t *slot, int n_tokens,
+                           int n_kv, int hd, int bs, int dt, const float *ks, const float *vs) {
+    long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    long per_tok = (long)n_kv * hd;
+    if (idx >= (long)n_tokens * per_tok) return;
+    int t = (int)(idx / per_tok), h = (int)((idx % per_tok) / hd), d = (int)(idx % hd);
+    int s = slot[t];
+    if (s < 0) return;
+    size_t dst = (((size_t)(s / bs) * n_kv + h) * bs + s % bs) * hd + d;
+    float kv = __bfloat162float(k[idx]), vv = __bfloat162float(v[idx]);
+    switch (dt) {
+    case DT_F32: ((float *)kc)[dst] = kv; ((float *)vc)[dst] = vv; break;
+    case DT_F16: ((__half *)kc)[dst] = __float2half_rn(kv); ((__half *)vc)[dst] = __float2half_rn(vv); break;
+    case DT_BF16: ((bf16 *)kc)[dst] = k[idx]; ((bf16 *)vc)[dst] = v[idx]; break;
+    case DT_E4M3: ((uint8_t *)kc)[dst] = to_fp8(kv, ks[h], __NV_E4M3); ((uint8_t *)vc)[dst] = to_fp8(vv, vs[h], __NV_E4M3); break;
+    case DT_E5M2: ((uint8_t *)kc)[dst] = to_fp8(kv, ks[h], __NV_E5M2); ((uint8_t *)vc)[dst] = to_fp8(vv, vs[h], __NV_E5M2); break;
+    }
+}
+
+// Per-layer scales live in constant-sized device arrays owned by this file (uploaded when
+// a layer's scales change; 64 KV heads max, see KV_MAX_HEADS).
+struct scale_slot { const struct kv_layer *l; float k[KV_MAX_HEADS], v[KV_MAX_HEADS]; float *dev; };
+#define N_SCALE_SLOTS 512
+static struct scale_slot scale_slots[N_SCALE_SLOTS];
+
+static float *layer_scales(struct cuda_backend *c, const struct kv_layer *l) {
+    int free_i = -1;
+    for (int i = 0; i < N_SCALE_SLOTS; i++) {
+        struct scale_slot *s = &scale_slots[i];
+        if (s->l == l) {
+            if (memcmp(s->k, l->k_scale, sizeof s->k) || memcmp(s->v, l->v_scale, sizeof s->v)) break;  // changed
+            return s->dev;
+        }
+        if (!s->l && free_i < 0) free_i = i;
+    }
+    struct scale_slot *s = nullptr;
+    for (int i = 0; i < N_SCALE_SLOTS && !s; i++) if (scale_slots[i].l == l) s = &scale_slots[i];
+    if (!s) s = &scale_slots[free_i >= 0 ? free_i : 0];
+    if (!s->dev && cuda_fail(c, cudaMalloc((void **)&s->dev, 2 * KV_MAX_HEADS * sizeof(float)), "cudaMalloc(scales)")) return nullptr;
+    s->l = l;
+    memcpy(s->k, l->k_scale, sizeof s->k);
+    memcpy(s->v, l->v_scale, sizeof s->v);
+    float both[2 * KV_MAX_HEADS];
+    memcpy(both, s->k, sizeof s->k);
+    memcpy(both + KV_MAX_HEADS, s->v, sizeof s->v);
+    if (cuda_fail(c, cudaMemcpy(s->dev, both, sizeof both, cudaMemcpyHostToDevice), "upload scales")) return nullptr;
+    return s->dev;
+}
+
+extern "C" void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt) {
+    struct cuda_backend *c = (struct cuda_backend *)b;
+    if (c->error || !bt->n_tokens) return;
+    float *sc = layer_scales(c, l);
+    if (!sc) return;
+    long n = (long)bt->n_tokens * l->n_kv_heads * l->head_dim;
+    k_kv_write<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>(l->k, l->v, (const bf16 *)k, (const bf16 *)v, c->cb.slot,
+                                                                  bt->n_tokens, l->n_kv_heads, l->head_dim, l->kv_block_tokens,
+                                                                  (int)l->dtype, sc, sc + KV_MAX_HEADS);
+    CUDA_LAUNCHED(c, "kv_write");
+}
+
+// ---------------------------------------------------------------- decode (split-KV)
+
+// One CTA = (sequence, KV head, split). 4 warps; each lane group of LPR lanes holds one
+// key row (16 bytes per lane), a warp covers one 16-token block per iteration.
+template <int HD, int G, int DT>
+__global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
+                                                const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
+                                                int max_blocks, int n_kv, int window, float scale, const float *scales,
+                                                int n_splits, int blocks_per_split) {
+    typedef typename kv_elem<DT>::T T;
+    constexpr int E = 16 / sizeof(T);        // elements per 16-byte load
+    constexpr int LPR = HD / E;              // lanes per key row
+    constexpr int ROWS = 32 / LPR;           // key rows per warp load
+    constexpr int BS = 16;                   // kv_block_tokens of the fast path
+    constexpr int U = BS / ROWS;             // loads per lane per block
+    const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r = lane / LPR, cidx = lane % LPR;
+    const int ctx = seq_lens[s], pos = ctx - 1;
+    const int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+    const int b_first = lo / BS, b_last = pos / BS;
+    const int b0 = b_first + split * blocks_per_split;
+    const int b1 = min(b_last + 1, b0 + blocks_per_split);
+    const int t = qstart[s];  // the sequence's (only) query token
+    const float kscale = DT == DT_BF16 ? 1.0f : scales[g], vscale = DT == DT_BF16 ? 1.0f : scales[KV_MAX_HEADS + g];
+    const float sc = scale * kscale;
+
+    float qr[G][E], acc[G][E], m[G], l[G];
+#pragma unroll
+    for (int h = 0; h < G; h++) {
+        const bf16 *qh = q + ((size_t)t * n_kv * G + g * G + h) * HD + cidx * E;
+#pragma unroll
+        for (int i = 0; i < E; i++) { qr[h][i] = __bfloat162float(qh[i]); acc[h][i] = 0.0f; }
+        m[h] = -INFINITY;
+        l[h] = 0.0f;
+    }
+    const int32_t *bt = btab + (size_t)s * max_blocks;
+    for (int blk = b0 + warp; blk < b1; blk += 4) {
+        size_t base = (((size_t)bt[blk] * n_kv + g) * BS) * HD;
+        uint4 kr[U], vr[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            size_t off = base + (size_t)(u * ROWS + r) * HD + cidx * E;
+            kr[u] = *(const uint4 *)((const T *)kc + off);
+            vr[u] = *(const uint4 *)((const T *)vc + off);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int kp = blk * BS + u * ROWS + r;
+            const T *kk = (const T *)&kr[u], *vv = (const T *)&vr[u];
+            float kf[E], vf[E];
+#pragma unroll
+            for (int i = 0; i < E; i++) { kf[i] = kv_elem<DT>::f(kk[i]); vf[i] = kv_elem<DT>::f(vv[i]); }
+            bool valid = kp >= lo && kp <= pos;
+#pragma unroll
+            for (int h = 0; h < G; h++) {
+                float d = 0.0f;
+#pragma unroll
+                for (int i = 0; i < E; i++) d += qr[h][i] * kf[i];
+#pragma unroll
+                for (int o = LPR / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffff, d, o);
+                if (!valid) continue;
+                float sv = d * sc, mn = fmaxf(m[h], sv);
+                float alpha = __expf(m[h] - mn), p = __expf(sv - mn);
+                l[h] = l[h] * alpha + p;
+#pragma unroll
+                for (int i = 0; i < E; i++) acc[h][i] = acc[h][i] * alpha + p * vf[i];
+                m[h] = mn;
+            }
+        }
+    }
+    // merge the lane groups of the warp (same dims, different keys)
+#pragma unroll
+    for (int h = 0; h < G; h++) {
+#pragma unroll
+        for (int o = LPR; o < 32; o <<= 1) {
+            float mo = __shfl_xor_sync(0xffffffff, m[h], o), lo_ = __shfl_xor_sync(0xffffffff, l[h], o);
+            float mn = fmaxf(m[h], mo);
+            float a = mn == -INFINITY ? 0.0f : __expf(m[h] - mn), bb = mn == -INFINITY ? 0.0f : __expf(mo - mn);
+#pragma unroll
+            for (int i = 0; i < E; i++) {
+                float ao = __shfl_xor_sync(0xffffffff, acc[h][i], o);
+                acc[h][i] = acc[h][i] * a + ao * bb;
+            }
+            l[h] = l[h] * a + lo_ * bb;
+            m[h] = mn;
+        }
+    }
+    // merge the 4 warps through shared memory
+    __shared__ float sm_m[4][G], sm_l[4][G], sm_acc[4][G][HD];
+    if (r == 0) {
+#pragma unroll
+        for (int h = 0; h < G; h++) {
+#pragma unroll
+            for (int i = 0; i < E; i++) sm_acc[warp][h][cidx * E + i] = acc[h][i];
+            if (cidx == 0) { sm_m[warp][h] = m[h]; sm_l[warp][h] = l[h]; }
+        }
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
+        int h = idx / HD, d = idx % HD;
+        float mm = -INFINITY;
+        for (int w = 0; w < 4; w++) mm = fmaxf(mm, sm_m[w][h]);
+        float ll = 0.0f, aa = 0.0f;
+        for (int w = 0; w < 4; w++) {
+            float f = sm_m[w][h] == -INFINITY ? 0.0f : __expf(sm_m[w][h] - mm);
+            ll += sm_l[w][h] * f;
+            aa += sm_acc[w][h][d] * f;
+        }
+        int qh = g * G + h;
+        if (n_splits == 1) {
+            out[((size_t)t * n_kv * G + qh) * HD + d] = __float2bfloat16_rn(ll > 0 ? aa * vscale / ll : 0.0f);
+        } else {
+            float *pp = part + (((size_t)s * n_kv * G + qh) * n_splits + split) * (HD + 2);
+            pp[2 + d] = aa * vscale;
+            if (d == 0) { pp[0] = mm; pp[1] = ll; }
+        }
+    }
+}
+
+// Combines the splits of one (sequence, query head): one CTA of head_dim threads.
+__global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd, int n_splits) {
+    int s = blockIdx.x, qh = blockIdx.y, d = threadIdx.x;
+    const float *pp = part + ((size_t)s * n_heads + qh) * n_splits * (hd + 2);
+    float mm = -INFINITY;
+    for (int i = 0; i < n_splits; i++) mm = fmaxf(mm, pp[i * (hd + 2)]);
+    float ll = 0.0f, aa = 0.0f;
+    for (int i = 0; i < n_splits; i++) {
+        const float *p = pp + i * (hd + 2);
+        float f = p[0] == -INFINITY ? 0.0f : __expf(p[0] - mm);
+        ll += p[1] * f;
+        if (d < hd) aa += p[2 + d] * f;
+    }
+    if (d < hd) out[((size_t)qstart[s] * n_heads + qh) * hd + d] = __float2bfloat16_rn(ll > 0 ? aa / ll : 0.0f);
+}
+
+// ---------------------------------------------------------------- prefill (tiled, SIMT)
+
+// One CTA = (sequence, query tile, KV head). THR = HD/32 threads own one query row
+// (32 dims each: q and the accumulator in registers); ROWS = 128/THR rows per CTA =
+// ROWS/G query tokens × G heads. Keys stream through shared memory one block at a time.
+template <int HD>
+__global__ void __launch_bounds__(128) k_prefill(bf16 *out, const bf16 *q, const void *kc, const void *vc, int dt,
+                                                 const int32_t *qstart, const int32_t *pos_arr, const int32_t *btab,
+                                                 int max_blocks, int n_kv, int G, int bs, int window, float scale,
+                                                 const float *scales) {
+    constexpr int THR = HD / 32, ROWS = 128 / THR;
+    extern __shared__ float smem[];
+    float *sk = smem, *sv = smem + (size_t)bs * HD;  // [bs][HD] each
+    const int s = blockIdx.x, tile = blockIdx.y, g = blockIdx.z;
+    const int QT = ROWS / G;
+    const int t_begin = qstart[s], n_q = qstart[s + 1] - t_begin;
+    const int q0 = tile * QT;
+    if (q0 >= n_q) return;
+    const int row = threadIdx.x / THR, part = threadIdx.x % THR;
+    const int qi = q0 + row / G, h = row % G;
+    const bool active = qi < n_q;
+    const int t = t_begin + (active ? qi : q0);
+    const int my_pos = pos_arr[t];
+    const int my_lo = window > 0 && my_pos - window + 1 > 0 ? my_pos - window + 1 : 0;
+    const bool fp8 = dt == DT_E4M3 || dt == DT_E5M2;
+    const float kscale = fp8 ? scales[g] : 1.0f, vscale = fp8 ? scales[KV_MAX_HEADS + g] : 1.0f;
+    float qr[32], acc[32], m = -INFINITY, l = 0.0f;
+    const bf16 *qp = q + ((size_t)t * n_kv * G + g * G + h) * HD + part * 32;
+#pragma unroll
+    for (int i = 0; i < 32; i++) { qr[i] = __bfloat162float(qp[i]) * scale * kscale; acc[i] = 0.0f; }
+    // the tile's key range: from the first query's window start to the last query's position
+    const int p_first = pos_arr[t_begin + q0], p_last = pos_arr[t_begin + min(q0 + QT, n_q) - 1];
+    const int k_lo = window > 0 && p_first - window + 1 > 0 ? p_first - window + 1 : 0;
+    const int32_t *bt = btab + (size_t)s * max_blocks;
+    for (int blk = k_lo / bs; blk <= p_last / bs; blk++) {
+        size_t base = ((size_t)bt[blk] * n_kv + g) * bs * HD;
+        __syncthreads();
+        for (int i = threadIdx.x; i < bs * HD; i += blockDim.x) {
+            sk[i] = load_any(kc, base + i, dt);
+            sv[i] = load_any(vc, base + i, dt);
+        }
+        __syncthreads();
+        for (int j = 0; j < bs; j++) {
+            int kp = blk * bs + j;
+            const float *kr = sk + (size_t)j * HD + part * 32;
+            float d = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 32; i++) d += qr[i] * kr[i];
+#pragma unroll
+            for (int o = THR / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffff, d, o);
+            if (!active || kp < my_lo || kp > my_pos) continue;
+            float mn = fmaxf(m, d), alpha = __expf(m - mn), p = __expf(d - mn);
+            l = l * alpha + p;
+            const float *vr = sv + (size_t)j * HD + part * 32;
+#pragma unroll
+            for (int i = 0; i < 32; i++) acc[i] = acc[i] * alpha + p * vr[i];
+            m = mn;
+        }
+    }
+    if (!active) return;
+    bf16 *op = out + ((size_t)t * n_kv * G + g * G + h) * HD + part * 32;
+    float f = l > 0 ? vscale / l : 0.0f;
+#pragma unroll
+    for (int i = 0; i < 32; i++) op[i] = __float2bfloat16_rn(acc[i] * f);
+}
+
+// ---------------------------------------------------------------- generic (any head_dim / block size)
+
+// One warp per (query token, query head); lane owns dims lane, lane+32, ...
+__global__ void k_generic(bf16 *out, const bf16 *q, const void *kc, const void *vc, int dt, const int32_t *tok_seq,
+                          const int32_t *pos_arr, const int32_t *btab, int max_blocks, int n_kv, int G, int hd, int bs,
+                          int window, float scale, const float *scales) {
+    const int t = blockIdx.x, qh = blockIdx.y, g = qh / G, lane = threadIdx.x;
+    const int s = tok_seq[t], pos = pos_arr[t];
+    const int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+    const bool fp8 = dt == DT_E4M3 || dt == DT_E5M2;
+    const float kscale = fp8 ? scales[g] : 1.0f, vscale = fp8 ? scales[KV_MAX_HEADS + g] : 1.0f;
+    constexpr int MAXD = 16;  // head_dim <= 512
+    float qr[MAXD], acc[MAXD], m = -INFINITY, l = 0.0f;
+    const bf16 *qp = q + ((size_t)t * n_kv * G + qh) * hd;
+#pragma unroll
+    for (int i = 0; i < MAXD; i++) {
+        int d = lane + 32 * i;
+        qr[i] = d < hd ? __bfloat162float(qp[d]) * scale * kscale : 0.0f;
+        acc[i] = 0.0f;
+    }
+    const int32_t *bt = btab + (size_t)s * max_blocks;
+    for (int kp = lo; kp <= pos; kp++) {
+        size_t base = (((size_t)bt[kp / bs] * n_kv + g) * bs + kp % bs) * hd;
+        float d = 0.0f;
+#pragma unroll
+        for (int i = 0; i < MAXD; i++) { int dd = lane + 32 * i; if (dd < hd) d += qr[i] * load_any(kc, base + dd, dt); }
+        for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffff, d, o);
+        float mn = fmaxf(m, d), alpha = __expf(m - mn), p = __expf(d - mn);
+        l = l * alpha + p;
+#pragma unroll
+        for (int i = 0; i < MAXD; i++) { int dd = lane + 32 * i; if (dd < hd) acc[i] = acc[i] * alpha + p * load_any(vc, base + dd, dt); }
+        m = mn;
+    }
+    bf16 *op = out + ((size_t)t * n_kv * G + qh) * hd;
+#pragma unroll
+    for (int i = 0; i < MAXD; i++) { int dd = lane + 32 * i; if (dd < hd) op[dd] = __float2bfloat16_rn(acc[i] * vscale / l); }
+}
+
+// ---------------------------------------------------------------- dispatch
+
+template <int HD, int G>
+static bool launch_decode_g(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, float scale,
+                            const float *sc, const struct batch *bt) {
+    int nb_max = (c->cb.max_ctx + 15) / 16;
+    if (l->window > 0 && nb_max > l->window / 16 + 2) nb_max = l->window / 16 + 2;
+    int ctas = bt->n_seqs * l->n_kv_heads;
+    int target = c->n_sm * 4;
+    int n_splits = (target + ctas - 1) / ctas;
+    int max_splits = (nb_max + 3) / 4;  // at least ~4 blocks (one per warp) per split
+    if (n_splits > max_splits) n_splits = max_splits;
+    if (n_splits < 1) n_splits = 1;
+    int per_split = (nb_max + n_splits - 1) / n_splits;
+    n_splits = (nb_max + per_split - 1) / per_split;
+    size_t need = (size_t)bt->n_seqs * l->n_kv_heads * G * n_splits * (HD + 2);
+    if (n_splits > 1 && !cuda_reserve(c, &c->d_part, &c->part_cap, need)) return true;
+    dim3 grid(bt->n_seqs, l->n_kv_heads, n_splits);
+#define LAUNCH(DTV) k_decode<HD, G, DTV><<<grid, 128, 0, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, \
+        c->cb.qstart, c->cb.seq_lens, c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, l->window, scale, sc, n_splits, per_split)
+    if (l->dtype == DT_BF16) LAUNCH(DT_BF16);
+    else if (l->dtype == DT_E4M3) LAUNCH(DT_E4M3);
+    else LAUNCH(DT_E5M2);
+#undef LAUNCH
+    if (CUDA_LAUNCHED(c, "attention decode")) return true;
+    if (n_splits > 1) {
+        k_combine<<<dim3(bt->n_seqs, l->n_kv_heads * G), HD, 0, c->stream>>>((bf16 *)out, c->d_part, c->cb.qstart,
+                                                                            l->n_kv_heads * G, HD, n_splits);
+        CUDA_LAUNCHED(c, "attention combine");
+    }
+    return true;
+}
+
+template <int HD>
+static bool launch_decode(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G, float scale,
+                          const float *sc, const struct batch *bt) {
+    switch (G) {
+    case 1: return launch_decode_g<HD, 1>(c, out, q, l, scale, sc, bt);
+    case 2: return launch_decode_g<HD, 2>(c, out, q, l, scale, sc, bt);
+    case 4: return launch_decode_g<HD, 4>(c, out, q, l, scale, sc, bt);
+    case 8: return launch_decode_g<HD, 8>(c, out, q, l, scale, sc, bt);
+    }
+    return false;
+}
+
+template <int HD>
+static void launch_prefill(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G, float scale,
+                           const float *sc, const struct batch *bt) {
+    constexpr int ROWS = 128 / (HD / 32);
+    int qt = ROWS / G;
+    dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
+    size_t smem = 2 * (size_t)l->kv_block_tokens * HD * sizeof(float);
+    if (smem > 48 * 1024) cudaFuncSetAttribute(k_prefill<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    k_prefill<HD><<<grid, 128, smem, c->stream>>>((bf16 *)out, (const bf16 *)q, l->k, l->v, (int)l->dtype, c->cb.qstart,
+                                                 c->cb.pos, c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G,
+                                                 l->kv_block_tokens, l->window, scale, sc);
+    CUDA_LAUNCHED(c, "attention prefill");
+}
+
+extern "C" void cuda_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,
+                               const struct attn_params *p, const struct batch *bt) {
+    struct cuda_backend *c = (struct cuda_backend *)b;
+    if (c->error || !bt->n_tokens) return;
+    float *sc = layer_scales(c, l);
+    if (!sc) return;
+    int G = p->n_heads / l->n_kv_heads, hd = l->head_dim;
+    bool fast_dtype = l->dtype == DT_BF16 || l->dtype == DT_E4M3 || l->dtype == DT_E5M2;
+    bool fast_shape = (hd == 64 || hd == 128 || hd == 256) && l->kv_block_tokens == 16;
+    if (c->cb.max_q == 1 && fast_dtype && fast_shape && (G == 1 || G == 2 || G == 4 || G == 8)) {
+        bool ok = hd == 64 ? launch_decode<64>(c, out, q, l, G, p->softmax_scale, sc, bt)
+                : hd == 128 ? launch_decode<128>(c, out, q, l, G, p->softmax_scale, sc, bt)
+                            : launch_decode<256>(c, out, q, l, G, p->softmax_scale, sc, bt);
+        if (ok) return;
+    }
+    if ((hd == 64 || hd == 128 || hd == 256) && (128 / (hd / 32)) % G == 0) {
+        if (hd == 64) launch_prefill<64>(c, out, q, l, G, p->softmax_scale, sc, bt);
+        else if (hd == 128) launch_prefill<128>(c, out, q, l, G, p->softmax_scale, sc, bt);
+        else launch_prefill<256>(c, out, q, l, G, p->softmax_scale, sc, bt);
+        return;
+    }
+    if (hd > 512) { if (!c->error) { c->error = OCT_EUNSUP; snprintf(c->msg, sizeof c->msg, "attention: head_dim %d > 512", hd); } return; }
+    k_generic<<<dim3(bt->n_tokens, p->n_heads), 32, 0, c->stream>>>((bf16 *)out, (const bf16 *)q, l->k, l->v, (int)l->dtype,
+                                                                   c->cb.tok_seq, c->cb.pos, c->cb.btab, bt->max_blocks_per_seq,
+                                                                   l->n_kv_heads, G, hd, l->kv_block_tokens, l->window,
+                                                                   p->softmax_scale, sc);
+    CUDA_LAUNCHED(c, "attention generic");
+}

@@ -1,0 +1,411 @@
+// cuda_backend.cu — the CUDA backend's table: device memory, BF16 weights (converted at
+// upload), batch metadata upload, GEMMs through cuBLASLt (handle and workspace owned
+// here, plans cached per shape), and the elementwise kernels (get_rows, rmsnorm, rope,
+// silu_mul, add, gather_rows). Activations are BF16; math inside kernels is f32
+// (RoPE angles in f64, as the CPU computes them, so long positions agree).
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_common.cuh"
+
+bool cuda_fail(struct cuda_backend *c, cudaError_t e, const char *what) {
+    if (e == cudaSuccess) return false;
+    if (!c->error) {
+        c->error = OCT_EIO;
+        snprintf(c->msg, sizeof c->msg, "%s: %s", what, cudaGetErrorString(e));
+    }
+    return true;
+}
+
+static struct cuda_backend *cb_of(struct backend *b) { return (struct cuda_backend *)b; }
+
+// ---------------------------------------------------------------- memory
+
+static void *cu_alloc(struct backend *b, size_t bytes) {
+    struct cuda_backend *c = cb_of(b);
+    void *p = nullptr;
+    if (cuda_fail(c, cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc")) return nullptr;
+    if (cuda_fail(c, cudaMemsetAsync(p, 0, bytes, c->stream), "cudaMemset")) { cudaFree(p); return nullptr; }
+    return p;
+}
+static void cu_free(struct backend *b, void *p) { cudaFree(p); }
+static void cu_upload(struct backend *b, void *dst, const void *src, size_t n) {
+    struct cuda_backend *c = cb_of(b);
+    CUDA_OK(c, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, c->stream));
+    CUDA_OK(c, cudaStreamSynchronize(c->stream));
+}
+static void cu_download(struct backend *b, void *dst, const void *src, size_t n) {
+    struct cuda_backend *c = cb_of(b);
+    CUDA_OK(c, cudaMemcpyAsync(dst, src, n, cudaMemcpyDeviceToHost, c->stream));
+    CUDA_OK(c, cudaStreamSynchronize(c->stream));
+}
+static void cu_download_f32(struct backend *b, float *dst, const void *src, size_t n) {
+    struct cuda_backend *c = cb_of(b);
+    if (n > c->stage_cap) {
+        if (c->h_stage) cudaFreeHost(c->h_stage);
+        c->h_stage = nullptr;
+        c->stage_cap = 0;
+        if (cuda_fail(c, cudaMallocHost((void **)&c->h_stage, n * sizeof(bf16)), "cudaMallocHost")) return;
+        c->stage_cap = n;
+    }
+    CUDA_OK(c, cudaMemcpyAsync(c->h_stage, src, n * sizeof(bf16), cudaMemcpyDeviceToHost, c->stream));
+    CUDA_OK(c, cudaStreamSynchronize(c->stream));
+    for (size_t i = 0; i < n; i++) dst[i] = __bfloat162float(c->h_stage[i]);
+}
+static int cu_sync(struct backend *b) {
+    struct cuda_backend *c = cb_of(b);
+    cuda_fail(c, cudaStreamSynchronize(c->stream), "stream");
+    if (c->error) return err_set(c->error, "%s", c->msg);
+    return OCT_OK;
+}
+
+static int cu_weight_upload(struct backend *b, struct weight *w) {
+    struct cuda_backend *c = cb_of(b);
+    size_t n = (size_t)(w->rows * w->cols);
+    bf16 *h = (bf16 *)malloc(n * sizeof(bf16)), *d = nullptr;
+    if (!h) return err_set(OCT_ENOMEM, "cuda: out of host memory converting a weight");
+    const char *src = (const char *)w->data;
+    for (size_t i = 0; i < n; i++) {
+        float f;
+        if (w->dtype == DT_F32) memcpy(&f, src + 4 * i, 4);
+        else {
+            uint16_t u;
+            memcpy(&u, src + 2 * i, 2);
+            if (w->dtype == DT_BF16) { __nv_bfloat16_raw r; r.x = u; h[i] = r; continue; }
+            __half_raw hr;
+            hr.x = u;
+            f = __half2float(__half(hr));
+        }
+        h[i] = __float2bfloat16_rn(f);
+    }
+    bool bad = cuda_fail(c, cudaMalloc((void **)&d, n * sizeof(bf16)), "cudaMalloc(weight)") ||
+               cuda_fail(c, cudaMemcpy(d, h, n * sizeof(bf16), cudaMemcpyHostToDevice), "upload weight");
+    free(h);
+    if (bad) { if (d) cudaFree(d); return err_set(OCT_ENOMEM, "cuda: %s", c->msg); }
+    w->dev = d;
+    return OCT_OK;
+}
+static void cu_weight_release(struct backend *b, struct weight *w) { if (w->dev) cudaFree(w->dev); w->dev = nullptr; }
+
+// Packs the batch's arrays into one pinned buffer and one copy; derives tok_seq.
+static int cu_batch_begin(struct backend *b, const struct batch *bt) {
+    struct cuda_backend *c = cb_of(b);
+    size_t nt = bt->n_tokens, ns = bt->n_seqs, nb = (size_t)ns * bt->max_blocks_per_seq;
+    size_t need = nt * 4 + (ns + 1) + ns + nb + bt->n_logits;
+    if (need > c->meta_cap) {
+        if (c->h_meta) cudaFreeHost(c->h_meta);
+        if (c->d_meta) cudaFree(c->d_meta);
+        c->h_meta = c->d_meta = nullptr;
+        c->meta_cap = 0;
+        size_t cap = need * 2;
+        if (cuda_fail(c, cudaMallocHost((void **)&c->h_meta, cap * 4), "cudaMallocHost") ||
+            cuda_fail(c, cudaMalloc((void **)&c->d_meta, cap * 4), "cudaMalloc"))
+            return err_set(OCT_ENOMEM, "cuda: %s", c->msg);
+        c->meta_cap = cap;
+    }
+    // the previous step's copy must be done before the staging buffer is rewritten
+    if (cuda_fail(c, cudaStreamSynchronize(c->stream), "stream")) return err_set(c->error, "%s", c->msg);
+    int32_t *h = c->h_meta, *d = c->d_meta;
+    struct cuda_batch *m = &c->cb;
+    size_t o = 0;
+#define PUT(field, src, count) do { m->field = d + o; if (count) memcpy(h + o, (src), (count) * 4); o += (count); } while (0)
+    PUT(tok, bt->token_ids, nt);
+    PUT(pos, bt->positions, nt);
+    PUT(slot, bt->slot_mapping, nt);
+    PUT(qstart, bt->query_start, ns + 1);
+    PUT(seq_lens, bt->seq_lens, ns);
+    PUT(btab, bt->block_tables, nb);
+    PUT(rows, bt->logits_rows, (size_t)bt->n_logits);
+#undef PUT
+    m->tok_seq = d + o;
+    m->max_ctx = 0;
+    m->max_q = 0;
+    for (size_t s = 0; s < ns; s++) {
+        for (int t = bt->query_start[s]; t < bt->query_start[s + 1]; t++) h[o + t] = (int32_t)s;
+        if (bt->seq_lens[s] > m->max_ctx) m->max_ctx = bt->seq_lens[s];
+        int nq = bt->query_start[s + 1] - bt->query_start[s];
+        if (nq > m->max_q) m->max_q = nq;
+    }
+    o += nt;
+    m->n_tokens = (int)nt;
+    m->n_seqs = (int)ns;
+    m->n_logits = bt->n_logits;
+    m->max_blocks_per_seq = bt->max_blocks_per_seq;
+    if (cuda_fail(c, cudaMemcpyAsync(d, h, o * 4, cudaMemcpyHostToDevice, c->stream), "upload batch"))
+        return err_set(c->error, "%s", c->msg);
+    return OCT_OK;
+}
+
+// ---------------------------------------------------------------- elementwise kernels
+
+__global__ void k_get_rows(bf16 *out, const bf16 *table, const int32_t *ids, int dim) {
+    int t = blockIdx.x;
+    const bf16 *src = table + (size_t)ids[t] * dim;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) out[(size_t)t * dim + i] = src[i];
+}
+
+__global__ void k_rmsnorm(bf16 *out, const bf16 *x, const bf16 *w, int dim, float eps) {
+    const bf16 *xr = x + (size_t)blockIdx.x * dim;
+    bf16 *o = out + (size_t)blockIdx.x * dim;
+    float ss = 0;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) { float v = __bfloat162float(xr[i]); ss += v * v; }
+    __shared__ float red[32];
+    for (int s = 16; s > 0; s >>= 1) ss += __shfl_xor_sync(0xffffffff, ss, s);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float v = threadIdx.x < (blockDim.x + 31) / 32 ? red[threadIdx.x] : 0;
+        for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffff, v, s);
+        if (threadIdx.x == 0) red[0] = v;
+    }
+    __syncthreads();
+    float r = rsqrtf(red[0] / dim + eps);
+    for (int i = threadIdx.x; i < dim; i += blockDim.x)
+        o[i] = __float2bfloat16_rn(__bfloat162float(xr[i]) * r * __bfloat162float(w[i]));
+}
+
+// One thread per (token, head, pair). Angles in double, as the CPU backend.
+__global__ void k_rope(bf16 *x, const int32_t *pos, const double *inv_freq, int n_tokens, int n_heads,
+                       int head_dim, int half, int neox, float attn_factor) {
+    long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    long total = (long)n_tokens * n_heads * half;
+    if (idx >= total) return;
+    int i = (int)(idx % half);
+    long th = idx / half;
+    int t = (int)(th / n_heads);
+    double s, cs;
+    sincos((double)pos[t] * inv_freq[i], &s, &cs);
+    float c = (float)cs * attn_factor, sn = (float)s * attn_factor;
+    bf16 *hv = x + th * head_dim;
+    int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+    float x0 = __bfloat162float(hv[a]), x1 = __bfloat162float(hv[b]);
+    hv[a] = __float2bfloat16_rn(x0 * c - x1 * sn);
+    hv[b] = __float2bfloat16_rn(x0 * sn + x1 * c);
+}
+
+__global__ void k_silu_mul(bf16 *out, const bf16 *g, const bf16 *u, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float gv = __bfloat162float(g[i]);
+    out[i] = __float2bfloat16_rn(gv / (1.0f + expf(-gv)) * __bfloat162float(u[i]));
+}
+
+__global__ void k_add(bf16 *x, const bf16 *y, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = __float2bfloat16_rn(__bfloat162float(x[i]) + __bfloat162float(y[i]));
+}
+
+__global__ void k_gather(bf16 *out, const bf16 *x, const int32_t *rows, int dim) {
+    const bf16 *src = x + (size_t)rows[blockIdx.x] * dim;
+    for (int i = threadIdx.x; i < dim; i += blockDim.x) out[(size_t)blockIdx.x * dim + i] = src[i];
+}
+
+static unsigned blocks_for(long n, int threads) { return (unsigned)((n + threads - 1) / threads); }
+
+static void cu_get_rows(struct backend *b, void *out, const struct weight *table, const struct batch *bt) {
+    struct cuda_backend *c = cb_of(b);
+    if (c->error || !bt->n_tokens) return;
+    k_get_rows<<<bt->n_tokens, 256, 0, c->stream>>>((bf16 *)out, (const bf16 *)table->dev, c->cb.tok, (int)table->cols);
+    CUDA_LAUNCHED(c, "get_rows");
+}
+
+static void cu_rmsnorm(struct backend *b, void *out, const void *x, const struct weight *w, int n, float eps) {
+    struct cuda_backend *c = cb_of(b);
+    if (c->error || !n) return;
+    k_rmsnorm<<<n, 256, 0, c->stream>>>((bf16 *)out, (const bf16 *)x, (const bf16 *)w->dev, (int)w->cols, eps);
+    CUDA_LAUNCHED(c, "rmsnorm");
+}
+
+static void cu_rope(struct backend *b, void *x, int n_heads, int head_dim, const struct rope_table *rt, const struct batch *bt) {
+    struct cuda_backend *c = cb_of(b);
+    if (c->error || !bt->n_tokens) return;
+    int half = rt->n_rot / 2;
+    if (c->rope_host != rt) {  // one table per model: upload once
+        if (!c->d_inv_freq && cuda_fail(c, cudaMalloc((void **)&c->d_inv_freq, ROPE_MAX_PAIRS * sizeof(double)), "cudaMalloc")) return;
+        if (cuda_fail(c, cudaMemcpyAsync(c->d_inv_freq, rt->inv_freq, half * sizeof(double), cudaMemcpyHostToDevice, c->stream), "rope table")) return;
+        c->rope_host = rt;
+    }
+    long total = (long)bt->n_tokens * n_heads * half;
+    k_rope<<<blocks_for(total, 256), 256, 0, c->stream>>>((bf16 *)x, c->cb.pos, c->d_inv_freq, bt->n_tokens, n_heads, head_dim,
+                                                          half, rt->neox, rt->attn_factor);
+    CUDA_LAUNCHED(c, "rope");
+}
+
+static void cu_silu_mul(struct backend *b, void *out, const void *g, const void *u, int64_t n) {
+    struct cuda_backend *c = cb_of(b);
+    if (c->error || !n) return;
+    k_silu_mul<<<blocks_for(n, 256), 256, 0, c->stream>>>((bf16 *)out, (const bf16 *)g, (const bf16 *)u, n);
+    CUDA_LAUNCHED(c, "silu_mul");
+}
+
+static void cu_add(struct backend *b, void *x, const void *y, int64_t n) {
+    struct cuda_backend *c = cb_of(b);
+    if (c->error || !n) return;
+    k_add<<<blocks_for(n, 256), 256, 0, c->stream>>>((bf16 *)x, (const bf16 *)y, n);
+    CUDA_LAUNCHED(c, "add");
+}
+
+static void cu_gather_rows(struct backend *b, void *out, const void *x, int dim, const struct batch *bt) {
+    struct cuda_backend *c = cb_of(b);
+    if (c->error || !bt->n_logits) return;
+    k_gather<<<bt->n_logits, 256, 0, c->stream>>>((bf16 *)out, (const bf16 *)x, c->cb.rows, dim);
+    CUDA_LAUNCHED(c, "gather_rows");
+}
+
+// ---------------------------------------------------------------- GEMM (cuBLASLt)
+
+struct gemm_plan {
+    int64_t rows, cols;
+    int n;
+    cudaDataType_t out_type;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatmulAlgo_t algo;
+    bool valid;
+};
+#define N_PLANS 256
+static struct gemm_plan plans[N_PLANS];  // keyed by shape; one backend per process uses them
+static int n_plans;
+
+static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t cols, int n, cudaDataType_t out_type) {
+    for (int i = 0; i < n_plans; i++)
+        if (plans[i].rows == rows && plans[i].cols == cols && plans[i].n == n && plans[i].out_type == out_type) return &plans[i];
+    struct gemm_plan *p = &plans[n_plans < N_PLANS ? n_plans++ : (n_plans - 1)];
+    if (p->valid) {
+        cublasLtMatmulDescDestroy(p->op); cublasLtMatrixLayoutDestroy(p->la);
+        cublasLtMatrixLayoutDestroy(p->lb); cublasLtMatrixLayoutDestroy(p->ld);
+    }
+    memset(p, 0, sizeof *p);
+    p->rows = rows; p->cols = cols; p->n = n; p->out_type = out_type;
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    // D[rows x n] (col-major) = W^T-as-stored · x: W is row-major [rows][cols] = col-major [cols x rows]
+    bool ok = cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, cols, rows, cols) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, cols, n, cols) == CUBLAS_STATUS_SUCCESS &&
+              cublasLtMatrixLayoutCreate(&p->ld, out_type, rows, n, rows) == CUBLAS_STATUS_SUCCESS;
+    cublasLtMatmulPreference_t pref = nullptr;
+    cublasLtMatmulHeuristicResult_t res;
+    int n_res = 0;
+    ok = ok && cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &c->workspace_bytes,
+                                              sizeof c->workspace_bytes) == CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &res, &n_res) == CUBLAS_STATUS_SUCCESS &&
+         n_res > 0;
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (!ok) {
+        if (!c->error) { c->error = OCT_EIO; snprintf(c->msg, sizeof c->msg, "cuBLASLt: no algorithm for [%lld x %lld] x %d", (long long)rows, (long long)cols, n); }
+        n_plans--;
+        return nullptr;
+    }
+    p->algo = res.algo;
+    p->valid = true;
+    return p;
+}
+
+static void gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const void *x, const struct weight *w, int n) {
+    if (c->error || n == 0) return;
+    struct gemm_plan *p = plan_for(c, w->rows, w->cols, n, out_type);
+    if (!p) return;
+    float alpha = 1.0f, beta = 0.0f;
+    cublasStatus_t st = cublasLtMatmul(c->lt, p->op, &alpha, w->dev, p->la, x, p->lb, &beta, out, p->ld, out, p->ld,
+                                       &p->algo, c->workspace, c->workspace_bytes, c->stream);
+    if (st != CUBLAS_STATUS_SUCCESS && !c->error) {
+        c->error = OCT_EIO;
+        snprintf(c->msg, sizeof c->msg, "cublasLtMatmul [%lld x %lld] x %d failed (%d)", (long long)w->rows, (long long)w->cols, n, (int)st);
+    }
+}
+
+static void cu_matmul(struct backend *b, void *out, const void *x, const struct weight *w, int n) {
+    gemm(cb_of(b), out, CUDA_R_16BF, x, w, n);
+}
+
+static void cu_logits(struct backend *b, float *host_out, const void *x, const struct weight *w, int n) {
+    struct cuda_backend *c = cb_of(b);
+    size_t need = (size_t)n * w->rows;
+    if (c->error || !cuda_reserve(c, &c->d_logits, &c->logits_cap, need)) return;
+    gemm(c, c->d_logits, CUDA_R_32F, x, w, n);  // f32 logits: no bf16 rounding of near-ties
+    if (c->error) return;
+    CUDA_OK(c, cudaMemcpyAsync(host_out, c->d_logits, need * sizeof(float), cudaMemcpyDeviceToHost, c->stream));
+    CUDA_OK(c, cudaStreamSynchronize(c->stream));
+}
+
+// ---------------------------------------------------------------- table
+
+static void cu_destroy(struct backend *b) {
+    struct cuda_backend *c = cb_of(b);
+    cudaStreamSynchronize(c->stream);
+    for (int i = 0; i < n_plans; i++)
+        if (plans[i].valid) {
+            cublasLtMatmulDescDestroy(plans[i].op); cublasLtMatrixLayoutDestroy(plans[i].la);
+            cublasLtMatrixLayoutDestroy(plans[i].lb); cublasLtMatrixLayoutDestroy(plans[i].ld);
+            plans[i].valid = false;
+        }
+    n_plans = 0;
+    if (c->lt) cublasLtDestroy(c->lt);
+    cudaFree(c->workspace); cudaFree(c->d_meta); cudaFree(c->d_inv_freq); cudaFree(c->d_part); cudaFree(c->d_logits);
+    if (c->h_meta) cudaFreeHost(c->h_meta);
+    if (c->h_stage) cudaFreeHost(c->h_stage);
+    cudaStreamDestroy(c->stream);
+    free(c);
+}
+
+static const struct backend_ops cuda_ops = {
+    .name = "cuda",
+    .destroy = cu_destroy,
+    .act_dtype = DT_BF16,
+    .alloc = cu_alloc,
+    .free = cu_free,
+    .upload = cu_upload,
+    .download = cu_download,
+    .download_f32 = cu_download_f32,
+    .sync = cu_sync,
+    .weight_upload = cu_weight_upload,
+    .weight_release = cu_weight_release,
+    .batch_begin = cu_batch_begin,
+    .get_rows = cu_get_rows,
+    .rmsnorm = cu_rmsnorm,
+    .matmul = cu_matmul,
+    .rope = cu_rope,
+    .kv_write = cuda_kv_write,
+    .attention = cuda_attention,
+    .silu_mul = cu_silu_mul,
+    .add = cu_add,
+    .gather_rows = cu_gather_rows,
+    .logits = cu_logits,
+};
+
+extern "C" bool backend_cuda_available(void) {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+extern "C" struct backend *backend_cuda_create(int device_index) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n <= device_index) {
+        err_set(OCT_EUNSUP, "cuda: no usable GPU (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "device index out of range");
+        return nullptr;
+    }
+    struct cuda_backend *c = (struct cuda_backend *)calloc(1, sizeof *c);
+    if (!c) { err_set(OCT_ENOMEM, "cuda: out of memory"); return nullptr; }
+    c->base.ops = &cuda_ops;
+    c->device = device_index;
+    c->workspace_bytes = 32u << 20;
+    cudaDeviceProp prop;
+    bool bad = cuda_fail(c, cudaSetDevice(device_index), "cudaSetDevice") ||
+               cuda_fail(c, cudaGetDeviceProperties(&prop, device_index), "cudaGetDeviceProperties") ||
+               cuda_fail(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreate") ||
+               cuda_fail(c, cudaMalloc(&c->workspace, c->workspace_bytes), "cudaMalloc(workspace)");
+    if (!bad && cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS) { bad = true; snprintf(c->msg, sizeof c->msg, "cublasLtCreate failed"); }
+    if (bad) {
+        err_set(OCT_EIO, "cuda: %s", c->msg);
+        free(c);
+        return nullptr;
+    }
+    c->n_sm = prop.multiProcessorCount;
+    return &c->base;
+}

@@ -1,0 +1,75 @@
+// cuda_common.cuh — private to the CUDA backend: its state, error latching, bf16/fp8
+// helpers and the kernels' entry points shared between cuda_backend.cu (memory, GEMMs,
+// elementwise ops) and cuda_attention.cu (kv_write, decode and prefill attention).
+// Invariant: every op runs on `stream`; the first failure is latched in `error` and
+// reported by sync(); later ops become no-ops.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+extern "C" {
+#include "../../base/check.h"
+#include "../../model/model.h"
+#include "../../model/rope.h"
+#include "../backend.h"
+}
+
+typedef __nv_bfloat16 bf16;
+
+struct cuda_batch {            // device mirror of struct batch (one allocation)
+    int n_tokens, n_seqs, n_logits, max_blocks_per_seq;
+    int32_t *tok, *pos, *slot, *qstart, *seq_lens, *btab, *rows, *tok_seq;
+    int max_ctx;               // largest seq_len in the batch
+    int max_q;                 // most query tokens of one sequence in the batch
+};
+
+struct cuda_backend {
+    struct backend base;
+    int device, n_sm;
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *workspace;
+    size_t workspace_bytes;
+    int error;
+    char msg[256];
+    // batch metadata
+    int32_t *h_meta, *d_meta;   // pinned host staging and its device copy
+    size_t meta_cap;            // int32 elements
+    struct cuda_batch cb;
+    // rope table (inv_freq as double) cached by host pointer
+    const struct rope_table *rope_host;
+    double *d_inv_freq;
+    // split-KV decode scratch
+    float *d_part;              // [n_parts][n_heads][head_dim + 2]
+    size_t part_cap;            // floats
+    // logits
+    float *d_logits;
+    size_t logits_cap;
+    bf16 *h_stage;              // pinned host staging for downloads
+    size_t stage_cap;
+};
+
+// Latches the first error; returns true if `e` is an error.
+bool cuda_fail(struct cuda_backend *c, cudaError_t e, const char *what);
+#define CUDA_OK(c, call) (!cuda_fail((c), (call), #call))
+// Checks the last launch.
+#define CUDA_LAUNCHED(c, what) cuda_fail((c), cudaGetLastError(), (what))
+
+// Grows a device buffer to at least n elements of T (contents not kept).
+template <typename T> static inline bool cuda_reserve(struct cuda_backend *c, T **p, size_t *cap, size_t n) {
+    if (n <= *cap) return true;
+    if (*p) cudaFree(*p);
+    *p = nullptr;
+    *cap = 0;
+    if (cuda_fail(c, cudaMalloc((void **)p, n * sizeof(T)), "cudaMalloc")) return false;
+    *cap = n;
+    return true;
+}
+
+extern "C" void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt);
+extern "C" void cuda_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,
+                               const struct attn_params *p, const struct batch *bt);

@@ -1,0 +1,175 @@
+// bench_attention.c — `octet bench attention`: times one layer's paged attention op on a
+// backend at a given shape (decode: one query per sequence against --ctx cached tokens;
+// prefill: causal over --ctx tokens), and prints µs, the K+V bytes read and GB/s (decode)
+// or TFLOP/s (prefill, FLOPs = 4·L²·d·H/2), as a table line and JSON. The cache holds
+// random data written through the backend's own kv_write. Timing: warm-up, then --iters
+// back-to-back launches between two syncs (launch overhead hides behind the queue), the
+// median of --reps such rounds.
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../backend/backend.h"
+#include "../base/check.h"
+#include "../base/half.h"
+#include "../base/rng.h"
+#include "../engine/kv_cache.h"
+#include "cli.h"
+#include "tools.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+
+// Fills n activation elements of backend memory with uniform(-amp, amp).
+static int fill_random(struct backend *b, void *dst, size_t n, float amp, uint64_t seed) {
+    struct rng r;
+    rng_seed(&r, seed);
+    bool bf = b->ops->act_dtype == DT_BF16;
+    size_t es = bf ? 2 : 4, chunk = 1 << 22;
+    void *h = malloc(chunk * es);
+    if (!h) return err_set(OCT_ENOMEM, "out of memory");
+    for (size_t o = 0; o < n; o += chunk) {
+        size_t m = n - o < chunk ? n - o : chunk;
+        for (size_t i = 0; i < m; i++) {
+            float v = (2 * rng_float(&r) - 1) * amp;
+            if (bf) ((uint16_t *)h)[i] = f32_to_bf16(v); else ((float *)h)[i] = v;
+        }
+        b->ops->upload(b, (char *)dst + o * es, h, m * es);
+    }
+    free(h);
+    return OCT_OK;
+}
+
+int cmd_bench_attention(int argc, char **argv) {
+    static const char *const valued[] = {"--mode", "--batch", "--ctx", "--heads", "--kv-heads", "--head-dim", "--iters", "--reps", "--kv-cache-dtype", "--device", "--window", NULL};
+    const char *mode = "decode", *dtype_s = "bf16", *device = "auto";
+    long batch = 1, ctx = 8192, heads = 32, kv_heads = 8, hd = 128, iters = 20, reps = 5, window = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v;
+        if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
+            fprintf(stderr, "usage: octet bench attention [--mode decode|prefill] [--batch B] [--ctx L] [--heads 32] [--kv-heads 8]\n"
+                            "       [--head-dim 128] [--kv-cache-dtype bf16|fp8|fp8_e5m2|fp32] [--window W] [--device cpu|cuda] [--iters N] [--reps N]\n");
+            return 0;
+        }
+        if (!cli_known(f, valued) || !(v = cli_value(argc, argv, &i))) goto bad;
+        long *dst = !strcmp(f, "--batch") ? &batch : !strcmp(f, "--ctx") ? &ctx : !strcmp(f, "--heads") ? &heads
+                  : !strcmp(f, "--kv-heads") ? &kv_heads : !strcmp(f, "--head-dim") ? &hd : !strcmp(f, "--iters") ? &iters
+                  : !strcmp(f, "--reps") ? &reps : !strcmp(f, "--window") ? &window : NULL;
+        if (dst) { if (cli_int(f, v, 0, 1L << 24, dst) < 0) goto bad; }
+        else if (!strcmp(f, "--mode")) mode = v;
+        else if (!strcmp(f, "--kv-cache-dtype")) dtype_s = v;
+        else device = v;
+    }
+    bool decode = !strcmp(mode, "decode");
+    if (!decode && strcmp(mode, "prefill")) { err_set(OCT_EINVAL, "--mode: '%s' (decode or prefill)", mode); goto bad; }
+    enum dtype dt;
+    if (kv_dtype_parse(dtype_s, DT_BF16, &dt) < 0) goto bad;
+    if (batch < 1 || ctx < 1 || heads < 1 || kv_heads < 1 || heads % kv_heads || hd < 2 || iters < 1 || reps < 1 || kv_heads > KV_MAX_HEADS) {
+        err_set(OCT_EINVAL, "bad shape: batch %ld ctx %ld heads %ld/%ld head_dim %ld", batch, ctx, heads, kv_heads, hd);
+        goto bad;
+    }
+    struct backend *b = backend_create(device, 0);
+    if (!b) { fprintf(stderr, "octet: %s\n", err_msg()); return 1; }
+    const int bs = 16;
+    int blocks_per_seq = (int)((ctx + bs - 1) / bs), n_blocks = blocks_per_seq * (int)batch;
+    int n_q = decode ? (int)batch : (int)(batch * ctx);
+    struct kv_layer L = {.dtype = dt, .n_kv_heads = (int)kv_heads, .head_dim = (int)hd, .kv_block_tokens = bs,
+                         .n_blocks = n_blocks, .window = (int)window};
+    for (int h = 0; h < kv_heads; h++) L.k_scale[h] = L.v_scale[h] = 1.0f;
+    size_t cache_bytes = (size_t)n_blocks * kv_heads * bs * hd * dtype_size(dt);
+    size_t es = dtype_size(b->ops->act_dtype);
+    L.k = b->ops->alloc(b, cache_bytes);
+    L.v = b->ops->alloc(b, cache_bytes);
+    size_t chunk_tok = 8192;  // kv_write in chunks of tokens
+    void *kin = b->ops->alloc(b, chunk_tok * kv_heads * hd * es), *vin = b->ops->alloc(b, chunk_tok * kv_heads * hd * es);
+    void *q = b->ops->alloc(b, (size_t)n_q * heads * hd * es), *out = b->ops->alloc(b, (size_t)n_q * heads * hd * es);
+    int32_t *btab = malloc(sizeof(int32_t) * n_blocks), *pos = malloc(sizeof(int32_t) * chunk_tok), *slot = malloc(sizeof(int32_t) * chunk_tok);
+    int32_t *qs = malloc(sizeof(int32_t) * (batch + 1)), *sl = malloc(sizeof(int32_t) * batch);
+    int32_t *qpos = malloc(sizeof(int32_t) * n_q), *qtok = calloc((size_t)n_q, sizeof(int32_t)), *qslot = malloc(sizeof(int32_t) * n_q);
+    int rc = 1;
+    if (!L.k || !L.v || !kin || !vin || !q || !out || !btab || !pos || !slot || !qs || !sl || !qpos || !qslot) {
+        fprintf(stderr, "octet: cannot allocate the benchmark's buffers (%s)\n", err_msg());
+        goto done;
+    }
+    // shuffled physical blocks, as a long-running server's pool would hand out
+    for (int i = 0; i < n_blocks; i++) btab[i] = i;
+    struct rng r;
+    rng_seed(&r, 1);
+    for (int i = n_blocks - 1; i > 0; i--) { int j = (int)(rng_next(&r) % (uint64_t)(i + 1)); int32_t t = btab[i]; btab[i] = btab[j]; btab[j] = t; }
+    fill_random(b, q, (size_t)n_q * heads * hd, 1.0f, 2);
+    for (long s = 0; s < batch; s++) {
+        for (long t0 = 0; t0 < ctx; t0 += (long)chunk_tok) {
+            int m = (int)(ctx - t0 < (long)chunk_tok ? ctx - t0 : (long)chunk_tok);
+            fill_random(b, kin, (size_t)m * kv_heads * hd, 2.0f, 100 + (uint64_t)(s * 7919 + t0));
+            fill_random(b, vin, (size_t)m * kv_heads * hd, 1.0f, 200 + (uint64_t)(s * 7919 + t0));
+            for (int i = 0; i < m; i++) {
+                long p = t0 + i;
+                pos[i] = (int32_t)p;
+                slot[i] = btab[s * blocks_per_seq + p / bs] * bs + (int32_t)(p % bs);
+            }
+            int32_t q2[2] = {0, m}, sl1 = (int32_t)(t0 + m);
+            struct batch wb = {.n_tokens = m, .token_ids = qtok, .positions = pos, .slot_mapping = slot, .n_seqs = 1,
+                               .query_start = q2, .seq_lens = &sl1, .block_tables = btab + s * blocks_per_seq,
+                               .max_blocks_per_seq = blocks_per_seq};
+            b->ops->batch_begin(b, &wb);
+            b->ops->kv_write(b, &L, kin, vin, &wb);
+        }
+    }
+    for (long s = 0; s < batch; s++) {
+        sl[s] = (int32_t)ctx;
+        qs[s] = decode ? (int32_t)s : (int32_t)(s * ctx);
+        if (decode) { qpos[s] = (int32_t)(ctx - 1); qslot[s] = -1; }
+        else for (long p = 0; p < ctx; p++) { qpos[s * ctx + p] = (int32_t)p; qslot[s * ctx + p] = -1; }
+    }
+    qs[batch] = n_q;
+    struct batch bt = {.n_tokens = n_q, .token_ids = qtok, .positions = qpos, .slot_mapping = qslot, .n_seqs = (int)batch,
+                       .query_start = qs, .seq_lens = sl, .block_tables = btab, .max_blocks_per_seq = blocks_per_seq};
+    struct attn_params ap = {(int)heads, 1.0f / sqrtf((float)hd), ATTN_FP8_EXACT};
+    if (b->ops->batch_begin(b, &bt) < 0 || b->ops->sync(b) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); goto done; }
+    for (int i = 0; i < 3; i++) b->ops->attention(b, out, q, &L, &ap, &bt);
+    if (b->ops->sync(b) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); goto done; }
+    double *ts = calloc((size_t)reps, sizeof(double));
+    for (int k = 0; k < reps; k++) {
+        double t0 = now_s();
+        for (int i = 0; i < iters; i++) b->ops->attention(b, out, q, &L, &ap, &bt);
+        if (b->ops->sync(b) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); free(ts); goto done; }
+        ts[k] = (now_s() - t0) / iters;
+    }
+    qsort(ts, (size_t)reps, sizeof(double), cmp_d);
+    double us = ts[reps / 2] * 1e6;
+    double kv_bytes = 2.0 * batch * kv_heads * (window > 0 && window < ctx ? window : ctx) * hd * dtype_size(dt);
+    double flops = 4.0 * batch * heads * hd * (double)ctx * ctx / 2;
+    printf("| %s | %s | %s | B=%ld L=%ld H=%ld/%ld d=%ld | %.1f us | ", b->ops->name, mode, dtype_name(dt), batch, ctx, heads, kv_heads, hd, us);
+    if (decode) printf("%.1f GB/s |\n", kv_bytes / (us * 1e-6) / 1e9);
+    else printf("%.1f TFLOP/s |\n", flops / (us * 1e-6) / 1e12);
+    json_t *o = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:f}", "backend", b->ops->name, "mode", mode,
+                          "kv_dtype", dtype_name(dt), "batch", (int)batch, "len", (int)ctx, "heads", (int)heads, "kv_heads",
+                          (int)kv_heads, "head_dim", (int)hd, "window", (int)window, "us", us, "us_min", ts[0] * 1e6,
+                          decode ? "kv_GBps" : "TFLOPs", decode ? kv_bytes / (us * 1e-6) / 1e9 : flops / (us * 1e-6) / 1e12);
+    char *js = json_dumps(o, JSON_COMPACT);
+    printf("%s\n", js);
+    free(js);
+    json_decref(o);
+    free(ts);
+    rc = 0;
+done:
+    if (L.k) b->ops->free(b, L.k);
+    if (L.v) b->ops->free(b, L.v);
+    if (kin) b->ops->free(b, kin);
+    if (vin) b->ops->free(b, vin);
+    if (q) b->ops->free(b, q);
+    if (out) b->ops->free(b, out);
+    free(btab); free(pos); free(slot); free(qs); free(sl); free(qpos); free(qtok); free(qslot);
+    b->ops->destroy(b);
+    return rc;
+bad:
+    fprintf(stderr, "octet bench attention: %s\n", err_msg());
+    return 2;
+}
