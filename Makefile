@@ -33,7 +33,7 @@ CONFIG_STAMP := $(BUILD)/config.cuda$(CUDA)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-full deps clean fuzz
+.PHONY: all test test-full deps clean fuzz gpu-tests
 all: $(BUILD)/octet
 
 $(BUILD)/obj/%.o: %.c
@@ -57,6 +57,13 @@ $(BUILD)/octet: $(BUILD)/obj/src/main.o $(BUILD)/liboctet.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/liboctet.a tests/test.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/liboctet.a -o $@ $(LDLIBS)
+
+# GPU tests (tests/gpu/*.c): built with CUDA=1, run on the GPU machine by scripts/gpu_check.sh
+GPU_TEST_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/gpu/%,$(wildcard tests/gpu/*.c))
+gpu-tests: $(BUILD)/octet $(GPU_TEST_BIN)
+$(BUILD)/gpu/%: tests/gpu/%.c $(BUILD)/liboctet.a tests/test.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/liboctet.a -o $@ $(LDLIBS)
 

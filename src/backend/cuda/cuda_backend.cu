@@ -64,26 +64,37 @@ static int cu_sync(struct backend *b) {
 static int cu_weight_upload(struct backend *b, struct weight *w) {
     struct cuda_backend *c = cb_of(b);
     size_t n = (size_t)(w->rows * w->cols);
-    bf16 *h = (bf16 *)malloc(n * sizeof(bf16)), *d = nullptr;
-    if (!h) return err_set(OCT_ENOMEM, "cuda: out of host memory converting a weight");
-    const char *src = (const char *)w->data;
-    for (size_t i = 0; i < n; i++) {
-        float f;
-        if (w->dtype == DT_F32) memcpy(&f, src + 4 * i, 4);
-        else {
-            uint16_t u;
-            memcpy(&u, src + 2 * i, 2);
-            if (w->dtype == DT_BF16) { __nv_bfloat16_raw r; r.x = u; h[i] = r; continue; }
-            __half_raw hr;
-            hr.x = u;
-            f = __half2float(__half(hr));
+    bf16 *d = nullptr;
+    if (cuda_fail(c, cudaMalloc((void **)&d, n * sizeof(bf16)), "cudaMalloc(weight)")) return err_set(OCT_ENOMEM, "cuda: %s", c->msg);
+    if (w->dtype == DT_BF16) {  // already the device format: one copy
+        if (cuda_fail(c, cudaMemcpy(d, w->data, n * sizeof(bf16), cudaMemcpyHostToDevice), "upload weight")) {
+            cudaFree(d);
+            return err_set(OCT_EIO, "cuda: %s", c->msg);
         }
-        h[i] = __float2bfloat16_rn(f);
+        w->dev = d;
+        return OCT_OK;
     }
-    bool bad = cuda_fail(c, cudaMalloc((void **)&d, n * sizeof(bf16)), "cudaMalloc(weight)") ||
-               cuda_fail(c, cudaMemcpy(d, h, n * sizeof(bf16), cudaMemcpyHostToDevice), "upload weight");
+    size_t chunk = 1 << 22;
+    bf16 *h = (bf16 *)malloc(chunk * sizeof(bf16));
+    if (!h) { cudaFree(d); return err_set(OCT_ENOMEM, "cuda: out of host memory converting a weight"); }
+    const char *src = (const char *)w->data;
+    bool bad = false;
+    for (size_t o = 0; o < n && !bad; o += chunk) {
+        size_t m = n - o < chunk ? n - o : chunk;
+        for (size_t i = 0; i < m; i++) {
+            float f;
+            if (w->dtype == DT_F32) memcpy(&f, src + 4 * (o + i), 4);
+            else {
+                __half_raw hr;
+                memcpy(&hr.x, src + 2 * (o + i), 2);
+                f = __half2float(__half(hr));
+            }
+            h[i] = __float2bfloat16_rn(f);
+        }
+        bad = cuda_fail(c, cudaMemcpy(d + o, h, m * sizeof(bf16), cudaMemcpyHostToDevice), "upload weight");
+    }
     free(h);
-    if (bad) { if (d) cudaFree(d); return err_set(OCT_ENOMEM, "cuda: %s", c->msg); }
+    if (bad) { cudaFree(d); return err_set(OCT_EIO, "cuda: %s", c->msg); }
     w->dev = d;
     return OCT_OK;
 }

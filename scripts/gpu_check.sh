@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# gpu_check.sh OUTDIR [stage...] — everything octet checks and measures on the GPU
+# machine, in one call: (re)build if the carried binaries don't run, every CUDA op vs
+# the CPU backend (NMSE bounds, kv_write byte-exact), greedy golden on stories260K (CUDA
+# vs CPU tokens), FP8-vs-BF16 KLD on a dummy model, then the benchmarks (decode attention
+# vs cuDNN's BF16 attention through PyTorch, measured side by side). Writes logs, JSON
+# and a short table into OUTDIR. Stages: ops golden kld attn sweep (default: all).
+# Binaries come from $OCTET_BIN (default build/); carried shared libraries from $OCTET_LIB.
+set -u
+OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
+shift
+STAGES=${*:-ops golden kld attn sweep}
+mkdir -p "$OUT"
+BIN=${OCTET_BIN:-build}
+[ -n "${OCTET_LIB:-}" ] && export LD_LIBRARY_PATH="$OCTET_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+PEER=${PEER:-.peer/peer_attention.py}
+MODEL=${MODEL:-../shared/models/stories260K.gguf}
+[ -f "$MODEL" ] || MODEL=.peer/stories260K.gguf
+summary="$OUT/summary.txt"
+: > "$summary"
+say() { echo "$*" | tee -a "$summary"; }
+has() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
+
+nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
+say "gpu: $(head -n 1 "$OUT/gpu.txt")  commit: $(git rev-parse --short HEAD 2>/dev/null || echo '?')  date: $(date -u +%F)"
+if ! "$BIN/octet" --help >/dev/null 2>&1; then
+  say "carried binary does not run ($(ldd "$BIN/octet" 2>&1 | grep 'not found' | head -3 | tr '\n' ' ')); building with CUDA=1"
+  make -j16 CUDA=1 gpu-tests > "$OUT/build.log" 2>&1 || { say "build failed (see build.log)"; exit 1; }
+  BIN=build
+fi
+
+if has ops; then
+  "$BIN/gpu/test_cuda_ops" "$OUT/ops.json" > "$OUT/ops.log" 2>&1
+  say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
+  grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
+fi
+
+if has golden; then
+  ok=0; bad=0
+  for p in "Once upon a time" "The little dog" "Lily wanted to"; do
+    for dt in fp32 bf16 fp8; do
+      a=$("$BIN/octet" generate --model "$MODEL" --prompt "$p" --max-tokens 32 --kv-cache-dtype $dt --device cpu --json 2>>"$OUT/golden.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
+      b=$("$BIN/octet" generate --model "$MODEL" --prompt "$p" --max-tokens 32 --kv-cache-dtype $dt --device cuda --json 2>>"$OUT/golden.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
+      if [ -n "$a" ] && [ "$a" = "$b" ]; then ok=$((ok+1)); else bad=$((bad+1)); echo "golden mismatch '$p' $dt: cpu $a cuda $b" >> "$OUT/golden.log"; fi
+    done
+  done
+  say "golden stories260K greedy cuda==cpu: $ok passed, $bad failed"
+fi
+
+if has kld; then
+  for m in dummy:llama-3.2-1b; do
+    "$BIN/octet" eval ppl --model $m --device cuda --file tests/data/heldout.txt --ctx 2048 --chunks 4 \
+      --kv-cache-dtype fp8 --ref-kv-cache-dtype bf16 --json > "$OUT/kld.json" 2>>"$OUT/kld.log"
+    say "kld $m fp8 vs bf16: $(cat "$OUT/kld.json")"
+  done
+fi
+
+if has attn; then
+  : > "$OUT/attn.jsonl"
+  for shape in "1 131072" "8 32768" "1 8192" "8 8192"; do
+    set -- $shape
+    for dt in bf16 fp8; do
+      "$BIN/octet" bench attention --device cuda --batch $1 --ctx $2 --kv-cache-dtype $dt --iters 50 --reps 7 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/attn.jsonl"
+    done
+    [ -f "$PEER" ] && python3 "$PEER" --mode decode --batch $1 --len $2 --json 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/attn.jsonl"
+  done
+  python3 - "$OUT/attn.jsonl" <<'PY' | tee -a "$summary"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+peer = {(r["batch"], r["len"]): r["ms"] * 1000 for r in rows if "peer" in r}
+print("| shape | kv | octet us | GB/s | cuDNN bf16 us | ratio |")
+for r in rows:
+    if "peer" in r: continue
+    p = peer.get((r["batch"], r["len"]))
+    print(f"| B={r['batch']} L={r['len']} | {r['kv_dtype']} | {r['us']:.1f} | {r['kv_GBps']:.0f} | {p or 0:.1f} | {r['us']/p if p else 0:.3f} |")
+PY
+fi
+say "done: $(date -u +%T)"

@@ -1,0 +1,264 @@
+// test_cuda_ops.c — every CUDA backend op against the CPU backend on identical inputs at
+// real shapes (run by scripts/gpu_check.sh on the GPU machine; built with `make CUDA=1
+// gpu-tests`). Inputs are bf16-representable so both backends see the same numbers;
+// kv_write must be byte-identical; other ops are bounded by NMSE (bf16 activations).
+// Prints one line per check, a JSON summary to the file in argv[1], and "N passed, N failed".
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/backend/backend.h"
+#include "../../src/base/check.h"
+#include "../../src/base/half.h"
+#include "../../src/base/rng.h"
+#include "../../src/model/model.h"
+#include "../../src/model/rope.h"
+#include "../test.h"
+
+static struct backend *cpu, *gpu;
+static json_t *report;
+static struct rng rng;
+
+static void record(const char *name, double nmse, double bound, const char *extra) {
+    json_t *o = json_pack("{s:s,s:f,s:f,s:b}", "check", name, "nmse", nmse, "bound", bound, "ok", nmse <= bound);
+    if (extra) json_object_set_new(o, "detail", json_string(extra));
+    json_array_append_new(report, o);
+    CHECK_MSG(nmse <= bound, "%s: NMSE %.3g > %.3g", name, nmse, bound);
+    fprintf(stderr, "  %-52s NMSE %.3g (bound %.0e)\n", name, nmse, bound);
+}
+
+// n random bf16-representable floats in (-amp, amp)
+static float *rand_vec(size_t n, float amp) {
+    float *v = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) v[i] = bf16_to_f32(f32_to_bf16((2 * rng_float(&rng) - 1) * amp));
+    return v;
+}
+
+// Uploads f32 host values as the backend's activation dtype.
+static void *to_dev(struct backend *b, const float *x, size_t n) {
+    void *d = b->ops->alloc(b, n * dtype_size(b->ops->act_dtype));
+    if (b->ops->act_dtype == DT_F32) b->ops->upload(b, d, x, n * 4);
+    else {
+        uint16_t *h = malloc(n * 2);
+        for (size_t i = 0; i < n; i++) h[i] = f32_to_bf16(x[i]);
+        b->ops->upload(b, d, h, n * 2);
+        free(h);
+    }
+    return d;
+}
+static float *to_host(struct backend *b, const void *d, size_t n) {
+    float *h = malloc(n * sizeof(float));
+    b->ops->download_f32(b, h, d, n);
+    return h;
+}
+static double nmse(const float *a, const float *ref, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(a[i])) return INFINITY;
+        num += (double)(a[i] - ref[i]) * (a[i] - ref[i]);
+        den += (double)ref[i] * ref[i];
+    }
+    return den > 0 ? num / den : num;
+}
+
+static struct weight make_weight(int64_t rows, int64_t cols, float amp) {
+    struct weight w = {DT_BF16, rows, cols, NULL, NULL};
+    uint16_t *h = malloc((size_t)(rows * cols) * 2);
+    for (int64_t i = 0; i < rows * cols; i++) h[i] = f32_to_bf16((2 * rng_float(&rng) - 1) * amp);
+    w.data = h;
+    return w;
+}
+
+// batch of one or more sequences with given query counts and context lengths
+struct tb {
+    struct batch b;
+    int32_t tok[8192], pos[8192], slot[8192], qs[9], sl[8], btab[8 * 1024], rows[8];
+};
+static void make_batch(struct tb *t, int n_seqs, const int *n_q, const int *ctx, int bs, int max_blocks) {
+    int nt = 0;
+    for (int s = 0; s < n_seqs; s++) {
+        t->qs[s] = nt;
+        for (int i = 0; i < max_blocks; i++) t->btab[s * max_blocks + i] = (s * max_blocks + i) * 7 % (n_seqs * max_blocks);
+        for (int i = 0; i < n_q[s]; i++, nt++) {
+            int p = ctx[s] - n_q[s] + i;
+            t->tok[nt] = (int32_t)(rng_next(&rng) % 500);
+            t->pos[nt] = p;
+            t->slot[nt] = t->btab[s * max_blocks + p / bs] * bs + p % bs;
+        }
+        t->sl[s] = ctx[s];
+        t->rows[s] = nt - 1;
+    }
+    t->qs[n_seqs] = nt;
+    t->b = (struct batch){.n_tokens = nt, .token_ids = t->tok, .positions = t->pos, .slot_mapping = t->slot, .n_seqs = n_seqs,
+                          .query_start = t->qs, .seq_lens = t->sl, .block_tables = t->btab, .max_blocks_per_seq = max_blocks,
+                          .n_logits = n_seqs, .logits_rows = t->rows};
+}
+
+TEST(elementwise_and_gemm) {
+    int n = 7, dim = 4096, ffn = 14336;
+    struct tb t;
+    int nq[1] = {n}, ctx[1] = {131000};
+    make_batch(&t, 1, nq, ctx, 16, 8192);
+    CHECK_OK(cpu->ops->batch_begin(cpu, &t.b));
+    CHECK_OK(gpu->ops->batch_begin(gpu, &t.b));
+    struct weight w_norm = make_weight(1, dim, 1.0f), w_up = make_weight(ffn, dim, 0.03f), emb = make_weight(512, dim, 1.0f);
+    struct backend *bs[2] = {cpu, gpu};
+    for (int i = 0; i < 2; i++) { bs[i]->ops->weight_upload(bs[i], &w_norm); if (i == 1) w_norm.dev = NULL; }
+    // separate copies of the weight structs per backend (dev pointers differ)
+    struct weight wn[2] = {w_norm, w_norm}, wu[2] = {w_up, w_up}, we[2] = {emb, emb};
+    for (int i = 0; i < 2; i++) {
+        wn[i].dev = wu[i].dev = we[i].dev = NULL;
+        CHECK_OK(bs[i]->ops->weight_upload(bs[i], &wn[i]));
+        CHECK_OK(bs[i]->ops->weight_upload(bs[i], &wu[i]));
+        CHECK_OK(bs[i]->ops->weight_upload(bs[i], &we[i]));
+    }
+    float *x = rand_vec((size_t)n * dim, 2.0f), *y = rand_vec((size_t)n * dim, 1.0f), *g = rand_vec((size_t)n * ffn, 3.0f);
+    float *res[2][7];
+    for (int i = 0; i < 2; i++) {
+        struct backend *b = bs[i];
+        void *dx = to_dev(b, x, (size_t)n * dim), *dy = to_dev(b, y, (size_t)n * dim), *dg = to_dev(b, g, (size_t)n * ffn);
+        void *o1 = b->ops->alloc(b, (size_t)n * ffn * 4), *o2 = b->ops->alloc(b, (size_t)n * dim * 4);
+        b->ops->rmsnorm(b, o2, dx, &wn[i], n, 1e-5f);
+        res[i][0] = to_host(b, o2, (size_t)n * dim);
+        b->ops->matmul(b, o1, dx, &wu[i], n);
+        res[i][1] = to_host(b, o1, (size_t)n * ffn);
+        b->ops->silu_mul(b, o1, dg, o1, (int64_t)n * ffn);
+        res[i][2] = to_host(b, o1, (size_t)n * ffn);
+        b->ops->add(b, dx, dy, (int64_t)n * dim);
+        res[i][3] = to_host(b, dx, (size_t)n * dim);
+        struct rope_config rc = {.theta = 500000, .n_rot = 128, .scaling = ROPE_SCALING_LLAMA3, .factor = 8, .orig_max_pos = 8192,
+                                 .low_freq_factor = 1, .high_freq_factor = 4};
+        struct rope_table rt;
+        rope_table_init(&rt, &rc);
+        b->ops->rope(b, dy, 32, 128, &rt, &t.b);  // positions near 131000
+        res[i][4] = to_host(b, dy, (size_t)n * dim);
+        b->ops->get_rows(b, o2, &we[i], &t.b);
+        res[i][5] = to_host(b, o2, (size_t)n * dim);
+        res[i][6] = malloc((size_t)n * ffn * 4);
+        b->ops->logits(b, res[i][6], dx, &wu[i], n);
+        CHECK_OK(b->ops->sync(b));
+        b->ops->free(b, dx); b->ops->free(b, dy); b->ops->free(b, dg); b->ops->free(b, o1); b->ops->free(b, o2);
+    }
+    record("rmsnorm [7 x 4096]", nmse(res[1][0], res[0][0], (size_t)n * dim), 1e-4, NULL);
+    record("matmul [7 x 4096] x [14336 x 4096]^T", nmse(res[1][1], res[0][1], (size_t)n * ffn), 1e-4, NULL);
+    record("silu_mul [7 x 14336]", nmse(res[1][2], res[0][2], (size_t)n * ffn), 1e-4, NULL);
+    record("add [7 x 4096]", nmse(res[1][3], res[0][3], (size_t)n * dim), 1e-4, NULL);
+    record("rope llama3 x8, positions ~131000", nmse(res[1][4], res[0][4], (size_t)n * dim), 1e-4, NULL);
+    record("get_rows [7 of 512 x 4096]", nmse(res[1][5], res[0][5], (size_t)n * dim), 0, NULL);
+    record("logits f32 [7 x 4096] x [14336 x 4096]^T", nmse(res[1][6], res[0][6], (size_t)n * ffn), 1e-4, NULL);
+    for (int i = 0; i < 2; i++) { for (int k = 0; k < 7; k++) free(res[i][k]); }
+    free(x); free(y); free(g);
+    free((void *)w_norm.data); free((void *)w_up.data); free((void *)emb.data);
+}
+
+// kv_write on both backends, compare pages byte for byte, then attention on each.
+static void attention_case(const char *label, enum dtype dt, int hd, int n_kv, int G, int window, int n_seqs,
+                           const int *n_q, const int *ctx) {
+    int bs = 16, max_ctx = 0;
+    for (int s = 0; s < n_seqs; s++) if (ctx[s] > max_ctx) max_ctx = ctx[s];
+    int max_blocks = (max_ctx + bs - 1) / bs, n_blocks = max_blocks * n_seqs;
+    struct tb *t = malloc(sizeof *t);
+    make_batch(t, n_seqs, n_q, ctx, bs, max_blocks);
+    // the whole context goes through kv_write first (a "prefill" batch of every position)
+    struct tb *w = malloc(sizeof *w);
+    struct kv_layer L[2];
+    size_t bytes = (size_t)n_blocks * n_kv * bs * hd * dtype_size(dt);
+    struct backend *bk[2] = {cpu, gpu};
+    for (int i = 0; i < 2; i++) {
+        L[i] = (struct kv_layer){.dtype = dt, .n_kv_heads = n_kv, .head_dim = hd, .kv_block_tokens = bs, .n_blocks = n_blocks, .window = window};
+        for (int h = 0; h < n_kv; h++) { L[i].k_scale[h] = 0.5f + 0.25f * h; L[i].v_scale[h] = 0.125f * (h + 1); }
+        L[i].k = bk[i]->ops->alloc(bk[i], bytes);
+        L[i].v = bk[i]->ops->alloc(bk[i], bytes);
+    }
+    int total = 0;
+    for (int s = 0; s < n_seqs; s++) total += ctx[s];
+    float *k = rand_vec((size_t)total * n_kv * hd, 3.0f), *v = rand_vec((size_t)total * n_kv * hd, 2.0f);
+    float *q = rand_vec((size_t)t->b.n_tokens * n_kv * G * hd, 1.0f);
+    // chunks of at most 8192 tokens per kv_write batch
+    int off = 0;
+    for (int s = 0; s < n_seqs; s++)
+        for (int p0 = 0; p0 < ctx[s]; p0 += 8192) {
+            int m = ctx[s] - p0 < 8192 ? ctx[s] - p0 : 8192;
+            int one_q[1] = {m}, one_ctx[1] = {p0 + m};
+            make_batch(w, 1, one_q, one_ctx, bs, max_blocks);
+            for (int i = 0; i < max_blocks; i++) w->btab[i] = t->btab[s * max_blocks + i];
+            for (int i = 0; i < m; i++) w->slot[i] = w->btab[(p0 + i) / bs] * bs + (p0 + i) % bs;
+            for (int i = 0; i < 2; i++) {
+                void *dk = to_dev(bk[i], k + (size_t)(off + p0) * n_kv * hd, (size_t)m * n_kv * hd);
+                void *dv = to_dev(bk[i], v + (size_t)(off + p0) * n_kv * hd, (size_t)m * n_kv * hd);
+                bk[i]->ops->batch_begin(bk[i], &w->b);
+                bk[i]->ops->kv_write(bk[i], &L[i], dk, dv, &w->b);
+                bk[i]->ops->sync(bk[i]);
+                bk[i]->ops->free(bk[i], dk);
+                bk[i]->ops->free(bk[i], dv);
+            }
+        }
+    (void)off;
+    // byte-identical pages
+    char *pg = malloc(bytes), *pc = malloc(bytes);
+    int diff = 0;
+    for (int kvv = 0; kvv < 2; kvv++) {
+        gpu->ops->download(gpu, pg, kvv ? L[1].v : L[1].k, bytes);
+        memcpy(pc, kvv ? L[0].v : L[0].k, bytes);
+        diff += memcmp(pg, pc, bytes) != 0;
+    }
+    char name[160];
+    snprintf(name, sizeof name, "kv_write %s bytes identical (%s)", dtype_name(dt), label);
+    record(name, diff ? 1.0 : 0.0, 0, NULL);
+    float *out[2];
+    size_t nout = (size_t)t->b.n_tokens * n_kv * G * hd;
+    struct attn_params ap = {n_kv * G, 1.0f / sqrtf((float)hd), ATTN_FP8_EXACT};
+    for (int i = 0; i < 2; i++) {
+        void *dq = to_dev(bk[i], q, nout), *dout = bk[i]->ops->alloc(bk[i], nout * 4);
+        bk[i]->ops->batch_begin(bk[i], &t->b);
+        bk[i]->ops->attention(bk[i], dout, dq, &L[i], &ap, &t->b);
+        CHECK_OK(bk[i]->ops->sync(bk[i]));
+        out[i] = to_host(bk[i], dout, nout);
+        bk[i]->ops->free(bk[i], dq);
+        bk[i]->ops->free(bk[i], dout);
+        bk[i]->ops->free(bk[i], L[i].k);
+        bk[i]->ops->free(bk[i], L[i].v);
+    }
+    snprintf(name, sizeof name, "attention %s %s", dtype_name(dt), label);
+    record(name, nmse(out[1], out[0], nout), 2e-5, NULL);
+    free(out[0]); free(out[1]); free(k); free(v); free(q); free(pg); free(pc); free(t); free(w);
+}
+
+TEST(kv_write_and_attention) {
+    enum dtype dts[3] = {DT_BF16, DT_E4M3, DT_E5M2};
+    for (int d = 0; d < 3; d++) {
+        int q1[3] = {1, 1, 1}, c1[3] = {1, 777, 20000};
+        attention_case("decode hd128 G4 B3", dts[d], 128, 8, 4, 0, 3, q1, c1);
+        int q2[2] = {1, 1}, c2[2] = {5000, 33};
+        attention_case("decode hd64 G8 B2", dts[d], 64, 8, 8, 0, 2, q2, c2);
+        attention_case("decode hd64 G8 window 128", dts[d], 64, 8, 8, 128, 2, q2, c2);
+        int q3[1] = {1}, c3[1] = {3000};
+        attention_case("decode hd256 G2", dts[d], 256, 4, 2, 0, 1, q3, c3);
+        attention_case("decode hd256 G2 window 512", dts[d], 256, 4, 2, 512, 1, q3, c3);
+        int q4[2] = {300, 1}, c4[2] = {500, 900};  // chunked prefill (200 cached) + a decode, one batch
+        attention_case("prefill+decode hd128 G4", dts[d], 128, 8, 4, 0, 2, q4, c4);
+        attention_case("prefill hd64 G8 window 128", dts[d], 64, 8, 8, 128, 2, q4, c4);
+        attention_case("prefill hd256 G2", dts[d], 256, 4, 2, 0, 2, q4, c4);
+        int q5[2] = {40, 1}, c5[2] = {100, 300};
+        attention_case("generic hd8 G2 (stories260K shape)", dts[d], 8, 4, 2, 0, 2, q5, c5);
+        attention_case("generic hd96 G4", dts[d], 96, 2, 4, 0, 2, q5, c5);
+    }
+    int q1[1] = {1}, c1[1] = {1000};
+    attention_case("decode hd128 G4 (fp32 cache, generic)", DT_F32, 128, 8, 4, 0, 1, q1, c1);
+}
+
+int main(int argc, char **argv) {
+    cpu = backend_cpu_create(0);
+    gpu = backend_cuda_create(0);
+    if (!gpu) { fprintf(stderr, "%s\n", err_msg()); return 1; }
+    rng_seed(&rng, 1234);
+    report = json_array();
+    RUN(elementwise_and_gemm);
+    RUN(kv_write_and_attention);
+    if (argc > 1) json_dump_file(report, argv[1], JSON_INDENT(1));
+    json_decref(report);
+    gpu->ops->destroy(gpu);
+    cpu->ops->destroy(cpu);
+    return test_summary("cuda_ops");
+}
