@@ -36,15 +36,18 @@ if has ops; then
 fi
 
 if has golden; then
-  ok=0; bad=0
+  # fp32/bf16 caches must give the CPU's tokens; fp8 is reported (the GPU quantizes bf16
+  # activations, the CPU f32 ones, so rounding boundaries can differ)
+  ok=0; bad=0; fp8_same=0
   for p in "Once upon a time" "The little dog" "Lily wanted to"; do
     for dt in fp32 bf16 fp8; do
       a=$("$BIN/octet" generate --model "$MODEL" --prompt "$p" --max-tokens 32 --kv-cache-dtype $dt --device cpu --json 2>>"$OUT/golden.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
       b=$("$BIN/octet" generate --model "$MODEL" --prompt "$p" --max-tokens 32 --kv-cache-dtype $dt --device cuda --json 2>>"$OUT/golden.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
+      if [ $dt = fp8 ]; then [ -n "$a" ] && [ "$a" = "$b" ] && fp8_same=$((fp8_same+1)); continue; fi
       if [ -n "$a" ] && [ "$a" = "$b" ]; then ok=$((ok+1)); else bad=$((bad+1)); echo "golden mismatch '$p' $dt: cpu $a cuda $b" >> "$OUT/golden.log"; fi
     done
   done
-  say "golden stories260K greedy cuda==cpu: $ok passed, $bad failed"
+  say "golden stories260K greedy cuda==cpu (fp32, bf16 caches): $ok passed, $bad failed; fp8 cache identical for $fp8_same of 3 prompts"
 fi
 
 if has kld; then
@@ -61,6 +64,8 @@ if has attn; then
     set -- $shape
     for dt in bf16 fp8; do
       "$BIN/octet" bench attention --device cuda --batch $1 --ctx $2 --kv-cache-dtype $dt --iters 50 --reps 7 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/attn.jsonl"
+      [ "$1 $2" = "1 131072" ] && OCTET_DECODE_PREFETCH=0 "$BIN/octet" bench attention --device cuda --batch $1 --ctx $2 --kv-cache-dtype $dt \
+          --iters 50 --reps 7 2>>"$OUT/attn.log" | tail -n 1 | sed 's/"backend":"cuda"/"backend":"cuda-noprefetch"/' >> "$OUT/attn.jsonl"
     done
     [ -f "$PEER" ] && python3 "$PEER" --mode decode --batch $1 --len $2 --json 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/attn.jsonl"
   done
@@ -72,7 +77,8 @@ print("| shape | kv | octet us | GB/s | cuDNN bf16 us | ratio |")
 for r in rows:
     if "peer" in r: continue
     p = peer.get((r["batch"], r["len"]))
-    print(f"| B={r['batch']} L={r['len']} | {r['kv_dtype']} | {r['us']:.1f} | {r['kv_GBps']:.0f} | {p or 0:.1f} | {r['us']/p if p else 0:.3f} |")
+    tag = "" if r["backend"] == "cuda" else " (" + r["backend"] + ")"
+    print(f"| B={r['batch']} L={r['len']} | {r['kv_dtype']}{tag} | {r['us']:.1f} | {r['kv_GBps']:.0f} | {p or 0:.1f} | {r['us']/p if p else 0:.3f} |")
 PY
 fi
 say "done: $(date -u +%T)"

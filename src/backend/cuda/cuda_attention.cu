@@ -8,8 +8,10 @@
 // q, out [n_tokens][n_heads][head_dim] bf16; k, v inputs [n_tokens][n_kv_heads][head_dim] bf16.
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cuda_common.cuh"
+#include "cuda_decode_mma.cuh"
 
 // ---------------------------------------------------------------- element access
 
@@ -347,6 +349,46 @@ __global__ void k_generic(bf16 *out, const bf16 *q, const void *kc, const void *
 
 // ---------------------------------------------------------------- dispatch
 
+// Splits the longest context into per-CTA block ranges: enough CTAs to fill the GPU
+// several times over, at least one block per warp each.
+static void plan_splits(struct cuda_backend *c, const struct kv_layer *l, int n_seqs, int *n_splits_out, int *per_split_out) {
+    int nb_max = (c->cb.max_ctx + 15) / 16;
+    if (l->window > 0 && nb_max > l->window / 16 + 2) nb_max = l->window / 16 + 2;
+    int ctas = n_seqs * l->n_kv_heads;
+    int target = c->n_sm * 8;
+    int n_splits = (target + ctas - 1) / ctas;
+    int max_splits = (nb_max + 3) / 4;
+    if (n_splits > max_splits) n_splits = max_splits;
+    if (n_splits < 1) n_splits = 1;
+    int per_split = (nb_max + n_splits - 1) / n_splits;
+    *n_splits_out = (nb_max + per_split - 1) / per_split;
+    *per_split_out = per_split;
+}
+
+template <int HD>
+static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G, float scale,
+                              const float *sc, const struct batch *bt) {
+    int n_splits, per_split;
+    plan_splits(c, l, bt->n_seqs, &n_splits, &per_split);
+    size_t need = (size_t)bt->n_seqs * l->n_kv_heads * G * n_splits * (HD + 2);
+    if (n_splits > 1 && !cuda_reserve(c, &c->d_part, &c->part_cap, need)) return;
+    dim3 grid(bt->n_seqs, l->n_kv_heads, n_splits);
+    static int prefetch = -1;  // OCTET_DECODE_PREFETCH=0 selects the unpipelined variant (kernel lab)
+    if (prefetch < 0) { const char *e = getenv("OCTET_DECODE_PREFETCH"); prefetch = !(e && e[0] == '0'); }
+#define LAUNCH(DTV, PF) k_decode_mma<HD, DTV, PF><<<grid, 128, 0, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, \
+        c->cb.qstart, c->cb.seq_lens, c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, scale, sc, n_splits, per_split)
+    if (l->dtype == DT_BF16) { if (prefetch) LAUNCH(DT_BF16, true); else LAUNCH(DT_BF16, false); }
+    else if (l->dtype == DT_E4M3) { if (prefetch) LAUNCH(DT_E4M3, true); else LAUNCH(DT_E4M3, false); }
+    else { if (prefetch) LAUNCH(DT_E5M2, true); else LAUNCH(DT_E5M2, false); }
+#undef LAUNCH
+    if (CUDA_LAUNCHED(c, "attention decode (mma)")) return;
+    if (n_splits > 1) {
+        k_combine<<<dim3(bt->n_seqs, l->n_kv_heads * G), HD, 0, c->stream>>>((bf16 *)out, c->d_part, c->cb.qstart,
+                                                                            l->n_kv_heads * G, HD, n_splits);
+        CUDA_LAUNCHED(c, "attention combine");
+    }
+}
+
 template <int HD, int G>
 static bool launch_decode_g(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, float scale,
                             const float *sc, const struct batch *bt) {
@@ -413,6 +455,11 @@ extern "C" void cuda_attention(struct backend *b, void *out, const void *q, cons
     int G = p->n_heads / l->n_kv_heads, hd = l->head_dim;
     bool fast_dtype = l->dtype == DT_BF16 || l->dtype == DT_E4M3 || l->dtype == DT_E5M2;
     bool fast_shape = (hd == 64 || hd == 128 || hd == 256) && l->kv_block_tokens == 16;
+    if (c->cb.max_q == 1 && fast_dtype && fast_shape && G <= 8 && (hd == 64 || hd == 128)) {
+        if (hd == 64) launch_decode_mma<64>(c, out, q, l, G, p->softmax_scale, sc, bt);
+        else launch_decode_mma<128>(c, out, q, l, G, p->softmax_scale, sc, bt);
+        return;
+    }
     if (c->cb.max_q == 1 && fast_dtype && fast_shape && (G == 1 || G == 2 || G == 4 || G == 8)) {
         bool ok = hd == 64 ? launch_decode<64>(c, out, q, l, G, p->softmax_scale, sc, bt)
                 : hd == 128 ? launch_decode<128>(c, out, q, l, G, p->softmax_scale, sc, bt)

@@ -1,0 +1,224 @@
+// cuda_decode_mma.cuh — paged decode attention on tensor cores (mma.sync m16n8k16, f32
+// accumulation), included by cuda_attention.cu. One warp streams 16-token blocks of one
+// KV head for all its query heads (the G heads fill the M=16 rows; unused rows are zero).
+//
+// Layout trick: a dot product does not care about the order of its terms, so the head
+// dimension is permuted so that every lane's operand fragments are contiguous in memory.
+//   S = Q·Kᵀ: lane (n = lane/4, c = lane%4) loads key n of each 8-key tile as two runs of
+//     HD/8 dims, [c·HD/8, +HD/8) and [HD/2 + c·HD/8, +HD/8); virtual k-chunk j maps to 4
+//     consecutive real dims of those runs, and Q is loaded with the same map.
+//   O = P·V: lane n' = lane/4 loads dims [n'·NT, n'·NT + NT) (NT = HD/8) of keys 2c, 2c+1,
+//     2c+8, 2c+9; output tile t, column n holds real dim n·NT + t.
+// FP8 values are widened in registers (e4m3/e5m2 → f16 is exact) and the MMAs run in f16
+// (Q converted from bf16); a BF16 cache runs bf16 MMAs directly.
+#pragma once
+
+template <int DT> struct mma_traits;
+template <> struct mma_traits<DT_BF16> {
+    typedef uint16_t E;  // bf16 bits
+    static __device__ uint32_t pair(uint32_t two) { return two; }  // already 2 x bf16
+    static __device__ uint32_t q2(float a, float b) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+        return *(uint32_t *)&h;
+    }
+    static __device__ void mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+template <int DT> struct mma_traits_fp8 {
+    typedef uint8_t E;
+    // two fp8 (low 16 bits) → two f16
+    static __device__ uint32_t pair(uint32_t two) {
+        __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(two & 0xFFFF), DT == DT_E4M3 ? __NV_E4M3 : __NV_E5M2);
+        return (uint32_t)h.x | ((uint32_t)h.y << 16);
+    }
+    static __device__ uint32_t q2(float a, float b) {
+        __half2 h = __floats2half2_rn(a, b);
+        return *(uint32_t *)&h;
+    }
+    static __device__ void mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1) {
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+    }
+};
+template <> struct mma_traits<DT_E4M3> : mma_traits_fp8<DT_E4M3> {};
+template <> struct mma_traits<DT_E5M2> : mma_traits_fp8<DT_E5M2> {};
+
+// Loads N bytes (8, 16 or 32) as 32-bit words.
+template <int N> __device__ __forceinline__ void load_words(uint32_t *w, const void *p) {
+    if constexpr (N == 8) { uint2 v = *(const uint2 *)p; w[0] = v.x; w[1] = v.y; }
+    else if constexpr (N == 16) { uint4 v = *(const uint4 *)p; w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w; }
+    else { uint4 v = ((const uint4 *)p)[0], u = ((const uint4 *)p)[1];
+           w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w; w[4] = u.x; w[5] = u.y; w[6] = u.z; w[7] = u.w; }
+}
+
+// Element i (16-bit for bf16, 8-bit for fp8) of a word array, as the low bits of a word.
+template <int DT> __device__ __forceinline__ uint32_t elem_bits(const uint32_t *w, int i) {
+    if constexpr (DT == DT_BF16) return (w[i >> 1] >> ((i & 1) * 16)) & 0xFFFF;
+    else return (w[i >> 2] >> ((i & 3) * 8)) & 0xFF;
+}
+
+template <int HD, int DT, bool PREFETCH>
+__global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
+                                                    const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
+                                                    int max_blocks, int n_kv, int G, int window, float scale,
+                                                    const float *scales, int n_splits, int blocks_per_split) {
+    typedef mma_traits<DT> TR;
+    constexpr int ES = DT == DT_BF16 ? 2 : 1;   // bytes per element
+    constexpr int SEG = HD / 8;                 // dims per K run and per V row slice
+    constexpr int NCH = HD / 16;                // k-chunks of S = Q·Kᵀ
+    constexpr int NT = HD / 8;                  // n-tiles of O = P·V
+    constexpr int KW = SEG * ES / 4;            // 32-bit words per K run / V slice
+    const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, rr = lane >> 2, c = lane & 3;
+    const int ctx = seq_lens[s], pos = ctx - 1;
+    const int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+    const int b0 = lo / 16 + split * blocks_per_split;
+    const int b1 = min(pos / 16 + 1, b0 + blocks_per_split);
+    const int t = qstart[s];
+    const bool fp8 = DT != DT_BF16;
+    const float kscale = fp8 ? scales[g] : 1.0f, vscale = fp8 ? scales[KV_MAX_HEADS + g] : 1.0f;
+    const float sc = scale * kscale;
+
+    // Q fragments (rows rr and rr+8; rows >= G are zero)
+    uint32_t qa[NCH][4];
+    {
+        const bf16 *q0 = q + ((size_t)t * n_kv * G + g * G + rr) * HD;
+#pragma unroll
+        for (int j = 0; j < NCH; j++) {
+            int base = j < NCH / 2 ? c * SEG + 4 * j : HD / 2 + c * SEG + 4 * (j - NCH / 2);
+            float x0 = 0, x1 = 0, x2 = 0, x3 = 0;
+            if (rr < G) {
+                x0 = __bfloat162float(q0[base]); x1 = __bfloat162float(q0[base + 1]);
+                x2 = __bfloat162float(q0[base + 2]); x3 = __bfloat162float(q0[base + 3]);
+            }
+            qa[j][0] = TR::q2(x0, x1);
+            qa[j][1] = 0;  // row rr+8: unused
+            qa[j][2] = TR::q2(x2, x3);
+            qa[j][3] = 0;
+        }
+    }
+    float o[NT][4];
+#pragma unroll
+    for (int i = 0; i < NT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    float m = -INFINITY, l = 0.0f;
+
+    const int32_t *bt = btab + (size_t)s * max_blocks;
+    const char *K = (const char *)kc, *V = (const char *)vc;
+    const int vk[4] = {2 * c, 2 * c + 1, 2 * c + 8, 2 * c + 9};
+    uint32_t kw[2][2][KW], vw[4][KW];       // this block's operands
+    uint32_t kn[2][2][KW], vn[4][KW];       // the next block's, loading while this one computes
+    auto load_block = [&](int blk, uint32_t (*kd)[2][KW], uint32_t (*vd)[KW]) {
+        size_t base = ((size_t)bt[blk] * n_kv + g) * 16 * HD;  // element index of the block's head-g rows
+#pragma unroll
+        for (int tile = 0; tile < 2; tile++) {
+            size_t row = base + (size_t)(tile * 8 + rr) * HD;
+            load_words<SEG * ES>(kd[tile][0], K + (row + c * SEG) * ES);
+            load_words<SEG * ES>(kd[tile][1], K + (row + HD / 2 + c * SEG) * ES);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; i++) load_words<SEG * ES>(vd[i], V + (base + (size_t)vk[i] * HD + rr * SEG) * ES);
+    };
+    if (PREFETCH && b0 + warp < b1) load_block(b0 + warp, kn, vn);
+    for (int blk = b0 + warp; blk < b1; blk += 4) {
+        if constexpr (PREFETCH) {
+#pragma unroll
+            for (int a = 0; a < 2; a++)
+#pragma unroll
+                for (int b = 0; b < 2; b++)
+#pragma unroll
+                    for (int w = 0; w < KW; w++) kw[a][b][w] = kn[a][b][w];
+#pragma unroll
+            for (int a = 0; a < 4; a++)
+#pragma unroll
+                for (int w = 0; w < KW; w++) vw[a][w] = vn[a][w];
+            if (blk + 4 < b1) load_block(blk + 4, kn, vn);
+        } else {
+            load_block(blk, kw, vw);
+        }
+        // S = Q·Kᵀ for the two 8-key tiles
+        float sv[2][4];
+#pragma unroll
+        for (int tile = 0; tile < 2; tile++) {
+            sv[tile][0] = sv[tile][1] = sv[tile][2] = sv[tile][3] = 0.0f;
+#pragma unroll
+            for (int j = 0; j < NCH; j++) {
+                const uint32_t *run = kw[tile][j < NCH / 2 ? 0 : 1];
+                int e = 4 * (j % (NCH / 2));
+                uint32_t kb0, kb1;
+                if constexpr (DT == DT_BF16) { kb0 = run[e / 2]; kb1 = run[e / 2 + 1]; }
+                else {
+                    uint32_t w4 = run[e / 4];  // 4 fp8 = dims e..e+3
+                    kb0 = TR::pair(w4 & 0xFFFF);
+                    kb1 = TR::pair(w4 >> 16);
+                }
+                TR::mma(sv[tile], qa[j], kb0, kb1);
+            }
+        }
+        // online softmax on row rr (rows rr+8 are padding)
+        float x[4];
+        int kp0 = blk * 16 + 2 * c;
+        x[0] = sv[0][0] * sc; x[1] = sv[0][1] * sc; x[2] = sv[1][0] * sc; x[3] = sv[1][1] * sc;
+        const int kpos[4] = {kp0, kp0 + 1, kp0 + 8, kp0 + 9};
+        float mx = -INFINITY;
+#pragma unroll
+        for (int i = 0; i < 4; i++) { if (kpos[i] < lo || kpos[i] > pos) x[i] = -INFINITY; mx = fmaxf(mx, x[i]); }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+        float mn = fmaxf(m, mx);
+        float alpha = mn == -INFINITY ? 1.0f : __expf(m - mn);
+        float p[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) p[i] = mn == -INFINITY ? 0.0f : __expf(x[i] - mn);
+        l = l * alpha + p[0] + p[1] + p[2] + p[3];
+        m = mn;
+#pragma unroll
+        for (int i = 0; i < NT; i++) { o[i][0] *= alpha; o[i][1] *= alpha; }
+        uint32_t pa[4] = {TR::q2(p[0], p[1]), 0u, TR::q2(p[2], p[3]), 0u};
+        // O += P·V, tile tt holds dims n·NT + tt
+#pragma unroll
+        for (int tt = 0; tt < NT; tt++) {
+            uint32_t e0 = elem_bits<DT>(vw[0], tt), e1 = elem_bits<DT>(vw[1], tt);
+            uint32_t e2 = elem_bits<DT>(vw[2], tt), e3 = elem_bits<DT>(vw[3], tt);
+            uint32_t vb0, vb1;
+            if constexpr (DT == DT_BF16) { vb0 = e0 | (e1 << 16); vb1 = e2 | (e3 << 16); }
+            else { vb0 = TR::pair(e0 | (e1 << 8)); vb1 = TR::pair(e2 | (e3 << 8)); }
+            TR::mma(o[tt], pa, vb0, vb1);
+        }
+    }
+    l += __shfl_xor_sync(0xffffffff, l, 1);
+    l += __shfl_xor_sync(0xffffffff, l, 2);
+    // merge the 4 warps through shared memory (rows < G only)
+    __shared__ float sm_m[4][16], sm_l[4][16], sm_acc[4][8][HD];
+    if (rr < G) {
+        if (c == 0) { sm_m[warp][rr] = m; sm_l[warp][rr] = l; }
+#pragma unroll
+        for (int tt = 0; tt < NT; tt++) {
+            sm_acc[warp][rr][(2 * c) * NT + tt] = o[tt][0];
+            sm_acc[warp][rr][(2 * c + 1) * NT + tt] = o[tt][1];
+        }
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
+        int h = idx / HD, d = idx % HD;
+        float mm = -INFINITY;
+        for (int w = 0; w < 4; w++) mm = fmaxf(mm, sm_m[w][h]);
+        float ll = 0.0f, aa = 0.0f;
+        for (int w = 0; w < 4; w++) {
+            float f = sm_m[w][h] == -INFINITY ? 0.0f : __expf(sm_m[w][h] - mm);
+            ll += sm_l[w][h] * f;
+            aa += sm_acc[w][h][d] * f;
+        }
+        int qh = g * G + h;
+        if (n_splits == 1) {
+            out[((size_t)t * n_kv * G + qh) * HD + d] = __float2bfloat16_rn(ll > 0 ? aa * vscale / ll : 0.0f);
+        } else {
+            float *pp = part + (((size_t)s * n_kv * G + qh) * n_splits + split) * (HD + 2);
+            pp[2 + d] = aa * vscale;
+            if (d == 0) { pp[0] = mm; pp[1] = ll; }
+        }
+    }
+}
