@@ -373,13 +373,24 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     size_t need = (size_t)bt->n_seqs * l->n_kv_heads * G * n_splits * (HD + 2);
     if (n_splits > 1 && !cuda_reserve(c, &c->d_part, &c->part_cap, need)) return;
     dim3 grid(bt->n_seqs, l->n_kv_heads, n_splits);
-    static int prefetch = -1;  // OCTET_DECODE_PREFETCH=0 selects the unpipelined variant (kernel lab)
-    if (prefetch < 0) { const char *e = getenv("OCTET_DECODE_PREFETCH"); prefetch = !(e && e[0] == '0'); }
-#define LAUNCH(DTV, PF) k_decode_mma<HD, DTV, PF><<<grid, 128, 0, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, \
-        c->cb.qstart, c->cb.seq_lens, c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, scale, sc, n_splits, per_split)
-    if (l->dtype == DT_BF16) { if (prefetch) LAUNCH(DT_BF16, true); else LAUNCH(DT_BF16, false); }
-    else if (l->dtype == DT_E4M3) { if (prefetch) LAUNCH(DT_E4M3, true); else LAUNCH(DT_E4M3, false); }
-    else { if (prefetch) LAUNCH(DT_E5M2, true); else LAUNCH(DT_E5M2, false); }
+    // OCTET_DECODE_STAGES=0 selects the unpipelined variant (kernel lab); default 4 (fp8) / 3 (bf16)
+    static int stages_env = -2;
+    if (stages_env == -2) { const char *e = getenv("OCTET_DECODE_STAGES"); stages_env = e ? atoi(e) : -1; }
+    int stages = stages_env >= 0 ? stages_env : (l->dtype == DT_BF16 ? 2 : 3);
+    size_t ring = (size_t)4 * stages * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1);
+#define LAUNCH(DTV, ST) do { \
+        if (ring > 48 * 1024) cudaFuncSetAttribute(k_decode_mma<HD, DTV, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring); \
+        k_decode_mma<HD, DTV, ST><<<grid, 128, ST ? ring : 0, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, \
+        c->cb.qstart, c->cb.seq_lens, c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, scale, sc, n_splits, per_split); \
+    } while (0)
+#define BY_STAGES(DTV) do { if (stages == 0) LAUNCH(DTV, 0); else if (stages == 2) LAUNCH(DTV, 2); \
+        else if (stages == 3) LAUNCH(DTV, 3); else LAUNCH(DTV, 4); } while (0)
+    if (stages != 0 && stages != 2 && stages != 3) stages = 4;
+    ring = (size_t)4 * stages * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1);
+    if (l->dtype == DT_BF16) BY_STAGES(DT_BF16);
+    else if (l->dtype == DT_E4M3) BY_STAGES(DT_E4M3);
+    else BY_STAGES(DT_E5M2);
+#undef BY_STAGES
 #undef LAUNCH
     if (CUDA_LAUNCHED(c, "attention decode (mma)")) return;
     if (n_splits > 1) {

@@ -55,13 +55,23 @@ template <int N> __device__ __forceinline__ void load_words(uint32_t *w, const v
            w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w; w[4] = u.x; w[5] = u.y; w[6] = u.z; w[7] = u.w; }
 }
 
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+    unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
+
 // Element i (16-bit for bf16, 8-bit for fp8) of a word array, as the low bits of a word.
 template <int DT> __device__ __forceinline__ uint32_t elem_bits(const uint32_t *w, int i) {
     if constexpr (DT == DT_BF16) return (w[i >> 1] >> ((i & 1) * 16)) & 0xFFFF;
     else return (w[i >> 2] >> ((i & 3) * 8)) & 0xFF;
 }
 
-template <int HD, int DT, bool PREFETCH>
+// STAGES > 0: each warp streams blocks through a ring of STAGES shared-memory buffers with
+// cp.async (STAGES-1 blocks in flight while one computes); STAGES == 0: plain loads into
+// registers (the unpipelined baseline, kept for the kernel lab).
+template <int HD, int DT, int STAGES>
 __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                     const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                     int max_blocks, int n_kv, int G, int window, float scale,
@@ -109,35 +119,47 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
     const int32_t *bt = btab + (size_t)s * max_blocks;
     const char *K = (const char *)kc, *V = (const char *)vc;
     const int vk[4] = {2 * c, 2 * c + 1, 2 * c + 8, 2 * c + 9};
-    uint32_t kw[2][2][KW], vw[4][KW];       // this block's operands
-    uint32_t kn[2][2][KW], vn[4][KW];       // the next block's, loading while this one computes
-    auto load_block = [&](int blk, uint32_t (*kd)[2][KW], uint32_t (*vd)[KW]) {
-        size_t base = ((size_t)bt[blk] * n_kv + g) * 16 * HD;  // element index of the block's head-g rows
+    constexpr int BLK_BYTES = 16 * HD * ES;              // one block's rows of one KV head (K or V)
+    extern __shared__ __align__(16) char ring[];          // [4 warps][STAGES][K, V][BLK_BYTES]
+    char *my_ring = ring + (size_t)warp * STAGES * 2 * BLK_BYTES;
+    uint32_t kw[2][2][KW], vw[4][KW];
+    // operand words of one block, from global memory or a shared-memory stage (same layout)
+    auto read_block = [&](const char *kb, const char *vb) {
 #pragma unroll
         for (int tile = 0; tile < 2; tile++) {
-            size_t row = base + (size_t)(tile * 8 + rr) * HD;
-            load_words<SEG * ES>(kd[tile][0], K + (row + c * SEG) * ES);
-            load_words<SEG * ES>(kd[tile][1], K + (row + HD / 2 + c * SEG) * ES);
+            size_t row = (size_t)(tile * 8 + rr) * HD;
+            load_words<SEG * ES>(kw[tile][0], kb + (row + c * SEG) * ES);
+            load_words<SEG * ES>(kw[tile][1], kb + (row + HD / 2 + c * SEG) * ES);
         }
 #pragma unroll
-        for (int i = 0; i < 4; i++) load_words<SEG * ES>(vd[i], V + (base + (size_t)vk[i] * HD + rr * SEG) * ES);
+        for (int i = 0; i < 4; i++) load_words<SEG * ES>(vw[i], vb + ((size_t)vk[i] * HD + rr * SEG) * ES);
     };
-    if (PREFETCH && b0 + warp < b1) load_block(b0 + warp, kn, vn);
+    auto block_base = [&](int blk) { return ((size_t)bt[blk] * n_kv + g) * 16 * HD * ES; };
+    auto issue = [&](int blk, int stage) {  // the whole warp copies one block's K and V rows
+        if (blk < b1) {
+            const char *kg = K + block_base(blk), *vg = V + block_base(blk);
+            char *ks = my_ring + (size_t)stage * 2 * BLK_BYTES, *vs = ks + BLK_BYTES;
+#pragma unroll
+            for (int o = lane * 16; o < BLK_BYTES; o += 32 * 16) { cp_async16(ks + o, kg + o); cp_async16(vs + o, vg + o); }
+        }
+        cp_async_commit();  // an empty group keeps the wait count uniform
+    };
+    if constexpr (STAGES > 0) {
+#pragma unroll
+        for (int i = 0; i < STAGES - 1; i++) issue(b0 + warp + 4 * i, i);
+    }
+    int stage = 0;
     for (int blk = b0 + warp; blk < b1; blk += 4) {
-        if constexpr (PREFETCH) {
-#pragma unroll
-            for (int a = 0; a < 2; a++)
-#pragma unroll
-                for (int b = 0; b < 2; b++)
-#pragma unroll
-                    for (int w = 0; w < KW; w++) kw[a][b][w] = kn[a][b][w];
-#pragma unroll
-            for (int a = 0; a < 4; a++)
-#pragma unroll
-                for (int w = 0; w < KW; w++) vw[a][w] = vn[a][w];
-            if (blk + 4 < b1) load_block(blk + 4, kn, vn);
+        if constexpr (STAGES > 0) {
+            issue(blk + 4 * (STAGES - 1), (stage + STAGES - 1) % STAGES);
+            cp_async_wait<STAGES - 1>();
+            __syncwarp();
+            const char *ks = my_ring + (size_t)stage * 2 * BLK_BYTES;
+            read_block(ks, ks + BLK_BYTES);
+            __syncwarp();  // every lane has its words before the stage is refilled
+            stage = (stage + 1) % STAGES;
         } else {
-            load_block(blk, kw, vw);
+            read_block(K + block_base(blk), V + block_base(blk));
         }
         // S = Q·Kᵀ for the two 8-key tiles
         float sv[2][4];
