@@ -12,6 +12,7 @@
 
 #include "cuda_common.cuh"
 #include "cuda_decode_mma.cuh"
+#include "cuda_prefill_mma.cuh"
 
 // ---------------------------------------------------------------- element access
 
@@ -379,7 +380,7 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     int stages = stages_env >= 0 ? stages_env : (l->dtype == DT_BF16 ? 2 : 3);
     size_t ring = (size_t)4 * stages * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1);
 #define LAUNCH(DTV, ST) do { \
-        if (ring > 48 * 1024) cudaFuncSetAttribute(k_decode_mma<HD, DTV, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring); \
+        if (ST) cudaFuncSetAttribute(k_decode_mma<HD, DTV, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring); \
         k_decode_mma<HD, DTV, ST><<<grid, 128, ST ? ring : 0, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, \
         c->cb.qstart, c->cb.seq_lens, c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, scale, sc, n_splits, per_split); \
     } while (0)
@@ -476,6 +477,16 @@ extern "C" void cuda_attention(struct backend *b, void *out, const void *q, cons
                 : hd == 128 ? launch_decode<128>(c, out, q, l, G, p->softmax_scale, sc, bt)
                             : launch_decode<256>(c, out, q, l, G, p->softmax_scale, sc, bt);
         if (ok) return;
+    }
+    if (fast_dtype && (hd == 64 || hd == 128) && l->kv_block_tokens == 16 && G <= 16 && 16 % G == 0) {
+        dim3 grid(bt->n_seqs, (c->cb.max_q + 64 / G - 1) / (64 / G), l->n_kv_heads);
+#define PF(HDV, DTV) k_prefill_mma<HDV, DTV><<<grid, 128, 0, c->stream>>>((bf16 *)out, (const bf16 *)q, l->k, l->v, c->cb.qstart, \
+            c->cb.pos, c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, p->softmax_scale, sc)
+        if (hd == 64) { if (l->dtype == DT_BF16) PF(64, DT_BF16); else if (l->dtype == DT_E4M3) PF(64, DT_E4M3); else PF(64, DT_E5M2); }
+        else { if (l->dtype == DT_BF16) PF(128, DT_BF16); else if (l->dtype == DT_E4M3) PF(128, DT_E4M3); else PF(128, DT_E5M2); }
+#undef PF
+        CUDA_LAUNCHED(c, "attention prefill (mma)");
+        return;
     }
     if ((hd == 64 || hd == 128 || hd == 256) && (128 / (hd / 32)) % G == 0) {
         if (hd == 64) launch_prefill<64>(c, out, q, l, G, p->softmax_scale, sc, bt);

@@ -174,7 +174,7 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
                 if constexpr (DT == DT_BF16) { kb0 = run[e / 2]; kb1 = run[e / 2 + 1]; }
                 else {
                     uint32_t w4 = run[e / 4];  // 4 fp8 = dims e..e+3
-                    kb0 = TR::pair(w4 & 0xFFFF);
+                    kb0 = TR::pair(w4);        // pair() reads the low 16 bits
                     kb1 = TR::pair(w4 >> 16);
                 }
                 TR::mma(sv[tile], qa[j], kb0, kb1);
@@ -203,11 +203,17 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
         // O += P·V, tile tt holds dims n·NT + tt
 #pragma unroll
         for (int tt = 0; tt < NT; tt++) {
-            uint32_t e0 = elem_bits<DT>(vw[0], tt), e1 = elem_bits<DT>(vw[1], tt);
-            uint32_t e2 = elem_bits<DT>(vw[2], tt), e3 = elem_bits<DT>(vw[3], tt);
+            // one byte permute gathers element tt of two key rows into a pair
             uint32_t vb0, vb1;
-            if constexpr (DT == DT_BF16) { vb0 = e0 | (e1 << 16); vb1 = e2 | (e3 << 16); }
-            else { vb0 = TR::pair(e0 | (e1 << 8)); vb1 = TR::pair(e2 | (e3 << 8)); }
+            if constexpr (DT == DT_BF16) {
+                unsigned sel = (tt & 1) ? 0x7632u : 0x5410u;  // high or low halves of both words
+                vb0 = __byte_perm(vw[0][tt >> 1], vw[1][tt >> 1], sel);
+                vb1 = __byte_perm(vw[2][tt >> 1], vw[3][tt >> 1], sel);
+            } else {
+                unsigned b = tt & 3, sel = b | ((4 + b) << 4);
+                vb0 = TR::pair(__byte_perm(vw[0][tt >> 2], vw[1][tt >> 2], sel));
+                vb1 = TR::pair(__byte_perm(vw[2][tt >> 2], vw[3][tt >> 2], sel));
+            }
             TR::mma(o[tt], pa, vb0, vb1);
         }
     }
