@@ -449,7 +449,9 @@ int oai_response_token(struct oai_response *s, const struct gen_event *ev, json_
             add_logprobs(s, s->lp, ev, offset);
         }
     }
-    if (s->streaming && (t.n || lp)) *out = chunk(s, t.p, t.n, lp, NULL);
+    // one chunk per generated token, even when its text is held back (incomplete UTF-8,
+    // a possible stop string): clients and benchmarks timestamp tokens, not bytes
+    if (s->streaming) *out = chunk(s, t.p, t.n, lp, NULL);
     text_buf_free(&t);
     return rc;
 }

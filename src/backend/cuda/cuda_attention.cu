@@ -228,20 +228,39 @@ __global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf
     }
 }
 
-// Combines the splits of one (sequence, query head): one CTA of head_dim threads.
+// Combines the splits of one (sequence, query head): weights exp(m_i − M) computed once
+// into shared memory by the whole CTA, then each thread sums one output dim over splits.
 __global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd, int n_splits) {
-    int s = blockIdx.x, qh = blockIdx.y, d = threadIdx.x;
+    extern __shared__ float w[];  // [n_splits]
+    __shared__ float red[32];
+    const int s = blockIdx.x, qh = blockIdx.y, tid = threadIdx.x, nw = blockDim.x / 32;
     const float *pp = part + ((size_t)s * n_heads + qh) * n_splits * (hd + 2);
     float mm = -INFINITY;
-    for (int i = 0; i < n_splits; i++) mm = fmaxf(mm, pp[i * (hd + 2)]);
-    float ll = 0.0f, aa = 0.0f;
-    for (int i = 0; i < n_splits; i++) {
-        const float *p = pp + i * (hd + 2);
+    for (int i = tid; i < n_splits; i += blockDim.x) mm = fmaxf(mm, pp[(size_t)i * (hd + 2)]);
+    for (int o = 16; o > 0; o >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffff, mm, o));
+    if ((tid & 31) == 0) red[tid >> 5] = mm;
+    __syncthreads();
+    mm = -INFINITY;
+    for (int i = 0; i < nw; i++) mm = fmaxf(mm, red[i]);
+    __syncthreads();
+    float ls = 0.0f;
+    for (int i = tid; i < n_splits; i += blockDim.x) {
+        const float *p = pp + (size_t)i * (hd + 2);
         float f = p[0] == -INFINITY ? 0.0f : __expf(p[0] - mm);
-        ll += p[1] * f;
-        if (d < hd) aa += p[2 + d] * f;
+        w[i] = f;
+        ls += p[1] * f;
     }
-    if (d < hd) out[((size_t)qstart[s] * n_heads + qh) * hd + d] = __float2bfloat16_rn(ll > 0 ? aa / ll : 0.0f);
+    for (int o = 16; o > 0; o >>= 1) ls += __shfl_xor_sync(0xffffffff, ls, o);
+    if ((tid & 31) == 0) red[tid >> 5] = ls;
+    __syncthreads();
+    float ll = 0.0f;
+    for (int i = 0; i < nw; i++) ll += red[i];
+    for (int d = tid; d < hd; d += blockDim.x) {
+        float aa = 0.0f;
+#pragma unroll 8
+        for (int i = 0; i < n_splits; i++) aa += pp[(size_t)i * (hd + 2) + 2 + d] * w[i];
+        out[((size_t)qstart[s] * n_heads + qh) * hd + d] = __float2bfloat16_rn(ll > 0 ? aa / ll : 0.0f);
+    }
 }
 
 // ---------------------------------------------------------------- prefill (tiled, SIMT)
@@ -356,7 +375,9 @@ static void plan_splits(struct cuda_backend *c, const struct kv_layer *l, int n_
     int nb_max = (c->cb.max_ctx + 15) / 16;
     if (l->window > 0 && nb_max > l->window / 16 + 2) nb_max = l->window / 16 + 2;
     int ctas = n_seqs * l->n_kv_heads;
-    int target = c->n_sm * 8;
+    static int per_sm = 0;  // OCTET_DECODE_CTAS_PER_SM: grid size target (kernel lab), default 8
+    if (!per_sm) { const char *e = getenv("OCTET_DECODE_CTAS_PER_SM"); per_sm = e && atoi(e) > 0 ? atoi(e) : 8; }
+    int target = c->n_sm * per_sm;
     int n_splits = (target + ctas - 1) / ctas;
     int max_splits = (nb_max + 3) / 4;
     if (n_splits > max_splits) n_splits = max_splits;
@@ -395,8 +416,8 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
 #undef LAUNCH
     if (CUDA_LAUNCHED(c, "attention decode (mma)")) return;
     if (n_splits > 1) {
-        k_combine<<<dim3(bt->n_seqs, l->n_kv_heads * G), HD, 0, c->stream>>>((bf16 *)out, c->d_part, c->cb.qstart,
-                                                                            l->n_kv_heads * G, HD, n_splits);
+        k_combine<<<dim3(bt->n_seqs, l->n_kv_heads * G), 128, n_splits * sizeof(float), c->stream>>>((bf16 *)out, c->d_part,
+                                                                            c->cb.qstart, l->n_kv_heads * G, HD, n_splits);
         CUDA_LAUNCHED(c, "attention combine");
     }
 }
@@ -425,8 +446,8 @@ static bool launch_decode_g(struct cuda_backend *c, void *out, const void *q, co
 #undef LAUNCH
     if (CUDA_LAUNCHED(c, "attention decode")) return true;
     if (n_splits > 1) {
-        k_combine<<<dim3(bt->n_seqs, l->n_kv_heads * G), HD, 0, c->stream>>>((bf16 *)out, c->d_part, c->cb.qstart,
-                                                                            l->n_kv_heads * G, HD, n_splits);
+        k_combine<<<dim3(bt->n_seqs, l->n_kv_heads * G), 128, n_splits * sizeof(float), c->stream>>>((bf16 *)out, c->d_part,
+                                                                            c->cb.qstart, l->n_kv_heads * G, HD, n_splits);
         CUDA_LAUNCHED(c, "attention combine");
     }
     return true;
