@@ -438,7 +438,7 @@ int server_start(struct server **out, struct engine *e, const struct oai_context
     s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
                             MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)3600,  // a 128k prefill on a CPU takes minutes
                             MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
                             MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                             MHD_OPTION_THREAD_STACK_SIZE, (size_t)(512 * 1024),

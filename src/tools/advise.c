@@ -1,4 +1,311 @@
-// advise.c — placeholder: this subcommand is being written (replaced by its owner).
+// advise.c — `octet advise` and the advice section of `bench sweep`: SPEC.md §6 as rules
+// over measured numbers (break-even and slope ratio from the ITL fits, prefill cost from the
+// TTFT fits, head_dim and sliding windows from the model, recovery from an eval ppl JSON).
+// Owns only the wording and the rules; each rule adds one item {topic, text} to the JSON.
+#include "advise.h"
+
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/check.h"
+#include "../model/model.h"
+#include "cli.h"
 #include "tools.h"
-int cmd_advise(int argc, char **argv) { fprintf(stderr, "octet: advise is not built yet\n"); return 2; }
+
+#define SMALL_WINDOW_TOKENS 1024  // windows this small hold too little KV for FP8 to pay
+
+int advise_model_info(const char *path, bool allow_full_load, json_t **info) {
+    struct model_config c;
+    struct model *m = NULL;
+    size_t n = strlen(path);
+    if (!strncmp(path, "dummy:", 6)) TRY(dummy_config(path + 6, &c));
+    else if (allow_full_load || (n > 5 && !strcmp(path + n - 5, ".gguf"))) {
+        TRY(model_load(&m, path));
+        c = m->cfg;
+        model_free(m);
+    } else {
+        return err_set(OCT_EUNSUP, "%s: model facts need a full load (pass --model to octet advise)", path);
+    }
+    int n_sliding = 0;
+    for (int i = 0; i < c.n_layers; i++) n_sliding += c.sliding_window > 0 && c.layer_sliding[i];
+    json_t *o = json_object();
+    json_object_set_new(o, "head_dim", json_integer(c.head_dim));
+    json_object_set_new(o, "n_layers", json_integer(c.n_layers));
+    json_object_set_new(o, "n_kv_heads", json_integer(c.n_kv_heads));
+    json_object_set_new(o, "max_pos", json_integer(c.max_pos));
+    json_object_set_new(o, "sliding_window", json_integer(c.sliding_window));
+    json_object_set_new(o, "n_sliding_layers", json_integer(n_sliding));
+    *info = o;
+    return OCT_OK;
+}
+
+struct advice {
+    FILE *out;
+    json_t *items;
+};
+
+static void say(struct advice *a, const char *topic, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void say(struct advice *a, const char *topic, const char *fmt, ...) {
+    char text[1200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (a->out) fprintf(a->out, "- %s\n", text);
+    json_t *o = json_object();
+    json_object_set_new(o, "topic", json_string(topic));
+    json_object_set_new(o, "text", json_string(text));
+    json_array_append_new(a->items, o);
+}
+
+static const char *str_or(const char *s, const char *def) { return s ? s : def; }
+
+static double num(const json_t *o, const char *k) {
+    json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static bool has_word(const json_t *cfg, const char *word) {
+    if (strstr(str_or(json_string_value(json_object_get(cfg, "name")), ""), word)) return true;
+    size_t i;
+    json_t *f;
+    json_array_foreach(json_object_get(cfg, "flags"), i, f) if (strstr(str_or(json_string_value(f), ""), word)) return true;
+    return false;
+}
+
+// TTFT fit of cfg evaluated at len (NAN without a fit).
+static double ttft_at(const json_t *cfg, double len) {
+    json_t *f = json_object_get(cfg, "ttft_fit");
+    if (!json_is_object(f)) return NAN;
+    return num(f, "a") * len * len + num(f, "b") * len + num(f, "c");
+}
+
+static const char *cfg_name(const json_t *cfg) { return str_or(json_string_value(json_object_get(cfg, "name")), "?"); }
+
+// The decode-speed rule: returns 1 if FP8 is recommended (above *stay_below, 0 = always).
+static int speed_rule(struct advice *a, json_t *res, const json_t *sweep, const json_t *base, const json_t *fp8,
+                      double *stay_below) {
+    json_t *vs = json_object_get(fp8, "vs_first"), *bf = json_object_get(base, "itl_fit"), *ff = json_object_get(fp8, "itl_fit");
+    if (!json_is_object(vs) || !json_is_object(bf) || !json_is_object(ff)) {
+        say(a, "speed", "No ITL fit for '%s' against '%s' (too few successful requests): no break-even to advise from.",
+            cfg_name(fp8), cfg_name(base));
+        return -1;
+    }
+    double ratio = num(vs, "slope_ratio_pct"), d_int = num(vs, "intercept_delta_ms"), be = num(vs, "break_even_tokens");
+    const char *kind = str_or(json_string_value(json_object_get(vs, "break_even")), "never");
+    double max_ctx = num(sweep, "max_model_len"), longest = 0;
+    size_t i;
+    json_t *l;
+    json_array_foreach(json_object_get(sweep, "input_lens"), i, l) longest = fmax(longest, json_number_value(l));
+    json_object_set_new(res, "fp8_config", json_string(cfg_name(fp8)));
+    json_object_set_new(res, "slope_ratio_pct", json_real(ratio));
+    json_object_set_new(res, "break_even", json_string(kind));
+    int rec = 0;
+    double r2b = num(bf, "r2"), r2f = num(ff, "r2"), sb = num(bf, "slope_ms_per_token");
+    if (!(sb > 0) || r2b < 0.5 || r2f < 0.5) {  // noise, not a trend: no line to cross
+        say(a, "speed", "Inconclusive: the ITL fits do not show a trend to compare (R2 %.3f and %.3f, baseline slope "
+            "%.3g ms/token), so there is no trustworthy break-even. Repeat with --num-requests-per-len 3, longer "
+            "--input-lens and an otherwise idle machine; until then stay in bf16 (auto) for speed.", r2b, r2f, sb);
+        json_object_set_new(res, "break_even", json_string("inconclusive"));
+        json_object_set_new(res, "break_even_tokens", json_null());
+        return 0;
+    }
+    if (!strcmp(kind, "always")) {
+        say(a, "speed", "'%s' decodes at least as fast as '%s' at every length (ITL slope %.1f%% of it, intercept %+.3f ms): "
+            "use it at all context lengths.", cfg_name(fp8), cfg_name(base), ratio, d_int);
+        *stay_below = 0;
+        rec = 1;
+    } else if (!strcmp(kind, "never") || (max_ctx > 0 && be > max_ctx)) {
+        if (!strcmp(kind, "never"))
+            say(a, "speed", "'%s' never becomes faster than '%s' here (ITL slope %.1f%% of it, intercept %+.3f ms): stay in "
+                "bf16 (auto) for speed; FP8 still halves KV memory, so use it only when you need the capacity "
+                "(twice the context or concurrent requests).", cfg_name(fp8), cfg_name(base), ratio, d_int);
+        else
+            say(a, "speed", "The ITL lines cross at ~%.0f tokens, beyond this model's max_model_len %.0f: on this machine "
+                "'%s' does not pay for speed; stay in bf16 (auto) unless you need the KV capacity.", be, max_ctx, cfg_name(fp8));
+    } else {
+        say(a, "speed", "Use '%s' for contexts above ~%.0f tokens: its ITL grows at %.1f%% of '%s''s rate per token of "
+            "context (ideal 50%%), which repays its fixed cost (intercept %+.3f ms) from the break-even on. Stay in bf16 "
+            "(auto) for requests below ~%.0f tokens.", cfg_name(fp8), be, ratio, cfg_name(base), d_int, be);
+        if (be > longest && longest > 0)
+            say(a, "speed", "The break-even is extrapolated: the longest measured prompt was %.0f tokens; extend "
+                "--input-lens past %.0f to confirm it.", longest, be);
+        *stay_below = be;
+        rec = 1;
+    }
+    json_object_set_new(res, "break_even_tokens", rec && *stay_below > 0 ? json_real(*stay_below) : json_null());
+    if (r2b < 0.9 || r2f < 0.9)
+        say(a, "speed", "The ITL fits are noisy (R2 %.3f and %.3f): repeat the sweep with --num-requests-per-len 3 or "
+            "longer input lengths before relying on the break-even.", r2b, r2f);
+    return rec;
+}
+
+int advise_report(const struct advise_inputs *in, FILE *out, json_t **advice) {
+    const json_t *sweep = in->sweep, *cfgs = json_object_get(sweep, "configs");
+    if (!json_is_array(cfgs) || json_array_size(cfgs) == 0)
+        return err_set(OCT_EINVAL, "sweep JSON: no \"configs\" array (is it a sweep.json from octet bench sweep?)");
+    const json_t *info = in->model_info ? in->model_info : json_object_get(sweep, "model_info");
+    const char *model = str_or(json_string_value(json_object_get(sweep, "model")), "MODEL");
+    struct advice a = {out, json_array()};
+    json_t *res = json_object();
+    if (out) fprintf(out, "Advice for %s (FP8 KV cache; SPEC.md section 6):\n", model);
+    const json_t *base = json_array_get(cfgs, 0), *fp8 = NULL;
+    for (size_t i = 1; i < json_array_size(cfgs) && !fp8; i++)
+        if (has_word(json_array_get(cfgs, i), "fp8")) fp8 = json_array_get(cfgs, i);
+    if (!fp8 && json_array_size(cfgs) > 1) fp8 = json_array_get(cfgs, 1);
+    double stay_below = 0;
+    int rec = -1;
+    if (!fp8) say(&a, "speed", "The sweep has one configuration: run it with --kv-cache-dtype auto,fp8 to measure a break-even.");
+    else rec = speed_rule(&a, res, sweep, base, fp8, &stay_below);
+
+    // prefill: head_dim 256 caveat and the measured TTFT change at the longest length
+    double longest = 0;
+    size_t i;
+    json_t *l;
+    json_array_foreach(json_object_get(sweep, "input_lens"), i, l) longest = fmax(longest, json_number_value(l));
+    double tb = fp8 ? ttft_at(base, longest) : NAN, tf = fp8 ? ttft_at(fp8, longest) : NAN;
+    int hd = info ? (int)num(info, "head_dim") : 0;
+    if (hd == 256)
+        say(&a, "prefill", "head_dim is 256: FP8 attention needs two-level accumulation there, which costs prefill time; for "
+            "prefill-bound workloads (long prompts, short answers) keep bf16 unless TTFT allows it%s.",
+            isfinite(tb) && isfinite(tf) && tb > 0 ? " (see the TTFT change below)" : "");
+    if (isfinite(tb) && isfinite(tf) && tb > 0) {
+        double pct = 100 * (tf / tb - 1);
+        json_object_set_new(res, "ttft_change_pct_at_longest", json_real(pct));
+        if (pct > 10)
+            say(&a, "prefill", "Prefill is slower with '%s': fitted TTFT at %.0f tokens is %+.0f%% vs '%s'; weigh that against "
+                "the decode gain for prompt-heavy traffic.", cfg_name(fp8), longest, pct, cfg_name(base));
+    }
+
+    // sliding windows
+    bool skip_swa = false;
+    if (!info) {
+        say(&a, "model", "Model shape unknown (pass --model): head_dim and sliding-window advice skipped.");
+    } else {
+        int w = (int)num(info, "sliding_window"), ns = (int)num(info, "n_sliding_layers"), nl = (int)num(info, "n_layers");
+        if (w > 0 && ns > 0) {
+            skip_swa = w <= SMALL_WINDOW_TOKENS;
+            if (skip_swa)
+                say(&a, "sliding_window", "%d of %d layers use a %d-token sliding window: their KV never exceeds %d tokens, so "
+                    "FP8 saves little memory or bandwidth there while still costing accuracy. Keep them in bf16: "
+                    "--kv-cache-dtype-skip-layers sliding_window.", ns, nl, w, w);
+            else
+                say(&a, "sliding_window", "%d of %d layers use a %d-token sliding window: large enough for FP8 to pay there too; "
+                    "skipping them (--kv-cache-dtype-skip-layers sliding_window) is optional.", ns, nl, w);
+        }
+    }
+    json_object_set_new(res, "skip_sliding_window", json_boolean(skip_swa));
+
+    // accuracy: recovery = reference ppl / FP8 ppl (or a "recovery" key)
+    bool calibrate_first = false;
+    if (in->accuracy) {
+        double rcv = num(in->accuracy, "recovery"), ppl = num(in->accuracy, "ppl"), ref = num(in->accuracy, "ref_ppl");
+        double top1 = num(in->accuracy, "top1_agree"), kld = num(in->accuracy, "kld_mean");
+        if (!isfinite(rcv) && ppl > 0 && ref > 0) rcv = ref / ppl;
+        if (!isfinite(rcv)) {
+            say(&a, "accuracy", "The accuracy JSON has neither \"recovery\" nor \"ppl\" and \"ref_ppl\" (use octet eval ppl "
+                "--kv-cache-dtype fp8 --ref-kv-cache-dtype bf16 --json).");
+        } else {
+            json_object_set_new(res, "recovery", json_real(rcv));
+            calibrate_first = rcv < 0.95;
+            char extra[160] = "";
+            if (isfinite(kld) && isfinite(top1)) snprintf(extra, sizeof extra, "; KLD %.4g, top-1 agreement %.1f%%", kld, 100 * top1);
+            if (calibrate_first && in->calibration)
+                say(&a, "accuracy", "FP8 keeps only %.1f%% of the reference quality%s: serve with --kv-scales %s and re-check with "
+                    "octet eval ppl --kv-scales %s.", 100 * rcv, extra, in->calibration, in->calibration);
+            else if (calibrate_first)
+                say(&a, "accuracy", "FP8 keeps only %.1f%% of the reference quality (below 95%%)%s: calibrate first "
+                    "(octet calibrate --model %s --file YOUR_TEXT --output scales.json), then serve with --kv-scales scales.json.",
+                    100 * rcv, extra, model);
+            else
+                say(&a, "accuracy", "FP8 keeps %.1f%% of the reference quality%s: no calibration needed.", 100 * rcv, extra);
+        }
+    } else if (in->calibration) {
+        say(&a, "accuracy", "Serve with --kv-scales %s (your calibrated scales) and confirm recovery >= 95%% with "
+            "octet eval ppl --kv-scales %s.", in->calibration, in->calibration);
+    } else {
+        say(&a, "accuracy", "No accuracy result given: measure recovery with octet eval ppl --kv-cache-dtype fp8 (pass it as "
+            "--accuracy FILE); calibrate first if it is below 95%%.");
+    }
+    json_object_set_new(res, "calibrate_first", json_boolean(calibrate_first));
+
+    char cmd[1024];
+    const char *verdict = rec == 1 ? (stay_below > 0 ? "fp8_above_break_even" : "fp8") : "bf16";
+    if (rec == 1)
+        snprintf(cmd, sizeof cmd, "octet serve --model %s --kv-cache-dtype fp8%s%s%s", model,
+                 skip_swa ? " --kv-cache-dtype-skip-layers sliding_window" : "",
+                 in->calibration ? " --kv-scales " : calibrate_first ? " --kv-scales scales.json" : "",
+                 in->calibration ? in->calibration : "");
+    else
+        snprintf(cmd, sizeof cmd, "octet serve --model %s --kv-cache-dtype auto", model);
+    if (out) {
+        fprintf(out, "Recommendation: %s", cmd);
+        if (rec == 1 && stay_below > 0) fprintf(out, "   (for long-context traffic, above ~%.0f tokens)", stay_below);
+        fprintf(out, "\n");
+    }
+    json_object_set_new(res, "verdict", json_string(verdict));
+    json_object_set_new(res, "command", json_string(cmd));
+    json_object_set_new(res, "items", a.items);
+    *advice = res;
+    return OCT_OK;
+}
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: octet advise --sweep DIR/sweep.json [--model M] [--accuracy EVAL.json] [--calibration scales.json]\n"
+            "                    [--output advice.json]\n"
+            "  --sweep FILE        the JSON written by octet bench sweep (required)\n"
+            "  --model M           the model (head_dim, sliding windows); default: the sweep's\n"
+            "  --accuracy FILE     octet eval ppl JSON comparing FP8 with a reference (recovery)\n"
+            "  --calibration FILE  K/V scales from octet calibrate that you can serve with\n"
+            "  --output FILE       where to write the advice JSON (default: advice.json beside the sweep)\n");
+}
+
+static json_t *load_json(const char *flag, const char *path) {
+    json_error_t e;
+    json_t *j = json_load_file(path, 0, &e);
+    if (!j) err_set(OCT_EINVAL, "%s %s: %s (line %d)", flag, path, e.text, e.line);
+    return j;
+}
+
+int cmd_advise(int argc, char **argv) {
+    static const char *const flags[] = {"--sweep", "--model", "--accuracy", "--calibration", "--output", NULL};
+    const char *sweep_path = NULL, *model = NULL, *acc_path = NULL, *calib = NULL, *output = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
+        const char *f = argv[i], *v;
+        if (!cli_known(f, flags) || !(v = cli_value(argc, argv, &i))) goto bad;
+        if (!strcmp(f, "--sweep")) sweep_path = v;
+        else if (!strcmp(f, "--model")) model = v;
+        else if (!strcmp(f, "--accuracy")) acc_path = v;
+        else if (!strcmp(f, "--calibration")) calib = v;
+        else output = v;
+    }
+    if (!sweep_path) { err_set(OCT_EINVAL, "--sweep is required"); goto bad; }
+    json_t *sweep = load_json("--sweep", sweep_path), *acc = NULL, *info = NULL, *advice = NULL;
+    int rc = 1;
+    if (!sweep || (acc_path && !(acc = load_json("--accuracy", acc_path)))) goto done;
+    if (model && advise_model_info(model, true, &info) < 0) { err_wrap(OCT_EINVAL, "--model: "); goto done; }
+    struct advise_inputs in = {sweep, info, acc, calib};
+    if (advise_report(&in, stdout, &advice) < 0) goto done;
+    char def[4096];
+    if (!output) {
+        const char *slash = strrchr(sweep_path, '/');
+        snprintf(def, sizeof def, "%.*sadvice.json", slash ? (int)(slash - sweep_path + 1) : 0, sweep_path);
+        output = def;
+    }
+    if (json_dump_file(advice, output, JSON_INDENT(1)) != 0) { err_set(OCT_EIO, "--output: cannot write %s", output); goto done; }
+    fprintf(stderr, "octet: wrote %s\n", output);
+    rc = 0;
+done:
+    if (rc) fprintf(stderr, "octet advise: %s\n", err_msg());
+    json_decref(sweep); json_decref(acc); json_decref(info); json_decref(advice);
+    return rc;
+bad:
+    fprintf(stderr, "octet advise: %s\n", err_msg());
+    usage();
+    return 2;
+}

@@ -1,4 +1,274 @@
-// sweep.c — placeholder: this subcommand is being written (replaced by its owner).
+// sweep.c — `octet bench sweep`: SPEC.md §5's single-request study in one command (owns:
+// configurations, the length grid, per-config server lifetimes, fits, the tables, sweep.json
+// and the charts; --throughput runs the load scenario per configuration instead).
+// Every configuration gets a fresh server (prefix caches and warm-up do not leak between
+// them) and the same prompts; comparisons are always against the first configuration.
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "../base/check.h"
+#include "../model/tokenizer.h"
+#include "advise.h"
+#include "bench_load.h"
+#include "cli.h"
+#include "fit.h"
+#include "launch.h"
+#include "plot.h"
+#include "prompts.h"
+#include "sweep.h"
 #include "tools.h"
-int cmd_bench_sweep(int argc, char **argv) { fprintf(stderr, "octet: bench_sweep is not built yet\n"); return 2; }
+
+static void usage(void) {
+    fprintf(stderr,
+            "usage: octet bench sweep --model M [configurations] [flags]\n"
+            "configurations (each gets its own `octet serve --model M --port 0 FLAGS`):\n"
+            "  --kv-cache-dtype A,B,...  one configuration per dtype (e.g. auto,fp8)\n"
+            "  --config \"FLAGS\"          one configuration per occurrence (repeatable)\n"
+            "  --serve-args \"FLAGS\"      flags added to every server (e.g. \"--threads 2\")\n"
+            "  --base-url URL            measure a running server instead (one configuration)\n"
+            "single-request sweep (default):\n"
+            "  --input-lens A,B,...      prompt lengths (default: 256, 512, ... up to the max)\n"
+            "  --min-input-len N         grid start (default 256)\n"
+            "  --max-input-len N         grid end (default: max_model_len - output len, from /v1/models)\n"
+            "  --output-len N            tokens per request (default 128; 2000 with --throughput)\n"
+            "  --num-requests-per-len N  requests per length (default 1, after one warm-up)\n"
+            "load scenario (--throughput): concurrency 8, 150 requests, 20000 in / 2000 out ±15%%\n"
+            "  --num-prompts N  --input-len N  --max-concurrency N  --range-ratio R  --request-rate R\n"
+            "common:\n"
+            "  --output-dir DIR          sweep.json, itl.png, ttft.png, server logs (default sweep-out)\n"
+            "  --tokenizer PATH          tokenizer for prompts (default: --model)\n"
+            "  --logprobs N              request logprobs (a chunk per token from servers that skip empty ones)\n"
+            "  --seed N  --api-key KEY  --startup-timeout S (300)  --request-timeout S  --quiet\n");
+}
+
+static int split_flags(const char *s, struct sweep_config *c) {
+    char *dup = strdup(s), *save = NULL;
+    if (!dup) return err_set(OCT_ENOMEM, "out of memory");
+    for (char *t = strtok_r(dup, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
+        if (c->n_flags >= SWEEP_MAX_FLAGS) { free(dup); return err_set(OCT_EINVAL, "--config: more than %d words", SWEEP_MAX_FLAGS); }
+        c->flags[c->n_flags++] = strdup(t);
+    }
+    free(dup);
+    return OCT_OK;
+}
+
+static int add_config(struct sweep_args *a, const char *name, const char *flags) {
+    if (a->n_configs >= SWEEP_MAX_CONFIGS) return err_set(OCT_EINVAL, "at most %d configurations", SWEEP_MAX_CONFIGS);
+    struct sweep_config *c = &a->configs[a->n_configs++];
+    snprintf(c->name, sizeof c->name, "%s", name);
+    TRY(split_flags(flags, c));
+    TRY(split_flags(a->serve_args ? a->serve_args : "", c));
+    return OCT_OK;
+}
+
+static int parse_lens(const char *v, struct sweep_args *a) {
+    char *dup = strdup(v), *save = NULL;
+    a->n_lens = 0;
+    for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        long n;
+        if (a->n_lens >= SWEEP_MAX_LENS || cli_int("--input-lens", t, 1, 1 << 24, &n) < 0) {
+            free(dup);
+            return a->n_lens >= SWEEP_MAX_LENS ? err_set(OCT_EINVAL, "--input-lens: more than %d", SWEEP_MAX_LENS) : OCT_EINVAL;
+        }
+        a->lens[a->n_lens++] = (int)n;
+    }
+    free(dup);
+    return a->n_lens ? OCT_OK : err_set(OCT_EINVAL, "--input-lens: empty list");
+}
+
+static int parse(struct sweep_args *a, int argc, char **argv) {
+    static const char *const flags[] = {"--model", "--kv-cache-dtype", "--config", "--serve-args", "--base-url",
+        "--input-lens", "--min-input-len", "--max-input-len", "--output-len", "--num-requests-per-len",
+        "--throughput", "--num-prompts", "--input-len", "--max-concurrency", "--range-ratio", "--request-rate",
+        "--output-dir", "--tokenizer", "--seed", "--api-key", "--startup-timeout", "--request-timeout", "--quiet",
+        "--logprobs", NULL};
+    const char *dtypes = NULL, *configs[SWEEP_MAX_CONFIGS];
+    int n_cfg = 0;
+    long n;
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i], *v;
+        if (!cli_known(f, flags)) return OCT_EINVAL;
+        if (!strcmp(f, "--throughput")) { a->throughput = true; continue; }
+        if (!strcmp(f, "--quiet")) { a->quiet = true; continue; }
+        if (!(v = cli_value(argc, argv, &i))) return OCT_EINVAL;
+        if (!strcmp(f, "--model")) a->model = v;
+        else if (!strcmp(f, "--kv-cache-dtype")) dtypes = v;
+        else if (!strcmp(f, "--config")) {
+            if (n_cfg >= SWEEP_MAX_CONFIGS) return err_set(OCT_EINVAL, "--config: at most %d", SWEEP_MAX_CONFIGS);
+            configs[n_cfg++] = v;
+        } else if (!strcmp(f, "--serve-args")) a->serve_args = v;
+        else if (!strcmp(f, "--base-url")) a->base_url = v;
+        else if (!strcmp(f, "--input-lens")) TRY(parse_lens(v, a));
+        else if (!strcmp(f, "--output-dir")) a->output_dir = v;
+        else if (!strcmp(f, "--tokenizer")) a->tokenizer = v;
+        else if (!strcmp(f, "--api-key")) a->api_key = v;
+        else if (!strcmp(f, "--min-input-len")) { TRY(cli_int(f, v, 1, 1 << 24, &n)); a->min_len = (int)n; }
+        else if (!strcmp(f, "--max-input-len")) { TRY(cli_int(f, v, 1, 1 << 24, &n)); a->max_len = (int)n; }
+        else if (!strcmp(f, "--output-len")) { TRY(cli_int(f, v, 1, 1 << 24, &n)); a->output_len = (int)n; }
+        else if (!strcmp(f, "--num-requests-per-len")) { TRY(cli_int(f, v, 1, 10000, &n)); a->per_len = (int)n; }
+        else if (!strcmp(f, "--logprobs")) { TRY(cli_int(f, v, 0, 20, &n)); a->logprobs = (int)n; }
+        else if (!strcmp(f, "--num-prompts")) { TRY(cli_int(f, v, 1, 1 << 24, &n)); a->num_prompts = (int)n; }
+        else if (!strcmp(f, "--input-len")) { TRY(cli_int(f, v, 1, 1 << 24, &n)); a->input_len = (int)n; }
+        else if (!strcmp(f, "--max-concurrency")) { TRY(cli_int(f, v, 1, 1 << 20, &n)); a->max_conc = (int)n; }
+        else if (!strcmp(f, "--seed")) { TRY(cli_int(f, v, 0, 1L << 62, &n)); a->seed = (unsigned long long)n; }
+        else if (!strcmp(f, "--range-ratio")) {
+            TRY(cli_float(f, v, &a->range_ratio));
+            if (a->range_ratio < 0 || a->range_ratio >= 1) return err_set(OCT_EINVAL, "%s: '%s' must be in [0, 1)", f, v);
+        } else if (!strcmp(f, "--request-rate")) {
+            if (!strcmp(v, "inf")) a->rate = INFINITY;
+            else if (cli_float(f, v, &a->rate) < 0 || !(a->rate > 0)) return err_set(OCT_EINVAL, "%s: '%s' must be > 0 or inf", f, v);
+        } else if (!strcmp(f, "--startup-timeout") || !strcmp(f, "--request-timeout")) {
+            double d;
+            TRY(cli_float(f, v, &d));
+            if (d < 0) return err_set(OCT_EINVAL, "%s: '%s' must be >= 0", f, v);
+            *(f[2] == 's' ? &a->startup_timeout_s : &a->request_timeout_s) = d;
+        }
+    }
+    if (a->base_url) {
+        if (dtypes || n_cfg || a->serve_args)
+            return err_set(OCT_EINVAL, "--base-url measures one running server: drop --kv-cache-dtype/--config/--serve-args");
+        a->n_configs = 1;
+        snprintf(a->configs[0].name, sizeof a->configs[0].name, "external");
+    } else {
+        if (!a->model) return err_set(OCT_EINVAL, "--model is required (or --base-url for a running server)");
+        if (dtypes) {
+            char *dup = strdup(dtypes), *save = NULL;
+            for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                char fl[200];
+                snprintf(fl, sizeof fl, "--kv-cache-dtype %s", t);
+                if (add_config(a, t, fl) < 0) { free(dup); return OCT_EINVAL; }
+            }
+            free(dup);
+        }
+        for (int i = 0; i < n_cfg; i++) TRY(add_config(a, configs[i], configs[i]));
+        if (a->n_configs == 0) TRY(add_config(a, "default", ""));
+    }
+    if (a->throughput) {
+        if (!a->output_len) a->output_len = 2000;
+    } else if (!a->output_len) {
+        a->output_len = 128;
+    }
+    return OCT_OK;
+}
+
+static void free_args(struct sweep_args *a) {
+    for (int c = 0; c < a->n_configs; c++)
+        for (int i = 0; i < a->configs[c].n_flags; i++) free(a->configs[c].flags[i]);
+}
+
+// Starts configuration c's server (or points at --base-url); fills url and the served name.
+static int open_target(struct sweep_args *a, int c, struct launched_server *srv, char *url, size_t cap) {
+    if (a->base_url) {
+        snprintf(url, cap, "%s", a->base_url);
+        size_t n = strlen(url);
+        while (n > 0 && url[n - 1] == '/') url[--n] = 0;
+        return OCT_OK;
+    }
+    char log[1024];
+    snprintf(log, sizeof log, "%s/server_%d.log", a->output_dir, c);
+    if (!a->quiet) fprintf(stderr, "octet: [%s] starting octet serve --model %s %s\n", a->configs[c].name, a->model,
+                           sweep_flags_str(&a->configs[c]));
+    TRY(launch_server(srv, a->model, a->configs[c].flags, a->configs[c].n_flags, log, a->startup_timeout_s));
+    snprintf(url, cap, "%s", srv->base_url);
+    return OCT_OK;
+}
+
+const char *sweep_flags_str(const struct sweep_config *c) {
+    static _Thread_local char buf[1024];
+    buf[0] = 0;
+    for (int i = 0; i < c->n_flags; i++) {
+        size_t n = strlen(buf);
+        snprintf(buf + n, sizeof buf - n, "%s%s", i ? " " : "", c->flags[i]);
+    }
+    return buf;
+}
+
+static struct bench_load_options load_options(const struct sweep_args *a, const char *url, const char *model) {
+    struct bench_load_options o = {.url = url, .model = model, .api_key = a->api_key, .max_concurrency = 1,
+        .request_rate = INFINITY, .seed = a->seed, .ignore_eos = true, .logprobs = a->logprobs, .timeout_s = a->request_timeout_s};
+    return o;
+}
+
+// Runs one configuration: warm-up, then reqs (sweep: one at a time; throughput: the load).
+static int run_config(struct sweep_args *a, int c, struct sweep_data *d, struct sweep_result *r) {
+    struct launched_server srv = {0};
+    char url[512], full[600], model[512] = "";
+    int rc = open_target(a, c, &srv, url, sizeof url);
+    if (rc == OCT_OK) rc = bench_discover(url, a->api_key, model, sizeof model, &r->max_model_len);
+    if (rc < 0) {
+        snprintf(r->error, sizeof r->error, "%s", err_msg());
+        launch_stop(&srv);
+        return rc;
+    }
+    snprintf(r->served_model, sizeof r->served_model, "%s", model);
+    TRY(sweep_prepare(a, d, r->max_model_len, model));  // first call builds prompts; later ones reuse
+    snprintf(full, sizeof full, "%s/v1/completions", url);
+    struct bench_load_options o = load_options(a, full, model);
+    double dur;
+    struct bench_outcome warm;
+    if (bench_load_run(&o, &d->warmup, 1, &warm, &dur) == OCT_OK && !warm.ok && !a->quiet)
+        fprintf(stderr, "octet: [%s] warm-up failed: %s\n", a->configs[c].name, warm.error);
+    bench_outcomes_free(&warm, 1);
+    char label[160];
+    snprintf(label, sizeof label, "%s %s", a->throughput ? "load" : "sweep", a->configs[c].name);
+    o.progress_label = a->quiet ? NULL : label;
+    if (a->throughput) { o.max_concurrency = a->max_conc; o.request_rate = a->rate; }
+    r->out = calloc((size_t)d->n_reqs, sizeof *r->out);
+    r->n_out = d->n_reqs;
+    if (!r->out) rc = err_set(OCT_ENOMEM, "out of memory");
+    else rc = bench_load_run(&o, d->reqs, d->n_reqs, r->out, &r->duration_s);
+    launch_stop(&srv);
+    if (rc < 0) { snprintf(r->error, sizeof r->error, "%s", err_msg()); return rc; }
+    bench_metrics_compute(r->out, d->n_reqs, r->duration_s, &r->m);
+    r->ran = true;
+    if (!a->throughput) sweep_fit(r);
+    return OCT_OK;
+}
+
+int cmd_bench_sweep(int argc, char **argv) {
+    static struct sweep_args a;
+    memset(&a, 0, sizeof a);
+    a.min_len = 256; a.per_len = 1; a.num_prompts = 150; a.input_len = 20000; a.max_conc = 8;
+    a.range_ratio = 0.15; a.rate = INFINITY; a.output_dir = "sweep-out"; a.startup_timeout_s = 300;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
+    if (parse(&a, argc, argv) < 0) {
+        fprintf(stderr, "octet bench sweep: %s\n", err_msg());
+        usage();
+        free_args(&a);
+        return 2;
+    }
+    mkdir(a.output_dir, 0755);
+    struct stat sb;
+    if (stat(a.output_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "octet bench sweep: --output-dir: cannot create %s\n", a.output_dir);
+        free_args(&a);
+        return 1;
+    }
+    struct sweep_data d = {0};
+    struct sweep_result *res = calloc((size_t)a.n_configs, sizeof *res);
+    int n_ok = 0;
+    for (int c = 0; res && c < a.n_configs; c++) {
+        if (run_config(&a, c, &d, &res[c]) < 0) {
+            if (!res[c].error[0]) snprintf(res[c].error, sizeof res[c].error, "%s", err_msg());
+            fprintf(stderr, "octet: [%s] failed: %s\n", a.configs[c].name, res[c].error);
+            if (!d.ready) break;  // no prompts: later configurations cannot run either
+        } else {
+            n_ok++;
+        }
+    }
+    int rc = n_ok == a.n_configs ? 0 : 1;
+    if (res && n_ok > 0 && sweep_report(&a, &d, res) < 0) {
+        fprintf(stderr, "octet bench sweep: %s\n", err_msg());
+        rc = 1;
+    }
+    for (int c = 0; res && c < a.n_configs; c++) sweep_result_free(&res[c]);
+    free(res);
+    sweep_data_free(&d);
+    free_args(&a);
+    return rc;
+}

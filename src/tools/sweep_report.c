@@ -1,0 +1,377 @@
+// sweep_report.c — the sweep's prompts, fits and outputs (owns: the length grid, points →
+// fits, the printed tables, sweep.json / throughput.json and the two charts).
+// JSON numbers are raw (ms, tokens); tables round for reading. Failed requests are listed
+// with their errors in the JSON and counted in the tables, never silently dropped.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../base/check.h"
+#include "../model/tokenizer.h"
+#include "advise.h"
+#include "plot.h"
+#include "prompts.h"
+#include "sweep.h"
+
+static int build_grid(struct sweep_args *a, int max_model_len) {
+    if (a->n_lens == 0) {
+        int hi = a->max_len ? a->max_len : (max_model_len > 0 ? max_model_len - a->output_len : 0);
+        if (hi <= 0) return err_set(OCT_EINVAL, "the server reports no max_model_len: give --max-input-len or --input-lens");
+        if (hi < a->min_len) return err_set(OCT_EINVAL, "--max-input-len %d is below --min-input-len %d", hi, a->min_len);
+        for (long l = a->min_len; l <= hi && a->n_lens < SWEEP_MAX_LENS; l *= 2) a->lens[a->n_lens++] = (int)l;
+        if (a->lens[a->n_lens - 1] < hi && a->n_lens < SWEEP_MAX_LENS) a->lens[a->n_lens++] = hi;
+    }
+    int k = 0;
+    for (int i = 0; i < a->n_lens; i++) {
+        if (max_model_len > 0 && a->lens[i] + a->output_len > max_model_len) {
+            fprintf(stderr, "octet: warning: skipping input length %d: with %d output tokens it exceeds max_model_len %d\n",
+                    a->lens[i], a->output_len, max_model_len);
+            continue;
+        }
+        a->lens[k++] = a->lens[i];
+    }
+    a->n_lens = k;
+    return k ? OCT_OK : err_set(OCT_EINVAL, "no input length fits the server's max_model_len %d", max_model_len);
+}
+
+int sweep_prepare(struct sweep_args *a, struct sweep_data *d, int max_model_len, const char *served_model) {
+    if (d->ready) return OCT_OK;
+    if (!a->throughput) TRY(build_grid(a, max_model_len));
+    struct tokenizer *tok = NULL;
+    TRY(bench_pick_tokenizer(a->tokenizer, a->model ? a->model : served_model, &tok));
+    struct prompt_gen g;
+    int rc = prompt_gen_init(&g, tok, a->seed);
+    if (rc < 0) { tokenizer_free(tok); return rc; }
+    int warm_len = a->throughput ? (a->input_len < 256 ? a->input_len : 256) : a->lens[0];
+    d->warmup.output_len = a->output_len < 16 ? a->output_len : 16;
+    rc = prompt_gen_make(&g, warm_len, &d->warmup.prompt, &d->warmup.prompt_len);
+    d->n_reqs = a->throughput ? a->num_prompts : a->n_lens * a->per_len;
+    d->reqs = calloc((size_t)d->n_reqs, sizeof *d->reqs);
+    if (rc == OCT_OK && !d->reqs) rc = err_set(OCT_ENOMEM, "out of memory");
+    if (rc == OCT_OK && a->throughput) {
+        if (!a->quiet) fprintf(stderr, "octet: making %d prompts of %d±%.0f%% tokens\n", d->n_reqs, a->input_len, 100 * a->range_ratio);
+        struct bench_random_spec sp = {d->n_reqs, a->input_len, a->output_len, a->range_ratio, a->seed};
+        rc = bench_random_requests(&g, &sp, d->reqs);
+    } else {
+        for (int i = 0; rc == OCT_OK && i < d->n_reqs; i++) {
+            d->reqs[i].output_len = a->output_len;
+            rc = prompt_gen_make(&g, a->lens[i / a->per_len], &d->reqs[i].prompt, &d->reqs[i].prompt_len);
+        }
+    }
+    prompt_gen_free(&g);
+    tokenizer_free(tok);
+    if (rc < 0) { sweep_data_free(d); return err_wrap(rc, "prompts: "); }
+    d->ready = true;
+    return OCT_OK;
+}
+
+// Decode time per generated token after the first: (last event - first output) / (tokens - 1).
+// Equal to the mean gap between chunks when every token is its own chunk, and still right
+// when a server holds back text-less tokens or incomplete UTF-8 (fewer chunks than tokens).
+double sweep_mean_itl_ms(const struct bench_outcome *o) {
+    if (!o->ok || o->output_len < 2 || o->latency_s <= o->ttft_s) return NAN;
+    return (o->latency_s - o->ttft_s) / (o->output_len - 1) * 1000;
+}
+
+void sweep_fit(struct sweep_result *r) {
+    int n = r->n_out;
+    r->x_ttft = calloc((size_t)n + 1, sizeof(double)); r->ttft_ms = calloc((size_t)n + 1, sizeof(double));
+    r->x_itl = calloc((size_t)n + 1, sizeof(double)); r->itl_ms = calloc((size_t)n + 1, sizeof(double));
+    if (!r->x_ttft || !r->ttft_ms || !r->x_itl || !r->itl_ms) return;
+    for (int i = 0; i < n; i++) {
+        const struct bench_outcome *o = &r->out[i];
+        if (!o->ok) continue;
+        r->x_ttft[r->n_ttft] = o->input_len;
+        r->ttft_ms[r->n_ttft++] = o->ttft_s * 1000;
+        double itl = sweep_mean_itl_ms(o);
+        if (!isnan(itl)) {
+            r->x_itl[r->n_itl] = o->input_len;
+            r->itl_ms[r->n_itl++] = itl;
+        }
+    }
+    r->itl_ok = fit_line(r->x_itl, r->itl_ms, r->n_itl, &r->itl) == OCT_OK;
+    r->ttft_ok = fit_quad(r->x_ttft, r->ttft_ms, r->n_ttft, &r->ttft) == OCT_OK;
+}
+
+void sweep_result_free(struct sweep_result *r) {
+    bench_outcomes_free(r->out, r->n_out);
+    free(r->out); free(r->x_ttft); free(r->ttft_ms); free(r->x_itl); free(r->itl_ms);
+}
+
+void sweep_data_free(struct sweep_data *d) {
+    free(d->warmup.prompt);
+    d->warmup.prompt = NULL;
+    bench_requests_free(d->reqs, d->n_reqs);
+    free(d->reqs);
+    d->reqs = NULL;
+    d->n_reqs = 0;
+}
+
+// Mean of the successful requests' values at each grid length (for the points table).
+static double mean_at(const struct sweep_result *r, int want_len, bool itl, const struct sweep_data *d) {
+    double s = 0;
+    int k = 0;
+    for (int i = 0; i < r->n_out; i++) {
+        const struct bench_outcome *o = &r->out[i];
+        if (!o->ok || d->reqs[i].prompt_len != want_len) continue;
+        if (itl) {
+            double v = sweep_mean_itl_ms(o);
+            if (isnan(v)) continue;
+            s += v;
+        } else {
+            s += o->ttft_s * 1000;
+        }
+        k++;
+    }
+    return k ? s / k : NAN;
+}
+
+static json_t *fits_json(const struct sweep_result *r, const struct sweep_result *base, bool is_base) {
+    json_t *o = json_object();
+    if (r->itl_ok) {
+        json_t *f = json_object();
+        json_object_set_new(f, "slope_ms_per_token", json_real(r->itl.slope));
+        json_object_set_new(f, "intercept_ms", json_real(r->itl.intercept));
+        json_object_set_new(f, "r2", json_real(r->itl.r2));
+        json_object_set_new(f, "n", json_integer(r->itl.n));
+        json_object_set_new(o, "itl_fit", f);
+    } else {
+        json_object_set_new(o, "itl_fit", json_null());
+    }
+    if (r->ttft_ok) {
+        json_t *f = json_object();
+        json_object_set_new(f, "a", json_real(r->ttft.a));
+        json_object_set_new(f, "b", json_real(r->ttft.b));
+        json_object_set_new(f, "c", json_real(r->ttft.c));
+        json_object_set_new(f, "r2", json_real(r->ttft.r2));
+        json_object_set_new(f, "n", json_integer(r->ttft.n));
+        json_object_set_new(o, "ttft_fit", f);
+    } else {
+        json_object_set_new(o, "ttft_fit", json_null());
+    }
+    if (!is_base && base && base->itl_ok && r->itl_ok) {
+        json_t *v = json_object();
+        struct fit_break b = fit_break_even(&base->itl, &r->itl);
+        char s[32];
+        json_object_set_new(v, "slope_ratio_pct", base->itl.slope != 0 ? json_real(100 * r->itl.slope / base->itl.slope) : json_null());
+        json_object_set_new(v, "intercept_delta_ms", json_real(r->itl.intercept - base->itl.intercept));
+        json_object_set_new(v, "break_even", json_string(fit_break_str(b, s, sizeof s)));
+        json_object_set_new(v, "break_even_tokens", b.kind == FIT_BREAK_AT ? json_real(b.x) : json_null());
+        json_object_set_new(o, "vs_first", v);
+    }
+    return o;
+}
+
+static void print_fit_table(const struct sweep_args *a, const struct sweep_result *res) {
+    printf("\n%-24s %13s %11s %7s %11s %11s %10s %7s %9s %11s\n", "configuration", "ITL slope", "intercept", "R2",
+           "TTFT a", "b", "c", "R2", "slope %", "break-even");
+    printf("%-24s %13s %11s %7s %11s %11s %10s %7s %9s %11s\n", "", "ms/token", "ms", "", "ms/tok^2", "ms/tok", "ms", "",
+           "vs first", "tokens");
+    for (int c = 0; c < a->n_configs; c++) {
+        const struct sweep_result *r = &res[c];
+        printf("%-24.24s ", a->configs[c].name);
+        if (!r->ran) { printf("failed: %s\n", r->error); continue; }
+        if (r->itl_ok) printf("%13.4e %11.4f %7.4f ", r->itl.slope, r->itl.intercept, r->itl.r2);
+        else printf("%13s %11s %7s ", "n/a", "n/a", "");
+        if (r->ttft_ok) printf("%11.3e %11.3e %10.3f %7.4f ", r->ttft.a, r->ttft.b, r->ttft.c, r->ttft.r2);
+        else printf("%11s %11s %10s %7s ", "n/a", "n/a", "n/a", "");
+        if (c == 0) printf("%9s %11s\n", "100.0%", "-");
+        else if (res[0].itl_ok && r->itl_ok && res[0].itl.slope != 0) {
+            char s[32];
+            printf("%8.1f%% %11s\n", 100 * r->itl.slope / res[0].itl.slope, fit_break_str(fit_break_even(&res[0].itl, &r->itl), s, sizeof s));
+        } else {
+            printf("%9s %11s\n", "n/a", "n/a");
+        }
+    }
+}
+
+static void print_points_table(const struct sweep_args *a, const struct sweep_data *d, const struct sweep_result *res) {
+    printf("\n%-10s", "input len");
+    for (int c = 0; c < a->n_configs; c++) printf(" %13.13s", a->configs[c].name);
+    printf("   |");
+    for (int c = 0; c < a->n_configs; c++) printf(" %13.13s", a->configs[c].name);
+    printf("\n%-10s", "");
+    for (int c = 0; c < a->n_configs; c++) printf(" %13s", "ITL ms");
+    printf("   |");
+    for (int c = 0; c < a->n_configs; c++) printf(" %13s", "TTFT ms");
+    printf("\n");
+    for (int l = 0; l < a->n_lens; l++) {
+        int len = d->reqs[l * a->per_len].prompt_len;
+        printf("%-10d", len);
+        for (int c = 0; c < a->n_configs; c++) printf(" %13.4f", res[c].ran ? mean_at(&res[c], len, true, d) : NAN);
+        printf("   |");
+        for (int c = 0; c < a->n_configs; c++) printf(" %13.2f", res[c].ran ? mean_at(&res[c], len, false, d) : NAN);
+        printf("\n");
+    }
+}
+
+static void plots(const struct sweep_args *a, const struct sweep_result *res, json_t *j) {
+    struct plot_series s[SWEEP_MAX_CONFIGS];
+    char path[1024], title[1024];
+    int n = 0;
+    for (int c = 0; c < a->n_configs; c++) {
+        if (!res[c].ran) continue;
+        s[n] = (struct plot_series){a->configs[c].name, res[c].x_itl, res[c].itl_ms, res[c].n_itl, res[c].itl_ok ? 1 : 0,
+                                    {res[c].itl.intercept, res[c].itl.slope, 0}};
+        n++;
+    }
+    snprintf(title, sizeof title, "Mean ITL vs input length (%s, concurrency 1, %d output tokens)",
+             a->model ? a->model : res[0].served_model, a->output_len);
+    snprintf(path, sizeof path, "%s/itl.png", a->output_dir);
+    json_t *p = json_object();
+    if (plot_png(path, title, "input length (tokens)", "mean inter-token latency (ms)", s, n) == OCT_OK)
+        json_object_set_new(p, "itl", json_string("itl.png"));
+    else
+        fprintf(stderr, "octet: warning: %s\n", err_msg());
+    n = 0;
+    for (int c = 0; c < a->n_configs; c++) {
+        if (!res[c].ran) continue;
+        s[n] = (struct plot_series){a->configs[c].name, res[c].x_ttft, res[c].ttft_ms, res[c].n_ttft, res[c].ttft_ok ? 2 : 0,
+                                    {res[c].ttft.c, res[c].ttft.b, res[c].ttft.a}};
+        n++;
+    }
+    snprintf(title, sizeof title, "TTFT vs input length (%s, concurrency 1)", a->model ? a->model : res[0].served_model);
+    snprintf(path, sizeof path, "%s/ttft.png", a->output_dir);
+    if (plot_png(path, title, "input length (tokens)", "time to first token (ms)", s, n) == OCT_OK)
+        json_object_set_new(p, "ttft", json_string("ttft.png"));
+    else
+        fprintf(stderr, "octet: warning: %s\n", err_msg());
+    json_object_set_new(j, "plots", p);
+}
+
+static json_t *config_json(const struct sweep_args *a, int c, const struct sweep_result *r) {
+    json_t *o = json_object();
+    json_object_set_new(o, "name", json_string(a->configs[c].name));
+    json_t *fl = json_array();
+    for (int i = 0; i < a->configs[c].n_flags; i++) json_array_append_new(fl, json_string(a->configs[c].flags[i]));
+    json_object_set_new(o, "flags", fl);
+    json_object_set_new(o, "ok", json_boolean(r->ran));
+    if (!r->ran) json_object_set_new(o, "error", json_string(r->error));
+    json_object_set_new(o, "completed", json_integer(r->m.completed));
+    json_object_set_new(o, "failed", json_integer(r->m.failed));
+    json_t *errs = json_array();
+    for (int i = 0; i < r->n_out; i++)
+        if (!r->out[i].ok) json_array_append_new(errs, json_string(r->out[i].error[0] ? r->out[i].error : "(unknown)"));
+    json_object_set_new(o, "errors", errs);
+    return o;
+}
+
+static json_t *header_json(const struct sweep_args *a, const struct sweep_result *res) {
+    json_t *j = json_object();
+    char date[40];
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S%z", localtime(&now));
+    json_object_set_new(j, "date", json_string(date));
+    json_object_set_new(j, "model", json_string(a->model ? a->model : res[0].served_model));
+    json_object_set_new(j, "served_model", json_string(res[0].served_model));
+    json_object_set_new(j, "max_model_len", json_integer(res[0].max_model_len));
+    json_object_set_new(j, "mode", json_string(a->throughput ? "throughput" : "single_request"));
+    json_object_set_new(j, "output_len", json_integer(a->output_len));
+    json_object_set_new(j, "seed", json_integer((json_int_t)a->seed));
+    json_t *info = NULL;
+    if (a->model && advise_model_info(a->model, false, &info) == OCT_OK) json_object_set_new(j, "model_info", info);
+    return j;
+}
+
+static int report_sweep(const struct sweep_args *a, const struct sweep_data *d, struct sweep_result *res) {
+    print_points_table(a, d, res);
+    print_fit_table(a, res);
+    json_t *j = header_json(a, res);
+    json_object_set_new(j, "num_requests_per_len", json_integer(a->per_len));
+    json_t *lens = json_array();
+    for (int l = 0; l < a->n_lens; l++) json_array_append_new(lens, json_integer(a->lens[l]));
+    json_object_set_new(j, "input_lens", lens);
+    json_t *cfgs = json_array();
+    for (int c = 0; c < a->n_configs; c++) {
+        const struct sweep_result *r = &res[c];
+        json_t *o = config_json(a, c, r);
+        json_t *pts = json_array();
+        for (int i = 0; i < r->n_out; i++) {
+            const struct bench_outcome *q = &r->out[i];
+            if (!q->ok) continue;
+            json_t *p = json_object();
+            double itl = sweep_mean_itl_ms(q);
+            json_object_set_new(p, "input_len", json_integer(q->input_len));
+            json_object_set_new(p, "output_len", json_integer(q->output_len));
+            json_object_set_new(p, "ttft_ms", json_real(q->ttft_s * 1000));
+            json_object_set_new(p, "itl_ms", isnan(itl) ? json_null() : json_real(itl));
+            json_object_set_new(p, "n_chunks", json_integer(q->n_itl + 1));
+            json_object_set_new(p, "e2el_ms", json_real(q->latency_s * 1000));
+            json_array_append_new(pts, p);
+        }
+        json_object_set_new(o, "points", pts);
+        json_t *fits = fits_json(r, &res[0], c == 0);
+        json_object_update(o, fits);
+        json_decref(fits);
+        json_array_append_new(cfgs, o);
+    }
+    json_object_set_new(j, "configs", cfgs);
+    plots(a, res, j);
+    struct advise_inputs in = {.sweep = j};
+    json_t *advice = NULL;
+    printf("\n");
+    if (advise_report(&in, stdout, &advice) == OCT_OK) json_object_set_new(j, "advice", advice);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/sweep.json", a->output_dir);
+    int rc = json_dump_file(j, path, JSON_INDENT(1)) == 0 ? OCT_OK : err_set(OCT_EIO, "cannot write %s", path);
+    json_decref(j);
+    if (rc == OCT_OK) fprintf(stderr, "octet: wrote %s/{sweep.json,itl.png,ttft.png}\n", a->output_dir);
+    return rc;
+}
+
+static void rel_cell(double v, double base, const char *fmt, bool first) {
+    char s[64], t[48];
+    snprintf(t, sizeof t, fmt, v);
+    if (first || !(base != 0) || isnan(v)) snprintf(s, sizeof s, "%s", t);
+    else snprintf(s, sizeof s, "%s (%+.1f%%)", t, 100 * (v - base) / base);
+    printf(" %22s", s);
+}
+
+static int report_throughput(const struct sweep_args *a, struct sweep_result *res) {
+    printf("\nload: %d requests, concurrency %d, ~%d input / ~%d output tokens ±%.0f%%\n", a->num_prompts, a->max_conc,
+           a->input_len, a->output_len, 100 * a->range_ratio);
+    printf("%-24s %22s %22s %22s %22s %7s\n", "configuration", "median TTFT (ms)", "median ITL (ms)", "duration (s)",
+           "output tok/s", "failed");
+    const struct bench_metrics *b = &res[0].m;
+    json_t *j = header_json(a, res), *cfgs = json_array();
+    for (int c = 0; c < a->n_configs; c++) {
+        const struct bench_metrics *m = &res[c].m;
+        printf("%-24.24s", a->configs[c].name);
+        if (!res[c].ran) { printf(" failed: %s\n", res[c].error); }
+        else {
+            rel_cell(m->ttft_ms.median, b->ttft_ms.median, "%.2f", c == 0);
+            rel_cell(m->itl_ms.median, b->itl_ms.median, "%.3f", c == 0);
+            rel_cell(m->duration_s, b->duration_s, "%.2f", c == 0);
+            rel_cell(m->output_throughput, b->output_throughput, "%.2f", c == 0);
+            printf(" %7d\n", m->failed);
+        }
+        json_t *o = config_json(a, c, &res[c]);
+        if (res[c].ran) {
+            struct bench_load_options lo = {.model = res[c].served_model, .max_concurrency = a->max_conc, .request_rate = a->rate};
+            json_t *r = bench_result_json(&lo, m, res[c].out, res[c].n_out);
+            json_object_del(r, "itls");            // per-token arrays: too large to keep per config
+            json_object_del(r, "generated_texts");
+            json_object_set_new(o, "result", r);
+            if (c > 0 && b->output_throughput > 0)
+                json_object_set_new(o, "output_throughput_change_pct", json_real(100 * (m->output_throughput / b->output_throughput - 1)));
+        }
+        json_array_append_new(cfgs, o);
+    }
+    json_object_set_new(j, "num_prompts", json_integer(a->num_prompts));
+    json_object_set_new(j, "input_len", json_integer(a->input_len));
+    json_object_set_new(j, "range_ratio", json_real(a->range_ratio));
+    json_object_set_new(j, "max_concurrency", json_integer(a->max_conc));
+    json_object_set_new(j, "configs", cfgs);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/throughput.json", a->output_dir);
+    int rc = json_dump_file(j, path, JSON_INDENT(1)) == 0 ? OCT_OK : err_set(OCT_EIO, "cannot write %s", path);
+    json_decref(j);
+    if (rc == OCT_OK) fprintf(stderr, "octet: wrote %s\n", path);
+    return rc;
+}
+
+int sweep_report(const struct sweep_args *a, const struct sweep_data *d, struct sweep_result *res) {
+    return a->throughput ? report_throughput(a, res) : report_sweep(a, d, res);
+}

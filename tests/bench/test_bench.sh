@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# End-to-end checks of the measuring tools against octet's own server, loopback only:
+# `bench serve` (vLLM's result block and JSON keys/values, a failing request counted, bad
+# flags), `bench sweep` on dummy:tiny (auto vs fp8: JSON schema, fits, valid PNGs, the
+# --throughput table) and `advise` on the sweep's JSON. Servers are killed on exit.
+set -u
+BUILD=${BUILD:-build}
+OCTET="$BUILD/octet"
+MODEL=../shared/models/stories260K.gguf
+pass=0; fail=0
+ok() { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+tmp=$(mktemp -d)
+srv_pid=
+cleanup() { [ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null && wait "$srv_pid" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+# start_server MODEL: runs `octet serve --port 0` in the background, sets $url
+start_server() {
+  "$OCTET" serve --model "$1" --port 0 --threads 2 >"$tmp/srv.out" 2>"$tmp/srv.err" &
+  srv_pid=$!
+  url=
+  for _ in $(seq 1 100); do
+    url=$(sed -n 's/^octet: serving .* on \(http:[^ ]*\)$/\1/p' "$tmp/srv.out")
+    [ -n "$url" ] && return 0
+    kill -0 "$srv_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "server did not start: $(cat "$tmp/srv.err")" >&2
+  return 1
+}
+
+# py_check FILE EXPR...: python assertions over d = json.load(FILE)
+py_check() { local f=$1; shift; python3 - "$f" "$@" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for e in sys.argv[2:]:
+    assert eval(e), e
+PY
+}
+
+# ---- bench serve against stories260K
+if start_server "$MODEL"; then ok; else bad "serve $MODEL"; fi
+out=$("$OCTET" bench serve --base-url "$url" --num-prompts 16 --max-concurrency 4 --random-input-len 64 \
+      --random-output-len 16 --ignore-eos --seed 1 --save-result "$tmp/serve.json" 2>"$tmp/bs.err")
+rc=$?
+if [ $rc -eq 0 ]; then ok; else bad "bench serve exit $rc: $(tail -3 "$tmp/bs.err")"; fi
+for line in "============ Serving Benchmark Result ============" "Successful requests:                     16" \
+            "Benchmark duration (s):" "Total input tokens:                      1024" "Total generated tokens:                  256" \
+            "Request throughput (req/s):" "Output token throughput (tok/s):" "---------------Time to First Token----------------" \
+            "Mean TTFT (ms):" "Median TTFT (ms):" "P99 TTFT (ms):" "Mean TPOT (ms):" "P99 ITL (ms):" "Median E2EL (ms):"; do
+  if grep -qF -- "$line" <<<"$out"; then ok; else bad "result block lacks '$line'"; fi
+done
+keys='date backend model_id num_prompts request_rate max_concurrency duration completed failed total_input_tokens
+ total_output_tokens request_throughput output_throughput total_token_throughput input_lens output_lens ttfts itls errors'
+for m in ttft tpot itl e2el; do for s in mean median std p99; do keys="$keys ${s}_${m}_ms"; done; done
+missing=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(" ".join(k for k in sys.argv[2].split() if k not in d))' "$tmp/serve.json" "$keys" 2>&1)
+if [ -z "$missing" ]; then ok; else bad "serve JSON lacks: $missing"; fi
+if py_check "$tmp/serve.json" 'd["completed"] == d["num_prompts"] == 16' 'd["failed"] == 0' 'd["output_throughput"] > 0' \
+   'd["total_input_tokens"] == 16 * 64' 'd["input_lens"] == [64] * 16' 'd["output_lens"] == [16] * 16' \
+   'd["max_concurrency"] == 4 and d["request_rate"] == "inf"' 'all(len(x) == 15 for x in d["itls"])' \
+   'all(t > 0 for t in d["ttfts"]) and d["errors"] == [""] * 16' \
+   'd["median_ttft_ms"] > 0 and d["p99_e2el_ms"] >= d["median_e2el_ms"] > 0' 'd["model_id"].endswith("stories260K.gguf")'; then ok
+else bad "serve JSON values"; fi
+
+# Poisson arrivals and length ranges; requests the server rejects are counted and reported, not dropped
+if "$OCTET" bench serve --base-url "$url" --num-prompts 6 --request-rate 50 --random-input-len 40 --random-range-ratio 0.2 \
+     --random-output-len 4 --save-result "$tmp/poisson.json" --disable-tqdm >/dev/null 2>&1 &&
+   py_check "$tmp/poisson.json" 'd["completed"] == 6 and d["request_rate"] == 50' 'all(32 <= n <= 48 for n in d["input_lens"])'; then ok
+else bad "bench serve --request-rate/--random-range-ratio"; fi
+out=$("$OCTET" bench serve --base-url "$url" --model no-such-model --tokenizer "$MODEL" --num-prompts 2 --random-input-len 20 \
+      --random-output-len 4 --save-result "$tmp/fail.json" --disable-tqdm 2>"$tmp/fail.err"); rc=$?
+if [ $rc -eq 1 ] && grep -q "^Failed requests: *2" <<<"$out" && grep -q "request 0 failed: HTTP 404" "$tmp/fail.err" &&
+   py_check "$tmp/fail.json" 'd["failed"] == 2 and d["completed"] == 0' 'all("HTTP 404" in e for e in d["errors"])' 'd["output_lens"] == [0, 0]'; then ok
+else bad "failed requests not reported: $out $(cat "$tmp/fail.err")"; fi
+kill "$srv_pid" 2>/dev/null; wait "$srv_pid" 2>/dev/null; srv_pid=
+
+# bad flags exit 2 naming the flag; an unreachable server exits 1
+"$OCTET" bench serve --bogus 2>"$tmp/e"; rc=$?
+if [ $rc -eq 2 ] && grep -q "unknown flag '--bogus'" "$tmp/e"; then ok; else bad "bench serve --bogus: $rc"; fi
+"$OCTET" bench serve --random-range-ratio 1.5 2>"$tmp/e"; rc=$?
+if [ $rc -eq 2 ] && grep -q -- "--random-range-ratio" "$tmp/e"; then ok; else bad "bad range ratio: $rc"; fi
+"$OCTET" bench serve --base-url http://127.0.0.1:9 --num-prompts 1 2>"$tmp/e"; rc=$?
+if [ $rc -eq 1 ] && grep -q "v1/models" "$tmp/e"; then ok; else bad "unreachable server: $rc $(cat "$tmp/e")"; fi
+"$OCTET" bench sweep --model dummy:tiny --input-lens 32,x 2>"$tmp/e"; rc=$?
+if [ $rc -eq 2 ] && grep -q -- "--input-lens: 'x'" "$tmp/e"; then ok; else bad "sweep bad --input-lens: $rc"; fi
+
+# ---- bench sweep: dummy:tiny, auto vs fp8 (the sweep starts and stops its own servers)
+sw="$tmp/sweep"
+"$OCTET" bench sweep --model dummy:tiny --kv-cache-dtype auto,fp8 --input-lens 32,64,128,256 --output-len 8 \
+  --serve-args "--threads 2" --output-dir "$sw" >"$tmp/sweep.out" 2>"$tmp/sweep.err"; rc=$?
+if [ $rc -eq 0 ]; then ok; else bad "sweep exit $rc: $(tail -5 "$tmp/sweep.err")"; fi
+if grep -q "ITL slope" "$tmp/sweep.out" && grep -q "break-even" "$tmp/sweep.out" && grep -q "^fp8 " "$tmp/sweep.out" &&
+   grep -q "^Recommendation: octet serve --model dummy:tiny" "$tmp/sweep.out"; then ok; else bad "sweep table: $(cat "$tmp/sweep.out")"; fi
+if py_check "$sw/sweep.json" 'd["model"] == "dummy:tiny" and d["input_lens"] == [32, 64, 128, 256] and d["output_len"] == 8' \
+   '[c["name"] for c in d["configs"]] == ["auto", "fp8"]' 'all(c["ok"] and c["failed"] == 0 and len(c["points"]) == 4 for c in d["configs"])' \
+   'all(set(c["itl_fit"]) >= {"slope_ms_per_token", "intercept_ms", "r2"} for c in d["configs"])' \
+   'all(set(c["ttft_fit"]) >= {"a", "b", "c", "r2"} for c in d["configs"])' \
+   'all(p["input_len"] in (32, 64, 128, 256) and p["ttft_ms"] > 0 and p["itl_ms"] > 0 for c in d["configs"] for p in c["points"])' \
+   '"vs_first" not in d["configs"][0]' 'd["configs"][1]["vs_first"]["slope_ratio_pct"] is not None' \
+   'd["configs"][1]["vs_first"]["break_even"] in ("never", "always") or float(d["configs"][1]["vs_first"]["break_even"]) > 0' \
+   'd["model_info"]["head_dim"] == 32' 'd["plots"] == {"itl": "itl.png", "ttft": "ttft.png"}' 'd["advice"]["verdict"] in ("fp8", "fp8_above_break_even", "bf16")'; then ok
+else bad "sweep JSON schema"; fi
+for png in itl ttft; do
+  if [ -s "$sw/$png.png" ] && [ "$(head -c 8 "$sw/$png.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]; then ok
+  else bad "$png.png is not a PNG"; fi
+done
+
+# ---- advise on the sweep JSON (+ an accuracy result below 95% and a sliding-window model)
+out=$("$OCTET" advise --sweep "$sw/sweep.json" --output "$tmp/advice.json" 2>"$tmp/e"); rc=$?
+if [ $rc -eq 0 ] && grep -q "^Recommendation:" <<<"$out" && py_check "$tmp/advice.json" 'd["verdict"] in ("fp8", "fp8_above_break_even", "bf16")' \
+   'd["break_even"] in ("never", "always", "inconclusive") or d["break_even_tokens"] > 0' 'len(d["items"]) >= 2' 'all(set(i) == {"topic", "text"} for i in d["items"])'; then ok
+else bad "advise: $rc $out $(cat "$tmp/e")"; fi
+echo '{"ppl": 5.0, "ref_ppl": 4.5, "kld_mean": 0.05, "top1_agree": 0.9}' >"$tmp/acc.json"
+out=$("$OCTET" advise --sweep "$sw/sweep.json" --model dummy:tiny-swa --accuracy "$tmp/acc.json" --output "$tmp/adv2.json" 2>"$tmp/e"); rc=$?
+if [ $rc -eq 0 ] && grep -q "calibrate first" <<<"$out" && grep -q "skip-layers sliding_window" <<<"$out" &&
+   py_check "$tmp/adv2.json" 'd["calibrate_first"] is True and abs(d["recovery"] - 0.9) < 1e-9' 'd["skip_sliding_window"] is True'; then ok
+else bad "advise with accuracy + sliding windows: $rc $out $(cat "$tmp/e")"; fi
+"$OCTET" advise --sweep "$tmp/nope.json" 2>"$tmp/e"; rc=$?
+if [ $rc -eq 1 ] && grep -q -- "--sweep" "$tmp/e"; then ok; else bad "advise missing file: $rc"; fi
+"$OCTET" advise 2>"$tmp/e"; rc=$?
+if [ $rc -eq 2 ] && grep -q -- "--sweep is required" "$tmp/e"; then ok; else bad "advise without --sweep: $rc"; fi
+
+# ---- sweep --throughput: the load scenario scaled down, side by side
+"$OCTET" bench sweep --model dummy:tiny --kv-cache-dtype auto,fp8 --throughput --num-prompts 8 --input-len 64 \
+  --output-len 8 --max-concurrency 4 --serve-args "--threads 2" --output-dir "$sw" >"$tmp/tp.out" 2>"$tmp/tp.err"; rc=$?
+if [ $rc -eq 0 ] && grep -q "median TTFT (ms)" "$tmp/tp.out" && grep -q "output tok/s" "$tmp/tp.out" && grep -qE "^fp8 .*%\)" "$tmp/tp.out" &&
+   py_check "$sw/throughput.json" 'd["mode"] == "throughput" and len(d["configs"]) == 2' \
+   'all(c["result"]["completed"] == 8 and c["result"]["failed"] == 0 and c["result"]["output_throughput"] > 0 for c in d["configs"])' \
+   '"output_throughput_change_pct" in d["configs"][1]'; then ok
+else bad "sweep --throughput: $rc $(cat "$tmp/tp.out") $(tail -3 "$tmp/tp.err")"; fi
+
+echo "bench: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
