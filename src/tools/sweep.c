@@ -12,6 +12,7 @@
 
 #include "../base/check.h"
 #include "../model/tokenizer.h"
+#include "../backend/backend.h"
 #include "advise.h"
 #include "bench_load.h"
 #include "cli.h"
@@ -24,7 +25,8 @@
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: octet bench sweep --model M [configurations] [flags]\n"
+            "usage: octet bench sweep [--model M] [configurations] [flags]\n"
+            "  (defaults: dummy:llama-3.1-8b with a GPU, else dummy:tiny; --kv-cache-dtype auto,fp8)\n"
             "configurations (each gets its own `octet serve --model M --port 0 FLAGS`):\n"
             "  --kv-cache-dtype A,B,...  one configuration per dtype (e.g. auto,fp8)\n"
             "  --config \"FLAGS\"          one configuration per occurrence (repeatable)\n"
@@ -134,7 +136,9 @@ static int parse(struct sweep_args *a, int argc, char **argv) {
         a->n_configs = 1;
         snprintf(a->configs[0].name, sizeof a->configs[0].name, "external");
     } else {
-        if (!a->model) return err_set(OCT_EINVAL, "--model is required (or --base-url for a running server)");
+        // the embedded default: the seed's study on dummy weights of a real shape
+        if (!a->model) a->model = backend_cuda_available() ? "dummy:llama-3.1-8b" : "dummy:tiny";
+        if (!dtypes && !n_cfg) dtypes = "auto,fp8";
         if (dtypes) {
             char *dup = strdup(dtypes), *save = NULL;
             for (char *t = strtok_r(dup, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
