@@ -99,6 +99,9 @@ struct backend_ops {
     // host_out = x · wᵀ in f32 (the logits of the sampled rows), synchronous.
     void (*logits)(struct backend *b, float *host_out /*[n][w.rows]*/, const void *x /*[n][w.cols]*/,
                    const struct weight *w, int n);
+    // Default KV budget in bytes, given what is allocated so far (call after the weights
+    // and activations): CPU a quarter of RAM; GPU utilization × total − memory in use.
+    size_t (*kv_budget_default)(struct backend *b, double gpu_memory_utilization);
 };
 
 struct backend {

@@ -50,6 +50,7 @@ void engine_options_default(struct engine_options *o) {
     o->max_num_seqs = 64;
     o->enable_chunked_prefill = true;
     o->enable_prefix_caching = true;
+    o->gpu_memory_utilization = 0.9;
 }
 
 // ---- lists ----
@@ -358,12 +359,6 @@ static void *engine_main(void *arg) {
 
 // ---- construction, memory plan ----
 
-static long long default_kv_budget(void) {
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    long long ram = pages > 0 && page > 0 ? (long long)pages * page : 8LL << 30;
-    return ram / 4;  // a quarter of RAM, like llama.cpp's and vLLM's conservative CPU defaults
-}
-
 static uint64_t cache_salt(const struct kv_cache *kv) {
     uint64_t h = 0x84222325cbf29ce4ull;
     for (int l = 0; l < kv->n_layers; l++) {
@@ -400,12 +395,21 @@ int engine_create(struct engine **out, struct model *m, const struct engine_opti
     if ((rc = kv_cache_plan(&e->kv, m, &o->kv)) < 0) { free(e); return rc; }
     e->bs = e->kv.kv_block_tokens;
     e->max_blocks_per_seq = (mml + e->bs - 1) / e->bs;
-    // memory plan (chosen dtype and bf16 side by side)
+    e->salt = cache_salt(&e->kv);
+    e->b = backend_create(o->device, o->n_threads);
+    if (!e->b) { free(e); return OCT_EINVAL; }
+    int T = e->o.max_num_batched_tokens, S = e->o.max_num_seqs;
+    rc = forward_init(&e->fw, m, e->b, T, S);
+    e->fw.fp8_math = o->fp8_math;
     struct engine_memory_plan *p = &e->plan;
+    // memory plan (chosen dtype and bf16 side by side)
     p->weight_bytes = (long long)m->weight_bytes;
     p->kv_bytes_per_token = kv_cache_bytes_per_token(&e->kv);
     p->kv_bytes_per_token_bf16 = 2L * c->n_layers * c->n_kv_heads * c->head_dim * 2;
-    p->kv_budget_bytes = o->kv_cache_memory_bytes > 0 ? o->kv_cache_memory_bytes : default_kv_budget();
+    // default budget: the backend's (CPU: a quarter of RAM; GPU: --gpu-memory-utilization of
+    // the card minus what the weights and activations already took)
+    p->kv_budget_bytes = o->kv_cache_memory_bytes > 0 ? o->kv_cache_memory_bytes
+                                                      : (long long)e->b->ops->kv_budget_default(e->b, o->gpu_memory_utilization);
     p->kv_block_tokens = e->bs;
     p->max_model_len = mml;
     p->n_blocks = o->num_kv_blocks > 0 ? o->num_kv_blocks : (int)(p->kv_budget_bytes / (p->kv_bytes_per_token * e->bs));
@@ -415,17 +419,8 @@ int engine_create(struct engine **out, struct model *m, const struct engine_opti
     p->capacity_tokens_bf16 = (long long)p->n_blocks_bf16 * e->bs;
     p->max_concurrency = (double)p->capacity_tokens / mml;
     p->max_concurrency_bf16 = (double)p->capacity_tokens_bf16 / mml;
-    if (p->n_blocks < 1) {
+    if (rc == OCT_OK && p->n_blocks < 1)
         rc = err_set(OCT_ENOMEM, "engine: a KV budget of %lld bytes holds no block of %d tokens", p->kv_budget_bytes, e->bs);
-        free(e);
-        return rc;
-    }
-    e->salt = cache_salt(&e->kv);
-    e->b = backend_create(o->device, o->n_threads);
-    if (!e->b) { free(e); return OCT_EINVAL; }
-    int T = e->o.max_num_batched_tokens, S = e->o.max_num_seqs;
-    rc = forward_init(&e->fw, m, e->b, T, S);
-    e->fw.fp8_math = o->fp8_math;
     if (rc == OCT_OK) rc = kv_cache_alloc(&e->kv, e->b, p->n_blocks);
     if (rc == OCT_OK) rc = kv_pool_init(&e->pool, p->n_blocks, e->bs);
     e->tok = malloc(sizeof(int32_t) * T); e->pos = malloc(sizeof(int32_t) * T); e->slot = malloc(sizeof(int32_t) * T);
@@ -530,8 +525,8 @@ void engine_stats_get(struct engine *e, struct engine_stats *s) {
 void engine_memory_plan_log(const struct engine *e, FILE *f) {
     const struct engine_memory_plan *p = &e->plan;
     const struct model_config *c = &e->m->cfg;
-    fprintf(f, "octet: model %s: %d layers, %d/%d heads, head_dim %d, weights %.2f GiB (%s)\n", e->m->name, c->n_layers,
-            c->n_heads, c->n_kv_heads, c->head_dim, p->weight_bytes / 1073741824.0, dtype_name(e->m->weight_dtype));
+    fprintf(f, "octet: model %s: %d layers, %d/%d heads, head_dim %d, weights %.1f MiB (%s)\n", e->m->name, c->n_layers,
+            c->n_heads, c->n_kv_heads, c->head_dim, p->weight_bytes / 1048576.0, dtype_name(e->m->weight_dtype));
     fprintf(f, "octet: KV cache dtype per layer:");
     for (int l = 0; l < e->kv.n_layers; l++) fprintf(f, " %s%s", dtype_name(e->kv.layers[l].dtype), e->kv.layers[l].window ? "(swa)" : "");
     fprintf(f, "\n");

@@ -26,7 +26,8 @@ struct engine_options {
     int max_num_seqs;               // running requests (default 64)
     bool enable_chunked_prefill;    // default true
     bool enable_prefix_caching;     // default true
-    long long kv_cache_memory_bytes;// 0 = default share of RAM
+    long long kv_cache_memory_bytes;// 0 = the backend's default (CPU: RAM/4; GPU: see below)
+    double gpu_memory_utilization;  // GPU: share of the card octet may use in all (default 0.9)
     int num_kv_blocks;              // >0 overrides the memory budget (tests)
     enum attn_fp8_math fp8_math;
 };

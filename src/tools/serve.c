@@ -28,7 +28,9 @@ static void usage(void) {
             "  --max-num-seqs N             running requests per step (default 64)\n"
             "  --enable-chunked-prefill | --no-enable-chunked-prefill   (default on)\n"
             "  --enable-prefix-caching | --no-enable-prefix-caching     (default on)\n"
-            "  --kv-cache-memory BYTES      KV pool budget (default: a share of RAM)\n"
+            "  --kv-cache-memory BYTES      KV pool budget (default: a quarter of RAM on the CPU; on a GPU what\n"
+            "                               --gpu-memory-utilization leaves after weights and activations)\n"
+            "  --gpu-memory-utilization F   share of the GPU's memory octet may use in all (default 0.9)\n"
             "  --num-kv-blocks N            KV pool size in blocks (overrides the budget; for tests)\n");
     cli_print_model_flags();
 }
@@ -43,7 +45,13 @@ static int parse_serve_flag(struct engine_options *eo, struct server_options *so
     else if (!strcmp(f, "--no-enable-chunked-prefill")) eo->enable_chunked_prefill = false;
     else if (!strcmp(f, "--enable-prefix-caching")) eo->enable_prefix_caching = true;
     else if (!strcmp(f, "--no-enable-prefix-caching")) eo->enable_prefix_caching = false;
-    else if (!strcmp(f, "--host") || !strcmp(f, "--port") || !strcmp(f, "--served-model-name") ||
+    else if (!strcmp(f, "--gpu-memory-utilization")) {
+        double d;
+        if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
+        TRY(cli_float(f, v, &d));
+        if (!(d > 0 && d <= 1)) return err_set(OCT_EINVAL, "--gpu-memory-utilization: %g must be in (0, 1]", d);
+        eo->gpu_memory_utilization = d;
+    } else if (!strcmp(f, "--host") || !strcmp(f, "--port") || !strcmp(f, "--served-model-name") ||
              !strcmp(f, "--api-key") || !strcmp(f, "--max-body-bytes") || !strcmp(f, "--max-num-seqs") ||
              !strcmp(f, "--kv-cache-memory") || !strcmp(f, "--num-kv-blocks") || !strcmp(f, "--shutdown-grace-ms")) {
         if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;

@@ -181,5 +181,12 @@ void cpu_attention(struct backend *b, void *out, const void *q, const struct kv_
     size_t need = (size_t)l->head_dim * (l->kv_block_tokens + 2 * group) + (size_t)group * max_ctx;
     if (cpu_reserve_scratch(c, need) < 0) return;
     struct attn_ctx a = {c, out, q, l, p, bt, max_ctx};
-    threadpool_run(c->tp, bt->n_tokens * l->n_kv_heads, attn_task, &a);
+    int n_tasks = bt->n_tokens * l->n_kv_heads;
+    // small steps (decode at short context) run on this thread: waking a worker costs more
+    double macs = 2.0 * bt->n_tokens * p->n_heads * (double)max_ctx * l->head_dim;
+    if (macs < 262144) {
+        for (int i = 0; i < n_tasks; i++) attn_task(&a, i, 0);
+        return;
+    }
+    threadpool_run(c->tp, n_tasks, attn_task, &a);
 }

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../base/half.h"
 #include "../../model/model.h"
@@ -127,6 +128,12 @@ static void cpu_logits(struct backend *b, float *host_out, const void *x, const 
     cpu_matmul(b, host_out, x, w, n);  // activations are f32 host memory already
 }
 
+static size_t cpu_kv_budget_default(struct backend *b, double util) {
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    size_t ram = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : (size_t)8 << 30;
+    return ram / 4;  // a quarter of RAM: room for the weights, the OS and other processes
+}
+
 static const struct backend_ops cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
@@ -150,6 +157,7 @@ static const struct backend_ops cpu_ops = {
     .add = cpu_add,
     .gather_rows = cpu_gather_rows,
     .logits = cpu_logits,
+    .kv_budget_default = cpu_kv_budget_default,
 };
 
 struct backend *backend_cpu_create(int n_threads) {

@@ -2,11 +2,12 @@
 // weights. Work is split over weight rows, so each output element is one dot product
 // computed start to finish by one thread: results do not depend on the thread count or
 // on how many tokens share the batch (chunked prefill and decode give equal numbers).
+// Vector paths: AVX-512, AVX2+FMA, or portable C, chosen at compile time (-march=native).
 #include <string.h>
 
 #include "../../model/model.h"
 #include "cpu.h"
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
 
@@ -23,7 +24,15 @@ static inline float hsum256(__m256 v) {
 float cpu_dot(const float *a, const float *b, int n) {
     int i = 0;
     float s = 0;
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX512F__)
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    for (; i + 32 <= n; i += 32) {
+        acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), acc1);
+    }
+    for (; i + 16 <= n; i += 16) acc0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc0);
+    s = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+#elif defined(__AVX2__) && defined(__FMA__)
     __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
     for (; i + 16 <= n; i += 16) {
         acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
@@ -40,7 +49,29 @@ float cpu_dot(const float *a, const float *b, int n) {
 // Each result equals cpu_dot(x_t, w) exactly (same accumulation order).
 static void dot4(const float *w, const float *x0, const float *x1, const float *x2, const float *x3,
                  int n, float *r) {
-#if defined(__AVX2__) && defined(__FMA__)
+#if defined(__AVX512F__)
+    // same accumulation structure as cpu_dot, four rows at once
+    __m512 a[4], b[4];
+    const float *x[4] = {x0, x1, x2, x3};
+    for (int k = 0; k < 4; k++) a[k] = b[k] = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 32 <= n; i += 32) {
+        __m512 wl = _mm512_loadu_ps(w + i), wh = _mm512_loadu_ps(w + i + 16);
+        for (int k = 0; k < 4; k++) {
+            a[k] = _mm512_fmadd_ps(_mm512_loadu_ps(x[k] + i), wl, a[k]);
+            b[k] = _mm512_fmadd_ps(_mm512_loadu_ps(x[k] + i + 16), wh, b[k]);
+        }
+    }
+    for (; i + 16 <= n; i += 16) {
+        __m512 wl = _mm512_loadu_ps(w + i);
+        for (int k = 0; k < 4; k++) a[k] = _mm512_fmadd_ps(_mm512_loadu_ps(x[k] + i), wl, a[k]);
+    }
+    for (int k = 0; k < 4; k++) {
+        float s = _mm512_reduce_add_ps(_mm512_add_ps(a[k], b[k]));
+        for (int j = i; j < n; j++) s += x[k][j] * w[j];
+        r[k] = s;
+    }
+#elif defined(__AVX2__) && defined(__FMA__)
     __m256 a0 = _mm256_setzero_ps(), b0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps(), b1 = _mm256_setzero_ps();
     __m256 a2 = _mm256_setzero_ps(), b2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps(), b3 = _mm256_setzero_ps();
     int i = 0;

@@ -364,6 +364,14 @@ static void cu_destroy(struct backend *b) {
     free(c);
 }
 
+static size_t cu_kv_budget_default(struct backend *b, double util) {
+    struct cuda_backend *c = cb_of(b);
+    size_t free_b = 0, total = 0;
+    if (cuda_fail(c, cudaMemGetInfo(&free_b, &total), "cudaMemGetInfo")) return 0;
+    double reserve = (1.0 - util) * (double)total + 512.0 * (1 << 20);  // + room for cuBLAS and scratch
+    return (double)free_b > reserve ? (size_t)((double)free_b - reserve) : 0;
+}
+
 static const struct backend_ops cuda_ops = {
     .name = "cuda",
     .destroy = cu_destroy,
@@ -387,6 +395,7 @@ static const struct backend_ops cuda_ops = {
     .add = cu_add,
     .gather_rows = cu_gather_rows,
     .logits = cu_logits,
+    .kv_budget_default = cu_kv_budget_default,
 };
 
 extern "C" bool backend_cuda_available(void) {
