@@ -1,10 +1,15 @@
-// threadpool.c — workers take task indices from an atomic counter; a generation number
-// announces each run. Waiting is spin-then-sleep so short, frequent runs stay cheap.
+// threadpool.c — workers claim task indices from one 64-bit atomic (run generation in
+// the high half, next index in the low half), so a worker that wakes late can never run
+// a task of a run that has already finished, and the caller never waits for a worker
+// that claimed nothing: it runs whatever is left itself and waits only for tasks that
+// are actually in progress. That keeps short runs cheap on an oversubscribed machine.
+// Waiting is spin-then-sleep (decode steps are ~100 µs apart).
 #include "threadpool.h"
 
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <unistd.h>
 #if defined(__x86_64__)
@@ -16,28 +21,38 @@
 
 #define SPIN_ITERS 20000
 
+struct run {
+    threadpool_fn fn;
+    void *ctx;
+    int n_tasks;
+    atomic_int done;
+};
+
 struct threadpool {
     int n_threads;
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    atomic_int generation;  // bumped for each run
+    _Atomic uint64_t next;   // (generation << 32) | next task index
     atomic_int stop;
-    // the current run
-    threadpool_fn fn;
-    void *ctx;
-    int n_tasks;
-    atomic_int next_task;
-    atomic_int n_active;    // workers still inside the current run
+    uint32_t gen;            // caller-side generation counter
+    struct run runs[2];      // run g lives in runs[g & 1]; it is rewritten only at run g+2
 };
 
 struct worker_arg { struct threadpool *tp; int id; };
 
-static void do_tasks(struct threadpool *tp, int thread) {
+// Claims and runs tasks of generation gen until none are left or the run moved on.
+static void do_tasks(struct threadpool *tp, uint32_t gen, int thread) {
     for (;;) {
-        int i = atomic_fetch_add(&tp->next_task, 1);
-        if (i >= tp->n_tasks) break;
-        tp->fn(tp->ctx, i, thread);
+        uint64_t v = atomic_load(&tp->next);
+        if ((uint32_t)(v >> 32) != gen) return;
+        if (!atomic_compare_exchange_weak(&tp->next, &v, v + 1)) continue;
+        // the claim succeeded while gen was current, so runs[gen & 1] is stable until we finish
+        struct run *r = &tp->runs[gen & 1];
+        uint32_t idx = (uint32_t)v;
+        if ((int)idx >= r->n_tasks) return;
+        r->fn(r->ctx, (int)idx, thread);
+        atomic_fetch_add(&r->done, 1);
     }
 }
 
@@ -45,20 +60,19 @@ static void *worker_main(void *p) {
     struct worker_arg a = *(struct worker_arg *)p;
     free(p);
     struct threadpool *tp = a.tp;
-    int seen = 0;
+    uint32_t seen = 0;
     for (;;) {
         int spins = 0;
-        while (atomic_load(&tp->generation) == seen && !atomic_load(&tp->stop)) {
+        while ((uint32_t)(atomic_load(&tp->next) >> 32) == seen && !atomic_load(&tp->stop)) {
             if (++spins < SPIN_ITERS) { cpu_relax(); continue; }
             pthread_mutex_lock(&tp->mu);
-            while (atomic_load(&tp->generation) == seen && !atomic_load(&tp->stop))
+            while ((uint32_t)(atomic_load(&tp->next) >> 32) == seen && !atomic_load(&tp->stop))
                 pthread_cond_wait(&tp->cv, &tp->mu);
             pthread_mutex_unlock(&tp->mu);
         }
         if (atomic_load(&tp->stop)) return NULL;
-        seen = atomic_load(&tp->generation);
-        do_tasks(tp, a.id);
-        atomic_fetch_sub(&tp->n_active, 1);
+        seen = (uint32_t)(atomic_load(&tp->next) >> 32);
+        do_tasks(tp, seen, a.id);
     }
 }
 
@@ -104,18 +118,20 @@ void threadpool_run(struct threadpool *tp, int n_tasks, threadpool_fn fn, void *
         for (int i = 0; i < n_tasks; i++) fn(ctx, i, 0);
         return;
     }
-    tp->fn = fn;
-    tp->ctx = ctx;
-    tp->n_tasks = n_tasks;
-    atomic_store(&tp->next_task, 0);
-    atomic_store(&tp->n_active, tp->n_threads - 1);
+    uint32_t gen = ++tp->gen;
+    if (gen == 0) gen = ++tp->gen;  // 0 is the workers' initial "seen"
+    struct run *r = &tp->runs[gen & 1];
+    r->fn = fn;
+    r->ctx = ctx;
+    r->n_tasks = n_tasks;
+    atomic_store(&r->done, 0);
     pthread_mutex_lock(&tp->mu);
-    atomic_fetch_add(&tp->generation, 1);
+    atomic_store(&tp->next, (uint64_t)gen << 32);  // publishes the run
     pthread_cond_broadcast(&tp->cv);
     pthread_mutex_unlock(&tp->mu);
-    do_tasks(tp, 0);
-    // a worker descheduled by a busy machine must not cost us a whole time slice
-    for (int spins = 0; atomic_load(&tp->n_active) > 0; spins++) {
+    do_tasks(tp, gen, 0);
+    // only tasks a worker has claimed and not finished remain
+    for (int spins = 0; atomic_load(&r->done) < n_tasks; spins++) {
         if (spins < 2000) cpu_relax();
         else sched_yield();
     }
