@@ -197,7 +197,7 @@ __global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf
         }
     }
     // merge the 4 warps through shared memory
-    __shared__ float sm_m[4][G], sm_l[4][G], sm_acc[4][G][HD];
+    __shared__ float sm_m[4][16], sm_l[4][16], sm_acc[4][8][HD];
     if (r == 0) {
 #pragma unroll
         for (int h = 0; h < G; h++) {
@@ -207,25 +207,7 @@ __global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf
         }
     }
     __syncthreads();
-    for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
-        int h = idx / HD, d = idx % HD;
-        float mm = -INFINITY;
-        for (int w = 0; w < 4; w++) mm = fmaxf(mm, sm_m[w][h]);
-        float ll = 0.0f, aa = 0.0f;
-        for (int w = 0; w < 4; w++) {
-            float f = sm_m[w][h] == -INFINITY ? 0.0f : __expf(sm_m[w][h] - mm);
-            ll += sm_l[w][h] * f;
-            aa += sm_acc[w][h][d] * f;
-        }
-        int qh = g * G + h;
-        if (n_splits == 1) {
-            out[((size_t)t * n_kv * G + qh) * HD + d] = __float2bfloat16_rn(ll > 0 ? aa * vscale / ll : 0.0f);
-        } else {
-            float *pp = part + (((size_t)s * n_kv * G + qh) * n_splits + split) * (HD + 2);
-            pp[2 + d] = aa * vscale;
-            if (d == 0) { pp[0] = mm; pp[1] = ll; }
-        }
-    }
+    merge_warps_store<HD>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits);
 }
 
 // Combines the splits of one (sequence, query head): weights exp(m_i − M) computed once

@@ -68,6 +68,94 @@ template <int DT> __device__ __forceinline__ uint32_t elem_bits(const uint32_t *
     else return (w[i >> 2] >> ((i & 3) * 8)) & 0xFF;
 }
 
+// Operand words of one 16-token KV block for one lane: two K runs per 8-key tile (for
+// S = Q·Kᵀ) and slices of four V rows (for O = P·V), read from global or shared memory
+// (same layout). Shared by the decode and prefill kernels.
+template <int HD, int DT> struct kv_frags {
+    static constexpr int ES = DT == DT_BF16 ? 2 : 1, SEG = HD / 8, KW = SEG * ES / 4;
+    uint32_t k[2][2][KW], v[4][KW];
+    // kb, vb: the block's rows of one KV head ([16][HD] elements each)
+    __device__ __forceinline__ void load(const char *kb, const char *vb, int rr, int c) {
+#pragma unroll
+        for (int t = 0; t < 2; t++) {
+            size_t row = (size_t)(t * 8 + rr) * HD;
+            load_words<SEG * ES>(k[t][0], kb + (row + c * SEG) * ES);
+            load_words<SEG * ES>(k[t][1], kb + (row + HD / 2 + c * SEG) * ES);
+        }
+        const int vk[4] = {2 * c, 2 * c + 1, 2 * c + 8, 2 * c + 9};
+#pragma unroll
+        for (int i = 0; i < 4; i++) load_words<SEG * ES>(v[i], vb + ((size_t)vk[i] * HD + rr * SEG) * ES);
+    }
+};
+
+// sv[tile][0..3] = the m16n8 score fragments of the block's two 8-key tiles.
+template <int HD, int DT>
+__device__ __forceinline__ void qk_block(float (&sv)[2][4], const uint32_t (&qa)[HD / 16][4], const kv_frags<HD, DT> &f) {
+    typedef mma_traits<DT> TR;
+    constexpr int NCH = HD / 16;
+#pragma unroll
+    for (int t = 0; t < 2; t++) {
+        sv[t][0] = sv[t][1] = sv[t][2] = sv[t][3] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NCH; j++) {
+            const uint32_t *run = f.k[t][j < NCH / 2 ? 0 : 1];
+            int e = 4 * (j % (NCH / 2));
+            uint32_t kb0, kb1;
+            if constexpr (DT == DT_BF16) { kb0 = run[e / 2]; kb1 = run[e / 2 + 1]; }
+            else { uint32_t w4 = run[e / 4]; kb0 = TR::pair(w4); kb1 = TR::pair(w4 >> 16); }  // 4 fp8 = dims e..e+3
+            TR::mma(sv[t], qa[j], kb0, kb1);
+        }
+    }
+}
+
+// o += P·V for the block; pa = the P fragment (keys 2c, 2c+1, 2c+8, 2c+9).
+template <int HD, int DT>
+__device__ __forceinline__ void pv_block(float (&o)[HD / 8][4], const uint32_t (&pa)[4], const kv_frags<HD, DT> &f) {
+    typedef mma_traits<DT> TR;
+#pragma unroll
+    for (int tt = 0; tt < HD / 8; tt++) {
+        // one byte permute gathers element tt of two key rows into a pair
+        uint32_t vb0, vb1;
+        if constexpr (DT == DT_BF16) {
+            unsigned sel = (tt & 1) ? 0x7632u : 0x5410u;  // high or low halves of both words
+            vb0 = __byte_perm(f.v[0][tt >> 1], f.v[1][tt >> 1], sel);
+            vb1 = __byte_perm(f.v[2][tt >> 1], f.v[3][tt >> 1], sel);
+        } else {
+            unsigned b = tt & 3, sel = b | ((4 + b) << 4);
+            vb0 = TR::pair(__byte_perm(f.v[0][tt >> 2], f.v[1][tt >> 2], sel));
+            vb1 = TR::pair(__byte_perm(f.v[2][tt >> 2], f.v[3][tt >> 2], sel));
+        }
+        TR::mma(o[tt], pa, vb0, vb1);
+    }
+}
+
+// Merges the 4 warps' (m, l, acc) of rows [0, G) through shared memory and writes either
+// the normalised output (one split) or the split's partial result. Call with all threads.
+template <int HD>
+__device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const float (*sm_l)[16], const float (*sm_acc)[8][HD],
+                                                  int G, int t, int n_kv, int g, float vscale, bf16 *out, float *part,
+                                                  int s, int split, int n_splits) {
+    for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
+        int h = idx / HD, d = idx % HD;
+        float mm = -INFINITY;
+        for (int w = 0; w < 4; w++) mm = fmaxf(mm, sm_m[w][h]);
+        float ll = 0.0f, aa = 0.0f;
+        for (int w = 0; w < 4; w++) {
+            float f = sm_m[w][h] == -INFINITY ? 0.0f : __expf(sm_m[w][h] - mm);
+            ll += sm_l[w][h] * f;
+            aa += sm_acc[w][h][d] * f;
+        }
+        int qh = g * G + h;
+        if (n_splits == 1) {
+            out[((size_t)t * n_kv * G + qh) * HD + d] = __float2bfloat16_rn(ll > 0 ? aa * vscale / ll : 0.0f);
+        } else {
+            float *pp = part + (((size_t)s * n_kv * G + qh) * n_splits + split) * (HD + 2);
+            pp[2 + d] = aa * vscale;
+            if (d == 0) { pp[0] = mm; pp[1] = ll; }
+        }
+    }
+}
+
 // STAGES > 0: each warp streams blocks through a ring of STAGES shared-memory buffers with
 // cp.async (STAGES-1 blocks in flight while one computes); STAGES == 0: plain loads into
 // registers (the unpipelined baseline, kept for the kernel lab).
@@ -81,7 +169,6 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
     constexpr int SEG = HD / 8;                 // dims per K run and per V row slice
     constexpr int NCH = HD / 16;                // k-chunks of S = Q·Kᵀ
     constexpr int NT = HD / 8;                  // n-tiles of O = P·V
-    constexpr int KW = SEG * ES / 4;            // 32-bit words per K run / V slice
     const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, rr = lane >> 2, c = lane & 3;
     const int ctx = seq_lens[s], pos = ctx - 1;
@@ -118,22 +205,10 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
 
     const int32_t *bt = btab + (size_t)s * max_blocks;
     const char *K = (const char *)kc, *V = (const char *)vc;
-    const int vk[4] = {2 * c, 2 * c + 1, 2 * c + 8, 2 * c + 9};
     constexpr int BLK_BYTES = 16 * HD * ES;              // one block's rows of one KV head (K or V)
     extern __shared__ __align__(16) char ring[];          // [4 warps][STAGES][K, V][BLK_BYTES]
     char *my_ring = ring + (size_t)warp * STAGES * 2 * BLK_BYTES;
-    uint32_t kw[2][2][KW], vw[4][KW];
-    // operand words of one block, from global memory or a shared-memory stage (same layout)
-    auto read_block = [&](const char *kb, const char *vb) {
-#pragma unroll
-        for (int tile = 0; tile < 2; tile++) {
-            size_t row = (size_t)(tile * 8 + rr) * HD;
-            load_words<SEG * ES>(kw[tile][0], kb + (row + c * SEG) * ES);
-            load_words<SEG * ES>(kw[tile][1], kb + (row + HD / 2 + c * SEG) * ES);
-        }
-#pragma unroll
-        for (int i = 0; i < 4; i++) load_words<SEG * ES>(vw[i], vb + ((size_t)vk[i] * HD + rr * SEG) * ES);
-    };
+    kv_frags<HD, DT> f;
     auto block_base = [&](int blk) { return ((size_t)bt[blk] * n_kv + g) * 16 * HD * ES; };
     auto issue = [&](int blk, int stage) {  // the whole warp copies one block's K and V rows
         if (blk < b1) {
@@ -155,31 +230,14 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
             cp_async_wait<STAGES - 1>();
             __syncwarp();
             const char *ks = my_ring + (size_t)stage * 2 * BLK_BYTES;
-            read_block(ks, ks + BLK_BYTES);
+            f.load(ks, ks + BLK_BYTES, rr, c);
             __syncwarp();  // every lane has its words before the stage is refilled
             stage = (stage + 1) % STAGES;
         } else {
-            read_block(K + block_base(blk), V + block_base(blk));
+            f.load(K + block_base(blk), V + block_base(blk), rr, c);
         }
-        // S = Q·Kᵀ for the two 8-key tiles
-        float sv[2][4];
-#pragma unroll
-        for (int tile = 0; tile < 2; tile++) {
-            sv[tile][0] = sv[tile][1] = sv[tile][2] = sv[tile][3] = 0.0f;
-#pragma unroll
-            for (int j = 0; j < NCH; j++) {
-                const uint32_t *run = kw[tile][j < NCH / 2 ? 0 : 1];
-                int e = 4 * (j % (NCH / 2));
-                uint32_t kb0, kb1;
-                if constexpr (DT == DT_BF16) { kb0 = run[e / 2]; kb1 = run[e / 2 + 1]; }
-                else {
-                    uint32_t w4 = run[e / 4];  // 4 fp8 = dims e..e+3
-                    kb0 = TR::pair(w4);        // pair() reads the low 16 bits
-                    kb1 = TR::pair(w4 >> 16);
-                }
-                TR::mma(sv[tile], qa[j], kb0, kb1);
-            }
-        }
+        float sv[2][4];  // S = Q·Kᵀ for the two 8-key tiles
+        qk_block<HD, DT>(sv, qa, f);
         // online softmax on row rr (rows rr+8 are padding)
         float x[4];
         int kp0 = blk * 16 + 2 * c;
@@ -200,22 +258,7 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
 #pragma unroll
         for (int i = 0; i < NT; i++) { o[i][0] *= alpha; o[i][1] *= alpha; }
         uint32_t pa[4] = {TR::q2(p[0], p[1]), 0u, TR::q2(p[2], p[3]), 0u};
-        // O += P·V, tile tt holds dims n·NT + tt
-#pragma unroll
-        for (int tt = 0; tt < NT; tt++) {
-            // one byte permute gathers element tt of two key rows into a pair
-            uint32_t vb0, vb1;
-            if constexpr (DT == DT_BF16) {
-                unsigned sel = (tt & 1) ? 0x7632u : 0x5410u;  // high or low halves of both words
-                vb0 = __byte_perm(vw[0][tt >> 1], vw[1][tt >> 1], sel);
-                vb1 = __byte_perm(vw[2][tt >> 1], vw[3][tt >> 1], sel);
-            } else {
-                unsigned b = tt & 3, sel = b | ((4 + b) << 4);
-                vb0 = TR::pair(__byte_perm(vw[0][tt >> 2], vw[1][tt >> 2], sel));
-                vb1 = TR::pair(__byte_perm(vw[2][tt >> 2], vw[3][tt >> 2], sel));
-            }
-            TR::mma(o[tt], pa, vb0, vb1);
-        }
+        pv_block<HD, DT>(o, pa, f);  // O += P·V; tile tt holds dims n·NT + tt
     }
     l += __shfl_xor_sync(0xffffffff, l, 1);
     l += __shfl_xor_sync(0xffffffff, l, 2);
@@ -230,23 +273,5 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
         }
     }
     __syncthreads();
-    for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
-        int h = idx / HD, d = idx % HD;
-        float mm = -INFINITY;
-        for (int w = 0; w < 4; w++) mm = fmaxf(mm, sm_m[w][h]);
-        float ll = 0.0f, aa = 0.0f;
-        for (int w = 0; w < 4; w++) {
-            float f = sm_m[w][h] == -INFINITY ? 0.0f : __expf(sm_m[w][h] - mm);
-            ll += sm_l[w][h] * f;
-            aa += sm_acc[w][h][d] * f;
-        }
-        int qh = g * G + h;
-        if (n_splits == 1) {
-            out[((size_t)t * n_kv * G + qh) * HD + d] = __float2bfloat16_rn(ll > 0 ? aa * vscale / ll : 0.0f);
-        } else {
-            float *pp = part + (((size_t)s * n_kv * G + qh) * n_splits + split) * (HD + 2);
-            pp[2 + d] = aa * vscale;
-            if (d == 0) { pp[0] = mm; pp[1] = ll; }
-        }
-    }
+    merge_warps_store<HD>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits);
 }

@@ -14,7 +14,7 @@ __global__ void __launch_bounds__(128) k_prefill_mma(bf16 *out, const bf16 *q, c
                                                      const float *scales) {
     typedef mma_traits<DT> TR;
     constexpr int ES = DT == DT_BF16 ? 2 : 1;
-    constexpr int SEG = HD / 8, NCH = HD / 16, NT = HD / 8, KW = SEG * ES / 4;
+    constexpr int SEG = HD / 8, NCH = HD / 16, NT = HD / 8;
     constexpr int BLK_BYTES = 16 * HD * ES;
     __shared__ __align__(16) char ring[2][2][BLK_BYTES];  // [stage][K, V]
     const int s = blockIdx.x, tile = blockIdx.y, g = blockIdx.z;
@@ -72,37 +72,16 @@ __global__ void __launch_bounds__(128) k_prefill_mma(bf16 *out, const bf16 *q, c
         }
         cp_async_commit();
     };
-    const int vk[4] = {2 * c, 2 * c + 1, 2 * c + 8, 2 * c + 9};
     issue(blk0, 0);
     for (int blk = blk0, st = 0; blk < blk1; blk++, st ^= 1) {
         issue(blk + 1, st ^ 1);
         cp_async_wait<1>();
         __syncthreads();
-        uint32_t kw[2][2][KW], vw[4][KW];
-        const char *kb = ring[st][0], *vb = ring[st][1];
-#pragma unroll
-        for (int t2 = 0; t2 < 2; t2++) {
-            size_t row = (size_t)(t2 * 8 + rr) * HD;
-            load_words<SEG * ES>(kw[t2][0], kb + (row + c * SEG) * ES);
-            load_words<SEG * ES>(kw[t2][1], kb + (row + HD / 2 + c * SEG) * ES);
-        }
-#pragma unroll
-        for (int i = 0; i < 4; i++) load_words<SEG * ES>(vw[i], vb + ((size_t)vk[i] * HD + rr * SEG) * ES);
+        kv_frags<HD, DT> f;
+        f.load(ring[st][0], ring[st][1], rr, c);
         __syncthreads();  // the stage may be refilled once everyone has its words
         float sv[2][4];
-#pragma unroll
-        for (int t2 = 0; t2 < 2; t2++) {
-            sv[t2][0] = sv[t2][1] = sv[t2][2] = sv[t2][3] = 0.0f;
-#pragma unroll
-            for (int j = 0; j < NCH; j++) {
-                const uint32_t *run = kw[t2][j < NCH / 2 ? 0 : 1];
-                int e = 4 * (j % (NCH / 2));
-                uint32_t kb0, kb1;
-                if constexpr (DT == DT_BF16) { kb0 = run[e / 2]; kb1 = run[e / 2 + 1]; }
-                else { uint32_t w4 = run[e / 4]; kb0 = TR::pair(w4); kb1 = TR::pair(w4 >> 16); }
-                TR::mma(sv[t2], qa[j], kb0, kb1);
-            }
-        }
+        qk_block<HD, DT>(sv, qa, f);
         // online softmax, rows rr (h=0: sv[.][0..1]) and rr+8 (h=1: sv[.][2..3])
         const int kp0 = blk * 16 + 2 * c;
         const int kpos[4] = {kp0, kp0 + 1, kp0 + 8, kp0 + 9};
@@ -130,20 +109,7 @@ __global__ void __launch_bounds__(128) k_prefill_mma(bf16 *out, const bf16 *q, c
             pa[h] = TR::q2(p[0], p[1]);       // a0 / a1: keys 2c, 2c+1
             pa[2 + h] = TR::q2(p[2], p[3]);   // a2 / a3: keys 2c+8, 2c+9
         }
-#pragma unroll
-        for (int tt = 0; tt < NT; tt++) {
-            uint32_t vb0, vb1;
-            if constexpr (DT == DT_BF16) {
-                unsigned sel = (tt & 1) ? 0x7632u : 0x5410u;
-                vb0 = __byte_perm(vw[0][tt >> 1], vw[1][tt >> 1], sel);
-                vb1 = __byte_perm(vw[2][tt >> 1], vw[3][tt >> 1], sel);
-            } else {
-                unsigned b = tt & 3, sel = b | ((4 + b) << 4);
-                vb0 = TR::pair(__byte_perm(vw[0][tt >> 2], vw[1][tt >> 2], sel));
-                vb1 = TR::pair(__byte_perm(vw[2][tt >> 2], vw[3][tt >> 2], sel));
-            }
-            TR::mma(o[tt], pa, vb0, vb1);
-        }
+        pv_block<HD, DT>(o, pa, f);
     }
 #pragma unroll
     for (int h = 0; h < 2; h++) {
