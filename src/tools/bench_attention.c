@@ -75,6 +75,7 @@ int cmd_bench_attention(int argc, char **argv) {
         err_set(OCT_EINVAL, "bad shape: batch %ld ctx %ld heads %ld/%ld head_dim %ld", batch, ctx, heads, kv_heads, hd);
         goto bad;
     }
+    setenv("OCTET_CUDA_GRAPHS", "0", 1);  // one op in a loop, not a forward step: no graphs
     struct backend *b = backend_create(device, 0);
     if (!b) { fprintf(stderr, "octet: %s\n", err_msg()); return 1; }
     const int bs = 16;

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdlib.h>
 
 #include "../../src/backend/backend.h"
 #include "../../src/base/check.h"
@@ -249,6 +250,7 @@ TEST(kv_write_and_attention) {
 }
 
 int main(int argc, char **argv) {
+    setenv("OCTET_CUDA_GRAPHS", "0", 1);  // raw ops, no forward pass: nothing to capture
     cpu = backend_cpu_create(0);
     gpu = backend_cuda_create(0);
     if (!gpu) { fprintf(stderr, "%s\n", err_msg()); return 1; }

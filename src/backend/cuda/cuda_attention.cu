@@ -99,7 +99,7 @@ static float *layer_scales(struct cuda_backend *c, const struct kv_layer *l) {
 
 extern "C" void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt) {
     struct cuda_backend *c = (struct cuda_backend *)b;
-    if (c->error || !bt->n_tokens) return;
+    if (CUDA_SKIP(c) || !bt->n_tokens) return;
     float *sc = layer_scales(c, l);
     if (!sc) return;
     long n = (long)bt->n_tokens * l->n_kv_heads * l->head_dim;
@@ -354,7 +354,8 @@ __global__ void k_generic(bf16 *out, const bf16 *q, const void *kc, const void *
 // Splits the longest context into per-CTA block ranges: enough CTAs to fill the GPU
 // several times over, at least one block per warp each.
 static void plan_splits(struct cuda_backend *c, const struct kv_layer *l, int n_seqs, int *n_splits_out, int *per_split_out) {
-    int nb_max = (c->cb.max_ctx + 15) / 16;
+    // a captured decode step must not depend on the contexts: plan for the table's width
+    int nb_max = c->fixed_plan ? c->cb.max_blocks_per_seq : (c->cb.max_ctx + 15) / 16;
     if (l->window > 0 && nb_max > l->window / 16 + 2) nb_max = l->window / 16 + 2;
     int ctas = n_seqs * l->n_kv_heads;
     static int per_sm = 0;  // OCTET_DECODE_CTAS_PER_SM: grid size target (kernel lab), default 8
@@ -407,7 +408,7 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
 template <int HD, int G>
 static bool launch_decode_g(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, float scale,
                             const float *sc, const struct batch *bt) {
-    int nb_max = (c->cb.max_ctx + 15) / 16;
+    int nb_max = c->fixed_plan ? c->cb.max_blocks_per_seq : (c->cb.max_ctx + 15) / 16;
     if (l->window > 0 && nb_max > l->window / 16 + 2) nb_max = l->window / 16 + 2;
     int ctas = bt->n_seqs * l->n_kv_heads;
     int target = c->n_sm * 4;
@@ -464,7 +465,7 @@ static void launch_prefill(struct cuda_backend *c, void *out, const void *q, con
 extern "C" void cuda_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,
                                const struct attn_params *p, const struct batch *bt) {
     struct cuda_backend *c = (struct cuda_backend *)b;
-    if (c->error || !bt->n_tokens) return;
+    if (CUDA_SKIP(c) || !bt->n_tokens) return;
     float *sc = layer_scales(c, l);
     if (!sc) return;
     int G = p->n_heads / l->n_kv_heads, hd = l->head_dim;

@@ -100,6 +100,38 @@ static int cu_weight_upload(struct backend *b, struct weight *w) {
 }
 static void cu_weight_release(struct backend *b, struct weight *w) { if (w->dev) cudaFree(w->dev); w->dev = nullptr; }
 
+// Decides how this step runs: eagerly, captured into a graph, or replayed from one.
+static void graph_step_begin(struct cuda_backend *c, const struct batch *bt) {
+    c->capturing = c->replaying = c->fixed_plan = false;
+    c->cur = nullptr;
+    bool decode = c->cb.max_q == 1 && bt->n_tokens == bt->n_seqs && bt->n_logits == bt->n_seqs;
+    if (!c->graphs_on || !decode || c->error) return;
+    c->fixed_plan = true;
+    struct decode_graph *g = nullptr;
+    for (int i = 0; i < c->n_graphs; i++)
+        if (c->graphs[i].n_seqs == bt->n_seqs && c->graphs[i].max_blocks == bt->max_blocks_per_seq) g = &c->graphs[i];
+    if (!g) {
+        if (c->n_graphs == 64) return;  // enough shapes: the rest run eagerly
+        g = &c->graphs[c->n_graphs++];
+        g->n_seqs = bt->n_seqs;
+        g->max_blocks = bt->max_blocks_per_seq;
+        g->state = 0;
+        g->meta_gen = c->meta_gen;
+        g->exec = nullptr;
+    }
+    if (g->meta_gen != c->meta_gen) {  // the metadata moved: re-warm and re-capture
+        if (g->exec) cudaGraphExecDestroy(g->exec);
+        g->exec = nullptr;
+        g->state = 0;
+        g->meta_gen = c->meta_gen;
+    }
+    c->cur = g;
+    if (g->state == 0) { g->state = 1; return; }  // eager warm-up: allocations and uploads happen now
+    if (g->state == 2) { c->replaying = true; return; }
+    if (!cuda_fail(c, cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeThreadLocal), "begin graph capture"))
+        c->capturing = true;
+}
+
 // Packs the batch's arrays into one pinned buffer and one copy; derives tok_seq.
 static int cu_batch_begin(struct backend *b, const struct batch *bt) {
     struct cuda_backend *c = cb_of(b);
@@ -115,6 +147,7 @@ static int cu_batch_begin(struct backend *b, const struct batch *bt) {
             cuda_fail(c, cudaMalloc((void **)&c->d_meta, cap * 4), "cudaMalloc"))
             return err_set(OCT_ENOMEM, "cuda: %s", c->msg);
         c->meta_cap = cap;
+        c->meta_gen++;
     }
     // the previous step's copy must be done before the staging buffer is rewritten
     if (cuda_fail(c, cudaStreamSynchronize(c->stream), "stream")) return err_set(c->error, "%s", c->msg);
@@ -146,6 +179,7 @@ static int cu_batch_begin(struct backend *b, const struct batch *bt) {
     m->max_blocks_per_seq = bt->max_blocks_per_seq;
     if (cuda_fail(c, cudaMemcpyAsync(d, h, o * 4, cudaMemcpyHostToDevice, c->stream), "upload batch"))
         return err_set(c->error, "%s", c->msg);
+    graph_step_begin(c, bt);
     return OCT_OK;
 }
 
@@ -217,21 +251,21 @@ static unsigned blocks_for(long n, int threads) { return (unsigned)((n + threads
 
 static void cu_get_rows(struct backend *b, void *out, const struct weight *table, const struct batch *bt) {
     struct cuda_backend *c = cb_of(b);
-    if (c->error || !bt->n_tokens) return;
+    if (CUDA_SKIP(c) || !bt->n_tokens) return;
     k_get_rows<<<bt->n_tokens, 256, 0, c->stream>>>((bf16 *)out, (const bf16 *)table->dev, c->cb.tok, (int)table->cols);
     CUDA_LAUNCHED(c, "get_rows");
 }
 
 static void cu_rmsnorm(struct backend *b, void *out, const void *x, const struct weight *w, int n, float eps) {
     struct cuda_backend *c = cb_of(b);
-    if (c->error || !n) return;
+    if (CUDA_SKIP(c) || !n) return;
     k_rmsnorm<<<n, 256, 0, c->stream>>>((bf16 *)out, (const bf16 *)x, (const bf16 *)w->dev, (int)w->cols, eps);
     CUDA_LAUNCHED(c, "rmsnorm");
 }
 
 static void cu_rope(struct backend *b, void *x, int n_heads, int head_dim, const struct rope_table *rt, const struct batch *bt) {
     struct cuda_backend *c = cb_of(b);
-    if (c->error || !bt->n_tokens) return;
+    if (CUDA_SKIP(c) || !bt->n_tokens) return;
     int half = rt->n_rot / 2;
     if (c->rope_host != rt) {  // one table per model: upload once
         if (!c->d_inv_freq && cuda_fail(c, cudaMalloc((void **)&c->d_inv_freq, ROPE_MAX_PAIRS * sizeof(double)), "cudaMalloc")) return;
@@ -246,21 +280,21 @@ static void cu_rope(struct backend *b, void *x, int n_heads, int head_dim, const
 
 static void cu_silu_mul(struct backend *b, void *out, const void *g, const void *u, int64_t n) {
     struct cuda_backend *c = cb_of(b);
-    if (c->error || !n) return;
+    if (CUDA_SKIP(c) || !n) return;
     k_silu_mul<<<blocks_for(n, 256), 256, 0, c->stream>>>((bf16 *)out, (const bf16 *)g, (const bf16 *)u, n);
     CUDA_LAUNCHED(c, "silu_mul");
 }
 
 static void cu_add(struct backend *b, void *x, const void *y, int64_t n) {
     struct cuda_backend *c = cb_of(b);
-    if (c->error || !n) return;
+    if (CUDA_SKIP(c) || !n) return;
     k_add<<<blocks_for(n, 256), 256, 0, c->stream>>>((bf16 *)x, (const bf16 *)y, n);
     CUDA_LAUNCHED(c, "add");
 }
 
 static void cu_gather_rows(struct backend *b, void *out, const void *x, int dim, const struct batch *bt) {
     struct cuda_backend *c = cb_of(b);
-    if (c->error || !bt->n_logits) return;
+    if (CUDA_SKIP(c) || !bt->n_logits) return;
     k_gather<<<bt->n_logits, 256, 0, c->stream>>>((bf16 *)out, (const bf16 *)x, c->cb.rows, dim);
     CUDA_LAUNCHED(c, "gather_rows");
 }
@@ -318,7 +352,7 @@ static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t 
 }
 
 static void gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const void *x, const struct weight *w, int n) {
-    if (c->error || n == 0) return;
+    if (CUDA_SKIP(c) || n == 0) return;
     struct gemm_plan *p = plan_for(c, w->rows, w->cols, n, out_type);
     if (!p) return;
     float alpha = 1.0f, beta = 0.0f;
@@ -337,8 +371,28 @@ static void cu_matmul(struct backend *b, void *out, const void *x, const struct 
 static void cu_logits(struct backend *b, float *host_out, const void *x, const struct weight *w, int n) {
     struct cuda_backend *c = cb_of(b);
     size_t need = (size_t)n * w->rows;
-    if (c->error || !cuda_reserve(c, &c->d_logits, &c->logits_cap, need)) return;
-    gemm(c, c->d_logits, CUDA_R_32F, x, w, n);  // f32 logits: no bf16 rounding of near-ties
+    if (c->replaying) {
+        c->replaying = false;
+        cuda_fail(c, cudaGraphLaunch(c->cur->exec, c->stream), "graph launch");
+    } else {
+        if (!c->capturing && (c->error || !cuda_reserve(c, &c->d_logits, &c->logits_cap, need))) return;
+        if (!c->error) gemm(c, c->d_logits, CUDA_R_32F, x, w, n);  // f32 logits: no bf16 rounding of near-ties
+    }
+    if (c->capturing) {  // the step's ops are recorded: instantiate, then run it
+        c->capturing = false;
+        cudaGraph_t g = nullptr;
+        cudaError_t e = cudaStreamEndCapture(c->stream, &g);
+        if (e == cudaSuccess && !c->error) e = cudaGraphInstantiate(&c->cur->exec, g, 0);
+        if (g) cudaGraphDestroy(g);
+        if (e != cudaSuccess || c->error) {  // graphs off from now on; the error (if any) stays latched
+            c->graphs_on = false;
+            cudaGetLastError();
+            if (!c->error) cuda_fail(c, e, "graph capture");
+            return;
+        }
+        c->cur->state = 2;
+        cuda_fail(c, cudaGraphLaunch(c->cur->exec, c->stream), "graph launch");
+    }
     if (c->error) return;
     CUDA_OK(c, cudaMemcpyAsync(host_out, c->d_logits, need * sizeof(float), cudaMemcpyDeviceToHost, c->stream));
     CUDA_OK(c, cudaStreamSynchronize(c->stream));
@@ -356,6 +410,7 @@ static void cu_destroy(struct backend *b) {
             plans[i].valid = false;
         }
     n_plans = 0;
+    for (int i = 0; i < c->n_graphs; i++) if (c->graphs[i].exec) cudaGraphExecDestroy(c->graphs[i].exec);
     if (c->lt) cublasLtDestroy(c->lt);
     cudaFree(c->workspace); cudaFree(c->d_meta); cudaFree(c->d_inv_freq); cudaFree(c->d_part); cudaFree(c->d_logits);
     if (c->h_meta) cudaFreeHost(c->h_meta);
@@ -427,5 +482,7 @@ extern "C" struct backend *backend_cuda_create(int device_index) {
         return nullptr;
     }
     c->n_sm = prop.multiProcessorCount;
+    const char *ge = getenv("OCTET_CUDA_GRAPHS");
+    c->graphs_on = !(ge && ge[0] == '0');
     return &c->base;
 }

@@ -27,6 +27,10 @@ struct cuda_batch {            // device mirror of struct batch (one allocation)
     int max_q;                 // most query tokens of one sequence in the batch
 };
 
+// A captured decode step for one (batch size, block-table width); state 0 new, 1 warmed
+// up (ran eagerly once), 2 captured.
+struct decode_graph { int n_seqs, max_blocks, state; unsigned meta_gen; cudaGraphExec_t exec; };
+
 struct cuda_backend {
     struct backend base;
     int device, n_sm;
@@ -51,7 +55,19 @@ struct cuda_backend {
     size_t logits_cap;
     bf16 *h_stage;              // pinned host staging for downloads
     size_t stage_cap;
+    // CUDA graphs of decode steps, one per (batch size, block-table width): the first step
+    // of a shape runs eagerly (allocations, uploads), the second is captured, later ones replay
+    struct decode_graph graphs[64];
+    int n_graphs;
+    bool graphs_on;             // OCTET_CUDA_GRAPHS=0 turns them off
+    bool capturing, replaying;  // this step: recording ops / ops are no-ops (the graph runs)
+    bool fixed_plan;            // decode step: split-KV plan from the table width, not the contexts
+    struct decode_graph *cur;
+    unsigned meta_gen;          // bumped when the metadata buffer moves (graphs then go stale)
 };
+
+// Ops return at once when an error is latched or a captured graph replays the step.
+#define CUDA_SKIP(c) ((c)->error || (c)->replaying)
 
 // Latches the first error; returns true if `e` is an error.
 bool cuda_fail(struct cuda_backend *c, cudaError_t e, const char *what);
