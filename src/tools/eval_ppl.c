@@ -14,27 +14,12 @@
 #include "../model/model.h"
 #include "../model/tokenizer.h"
 #include "cli.h"
+#include "stats_util.h"
 #include "tools.h"
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
-}
-
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { err_set(OCT_EIO, "--file %s: cannot open", path); return NULL; }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    size_t k;
-    while (buf && (k = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += k;
-        if (n == cap) { char *b2 = realloc(buf, cap *= 2); if (!b2) { free(buf); buf = NULL; } else buf = b2; }
-    }
-    fclose(f);
-    if (!buf) { err_set(OCT_ENOMEM, "out of memory reading %s", path); return NULL; }
-    *len = n;
-    return buf;
 }
 
 static void usage(void) {
@@ -67,7 +52,7 @@ static int eval_ppl(int argc, char **argv) {
     if (!a.model || !file) { err_set(OCT_EINVAL, "--model and --file are required"); goto bad; }
 
     size_t text_len;
-    char *text = read_file(file, &text_len);
+    char *text = stats_read_file("--file", file, &text_len);
     if (!text) { fprintf(stderr, "octet: %s\n", err_msg()); return 1; }
     struct model *m;
     if (model_load(&m, a.model) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); free(text); return 1; }
