@@ -110,11 +110,78 @@ static int seq_of_token(const struct batch *bt, int t) {
     return lo;
 }
 
-// Dot product for short vectors (head_dim 8..16) where cpu_dot's setup dominates.
-static inline float dot_small(const float *a, const float *b, int n) {
-    float s = 0;
-    for (int i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
+#define KT 16  // keys scored together: one vector of 16 scores
+
+// e^x for x <= 0 (softmax numerators), Cephes' single-precision polynomial (≈1 ulp);
+// the same arithmetic in every lane and in the scalar tail (fmaf), so a score's value
+// never depends on where it falls in the row.
+#define EXP_LO (-87.0f)
+static inline float exp_tail(float x) {
+    x = x < EXP_LO ? EXP_LO : x;
+    float n = floorf(fmaf(x, 1.44269504088896341f, 0.5f));
+    float r = fmaf(n, -0.693359375f, x);
+    r = fmaf(n, 2.12194440e-4f, r);
+    float p = 1.9875691500e-4f;
+    p = fmaf(p, r, 1.3981999507e-3f); p = fmaf(p, r, 8.3334519073e-3f); p = fmaf(p, r, 4.1665795894e-2f);
+    p = fmaf(p, r, 1.6666665459e-1f); p = fmaf(p, r, 5.0000001201e-1f);
+    float y = fmaf(p, r * r, r) + 1.0f;
+    return ldexpf(y, (int)n);
+}
+
+// dst[j] = e^(src[j] - m) for j < n.
+static void exp_shifted(float *dst, const float *src, float m, int n) {
+    int j = 0;
+#if defined(__AVX512F__)
+    const __m512 vm = _mm512_set1_ps(m), lo = _mm512_set1_ps(EXP_LO);
+    for (; j + 16 <= n; j += 16) {
+        __m512 x = _mm512_max_ps(_mm512_sub_ps(_mm512_loadu_ps(src + j), vm), lo);
+        __m512 fl = _mm512_roundscale_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
+                                         _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+        __m512 r = _mm512_fmadd_ps(fl, _mm512_set1_ps(-0.693359375f), x);
+        r = _mm512_fmadd_ps(fl, _mm512_set1_ps(2.12194440e-4f), r);
+        __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+        __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+        _mm512_storeu_ps(dst + j, _mm512_scalef_ps(y, fl));  // y · 2^n, exact like ldexpf
+    }
+#endif
+    for (; j < n; j++) dst[j] = exp_tail(src[j] - m);
+}
+
+// ac[0..hd) += Σ_r p[r] · rows[r][0..hd): the accumulator stays in registers across the
+// rows (elementwise, in row order, so the result does not depend on the vector width).
+static inline void pv_rows(float *ac, const float *p, const float *rows, int n_rows, int hd) {
+    int i = 0;
+#if defined(__AVX512F__)
+    for (; i + 16 <= hd; i += 16) {
+        __m512 a = _mm512_loadu_ps(ac + i);
+        for (int r = 0; r < n_rows; r++) a = _mm512_fmadd_ps(_mm512_set1_ps(p[r]), _mm512_loadu_ps(rows + (size_t)r * hd + i), a);
+        _mm512_storeu_ps(ac + i, a);
+    }
+#elif defined(__AVX2__) && defined(__FMA__)
+    for (; i + 8 <= hd; i += 8) {
+        __m256 a = _mm256_loadu_ps(ac + i);
+        for (int r = 0; r < n_rows; r++) a = _mm256_fmadd_ps(_mm256_set1_ps(p[r]), _mm256_loadu_ps(rows + (size_t)r * hd + i), a);
+        _mm256_storeu_ps(ac + i, a);
+    }
+#endif
+    for (; i < hd; i++)
+        for (int r = 0; r < n_rows; r++) ac[i] = fmaf(p[r], rows[(size_t)r * hd + i], ac[i]);
+}
+
+// s[0..KT) = q · rows of kt, where kt is a transposed key tile [hd][KT]: each score sums
+// its hd terms in order, and the KT scores advance together in one vector.
+static inline void score_tile(float *s, const float *q, const float *kt, int hd) {
+    for (int r = 0; r < KT; r++) s[r] = 0.0f;
+    for (int i = 0; i < hd; i++) {
+        float qi = q[i];
+        const float *t = kt + (size_t)i * KT;
+        for (int r = 0; r < KT; r++) s[r] += qi * t[r];
+    }
 }
 
 static void attn_task(void *ctx, int task, int thread) {
@@ -133,7 +200,8 @@ static void attn_task(void *ctx, int task, int thread) {
 
     float *scratch = cpu_scratch(a->c, thread);
     float *tile = scratch;                    // [bs][hd] one block's widened K or V rows
-    float *qv = tile + (size_t)bs * hd;       // [group][hd] queries (maybe FP8-rounded)
+    float *kt = tile + (size_t)bs * hd;       // [hd][KT] a transposed slice of the K tile
+    float *qv = kt + (size_t)hd * KT;         // [group][hd] queries (maybe FP8-rounded)
     float *acc = qv + (size_t)group * hd;     // [group][hd]
     float *scores = acc + (size_t)group * hd; // [group][n_keys]
     float qscale[64];
@@ -157,11 +225,19 @@ static void attn_task(void *ctx, int task, int thread) {
         int kp = lo + j, off = kp % bs, rows = bs - off < n_keys - j ? bs - off : n_keys - j;
         size_t idx = (((size_t)btab[kp / bs] * nkv + g) * bs + off) * hd;
         widen_row(l->dtype, l->k, idx, rows * hd, tile);
-        for (int h = 0; h < group; h++) {
-            float f = qscale[h] * kscale * a->p->softmax_scale, *sc = scores + (size_t)h * n_keys + j;
-            const float *qh = qv + (size_t)h * hd;
-            if (hd <= 16) for (int r = 0; r < rows; r++) sc[r] = dot_small(qh, tile + (size_t)r * hd, hd) * f;
-            else for (int r = 0; r < rows; r++) sc[r] = cpu_dot(qh, tile + (size_t)r * hd, hd) * f;
+        for (int r0 = 0; r0 < rows; r0 += KT) {
+            int nr = rows - r0 < KT ? rows - r0 : KT;
+            const float *src = tile + (size_t)r0 * hd;
+            for (int r = 0; r < nr; r++)
+                for (int i = 0; i < hd; i++) kt[(size_t)i * KT + r] = src[(size_t)r * hd + i];
+            for (int r = nr; r < KT; r++)
+                for (int i = 0; i < hd; i++) kt[(size_t)i * KT + r] = 0.0f;
+            for (int h = 0; h < group; h++) {
+                float f = qscale[h] * kscale * a->p->softmax_scale, sv[KT];
+                score_tile(sv, qv + (size_t)h * hd, kt, hd);
+                float *sc = scores + (size_t)h * n_keys + j + r0;
+                for (int r = 0; r < nr; r++) sc[r] = sv[r] * f;
+            }
         }
         j += rows;
     }
@@ -170,11 +246,12 @@ static void attn_task(void *ctx, int task, int thread) {
     for (int h = 0; h < group; h++) {
         float *sc = scores + (size_t)h * n_keys, m = -INFINITY;
         for (int j = 0; j < n_keys; j++) m = sc[j] > m ? sc[j] : m;
+        exp_shifted(sc, sc, m, n_keys);
         double l_sum = 0;
         for (int j = 0; j < n_keys; j++) {
-            float pj = expf(sc[j] - m);
+            float pj = sc[j];
             l_sum += pj;
-            sc[j] = emulate ? fp8_e4m3_to_f32(fp8_e4m3_from_f32(pj * ATTN_FP8_P_SCALE)) / ATTN_FP8_P_SCALE : pj;
+            if (emulate) sc[j] = fp8_e4m3_to_f32(fp8_e4m3_from_f32(pj * ATTN_FP8_P_SCALE)) / ATTN_FP8_P_SCALE;
         }
         sum[h] = (float)l_sum;
         memset(acc + (size_t)h * hd, 0, (size_t)hd * 4);
@@ -187,11 +264,7 @@ static void attn_task(void *ctx, int task, int thread) {
         for (int h = 0; h < group; h++) {
             const float *p = scores + (size_t)h * n_keys + j;
             float *ac = acc + (size_t)h * hd;
-            for (int r = 0; r < rows; r++) {
-                const float *vr = tile + (size_t)r * hd;
-                float pj = p[r];
-                for (int i = 0; i < hd; i++) ac[i] += pj * vr[i];
-            }
+            pv_rows(ac, p, tile, rows, hd);
         }
         j += rows;
     }
@@ -213,7 +286,7 @@ void cpu_attention(struct backend *b, void *out, const void *q, const struct kv_
         if (l->window > 0 && n > l->window) n = l->window;
         if (n > max_ctx) max_ctx = n;
     }
-    size_t need = (size_t)l->head_dim * (l->kv_block_tokens + 2 * group) + (size_t)group * max_ctx;
+    size_t need = (size_t)l->head_dim * (l->kv_block_tokens + KT + 2 * group) + (size_t)group * max_ctx;
     if (cpu_reserve_scratch(c, need) < 0) return;
     struct attn_ctx a = {c, out, q, l, p, bt, max_ctx};
     int n_tasks = bt->n_tokens * l->n_kv_heads;
