@@ -7,9 +7,7 @@ set -u
 BUILD=${BUILD:-build}
 OCTET="$BUILD/octet"
 MODEL=../shared/models/stories260K.gguf
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. tests/lib.sh  # pass/fail counters, ok, bad
 tmp=$(mktemp -d)
 srv_pid=
 cleanup() { [ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null && wait "$srv_pid" 2>/dev/null; rm -rf "$tmp"; }

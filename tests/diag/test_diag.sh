@@ -9,9 +9,7 @@ BUILD=${BUILD:-build}
 OCTET="$BUILD/octet"
 MODEL=../shared/models/stories260K.gguf
 TEXT=tests/data/heldout.txt
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. tests/lib.sh  # pass/fail counters, ok, bad
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 pyjson() {  # $1 = file, $2 = python assertions over d
   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); exec(sys.argv[2])' "$1" "$2" 2>"$tmp/pyerr"

@@ -9,9 +9,7 @@ set -u
 BUILD=${BUILD:-build}
 OCTET="$BUILD/octet"
 MODEL=models/passkey.gguf
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. tests/lib.sh  # pass/fail counters, ok, bad
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 if [ ! -f "$MODEL" ]; then

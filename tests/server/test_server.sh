@@ -10,9 +10,7 @@ set -u
 BUILD=${BUILD:-build}
 OCTET="$BUILD/octet"
 MODEL=../shared/models/stories260K.gguf
-pass=0; fail=0
-ok() { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. tests/lib.sh  # pass/fail counters, ok, bad
 tmp=$(mktemp -d)
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
