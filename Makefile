@@ -62,7 +62,12 @@ $(BUILD)/tests/%: tests/unit/%.c $(BUILD)/liboctet.a tests/test.h
 
 # GPU tests (tests/gpu/*.c): built with CUDA=1, run on the GPU machine by scripts/gpu_check.sh
 GPU_TEST_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/gpu/%,$(wildcard tests/gpu/*.c))
-gpu-tests: $(BUILD)/octet $(GPU_TEST_BIN)
+# dev/cuda/*.cu: standalone probes (e.g. the wgmma accumulation probe), built beside them
+DEV_CUDA_BIN := $(patsubst dev/cuda/%.cu,$(BUILD)/gpu/%,$(wildcard dev/cuda/*.cu))
+gpu-tests: $(BUILD)/octet $(GPU_TEST_BIN) $(DEV_CUDA_BIN)
+$(BUILD)/gpu/%: dev/cuda/%.cu src/backend/cuda/cuda_wgmma_ops.cuh
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) $< -o $@
 $(BUILD)/gpu/%: tests/gpu/%.c $(BUILD)/liboctet.a tests/test.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/liboctet.a -o $@ $(LDLIBS)

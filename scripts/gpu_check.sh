@@ -4,12 +4,15 @@
 # the CPU backend (NMSE bounds, kv_write byte-exact), greedy golden on stories260K (CUDA
 # vs CPU tokens), FP8-vs-BF16 KLD on a dummy model, then the benchmarks (decode attention
 # vs cuDNN's BF16 attention through PyTorch, measured side by side). Writes logs, JSON
-# and a short table into OUTDIR. Stages: ops golden kld attn sweep (default: all).
+# and a short table into OUTDIR. Stages: probe ops golden kld attn fp8prefill needle
+# (default: all). probe = the wgmma/mma.sync FP8 accumulation probe and a SASS check for
+# QGMMA; fp8prefill = FP8 wgmma prefill attention per accumulation mode vs cuDNN BF16;
+# needle = `eval needle --level attention` on the GPU at 8k-128k.
 # Binaries come from $OCTET_BIN (default build/); carried shared libraries from $OCTET_LIB.
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 shift
-STAGES=${*:-ops golden kld attn sweep}
+STAGES=${*:-probe ops golden kld attn fp8prefill needle}
 mkdir -p "$OUT"
 BIN=${OCTET_BIN:-build}
 [ -n "${OCTET_LIB:-}" ] && export LD_LIBRARY_PATH="$OCTET_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -27,6 +30,15 @@ if ! "$BIN/octet" --help >/dev/null 2>&1; then
   say "carried binary does not run ($(ldd "$BIN/octet" 2>&1 | grep 'not found' | head -3 | tr '\n' ' ')); building with CUDA=1"
   make -j16 CUDA=1 gpu-tests > "$OUT/build.log" 2>&1 || { say "build failed (see build.log)"; exit 1; }
   BIN=build
+fi
+
+if has probe; then
+  "$BIN/gpu/wgmma_probe" > "$OUT/probe.jsonl" 2>&1
+  say "wgmma probe: $(grep -o '"unit":"[^"]*","test":"add_onto".*first_exponent_losing_1":[-0-9]*' "$OUT/probe.jsonl" | sed 's/,"cases".*first/ first/' | tr '\n' ' ')"
+  grep '"chain"' "$OUT/probe.jsonl" | tee -a "$summary"
+  if command -v cuobjdump >/dev/null; then
+    say "SASS of octet: $(cuobjdump -sass "$BIN/octet" 2>/dev/null | grep -c QGMMA) QGMMA, $(cuobjdump -sass "$BIN/octet" 2>/dev/null | grep -c HMMA) HMMA instructions"
+  fi
 fi
 
 if has ops; then
@@ -90,6 +102,48 @@ for r in rows:
     p = peer.get((r["batch"], r["len"]))
     tag = "" if r["backend"] == "cuda" else " (" + r["backend"] + ")"
     print(f"| B={r['batch']} L={r['len']} | {r['kv_dtype']}{tag} | {r['us']:.1f} | {r['kv_GBps']:.0f} | {p or 0:.1f} | {r['us']/p if p else 0:.3f} |")
+PY
+fi
+if has fp8prefill; then
+  # prefill attention, causal, 32q/8kv heads: bf16 (mma.sync) and fp8 (wgmma) per accumulation mode, cuDNN beside
+  : > "$OUT/fp8prefill.jsonl"
+  for d in 128 256; do
+    for L in 4096 16384 65536; do
+      it=3; [ $L = 65536 ] && it=1
+      "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype bf16 --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
+      for acc in two-level every:4 single; do
+        "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype fp8 \
+          --fp8-attention-accumulation $acc --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
+      done
+      [ -f "$PEER" ] && python3 "$PEER" --mode prefill --len $L --head-dim $d --json 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
+    done
+  done
+  python3 - "$OUT/fp8prefill.jsonl" <<'PY' | tee -a "$summary"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
+peer = {}
+for r in rows:
+    if "peer" in r:
+        L, d = r["len"], r["head_dim"]
+        peer[(L, d)] = 4.0 * r["heads"] * d * L * L / 2 / (r["ms"] * 1e-3) / 1e12
+print("| L | d | kv | accumulation | octet TFLOP/s | cuDNN bf16 TFLOP/s | ratio |")
+for r in rows:
+    if "peer" in r: continue
+    p = peer.get((r["len"], r["head_dim"]), 0)
+    acc = r.get("accumulation", "") if r["kv_dtype"] != "bf16" else "-"
+    print(f"| {r['len']} | {r['head_dim']} | {r['kv_dtype']} | {acc} | {r['TFLOPs']:.0f} | {p:.0f} | {r['TFLOPs']/p if p else 0:.2f} |")
+PY
+fi
+
+if has needle; then
+  "$BIN/octet" eval needle --level attention --device cuda --lengths 8192,32768,65536,131072 --heads gqa \
+    --kv-cache-dtype bf16,fp8 --fp8-attention-accumulation two-level,every:4,single --json > "$OUT/needle.json" 2>>"$OUT/needle.log"
+  python3 - "$OUT/needle.json" <<'PY' | tee -a "$summary"
+import json, sys
+o = json.load(open(sys.argv[1]))
+print("| length | kv | kernel | rel L2 vs f64 | cos(needle) | best distractor | retrieved |")
+for r in o["rows"]:
+    print(f"| {r['length']} | {r['kv_cache_dtype']} | {r['attention_math']} | {r['rel_l2']:.3e} | {r['cos_needle']:.4f} | {r['cos_distractor']:.4f} | {'yes' if r['retrieved'] else 'NO'} |")
 PY
 fi
 say "done: $(date -u +%T)"

@@ -55,7 +55,12 @@ struct attn_params {
     int n_heads;            // query heads (n_heads / n_kv_heads share a KV head)
     float softmax_scale;    // usually 1/sqrt(head_dim)
     enum attn_fp8_math fp8_math;
+    // P·V accumulation of the GPU's FP8 tensor-core attention (--fp8-attention-accumulation):
+    // 0 = two-level (each KV tile's partial sum added into FP32 registers; the default),
+    // N > 0 = every:N tiles, ATTN_ACC_SINGLE = single (left in the MMA accumulator).
+    int fp8_accum;
 };
+#define ATTN_ACC_SINGLE (-1)
 
 struct backend;
 

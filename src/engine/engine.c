@@ -401,6 +401,7 @@ int engine_create(struct engine **out, struct model *m, const struct engine_opti
     int T = e->o.max_num_batched_tokens, S = e->o.max_num_seqs;
     rc = forward_init(&e->fw, m, e->b, T, S);
     e->fw.fp8_math = o->fp8_math;
+    e->fw.fp8_accum = o->fp8_accum;
     struct engine_memory_plan *p = &e->plan;
     // memory plan (chosen dtype and bf16 side by side)
     p->weight_bytes = (long long)m->weight_bytes;

@@ -30,6 +30,7 @@ struct engine_options {
     double gpu_memory_utilization;  // GPU: share of the card octet may use in all (default 0.9)
     int num_kv_blocks;              // >0 overrides the memory budget (tests)
     enum attn_fp8_math fp8_math;
+    int fp8_accum;                  // --fp8-attention-accumulation (struct attn_params.fp8_accum)
 };
 
 void engine_options_default(struct engine_options *o);

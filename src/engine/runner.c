@@ -29,6 +29,7 @@ int runner_init(struct runner *r, struct model *m, const struct runner_options *
     if (rc == OCT_OK) rc = kv_cache_alloc(&r->kv, r->b, r->max_blocks);
     if (rc == OCT_OK) rc = kv_pool_init(&r->pool, r->max_blocks, r->kv.kv_block_tokens);
     r->fw.fp8_math = o->fp8_math;
+    r->fw.fp8_accum = o->fp8_accum;
     r->block_table = calloc((size_t)r->max_blocks, sizeof(int32_t));
     r->tok = malloc((size_t)step * sizeof(int32_t));
     r->pos = malloc((size_t)step * sizeof(int32_t));

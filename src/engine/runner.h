@@ -16,6 +16,7 @@ struct runner_options {
     int max_ctx;            // tokens the sequence may reach (0 = model max_pos)
     int max_step_tokens;    // tokens per forward step (prefill chunk), default 512
     enum attn_fp8_math fp8_math;
+    int fp8_accum;          // --fp8-attention-accumulation (struct attn_params.fp8_accum)
 };
 
 void runner_options_default(struct runner_options *o);

@@ -75,7 +75,7 @@ int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, 
     if (n <= 0 || n > f->max_tokens) return err_set(OCT_EINVAL, "forward: %d tokens in a step (max %d)", n, f->max_tokens);
     if (bt->n_logits < 0 || bt->n_logits > f->max_logits) return err_set(OCT_EINVAL, "forward: %d logits rows (max %d)", bt->n_logits, f->max_logits);
     TRY(op->batch_begin(b, bt));
-    struct attn_params ap = {c->n_heads, 1.0f / sqrtf((float)c->head_dim), f->fp8_math};
+    struct attn_params ap = {c->n_heads, 1.0f / sqrtf((float)c->head_dim), f->fp8_math, f->fp8_accum};
 
     op->get_rows(b, f->x, &m->token_embd, bt);                       // x = embed(tokens)
     for (int l = 0; l < c->n_layers; l++) {

@@ -21,6 +21,7 @@ struct forward {
     struct backend *b;
     int max_tokens, max_logits;
     enum attn_fp8_math fp8_math;
+    int fp8_accum;          // struct attn_params.fp8_accum
     struct rope_table rope;
     // backend activations, act dtype
     void *x;        // [max_tokens][dim] residual stream

@@ -48,14 +48,16 @@ static int fill_random(struct backend *b, void *dst, size_t n, float amp, uint64
 }
 
 int cmd_bench_attention(int argc, char **argv) {
-    static const char *const valued[] = {"--mode", "--batch", "--ctx", "--heads", "--kv-heads", "--head-dim", "--iters", "--reps", "--kv-cache-dtype", "--device", "--window", NULL};
+    static const char *const valued[] = {"--mode", "--batch", "--ctx", "--heads", "--kv-heads", "--head-dim", "--iters", "--reps", "--kv-cache-dtype", "--device", "--window", "--fp8-attention-accumulation", NULL};
     const char *mode = "decode", *dtype_s = "bf16", *device = "auto";
+    int accum = 0;
     long batch = 1, ctx = 8192, heads = 32, kv_heads = 8, hd = 128, iters = 20, reps = 5, window = 0;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v;
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
             fprintf(stderr, "usage: octet bench attention [--mode decode|prefill] [--batch B] [--ctx L] [--heads 32] [--kv-heads 8]\n"
-                            "       [--head-dim 128] [--kv-cache-dtype bf16|fp8|fp8_e5m2|fp32] [--window W] [--device cpu|cuda] [--iters N] [--reps N]\n");
+                            "       [--head-dim 128] [--kv-cache-dtype bf16|fp8|fp8_e5m2|fp32] [--window W] [--device cpu|cuda] [--iters N] [--reps N]\n"
+                            "       [--fp8-attention-accumulation two-level|every:N|single]\n");
             return 0;
         }
         if (!cli_known(f, valued) || !(v = cli_value(argc, argv, &i))) goto bad;
@@ -65,6 +67,7 @@ int cmd_bench_attention(int argc, char **argv) {
         if (dst) { if (cli_int(f, v, 0, 1L << 24, dst) < 0) goto bad; }
         else if (!strcmp(f, "--mode")) mode = v;
         else if (!strcmp(f, "--kv-cache-dtype")) dtype_s = v;
+        else if (!strcmp(f, "--fp8-attention-accumulation")) { if (cli_parse_accum(f, v, &accum) < 0) goto bad; }
         else device = v;
     }
     bool decode = !strcmp(mode, "decode");
@@ -132,7 +135,7 @@ int cmd_bench_attention(int argc, char **argv) {
     qs[batch] = n_q;
     struct batch bt = {.n_tokens = n_q, .token_ids = qtok, .positions = qpos, .slot_mapping = qslot, .n_seqs = (int)batch,
                        .query_start = qs, .seq_lens = sl, .block_tables = btab, .max_blocks_per_seq = blocks_per_seq};
-    struct attn_params ap = {(int)heads, 1.0f / sqrtf((float)hd), ATTN_FP8_EXACT};
+    struct attn_params ap = {(int)heads, 1.0f / sqrtf((float)hd), ATTN_FP8_EXACT, accum};
     if (b->ops->batch_begin(b, &bt) < 0 || b->ops->sync(b) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); goto done; }
     for (int i = 0; i < 3; i++) b->ops->attention(b, out, q, &L, &ap, &bt);
     if (b->ops->sync(b) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); goto done; }
@@ -154,6 +157,8 @@ int cmd_bench_attention(int argc, char **argv) {
                           "kv_dtype", dtype_name(dt), "batch", (int)batch, "len", (int)ctx, "heads", (int)heads, "kv_heads",
                           (int)kv_heads, "head_dim", (int)hd, "window", (int)window, "us", us, "us_min", ts[0] * 1e6,
                           decode ? "kv_GBps" : "TFLOPs", decode ? kv_bytes / (us * 1e-6) / 1e9 : flops / (us * 1e-6) / 1e12);
+    char an[24];
+    json_object_set_new(o, "accumulation", json_string(cli_accum_name(accum, an, sizeof an)));
     char *js = json_dumps(o, JSON_COMPACT);
     printf("%s\n", js);
     free(js);

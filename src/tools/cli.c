@@ -79,6 +79,9 @@ int cli_parse_model_flag(struct cli_model_args *a, int argc, char **argv, int *i
         if (!strcmp(v, "exact")) a->ro.fp8_math = ATTN_FP8_EXACT;
         else if (!strcmp(v, "emulate")) a->ro.fp8_math = ATTN_FP8_EMULATE;
         else return err_set(OCT_EINVAL, "--fp8-attention-math: '%s' (choose exact or emulate)", v);
+    } else if (!strcmp(f, "--fp8-attention-accumulation")) {
+        if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
+        TRY(cli_parse_accum(f, v, &a->ro.fp8_accum));
     } else {
         return 0;
     }
@@ -97,7 +100,26 @@ void cli_print_model_flags(void) {
             "  --threads N                  CPU threads (default: all cores)\n"
             "  --max-model-len N            context limit (default: the model's)\n"
             "  --max-num-batched-tokens N   tokens per forward step (default 512)\n"
-            "  --fp8-attention-math M       exact (default) | emulate (round Q and P to e4m3 like the GPU)\n");
+            "  --fp8-attention-math M       exact (default) | emulate (round Q and P to e4m3 like the GPU)\n"
+            "  --fp8-attention-accumulation A  two-level (default) | every:N | single: how the GPU's FP8\n"
+            "                               tensor-core attention accumulates P.V over KV tiles\n");
+}
+
+int cli_parse_accum(const char *flag, const char *v, int *out) {
+    if (!strcmp(v, "two-level")) { *out = 0; return OCT_OK; }
+    if (!strcmp(v, "single")) { *out = ATTN_ACC_SINGLE; return OCT_OK; }
+    if (!strncmp(v, "every:", 6)) {
+        long n;
+        if (cli_int(flag, v + 6, 1, 1 << 20, &n) == OCT_OK) { *out = n == 1 ? 0 : (int)n; return OCT_OK; }
+    }
+    return err_set(OCT_EINVAL, "%s: '%s' (choose two-level, every:N with N >= 1, or single)", flag, v);
+}
+
+const char *cli_accum_name(int acc, char *buf, size_t n) {
+    if (acc == 0) snprintf(buf, n, "two-level");
+    else if (acc < 0) snprintf(buf, n, "single");
+    else snprintf(buf, n, "every:%d", acc);
+    return buf;
 }
 
 bool cli_known(const char *f, const char *const *names) {

@@ -22,6 +22,10 @@ const char *cli_value(int argc, char **argv, int *i);
 int cli_int(const char *flag, const char *s, long lo, long hi, long *out);
 int cli_float(const char *flag, const char *s, double *out);
 void cli_print_model_flags(void);
+// --fp8-attention-accumulation: two-level -> 0, every:N -> N (every:1 = two-level), single -> ATTN_ACC_SINGLE.
+int cli_parse_accum(const char *flag, const char *v, int *out);
+// The flag's spelling of an accumulation mode, in buf.
+const char *cli_accum_name(int acc, char *buf, size_t n);
 // True if f is one of the NULL-terminated names; otherwise sets "unknown flag 'f'".
 bool cli_known(const char *f, const char *const *names);
 

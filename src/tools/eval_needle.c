@@ -24,11 +24,14 @@ static void usage(void) {
             "usage: octet eval needle --level attention [--lengths 1024,4096,16384] [--heads 1,gqa]\n"
             "         [--kv-cache-dtype fp32,bf16,fp8_e4m3,fp8_e5m2] [--fp8-attention-math exact|emulate|both]\n"
             "         [--needle-weight 0.2] [--depth 50] [--scales one|calibrated] [--threshold 0.3]\n"
-            "         [--seed N] [--threads N] [--json]\n"
+            "         [--seed N] [--threads N] [--device cpu|cuda|auto]\n"
+            "         [--fp8-attention-accumulation two-level,every:4,single] [--json]\n"
             "       octet eval needle --level model --model PATH [--lengths 1024,4096] [--depths 0,25,50,75,100]\n"
             "         [--trials 3] [--max-new-tokens 10] [--seed N] [--json] [--heatmap FILE.png] [model flags]\n"
             "attention: 'gqa' = 32 query / 8 KV heads, '1' = one head; head_dim 128. Lengths up to 131072\n"
-            "(each 131072-token GQA problem needs about 2 GB of memory).\n");
+            "(each 131072-token GQA problem needs about 2 GB of memory). On a GPU each cache runs the\n"
+            "decode kernel and the prefill kernel (the query as the last row of a 2-token chunk); e4m3\n"
+            "prefill runs on FP8 tensor cores once per accumulation mode.\n");
 }
 
 static const char *const attn_dtypes_all[] = {"fp32", "bf16", "fp8_e4m3", "fp8_e5m2"};
@@ -40,11 +43,14 @@ struct attn_args {
     bool dtype_on[4];
     double weight, depth, threshold;
     long seed, threads;
+    char device[8];
+    int accs[8], n_accs;
 };
 
 static int parse_attn(struct attn_args *a, int argc, char **argv) {
     static const char *const valued[] = {"--level", "--lengths", "--heads", "--kv-cache-dtype", "--fp8-attention-math",
-                                         "--needle-weight", "--depth", "--scales", "--threshold", "--seed", "--threads", NULL};
+                                         "--needle-weight", "--depth", "--scales", "--threshold", "--seed", "--threads",
+                                         "--device", "--fp8-attention-accumulation", NULL};
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v;
         if (!strcmp(f, "--json")) { a->json = true; continue; }
@@ -84,6 +90,19 @@ static int parse_attn(struct attn_args *a, int argc, char **argv) {
             TRY(cli_float(f, v, &a->threshold));
         } else if (!strcmp(f, "--seed")) TRY(cli_int(f, v, 0, 1L << 62, &a->seed));
         else if (!strcmp(f, "--threads")) TRY(cli_int(f, v, 0, 1024, &a->threads));
+        else if (!strcmp(f, "--device")) {
+            if (strcmp(v, "cpu") && strcmp(v, "cuda") && strcmp(v, "auto"))
+                return err_set(OCT_EINVAL, "--device: unknown device '%s' (choose cpu, cuda or auto)", v);
+            snprintf(a->device, sizeof a->device, "%s", v);
+        } else if (!strcmp(f, "--fp8-attention-accumulation")) {
+            char buf[128];
+            snprintf(buf, sizeof buf, "%s", v);
+            a->n_accs = 0;
+            for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+                if (a->n_accs == 8) return err_set(OCT_EINVAL, "%s: more than 8 modes", f);
+                TRY(cli_parse_accum(f, tok, &a->accs[a->n_accs++]));
+            }
+        }
     }
     return OCT_OK;
 }
@@ -91,14 +110,16 @@ static int parse_attn(struct attn_args *a, int argc, char **argv) {
 static int eval_attention(int argc, char **argv) {
     struct attn_args a = {.lengths = {1024, 4096, 16384}, .n_lengths = 3, .heads_single = true, .heads_gqa = true,
                           .math_exact = true, .math_emulate = true, .dtype_on = {true, true, true, true},
-                          .weight = 0.2, .depth = 50, .threshold = 0.3, .seed = 1234};
+                          .weight = 0.2, .depth = 50, .threshold = 0.3, .seed = 1234, .device = "auto",
+                          .accs = {0}, .n_accs = 1};
     if (parse_attn(&a, argc, argv) < 0) {
         fprintf(stderr, "octet eval needle: %s\n", err_msg());
         usage();
         return 2;
     }
-    struct backend *b = backend_cpu_create((int)a.threads);
-    if (!b) { fprintf(stderr, "octet eval needle: cannot create the cpu backend\n"); return 1; }
+    struct backend *b = backend_create(a.device, (int)a.threads);
+    if (!b) { fprintf(stderr, "octet eval needle: %s\n", err_msg()); return 1; }
+    bool gpu = strcmp(b->ops->name, "cpu") != 0;
     static const enum dtype dts[4] = {DT_F32, DT_BF16, DT_E4M3, DT_E5M2};
     json_t *rows = json_array();
     int rc = 0, n_rows = 0;
@@ -115,14 +136,25 @@ static int eval_attention(int argc, char **argv) {
             for (int d = 0; d < 4 && !rc; d++) {
                 if (!a.dtype_on[d]) continue;
                 bool fp8 = dts[d] == DT_E4M3 || dts[d] == DT_E5M2;
-                for (int mth = 0; mth < 2; mth++) {
+                // runs: CPU = exact and/or emulate; GPU = decode kernel, then prefill kernel
+                // (FP8 e4m3 once per accumulation mode)
+                int n_runs = gpu ? 1 + (dts[d] == DT_E4M3 ? a.n_accs : 1) : 2;
+                for (int ri = 0; ri < n_runs; ri++) {
+                    int mth = gpu ? 0 : ri;
                     // emulation only changes FP8 caches; plain dtypes run the exact path once
-                    if (mth == 1 && (!fp8 || !a.math_emulate)) continue;
-                    if (mth == 0 && fp8 && !a.math_exact) continue;
+                    if (!gpu && mth == 1 && (!fp8 || !a.math_emulate)) continue;
+                    if (!gpu && mth == 0 && fp8 && !a.math_exact) continue;
+                    int acc = gpu && ri > 0 && dts[d] == DT_E4M3 ? a.accs[ri - 1] : 0;
+                    char mn[64], an[24];
+                    if (!gpu) snprintf(mn, sizeof mn, "%s", mth ? "emulate" : "exact");
+                    else if (ri == 0) snprintf(mn, sizeof mn, "gpu decode");
+                    else if (dts[d] == DT_E4M3) snprintf(mn, sizeof mn, "gpu prefill wgmma %s", cli_accum_name(acc, an, sizeof an));
+                    else snprintf(mn, sizeof mn, "gpu prefill");
                     struct needle_result res;
-                    struct needle_run run = {dts[d], mth ? ATTN_FP8_EMULATE : ATTN_FP8_EXACT, a.calibrated, a.threshold};
+                    struct needle_run run = {dts[d], mth ? ATTN_FP8_EMULATE : ATTN_FP8_EXACT, acc, gpu && ri > 0 ? 2 : 1,
+                                             a.calibrated, a.threshold};
                     if (needle_problem_run(&p, b, &run, &res) < 0) { rc = 1; break; }
-                    const char *hn = hv ? "gqa" : "1", *mn = mth ? "emulate" : "exact";
+                    const char *hn = hv ? "gqa" : "1";
                     json_t *o = json_object();
                     json_object_set_new(o, "length", json_integer(p.length));
                     json_object_set_new(o, "heads", json_string(hn));
@@ -131,6 +163,9 @@ static int eval_attention(int argc, char **argv) {
                     json_object_set_new(o, "head_dim", json_integer(s.head_dim));
                     json_object_set_new(o, "kv_cache_dtype", json_string(attn_dtypes_all[d]));
                     json_object_set_new(o, "attention_math", json_string(mn));
+                    json_object_set_new(o, "device", json_string(b->ops->name));
+                    if (gpu && fp8 && ri > 0 && dts[d] == DT_E4M3)
+                        json_object_set_new(o, "accumulation", json_string(cli_accum_name(acc, an, sizeof an)));
                     json_object_set_new(o, "needle_pos", json_integer(p.needle_pos));
                     json_object_set_new(o, "needle_weight", json_real(p.needle_weight));
                     json_object_set_new(o, "rel_l2", json_real(res.rel_l2));
@@ -142,7 +177,7 @@ static int eval_attention(int argc, char **argv) {
                     n_rows++;
                     if (!a.json)
                         printf("| %d | %s | %s | %s | %.3f | %.3e | %.4f | %.4f | %s |\n", p.length, hv ? "32q/8kv" : "1",
-                               attn_dtypes_all[d], fp8 ? mn : "-", p.needle_weight, res.rel_l2, res.cos_needle,
+                               attn_dtypes_all[d], fp8 || gpu ? mn : "-", p.needle_weight, res.rel_l2, res.cos_needle,
                                res.cos_distractor, res.retrieved ? "yes" : "NO");
                     fflush(stdout);
                 }

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "../base/check.h"
+#include "../base/half.h"
 #include "../base/rng.h"
 #include "stats_util.h"
 
@@ -194,6 +195,13 @@ static double cosine_fd(const float *a, const float *b, int n) {
     return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0;
 }
 
+// Uploads n floats as the backend's activation dtype (f32 or bf16).
+static void upload_act(struct backend *b, void *dst, const float *src, size_t n, uint16_t *stage) {
+    if (b->ops->act_dtype == DT_F32) { b->ops->upload(b, dst, src, n * 4); return; }
+    for (size_t i = 0; i < n; i++) stage[i] = f32_to_bf16(src[i]);
+    b->ops->upload(b, dst, stage, n * 2);
+}
+
 static double now_ms(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -218,13 +226,15 @@ int needle_problem_run(const struct needle_problem *p, struct backend *b, const 
     size_t bytes = (size_t)n_blocks * nkv * bs * hd * dtype_size(dt);
     int32_t *slots = malloc((size_t)(L > chunk ? L : chunk) * sizeof(int32_t));
     int32_t *btab = malloc((size_t)n_blocks * sizeof(int32_t));
-    float *o = malloc((size_t)nh * hd * sizeof(float));
+    int nq = run->query_rows == 2 ? 2 : 1;
+    float *o = malloc((size_t)nq * nh * hd * sizeof(float));
+    uint16_t *stage = malloc((size_t)chunk * nkv * hd * 2 + (size_t)nq * nh * hd * 2);
     l.k = op->alloc(b, bytes);
     l.v = op->alloc(b, bytes);
     void *kd = op->alloc(b, (size_t)chunk * nkv * hd * 4), *vd = op->alloc(b, (size_t)chunk * nkv * hd * 4);
-    void *qd = op->alloc(b, (size_t)nh * hd * 4), *od = op->alloc(b, (size_t)nh * hd * 4);
+    void *qd = op->alloc(b, (size_t)nq * nh * hd * 4), *od = op->alloc(b, (size_t)nq * nh * hd * 4);
     int rc = OCT_OK;
-    if (!slots || !btab || !o || !l.k || !l.v || !kd || !vd || !qd || !od) {
+    if (!slots || !btab || !o || !stage || !l.k || !l.v || !kd || !vd || !qd || !od) {
         rc = err_set(OCT_ENOMEM, "needle: cannot allocate the %d-token %s cache", L, dtype_name(dt));
         goto done;
     }
@@ -233,17 +243,23 @@ int needle_problem_run(const struct needle_problem *p, struct backend *b, const 
         int n = L - t0 < chunk ? L - t0 : chunk;
         for (int i = 0; i < n; i++) slots[i] = t0 + i;
         size_t off = (size_t)t0 * nkv * hd, cnt = (size_t)n * nkv * hd * 4;
-        op->upload(b, kd, p->k + off, cnt);
-        op->upload(b, vd, p->v + off, cnt);
+        upload_act(b, kd, p->k + off, cnt / 4, stage);
+        upload_act(b, vd, p->v + off, cnt / 4, stage);
         struct batch wb = {.n_tokens = n, .slot_mapping = slots};
         op->kv_write(b, &l, kd, vd, &wb);
     }
-    int32_t pos = L - 1, qs[2] = {0, 1}, seq_len = L, row = 0, tok = 0;
-    struct batch ab = {.n_tokens = 1, .token_ids = &tok, .positions = &pos, .slot_mapping = &pos, .n_seqs = 1,
+    // the scored query sits at position L-1; with query_rows 2 it is the last of a 2-token chunk
+    int32_t pos[2] = {L - nq, L - 1}, qs[2] = {0, nq}, seq_len = L, row = 0, tok[2] = {0, 0};
+    struct batch ab = {.n_tokens = nq, .token_ids = tok, .positions = pos, .slot_mapping = pos, .n_seqs = 1,
                        .query_start = qs, .seq_lens = &seq_len, .block_tables = btab, .max_blocks_per_seq = n_blocks,
                        .n_logits = 0, .logits_rows = &row};
-    struct attn_params ap = {.n_heads = nh, .softmax_scale = (float)(1.0 / sqrt((double)hd)), .fp8_math = run->math};
-    op->upload(b, qd, p->q, (size_t)nh * hd * 4);
+    struct attn_params ap = {.n_heads = nh, .softmax_scale = (float)(1.0 / sqrt((double)hd)), .fp8_math = run->math,
+                             .fp8_accum = run->accum};
+    float *qq = malloc((size_t)nq * nh * hd * sizeof(float));
+    if (!qq) { rc = err_set(OCT_ENOMEM, "needle: out of memory"); goto done; }
+    for (int i = 0; i < nq; i++) memcpy(qq + (size_t)i * nh * hd, p->q, (size_t)nh * hd * sizeof(float));
+    upload_act(b, qd, qq, (size_t)nq * nh * hd, stage);
+    free(qq);
     if ((rc = op->sync(b)) < 0) goto done;
     if (op->batch_begin && (rc = op->batch_begin(b, &ab)) < 0) goto done;
     double t0 = now_ms();
@@ -251,8 +267,10 @@ int needle_problem_run(const struct needle_problem *p, struct backend *b, const 
     rc = op->sync(b);
     out->attn_ms = now_ms() - t0;
     if (rc < 0) goto done;
-    op->download(b, o, od, (size_t)nh * hd * 4);
+    op->download_f32(b, o, od, (size_t)nq * nh * hd);
     double num = 0, den = 0;
+    float *o_all = o;
+    o += (size_t)(nq - 1) * nh * hd;  // the row at position L-1
     out->retrieved = true;
     for (int h = 0; h < nh; h++) {
         int g = h / group;
@@ -272,6 +290,7 @@ int needle_problem_run(const struct needle_problem *p, struct backend *b, const 
         if (!(cn > cos_threshold && cn > best)) out->retrieved = false;
     }
     out->rel_l2 = den > 0 ? sqrt(num / den) : 0;
+    o = o_all;
 done:
     if (l.k) op->free(b, l.k);
     if (l.v) op->free(b, l.v);
@@ -279,6 +298,6 @@ done:
     if (vd) op->free(b, vd);
     if (qd) op->free(b, qd);
     if (od) op->free(b, od);
-    free(slots); free(btab); free(o);
+    free(slots); free(btab); free(o); free(stage);
     return rc;
 }

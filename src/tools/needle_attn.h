@@ -49,12 +49,15 @@ struct needle_result {
 
 struct needle_run {
     enum dtype dt;              // KV cache element type
-    enum attn_fp8_math math;    // attention path for FP8 caches
+    enum attn_fp8_math math;    // attention path for FP8 caches (CPU)
+    int accum;                  // struct attn_params.fp8_accum (GPU FP8 tensor-core path)
+    int query_rows;             // 1: one decode query; 2: the last two positions as a prefill
+                                // chunk, so a GPU runs its prefill kernel (the scored row is the last)
     bool calibrated;            // FP8 scales max|x|/fp8_max per KV head (else 1.0)
     double cos_threshold;       // retrieval needs cos(out, needle) above this
 };
 
-// Stores the problem's K/V as run->dt on backend b, runs one decode attention, scores it.
+// Stores the problem's K/V as run->dt on backend b, runs one attention step, scores it.
 int needle_problem_run(const struct needle_problem *p, struct backend *b, const struct needle_run *run,
                        struct needle_result *out);
 

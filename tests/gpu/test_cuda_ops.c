@@ -153,6 +153,13 @@ TEST(elementwise_and_gemm) {
     free((void *)w_norm.data); free((void *)w_up.data); free((void *)emb.data);
 }
 
+// The CPU reference's FP8 math, the GPU's accumulation mode and the NMSE bound for the next
+// attention_case calls (FP8 wgmma prefill is compared with the CPU's emulation of it).
+#define WGMMA_BOUND 2e-3
+static enum attn_fp8_math case_math = ATTN_FP8_EXACT;
+static int case_acc = 0;
+static double case_bound = 2e-5;
+
 // kv_write on both backends, compare pages byte for byte, then attention on each.
 static void attention_case(const char *label, enum dtype dt, int hd, int n_kv, int G, int window, int n_seqs,
                            const int *n_q, const int *ctx) {
@@ -209,7 +216,7 @@ static void attention_case(const char *label, enum dtype dt, int hd, int n_kv, i
     record(name, diff ? 1.0 : 0.0, 0, NULL);
     float *out[2];
     size_t nout = (size_t)t->b.n_tokens * n_kv * G * hd;
-    struct attn_params ap = {n_kv * G, 1.0f / sqrtf((float)hd), ATTN_FP8_EXACT};
+    struct attn_params ap = {n_kv * G, 1.0f / sqrtf((float)hd), case_math, case_acc};
     for (int i = 0; i < 2; i++) {
         void *dq = to_dev(bk[i], q, nout), *dout = bk[i]->ops->alloc(bk[i], nout * 4);
         bk[i]->ops->batch_begin(bk[i], &t->b);
@@ -221,8 +228,8 @@ static void attention_case(const char *label, enum dtype dt, int hd, int n_kv, i
         bk[i]->ops->free(bk[i], L[i].k);
         bk[i]->ops->free(bk[i], L[i].v);
     }
-    snprintf(name, sizeof name, "attention %s %s", dtype_name(dt), label);
-    record(name, nmse(out[1], out[0], nout), 2e-5, NULL);
+    snprintf(name, sizeof name, "attention %s %s%s", dtype_name(dt), label, case_math == ATTN_FP8_EMULATE ? " vs emulate" : "");
+    record(name, nmse(out[1], out[0], nout), case_bound, NULL);
     free(out[0]); free(out[1]); free(k); free(v); free(q); free(pg); free(pc); free(t); free(w);
 }
 
@@ -238,15 +245,52 @@ TEST(kv_write_and_attention) {
         attention_case("decode hd256 G2", dts[d], 256, 4, 2, 0, 1, q3, c3);
         attention_case("decode hd256 G2 window 512", dts[d], 256, 4, 2, 512, 1, q3, c3);
         int q4[2] = {300, 1}, c4[2] = {500, 900};  // chunked prefill (200 cached) + a decode, one batch
+        // e4m3 prefill runs on FP8 wgmma (Q and P in e4m3): compared with the CPU's emulation
+        bool wg = dts[d] == DT_E4M3;
+        case_math = wg ? ATTN_FP8_EMULATE : ATTN_FP8_EXACT;
+        case_bound = wg ? WGMMA_BOUND : 2e-5;
         attention_case("prefill+decode hd128 G4", dts[d], 128, 8, 4, 0, 2, q4, c4);
         attention_case("prefill hd64 G8 window 128", dts[d], 64, 8, 8, 128, 2, q4, c4);
         attention_case("prefill hd256 G2", dts[d], 256, 4, 2, 0, 2, q4, c4);
+        case_math = ATTN_FP8_EXACT;
+        case_bound = 2e-5;
         int q5[2] = {40, 1}, c5[2] = {100, 300};
         attention_case("generic hd8 G2 (stories260K shape)", dts[d], 8, 4, 2, 0, 2, q5, c5);
         attention_case("generic hd96 G4", dts[d], 96, 2, 4, 0, 2, q5, c5);
     }
     int q1[1] = {1}, c1[1] = {1000};
     attention_case("decode hd128 G4 (fp32 cache, generic)", DT_F32, 128, 8, 4, 0, 1, q1, c1);
+}
+
+// FP8 wgmma prefill against the CPU's FP8 emulation: lengths, head dims, windows, GQA
+// groups and each accumulation mode (every mode must stay close at these lengths).
+TEST(fp8_wgmma_prefill) {
+    static const int accs[3] = {0, 4, ATTN_ACC_SINGLE};
+    static const char *const acc_names[3] = {"two-level", "every:4", "single"};
+    case_math = ATTN_FP8_EMULATE;
+    case_bound = WGMMA_BOUND;
+    for (int a = 0; a < 3; a++) {
+        case_acc = accs[a];
+        char label[128];
+        int qa[1] = {1024}, ca[1] = {1024};
+        snprintf(label, sizeof label, "wgmma prefill hd128 G4 L1024 %s", acc_names[a]);
+        attention_case(label, DT_E4M3, 128, 8, 4, 0, 1, qa, ca);
+        int qb[2] = {200, 77}, cb[2] = {8192, 3000};  // chunked: most of the context cached
+        snprintf(label, sizeof label, "wgmma chunked prefill hd128 G4 L8192 %s", acc_names[a]);
+        attention_case(label, DT_E4M3, 128, 8, 4, 0, 2, qb, cb);
+        snprintf(label, sizeof label, "wgmma chunked prefill hd64 G8 L8192 %s", acc_names[a]);
+        attention_case(label, DT_E4M3, 64, 8, 8, 0, 2, qb, cb);
+        snprintf(label, sizeof label, "wgmma chunked prefill hd256 G2 L8192 %s", acc_names[a]);
+        attention_case(label, DT_E4M3, 256, 4, 2, 0, 2, qb, cb);
+        snprintf(label, sizeof label, "wgmma chunked prefill hd128 G1 window 1000 %s", acc_names[a]);
+        attention_case(label, DT_E4M3, 128, 4, 1, 1000, 2, qb, cb);
+        int qc[1] = {64}, cc[1] = {32768};
+        snprintf(label, sizeof label, "wgmma prefill tail hd128 G4 L32768 %s", acc_names[a]);
+        attention_case(label, DT_E4M3, 128, 8, 4, 0, 1, qc, cc);
+    }
+    case_acc = 0;
+    case_math = ATTN_FP8_EXACT;
+    case_bound = 2e-5;
 }
 
 int main(int argc, char **argv) {
@@ -258,6 +302,7 @@ int main(int argc, char **argv) {
     report = json_array();
     RUN(elementwise_and_gemm);
     RUN(kv_write_and_attention);
+    RUN(fp8_wgmma_prefill);
     if (argc > 1) json_dump_file(report, argv[1], JSON_INDENT(1));
     json_decref(report);
     gpu->ops->destroy(gpu);

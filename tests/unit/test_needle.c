@@ -42,7 +42,7 @@ TEST(attention_retrieval_short) {
         for (int d = 0; d < 4; d++)
             for (int math = 0; math < 2; math++) {
                 struct needle_result r;
-                struct needle_run run = {dts[d], math ? ATTN_FP8_EMULATE : ATTN_FP8_EXACT, false, 0.3};
+                struct needle_run run = {.dt = dts[d], .math = math ? ATTN_FP8_EMULATE : ATTN_FP8_EXACT, .cos_threshold = 0.3};
                 CHECK_OK(needle_problem_run(&p, b, &run, &r));
                 CHECK_MSG(r.retrieved, "%s math %d heads %d: cos %g vs distractor %g", dtype_name(dts[d]), math,
                           shapes[si].n_heads, r.cos_needle, r.cos_distractor);
@@ -51,7 +51,7 @@ TEST(attention_retrieval_short) {
             }
         // calibrated scales keep e4m3 as accurate
         struct needle_result r1, rc;
-        struct needle_run one = {DT_E4M3, ATTN_FP8_EXACT, false, 0.3}, cal = {DT_E4M3, ATTN_FP8_EXACT, true, 0.3};
+        struct needle_run one = {.dt = DT_E4M3, .cos_threshold = 0.3}, cal = {.dt = DT_E4M3, .calibrated = true, .cos_threshold = 0.3};
         CHECK_OK(needle_problem_run(&p, b, &one, &r1));
         CHECK_OK(needle_problem_run(&p, b, &cal, &rc));
         CHECK(rc.retrieved && rc.rel_l2 < 0.1);

@@ -13,6 +13,7 @@
 #include "cuda_common.cuh"
 #include "cuda_decode_mma.cuh"
 #include "cuda_prefill_mma.cuh"
+#include "cuda_prefill_fp8.cuh"
 
 // ---------------------------------------------------------------- element access
 
@@ -462,6 +463,41 @@ static void launch_prefill(struct cuda_backend *c, void *out, const void *q, con
     CUDA_LAUNCHED(c, "attention prefill");
 }
 
+// FP8 (e4m3) prefill on wgmma; false when the shape is not covered (the caller falls back).
+template <int HD, int ACC>
+static void launch_prefill_fp8_acc(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
+                                   float scale, const float *sc, const struct batch *bt, int every) {
+    constexpr int SMEM = fp8pf::cfg<HD>::SMEM;
+    static bool attr_set = false;
+    if (!attr_set) {
+        if (cuda_fail(c, cudaFuncSetAttribute(k_prefill_fp8<HD, ACC>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM),
+                      "cudaFuncSetAttribute(k_prefill_fp8)")) return;
+        attr_set = true;
+    }
+    int qt = 64 / G;
+    dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
+    k_prefill_fp8<HD, ACC><<<grid, 128, SMEM, c->stream>>>((bf16 *)out, (const bf16 *)q, (const uint8_t *)l->k,
+                                                          (const uint8_t *)l->v, c->cb.qstart, c->cb.pos, c->cb.btab,
+                                                          bt->max_blocks_per_seq, l->n_kv_heads, G, l->kv_block_tokens,
+                                                          l->window, scale, sc, every);
+    CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma)");
+}
+
+template <int HD>
+static void launch_prefill_fp8(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
+                               const struct attn_params *p, const float *sc, const struct batch *bt) {
+    if (p->fp8_accum == 0 || p->fp8_accum == 1) launch_prefill_fp8_acc<HD, 0>(c, out, q, l, G, p->softmax_scale, sc, bt, 1);
+    else if (p->fp8_accum > 1) launch_prefill_fp8_acc<HD, 1>(c, out, q, l, G, p->softmax_scale, sc, bt, p->fp8_accum);
+    else launch_prefill_fp8_acc<HD, 2>(c, out, q, l, G, p->softmax_scale, sc, bt, 0);
+}
+
+// OCTET_FP8_WGMMA=0 sends e4m3 prefill to the f16 mma.sync kernel instead (for comparisons).
+static bool fp8_wgmma_on(void) {
+    static int on = -1;
+    if (on < 0) { const char *e = getenv("OCTET_FP8_WGMMA"); on = !(e && !strcmp(e, "0")); }
+    return on;
+}
+
 extern "C" void cuda_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,
                                const struct attn_params *p, const struct batch *bt) {
     struct cuda_backend *c = (struct cuda_backend *)b;
@@ -481,6 +517,12 @@ extern "C" void cuda_attention(struct backend *b, void *out, const void *q, cons
                 : hd == 128 ? launch_decode<128>(c, out, q, l, G, p->softmax_scale, sc, bt)
                             : launch_decode<256>(c, out, q, l, G, p->softmax_scale, sc, bt);
         if (ok) return;
+    }
+    if (l->dtype == DT_E4M3 && (hd == 64 || hd == 128 || hd == 256) && 64 % G == 0 && fp8_wgmma_on()) {
+        if (hd == 64) launch_prefill_fp8<64>(c, out, q, l, G, p, sc, bt);
+        else if (hd == 128) launch_prefill_fp8<128>(c, out, q, l, G, p, sc, bt);
+        else launch_prefill_fp8<256>(c, out, q, l, G, p, sc, bt);
+        return;
     }
     if (fast_dtype && (hd == 64 || hd == 128) && l->kv_block_tokens == 16 && G <= 16 && 16 % G == 0) {
         dim3 grid(bt->n_seqs, (c->cb.max_q + 64 / G - 1) / (64 / G), l->n_kv_heads);

@@ -1,0 +1,297 @@
+// cuda_prefill_fp8.cuh — paged causal prefill attention on Hopper's FP8 tensor cores
+// (wgmma e4m3, QGMMA in SASS), included by cuda_attention.cu. Owns: the kernel, its shared-
+// memory layouts and the P·V accumulation modes (--fp8-attention-accumulation).
+//
+// One CTA = one warpgroup (128 threads) = (sequence, tile of 64 query rows, KV head); a
+// query row is one (token, query head) pair of the KV head's group, so GQA heads share
+// every K/V load (as in cuda_prefill_mma.cuh). Per KV tile of BN keys:
+//   S = Q·Kᵀ    wgmma m64nBNk32, A = Q (e4m3, shared), B = K (e4m3 cache bytes, shared)
+//   P = exp(S·scale − m) · 256 → e4m3 in registers (online softmax, FP32 row max and sum)
+//   T = P·V     wgmma m64nHDk32, A = P (registers), B = Vᵀ (shared, transposed in-kernel)
+// Q is quantized here with a per-(token, head) scale amax/448, as the CPU emulation
+// (cpu_attention.c, ATTN_FP8_EMULATE) does; K/V descales, the Q scale and the softmax scale
+// are folded into one factor on S, and v_scale / (256·l) into the final normalisation.
+//
+// Accumulation (the seed's finding: wgmma keeps only part of FP32 when it adds into D):
+//   two-level (acc = 0)  each tile's P·V starts from zero in the MMA accumulator and is
+//                        added into a separate FP32 register accumulator O;
+//   every:N   (acc = N)  T carries across N tiles, promoted into O after absolute tiles
+//                        N−1, 2N−1, … (and the last);
+//   single    (acc < 0)  T carries over the whole context (fastest, least accurate).
+// Tiles sit at absolute key positions (tile t = keys [t·BN, (t+1)·BN)), so where a promotion
+// happens does not depend on how a prefill was chunked.
+//
+// Shared-memory operands use wgmma's no-swizzle layout: 8-row × 16-byte core matrices of
+// 128 contiguous bytes; element (row r, byte b) of an R × KB operand lives at
+// (r/8)·KB·8 + (b/16)·128 + (r%8)·16 + b%16 (LBO = 128 along K, SBO = KB·8 along rows).
+// Vᵀ's key order is permuted inside each 32-key group so that a thread's S accumulators
+// become its P operand registers without shuffles: operand position p = 16h + 4c + i holds
+// key 16h + 2c + (i&1) + 8(i>>1).
+#pragma once
+
+#include "cuda_wgmma_ops.cuh"
+
+namespace fp8pf {
+
+template <int HD> struct cfg {
+    static constexpr int BN = HD <= 128 ? 128 : 64;          // keys per tile
+    static constexpr int VROW = HD + 16;                      // padded row of the raw V stage
+    static constexpr int Q_BYTES = 64 * HD;
+    static constexpr int K_BYTES = BN * HD;
+    static constexpr int VRAW_BYTES = BN * VROW;
+    static constexpr int VT_BYTES = HD * BN;
+    static constexpr int SMEM = Q_BYTES + 2 * K_BYTES + 2 * VRAW_BYTES + VT_BYTES + 64 * 4;
+};
+
+__device__ __forceinline__ uint32_t cm_off(int r, int b, int kb) {  // core-matrix layout offset
+    return (uint32_t)((r >> 3) * kb * 8 + (b >> 4) * 128 + (r & 7) * 16 + (b & 15));
+}
+
+__device__ __forceinline__ void cp_async16_zfill(void *smem, const void *gmem, bool valid) {
+    unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    int n = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(sa), "l"(gmem), "r"(n));
+}
+
+__device__ __forceinline__ uint32_t pack4_e4m3(float a, float b, float c, float d) {
+    __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+    __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+    return (uint32_t)lo | ((uint32_t)hi << 16);
+}
+
+template <int N> __device__ __forceinline__ void ss(float *d, uint64_t a, uint64_t b, int sd) {
+    if constexpr (N == 64) wgmma_ss_n64(d, a, b, sd); else wgmma_ss_n128(d, a, b, sd);
+}
+template <int N> __device__ __forceinline__ void rs(float *d, const uint32_t *a, uint64_t b, int sd) {
+    if constexpr (N == 64) wgmma_rs_n64(d, a, b, sd);
+    else if constexpr (N == 128) wgmma_rs_n128(d, a, b, sd);
+    else wgmma_rs_n256(d, a, b, sd);
+}
+template <int N> __device__ __forceinline__ void fence_acc(float *d) {
+    if constexpr (N == 64) wgmma_fence_acc32(d);
+    else if constexpr (N == 128) wgmma_fence_acc64(d);
+    else wgmma_fence_acc128(d);
+}
+
+// T (+)= P·Vᵀ[cols c0 .. c0+N) over the tile's BN keys; sd0 = 0 starts T from zero.
+template <int HD, int N> __device__ __forceinline__ void pv(float *t, const uint32_t (*pa)[4], const uint8_t *vt,
+                                                              int c0, int sd0) {
+    constexpr int BN = cfg<HD>::BN;
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BN / 32; kk++)
+        rs<N>(t, pa[kk], wgmma_desc(vt + (c0 / 8) * BN * 8 + kk * 256, 128, BN * 8), kk > 0 ? 1 : sd0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_acc<N>(t);
+}
+
+}  // namespace fp8pf
+
+// ACC: 0 two-level, 1 every:N (n_every), 2 single.
+template <int HD, int ACC>
+__global__ void __launch_bounds__(128) k_prefill_fp8(bf16 *out, const bf16 *q, const uint8_t *kc, const uint8_t *vc,
+                                                     const int32_t *qstart, const int32_t *pos_arr, const int32_t *btab,
+                                                     int max_blocks, int n_kv, int G, int bs, int window, float scale,
+                                                     const float *scales, int n_every) {
+    using C = fp8pf::cfg<HD>;
+    constexpr int BN = C::BN, NJ = BN / 8, NO = HD / 2;
+    extern __shared__ __align__(128) uint8_t fp8pf_smem[];
+    uint8_t *Qs = fp8pf_smem, *Ks = Qs + C::Q_BYTES, *Vr = Ks + 2 * C::K_BYTES, *Vt = Vr + 2 * C::VRAW_BYTES;
+    float *qscale_s = (float *)(Vt + C::VT_BYTES);
+    const int s = blockIdx.x, tile = blockIdx.y, g = blockIdx.z, tid = threadIdx.x;
+    const int warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
+    const int t_begin = qstart[s], n_q = qstart[s + 1] - t_begin;
+    const int tok_per_cta = 64 / G, q0 = tile * tok_per_cta;
+    if (q0 >= n_q) return;
+    const int n_heads = n_kv * G;
+
+    // ---- Q: per-(token, head) scale amax/448, e4m3, into the core-matrix layout (2 threads a row)
+    {
+        int row = tid >> 1, half = tid & 1, qi = q0 + row / G;
+        bool on = row < tok_per_cta * G && qi < n_q;
+        const bf16 *src = q + ((size_t)(t_begin + (on ? qi : q0)) * n_heads + g * G + row % G) * HD + half * (HD / 2);
+        float amax = 0.0f;
+        if (on)
+            for (int i = 0; i < HD / 2; i++) amax = fmaxf(amax, fabsf(__bfloat162float(src[i])));
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffff, amax, 1));
+        float qs = amax > 0.0f ? amax / 448.0f : 1.0f;
+        for (int i = 0; i < HD / 2; i += 4) {
+            float x[4];
+            for (int e = 0; e < 4; e++) x[e] = on ? __bfloat162float(src[i + e]) / qs : 0.0f;
+            *(uint32_t *)(Qs + fp8pf::cm_off(row, half * (HD / 2) + i, HD)) = fp8pf::pack4_e4m3(x[0], x[1], x[2], x[3]);
+        }
+        if (!half) qscale_s[row] = qs;
+    }
+    // ---- this thread's two rows (warp*16 + rr, +8)
+    int row_tok[2], row_head[2], row_pos[2], row_lo[2];
+    bool row_on[2];
+    float row_sc[2];
+    const float kscale = scales[g], vscale = scales[KV_MAX_HEADS + g];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int row = warp * 16 + rr + 8 * h, qi = q0 + row / G;
+        row_on[h] = row < tok_per_cta * G && qi < n_q;
+        row_tok[h] = t_begin + (row_on[h] ? qi : q0);
+        row_head[h] = row % G;
+        row_pos[h] = row_on[h] ? pos_arr[row_tok[h]] : -1;
+        row_lo[h] = window > 0 && row_pos[h] - window + 1 > 0 ? row_pos[h] - window + 1 : 0;
+    }
+    const int last_tok = min(q0 + tok_per_cta, n_q) - 1;
+    const int p_first = pos_arr[t_begin + q0], p_last = pos_arr[t_begin + last_tok];
+    const int k_lo = window > 0 && p_first - window + 1 > 0 ? p_first - window + 1 : 0;
+    const int t0 = k_lo / BN, t1 = p_last / BN;
+    const int32_t *bt = btab + (size_t)s * max_blocks;
+
+    // cp.async of tile t's K (core-matrix layout) and raw V rows into stage st; keys past
+    // p_last are zero-filled (their blocks may not exist), so 0·garbage never makes a NaN
+    auto issue = [&](int t, int st) {
+        if (t <= t1) {
+            uint8_t *kd = Ks + st * C::K_BYTES, *vd = Vr + st * C::VRAW_BYTES;
+            for (int i = tid; i < BN * (HD / 16); i += 128) {
+                int r = i / (HD / 16), ch = i % (HD / 16), kp = t * BN + r;
+                bool valid = kp <= p_last;
+                size_t off = valid ? (((size_t)bt[kp / bs] * n_kv + g) * bs + kp % bs) * HD + ch * 16 : 0;
+                fp8pf::cp_async16_zfill(kd + fp8pf::cm_off(r, ch * 16, HD), kc + off, valid);
+                fp8pf::cp_async16_zfill(vd + r * C::VROW + ch * 16, vc + off, valid);
+            }
+        }
+        cp_async_commit();
+    };
+    issue(t0, 0);
+    __syncthreads();  // qscale_s
+#pragma unroll
+    for (int h = 0; h < 2; h++) row_sc[h] = qscale_s[warp * 16 + rr + 8 * h] * kscale * scale;
+
+    float o[ACC == 2 ? 1 : NO];   // FP32 accumulator (two-level, every:N)
+    float tacc[ACC == 0 ? (HD <= 128 ? NO : 32) : NO];  // the MMA accumulator
+#pragma unroll
+    for (int i = 0; i < (ACC == 2 ? 1 : NO); i++) o[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < (int)(sizeof tacc / sizeof tacc[0]); i++) tacc[i] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+    for (int t = t0, st = 0; t <= t1; t++, st ^= 1) {
+        issue(t + 1, st ^ 1);
+        cp_async_wait<1>();
+        fence_proxy_async();
+        __syncthreads();
+        // S = Q·Kᵀ, issued first so the transpose below overlaps it
+        float sacc[BN / 2];
+        const uint8_t *kt = Ks + st * C::K_BYTES;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < HD / 32; kk++)
+            fp8pf::ss<BN>(sacc, wgmma_desc(Qs + kk * 256, 128, HD * 8), wgmma_desc(kt + kk * 256, 128, HD * 8), kk > 0);
+        wgmma_commit();
+        // Vᵀ (permuted key order) from the raw stage: 4 keys × 4 bytes per item
+        {
+            const uint8_t *vr = Vr + st * C::VRAW_BYTES;
+            for (int it = tid; it < (HD / 4) * (BN / 4); it += 128) {
+                int d4 = it % (HD / 4), pq = it / (HD / 4);
+                int p0 = pq * 4, kb = (p0 & ~15) + 2 * ((p0 >> 2) & 3);
+                uint32_t w0 = *(const uint32_t *)(vr + (kb + 0) * C::VROW + d4 * 4);
+                uint32_t w1 = *(const uint32_t *)(vr + (kb + 1) * C::VROW + d4 * 4);
+                uint32_t w2 = *(const uint32_t *)(vr + (kb + 8) * C::VROW + d4 * 4);
+                uint32_t w3 = *(const uint32_t *)(vr + (kb + 9) * C::VROW + d4 * 4);
+                uint32_t a0 = __byte_perm(w0, w1, 0x5140), a1 = __byte_perm(w0, w1, 0x7362);
+                uint32_t a2 = __byte_perm(w2, w3, 0x5140), a3 = __byte_perm(w2, w3, 0x7362);
+                uint32_t r4[4] = {__byte_perm(a0, a2, 0x5410), __byte_perm(a0, a2, 0x7632),
+                                  __byte_perm(a1, a3, 0x5410), __byte_perm(a1, a3, 0x7632)};
+#pragma unroll
+                for (int j = 0; j < 4; j++) *(uint32_t *)(Vt + fp8pf::cm_off(d4 * 4 + j, p0, BN)) = r4[j];
+            }
+        }
+        fence_proxy_async();
+        wgmma_wait<0>();
+        fp8pf::fence_acc<BN>(sacc);
+        __syncthreads();  // Vᵀ complete
+        // online softmax on rows rr (h = 0) and rr + 8 (h = 1)
+        float alpha[2];
+        uint32_t pa[BN / 32][4];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float mx = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    int kp = t * BN + 8 * j + 2 * c + e;
+                    float x = sacc[4 * j + 2 * h + e] * row_sc[h];
+                    if (kp < row_lo[h] || kp > row_pos[h]) x = -INFINITY;
+                    sacc[4 * j + 2 * h + e] = x;
+                    mx = fmaxf(mx, x);
+                }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+            float mn = fmaxf(m[h], mx);
+            alpha[h] = mn == -INFINITY ? 1.0f : __expf(m[h] - mn);
+            float sum = 0.0f;
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    float x = sacc[4 * j + 2 * h + e];
+                    float p = mn == -INFINITY ? 0.0f : __expf(x - mn);
+                    sum += p;
+                    sacc[4 * j + 2 * h + e] = p * 256.0f;
+                }
+            l[h] = l[h] * alpha[h] + sum;
+            m[h] = mn;
+        }
+#pragma unroll
+        for (int kk = 0; kk < BN / 32; kk++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const float *s0 = sacc + 4 * (4 * kk) + 2 * h;
+                pa[kk][h] = fp8pf::pack4_e4m3(s0[0], s0[1], s0[4], s0[5]);           // keys 2c, 2c+1, 2c+8, 2c+9
+                pa[kk][2 + h] = fp8pf::pack4_e4m3(s0[8], s0[9], s0[12], s0[13]);     // + 16
+            }
+        // rescale the running accumulators (fragment element i belongs to row rr + 8·((i>>1)&1))
+        if constexpr (ACC != 2) {
+#pragma unroll
+            for (int i = 0; i < NO; i++) o[i] *= alpha[(i >> 1) & 1];
+        }
+        if constexpr (ACC != 0) {
+#pragma unroll
+            for (int i = 0; i < NO; i++) tacc[i] *= alpha[(i >> 1) & 1];
+        }
+        if constexpr (ACC == 0) {
+            if constexpr (HD <= 128) {
+                fp8pf::pv<HD, HD>(tacc, pa, Vt, 0, 0);
+#pragma unroll
+                for (int i = 0; i < NO; i++) o[i] += tacc[i];
+            } else {
+#pragma unroll
+                for (int c0 = 0; c0 < HD; c0 += 64) {
+                    fp8pf::pv<HD, 64>(tacc, pa, Vt, c0, 0);
+#pragma unroll
+                    for (int i = 0; i < 32; i++) o[c0 / 2 + i] += tacc[i];
+                }
+            }
+        } else if constexpr (ACC == 1) {
+            bool fresh = t == t0 || t % n_every == 0;
+            fp8pf::pv<HD, HD>(tacc, pa, Vt, 0, fresh ? 0 : 1);
+            if ((t + 1) % n_every == 0 || t == t1) {
+#pragma unroll
+                for (int i = 0; i < NO; i++) o[i] += tacc[i];
+            }
+        } else {
+            fp8pf::pv<HD, HD>(tacc, pa, Vt, 0, t == t0 ? 0 : 1);
+        }
+        __syncthreads();  // stage st and Vᵀ free for reuse
+    }
+    const float *acc = ACC == 2 ? tacc : o;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        l[h] += __shfl_xor_sync(0xffffffff, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffff, l[h], 2);
+        if (!row_on[h]) continue;
+        bf16 *orow = out + ((size_t)row_tok[h] * n_heads + g * G + row_head[h]) * HD;
+        float f = l[h] > 0.0f ? vscale / (256.0f * l[h]) : 0.0f;
+#pragma unroll
+        for (int j = 0; j < HD / 8; j++)
+            *(__nv_bfloat162 *)(orow + 8 * j + 2 * c) =
+                __floats2bfloat162_rn(acc[4 * j + 2 * h] * f, acc[4 * j + 2 * h + 1] * f);
+    }
+}
