@@ -7,12 +7,13 @@
 # and a short table into OUTDIR. Stages: probe ops golden kld attn fp8prefill needle
 # (default: all). probe = the wgmma/mma.sync FP8 accumulation probe and a SASS check for
 # QGMMA; fp8prefill = FP8 wgmma prefill attention per accumulation mode vs cuDNN BF16;
-# needle = `eval needle --level attention` on the GPU at 8k-128k.
+# needle = `eval needle --level attention` on the GPU at 8k-128k; ttft = TTFT sweeps (auto vs
+# fp8) on dummy:llama-3.1-8b and dummy:gemma-hd256 and their quadratic coefficients.
 # Binaries come from $OCTET_BIN (default build/); carried shared libraries from $OCTET_LIB.
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 shift
-STAGES=${*:-probe ops golden kld attn fp8prefill needle}
+STAGES=${*:-probe ops golden kld attn fp8prefill needle ttft}
 mkdir -p "$OUT"
 BIN=${OCTET_BIN:-build}
 [ -n "${OCTET_LIB:-}" ] && export LD_LIBRARY_PATH="$OCTET_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -145,5 +146,19 @@ print("| length | kv | kernel | rel L2 vs f64 | cos(needle) | best distractor | 
 for r in o["rows"]:
     print(f"| {r['length']} | {r['kv_cache_dtype']} | {r['attention_math']} | {r['rel_l2']:.3e} | {r['cos_needle']:.4f} | {r['cos_distractor']:.4f} | {'yes' if r['retrieved'] else 'NO'} |")
 PY
+fi
+if has ttft; then
+  for m in llama-3.1-8b gemma-hd256; do
+    "$BIN/octet" bench sweep --model dummy:$m --kv-cache-dtype auto,fp8 --input-lens 1024,4096,8192,16384,32768 \
+      --output-len 2 --serve-args "--kv-cache-memory 40000000000" --output-dir "$OUT/ttft_$m" --quiet > "$OUT/ttft_$m.log" 2>&1
+    python3 - "$OUT/ttft_$m/sweep.json" "$m" <<'PY' | tee -a "$summary"
+import json, sys
+j = json.load(open(sys.argv[1]))
+fits = {c["name"]: c["ttft_fit"] for c in j["configs"] if c.get("ttft_fit")}
+line = ", ".join(f"{n}: a={f['a']:.3e} ms/tok^2 (R2 {f['r2']:.4f})" for n, f in fits.items())
+ratio = fits["fp8"]["a"] / fits["auto"]["a"] if "fp8" in fits and "auto" in fits else float("nan")
+print(f"ttft {sys.argv[2]}: {line}; fp8/auto quadratic = {ratio:.3f}")
+PY
+  done
 fi
 say "done: $(date -u +%T)"

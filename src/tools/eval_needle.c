@@ -117,6 +117,7 @@ static int eval_attention(int argc, char **argv) {
         usage();
         return 2;
     }
+    setenv("OCTET_CUDA_GRAPHS", "0", 1);  // single ops, not forward steps: nothing to capture
     struct backend *b = backend_create(a.device, (int)a.threads);
     if (!b) { fprintf(stderr, "octet eval needle: %s\n", err_msg()); return 1; }
     bool gpu = strcmp(b->ops->name, "cpu") != 0;

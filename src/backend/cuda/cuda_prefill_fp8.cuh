@@ -5,8 +5,9 @@
 // One CTA = one warpgroup (128 threads) = (sequence, tile of 64 query rows, KV head); a
 // query row is one (token, query head) pair of the KV head's group, so GQA heads share
 // every K/V load (as in cuda_prefill_mma.cuh). Per KV tile of BN keys:
-//   S = Q·Kᵀ    wgmma m64nBNk32, A = Q (e4m3, shared), B = K (e4m3 cache bytes, shared)
-//   P = exp(S·scale − m) · 256 → e4m3 in registers (online softmax, FP32 row max and sum)
+//   S = Q·Kᵀ    wgmma m64nBNk32, A = Q (e4m3; registers for HD ≤ 128, shared at 256),
+//               B = K (the e4m3 cache bytes, copied to shared memory)
+//   P = 2^(S·scale·log2e − m) · 256 → e4m3 in registers (online softmax, FP32 row max and sum)
 //   T = P·V     wgmma m64nHDk32, A = P (registers), B = Vᵀ (shared, transposed in-kernel)
 // Q is quantized here with a per-(token, head) scale amax/448, as the CPU emulation
 // (cpu_attention.c, ATTN_FP8_EMULATE) does; K/V descales, the Q scale and the softmax scale
@@ -57,6 +58,12 @@ __device__ __forceinline__ uint32_t pack4_e4m3(float a, float b, float c, float 
     __nv_fp8x2_storage_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
     __nv_fp8x2_storage_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
     return (uint32_t)lo | ((uint32_t)hi << 16);
+}
+
+__device__ __forceinline__ float ex2(float x) {  // 2^x (MUFU.EX2; -inf -> 0)
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
 }
 
 template <int N> __device__ __forceinline__ void ss(float *d, uint64_t a, uint64_t b, int sd) {
@@ -161,7 +168,17 @@ __global__ void __launch_bounds__(128) k_prefill_fp8(bf16 *out, const bf16 *q, c
     issue(t0, 0);
     __syncthreads();  // qscale_s
 #pragma unroll
-    for (int h = 0; h < 2; h++) row_sc[h] = qscale_s[warp * 16 + rr + 8 * h] * kscale * scale;
+    for (int h = 0; h < 2; h++) row_sc[h] = qscale_s[warp * 16 + rr + 8 * h] * kscale * scale * 1.4426950408889634f;
+    // Q as wgmma A fragments in registers (HD <= 128; at 256 the registers go to the accumulators)
+    constexpr bool QREG = HD <= 128;
+    uint32_t qa[QREG ? HD / 32 : 1][4];
+    if constexpr (QREG) {
+#pragma unroll
+        for (int kk = 0; kk < HD / 32; kk++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                qa[kk][i] = *(const uint32_t *)(Qs + fp8pf::cm_off(warp * 16 + rr + 8 * (i & 1), 32 * kk + 16 * (i >> 1) + 4 * c, HD));
+    }
 
     float o[ACC == 2 ? 1 : NO];   // FP32 accumulator (two-level, every:N)
     float tacc[ACC == 0 ? (HD <= 128 ? NO : 32) : NO];  // the MMA accumulator
@@ -181,15 +198,21 @@ __global__ void __launch_bounds__(128) k_prefill_fp8(bf16 *out, const bf16 *q, c
         const uint8_t *kt = Ks + st * C::K_BYTES;
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < HD / 32; kk++)
-            fp8pf::ss<BN>(sacc, wgmma_desc(Qs + kk * 256, 128, HD * 8), wgmma_desc(kt + kk * 256, 128, HD * 8), kk > 0);
+        for (int kk = 0; kk < HD / 32; kk++) {
+            if constexpr (QREG) fp8pf::rs<BN>(sacc, qa[kk], wgmma_desc(kt + kk * 256, 128, HD * 8), kk > 0);
+            else fp8pf::ss<BN>(sacc, wgmma_desc(Qs + kk * 256, 128, HD * 8), wgmma_desc(kt + kk * 256, 128, HD * 8), kk > 0);
+        }
         wgmma_commit();
-        // Vᵀ (permuted key order) from the raw stage: 4 keys × 4 bytes per item
+        // Vᵀ (permuted key order) from the raw stage: a lane moves 4 keys × 4 bytes; a warp
+        // item covers 16 operand positions × 32 head-dim bytes. Lane bits pick the key group
+        // (lane & 3), the 4-byte column (lane >> 2) and a rotation of the 4 stores (lane >> 3),
+        // so both the loads and the stores hit 32 different banks.
         {
             const uint8_t *vr = Vr + st * C::VRAW_BYTES;
-            for (int it = tid; it < (HD / 4) * (BN / 4); it += 128) {
-                int d4 = it % (HD / 4), pq = it / (HD / 4);
-                int p0 = pq * 4, kb = (p0 & ~15) + 2 * ((p0 >> 2) & 3);
+            const int rot = (lane >> 3) & 3;
+            for (int it = warp; it < (HD / 32) * (BN / 16); it += 4) {
+                int d4 = (it % (HD / 32)) * 8 + (lane >> 2);
+                int p0 = (it / (HD / 32)) * 16 + (lane & 3) * 4, kb = (p0 & ~15) + 2 * (lane & 3);
                 uint32_t w0 = *(const uint32_t *)(vr + (kb + 0) * C::VROW + d4 * 4);
                 uint32_t w1 = *(const uint32_t *)(vr + (kb + 1) * C::VROW + d4 * 4);
                 uint32_t w2 = *(const uint32_t *)(vr + (kb + 8) * C::VROW + d4 * 4);
@@ -199,7 +222,11 @@ __global__ void __launch_bounds__(128) k_prefill_fp8(bf16 *out, const bf16 *q, c
                 uint32_t r4[4] = {__byte_perm(a0, a2, 0x5410), __byte_perm(a0, a2, 0x7632),
                                   __byte_perm(a1, a3, 0x5410), __byte_perm(a1, a3, 0x7632)};
 #pragma unroll
-                for (int j = 0; j < 4; j++) *(uint32_t *)(Vt + fp8pf::cm_off(d4 * 4 + j, p0, BN)) = r4[j];
+                for (int j = 0; j < 4; j++) {
+                    int jj = (j + rot) & 3;
+                    uint32_t w = jj == 0 ? r4[0] : jj == 1 ? r4[1] : jj == 2 ? r4[2] : r4[3];
+                    *(uint32_t *)(Vt + fp8pf::cm_off(d4 * 4 + jj, p0, BN)) = w;
+                }
             }
         }
         fence_proxy_async();
@@ -225,14 +252,14 @@ __global__ void __launch_bounds__(128) k_prefill_fp8(bf16 *out, const bf16 *q, c
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
             mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
             float mn = fmaxf(m[h], mx);
-            alpha[h] = mn == -INFINITY ? 1.0f : __expf(m[h] - mn);
+            alpha[h] = mn == -INFINITY ? 1.0f : fp8pf::ex2(m[h] - mn);
             float sum = 0.0f;
 #pragma unroll
             for (int j = 0; j < NJ; j++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     float x = sacc[4 * j + 2 * h + e];
-                    float p = mn == -INFINITY ? 0.0f : __expf(x - mn);
+                    float p = mn == -INFINITY ? 0.0f : fp8pf::ex2(x - mn);
                     sum += p;
                     sacc[4 * j + 2 * h + e] = p * 256.0f;
                 }
