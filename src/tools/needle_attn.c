@@ -225,6 +225,7 @@ int needle_problem_run(const struct needle_problem *p, struct backend *b, const 
     }
     size_t bytes = (size_t)n_blocks * nkv * bs * hd * dtype_size(dt);
     int32_t *slots = malloc((size_t)(L > chunk ? L : chunk) * sizeof(int32_t));
+    int32_t *wpos = malloc((size_t)chunk * sizeof(int32_t)), *wtok = calloc((size_t)chunk, sizeof(int32_t));
     int32_t *btab = malloc((size_t)n_blocks * sizeof(int32_t));
     int nq = run->query_rows == 2 ? 2 : 1;
     float *o = malloc((size_t)nq * nh * hd * sizeof(float));
@@ -234,18 +235,22 @@ int needle_problem_run(const struct needle_problem *p, struct backend *b, const 
     void *kd = op->alloc(b, (size_t)chunk * nkv * hd * 4), *vd = op->alloc(b, (size_t)chunk * nkv * hd * 4);
     void *qd = op->alloc(b, (size_t)nq * nh * hd * 4), *od = op->alloc(b, (size_t)nq * nh * hd * 4);
     int rc = OCT_OK;
-    if (!slots || !btab || !o || !stage || !l.k || !l.v || !kd || !vd || !qd || !od) {
+    if (!slots || !wpos || !wtok || !btab || !o || !stage || !l.k || !l.v || !kd || !vd || !qd || !od) {
         rc = err_set(OCT_ENOMEM, "needle: cannot allocate the %d-token %s cache", L, dtype_name(dt));
         goto done;
     }
     for (int i = 0; i < n_blocks; i++) btab[i] = i;
     for (int t0 = 0; t0 < L; t0 += chunk) {  // kv_write in chunks, as prefill steps would
         int n = L - t0 < chunk ? L - t0 : chunk;
-        for (int i = 0; i < n; i++) slots[i] = t0 + i;
+        for (int i = 0; i < n; i++) slots[i] = wpos[i] = t0 + i;
         size_t off = (size_t)t0 * nkv * hd, cnt = (size_t)n * nkv * hd * 4;
         upload_act(b, kd, p->k + off, cnt / 4, stage);
         upload_act(b, vd, p->v + off, cnt / 4, stage);
-        struct batch wb = {.n_tokens = n, .slot_mapping = slots};
+        // a whole prefill-step batch: a GPU backend reads the slots from its batch_begin copy
+        int32_t wq[2] = {0, n}, wlen = t0 + n;
+        struct batch wb = {.n_tokens = n, .token_ids = wtok, .positions = wpos, .slot_mapping = slots, .n_seqs = 1,
+                           .query_start = wq, .seq_lens = &wlen, .block_tables = btab, .max_blocks_per_seq = n_blocks};
+        if (op->batch_begin && (rc = op->batch_begin(b, &wb)) < 0) goto done;
         op->kv_write(b, &l, kd, vd, &wb);
     }
     // the scored query sits at position L-1; with query_rows 2 it is the last of a 2-token chunk
@@ -298,6 +303,6 @@ done:
     if (vd) op->free(b, vd);
     if (qd) op->free(b, qd);
     if (od) op->free(b, od);
-    free(slots); free(btab); free(o); free(stage);
+    free(slots); free(wpos); free(wtok); free(btab); free(o); free(stage);
     return rc;
 }

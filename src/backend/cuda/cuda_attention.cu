@@ -524,13 +524,12 @@ extern "C" void cuda_attention(struct backend *b, void *out, const void *q, cons
         else launch_prefill_fp8<256>(c, out, q, l, G, p, sc, bt);
         return;
     }
-    if (fast_dtype && (hd == 64 || hd == 128 || hd == 256) && l->kv_block_tokens == 16 && G <= 16 && 16 % G == 0) {
+    if (fast_dtype && (hd == 64 || hd == 128) && l->kv_block_tokens == 16 && G <= 16 && 16 % G == 0) {
         dim3 grid(bt->n_seqs, (c->cb.max_q + 64 / G - 1) / (64 / G), l->n_kv_heads);
 #define PF(HDV, DTV) k_prefill_mma<HDV, DTV><<<grid, 128, 0, c->stream>>>((bf16 *)out, (const bf16 *)q, l->k, l->v, c->cb.qstart, \
             c->cb.pos, c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, p->softmax_scale, sc)
         if (hd == 64) { if (l->dtype == DT_BF16) PF(64, DT_BF16); else if (l->dtype == DT_E4M3) PF(64, DT_E4M3); else PF(64, DT_E5M2); }
-        else if (hd == 128) { if (l->dtype == DT_BF16) PF(128, DT_BF16); else if (l->dtype == DT_E4M3) PF(128, DT_E4M3); else PF(128, DT_E5M2); }
-        else { if (l->dtype == DT_BF16) PF(256, DT_BF16); else if (l->dtype == DT_E4M3) PF(256, DT_E4M3); else PF(256, DT_E5M2); }
+        else { if (l->dtype == DT_BF16) PF(128, DT_BF16); else if (l->dtype == DT_E4M3) PF(128, DT_E4M3); else PF(128, DT_E5M2); }
 #undef PF
         CUDA_LAUNCHED(c, "attention prefill (mma)");
         return;

@@ -5,7 +5,7 @@
 // One CTA = one warpgroup (128 threads) = (sequence, tile of 64 query rows, KV head); a
 // query row is one (token, query head) pair of the KV head's group, so GQA heads share
 // every K/V load (as in cuda_prefill_mma.cuh). Per KV tile of BN keys:
-//   S = Q·Kᵀ    wgmma m64nBNk32, A = Q (e4m3; registers for HD ≤ 128, shared at 256),
+//   S = Q·Kᵀ    wgmma m64nBNk32, A = Q (e4m3; registers at HD 64, shared memory otherwise),
 //               B = K (the e4m3 cache bytes, copied to shared memory)
 //   P = 2^(S·scale·log2e − m) · 256 → e4m3 in registers (online softmax, FP32 row max and sum)
 //   T = P·V     wgmma m64nHDk32, A = P (registers), B = Vᵀ (shared, transposed in-kernel)
@@ -169,8 +169,10 @@ __global__ void __launch_bounds__(128) k_prefill_fp8(bf16 *out, const bf16 *q, c
     __syncthreads();  // qscale_s
 #pragma unroll
     for (int h = 0; h < 2; h++) row_sc[h] = qscale_s[warp * 16 + rr + 8 * h] * kscale * scale * 1.4426950408889634f;
-    // Q as wgmma A fragments in registers (HD <= 128; at 256 the registers go to the accumulators)
-    constexpr bool QREG = HD <= 128;
+    // Q as wgmma A fragments in registers at head_dim 64. At 128 this version gave wrong
+    // results on the H200 (NMSE 0.1-0.6, cause not found yet; bench/NOTES.md), and at 256
+    // the registers go to the accumulators, so both read Q through a shared-memory descriptor.
+    constexpr bool QREG = HD == 64;
     uint32_t qa[QREG ? HD / 32 : 1][4];
     if constexpr (QREG) {
 #pragma unroll
