@@ -6,6 +6,7 @@
 //    accuracy per cell, a table, JSON and a gnuplot heatmap.
 #include <jansson.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,7 +24,7 @@ static void usage(void) {
     fprintf(stderr,
             "usage: octet eval needle --level attention [--lengths 1024,4096,16384] [--heads 1,gqa]\n"
             "         [--kv-cache-dtype fp32,bf16,fp8_e4m3,fp8_e5m2] [--fp8-attention-math exact|emulate|both]\n"
-            "         [--needle-weight 0.2] [--depth 50] [--scales one|calibrated] [--threshold 0.3]\n"
+            "         [--needle-weight 0.2] [--depth 50] [--scales one|calibrated] [--threshold 0.3] [--v-bias 0]\n"
             "         [--seed N] [--threads N] [--device cpu|cuda|auto]\n"
             "         [--fp8-attention-accumulation two-level,every:4,single] [--json]\n"
             "       octet eval needle --level model --model PATH [--lengths 1024,4096] [--depths 0,25,50,75,100]\n"
@@ -41,7 +42,7 @@ struct attn_args {
     int n_lengths;
     bool heads_single, heads_gqa, math_exact, math_emulate, json, calibrated;
     bool dtype_on[4];
-    double weight, depth, threshold;
+    double weight, depth, threshold, v_bias;
     long seed, threads;
     char device[8];
     int accs[8], n_accs;
@@ -50,7 +51,7 @@ struct attn_args {
 static int parse_attn(struct attn_args *a, int argc, char **argv) {
     static const char *const valued[] = {"--level", "--lengths", "--heads", "--kv-cache-dtype", "--fp8-attention-math",
                                          "--needle-weight", "--depth", "--scales", "--threshold", "--seed", "--threads",
-                                         "--device", "--fp8-attention-accumulation", NULL};
+                                         "--device", "--fp8-attention-accumulation", "--v-bias", NULL};
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v;
         if (!strcmp(f, "--json")) { a->json = true; continue; }
@@ -86,6 +87,9 @@ static int parse_attn(struct attn_args *a, int argc, char **argv) {
         } else if (!strcmp(f, "--depth")) {
             TRY(cli_float(f, v, &a->depth));
             if (!(a->depth >= 0 && a->depth <= 100)) return err_set(OCT_EINVAL, "--depth: %s is not in 0..100", v);
+        } else if (!strcmp(f, "--v-bias")) {
+            TRY(cli_float(f, v, &a->v_bias));
+            if (!(fabs(a->v_bias) <= 100)) return err_set(OCT_EINVAL, "--v-bias: %s is not in -100..100", v);
         } else if (!strcmp(f, "--threshold")) {
             TRY(cli_float(f, v, &a->threshold));
         } else if (!strcmp(f, "--seed")) TRY(cli_int(f, v, 0, 1L << 62, &a->seed));
@@ -131,7 +135,8 @@ static int eval_attention(int argc, char **argv) {
     for (int li = 0; li < a.n_lengths && !rc; li++)
         for (int hv = 0; hv < 2 && !rc; hv++) {
             if ((hv == 0 && !a.heads_single) || (hv == 1 && !a.heads_gqa)) continue;
-            struct needle_shape s = hv ? (struct needle_shape){32, 8, 128} : (struct needle_shape){1, 1, 128};
+            struct needle_shape s = hv ? (struct needle_shape){32, 8, 128, (float)a.v_bias}
+                                       : (struct needle_shape){1, 1, 128, (float)a.v_bias};
             struct needle_problem p;
             if (needle_problem_init(&p, s, (int)a.lengths[li], a.depth / 100.0, a.weight, (uint64_t)a.seed) < 0) { rc = 1; break; }
             for (int d = 0; d < 4 && !rc; d++) {
@@ -199,6 +204,7 @@ static int eval_attention(int argc, char **argv) {
     json_object_set_new(o, "depth", json_real(a.depth));
     json_object_set_new(o, "threshold", json_real(a.threshold));
     json_object_set_new(o, "seed", json_integer(a.seed));
+    json_object_set_new(o, "v_bias", json_real(a.v_bias));
     json_object_set_new(o, "rows", rows);
     if (a.json) {
         char *js = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(6));

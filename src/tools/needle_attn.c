@@ -38,9 +38,9 @@ static void pick_channels(struct rng *r, int hd, int n, int *out) {
 }
 
 // One value row of head g: Gaussian, outlier channels wider.
-static void fill_v(struct rng *r, float *dst, int hd, const int *vo) {
+static void fill_v(struct rng *r, float *dst, int hd, const int *vo, float bias) {
     for (int i = 0; i < hd; i++) dst[i] = (float)gauss(r);
-    for (int i = 0; i < V_OUTLIERS; i++) dst[vo[i]] *= 8.0f;
+    for (int i = 0; i < V_OUTLIERS; i++) dst[vo[i]] = dst[vo[i]] * 8.0f + bias;
 }
 
 // A distinctive value row: Gaussian on every channel (no outlier pattern shared with the
@@ -99,7 +99,7 @@ int needle_problem_init(struct needle_problem *p, struct needle_shape s, int len
             float *kr = p->k + ((size_t)j * nkv + g) * hd, *vr = p->v + ((size_t)j * nkv + g) * hd;
             for (int i = 0; i < hd; i++) kr[i] = (float)gauss(&r);
             for (int i = 0; i < K_OUTLIERS; i++) kr[ko[g][i]] = kmu[g][i] + 3.0f * kr[ko[g][i]];
-            fill_v(&r, vr, hd, vo[g]);
+            fill_v(&r, vr, hd, vo[g], s.v_bias);
         }
     // queries: a shared direction per KV group plus 30% per-head noise, scaled so that
     // scores against random keys have std ≈ 1.5 (a realistic attention entropy)

@@ -14,6 +14,8 @@
 
 struct needle_shape {
     int n_heads, n_kv_heads, head_dim;
+    float v_bias;               // mean of V's outlier channels (0: centred). A shared offset makes
+                                // every haystack key add the same sign, as real V channels often do
 };
 
 struct needle_problem {
@@ -30,7 +32,7 @@ struct needle_problem {
 };
 
 // Builds the problem: K ~ N(0,1) with 4 outlier channels per head (mean ±10, std 3), V ~
-// N(0,1) with 2 outlier channels (std 8); queries of one KV group share a direction; the
+// N(0,1) with 2 outlier channels (std 8, mean s.v_bias); queries of one KV group share a direction; the
 // needle key at depth × (length-1) is shifted along it until the needle's softmax weight
 // (float64) is at least `weight` (0 < weight < 1) for every head of the group. The needle
 // value, and the values of 16 random distractor positions (ordinary keys), are plain
