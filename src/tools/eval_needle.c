@@ -106,6 +106,7 @@ static int parse_attn(struct attn_args *a, int argc, char **argv) {
                 if (a->n_accs == 8) return err_set(OCT_EINVAL, "%s: more than 8 modes", f);
                 TRY(cli_parse_accum(f, tok, &a->accs[a->n_accs++]));
             }
+            if (!a->n_accs) return err_set(OCT_EINVAL, "%s: empty list (choose two-level, every:N or single)", f);
         }
     }
     return OCT_OK;

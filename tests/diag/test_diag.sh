@@ -117,6 +117,31 @@ else bad "eval needle attention: $(cat "$tmp/err" "$tmp/pyerr")"; fi
 "$OCTET" eval needle --lengths 256 --heads gqa --kv-cache-dtype fp8 --fp8-attention-math emulate --threads 2 >"$tmp/out" 2>"$tmp/err"
 if grep -q "| 256 | 32q/8kv | fp8_e4m3 | emulate |" "$tmp/out" && [ "$(grep -c '^| 256' "$tmp/out")" -eq 1 ]; then ok; else bad "needle table: $(cat "$tmp/out" "$tmp/err")"; fi
 
+# --- eval needle: --v-bias (V outlier channels share an offset) and the accumulation flag
+if "$OCTET" eval needle --level attention --lengths 512 --heads 1 --kv-cache-dtype fp32,fp8 --v-bias 4 --device cpu \
+     --fp8-attention-accumulation two-level,every:4,single --threads 2 --json >"$tmp/nb.json" 2>"$tmp/err" &&
+   pyjson "$tmp/nb.json" '
+assert d["v_bias"]==4 and len(d["rows"])==3, d
+assert all(r["device"]=="cpu" for r in d["rows"])
+assert [r for r in d["rows"] if r["kv_cache_dtype"]=="fp32"][0]["rel_l2"]<1e-5'; then ok
+else bad "eval needle --v-bias: $(cat "$tmp/err" "$tmp/pyerr")"; fi
+# the centred and the offset problem differ only in V, so their fp32 errors are both tiny but the outputs differ
+"$OCTET" eval needle --level attention --lengths 512 --heads 1 --kv-cache-dtype fp32 --threads 2 --json >"$tmp/nc.json" 2>/dev/null
+python3 -c 'import json,sys; a=json.load(open(sys.argv[1]))["rows"][0]; b=json.load(open(sys.argv[2]))["rows"][0]; assert a["cos_needle"]!=b["cos_needle"]' \
+  "$tmp/nb.json" "$tmp/nc.json" 2>/dev/null && ok || bad "--v-bias changed nothing"
+for badv in "every:0" "every:x" "double" ""; do
+  if "$OCTET" eval needle --level attention --lengths 256 --heads 1 --fp8-attention-accumulation "$badv" >"$tmp/out" 2>"$tmp/err"; then
+    bad "--fp8-attention-accumulation '$badv' accepted"
+  elif grep -q -- "--fp8-attention-accumulation" "$tmp/err"; then ok; else bad "error does not name the flag: $(cat "$tmp/err")"; fi
+done
+if "$OCTET" generate --model "$MODEL" --prompt "Once upon a time" --max-tokens 4 --kv-cache-dtype fp8 --device cpu \
+     --fp8-attention-accumulation every:4 >"$tmp/out" 2>"$tmp/err"; then ok; else bad "generate --fp8-attention-accumulation every:4: $(cat "$tmp/err")"; fi
+if "$OCTET" generate --model "$MODEL" --prompt "x" --max-tokens 1 --fp8-attention-accumulation sometimes >"$tmp/out" 2>"$tmp/err"; then
+  bad "generate accepted --fp8-attention-accumulation sometimes"
+elif grep -q "two-level, every:N" "$tmp/err"; then ok; else bad "generate: unclear accumulation error: $(cat "$tmp/err")"; fi
+if "$OCTET" eval needle --level attention --lengths 256 --v-bias 1e9 >"$tmp/out" 2>"$tmp/err"; then bad "--v-bias 1e9 accepted"
+elif grep -q -- "--v-bias" "$tmp/err"; then ok; else bad "--v-bias error: $(cat "$tmp/err")"; fi
+
 # --- eval needle, model level (stories260K has no passkey skill: schema only)
 if "$OCTET" eval needle --level model --model "$MODEL" --lengths 256,512 --depths 0,50,100 --trials 2 --json \
      --heatmap "$tmp/heat.png" >"$tmp/nm.json" 2>"$tmp/err" &&
