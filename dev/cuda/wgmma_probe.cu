@@ -4,6 +4,7 @@
 //   add_onto:  D = 2^e, add a single product 1.0          -> is D exactly 2^e + 1?
 //   align:     D = 0,  products 1.0 and 2^-k in one MMA    -> is D exactly 1 + 2^-k?
 //   chain:     D = 0,  T MMAs each adding 1.0 (scale_d=1)  -> D vs T (and the FP32-promoted twin)
+//   rounding:  D = 2^14, add one product x (0.5 .. 3)      -> rounded to nearest, or truncated?
 // Build: nvcc -O2 -gencode=arch=compute_90a,code=sm_90a -o wgmma_probe dev/cuda/wgmma_probe.cu
 #include <cstdio>
 #include <cstdint>
@@ -20,14 +21,18 @@ __device__ static inline uint8_t e4m3_pow2neg(int k) {
     return (uint8_t)(1 << (9 - k));  // subnormal: m * 2^-9
 }
 
-// mode 0: add_onto, 1: align, 2: chain of T (scale_d=1), 3: chain of T promoted to FP32 each MMA
+// column n's product in the rounding test (e4m3 bytes): 0.5 0.75 1.0 1.25 1.5 1.75 -1.5 3.0
+__device__ static const uint8_t round_b[8] = {0x30, 0x34, 0x38, 0x3A, 0x3C, 0x3E, 0xBC, 0x44};
+
+// mode 0: add_onto, 1: align, 2: chain of T (scale_d=1), 3: chain of T promoted to FP32 each MMA,
+// 4: rounding (D = 2^14, column n adds round_b[n])
 __global__ void k_wgmma(float *out /*[64][8]*/, int mode, int T) {
     __shared__ __align__(128) uint8_t B[8 * 32];
     int tid = threadIdx.x, w = tid / 32, lane = tid % 32, g = lane / 4, c = lane % 4;
     for (int i = tid; i < 256; i += 128) {
         int n = i / 32, kb = i % 32;  // element (n, kb) at the no-swizzle core-matrix address
         uint8_t v = 0;
-        if (kb == 0) v = 0x38;                                  // 1.0
+        if (kb == 0) v = mode == 4 ? round_b[n] : 0x38;         // 1.0
         if (kb == 1 && mode == 1) v = e4m3_pow2neg(n);          // 2^-n
         B[(kb / 16) * 128 + n * 16 + kb % 16] = v;
     }
@@ -45,14 +50,14 @@ __global__ void k_wgmma(float *out /*[64][8]*/, int mode, int T) {
     float d[4];
     for (int i = 0; i < 4; i++) {
         int r = rows[i / 2];
-        d[i] = mode == 0 ? ldexpf(1.0f, r / 2) : 0.0f;
+        d[i] = mode == 0 ? ldexpf(1.0f, r / 2) : mode == 4 ? 16384.0f : 0.0f;
     }
     uint64_t db = wgmma_desc(B, 128, 256);
     float acc[4] = {0, 0, 0, 0};
     int iters = mode >= 2 ? T : 1;
     for (int it = 0; it < iters; it++) {
         wgmma_fence();
-        wgmma_rs_n8(d, a, db, mode == 3 ? 0 : (mode == 0 || it > 0) ? 1 : 0);
+        wgmma_rs_n8(d, a, db, mode == 3 ? 0 : (mode == 0 || mode == 4 || it > 0) ? 1 : 0);
         wgmma_commit();
         wgmma_wait<0>();
         wgmma_fence_acc4(d);
@@ -137,6 +142,13 @@ int main(void) {
                     }
         }
         printf("],\"first_k_not_exact\":%d}\n", worst_exact_k == 99 ? -1 : worst_exact_k);
+        if (u == 0) {  // rounding: nearest-even gives 0 0 0 2 2 2 -2 4, truncation 0 0 0 0 0 0 -2 2
+            if (run(units[u], 4, 1, h)) return 1;
+            static const float x[8] = {0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, -1.5f, 3.0f};
+            printf("{\"unit\":\"%s\",\"test\":\"rounding\",\"cases\":[", units[u]);
+            for (int n = 0; n < 8; n++) printf("%s{\"added\":%g,\"kept\":%g}", n ? "," : "", x[n], h[n] - 16384.0f);
+            printf("]}\n");
+        }
         // chains: T MMAs adding 1.0 each, in the MMA accumulator vs promoted to FP32 each time
         int Ts[4] = {1024, 16384, 65536, 262144};
         for (int i = 0; i < 4; i++) {
