@@ -145,15 +145,19 @@ static int eval_attention(int argc, char **argv) {
                 bool fp8 = dts[d] == DT_E4M3 || dts[d] == DT_E5M2;
                 // runs: CPU = exact and/or emulate; GPU = decode kernel, then prefill kernel
                 // (FP8 e4m3 once per accumulation mode)
-                int n_runs = gpu ? 1 + (dts[d] == DT_E4M3 ? a.n_accs : 1) : 2;
+                // CPU = exact, then emulate (for e4m3 once per accumulation mode: the CPU models
+                // the GPU kernel's wgmma accumulation)
+                int n_runs = 1 + (dts[d] == DT_E4M3 ? a.n_accs : 1);
                 for (int ri = 0; ri < n_runs; ri++) {
-                    int mth = gpu ? 0 : ri;
+                    int mth = gpu ? 0 : ri > 0;
                     // emulation only changes FP8 caches; plain dtypes run the exact path once
                     if (!gpu && mth == 1 && (!fp8 || !a.math_emulate)) continue;
                     if (!gpu && mth == 0 && fp8 && !a.math_exact) continue;
-                    int acc = gpu && ri > 0 && dts[d] == DT_E4M3 ? a.accs[ri - 1] : 0;
+                    if (!gpu && mth == 1 && !fp8 && ri > 1) continue;
+                    int acc = ri > 0 && dts[d] == DT_E4M3 ? a.accs[ri - 1] : 0;
                     char mn[64], an[24];
-                    if (!gpu) snprintf(mn, sizeof mn, "%s", mth ? "emulate" : "exact");
+                    if (!gpu && mth == 1 && acc != 0) snprintf(mn, sizeof mn, "emulate %s", cli_accum_name(acc, an, sizeof an));
+                    else if (!gpu) snprintf(mn, sizeof mn, "%s", mth ? "emulate" : "exact");
                     else if (ri == 0) snprintf(mn, sizeof mn, "gpu decode");
                     else if (dts[d] == DT_E4M3) snprintf(mn, sizeof mn, "gpu prefill wgmma %s", cli_accum_name(acc, an, sizeof an));
                     else snprintf(mn, sizeof mn, "gpu prefill");
@@ -171,7 +175,7 @@ static int eval_attention(int argc, char **argv) {
                     json_object_set_new(o, "kv_cache_dtype", json_string(attn_dtypes_all[d]));
                     json_object_set_new(o, "attention_math", json_string(mn));
                     json_object_set_new(o, "device", json_string(b->ops->name));
-                    if (gpu && fp8 && ri > 0 && dts[d] == DT_E4M3)
+                    if (fp8 && mth + (gpu ? ri : 0) > 0 && dts[d] == DT_E4M3)
                         json_object_set_new(o, "accumulation", json_string(cli_accum_name(acc, an, sizeof an)));
                     json_object_set_new(o, "needle_pos", json_integer(p.needle_pos));
                     json_object_set_new(o, "needle_weight", json_real(p.needle_weight));

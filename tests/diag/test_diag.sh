@@ -121,7 +121,10 @@ if grep -q "| 256 | 32q/8kv | fp8_e4m3 | emulate |" "$tmp/out" && [ "$(grep -c '
 if "$OCTET" eval needle --level attention --lengths 512 --heads 1 --kv-cache-dtype fp32,fp8 --v-bias 4 --device cpu \
      --fp8-attention-accumulation two-level,every:4,single --threads 2 --json >"$tmp/nb.json" 2>"$tmp/err" &&
    pyjson "$tmp/nb.json" '
-assert d["v_bias"]==4 and len(d["rows"])==3, d
+assert d["v_bias"]==4 and len(d["rows"])==5, d
+em={r["attention_math"]:r for r in d["rows"] if r["attention_math"].startswith("emulate")}
+assert set(em)=={"emulate","emulate every:4","emulate single"}, set(em)
+assert em["emulate single"]["accumulation"]=="single" and em["emulate"]["accumulation"]=="two-level"
 assert all(r["device"]=="cpu" for r in d["rows"])
 assert [r for r in d["rows"] if r["kv_cache_dtype"]=="fp32"][0]["rel_l2"]<1e-5'; then ok
 else bad "eval needle --v-bias: $(cat "$tmp/err" "$tmp/pyerr")"; fi

@@ -17,7 +17,7 @@
 
 TEST(attention_problem_is_deterministic) {
     struct needle_problem a, b;
-    struct needle_shape s = {4, 2, 64};
+    struct needle_shape s = {4, 2, 64, 0.0f};
     CHECK_OK(needle_problem_init(&a, s, 300, 0.5, 0.2, 7));
     CHECK_OK(needle_problem_init(&b, s, 300, 0.5, 0.2, 7));
     CHECK(a.k && b.k && !memcmp(a.k, b.k, 300 * 2 * 64 * sizeof(float)) && !memcmp(a.ref, b.ref, 4 * 64 * sizeof(double)));
@@ -33,7 +33,7 @@ TEST(attention_retrieval_short) {
     struct backend *b = backend_cpu_create(2);
     CHECK(b != NULL);
     if (!b) return;
-    struct needle_shape shapes[2] = {{1, 1, 128}, {32, 8, 128}};
+    struct needle_shape shapes[2] = {{1, 1, 128, 0.0f}, {32, 8, 128, 0.0f}};
     for (int si = 0; si < 2; si++) {
         struct needle_problem p;
         CHECK_OK(needle_problem_init(&p, shapes[si], 1024, 0.5, 0.2, 1234));
@@ -57,6 +57,37 @@ TEST(attention_retrieval_short) {
         CHECK(rc.retrieved && rc.rel_l2 < 0.1);
         needle_problem_free(&p);
     }
+    b->ops->destroy(b);
+}
+
+// The CPU's model of the GPU's wgmma P·V accumulation (14 bits, cut toward zero; see
+// bench/wgmma_probe.md): with V channels sharing a sign, keeping the sum in the MMA
+// accumulator ("single") loses accuracy as the context grows, promoting it per tile
+// ("two-level") or every 4 tiles does not. The GPU measured the same shape (bench/fp8_attention_gpu.md).
+TEST(wgmma_accumulation_model) {
+    struct backend *b = backend_cpu_create(2);
+    CHECK(b != NULL);
+    if (!b) return;
+    struct needle_shape s = {1, 1, 128, 4.0f};
+    static const int lens[2] = {2048, 16384};
+    double e[2][3];
+    static const int accs[3] = {0, 4, ATTN_ACC_SINGLE};
+    for (int li = 0; li < 2; li++) {
+        struct needle_problem p;
+        CHECK_OK(needle_problem_init(&p, s, lens[li], 0.5, 0.2, 1234));
+        for (int ai = 0; ai < 3; ai++) {
+            struct needle_result r;
+            struct needle_run run = {.dt = DT_E4M3, .math = ATTN_FP8_EMULATE, .accum = accs[ai], .cos_threshold = 0.3};
+            CHECK_OK(needle_problem_run(&p, b, &run, &r));
+            e[li][ai] = r.rel_l2;
+        }
+        needle_problem_free(&p);
+        fprintf(stderr, "  L=%d rel L2: two-level %.4f every:4 %.4f single %.4f\n", lens[li], e[li][0], e[li][1], e[li][2]);
+    }
+    for (int li = 0; li < 2; li++) CHECK_NEAR(e[li][1], e[li][0], 0.1 * e[li][0]);  // every:4 ~ two-level
+    CHECK_MSG(e[1][2] > 1.5 * e[1][0], "16k: single %g vs two-level %g", e[1][2], e[1][0]);
+    CHECK_MSG(e[1][2] - e[1][0] > 2 * (e[0][2] - e[0][0]), "single's excess does not grow with length: %g -> %g",
+              e[0][2] - e[0][0], e[1][2] - e[1][0]);
     b->ops->destroy(b);
 }
 
@@ -104,6 +135,7 @@ TEST(passkey_prompts) {
 int main(void) {
     RUN(attention_problem_is_deterministic);
     RUN(attention_retrieval_short);
+    RUN(wgmma_accumulation_model);
     RUN(passkey_prompts);
     return test_summary("needle");
 }

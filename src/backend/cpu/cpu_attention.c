@@ -173,6 +173,52 @@ static inline void pv_rows(float *ac, const float *p, const float *rows, int n_r
         for (int r = 0; r < n_rows; r++) ac[i] = fmaf(p[r], rows[(size_t)r * hd + i], ac[i]);
 }
 
+// Rounds toward zero to a multiple of ulp.
+static inline float chop(float x, float ulp) { return truncf(x / ulp) * ulp; }
+
+// P·V as the GPU's FP8 prefill computes it on wgmma (ATTN_FP8_EMULATE, e4m3 caches), a model
+// fitted to the probe in bench/wgmma_probe.md: each MMA adds 32 products (keys 32k..32k+31,
+// absolute positions) into an accumulator T keeping 14 significant bits — every term,
+// T included, is cut toward zero to the grid 2^(e−13) set by the largest term's leading bit
+// 2^e. T is added into the FP32 sum after each BN-key tile (two-level, accum 0), after every
+// N tiles (every:N, accum N), or only at the end (single, accum < 0). BN is the kernel's
+// tile: 128 keys, 64 at head_dim 256. p [group][n_keys] holds P / 256 already rounded to
+// e4m3; acc [group][hd] receives Σ (256·p)·v_stored; gbuf [32][hd] and t [hd] are scratch.
+static void pv_wgmma_model(const struct kv_layer *l, const int32_t *btab, int g, int lo, int n_keys,
+                           const float *p, int group, int accum, float *acc, float *gbuf, float *t) {
+    int hd = l->head_dim, bs = l->kv_block_tokens, nkv = l->n_kv_heads, bn = hd <= 128 ? 128 : 64;
+    int end = lo + n_keys;
+    for (int h = 0; h < group; h++) {
+        const float *ph = p + (size_t)h * n_keys;
+        float *o = acc + (size_t)h * hd;
+        memset(t, 0, (size_t)hd * sizeof(float));
+        for (int k0 = lo; k0 < end;) {
+            int k1 = (k0 / 32 + 1) * 32 < end ? (k0 / 32 + 1) * 32 : end;
+            for (int kp = k0; kp < k1; kp++) {
+                float *row = gbuf + (size_t)(kp - k0) * hd, pj = ph[kp - lo] * ATTN_FP8_P_SCALE;
+                widen_row(l->dtype, l->v, (((size_t)btab[kp / bs] * nkv + g) * bs + kp % bs) * hd, hd, row);
+                for (int d = 0; d < hd; d++) row[d] *= pj;  // exact: e4m3 × e4m3 fits in f32
+            }
+            for (int d = 0; d < hd; d++) {
+                float m = fabsf(t[d]);
+                for (int j = 0; j < k1 - k0; j++) m = fmaxf(m, fabsf(gbuf[(size_t)j * hd + d]));
+                if (m == 0.0f) continue;
+                int e;
+                frexpf(m, &e);  // m = f·2^e, f in [0.5, 1): leading bit 2^(e-1)
+                float ulp = ldexpf(1.0f, e - 1 - 13), s = chop(t[d], ulp);
+                for (int j = 0; j < k1 - k0; j++) s += chop(gbuf[(size_t)j * hd + d], ulp);
+                t[d] = s;
+            }
+            bool tile_end = k1 % bn == 0 || k1 == end;
+            int tile = (k1 - 1) / bn;
+            bool promote = k1 == end || (tile_end && (accum <= 1 ? accum >= 0 : (tile + 1) % accum == 0));
+            if (promote)
+                for (int d = 0; d < hd; d++) { o[d] += t[d]; t[d] = 0.0f; }
+            k0 = k1;
+        }
+    }
+}
+
 // s[0..KT) = q · rows of kt, where kt is a transposed key tile [hd][KT]: each score sums
 // its hd terms in order, and the KT scores advance together in one vector.
 static inline void score_tile(float *s, const float *q, const float *kt, int hd) {
@@ -197,6 +243,7 @@ static void attn_task(void *ctx, int task, int thread) {
     int n_keys = pos - lo + 1;
     const int32_t *btab = bt->block_tables + (size_t)s * bt->max_blocks_per_seq;
     bool emulate = a->p->fp8_math == ATTN_FP8_EMULATE && is_fp8(l->dtype);
+    bool wg_model = emulate && l->dtype == DT_E4M3;  // e4m3 prefill runs on wgmma on a GPU
 
     float *scratch = cpu_scratch(a->c, thread);
     float *tile = scratch;                    // [bs][hd] one block's widened K or V rows
@@ -204,6 +251,7 @@ static void attn_task(void *ctx, int task, int thread) {
     float *qv = kt + (size_t)hd * KT;         // [group][hd] queries (maybe FP8-rounded)
     float *acc = qv + (size_t)group * hd;     // [group][hd]
     float *scores = acc + (size_t)group * hd; // [group][n_keys]
+    float *gbuf = scores + (size_t)group * a->max_ctx; // [32][hd] + [hd]: the wgmma model's scratch
     float qscale[64];
 
     for (int h = 0; h < group; h++) {
@@ -257,7 +305,9 @@ static void attn_task(void *ctx, int task, int thread) {
         memset(acc + (size_t)h * hd, 0, (size_t)hd * 4);
     }
     // pass 2: P·V
-    for (int j = 0; j < n_keys;) {
+    if (wg_model)
+        pv_wgmma_model(l, btab, g, lo, n_keys, scores, group, a->p->fp8_accum, acc, gbuf, gbuf + (size_t)32 * hd);
+    for (int j = 0; j < n_keys && !wg_model;) {
         int kp = lo + j, off = kp % bs, rows = bs - off < n_keys - j ? bs - off : n_keys - j;
         size_t idx = (((size_t)btab[kp / bs] * nkv + g) * bs + off) * hd;
         widen_row(l->dtype, l->v, idx, rows * hd, tile);
@@ -271,7 +321,7 @@ static void attn_task(void *ctx, int task, int thread) {
     float vscale = is_fp8(l->dtype) ? l->v_scale[g] : 1.0f;
     for (int h = 0; h < group; h++) {
         float *o = a->out + ((size_t)t * a->p->n_heads + g * group + h) * hd;
-        float f = vscale / sum[h];
+        float f = vscale / sum[h] / (wg_model ? ATTN_FP8_P_SCALE : 1.0f);
         for (int i = 0; i < hd; i++) o[i] = acc[(size_t)h * hd + i] * f;
     }
 }
@@ -286,7 +336,7 @@ void cpu_attention(struct backend *b, void *out, const void *q, const struct kv_
         if (l->window > 0 && n > l->window) n = l->window;
         if (n > max_ctx) max_ctx = n;
     }
-    size_t need = (size_t)l->head_dim * (l->kv_block_tokens + KT + 2 * group) + (size_t)group * max_ctx;
+    size_t need = (size_t)l->head_dim * (l->kv_block_tokens + KT + 2 * group + 33) + (size_t)group * max_ctx;
     if (cpu_reserve_scratch(c, need) < 0) return;
     struct attn_ctx a = {c, out, q, l, p, bt, max_ctx};
     int n_tasks = bt->n_tokens * l->n_kv_heads;
