@@ -8,12 +8,14 @@
 # (default: all). probe = the wgmma/mma.sync FP8 accumulation probe and a SASS check for
 # QGMMA; fp8prefill = FP8 wgmma prefill attention per accumulation mode vs cuDNN BF16;
 # needle = `eval needle --level attention` on the GPU at 8k-128k; ttft = TTFT sweeps (auto vs
-# fp8) on dummy:llama-3.1-8b and dummy:gemma-hd256 and their quadratic coefficients.
+# fp8) on dummy:llama-3.1-8b and dummy:gemma-hd256 and their quadratic coefficients; pd =
+# perplexity of one text computed by token-by-token decoding vs one chunked prefill
+# (identical numbers would mean the two attention paths agree bit for bit).
 # Binaries come from $OCTET_BIN (default build/); carried shared libraries from $OCTET_LIB.
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 shift
-STAGES=${*:-probe ops golden kld attn fp8prefill needle ttft}
+STAGES=${*:-probe ops golden kld attn fp8prefill needle ttft pd}
 mkdir -p "$OUT"
 BIN=${OCTET_BIN:-build}
 [ -n "${OCTET_LIB:-}" ] && export LD_LIBRARY_PATH="$OCTET_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -155,5 +157,22 @@ ratio = fits["fp8"]["a"] / fits["auto"]["a"] if "fp8" in fits and "auto" in fits
 print(f"ttft {sys.argv[2]}: {line}; fp8/auto quadratic = {ratio:.3f}")
 PY
   done
+fi
+if has pd; then
+  for dt in bf16 fp8; do
+    for step in 1 256; do
+      "$BIN/octet" eval ppl --model dummy:llama-3.1-8b --device cuda --file tests/data/heldout.txt --ctx 256 --chunks 1 \
+        --kv-cache-dtype $dt --max-num-batched-tokens $step --json 2>>"$OUT/pd.log" | tail -n 1 | sed "s/^{/{\"kv\":\"$dt\",\"step\":$step,/" >> "$OUT/pd.jsonl"
+    done
+  done
+  python3 - "$OUT/pd.jsonl" <<'PY' | tee -a "$summary"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+by = {(r["kv"], r["step"]): r["ppl"] for r in rows}
+for kv in ("bf16", "fp8"):
+    a, b = by.get((kv, 1)), by.get((kv, 256))
+    if a and b:
+        print(f"prefill vs decode, dummy:llama-3.1-8b {kv}: ppl token-by-token {a!r}, one 256-token prefill {b!r}, rel. diff {abs(a-b)/b:.2e}{' (identical)' if a == b else ''}")
+PY
 fi
 say "done: $(date -u +%T)"
