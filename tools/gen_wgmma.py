@@ -17,27 +17,24 @@ def outs(n):
     return ", ".join('"+f"(d[%d])' % i for i in range(n))
 
 
-def emit_ss(n):
+def emit_mma(n, a_regs):
+    """D[64][n] (+)= A[64][32] . B[n][32]^T; A from registers (a_regs) or a shared-memory descriptor."""
     r = n // 2
-    print("// D[64][%d] (+)= A[64][32] . B[%d][32]^T, A and B e4m3 in shared memory (descriptors)." % (n, n))
-    print("__device__ __forceinline__ void wgmma_ss_n%d(float *d, uint64_t da, uint64_t db, int scale_d) {" % n)
-    print('    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % (r + 2))
-    print('                 "wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 {%s}, %%%d, %%%d, p, 1, 1;\\n}\\n"'
-          % (n, regs(r), r, r + 1))
+    kind, a_where = ("rs", "A e4m3 in registers (4 words a thread)") if a_regs else ("ss", "A and B e4m3 in shared memory (descriptors)")
+    if a_regs:
+        print("// D[64][%d] (+)= A[64][32] . B[%d][32]^T, %s, B e4m3 in shared memory." % (n, n, a_where))
+        params, a_ops, b_op, sd = "const uint32_t *a, uint64_t db", "{%s}" % regs(4, r), r + 4, r + 5
+        ins = '"r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d)'
+    else:
+        print("// D[64][%d] (+)= A[64][32] . B[%d][32]^T, %s." % (n, n, a_where))
+        params, a_ops, b_op, sd = "uint64_t da, uint64_t db", "%%%d" % r, r + 1, r + 2
+        ins = '"l"(da), "l"(db), "r"(scale_d)'
+    print("__device__ __forceinline__ void wgmma_%s_n%d(float *d, %s, int scale_d) {" % (kind, n, params))
+    print('    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % sd)
+    print('                 "wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 {%s}, %s, %%%d, p, 1, 1;\\n}\\n"'
+          % (n, regs(r), a_ops, b_op))
     print("                 : %s" % outs(r))
-    print('                 : "l"(da), "l"(db), "r"(scale_d));')
-    print("}")
-
-
-def emit_rs(n):
-    r = n // 2
-    print("// D[64][%d] (+)= A[64][32] . B[%d][32]^T, A e4m3 in registers (4 words a thread), B e4m3 in shared memory." % (n, n))
-    print("__device__ __forceinline__ void wgmma_rs_n%d(float *d, const uint32_t *a, uint64_t db, int scale_d) {" % n)
-    print('    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % (r + 5))
-    print('                 "wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 {%s}, {%s}, %%%d, p, 1, 1;\\n}\\n"'
-          % (n, regs(r), regs(4, r), r + 4))
-    print("                 : %s" % outs(r))
-    print('                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));')
+    print("                 : %s);" % ins)
     print("}")
 
 
@@ -77,10 +74,10 @@ __device__ __forceinline__ uint64_t wgmma_desc(const void *smem, uint32_t lbo, u
 }
 """)
 for n in SS:
-    emit_ss(n)
+    emit_mma(n, False)
     print()
 for n in RS:
-    emit_rs(n)
+    emit_mma(n, True)
     print()
 for n in sorted(set(SS + RS)):
     emit_fence(n)
