@@ -40,11 +40,12 @@ import export_gguf  # noqa: E402
 #   (one or two sequences a step) keep a steady answer signal and the short-range skill.
 #   Older forms still parse: PLANNED>RUN (place PLANNED steps on the LR schedule, run RUN of them)
 #   and a fourth field CAP_S (a time cap: it makes a run depend on the GPU's speed; none by default).
+#   A further field early=E sets --early for that phase alone (the replay micro-batch included).
 # The default trains to 131072 tokens. Phase 0 is long on purpose: retrieval is learnt in a sudden
 # transition whose step moved from ~250 to ~650 between two recipes that shared their first 800 steps'
 # data and differed only slightly in learning rate (bench/passkey_needle.md).
 DEFAULT_CURRICULUM = ("1000:256-1024:65536,300:1024-4096:98304,150:4096-16384:131072,"
-                      "100:16384-65536:131072+16384,150:65536-131072:131072+16384")
+                      "150:16384-65536:131072+16384,550:65536-131072:131072+16384:early=0.4")
 REPLAY_LENGTHS = (512, 4096)
 
 
@@ -55,8 +56,14 @@ def parse_curriculum(s):
         planned, _, run = f[0].partition(">")
         lo, hi = f[1].split("-")
         tok, _, rep = f[2].partition("+")
-        out.append(dict(steps=int(planned), run=int(run or planned), lo=int(lo), hi=int(hi), tokens=int(tok),
-                        replay=int(rep or 0), cap_s=float(f[3]) if len(f) > 3 else float("inf")))
+        ph = dict(steps=int(planned), run=int(run or planned), lo=int(lo), hi=int(hi), tokens=int(tok),
+                  replay=int(rep or 0), cap_s=float("inf"), early=None)
+        for extra in f[3:]:  # early=E (this phase's --early), or a bare number: the time cap
+            if extra.startswith("early="):
+                ph["early"] = float(extra[6:])
+            else:
+                ph["cap_s"] = float(extra)
+        out.append(ph)
     return out
 
 
@@ -68,6 +75,8 @@ def make_step(seed, gstep, ph, mix, early):
     if rng.random() < 0.2:
         L = ph["hi"]
     n_seq = max(1, ph["tokens"] // L)
+    if ph.get("early") is not None:
+        early = ph["early"]
     mbs = [data.batch(rng, L, n_seq, mix, early)]
     if ph["replay"]:
         lo, hi = REPLAY_LENGTHS
@@ -333,7 +342,7 @@ def main(argv=None):
     ap.add_argument("--curriculum", default=DEFAULT_CURRICULUM)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=50)
-    ap.add_argument("--lr-final", type=float, default=0.2, help="the cosine ends at this fraction of --lr")
+    ap.add_argument("--lr-final", type=float, default=0.02, help="the cosine ends at this fraction of --lr")
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--w-copy", type=float, default=0.3, help="weight of the in-needle key repeat")
     ap.add_argument("--w-lm", type=float, default=0.1, help="weight of all other predictable tokens")
