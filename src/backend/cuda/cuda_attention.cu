@@ -212,11 +212,13 @@ __global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf
 }
 
 // Combines the splits of one (sequence, query head): weights exp(m_i − M) computed once
-// into shared memory by the whole CTA, then each thread sums one output dim over splits.
+// into shared memory by the whole CTA; then blockDim.x / hd groups of hd threads each sum
+// every ngrp-th split for one output dim, and group 0 adds the groups' sums.
 __global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd, int n_splits) {
-    extern __shared__ float w[];  // [n_splits]
+    extern __shared__ float w[];  // [n_splits] weights, then [ngrp][hd] partial sums
     __shared__ float red[32];
-    const int s = blockIdx.x, qh = blockIdx.y, tid = threadIdx.x, nw = blockDim.x / 32;
+    const int s = blockIdx.x, qh = blockIdx.y, tid = threadIdx.x, nw = blockDim.x / 32, ngrp = blockDim.x / hd;
+    float *gsum = w + n_splits;
     const float *pp = part + ((size_t)s * n_heads + qh) * n_splits * (hd + 2);
     float mm = -INFINITY;
     for (int i = tid; i < n_splits; i += blockDim.x) mm = fmaxf(mm, pp[(size_t)i * (hd + 2)]);
@@ -238,10 +240,17 @@ __global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, i
     __syncthreads();
     float ll = 0.0f;
     for (int i = 0; i < nw; i++) ll += red[i];
-    for (int d = tid; d < hd; d += blockDim.x) {
+    const int grp = tid / hd, d = tid % hd;
+    if (grp < ngrp) {
         float aa = 0.0f;
-#pragma unroll 8
-        for (int i = 0; i < n_splits; i++) aa += pp[(size_t)i * (hd + 2) + 2 + d] * w[i];
+#pragma unroll 4
+        for (int i = grp; i < n_splits; i += ngrp) aa += pp[(size_t)i * (hd + 2) + 2 + d] * w[i];
+        gsum[grp * hd + d] = aa;
+    }
+    __syncthreads();
+    if (grp == 0) {
+        float aa = 0.0f;
+        for (int k = 0; k < ngrp; k++) aa += gsum[k * hd + d];
         out[((size_t)qstart[s] * n_heads + qh) * hd + d] = __float2bfloat16_rn(ll > 0 ? aa / ll : 0.0f);
     }
 }
@@ -352,17 +361,27 @@ __global__ void k_generic(bf16 *out, const bf16 *q, const void *kc, const void *
 
 // ---------------------------------------------------------------- dispatch
 
-// Splits the longest context into per-CTA block ranges: enough CTAs to fill the GPU
-// several times over, at least one block per warp each.
-static void plan_splits(struct cuda_backend *c, const struct kv_layer *l, int n_seqs, int *n_splits_out, int *per_split_out) {
+// Splits the longest context into per-CTA block ranges. `resident` is how many CTAs of the
+// kernel fit on the GPU at once; the grid is a whole number of such waves (default one:
+// every CTA streams one long range, so no partly filled last wave and no per-CTA pipeline
+// fill repeated many times), at least one block per warp each.
+// Kernel lab: OCTET_DECODE_WAVES=N (N waves), OCTET_DECODE_CTAS_PER_SM=K (the earlier plan:
+// ceil(n_sm·K / CTAs) splits regardless of residency).
+static void plan_splits(struct cuda_backend *c, const struct kv_layer *l, int n_seqs, int resident, int *n_splits_out,
+                        int *per_split_out) {
     // a captured decode step must not depend on the contexts: plan for the table's width
     int nb_max = c->fixed_plan ? c->cb.max_blocks_per_seq : (c->cb.max_ctx + 15) / 16;
     if (l->window > 0 && nb_max > l->window / 16 + 2) nb_max = l->window / 16 + 2;
     int ctas = n_seqs * l->n_kv_heads;
-    static int per_sm = 0;  // OCTET_DECODE_CTAS_PER_SM: grid size target (kernel lab), default 8
-    if (!per_sm) { const char *e = getenv("OCTET_DECODE_CTAS_PER_SM"); per_sm = e && atoi(e) > 0 ? atoi(e) : 8; }
-    int target = c->n_sm * per_sm;
-    int n_splits = (target + ctas - 1) / ctas;
+    static int per_sm = -1, waves = 0;
+    if (per_sm < 0) {
+        const char *e = getenv("OCTET_DECODE_CTAS_PER_SM"), *w = getenv("OCTET_DECODE_WAVES");
+        per_sm = e && atoi(e) > 0 ? atoi(e) : 0;
+        waves = w && atoi(w) > 0 ? atoi(w) : 1;
+    }
+    int n_splits;
+    if (per_sm) n_splits = (c->n_sm * per_sm + ctas - 1) / ctas;
+    else n_splits = (resident > 0 ? resident : c->n_sm) * waves / ctas;
     int max_splits = (nb_max + 3) / 4;
     if (n_splits > max_splits) n_splits = max_splits;
     if (n_splits < 1) n_splits = 1;
@@ -371,39 +390,60 @@ static void plan_splits(struct cuda_backend *c, const struct kv_layer *l, int n_
     *per_split_out = per_split;
 }
 
+// Launches the split combine: COMBINE_GROUPS groups of HD threads sum interleaved splits
+// (so each thread's chain of dependent loads is n_splits / COMBINE_GROUPS long).
+#define COMBINE_GROUPS 4
+static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_heads, int hd, int n_splits) {
+    int groups = COMBINE_GROUPS;
+    while (groups > 1 && groups * hd > 1024) groups--;
+    int threads = (groups * hd + 31) / 32 * 32;  // whole warps; the kernel uses threads / hd groups
+    size_t smem = ((size_t)n_splits + (size_t)(threads / hd) * hd) * sizeof(float);
+    k_combine<<<dim3(n_seqs, n_heads), threads, smem, c->stream>>>((bf16 *)out, c->d_part, c->cb.qstart, n_heads, hd,
+                                                                   n_splits);
+    CUDA_LAUNCHED(c, "attention combine");
+}
+
+typedef void (*decode_mma_fn)(bf16 *, float *, const bf16 *, const void *, const void *, const int32_t *, const int32_t *,
+                              const int32_t *, int, int, int, int, float, const float *, int);
+
+template <int HD, int DT>
+static decode_mma_fn pick_decode_mma(int stages) {
+    if (stages == 0) return k_decode_mma<HD, DT, 0>;
+    if (stages == 2) return k_decode_mma<HD, DT, 2>;
+    if (stages == 3) return k_decode_mma<HD, DT, 3>;
+    return k_decode_mma<HD, DT, 4>;
+}
+
 template <int HD>
 static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G, float scale,
                               const float *sc, const struct batch *bt) {
-    int n_splits, per_split;
-    plan_splits(c, l, bt->n_seqs, &n_splits, &per_split);
-    size_t need = (size_t)bt->n_seqs * l->n_kv_heads * G * n_splits * (HD + 2);
-    if (n_splits > 1 && !cuda_reserve(c, &c->d_part, &c->part_cap, need)) return;
-    dim3 grid(bt->n_seqs, l->n_kv_heads, n_splits);
-    // OCTET_DECODE_STAGES=0 selects the unpipelined variant (kernel lab); default 4 (fp8) / 3 (bf16)
+    // OCTET_DECODE_STAGES=0 selects the unpipelined variant (kernel lab); default 3 (fp8) / 2 (bf16)
     static int stages_env = -2;
     if (stages_env == -2) { const char *e = getenv("OCTET_DECODE_STAGES"); stages_env = e ? atoi(e) : -1; }
     int stages = stages_env >= 0 ? stages_env : (l->dtype == DT_BF16 ? 2 : 3);
-    size_t ring = (size_t)4 * stages * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1);
-#define LAUNCH(DTV, ST) do { \
-        if (ST) cudaFuncSetAttribute(k_decode_mma<HD, DTV, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring); \
-        k_decode_mma<HD, DTV, ST><<<grid, 128, ST ? ring : 0, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, \
-        c->cb.qstart, c->cb.seq_lens, c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, scale, sc, n_splits, per_split); \
-    } while (0)
-#define BY_STAGES(DTV) do { if (stages == 0) LAUNCH(DTV, 0); else if (stages == 2) LAUNCH(DTV, 2); \
-        else if (stages == 3) LAUNCH(DTV, 3); else LAUNCH(DTV, 4); } while (0)
     if (stages != 0 && stages != 2 && stages != 3) stages = 4;
-    ring = (size_t)4 * stages * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1);
-    if (l->dtype == DT_BF16) BY_STAGES(DT_BF16);
-    else if (l->dtype == DT_E4M3) BY_STAGES(DT_E4M3);
-    else BY_STAGES(DT_E5M2);
-#undef BY_STAGES
-#undef LAUNCH
-    if (CUDA_LAUNCHED(c, "attention decode (mma)")) return;
-    if (n_splits > 1) {
-        k_combine<<<dim3(bt->n_seqs, l->n_kv_heads * G), 128, n_splits * sizeof(float), c->stream>>>((bf16 *)out, c->d_part,
-                                                                            c->cb.qstart, l->n_kv_heads * G, HD, n_splits);
-        CUDA_LAUNCHED(c, "attention combine");
+    size_t ring = stages ? (size_t)4 * stages * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1) : 0;
+    decode_mma_fn kern = l->dtype == DT_BF16   ? pick_decode_mma<HD, DT_BF16>(stages)
+                         : l->dtype == DT_E4M3 ? pick_decode_mma<HD, DT_E4M3>(stages)
+                                               : pick_decode_mma<HD, DT_E5M2>(stages);
+    // residency of this kernel instance (registers and shared memory decide it), asked once
+    static int resident[3][5];
+    int di = l->dtype == DT_BF16 ? 0 : l->dtype == DT_E4M3 ? 1 : 2;
+    if (!resident[di][stages]) {
+        if (ring) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring);
+        int per = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kern, 128, ring) != cudaSuccess || per < 1) per = 1;
+        resident[di][stages] = per;
     }
+    int n_splits, per_split;
+    plan_splits(c, l, bt->n_seqs, c->n_sm * resident[di][stages], &n_splits, &per_split);
+    size_t need = (size_t)bt->n_seqs * l->n_kv_heads * G * n_splits * (HD + 2);
+    if (n_splits > 1 && !cuda_reserve(c, &c->d_part, &c->part_cap, need)) return;
+    dim3 grid(bt->n_seqs, l->n_kv_heads, n_splits);
+    kern<<<grid, 128, ring, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, c->cb.qstart, c->cb.seq_lens,
+                                         c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, scale, sc, n_splits);
+    if (CUDA_LAUNCHED(c, "attention decode (mma)")) return;
+    if (n_splits > 1) launch_combine(c, out, bt->n_seqs, l->n_kv_heads * G, HD, n_splits);
 }
 
 template <int HD, int G>
@@ -429,11 +469,7 @@ static bool launch_decode_g(struct cuda_backend *c, void *out, const void *q, co
     else LAUNCH(DT_E5M2);
 #undef LAUNCH
     if (CUDA_LAUNCHED(c, "attention decode")) return true;
-    if (n_splits > 1) {
-        k_combine<<<dim3(bt->n_seqs, l->n_kv_heads * G), 128, n_splits * sizeof(float), c->stream>>>((bf16 *)out, c->d_part,
-                                                                            c->cb.qstart, l->n_kv_heads * G, HD, n_splits);
-        CUDA_LAUNCHED(c, "attention combine");
-    }
+    if (n_splits > 1) launch_combine(c, out, bt->n_seqs, l->n_kv_heads * G, HD, n_splits);
     return true;
 }
 

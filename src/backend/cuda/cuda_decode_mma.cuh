@@ -163,7 +163,7 @@ template <int HD, int DT, int STAGES>
 __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                     const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                     int max_blocks, int n_kv, int G, int window, float scale,
-                                                    const float *scales, int n_splits, int blocks_per_split) {
+                                                    const float *scales, int n_splits) {
     typedef mma_traits<DT> TR;
     constexpr int ES = DT == DT_BF16 ? 2 : 1;   // bytes per element
     constexpr int SEG = HD / 8;                 // dims per K run and per V row slice
@@ -173,8 +173,11 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, rr = lane >> 2, c = lane & 3;
     const int ctx = seq_lens[s], pos = ctx - 1;
     const int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-    const int b0 = lo / 16 + split * blocks_per_split;
-    const int b1 = min(pos / 16 + 1, b0 + blocks_per_split);
+    // this sequence's own blocks split evenly over the grid's n_splits (a captured step's grid is
+    // planned for the table's width, yet every context still uses every split)
+    const int per_split = (pos / 16 - lo / 16 + n_splits) / n_splits;
+    const int b0 = lo / 16 + split * per_split;
+    const int b1 = min(pos / 16 + 1, b0 + per_split);
     const int t = qstart[s];
     const bool fp8 = DT != DT_BF16;
     const float kscale = fp8 ? scales[g] : 1.0f, vscale = fp8 ? scales[KV_MAX_HEADS + g] : 1.0f;
