@@ -13,8 +13,7 @@
 # (identical numbers would mean the two attention paths agree bit for bit).
 # Binaries come from $OCTET_BIN (default build/); carried shared libraries from $OCTET_LIB.
 # OCTET_LAB=1 adds decode-kernel variants to attn (B=1 L=128k, B=8 L=32k), each run with one
-# environment setting from OCTET_LAB_VARIANTS (default: ring depth 2/4, 2/3 waves, the old split plan;
-# a variant may join several settings with commas).
+# environment setting from OCTET_LAB_VARIANTS (default: ring depth 2/4, 2/3 waves, the old split plan).
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 shift
@@ -84,7 +83,7 @@ if has attn; then
       "$BIN/octet" bench attention --device cuda --batch $1 --ctx $2 --kv-cache-dtype $dt --iters 50 --reps 7 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/attn.jsonl"
       if [ "$2" != 8192 ] && [ -n "${OCTET_LAB:-}" ]; then  # kernel lab: variants named by their environment
         for v in ${OCTET_LAB_VARIANTS:-OCTET_DECODE_STAGES=2 OCTET_DECODE_STAGES=4 OCTET_DECODE_WAVES=2 OCTET_DECODE_WAVES=3 OCTET_DECODE_CTAS_PER_SM=8}; do
-          env ${v//,/ } "$BIN/octet" bench attention --device cuda --batch $1 --ctx $2 --kv-cache-dtype $dt \
+          env $v "$BIN/octet" bench attention --device cuda --batch $1 --ctx $2 --kv-cache-dtype $dt \
             --iters 50 --reps 7 2>>"$OUT/attn.log" | tail -n 1 | sed "s/\"backend\":\"cuda\"/\"backend\":\"cuda $v\"/" >> "$OUT/attn.jsonl"
         done
       fi

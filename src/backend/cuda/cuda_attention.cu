@@ -406,13 +406,12 @@ static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_
 typedef void (*decode_mma_fn)(bf16 *, float *, const bf16 *, const void *, const void *, const int32_t *, const int32_t *,
                               const int32_t *, int, int, int, int, float, const float *, int);
 
-// minb 4: the variant whose registers fit 4 CTAs per SM (rings of 2 or 3 stages only)
 template <int HD, int DT>
-static decode_mma_fn pick_decode_mma(int stages, int minb) {
-    if (stages == 0) return k_decode_mma<HD, DT, 0, 1>;
-    if (stages == 2) return minb == 4 ? k_decode_mma<HD, DT, 2, 4> : k_decode_mma<HD, DT, 2, 1>;
-    if (stages == 3) return minb == 4 ? k_decode_mma<HD, DT, 3, 4> : k_decode_mma<HD, DT, 3, 1>;
-    return k_decode_mma<HD, DT, 4, 1>;
+static decode_mma_fn pick_decode_mma(int stages) {
+    if (stages == 0) return k_decode_mma<HD, DT, 0>;
+    if (stages == 2) return k_decode_mma<HD, DT, 2>;
+    if (stages == 3) return k_decode_mma<HD, DT, 3>;
+    return k_decode_mma<HD, DT, 4>;
 }
 
 template <int HD>
@@ -423,21 +422,17 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     if (stages_env == -2) { const char *e = getenv("OCTET_DECODE_STAGES"); stages_env = e ? atoi(e) : -1; }
     int stages = stages_env >= 0 ? stages_env : (l->dtype == DT_BF16 ? 2 : 3);
     if (stages != 0 && stages != 2 && stages != 3) stages = 4;
-    // OCTET_DECODE_MINB=4 (kernel lab): registers capped so that 4 CTAs fit on an SM
-    static int minb = -1;
-    if (minb < 0) { const char *e = getenv("OCTET_DECODE_MINB"); minb = e && atoi(e) == 4 ? 4 : 1; }
     size_t ring = stages ? (size_t)4 * stages * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1) : 0;
-    size_t smem = ring > DECODE_MERGE_BYTES(HD) ? ring : DECODE_MERGE_BYTES(HD);
-    decode_mma_fn kern = l->dtype == DT_BF16   ? pick_decode_mma<HD, DT_BF16>(stages, minb)
-                         : l->dtype == DT_E4M3 ? pick_decode_mma<HD, DT_E4M3>(stages, minb)
-                                               : pick_decode_mma<HD, DT_E5M2>(stages, minb);
+    decode_mma_fn kern = l->dtype == DT_BF16   ? pick_decode_mma<HD, DT_BF16>(stages)
+                         : l->dtype == DT_E4M3 ? pick_decode_mma<HD, DT_E4M3>(stages)
+                                               : pick_decode_mma<HD, DT_E5M2>(stages);
     // residency of this kernel instance (registers and shared memory decide it), asked once
     static int resident[3][5];
     int di = l->dtype == DT_BF16 ? 0 : l->dtype == DT_E4M3 ? 1 : 2;
     if (!resident[di][stages]) {
-        cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (ring) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring);
         int per = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kern, 128, smem) != cudaSuccess || per < 1) per = 1;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kern, 128, ring) != cudaSuccess || per < 1) per = 1;
         resident[di][stages] = per;
     }
     int n_splits, per_split;
@@ -445,7 +440,7 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     size_t need = (size_t)bt->n_seqs * l->n_kv_heads * G * n_splits * (HD + 2);
     if (n_splits > 1 && !cuda_reserve(c, &c->d_part, &c->part_cap, need)) return;
     dim3 grid(bt->n_seqs, l->n_kv_heads, n_splits);
-    kern<<<grid, 128, smem, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, c->cb.qstart, c->cb.seq_lens,
+    kern<<<grid, 128, ring, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, c->cb.qstart, c->cb.seq_lens,
                                          c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, scale, sc, n_splits);
     if (CUDA_LAUNCHED(c, "attention decode (mma)")) return;
     if (n_splits > 1) launch_combine(c, out, bt->n_seqs, l->n_kv_heads * G, HD, n_splits);

@@ -159,12 +159,8 @@ __device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const
 // STAGES > 0: each warp streams blocks through a ring of STAGES shared-memory buffers with
 // cp.async (STAGES-1 blocks in flight while one computes); STAGES == 0: plain loads into
 // registers (the unpipelined baseline, kept for the kernel lab).
-// The merge's shared memory ([4][16] m and l, [4][8][HD] acc) reuses the ring's, so the
-// dynamic allocation is max(ring, DECODE_MERGE_BYTES(HD)) and there is no static array.
-// MINB: the minimum resident CTAs per SM asked of the register allocator (1 = no limit).
-#define DECODE_MERGE_BYTES(HD) ((2 * 4 * 16 + 4 * 8 * (HD)) * 4)
-template <int HD, int DT, int STAGES, int MINB>
-__global__ void __launch_bounds__(128, MINB) k_decode_mma(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
+template <int HD, int DT, int STAGES>
+__global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                     const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                     int max_blocks, int n_kv, int G, int window, float scale,
                                                     const float *scales, int n_splits) {
@@ -269,12 +265,8 @@ __global__ void __launch_bounds__(128, MINB) k_decode_mma(bf16 *out, float *part
     }
     l += __shfl_xor_sync(0xffffffff, l, 1);
     l += __shfl_xor_sync(0xffffffff, l, 2);
-    // merge the 4 warps through shared memory (rows < G only), in the ring's bytes once every
-    // warp is done with its ring
-    if constexpr (STAGES > 0) cp_async_wait<0>();
-    __syncthreads();
-    float (*sm_m)[16] = (float (*)[16])ring, (*sm_l)[16] = sm_m + 4;
-    float (*sm_acc)[8][HD] = (float (*)[8][HD])(sm_l + 4);
+    // merge the 4 warps through shared memory (rows < G only)
+    __shared__ float sm_m[4][16], sm_l[4][16], sm_acc[4][8][HD];
     if (rr < G) {
         if (c == 0) { sm_m[warp][rr] = m; sm_l[warp][rr] = l; }
 #pragma unroll
