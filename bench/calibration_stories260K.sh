@@ -24,12 +24,17 @@ for m in original rescaled; do
   "$OCTET" calibrate --model "$path" --file "$tmp/calib.txt" --granularity head --method percentile:99.9 \
     --output "$tmp/$m.head.json" >/dev/null 2>&1
   "$OCTET" calibrate --model "$path" --file "$tmp/calib.txt" --kv-cache-dtype fp8_e5m2 --output "$tmp/$m.e5m2.json" >/dev/null 2>&1
+  "$OCTET" calibrate --model "$path" --file "$tmp/calib.txt" --k-offset mean --output "$tmp/$m.tensor_off.json" >/dev/null 2>&1
+  "$OCTET" calibrate --model "$path" --file "$tmp/calib.txt" --granularity head --k-offset mean --output "$tmp/$m.head_off.json" >/dev/null 2>&1
   base=""
-  for cfg in "fp32|-" "fp8|1.0" "fp8|tensor max" "fp8|head p99.9" "fp8_e5m2|1.0" "fp8_e5m2|tensor max"; do
+  for cfg in "fp32|-" "fp8|1.0" "fp8|tensor max" "fp8|head p99.9" "fp8|tensor max + K offset" "fp8|head max + K offset" \
+             "fp8_e5m2|1.0" "fp8_e5m2|tensor max"; do
     d=${cfg%%|*}; s=${cfg##*|}; extra=()
     case "$s" in
       "tensor max") extra=(--kv-scales "$tmp/$m.tensor.json"); [ "$d" = fp8_e5m2 ] && extra=(--kv-scales "$tmp/$m.e5m2.json");;
       "head p99.9") extra=(--kv-scales "$tmp/$m.head.json");;
+      "tensor max + K offset") extra=(--kv-scales "$tmp/$m.tensor_off.json");;
+      "head max + K offset") extra=(--kv-scales "$tmp/$m.head_off.json");;
     esac
     j=$("$OCTET" eval ppl --model "$path" --file "$tmp/eval.txt" --ctx 256 --kv-cache-dtype "$d" "${extra[@]}" \
         --ref-kv-cache-dtype fp32 --json 2>/dev/null)

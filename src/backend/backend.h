@@ -48,6 +48,10 @@ struct kv_layer {
     int n_kv_heads, head_dim, kv_block_tokens, n_blocks;
     int window;             // sliding window in tokens (0 = full attention)
     float k_scale[KV_MAX_HEADS], v_scale[KV_MAX_HEADS]; // [n_kv_heads]
+    // [n_kv_heads][head_dim] subtracted from K before an FP8 layer stores it, or NULL.
+    // Attention ignores it: q·(k − o) = q·k − q·o, and q·o is the same for every key of a
+    // query, so softmax is unchanged (docs/kv_format.md). Host memory (CPU backend only).
+    const float *k_offset;
     void *k, *v;            // backend memory
 };
 

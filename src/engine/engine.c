@@ -371,6 +371,11 @@ static uint64_t cache_salt(const struct kv_cache *kv) {
             h = (h ^ a) * 0x100000001b3ull;
             h = (h ^ b) * 0x100000001b3ull;
         }
+        for (int i = 0; L->k_offset && i < L->n_kv_heads * L->head_dim; i++) {
+            uint32_t o;
+            memcpy(&o, &L->k_offset[i], 4);
+            h = (h ^ o) * 0x100000001b3ull;
+        }
     }
     return h;
 }

@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,6 +102,9 @@ long kv_cache_bytes_per_token(const struct kv_cache *kv) {
 }
 
 int kv_cache_alloc(struct kv_cache *kv, struct backend *b, int n_blocks) {
+    if (kv->k_offsets && strcmp(b->ops->name, "cpu"))
+        return err_set(OCT_EUNSUP, "--kv-scales: k_offset is implemented by the CPU backend only (this run uses %s)",
+                       b->ops->name);
     kv->b = b;
     kv->n_blocks = n_blocks;
     kv->bytes = 0;
@@ -120,6 +124,9 @@ int kv_cache_alloc(struct kv_cache *kv, struct backend *b, int n_blocks) {
 }
 
 void kv_cache_free(struct kv_cache *kv) {
+    free(kv->k_offsets);
+    kv->k_offsets = NULL;
+    for (int l = 0; l < kv->n_layers; l++) kv->layers[l].k_offset = NULL;
     if (!kv->b) return;
     for (int l = 0; l < kv->n_layers; l++) {
         if (kv->layers[l].k) kv->b->ops->free(kv->b, kv->layers[l].k);
@@ -151,6 +158,32 @@ static int read_scales(json_t *v, const char *path, int layer, const char *key, 
     return OCT_OK;
 }
 
+// Reads one layer's "k_offset" ([head_dim] numbers for every head, or [n_kv_heads] such
+// arrays) into dst[n_heads][hd].
+static int read_offsets(json_t *v, const char *path, int layer, int n_heads, int hd, float *dst) {
+    if (!json_is_array(v) || json_array_size(v) == 0)
+        return err_set(OCT_EINVAL, "%s: layer %d k_offset must be an array of %d numbers or of %d such arrays", path, layer,
+                       hd, n_heads);
+    bool nested = json_is_array(json_array_get(v, 0));
+    size_t n = json_array_size(v);
+    if (nested ? n != (size_t)n_heads : n != (size_t)hd)
+        return err_set(OCT_EINVAL, "%s: layer %d k_offset has %zu entries (want %d numbers, or %d arrays of %d)", path, layer, n,
+                       hd, n_heads, hd);
+    for (int h = 0; h < n_heads; h++) {
+        json_t *row = nested ? json_array_get(v, (size_t)h) : v;
+        if (!json_is_array(row) || json_array_size(row) != (size_t)hd)
+            return err_set(OCT_EINVAL, "%s: layer %d k_offset[%d] must be an array of %d numbers", path, layer, h, hd);
+        for (int i = 0; i < hd; i++) {
+            json_t *e = json_array_get(row, (size_t)i);
+            double x = json_number_value(e);
+            if (!json_is_number(e) || !isfinite(x) || fabs(x) > 1e30)
+                return err_set(OCT_EINVAL, "%s: layer %d k_offset[%d][%d] must be a finite number", path, layer, h, i);
+            dst[(size_t)h * hd + i] = (float)x;
+        }
+    }
+    return OCT_OK;
+}
+
 int kv_scales_load(struct kv_cache *kv, const char *path) {
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
@@ -168,8 +201,24 @@ int kv_scales_load(struct kv_cache *kv, const char *path) {
         if (!k || !v) { rc = err_set(OCT_EINVAL, "%s: layer %d needs k_scale and v_scale", path, l); break; }
         rc = read_scales(k, path, l, "k_scale", kv->layers[l].n_kv_heads, kv->layers[l].k_scale);
         if (rc == OCT_OK) rc = read_scales(v, path, l, "v_scale", kv->layers[l].n_kv_heads, kv->layers[l].v_scale);
+        json_t *o = json_object_get(e, "k_offset");
+        if (rc != OCT_OK || !o) continue;
+        struct kv_layer *L = &kv->layers[l];
+        size_t per_layer = (size_t)L->n_kv_heads * L->head_dim;
+        if (!kv->k_offsets && !(kv->k_offsets = calloc((size_t)kv->n_layers * per_layer, sizeof(float)))) {
+            rc = err_set(OCT_ENOMEM, "%s: no memory for K offsets", path);
+            break;
+        }
+        float *dst = kv->k_offsets + (size_t)l * per_layer;
+        rc = read_offsets(o, path, l, L->n_kv_heads, L->head_dim, dst);
+        if (rc == OCT_OK && (L->dtype == DT_E4M3 || L->dtype == DT_E5M2)) L->k_offset = dst;  // FP8 layers only
     }
 out:
     json_decref(root);
+    if (rc != OCT_OK) {
+        free(kv->k_offsets);
+        kv->k_offsets = NULL;
+        for (int l = 0; l < kv->n_layers; l++) kv->layers[l].k_offset = NULL;
+    }
     return rc;
 }

@@ -33,6 +33,7 @@ struct kv_cache {
     int n_layers, n_blocks, kv_block_tokens;
     struct kv_layer layers[MODEL_MAX_LAYERS];
     size_t bytes;                       // total page memory
+    float *k_offsets;                   // [n_layers][n_kv_heads][head_dim] from the scales file, or NULL
 };
 
 // Resolves each layer's dtype for model m (auto → the model's weight dtype; f32 stays
@@ -41,11 +42,12 @@ struct kv_cache {
 int kv_cache_plan(struct kv_cache *kv, const struct model *m, const struct kv_options *o);
 // KV bytes per token of a planned cache (all layers, K and V).
 long kv_cache_bytes_per_token(const struct kv_cache *kv);
-// Allocates n_blocks pages per layer on backend b.
+// Allocates n_blocks pages per layer on backend b (K offsets need the CPU backend).
 int kv_cache_alloc(struct kv_cache *kv, struct backend *b, int n_blocks);
 void kv_cache_free(struct kv_cache *kv);
 
-// Loads a scales file into a planned cache (format in docs/kv_format.md).
+// Loads a scales file into a planned cache (format in docs/kv_format.md): k_scale and
+// v_scale per layer, and an optional k_offset (per-channel K offset of FP8 layers).
 int kv_scales_load(struct kv_cache *kv, const char *path);
 
 // Resolve a dtype name alone ("fp8" → DT_E4M3, "auto" → model_dtype).

@@ -43,12 +43,18 @@ int calib_stats_init(struct calib_stats *s, const struct model_config *c) {
     s->n_kv_heads = c->n_kv_heads;
     s->head_dim = c->head_dim;
     s->h = calloc((size_t)c->n_layers * 3 * c->n_heads, sizeof *s->h);
-    if (!s->h) return err_set(OCT_ENOMEM, "calibrate: no memory for %d layers of histograms", c->n_layers);
+    s->k_sum = calloc((size_t)c->n_layers * c->n_kv_heads * c->head_dim, sizeof *s->k_sum);
+    if (!s->h || !s->k_sum) {
+        calib_stats_free(s);
+        return err_set(OCT_ENOMEM, "calibrate: no memory for %d layers of histograms", c->n_layers);
+    }
     return OCT_OK;
 }
 
 void calib_stats_free(struct calib_stats *s) {
     free(s->h);
+    free(s->k_sum);
+    free(s->k_off);
     memset(s, 0, sizeof *s);
 }
 
@@ -60,7 +66,22 @@ void calib_probe(void *ctx, int layer, enum probe_kind kind, const float *x, int
     struct calib_stats *s = ctx;
     if (kind == PROBE_GATE || layer >= s->n_layers) return;
     int hd = s->head_dim, nh = width / hd;  // x is [n_tokens][nh][hd]
-    for (int h = 0; h < nh; h++) stats_hist_add_strided(calib_hist(s, layer, kind, h), x + (size_t)h * hd, n_tokens, width, hd);
+    if (kind == PROBE_K) {
+        double *sum = s->k_sum + (size_t)layer * nh * hd;
+        for (int t = 0; t < n_tokens; t++)
+            for (int i = 0; i < nh * hd; i++) sum[i] += x[(size_t)t * width + i];
+    }
+    if (kind == PROBE_K && s->k_off) {  // histograms of K − offset, one row at a time
+        const float *off = s->k_off + (size_t)layer * nh * hd;
+        float row[512];  // head_dim <= 512
+        for (int t = 0; t < n_tokens; t++)
+            for (int h = 0; h < nh; h++) {
+                for (int i = 0; i < hd; i++) row[i] = x[(size_t)t * width + h * hd + i] - off[h * hd + i];
+                stats_hist_add(calib_hist(s, layer, kind, h), row, (size_t)hd);
+            }
+    } else {
+        for (int h = 0; h < nh; h++) stats_hist_add_strided(calib_hist(s, layer, kind, h), x + (size_t)h * hd, n_tokens, width, hd);
+    }
     if (layer == 0 && kind == PROBE_K) s->n_tokens += n_tokens;
 }
 
@@ -81,6 +102,17 @@ int calib_collect(struct runner *r, int32_t *ids, int n_ids, int ctx, struct cal
     r->fw.probe = old;
     r->fw.probe_ctx = old_ctx;
     return rc;
+}
+
+int calib_offsets_from_mean(struct calib_stats *s) {
+    if (s->n_tokens == 0) return err_set(OCT_EINVAL, "calibrate: no tokens were observed");
+    size_t n = (size_t)s->n_layers * s->n_kv_heads * s->head_dim;
+    if (!s->k_off && !(s->k_off = malloc(n * sizeof(float)))) return err_set(OCT_ENOMEM, "calibrate: out of memory");
+    for (size_t i = 0; i < n; i++) s->k_off[i] = (float)(s->k_sum[i] / (double)s->n_tokens);
+    memset(s->h, 0, (size_t)s->n_layers * 3 * s->n_heads * sizeof *s->h);
+    memset(s->k_sum, 0, n * sizeof *s->k_sum);
+    s->n_tokens = 0;
+    return OCT_OK;
 }
 
 static double stat_of(const struct stats_hist *h, struct calib_method m) {
@@ -115,6 +147,8 @@ int calib_scales_compute(const struct calib_stats *s, enum calib_granularity g, 
     out->n_layers = L;
     out->n_kv_heads = nkv;
     out->n_heads = nh;
+    out->head_dim = s->head_dim;
+    out->k_off = s->k_off;
     out->granularity = g;
     out->k = malloc((size_t)L * nkv * sizeof(float));
     out->v = malloc((size_t)L * nkv * sizeof(float));
@@ -168,6 +202,16 @@ int calib_scales_write(const char *path, const struct calib_scales *c, const cha
         json_object_set_new(e, "q_scale", scale_json(c->q + (size_t)l * c->n_heads, c->n_heads, c->granularity));
         json_object_set_new(e, "k_amax", json_real(c->k_amax[l]));
         json_object_set_new(e, "v_amax", json_real(c->v_amax[l]));
+        if (c->k_off) {
+            json_t *heads = json_array();
+            for (int h = 0; h < c->n_kv_heads; h++) {
+                const float *o = c->k_off + ((size_t)l * c->n_kv_heads + h) * c->head_dim;
+                json_t *row = json_array();
+                for (int i = 0; i < c->head_dim; i++) json_array_append_new(row, json_real(o[i]));
+                json_array_append_new(heads, row);
+            }
+            json_object_set_new(e, "k_offset", heads);
+        }
         json_array_append_new(layers, e);
     }
     json_object_set_new(o, "layers", layers);

@@ -28,6 +28,8 @@ struct calib_stats {
     int n_layers, n_heads, n_kv_heads, head_dim;
     long n_tokens;              // tokens observed (per layer)
     struct stats_hist *h;       // [n_layers][3 (Q, K, V)][n_heads]; K/V use n_kv_heads
+    double *k_sum;              // [n_layers][n_kv_heads][head_dim] sum of K per channel
+    float *k_off;               // NULL, or the K offsets subtracted before K's histograms
 };
 
 int calib_stats_init(struct calib_stats *s, const struct model_config *c);
@@ -40,8 +42,14 @@ void calib_probe(void *ctx, int layer, enum probe_kind kind, const float *x, int
 // when the vocabulary has one, as eval ppl does), observing every layer into s.
 int calib_collect(struct runner *r, int32_t *ids, int n_ids, int ctx, struct calib_stats *s);
 
+// K offsets = the mean of K per (layer, KV head, channel) over the tokens observed so far;
+// then the histograms restart, so the next calib_collect measures |K − offset| (the
+// values an FP8 layer with these offsets stores).
+int calib_offsets_from_mean(struct calib_stats *s);
+
 struct calib_scales {
-    int n_layers, n_kv_heads, n_heads;
+    int n_layers, n_kv_heads, n_heads, head_dim;
+    const float *k_off;     // [n_layers][n_kv_heads][head_dim] (the stats' offsets), or NULL
     enum calib_granularity granularity;
     float *k, *v;       // [n_layers][n_kv_heads] (per tensor: all heads equal)
     float *q;           // [n_layers][n_heads]
@@ -52,7 +60,8 @@ struct calib_scales {
 int calib_scales_compute(const struct calib_stats *s, enum calib_granularity g, struct calib_method m,
                          float fp8_max, struct calib_scales *out);
 void calib_scales_free(struct calib_scales *c);
-// Writes the octet-kv-scales/1 JSON (numbers per tensor, arrays per head).
+// Writes the octet-kv-scales/1 JSON (numbers per tensor, arrays per head; k_offset as
+// [n_kv_heads][head_dim] arrays when the stats had offsets).
 int calib_scales_write(const char *path, const struct calib_scales *c, const char *model_name,
                        const char *method, long num_tokens, const char *kv_dtype);
 

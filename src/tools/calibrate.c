@@ -20,13 +20,18 @@ static void usage(void) {
             "usage: octet calibrate --model PATH --file TEXT --output scales.json\n"
             "       [--granularity tensor|head] [--method max|percentile:99.9]\n"
             "       [--num-tokens N] [--ctx N] [--kv-cache-dtype fp8|fp8_e4m3|fp8_e5m2] [--threads N]\n"
+            "       [--k-offset none|mean]\n"
             "Scale = statistic(|x|) / fp8_max (448 for e4m3, 57344 for e5m2), from the K and V\n"
-            "each layer writes to its cache (Q too, for reference). Load with --kv-scales.\n");
+            "each layer writes to its cache (Q too, for reference). Load with --kv-scales.\n"
+            "--k-offset mean also writes each K channel's mean (a second pass over the text\n"
+            "measures |K - mean| for the K scales): FP8 layers store K - mean, which leaves\n"
+            "attention unchanged and shrinks what e4m3 must round (CPU backend only).\n");
 }
 
 struct calib_args {
     struct cli_model_args a;
     const char *file, *output, *method_str, *target;
+    bool k_offset;
     enum calib_granularity g;
     struct calib_method method;
     long num_tokens, ctx;
@@ -34,7 +39,7 @@ struct calib_args {
 
 static int parse(struct calib_args *c, int argc, char **argv) {
     static const char *const valued[] = {"--file", "-f", "--output", "-o", "--granularity", "--method",
-                                         "--num-tokens", "--ctx", "-c", "--kv-cache-dtype", NULL};
+                                         "--num-tokens", "--ctx", "-c", "--kv-cache-dtype", "--k-offset", NULL};
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v;
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(); exit(0); }
@@ -54,6 +59,11 @@ static int parse(struct calib_args *c, int argc, char **argv) {
         else if (!strcmp(f, "--granularity")) TRY(calib_parse_granularity(v, &c->g));
         else if (!strcmp(f, "--method")) { TRY(calib_parse_method(v, &c->method)); c->method_str = v; }
         else if (!strcmp(f, "--num-tokens")) TRY(cli_int(f, v, 1, 1L << 30, &c->num_tokens));
+        else if (!strcmp(f, "--k-offset")) {
+            if (strcmp(v, "none") && strcmp(v, "mean"))
+                return err_set(OCT_EINVAL, "--k-offset: unknown value '%s' (choose none or mean)", v);
+            c->k_offset = !strcmp(v, "mean");
+        }
         else if (!strcmp(f, "--ctx") || !strcmp(f, "-c")) TRY(cli_int(f, v, 2, 1 << 24, &c->ctx));
     }
     if (!c->a.model || !c->file || !c->output) return err_set(OCT_EINVAL, "--model, --file and --output are required");
@@ -107,6 +117,10 @@ int cmd_calibrate(int argc, char **argv) {
     fprintf(stderr, "calibrate: %d tokens in chunks of %ld, %s, %s\n", n_ids, ctx,
             c.g == CALIB_HEAD ? "per head" : "per tensor", c.method_str);
     if (calib_collect(&r, ids, n_ids, (int)ctx, &st) < 0) goto fail;
+    if (c.k_offset) {  // offsets from the first pass, scales of K − offset from a second
+        if (calib_offsets_from_mean(&st) < 0 || calib_collect(&r, ids, n_ids, (int)ctx, &st) < 0) goto fail;
+        fprintf(stderr, "calibrate: K offsets = per-channel means; K scales measured on K - offset\n");
+    }
     enum dtype dt;
     kv_dtype_parse(c.target, DT_F32, &dt);
     if (calib_scales_compute(&st, c.g, c.method, stats_fp8_max(dt), &sc) < 0) goto fail;

@@ -88,7 +88,7 @@ static double run_case(const struct setup *s, int *fails) {
                 }
         CHECK_EQ_INT(bad, 0);
     }
-    struct attn_params ap = {s->n_heads, 1.0f / sqrtf((float)s->hd), ATTN_FP8_EXACT};
+    struct attn_params ap = {.n_heads = s->n_heads, .softmax_scale = 1.0f / sqrtf((float)s->hd), .fp8_math = ATTN_FP8_EXACT};
     b->ops->attention(b, out, qv, &L, &ap, &bt);
     // float64 reference over the stored values
     int group = s->n_heads / s->n_kv;
@@ -197,7 +197,8 @@ TEST(fp8_emulation_is_close_but_rounded) {
     int32_t p1 = n - 1, qs1[2] = {0, 1};
     struct batch b1 = {.n_tokens = 1, .positions = &p1, .slot_mapping = &p1, .n_seqs = 1, .query_start = qs1,
                        .seq_lens = &sl, .block_tables = btab, .max_blocks_per_seq = 13};
-    struct attn_params ex = {2, 0.125f, ATTN_FP8_EXACT}, em = {2, 0.125f, ATTN_FP8_EMULATE};
+    struct attn_params ex = {.n_heads = 2, .softmax_scale = 0.125f, .fp8_math = ATTN_FP8_EXACT},
+                       em = {.n_heads = 2, .softmax_scale = 0.125f, .fp8_math = ATTN_FP8_EMULATE};
     b->ops->attention(b, o1, q, &L, &ex, &b1);
     b->ops->attention(b, o2, q, &L, &em, &b1);
     double num = 0, den = 0;
@@ -208,8 +209,69 @@ TEST(fp8_emulation_is_close_but_rounded) {
     b->ops->destroy(b);
 }
 
+// Attention over an e4m3 layer with a per-channel K offset o equals attention over an f32
+// layer holding K = x + o, where x are e4m3 values (so RNE(K − o) = x is stored exactly):
+// q·o is the same for every key of a query, and softmax does not see it. Without the
+// offset, the e4m3 layer must round K = x + o and the output moves.
+static double offset_case(struct backend *b, bool use_offset, int n, int hd, const float *k, const float *v,
+                          const float *q, const float *off, float *out_f32_ref, bool fill_ref) {
+    const int nb = (n + 15) / 16;
+    struct kv_layer E = {.dtype = DT_E4M3, .n_kv_heads = 1, .head_dim = hd, .kv_block_tokens = 16, .n_blocks = nb};
+    struct kv_layer F = {.dtype = DT_F32, .n_kv_heads = 1, .head_dim = hd, .kv_block_tokens = 16, .n_blocks = nb};
+    E.k_scale[0] = E.v_scale[0] = F.k_scale[0] = F.v_scale[0] = 1;
+    E.k_offset = use_offset ? off : NULL;
+    E.k = b->ops->alloc(b, (size_t)nb * 16 * hd);
+    E.v = b->ops->alloc(b, (size_t)nb * 16 * hd);
+    F.k = b->ops->alloc(b, (size_t)nb * 16 * hd * 4);
+    F.v = b->ops->alloc(b, (size_t)nb * 16 * hd * 4);
+    int32_t *pos = malloc(4 * (size_t)n), *btab = malloc(4 * (size_t)nb), qs[2] = {0, n}, sl = n;
+    for (int i = 0; i < n; i++) pos[i] = i;
+    for (int i = 0; i < nb; i++) btab[i] = i;
+    struct batch bt = {.n_tokens = n, .positions = pos, .slot_mapping = pos, .n_seqs = 1, .query_start = qs,
+                       .seq_lens = &sl, .block_tables = btab, .max_blocks_per_seq = nb};
+    b->ops->kv_write(b, &E, k, v, &bt);
+    b->ops->kv_write(b, &F, k, v, &bt);
+    int32_t p1 = n - 1, qs1[2] = {0, 1};
+    struct batch b1 = {.n_tokens = 1, .positions = &p1, .slot_mapping = &p1, .n_seqs = 1, .query_start = qs1,
+                       .seq_lens = &sl, .block_tables = btab, .max_blocks_per_seq = nb};
+    struct attn_params ex = {.n_heads = 2, .softmax_scale = 1.0f / sqrtf((float)hd), .fp8_math = ATTN_FP8_EXACT};
+    float *o = malloc(sizeof(float) * 2 * hd);
+    if (fill_ref) b->ops->attention(b, out_f32_ref, q, &F, &ex, &b1);
+    b->ops->attention(b, o, q, &E, &ex, &b1);
+    double worst = 0;
+    for (int i = 0; i < 2 * hd; i++) worst = fmax(worst, fabs(o[i] - out_f32_ref[i]));
+    free(o); free(pos); free(btab);
+    b->ops->free(b, E.k); b->ops->free(b, E.v); b->ops->free(b, F.k); b->ops->free(b, F.v);
+    return worst;
+}
+
+TEST(k_offset_leaves_attention_unchanged) {
+    struct backend *b = backend_cpu_create(1);
+    const int n = 150, hd = 64;
+    struct rng r;
+    rng_seed(&r, 11);
+    float *k = malloc(sizeof(float) * n * hd), *v = malloc(sizeof(float) * n * hd), q[2 * 64], off[64], ref[2 * 64];
+    // offsets: multiples of 2^-10 below 15 in magnitude, so x + o and (x + o) − o are exact in f32
+    for (int i = 0; i < hd; i++) off[i] = roundf((30 * rng_float(&r) - 15) * 1024) / 1024;
+    for (int t = 0; t < n; t++)
+        for (int i = 0; i < hd; i++) {
+            float x = fp8_e4m3_to_f32(fp8_e4m3_from_f32(2 * rng_float(&r) - 1));
+            k[t * hd + i] = x + off[i];
+            v[t * hd + i] = fp8_e4m3_to_f32(fp8_e4m3_from_f32(2 * rng_float(&r) - 1));
+        }
+    for (int i = 0; i < 2 * hd; i++) q[i] = 2 * rng_float(&r) - 1;
+    double with = offset_case(b, true, n, hd, k, v, q, off, ref, true);
+    double without = offset_case(b, false, n, hd, k, v, q, off, ref, false);
+    fprintf(stderr, "k_offset: worst |e4m3 - f32| %.3g with the offset, %.3g without\n", with, without);
+    CHECK_MSG(with < 1e-4, "with the offset the e4m3 layer differs from f32 by %g", with);
+    CHECK_MSG(without > 100 * with && without > 1e-3, "without the offset: %g (with: %g)", without, with);
+    free(k); free(v);
+    b->ops->destroy(b);
+}
+
 int main(void) {
     RUN(all_dtypes_and_shapes);
+    RUN(k_offset_leaves_attention_unchanged);
     RUN(padding_slots_are_skipped);
     RUN(fp8_emulation_is_close_but_rounded);
     return test_summary("attention");

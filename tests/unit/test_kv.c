@@ -105,6 +105,33 @@ TEST(plan_skip_layers_and_scales) {
         write_file(path, bad[i]);
         CHECK_MSG(kv_cache_plan(&kv, m, &o) < 0 && strstr(err_msg(), "s.json"), "case %zu: %s", i, err_msg());
     }
+    // k_offset: one [head_dim] array for every head, or [n_kv_heads][head_dim]; FP8 layers only
+    // (layer 0 is a bf16 skip layer here, so its offsets are parsed but not applied)
+    char good[4096], row[512];
+    int hd = kv.layers[1].head_dim;
+    size_t at = 0;
+    for (int i = 0; i < hd; i++) at += (size_t)snprintf(row + at, sizeof row - at, "%s%d", i ? "," : "", i - 3);
+    snprintf(good, sizeof good, "{\"layers\":[{\"k_scale\":1,\"v_scale\":1,\"k_offset\":[%s]},"
+             "{\"k_scale\":1,\"v_scale\":1,\"k_offset\":[[%s],[%s]]},{\"k_scale\":1,\"v_scale\":1},"
+             "{\"k_scale\":1,\"v_scale\":1}]}", row, row, row);
+    write_file(path, good);
+    CHECK_OK(kv_cache_plan(&kv, m, &o));
+    CHECK(kv.layers[0].k_offset == NULL && kv.layers[2].k_offset == NULL && kv.layers[3].k_offset == NULL);
+    CHECK(kv.layers[1].k_offset != NULL);
+    if (kv.layers[1].k_offset) CHECK(kv.layers[1].k_offset[0] == -3.0f && kv.layers[1].k_offset[hd + 5] == 2.0f);
+    kv_cache_free(&kv);
+    CHECK(kv.k_offsets == NULL && kv.layers[1].k_offset == NULL);
+    const char *bad_off[] = {
+        "{\"layers\":[{\"k_scale\":1,\"v_scale\":1},{\"k_scale\":1,\"v_scale\":1,\"k_offset\":[1,2]},{\"k_scale\":1,\"v_scale\":1},{\"k_scale\":1,\"v_scale\":1}]}",
+        "{\"layers\":[{\"k_scale\":1,\"v_scale\":1},{\"k_scale\":1,\"v_scale\":1,\"k_offset\":[[1],[2],[3]]},{\"k_scale\":1,\"v_scale\":1},{\"k_scale\":1,\"v_scale\":1}]}",
+        "{\"layers\":[{\"k_scale\":1,\"v_scale\":1},{\"k_scale\":1,\"v_scale\":1,\"k_offset\":\"x\"},{\"k_scale\":1,\"v_scale\":1},{\"k_scale\":1,\"v_scale\":1}]}",
+    };
+    for (size_t i = 0; i < sizeof bad_off / sizeof bad_off[0]; i++) {
+        write_file(path, bad_off[i]);
+        CHECK_MSG(kv_cache_plan(&kv, m, &o) < 0 && strstr(err_msg(), "k_offset") && strstr(err_msg(), "layer 1"),
+                  "offset case %zu: %s", i, err_msg());
+        CHECK(kv.k_offsets == NULL);
+    }
     kv_options_default(&o);
     CHECK_OK(kv_options_set_skip(&o, "9"));
     CHECK(kv_cache_plan(&kv, m, &o) < 0 && strstr(err_msg(), "layer 9"));

@@ -84,7 +84,14 @@ void cpu_kv_write(struct backend *b, struct kv_layer *l, const void *k, const vo
         for (int h = 0; h < nkv; h++) {
             size_t dst = (((size_t)blk * nkv + h) * bs + off) * hd;
             size_t src = ((size_t)t * nkv + h) * hd;
-            narrow_row(l->dtype, l->k, dst, hd, kf + src, l->k_scale[h]);
+            const float *krow = kf + src;
+            float centred[512];  // head_dim <= 512 (model_config)
+            if (l->k_offset) {   // FP8 layers with a K offset store RNE((k − o) / scale)
+                const float *o = l->k_offset + (size_t)h * hd;
+                for (int i = 0; i < hd; i++) centred[i] = krow[i] - o[i];
+                krow = centred;
+            }
+            narrow_row(l->dtype, l->k, dst, hd, krow, l->k_scale[h]);
             narrow_row(l->dtype, l->v, dst, hd, vf + src, l->v_scale[h]);
         }
     }
