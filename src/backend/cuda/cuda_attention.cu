@@ -406,12 +406,13 @@ static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_
 typedef void (*decode_mma_fn)(bf16 *, float *, const bf16 *, const void *, const void *, const int32_t *, const int32_t *,
                               const int32_t *, int, int, int, int, float, const float *, int);
 
+// minb 4 (kernel lab): the variant whose registers fit 4 CTAs per SM (rings of 2 or 3 stages)
 template <int HD, int DT>
-static decode_mma_fn pick_decode_mma(int stages) {
-    if (stages == 0) return k_decode_mma<HD, DT, 0>;
-    if (stages == 2) return k_decode_mma<HD, DT, 2>;
-    if (stages == 3) return k_decode_mma<HD, DT, 3>;
-    return k_decode_mma<HD, DT, 4>;
+static decode_mma_fn pick_decode_mma(int stages, int minb) {
+    if (stages == 0) return k_decode_mma<HD, DT, 0, 1>;
+    if (stages == 2) return minb == 4 ? k_decode_mma<HD, DT, 2, 4> : k_decode_mma<HD, DT, 2, 1>;
+    if (stages == 3) return minb == 4 ? k_decode_mma<HD, DT, 3, 4> : k_decode_mma<HD, DT, 3, 1>;
+    return k_decode_mma<HD, DT, 4, 1>;
 }
 
 template <int HD>
@@ -422,14 +423,18 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     if (stages_env == -2) { const char *e = getenv("OCTET_DECODE_STAGES"); stages_env = e ? atoi(e) : -1; }
     int stages = stages_env >= 0 ? stages_env : (l->dtype == DT_BF16 ? 2 : 3);
     if (stages != 0 && stages != 2 && stages != 3) stages = 4;
+    static int minb_env = -1;  // OCTET_DECODE_MINB=4 (kernel lab); rings of 2 or 3 stages only
+    if (minb_env < 0) { const char *e = getenv("OCTET_DECODE_MINB"); minb_env = e && atoi(e) == 4 ? 4 : 1; }
+    int minb = (stages == 2 || stages == 3) ? minb_env : 1;
     size_t ring = stages ? (size_t)4 * stages * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1) : 0;
-    decode_mma_fn kern = l->dtype == DT_BF16   ? pick_decode_mma<HD, DT_BF16>(stages)
-                         : l->dtype == DT_E4M3 ? pick_decode_mma<HD, DT_E4M3>(stages)
-                                               : pick_decode_mma<HD, DT_E5M2>(stages);
+    if (minb > 1 && ring < DECODE_MERGE_BYTES(HD)) ring = DECODE_MERGE_BYTES(HD);  // the merge reuses it
+    decode_mma_fn kern = l->dtype == DT_BF16   ? pick_decode_mma<HD, DT_BF16>(stages, minb)
+                         : l->dtype == DT_E4M3 ? pick_decode_mma<HD, DT_E4M3>(stages, minb)
+                                               : pick_decode_mma<HD, DT_E5M2>(stages, minb);
     // residency of this kernel instance (registers and shared memory decide it), asked once
     static int resident[3][5];
     int di = l->dtype == DT_BF16 ? 0 : l->dtype == DT_E4M3 ? 1 : 2;
-    if (!resident[di][stages]) {
+    if (!resident[di][stages]) {  // (minb is fixed for the process)
         if (ring) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring);
         int per = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kern, 128, ring) != cudaSuccess || per < 1) per = 1;

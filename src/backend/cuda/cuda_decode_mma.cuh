@@ -159,8 +159,13 @@ __device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const
 // STAGES > 0: each warp streams blocks through a ring of STAGES shared-memory buffers with
 // cp.async (STAGES-1 blocks in flight while one computes); STAGES == 0: plain loads into
 // registers (the unpipelined baseline, kept for the kernel lab).
-template <int HD, int DT, int STAGES>
-__global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
+// MINB > 1 (kernel lab, OCTET_DECODE_MINB): registers capped for MINB resident CTAs per SM,
+// and the merge's shared memory ([4][16] m and l, [4][8][HD] acc) reuses the ring's bytes
+// (dynamic size max(ring, DECODE_MERGE_BYTES(HD))) so that 4 CTAs' rings fit on an SM.
+// MINB == 1 (the default): no register cap, static merge arrays.
+#define DECODE_MERGE_BYTES(HD) ((2 * 4 * 16 + 4 * 8 * (HD)) * 4)
+template <int HD, int DT, int STAGES, int MINB>
+__global__ void __launch_bounds__(128, MINB) k_decode_mma(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                     const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                     int max_blocks, int n_kv, int G, int window, float scale,
                                                     const float *scales, int n_splits) {
@@ -266,7 +271,19 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
     l += __shfl_xor_sync(0xffffffff, l, 1);
     l += __shfl_xor_sync(0xffffffff, l, 2);
     // merge the 4 warps through shared memory (rows < G only)
-    __shared__ float sm_m[4][16], sm_l[4][16], sm_acc[4][8][HD];
+    float (*sm_m)[16], (*sm_l)[16], (*sm_acc)[8][HD];
+    if constexpr (MINB > 1) {  // in the ring's bytes, once every warp is done with its ring
+        if constexpr (STAGES > 0) cp_async_wait<0>();
+        __syncthreads();
+        sm_m = (float (*)[16])ring;
+        sm_l = sm_m + 4;
+        sm_acc = (float (*)[8][HD])(sm_l + 4);
+    } else {
+        __shared__ float st_m[4][16], st_l[4][16], st_acc[4][8][HD];
+        sm_m = st_m;
+        sm_l = st_l;
+        sm_acc = st_acc;
+    }
     if (rr < G) {
         if (c == 0) { sm_m[warp][rr] = m; sm_l[warp][rr] = l; }
 #pragma unroll
