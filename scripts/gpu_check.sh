@@ -10,7 +10,9 @@
 # needle = `eval needle --level attention` on the GPU at 8k-128k; ttft = TTFT sweeps (auto vs
 # fp8) on dummy:llama-3.1-8b and dummy:gemma-hd256 and their quadratic coefficients; pd =
 # perplexity of one text computed by token-by-token decoding vs one chunked prefill
-# (identical numbers would mean the two attention paths agree bit for bit).
+# (identical numbers would mean the two attention paths agree bit for bit); itl = the ITL
+# sweep on dummy:llama-3.1-8b (slopes, intercepts); load = throughput under load (24 requests).
+# itl and load are not in the default list (about 2.5 and 5 minutes).
 # Binaries come from $OCTET_BIN (default build/); carried shared libraries from $OCTET_LIB.
 # OCTET_LAB=1 adds decode-kernel variants to attn (B=1 L=128k, B=8 L=32k), each run with one
 # environment setting from OCTET_LAB_VARIANTS (default: ring depth 2, the 4-CTAs/SM variant with
@@ -164,6 +166,32 @@ ratio = fits["fp8"]["a"] / fits["auto"]["a"] if "fp8" in fits and "auto" in fits
 print(f"ttft {sys.argv[2]}: {line}; fp8/auto quadratic = {ratio:.3f}")
 PY
   done
+fi
+if has itl; then  # the seed's single-request ITL study (about 2.5 minutes)
+  "$BIN/octet" bench sweep --model dummy:llama-3.1-8b --kv-cache-dtype auto,fp8 \
+    --input-lens 256,1024,4096,16384,32768,65536,130944 --output-len 128 --serve-args "--kv-cache-memory 40000000000" \
+    --output-dir "$OUT/sweep_llama-3.1-8b" --quiet > "$OUT/itl.log" 2>&1
+  python3 - "$OUT/sweep_llama-3.1-8b/sweep.json" <<'PY' | tee -a "$summary"
+import json, sys
+j = json.load(open(sys.argv[1]))
+fits = {c["name"]: c["itl_fit"] for c in j["configs"] if c.get("itl_fit")}
+for n, f in fits.items():
+    print(f"itl {n}: slope {f['slope_ms_per_token']:.3e} ms/token, intercept {f['intercept_ms']:.2f} ms (R2 {f['r2']:.3f})")
+if "fp8" in fits and "auto" in fits:
+    print(f"itl fp8/auto slope = {fits['fp8']['slope_ms_per_token'] / fits['auto']['slope_ms_per_token']:.3f}")
+PY
+fi
+if has load; then  # throughput under load, scaled down to 24 requests (about 5 minutes)
+  "$BIN/octet" bench sweep --throughput --model dummy:llama-3.1-8b --kv-cache-dtype auto,fp8 --num-prompts 24 \
+    --input-len 20000 --output-len 2000 --max-concurrency 8 --serve-args "--kv-cache-memory 40000000000" \
+    --output-dir "$OUT/throughput_llama-3.1-8b" --quiet > "$OUT/load.log" 2>&1
+  python3 - "$OUT/throughput_llama-3.1-8b/throughput.json" <<'PY' | tee -a "$summary"
+import json, sys
+j = json.load(open(sys.argv[1]))
+tp = {c["name"]: c["result"]["output_throughput"] for c in j["configs"] if c.get("result")}
+print("load: " + ", ".join(f"{n} {v:.1f} output tok/s" for n, v in tp.items())
+      + (f"; fp8/auto = {tp['fp8'] / tp['auto']:.3f}" if "fp8" in tp and "auto" in tp else ""))
+PY
 fi
 if has pd; then
   for dt in bf16 fp8; do
