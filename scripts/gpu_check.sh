@@ -4,7 +4,7 @@
 # the CPU backend (NMSE bounds, kv_write byte-exact), greedy golden on stories260K (CUDA
 # vs CPU tokens), FP8-vs-BF16 KLD on a dummy model, then the benchmarks (decode attention
 # vs cuDNN's BF16 attention through PyTorch, measured side by side). Writes logs, JSON
-# and a short table into OUTDIR. Stages: probe ops golden kld attn fp8prefill needle
+# and a short table into OUTDIR. Stages: probe ops golden kld attn model fp8prefill needle
 # (default: all). probe = the wgmma/mma.sync FP8 accumulation probe and a SASS check for
 # QGMMA; fp8prefill = FP8 wgmma prefill attention per accumulation mode vs cuDNN BF16;
 # needle = `eval needle --level attention` on the GPU at 8k-128k; ttft = TTFT sweeps (auto vs
@@ -12,7 +12,8 @@
 # perplexity of one text computed by token-by-token decoding vs one chunked prefill
 # (identical numbers would mean the two attention paths agree bit for bit); itl = the ITL
 # sweep on dummy:llama-3.1-8b (slopes, intercepts); load = throughput under load (24 requests).
-# itl and load are not in the default list (about 2.5 and 5 minutes).
+# itl and load are not in the default list (about 2.5 and 5 minutes); model = whole-model
+# pp64/tg64 on dummy:llama-3.1-8b (with OCTET_LAB also under OCTET_GEMV=1, the skinny GEMM).
 # Binaries come from $OCTET_BIN (default build/); carried shared libraries from $OCTET_LIB.
 # OCTET_LAB=1 adds decode-kernel variants to attn (B=1 L=128k, B=8 L=32k), each run with one
 # environment setting from OCTET_LAB_VARIANTS (default: ring depth 2, the 4-CTAs/SM variant with
@@ -20,7 +21,7 @@
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 shift
-STAGES=${*:-probe ops golden kld attn fp8prefill needle ttft pd}
+STAGES=${*:-probe ops golden kld attn model fp8prefill needle ttft pd}
 mkdir -p "$OUT"
 BIN=${OCTET_BIN:-build}
 [ -n "${OCTET_LIB:-}" ] && export LD_LIBRARY_PATH="$OCTET_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -56,6 +57,8 @@ if has ops; then
   if [ -n "${OCTET_LAB:-}" ]; then  # the lab's decode variant must be right before it is timed
     OCTET_DECODE_MINB=4 "$BIN/gpu/test_cuda_ops" "$OUT/ops_minb4.json" > "$OUT/ops_minb4.log" 2>&1
     say "ops vs cpu (OCTET_DECODE_MINB=4): $(tail -n 1 "$OUT/ops_minb4.log")"
+    OCTET_GEMV=1 "$BIN/gpu/test_cuda_ops" "$OUT/ops_gemv.json" > "$OUT/ops_gemv.log" 2>&1
+    say "ops vs cpu (OCTET_GEMV=1): $(tail -n 1 "$OUT/ops_gemv.log")"
   fi
 fi
 
@@ -166,6 +169,19 @@ ratio = fits["fp8"]["a"] / fits["auto"]["a"] if "fp8" in fits and "auto" in fits
 print(f"ttft {sys.argv[2]}: {line}; fp8/auto quadratic = {ratio:.3f}")
 PY
   done
+fi
+if has model; then  # whole-model decode and prefill speed (CUDA graphs on); OCTET_LAB adds the skinny GEMM
+  for v in default ${OCTET_LAB:+OCTET_GEMV=1}; do
+    env ${v/default/OCTET_GEMV=0} "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 \
+      2>>"$OUT/model.log" | tail -n 1 | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/model.jsonl"
+  done
+  python3 - "$OUT/model.jsonl" <<'PY' | tee -a "$summary"
+import json, sys
+for l in open(sys.argv[1]):
+    if l.startswith("{"):
+        d = json.loads(l)
+        print(f"model dummy:llama-3.1-8b ({d['variant']}): pp64 {d['pp_tok_s_median']:.0f} tok/s, tg64 {d['tg_tok_s_median']:.1f} tok/s = {1000 / d['tg_tok_s_median']:.2f} ms/token")
+PY
 fi
 if has itl; then  # the seed's single-request ITL study (about 2.5 minutes)
   "$BIN/octet" bench sweep --model dummy:llama-3.1-8b --kv-cache-dtype auto,fp8 \
