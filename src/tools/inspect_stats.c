@@ -81,9 +81,12 @@ void inspect_probe(void *ctx, int layer, enum probe_kind kind, const float *x, i
             }
             const struct kv_layer *L = &s->kv->layers[layer];
             scale = kind == PROBE_K ? L->k_scale[h] : L->v_scale[h];
-            float centred[512];  // what an FP8 layer with a K offset stores (head_dim <= 512)
-            if (kind == PROBE_K && L->k_offset) {
-                for (int i = 0; i < hd; i++) centred[i] = xh[i] - L->k_offset[(size_t)h * hd + i];
+            // what an FP8 layer with the scales file's K offsets stores (the observed cache itself
+            // may be unquantized, so take the offsets from the file, not from the layer)
+            float centred[512];  // head_dim <= 512
+            if (kind == PROBE_K && s->kv->k_offsets) {
+                const float *o = s->kv->k_offsets + ((size_t)layer * L->n_kv_heads + h) * hd;
+                for (int i = 0; i < hd; i++) centred[i] = xh[i] - o[i];
                 xh = centred;
             }
             add_run(a, s->dt, xh, hd, scale);

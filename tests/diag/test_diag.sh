@@ -125,6 +125,16 @@ print("k offsets: fp8 ppl / fp32 %.4f (without offsets %.4f), KLD %.4f (%.4f)" %
 assert o["ppl"] < 1.01 * o["ref_ppl"], o
 assert o["kld_mean"] < 0.6 * n["kld_mean"], (o, n)' "$tmp/p_ko.json" "$tmp/p_kn.json"; then ok
 else bad "K offsets: $(cat "$tmp/p_ko.json" "$tmp/p_kn.json" "$tmp/err")"; fi
+# inspect measures what the offset cache stores: K − offset (smaller, never saturated)
+"$OCTET" inspect --model "$MODEL" --file "$tmp/eval.txt" --num-tokens 256 --kv-scales "$tmp/ko.json" --json >"$tmp/iko.json" 2>>"$tmp/err"
+"$OCTET" inspect --model "$MODEL" --file "$tmp/eval.txt" --num-tokens 256 --json >"$tmp/ino.json" 2>>"$tmp/err"
+if python3 -c '
+import json, sys
+a, b = (json.load(open(f))["layers"] for f in sys.argv[1:3])
+for x, y in zip(a, b):
+    assert x["k"]["frac_saturated"] == 0 and x["k"]["max_abs"] < 0.8 * y["k"]["max_abs"], (x["k"], y["k"])
+    assert x["v"]["max_abs"] == y["v"]["max_abs"]' "$tmp/iko.json" "$tmp/ino.json"; then ok
+else bad "inspect with K offsets: $(cat "$tmp/err")"; fi
 "$OCTET" calibrate --model "$MODEL" --file "$tmp/calib.txt" --k-offset median --output "$tmp/x.json" >/dev/null 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q -- "--k-offset: unknown value 'median'" "$tmp/err" && ok || bad "bad --k-offset: $(cat "$tmp/err")"
 
