@@ -50,7 +50,9 @@ struct kv_layer {
     float k_scale[KV_MAX_HEADS], v_scale[KV_MAX_HEADS]; // [n_kv_heads]
     // [n_kv_heads][head_dim] subtracted from K before an FP8 layer stores it, or NULL.
     // Attention ignores it: q·(k − o) = q·k − q·o, and q·o is the same for every key of a
-    // query, so softmax is unchanged (docs/kv_format.md). Host memory (CPU backend only).
+    // query, so softmax is unchanged (docs/kv_format.md). Host memory; the CUDA backend
+    // uploads a copy (its kv_write is written but the engine still refuses offsets on
+    // non-CPU backends until tests/gpu/test_cuda_ops.c has passed on a GPU).
     const float *k_offset;
     void *k, *v;            // backend memory
 };

@@ -159,6 +159,8 @@ TEST(elementwise_and_gemm) {
 static enum attn_fp8_math case_math = ATTN_FP8_EXACT;
 static int case_acc = 0;
 static double case_bound = 2e-5;
+// Per-channel K offsets ([n_kv][hd], kv_layer.k_offset) for the next cases, or NULL.
+static const float *case_k_offset = NULL;
 
 // kv_write on both backends, compare pages byte for byte, then attention on each.
 static void attention_case(const char *label, enum dtype dt, int hd, int n_kv, int G, int window, int n_seqs,
@@ -176,6 +178,7 @@ static void attention_case(const char *label, enum dtype dt, int hd, int n_kv, i
     for (int i = 0; i < 2; i++) {
         L[i] = (struct kv_layer){.dtype = dt, .n_kv_heads = n_kv, .head_dim = hd, .kv_block_tokens = bs, .n_blocks = n_blocks, .window = window};
         for (int h = 0; h < n_kv; h++) { L[i].k_scale[h] = 0.5f + 0.25f * h; L[i].v_scale[h] = 0.125f * (h + 1); }
+        L[i].k_offset = case_k_offset;
         L[i].k = bk[i]->ops->alloc(bk[i], bytes);
         L[i].v = bk[i]->ops->alloc(bk[i], bytes);
     }
@@ -260,6 +263,24 @@ TEST(kv_write_and_attention) {
     }
     int q1[1] = {1}, c1[1] = {1000};
     attention_case("decode hd128 G4 (fp32 cache, generic)", DT_F32, 128, 8, 4, 0, 1, q1, c1);
+    // K offsets (docs/kv_format.md): both backends store K − o, bytes identical; attention
+    // ignores o on both, so the outputs still agree
+    float *ko = rand_vec(8 * 128, 4.0f);
+    case_k_offset = ko;
+    for (int d = 1; d < 3; d++) {
+        int qo[3] = {1, 1, 1}, co[3] = {1, 777, 20000};
+        attention_case("decode hd128 G4 B3, K offsets", dts[d], 128, 8, 4, 0, 3, qo, co);
+        int qg[2] = {40, 1}, cg[2] = {100, 300};
+        attention_case("generic hd8 G2, K offsets", dts[d], 8, 4, 2, 0, 2, qg, cg);
+    }
+    case_math = ATTN_FP8_EMULATE;
+    case_bound = WGMMA_BOUND;
+    int qp[2] = {300, 1}, cp[2] = {500, 900};
+    attention_case("prefill+decode hd128 G4, K offsets", DT_E4M3, 128, 8, 4, 0, 2, qp, cp);
+    case_math = ATTN_FP8_EXACT;
+    case_bound = 2e-5;
+    case_k_offset = NULL;
+    free(ko);
 }
 
 // FP8 wgmma prefill against the CPU's FP8 emulation: lengths, head dims, windows, GQA

@@ -86,7 +86,7 @@ void cpu_kv_write(struct backend *b, struct kv_layer *l, const void *k, const vo
             size_t src = ((size_t)t * nkv + h) * hd;
             const float *krow = kf + src;
             float centred[512];  // head_dim <= 512 (model_config)
-            if (l->k_offset) {   // FP8 layers with a K offset store RNE((k − o) / scale)
+            if (l->k_offset && is_fp8(l->dtype)) {  // FP8 layers with a K offset store RNE((k − o) / scale)
                 const float *o = l->k_offset + (size_t)h * hd;
                 for (int i = 0; i < hd; i++) centred[i] = krow[i] - o[i];
                 krow = centred;

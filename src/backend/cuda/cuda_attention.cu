@@ -49,8 +49,9 @@ __device__ static uint8_t to_fp8(float x, float scale, __nv_fp8_interpretation_t
     return (uint8_t)__nv_cvt_float_to_fp8(y, __NV_SATFINITE, kind);
 }
 
+// ko: [n_kv][hd] K offsets subtracted (in f32, as the CPU does) before an FP8 store, or NULL
 __global__ void k_kv_write(void *kc, void *vc, const bf16 *k, const bf16 *v, const int32_t *slot, int n_tokens,
-                           int n_kv, int hd, int bs, int dt, const float *ks, const float *vs) {
+                           int n_kv, int hd, int bs, int dt, const float *ks, const float *vs, const float *ko) {
     long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     long per_tok = (long)n_kv * hd;
     if (idx >= (long)n_tokens * per_tok) return;
@@ -59,6 +60,7 @@ __global__ void k_kv_write(void *kc, void *vc, const bf16 *k, const bf16 *v, con
     if (s < 0) return;
     size_t dst = (((size_t)(s / bs) * n_kv + h) * bs + s % bs) * hd + d;
     float kv = __bfloat162float(k[idx]), vv = __bfloat162float(v[idx]);
+    if (ko && (dt == DT_E4M3 || dt == DT_E5M2)) kv = __fsub_rn(kv, ko[h * hd + d]);
     switch (dt) {
     case DT_F32: ((float *)kc)[dst] = kv; ((float *)vc)[dst] = vv; break;
     case DT_F16: ((__half *)kc)[dst] = __float2half_rn(kv); ((__half *)vc)[dst] = __float2half_rn(vv); break;
@@ -70,7 +72,15 @@ __global__ void k_kv_write(void *kc, void *vc, const bf16 *k, const bf16 *v, con
 
 // Per-layer scales live in constant-sized device arrays owned by this file (uploaded when
 // a layer's scales change; 64 KV heads max, see KV_MAX_HEADS).
-struct scale_slot { const struct kv_layer *l; float k[KV_MAX_HEADS], v[KV_MAX_HEADS]; float *dev; };
+// K offsets (kv_layer.k_offset) are uploaded when their contents differ from the slot's copy.
+struct scale_slot {
+    const struct kv_layer *l;
+    float k[KV_MAX_HEADS], v[KV_MAX_HEADS];
+    float *dev;
+    float *off_host;        // host copy of what off_dev holds ([off_n] floats)
+    float *off_dev;         // [n_kv][hd] or NULL
+    size_t off_n;
+};
 #define N_SCALE_SLOTS 512
 static struct scale_slot scale_slots[N_SCALE_SLOTS];
 
@@ -98,15 +108,36 @@ static float *layer_scales(struct cuda_backend *c, const struct kv_layer *l) {
     return s->dev;
 }
 
+// The device copy of l->k_offset (NULL when the layer has none).
+static const float *layer_offsets(struct cuda_backend *c, const struct kv_layer *l) {
+    if (!l->k_offset) return nullptr;
+    struct scale_slot *s = nullptr;
+    for (int i = 0; i < N_SCALE_SLOTS && !s; i++) if (scale_slots[i].l == l) s = &scale_slots[i];
+    if (!s) { cuda_fail(c, cudaErrorInvalidValue, "kv_write: K offsets of a layer without scales"); return nullptr; }
+    size_t n = (size_t)l->n_kv_heads * l->head_dim, bytes = n * sizeof(float);
+    if (s->off_dev && s->off_n == n && !memcmp(s->off_host, l->k_offset, bytes)) return s->off_dev;
+    if (s->off_dev) { cudaFree(s->off_dev); s->off_dev = nullptr; }
+    free(s->off_host);
+    s->off_n = 0;
+    if (!(s->off_host = (float *)malloc(bytes))) { cuda_fail(c, cudaErrorMemoryAllocation, "K offsets (host copy)"); return nullptr; }
+    if (cuda_fail(c, cudaMalloc((void **)&s->off_dev, bytes), "cudaMalloc(K offsets)")) return nullptr;
+    if (cuda_fail(c, cudaMemcpy(s->off_dev, l->k_offset, bytes, cudaMemcpyHostToDevice), "upload K offsets")) return nullptr;
+    memcpy(s->off_host, l->k_offset, bytes);
+    s->off_n = n;
+    return s->off_dev;
+}
+
 extern "C" void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt) {
     struct cuda_backend *c = (struct cuda_backend *)b;
     if (CUDA_SKIP(c) || !bt->n_tokens) return;
     float *sc = layer_scales(c, l);
     if (!sc) return;
+    const float *ko = layer_offsets(c, l);
+    if (l->k_offset && !ko) return;
     long n = (long)bt->n_tokens * l->n_kv_heads * l->head_dim;
     k_kv_write<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>(l->k, l->v, (const bf16 *)k, (const bf16 *)v, c->cb.slot,
                                                                   bt->n_tokens, l->n_kv_heads, l->head_dim, l->kv_block_tokens,
-                                                                  (int)l->dtype, sc, sc + KV_MAX_HEADS);
+                                                                  (int)l->dtype, sc, sc + KV_MAX_HEADS, ko);
     CUDA_LAUNCHED(c, "kv_write");
 }
 
