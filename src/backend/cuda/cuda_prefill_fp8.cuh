@@ -2,7 +2,8 @@
 // (wgmma e4m3, QGMMA in SASS), included by cuda_attention.cu. Owns: the kernel, its shared-
 // memory layouts and the P·V accumulation modes (--fp8-attention-accumulation).
 //
-// One CTA = one warpgroup (128 threads) = (sequence, tile of 64 query rows, KV head); a
+// One CTA = one warpgroup (128 threads; NWG of them in the lab variant) = (sequence, tile of
+// 64 query rows per warpgroup, KV head); a
 // query row is one (token, query head) pair of the KV head's group, so GQA heads share
 // every K/V load (as in cuda_prefill_mma.cuh). Per KV tile of BN keys:
 //   S = Q·Kᵀ    wgmma m64nBNk32, A = Q (e4m3; registers at HD 64, shared memory otherwise),
@@ -42,6 +43,8 @@ template <int HD> struct cfg {
     static constexpr int VRAW_BYTES = BN * VROW;
     static constexpr int VT_BYTES = HD * BN;
     static constexpr int SMEM = Q_BYTES + 2 * K_BYTES + 2 * VRAW_BYTES + VT_BYTES + 64 * 4;
+    // with NWG consumer warpgroups (64 query rows each) sharing every K/V tile
+    static constexpr int smem(int nwg) { return nwg * Q_BYTES + 2 * K_BYTES + 2 * VRAW_BYTES + VT_BYTES + nwg * 64 * 4; }
 };
 
 __device__ __forceinline__ uint32_t cm_off(int r, int b, int kb) {  // core-matrix layout offset
@@ -95,21 +98,24 @@ template <int HD, int N> __device__ __forceinline__ void pv(float *t, const uint
 
 }  // namespace fp8pf
 
-// ACC: 0 two-level, 1 every:N (n_every), 2 single.
-template <int HD, int ACC>
-__global__ void __launch_bounds__(128) k_prefill_fp8(bf16 *out, const bf16 *q, const uint8_t *kc, const uint8_t *vc,
+// ACC: 0 two-level, 1 every:N (n_every), 2 single. NWG: warpgroups per CTA, each with its own
+// 64 query rows, all sharing the CTA's K/V tiles and its Vᵀ transpose (1 = the measured
+// kernel; 2 = kernel lab, OCTET_FP8_WG=2, not yet run on a GPU).
+template <int HD, int ACC, int NWG>
+__global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(bf16 *out, const bf16 *q, const uint8_t *kc, const uint8_t *vc,
                                                      const int32_t *qstart, const int32_t *pos_arr, const int32_t *btab,
                                                      int max_blocks, int n_kv, int G, int bs, int window, float scale,
                                                      const float *scales, int n_every) {
     using C = fp8pf::cfg<HD>;
     constexpr int BN = C::BN, NJ = BN / 8, NO = HD / 2;
+    constexpr int ROWS = 64 * NWG, NT = 128 * NWG, NWARP = 4 * NWG;
     extern __shared__ __align__(128) uint8_t fp8pf_smem[];
-    uint8_t *Qs = fp8pf_smem, *Ks = Qs + C::Q_BYTES, *Vr = Ks + 2 * C::K_BYTES, *Vt = Vr + 2 * C::VRAW_BYTES;
+    uint8_t *Qs = fp8pf_smem, *Ks = Qs + NWG * C::Q_BYTES, *Vr = Ks + 2 * C::K_BYTES, *Vt = Vr + 2 * C::VRAW_BYTES;
     float *qscale_s = (float *)(Vt + C::VT_BYTES);
     const int s = blockIdx.x, tile = blockIdx.y, g = blockIdx.z, tid = threadIdx.x;
     const int warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
     const int t_begin = qstart[s], n_q = qstart[s + 1] - t_begin;
-    const int tok_per_cta = 64 / G, q0 = tile * tok_per_cta;
+    const int tok_per_cta = ROWS / G, q0 = tile * tok_per_cta;
     if (q0 >= n_q) return;
     const int n_heads = n_kv * G;
 
@@ -155,7 +161,7 @@ __global__ void __launch_bounds__(128) k_prefill_fp8(bf16 *out, const bf16 *q, c
     auto issue = [&](int t, int st) {
         if (t <= t1) {
             uint8_t *kd = Ks + st * C::K_BYTES, *vd = Vr + st * C::VRAW_BYTES;
-            for (int i = tid; i < BN * (HD / 16); i += 128) {
+            for (int i = tid; i < BN * (HD / 16); i += NT) {
                 int r = i / (HD / 16), ch = i % (HD / 16), kp = t * BN + r;
                 bool valid = kp <= p_last;
                 size_t off = valid ? (((size_t)bt[kp / bs] * n_kv + g) * bs + kp % bs) * HD + ch * 16 : 0;
@@ -202,7 +208,8 @@ __global__ void __launch_bounds__(128) k_prefill_fp8(bf16 *out, const bf16 *q, c
 #pragma unroll
         for (int kk = 0; kk < HD / 32; kk++) {
             if constexpr (QREG) fp8pf::rs<BN>(sacc, qa[kk], wgmma_desc(kt + kk * 256, 128, HD * 8), kk > 0);
-            else fp8pf::ss<BN>(sacc, wgmma_desc(Qs + kk * 256, 128, HD * 8), wgmma_desc(kt + kk * 256, 128, HD * 8), kk > 0);
+            else fp8pf::ss<BN>(sacc, wgmma_desc(Qs + (NWG > 1 ? (warp >> 2) * C::Q_BYTES : 0) + kk * 256, 128, HD * 8),
+                               wgmma_desc(kt + kk * 256, 128, HD * 8), kk > 0);
         }
         wgmma_commit();
         // Vᵀ (permuted key order) from the raw stage: a lane moves 4 keys × 4 bytes; a warp
@@ -212,7 +219,7 @@ __global__ void __launch_bounds__(128) k_prefill_fp8(bf16 *out, const bf16 *q, c
         {
             const uint8_t *vr = Vr + st * C::VRAW_BYTES;
             const int rot = (lane >> 3) & 3;
-            for (int it = warp; it < (HD / 32) * (BN / 16); it += 4) {
+            for (int it = warp; it < (HD / 32) * (BN / 16); it += NWARP) {
                 int d4 = (it % (HD / 32)) * 8 + (lane >> 2);
                 int p0 = (it / (HD / 32)) * 16 + (lane & 3) * 4, kb = (p0 & ~15) + 2 * (lane & 3);
                 uint32_t w0 = *(const uint32_t *)(vr + (kb + 0) * C::VROW + d4 * 4);
