@@ -53,6 +53,20 @@ $(BUILD)/liboctet.a: $(LIB_OBJ) $(CONFIG_STAMP)
 	@rm -f $@
 	ar rcs $@ $(LIB_OBJ)
 
+# `octet --version` names the commit the binary was built from (with -dirty for local edits),
+# so results recorded on another machine can be traced to their source
+OCTET_COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- src Makefile 2>/dev/null || echo -dirty)
+.PHONY: version-stamp
+version-stamp:
+	@mkdir -p $(BUILD)
+	@echo '#define OCTET_COMMIT "$(OCTET_COMMIT)"' > $(BUILD)/version.h.tmp
+	@cmp -s $(BUILD)/version.h.tmp $(BUILD)/version.h || mv $(BUILD)/version.h.tmp $(BUILD)/version.h
+	@rm -f $(BUILD)/version.h.tmp
+$(BUILD)/version.h: version-stamp
+$(BUILD)/obj/src/main.o: src/main.c $(BUILD)/version.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -I$(BUILD) -c $< -o $@
+
 $(BUILD)/octet: $(BUILD)/obj/src/main.o $(BUILD)/liboctet.a
 	$(CC) $(LDFLAGS) $^ -o $@ $(LDLIBS)
 

@@ -45,6 +45,9 @@ expect_err() {  # $1 = expected exit code, $2 = text the message must contain, r
   if [ $rc -eq "$code" ] && grep -q -- "$want" "$tmp/err"; then ok; else bad "octet $* -> exit $rc, stderr: $(head -c 300 "$tmp/err")"; fi
 }
 expect_err 2 "unknown command" frobnicate
+# --version names the commit the binary was built from
+v=$("$OCTET" --version 2>&1)
+if echo "$v" | grep -Eq '^octet ([0-9a-f]{7,}(-dirty)?|unknown(-dirty)?)$'; then ok; else bad "--version printed '$v'"; fi
 expect_err 2 "unknown flag '--bogus'" generate --model "$MODEL" --prompt x --bogus
 expect_err 2 "--kv-cache-dtype: unknown value 'int3'" generate --model "$MODEL" --prompt x --kv-cache-dtype int3
 expect_err 2 "skip-layers: 'x7'" generate --model "$MODEL" --prompt x --kv-cache-dtype-skip-layers x7
