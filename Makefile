@@ -56,13 +56,12 @@ $(BUILD)/liboctet.a: $(LIB_OBJ) $(CONFIG_STAMP)
 # `octet --version` names the commit the binary was built from (with -dirty for local edits),
 # so results recorded on another machine can be traced to their source
 OCTET_COMMIT := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)$(shell git diff --quiet HEAD -- src Makefile 2>/dev/null || echo -dirty)
-.PHONY: version-stamp
-version-stamp:
+.PHONY: FORCE
+$(BUILD)/version.h: FORCE   # rewritten only when the commit changes, so main.o rebuilds only then
 	@mkdir -p $(BUILD)
-	@echo '#define OCTET_COMMIT "$(OCTET_COMMIT)"' > $(BUILD)/version.h.tmp
-	@cmp -s $(BUILD)/version.h.tmp $(BUILD)/version.h || mv $(BUILD)/version.h.tmp $(BUILD)/version.h
-	@rm -f $(BUILD)/version.h.tmp
-$(BUILD)/version.h: version-stamp
+	@echo '#define OCTET_COMMIT "$(OCTET_COMMIT)"' > $@.tmp
+	@cmp -s $@.tmp $@ || mv $@.tmp $@
+	@rm -f $@.tmp
 $(BUILD)/obj/src/main.o: src/main.c $(BUILD)/version.h
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -I$(BUILD) -c $< -o $@
