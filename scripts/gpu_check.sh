@@ -18,7 +18,8 @@
 # OCTET_LAB=1 adds decode-kernel variants to attn (B=1 L=128k, B=8 L=32k), each run with one
 # environment setting from OCTET_LAB_VARIANTS (default: ring depth 2, the 4-CTAs/SM variant with
 # rings of 3 and 2, 2 waves; commas join settings); ops also runs under each lab setting
-# (OCTET_DECODE_MINB=4, OCTET_GEMV=1, OCTET_FP8_WG=2), fp8prefill adds OCTET_FP8_WG=2.
+# (OCTET_DECODE_MINB=4, OCTET_GEMV=1, OCTET_FP8_WG=2, OCTET_FP8_QREG=1); fp8prefill adds
+# OCTET_FP8_WG=2 and (head_dim 128) OCTET_FP8_QREG=1.
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 shift
@@ -62,6 +63,8 @@ if has ops; then
     say "ops vs cpu (OCTET_GEMV=1): $(tail -n 1 "$OUT/ops_gemv.log")"
     OCTET_FP8_WG=2 "$BIN/gpu/test_cuda_ops" "$OUT/ops_wg2.json" > "$OUT/ops_wg2.log" 2>&1
     say "ops vs cpu (OCTET_FP8_WG=2): $(tail -n 1 "$OUT/ops_wg2.log")"
+    OCTET_FP8_QREG=1 "$BIN/gpu/test_cuda_ops" "$OUT/ops_qreg.json" > "$OUT/ops_qreg.log" 2>&1
+    say "ops vs cpu (OCTET_FP8_QREG=1): $(tail -n 1 "$OUT/ops_qreg.log")"
   fi
 fi
 
@@ -130,6 +133,8 @@ if has fp8prefill; then
       if [ -n "${OCTET_LAB:-}" ]; then  # kernel lab: two consumer warpgroups per CTA
         OCTET_FP8_WG=2 "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype fp8 \
           --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 | sed 's/"accumulation":"two-level"/"accumulation":"two-level WG=2"/' >> "$OUT/fp8prefill.jsonl"
+        [ $d = 128 ] && OCTET_FP8_QREG=1 "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d \
+          --kv-cache-dtype fp8 --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 | sed 's/"accumulation":"two-level"/"accumulation":"two-level QREG"/' >> "$OUT/fp8prefill.jsonl"
       fi
       [ -f "$PEER" ] && python3 "$PEER" --mode prefill --len $L --head-dim $d --json 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
     done

@@ -536,40 +536,45 @@ static void launch_prefill(struct cuda_backend *c, void *out, const void *q, con
 }
 
 // FP8 (e4m3) prefill on wgmma; false when the shape is not covered (the caller falls back).
-template <int HD, int ACC, int NWG>
+template <int HD, int ACC, int NWG, bool QR>
 static void launch_prefill_fp8_acc(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                    float scale, const float *sc, const struct batch *bt, int every) {
     constexpr int SMEM = fp8pf::cfg<HD>::smem(NWG);
     static bool attr_set = false;
     if (!attr_set) {
-        if (cuda_fail(c, cudaFuncSetAttribute(k_prefill_fp8<HD, ACC, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM),
+        if (cuda_fail(c, cudaFuncSetAttribute(k_prefill_fp8<HD, ACC, NWG, QR>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM),
                       "cudaFuncSetAttribute(k_prefill_fp8)")) return;
         attr_set = true;
     }
     int qt = 64 * NWG / G;
     dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    k_prefill_fp8<HD, ACC, NWG><<<grid, 128 * NWG, SMEM, c->stream>>>(
+    k_prefill_fp8<HD, ACC, NWG, QR><<<grid, 128 * NWG, SMEM, c->stream>>>(
         (bf16 *)out, (const bf16 *)q, (const uint8_t *)l->k, (const uint8_t *)l->v, c->cb.qstart, c->cb.pos, c->cb.btab,
         bt->max_blocks_per_seq, l->n_kv_heads, G, l->kv_block_tokens, l->window, scale, sc, every);
     CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma)");
 }
 
-template <int HD, int NWG>
+template <int HD, int NWG, bool QR>
 static void launch_prefill_fp8_nwg(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                    const struct attn_params *p, const float *sc, const struct batch *bt) {
-    if (p->fp8_accum == 0 || p->fp8_accum == 1) launch_prefill_fp8_acc<HD, 0, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, 1);
-    else if (p->fp8_accum > 1) launch_prefill_fp8_acc<HD, 1, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, p->fp8_accum);
-    else launch_prefill_fp8_acc<HD, 2, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, 0);
+    if (p->fp8_accum == 0 || p->fp8_accum == 1) launch_prefill_fp8_acc<HD, 0, NWG, QR>(c, out, q, l, G, p->softmax_scale, sc, bt, 1);
+    else if (p->fp8_accum > 1) launch_prefill_fp8_acc<HD, 1, NWG, QR>(c, out, q, l, G, p->softmax_scale, sc, bt, p->fp8_accum);
+    else launch_prefill_fp8_acc<HD, 2, NWG, QR>(c, out, q, l, G, p->softmax_scale, sc, bt, 0);
 }
 
-// OCTET_FP8_WG=2 (kernel lab): two consumer warpgroups per CTA share each K/V tile.
+// Kernel lab: OCTET_FP8_WG=2, two consumer warpgroups per CTA share each K/V tile;
+// OCTET_FP8_QREG=1, head_dim 128 reads Q from registers (with register fences).
 template <int HD>
 static void launch_prefill_fp8(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                const struct attn_params *p, const float *sc, const struct batch *bt) {
-    static int nwg = -1;
+    static int nwg = -1, qreg = -1;
     if (nwg < 0) { const char *e = getenv("OCTET_FP8_WG"); nwg = e && atoi(e) == 2 ? 2 : 1; }
-    if (nwg == 2) launch_prefill_fp8_nwg<HD, 2>(c, out, q, l, G, p, sc, bt);
-    else launch_prefill_fp8_nwg<HD, 1>(c, out, q, l, G, p, sc, bt);
+    if (qreg < 0) { const char *e = getenv("OCTET_FP8_QREG"); qreg = e && atoi(e) == 1; }
+    if constexpr (HD == 128) {
+        if (qreg) { launch_prefill_fp8_nwg<HD, 1, true>(c, out, q, l, G, p, sc, bt); return; }
+    }
+    if (nwg == 2) launch_prefill_fp8_nwg<HD, 2, false>(c, out, q, l, G, p, sc, bt);
+    else launch_prefill_fp8_nwg<HD, 1, false>(c, out, q, l, G, p, sc, bt);
 }
 
 // OCTET_FP8_WGMMA=0 sends e4m3 prefill to the f16 mma.sync kernel instead (for comparisons).
