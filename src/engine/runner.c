@@ -24,7 +24,7 @@ int runner_init(struct runner *r, struct model *m, const struct runner_options *
     TRY(kv_cache_plan(&r->kv, m, &o->kv));
     r->max_blocks = (r->max_ctx + r->kv.kv_block_tokens - 1) / r->kv.kv_block_tokens;
     r->b = backend_create(o->device, o->n_threads);
-    if (!r->b) return OCT_EINVAL;
+    if (!r->b) { kv_cache_free(&r->kv); return OCT_EINVAL; }
     int rc = forward_init(&r->fw, m, r->b, step, step);
     if (rc == OCT_OK) rc = kv_cache_alloc(&r->kv, r->b, r->max_blocks);
     if (rc == OCT_OK) rc = kv_pool_init(&r->pool, r->max_blocks, r->kv.kv_block_tokens);
