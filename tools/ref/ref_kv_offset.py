@@ -17,7 +17,6 @@ Rounding here is float64 with ties to even over ref_fp8's table of e4m3 values; 
 rounds the float32 quotient, so figures agree to rounding, not bit for bit.
 """
 import json
-import math
 import os
 import sys
 
@@ -55,38 +54,17 @@ class KVModel(Model):
     offsets = None      # [n_layers][n_kv_heads][head_dim], for mode "offset"
     collect = None      # list per layer of K arrays [T][n_kv][hd], when collecting
 
+    def cache(self, li, k, v):
+        if self.collect is not None:
+            self.collect[li].append(k.copy())
+        if self.mode == "offset":
+            return e4m3(k - self.offsets[li][None]), e4m3(v)   # the mean is never added back
+        if self.mode == "e4m3":
+            return e4m3(k), e4m3(v)
+        return k, v
+
     def forward(self, tokens, return_hidden=False):
-        T = len(tokens)
-        H, HKV, D = self.n_head, self.n_head_kv, self.head_dim
-        grp = H // HKV
-        pos = np.arange(T)
-        x = self.tok_embd[np.asarray(tokens)]
-        mask = np.triu(np.full((T, T), -np.inf), k=1)
-        for li, L in enumerate(self.layers):
-            h = self.rmsnorm(x, L["attn_norm"])
-            q = self.rope_normal((h @ L["attn_q"].T).reshape(T, H, D), pos)
-            k = self.rope_normal((h @ L["attn_k"].T).reshape(T, HKV, D), pos)
-            v = (h @ L["attn_v"].T).reshape(T, HKV, D)
-            if self.collect is not None:
-                self.collect[li].append(k.copy())
-            if self.mode == "offset":
-                k = e4m3(k - self.offsets[li][None])   # the mean is never added back
-                v = e4m3(v)
-            elif self.mode == "e4m3":
-                k, v = e4m3(k), e4m3(v)
-            att = np.empty((T, H, D))
-            for hq in range(H):
-                hk = hq // grp
-                sc = (q[:, hq, :] @ k[:, hk, :].T) / math.sqrt(D) + mask
-                sc = sc - sc.max(axis=1, keepdims=True)
-                p = np.exp(sc)
-                p /= p.sum(axis=1, keepdims=True)
-                att[:, hq, :] = p @ v[:, hk, :]
-            x = x + att.reshape(T, H * D) @ L["attn_output"].T
-            h = self.rmsnorm(x, L["ffn_norm"])
-            g, u = h @ L["ffn_gate"].T, h @ L["ffn_up"].T
-            x = x + ((g / (1.0 + np.exp(-g))) * u) @ L["ffn_down"].T
-        return self.rmsnorm(x, self.out_norm) @ self.out_w.T
+        return Model.forward(self, tokens, return_hidden, kv_hook=self.cache)
 
 
 def main():

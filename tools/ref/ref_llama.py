@@ -188,21 +188,25 @@ class Model:
         y[..., 1:d:2] = x0 * s + x1 * c
         return y
 
-    def forward(self, tokens, return_hidden=False):
-        """tokens: list of ids at positions 0..T-1. Returns logits [T, vocab] float64."""
+    def forward(self, tokens, return_hidden=False, kv_hook=None):
+        """tokens: list of ids at positions 0..T-1. Returns logits [T, vocab] float64.
+        kv_hook(layer_index, k, v) -> (k, v), if given, replaces each layer's K (after RoPE)
+        and V [T, n_kv_heads, head_dim] with what a KV cache would hold (e.g. FP8-rounded)."""
         T = len(tokens)
         H, HKV, D = self.n_head, self.n_head_kv, self.head_dim
         grp = H // HKV
         pos = np.arange(T)
         x = self.tok_embd[np.asarray(tokens)]
         mask = np.triu(np.full((T, T), -np.inf, dtype=self.dtype), k=1)
-        for L in self.layers:
+        for li, L in enumerate(self.layers):
             h = self.rmsnorm(x, L["attn_norm"])
             q = (h @ L["attn_q"].T).reshape(T, H, D)
             k = (h @ L["attn_k"].T).reshape(T, HKV, D)
             v = (h @ L["attn_v"].T).reshape(T, HKV, D)
             q = self.rope_normal(q, pos)
             k = self.rope_normal(k, pos)
+            if kv_hook is not None:
+                k, v = kv_hook(li, k, v)
             att = np.empty((T, H, D), dtype=self.dtype)
             for hq in range(H):
                 hk = hq // grp
