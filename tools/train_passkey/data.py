@@ -75,10 +75,12 @@ def _fill(sentences_cycle, budget, rng, cyclic):
         i += 1
 
 
-def sample(rng, length, fmt, early=0.0):
+def sample(rng, length, fmt, early=0.0, first=0.0):
     """One training sample of about `length` prompt tokens: (ids int32 [n], kinds uint8 [n]).
     early: probability that a single needle goes into the first tenth of the filler (so the
-    longest distances between needle and question, the hardest case, are not rare)."""
+    longest distances between needle and question, the hardest case, are not rare).
+    first: probability that a single needle goes right after the intro, where `eval needle`
+    puts depth 0 % (drawn only when first > 0, so the streams of older recipes are unchanged)."""
     segs = [(None, LM), (INTRO, LM)]  # None = BOS
     if fmt == "multi":
         n_keys = int(rng.integers(2, 6))
@@ -103,8 +105,11 @@ def sample(rng, length, fmt, early=0.0):
     n_sent = len(sents)
     # needle positions: sentence boundaries 0..n_sent (distinct and in order for "multi")
     if len(needles) == 1:
-        hi = n_sent // 10 + 1 if early > 0 and rng.random() < early else n_sent + 1
-        at = [int(rng.integers(0, hi))]
+        if first > 0 and rng.random() < first:
+            at = [0]
+        else:
+            hi = n_sent // 10 + 1 if early > 0 and rng.random() < early else n_sent + 1
+            at = [int(rng.integers(0, hi))]
     else:
         at = sorted(rng.choice(n_sent + 1, size=len(needles), replace=n_sent + 1 < len(needles)).tolist())
     j = 0
@@ -155,11 +160,11 @@ def octet_prompt(length, depth_pct, key):
     return np.concatenate(parts).astype(np.int32)
 
 
-def batch(rng, length, n_seq, mix=(0.6, 0.25, 0.15), early=0.0):
+def batch(rng, length, n_seq, mix=(0.6, 0.25, 0.15), early=0.0, first=0.0):
     """n_seq samples of prompt length `length`, right-padded with EOS.
     Returns ids int32 [n_seq, T] and target kinds uint8 [n_seq, T-1] (kind of the token predicted)."""
     fmts = rng.choice(3, size=n_seq, p=np.asarray(mix) / sum(mix))
-    samples = [sample(rng, length, ("octet", "varied", "multi")[f], early) for f in fmts]
+    samples = [sample(rng, length, ("octet", "varied", "multi")[f], early, first) for f in fmts]
     T = max(len(s[0]) for s in samples)
     ids = np.full((n_seq, T), EOS, np.int32)
     kinds = np.full((n_seq, T), PAD, np.uint8)

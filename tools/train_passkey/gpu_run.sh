@@ -7,7 +7,8 @@
 #   OUTDIR/needle_gpu_stderr.txt, OUTDIR/summary.txt (exit codes, sha256, same-weights check), OUTDIR/smi.csv
 # Usage (repo root, GPU machine): bash tools/train_passkey/gpu_run.sh OUTDIR [DEADLINE_S] [SEED] [RUNS]
 # (environment: TRAIN_ARGS = extra train.py flags, OCTET = another octet binary, both for checks;
-#  T128 = trials a cell at 131072 with the bf16 cache (default 10), ACCUM=0 skips the FP8 accumulation modes)
+#  T128 = trials a cell at 131072 with the bf16 cache (default 10), F8 = trials a cell of the e4m3 grid
+#  (default 4), ACCUM=0 skips the FP8 accumulation modes)
 # The octet evaluations run in parallel (the model is too small to fill the GPU alone) and are
 # cut by `timeout` at DEADLINE_S seconds after the start, so the script ends inside a fixed budget.
 set -u
@@ -70,7 +71,7 @@ echo "octet evaluations start at $(el) s" | tee -a "$S"
 ev auto_short 1 auto 1024,4096,16384,32768 10
 ev auto_64k 1 auto 65536 10
 ev auto_128k 1 auto 131072 "${T128:-10}"
-ev fp8 1 fp8 1024,4096,16384,32768,65536,131072 4
+ev fp8 1 fp8 1024,4096,16384,32768,65536,131072 "${F8:-4}"
 ev fp8_e5m2 1 fp8_e5m2 1024,4096,16384,32768,65536,131072 4
 [ "$RUNS" -ge 2 ] && ev run2_auto 2 auto 1024,4096,16384,32768,65536,131072 2
 wait

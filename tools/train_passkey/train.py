@@ -40,7 +40,8 @@ import export_gguf  # noqa: E402
 #   (one or two sequences a step) keep a steady answer signal and the short-range skill.
 #   Older forms still parse: PLANNED>RUN (place PLANNED steps on the LR schedule, run RUN of them)
 #   and a fourth field CAP_S (a time cap: it makes a run depend on the GPU's speed; none by default).
-#   A further field early=E sets --early for that phase alone (the replay micro-batch included).
+#   A further field early=E sets --early for that phase alone (the replay micro-batch included);
+#   first=F: probability that a single needle sits right after the intro (depth 0 %; default 0).
 # The default trains to 131072 tokens. Phase 0 is long on purpose: retrieval is learnt in a sudden
 # transition whose step moved from ~250 to ~650 between two recipes that shared their first 800 steps'
 # data and differed only slightly in learning rate (bench/passkey_needle.md).
@@ -57,10 +58,12 @@ def parse_curriculum(s):
         lo, hi = f[1].split("-")
         tok, _, rep = f[2].partition("+")
         ph = dict(steps=int(planned), run=int(run or planned), lo=int(lo), hi=int(hi), tokens=int(tok),
-                  replay=int(rep or 0), cap_s=float("inf"), early=None)
-        for extra in f[3:]:  # early=E (this phase's --early), or a bare number: the time cap
+                  replay=int(rep or 0), cap_s=float("inf"), early=None, first=0.0)
+        for extra in f[3:]:  # early=E (this phase's --early), first=F, or a bare number: the time cap
             if extra.startswith("early="):
                 ph["early"] = float(extra[6:])
+            elif extra.startswith("first="):
+                ph["first"] = float(extra[6:])
             else:
                 ph["cap_s"] = float(extra)
         out.append(ph)
@@ -77,11 +80,12 @@ def make_step(seed, gstep, ph, mix, early):
     n_seq = max(1, ph["tokens"] // L)
     if ph.get("early") is not None:
         early = ph["early"]
-    mbs = [data.batch(rng, L, n_seq, mix, early)]
+    first = ph.get("first", 0.0)
+    mbs = [data.batch(rng, L, n_seq, mix, early, first)]
     if ph["replay"]:
         lo, hi = REPLAY_LENGTHS
         Lr = int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
-        mbs.append(data.batch(rng, Lr, max(1, ph["replay"] // Lr), mix, early))
+        mbs.append(data.batch(rng, Lr, max(1, ph["replay"] // Lr), mix, early, first))
     return L, n_seq, mbs
 
 
@@ -215,14 +219,43 @@ def init_weights(model, cfg, std=0.02):
                 p.normal_(0.0, std)
 
 
-def params_numpy(model, cfg):
+def load_weights(model, cfg, path, log):
+    """Copies a GGUF's weights (read by ref_numpy, so BF16 files widen exactly) into the model;
+    the architecture must match the one asked for (context_length may differ)."""
+    import hashlib
+    import torch
+    import ref_numpy
+    icfg, ip = ref_numpy.load(path)
+    for k in ("dim", "n_layers", "n_heads", "n_kv_heads", "head_dim", "ffn_dim", "vocab"):
+        if icfg[k] != cfg[k]:
+            raise SystemExit("--init %s: %s is %s, the model asked for has %s" % (path, k, icfg[k], cfg[k]))
+    if float(icfg["rope_theta"]) != float(cfg["rope_theta"]):
+        raise SystemExit("--init %s: rope_theta %s differs from --rope-theta %s" % (path, icfg["rope_theta"], cfg["rope_theta"]))
+    tgt = params_numpy_tensors(model)
+    with torch.no_grad():
+        for name, t in tgt.items():
+            src = np.asarray(ip[name], np.float32)
+            if tuple(src.shape) != tuple(t.shape):
+                raise SystemExit("--init %s: tensor %s has shape %s, expected %s" % (path, name, src.shape, tuple(t.shape)))
+            t.copy_(torch.from_numpy(src))
+    sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    log("init: weights of %s (sha256 %s)" % (path, sha))
+    return sha
+
+
+def params_numpy_tensors(model):
+    """name (ref_numpy's) -> the model's parameter tensor."""
     p = {"tok_embd": model.tok.weight, "out_norm": model.norm_w, "out": model.out.weight}
     for i, b in enumerate(model.layers):
         for short in ("attn_norm", "ffn_norm"):
             p["layers.%d.%s" % (i, short)] = getattr(b, short)
         for short in ("wq", "wk", "wv", "wo", "w_gate", "w_up", "w_down"):
             p["layers.%d.%s" % (i, short)] = getattr(b, short).weight
-    return {k: v.detach().float().cpu().numpy() for k, v in p.items()}
+    return p
+
+
+def params_numpy(model, cfg):
+    return {k: v.detach().float().cpu().numpy() for k, v in params_numpy_tensors(model).items()}
 
 
 def lr_at(step, total, peak, warmup, final_frac=0.1):
@@ -340,6 +373,8 @@ def main(argv=None):
     ap.add_argument("--out-dir", required=True)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--curriculum", default=DEFAULT_CURRICULUM)
+    ap.add_argument("--init", help="start from this GGUF's weights (a model this script exported; same shape) "
+                    "instead of random ones: a fine-tuning stage")
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--lr-final", type=float, default=0.02, help="the cosine ends at this fraction of --lr")
@@ -401,6 +436,7 @@ def main(argv=None):
     dev = torch.device(a.device)
     model = build_model(cfg).to(dev)
     init_weights(model, cfg)
+    init_sha = load_weights(model, cfg, a.init, log) if a.init else None
     n_params = sum(p.numel() for p in model.parameters())
     log("parameters %d (%.2f M); torch %s; %s" % (n_params, n_params / 1e6, torch.__version__,
                                                   torch.cuda.get_device_name() if dev.type == "cuda" else "cpu"))
@@ -501,6 +537,7 @@ def main(argv=None):
     meta = {"octet.train.seed": str(a.seed), "octet.train.curriculum": a.curriculum, "octet.train.status": status,
             "octet.train.final_loss": json.dumps(last), "octet.train.steps": str(n_run),
             "octet.train.determinism": det,
+            **({"octet.train.init_sha256": init_sha} if init_sha else {}),
             "octet.train.command": "python3 tools/train_passkey/train.py " + " ".join(argv if argv else sys.argv[1:])}
     extra = [(k, export_gguf.GGUF_STR, v) for k, v in meta.items()]
     f32_path = os.path.join(a.out_dir, "passkey_f32.gguf")
