@@ -81,6 +81,14 @@ if has golden; then
     done
   done
   say "golden stories260K greedy cuda==cpu (fp32, bf16 caches): $ok passed, $bad failed; fp8 cache identical for $fp8_same of 3 prompts"
+  # calibrated e4m3 with per-channel K offsets, end to end: the GPU's perplexity vs the CPU's
+  head -c 12380 tests/data/heldout.txt > "$OUT/calib.txt"; tail -c +12381 tests/data/heldout.txt > "$OUT/eval.txt"
+  "$BIN/octet" calibrate --model "$MODEL" --file "$OUT/calib.txt" --k-offset mean --output "$OUT/ko.json" >/dev/null 2>>"$OUT/golden.log"
+  for d in cpu cuda; do
+    "$BIN/octet" eval ppl --model "$MODEL" --device $d --file "$OUT/eval.txt" --ctx 256 --kv-cache-dtype fp8 \
+      --kv-scales "$OUT/ko.json" --json > "$OUT/ko_$d.json" 2>>"$OUT/golden.log"
+  done
+  say "K offsets e4m3 ppl cpu vs cuda: $(python3 -c 'import json,sys; a,b=(json.load(open(f))["ppl"] for f in sys.argv[1:3]); print("%.4f vs %.4f (ratio %.4f)" % (a, b, b / a))' "$OUT/ko_cpu.json" "$OUT/ko_cuda.json" 2>&1)"
 fi
 
 if has kld; then

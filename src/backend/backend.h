@@ -51,8 +51,7 @@ struct kv_layer {
     // [n_kv_heads][head_dim] subtracted from K before an FP8 layer stores it, or NULL.
     // Attention ignores it: q·(k − o) = q·k − q·o, and q·o is the same for every key of a
     // query, so softmax is unchanged (docs/kv_format.md). Host memory; the CUDA backend
-    // uploads a copy (its kv_write is written but the engine still refuses offsets on
-    // non-CPU backends until tests/gpu/test_cuda_ops.c has passed on a GPU).
+    // uploads a copy for its kv_write.
     const float *k_offset;
     void *k, *v;            // backend memory
 };

@@ -102,9 +102,6 @@ long kv_cache_bytes_per_token(const struct kv_cache *kv) {
 }
 
 int kv_cache_alloc(struct kv_cache *kv, struct backend *b, int n_blocks) {
-    if (kv->k_offsets && strcmp(b->ops->name, "cpu"))
-        return err_set(OCT_EUNSUP, "--kv-scales: k_offset is supported by the CPU backend only so far (this run uses %s; "
-                       "use --device cpu or a scales file without k_offset)", b->ops->name);
     kv->b = b;
     kv->n_blocks = n_blocks;
     kv->bytes = 0;

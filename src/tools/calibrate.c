@@ -25,7 +25,7 @@ static void usage(void) {
             "each layer writes to its cache (Q too, for reference). Load with --kv-scales.\n"
             "--k-offset mean also writes each K channel's mean (a second pass over the text\n"
             "measures |K - mean| for the K scales): FP8 layers store K - mean, which leaves\n"
-            "attention unchanged and shrinks what e4m3 must round (CPU backend only).\n");
+            "attention unchanged and shrinks what e4m3 must round.\n");
 }
 
 struct calib_args {
