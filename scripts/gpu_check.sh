@@ -13,13 +13,13 @@
 # (identical numbers would mean the two attention paths agree bit for bit); itl = the ITL
 # sweep on dummy:llama-3.1-8b (slopes, intercepts); load = throughput under load (24 requests).
 # itl and load are not in the default list (about 2.5 and 5 minutes); model = whole-model
-# pp64/tg64 on dummy:llama-3.1-8b (with OCTET_LAB also under OCTET_GEMV=1, the skinny GEMM).
+# pp64/tg64 on dummy:llama-3.1-8b (with OCTET_LAB also under OCTET_GEMV=0, cuBLASLt for the
+# decode GEMMs instead of the skinny GEMM).
 # Binaries come from $OCTET_BIN (default build/); carried shared libraries from $OCTET_LIB.
 # OCTET_LAB=1 adds decode-kernel variants to attn (B=1 L=128k, B=8 L=32k), each run with one
-# environment setting from OCTET_LAB_VARIANTS (default: ring depth 2, the 4-CTAs/SM variant with
-# rings of 3 and 2, 2 waves; commas join settings); ops also runs under each lab setting
-# (OCTET_DECODE_MINB=4, OCTET_GEMV=1, OCTET_FP8_WG=2, OCTET_FP8_QREG=1); fp8prefill adds
-# OCTET_FP8_WG=2 and (head_dim 128) OCTET_FP8_QREG=1.
+# environment setting from OCTET_LAB_VARIANTS (default: ring depth 2, 2 waves; commas join
+# settings); ops also runs under each fallback (OCTET_GEMV=0; OCTET_FP8_WG=1, one consumer
+# warpgroup per FP8 prefill CTA), and fp8prefill times OCTET_FP8_WG=1 beside the default.
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 shift
@@ -56,15 +56,11 @@ if has ops; then
   "$BIN/gpu/test_cuda_ops" "$OUT/ops.json" > "$OUT/ops.log" 2>&1
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
-  if [ -n "${OCTET_LAB:-}" ]; then  # the lab's decode variant must be right before it is timed
-    OCTET_DECODE_MINB=4 "$BIN/gpu/test_cuda_ops" "$OUT/ops_minb4.json" > "$OUT/ops_minb4.log" 2>&1
-    say "ops vs cpu (OCTET_DECODE_MINB=4): $(tail -n 1 "$OUT/ops_minb4.log")"
-    OCTET_GEMV=1 "$BIN/gpu/test_cuda_ops" "$OUT/ops_gemv.json" > "$OUT/ops_gemv.log" 2>&1
-    say "ops vs cpu (OCTET_GEMV=1): $(tail -n 1 "$OUT/ops_gemv.log")"
-    OCTET_FP8_WG=2 "$BIN/gpu/test_cuda_ops" "$OUT/ops_wg2.json" > "$OUT/ops_wg2.log" 2>&1
-    say "ops vs cpu (OCTET_FP8_WG=2): $(tail -n 1 "$OUT/ops_wg2.log")"
-    OCTET_FP8_QREG=1 "$BIN/gpu/test_cuda_ops" "$OUT/ops_qreg.json" > "$OUT/ops_qreg.log" 2>&1
-    say "ops vs cpu (OCTET_FP8_QREG=1): $(tail -n 1 "$OUT/ops_qreg.log")"
+  if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks must stay right too
+    for v in OCTET_GEMV=0 OCTET_FP8_WG=1; do
+      env $v "$BIN/gpu/test_cuda_ops" "$OUT/ops_${v#OCTET_}.json" > "$OUT/ops_${v#OCTET_}.log" 2>&1
+      say "ops vs cpu ($v): $(tail -n 1 "$OUT/ops_${v#OCTET_}.log")"
+    done
   fi
 fi
 
@@ -106,7 +102,7 @@ if has attn; then
     for dt in bf16 fp8; do
       "$BIN/octet" bench attention --device cuda --batch $1 --ctx $2 --kv-cache-dtype $dt --iters 50 --reps 7 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/attn.jsonl"
       if [ "$2" != 8192 ] && [ -n "${OCTET_LAB:-}" ]; then  # kernel lab: variants named by their environment
-        for v in ${OCTET_LAB_VARIANTS:-OCTET_DECODE_STAGES=2 OCTET_DECODE_MINB=4 OCTET_DECODE_STAGES=2,OCTET_DECODE_MINB=4 OCTET_DECODE_WAVES=2}; do
+        for v in ${OCTET_LAB_VARIANTS:-OCTET_DECODE_STAGES=2 OCTET_DECODE_WAVES=2}; do
           env ${v//,/ } "$BIN/octet" bench attention --device cuda --batch $1 --ctx $2 --kv-cache-dtype $dt \
             --iters 50 --reps 7 2>>"$OUT/attn.log" | tail -n 1 | sed "s/\"backend\":\"cuda\"/\"backend\":\"cuda $v\"/" >> "$OUT/attn.jsonl"
         done
@@ -138,11 +134,9 @@ if has fp8prefill; then
         "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype fp8 \
           --fp8-attention-accumulation $acc --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
       done
-      if [ -n "${OCTET_LAB:-}" ]; then  # kernel lab: two consumer warpgroups per CTA
-        OCTET_FP8_WG=2 "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype fp8 \
-          --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 | sed 's/"accumulation":"two-level"/"accumulation":"two-level WG=2"/' >> "$OUT/fp8prefill.jsonl"
-        [ $d = 128 ] && OCTET_FP8_QREG=1 "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d \
-          --kv-cache-dtype fp8 --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 | sed 's/"accumulation":"two-level"/"accumulation":"two-level QREG"/' >> "$OUT/fp8prefill.jsonl"
+      if [ -n "${OCTET_LAB:-}" ]; then  # kernel lab: one consumer warpgroup per CTA (the previous kernel)
+        OCTET_FP8_WG=1 "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype fp8 \
+          --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 | sed 's/"accumulation":"two-level"/"accumulation":"two-level WG=1"/' >> "$OUT/fp8prefill.jsonl"
       fi
       [ -f "$PEER" ] && python3 "$PEER" --mode prefill --len $L --head-dim $d --json 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
     done
@@ -190,9 +184,9 @@ print(f"ttft {sys.argv[2]}: {line}; fp8/auto quadratic = {ratio:.3f}")
 PY
   done
 fi
-if has model; then  # whole-model decode and prefill speed (CUDA graphs on); OCTET_LAB adds the skinny GEMM
-  for v in default ${OCTET_LAB:+OCTET_GEMV=1}; do
-    env ${v/default/OCTET_GEMV=0} "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 \
+if has model; then  # whole-model decode and prefill speed (CUDA graphs on); OCTET_LAB adds cuBLASLt-only decode
+  for v in default ${OCTET_LAB:+OCTET_GEMV=0}; do
+    env ${v/default/OCTET_LAB_NONE=1} "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 \
       2>>"$OUT/model.log" | tail -n 1 | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/model.jsonl"
   done
   python3 - "$OUT/model.jsonl" <<'PY' | tee -a "$summary"

@@ -437,13 +437,12 @@ static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_
 typedef void (*decode_mma_fn)(bf16 *, float *, const bf16 *, const void *, const void *, const int32_t *, const int32_t *,
                               const int32_t *, int, int, int, int, float, const float *, int);
 
-// minb 4 (kernel lab): the variant whose registers fit 4 CTAs per SM (rings of 2 or 3 stages)
 template <int HD, int DT>
-static decode_mma_fn pick_decode_mma(int stages, int minb) {
-    if (stages == 0) return k_decode_mma<HD, DT, 0, 1>;
-    if (stages == 2) return minb == 4 ? k_decode_mma<HD, DT, 2, 4> : k_decode_mma<HD, DT, 2, 1>;
-    if (stages == 3) return minb == 4 ? k_decode_mma<HD, DT, 3, 4> : k_decode_mma<HD, DT, 3, 1>;
-    return k_decode_mma<HD, DT, 4, 1>;
+static decode_mma_fn pick_decode_mma(int stages) {
+    if (stages == 0) return k_decode_mma<HD, DT, 0>;
+    if (stages == 2) return k_decode_mma<HD, DT, 2>;
+    if (stages == 3) return k_decode_mma<HD, DT, 3>;
+    return k_decode_mma<HD, DT, 4>;
 }
 
 template <int HD>
@@ -454,18 +453,14 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     if (stages_env == -2) { const char *e = getenv("OCTET_DECODE_STAGES"); stages_env = e ? atoi(e) : -1; }
     int stages = stages_env >= 0 ? stages_env : (l->dtype == DT_BF16 ? 2 : 3);
     if (stages != 0 && stages != 2 && stages != 3) stages = 4;
-    static int minb_env = -1;  // OCTET_DECODE_MINB=4 (kernel lab); rings of 2 or 3 stages only
-    if (minb_env < 0) { const char *e = getenv("OCTET_DECODE_MINB"); minb_env = e && atoi(e) == 4 ? 4 : 1; }
-    int minb = (stages == 2 || stages == 3) ? minb_env : 1;
     size_t ring = stages ? (size_t)4 * stages * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1) : 0;
-    if (minb > 1 && ring < DECODE_MERGE_BYTES(HD)) ring = DECODE_MERGE_BYTES(HD);  // the merge reuses it
-    decode_mma_fn kern = l->dtype == DT_BF16   ? pick_decode_mma<HD, DT_BF16>(stages, minb)
-                         : l->dtype == DT_E4M3 ? pick_decode_mma<HD, DT_E4M3>(stages, minb)
-                                               : pick_decode_mma<HD, DT_E5M2>(stages, minb);
+    decode_mma_fn kern = l->dtype == DT_BF16   ? pick_decode_mma<HD, DT_BF16>(stages)
+                         : l->dtype == DT_E4M3 ? pick_decode_mma<HD, DT_E4M3>(stages)
+                                               : pick_decode_mma<HD, DT_E5M2>(stages);
     // residency of this kernel instance (registers and shared memory decide it), asked once
     static int resident[3][5];
     int di = l->dtype == DT_BF16 ? 0 : l->dtype == DT_E4M3 ? 1 : 2;
-    if (!resident[di][stages]) {  // (minb is fixed for the process)
+    if (!resident[di][stages]) {
         if (ring) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring);
         int per = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kern, 128, ring) != cudaSuccess || per < 1) per = 1;
@@ -536,45 +531,41 @@ static void launch_prefill(struct cuda_backend *c, void *out, const void *q, con
 }
 
 // FP8 (e4m3) prefill on wgmma; false when the shape is not covered (the caller falls back).
-template <int HD, int ACC, int NWG, bool QR>
+template <int HD, int ACC, int NWG>
 static void launch_prefill_fp8_acc(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                    float scale, const float *sc, const struct batch *bt, int every) {
     constexpr int SMEM = fp8pf::cfg<HD>::smem(NWG);
     static bool attr_set = false;
     if (!attr_set) {
-        if (cuda_fail(c, cudaFuncSetAttribute(k_prefill_fp8<HD, ACC, NWG, QR>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM),
+        if (cuda_fail(c, cudaFuncSetAttribute(k_prefill_fp8<HD, ACC, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM),
                       "cudaFuncSetAttribute(k_prefill_fp8)")) return;
         attr_set = true;
     }
     int qt = 64 * NWG / G;
     dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    k_prefill_fp8<HD, ACC, NWG, QR><<<grid, 128 * NWG, SMEM, c->stream>>>(
+    k_prefill_fp8<HD, ACC, NWG><<<grid, 128 * NWG, SMEM, c->stream>>>(
         (bf16 *)out, (const bf16 *)q, (const uint8_t *)l->k, (const uint8_t *)l->v, c->cb.qstart, c->cb.pos, c->cb.btab,
         bt->max_blocks_per_seq, l->n_kv_heads, G, l->kv_block_tokens, l->window, scale, sc, every);
     CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma)");
 }
 
-template <int HD, int NWG, bool QR>
+template <int HD, int NWG>
 static void launch_prefill_fp8_nwg(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                    const struct attn_params *p, const float *sc, const struct batch *bt) {
-    if (p->fp8_accum == 0 || p->fp8_accum == 1) launch_prefill_fp8_acc<HD, 0, NWG, QR>(c, out, q, l, G, p->softmax_scale, sc, bt, 1);
-    else if (p->fp8_accum > 1) launch_prefill_fp8_acc<HD, 1, NWG, QR>(c, out, q, l, G, p->softmax_scale, sc, bt, p->fp8_accum);
-    else launch_prefill_fp8_acc<HD, 2, NWG, QR>(c, out, q, l, G, p->softmax_scale, sc, bt, 0);
+    if (p->fp8_accum == 0 || p->fp8_accum == 1) launch_prefill_fp8_acc<HD, 0, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, 1);
+    else if (p->fp8_accum > 1) launch_prefill_fp8_acc<HD, 1, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, p->fp8_accum);
+    else launch_prefill_fp8_acc<HD, 2, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, 0);
 }
 
-// Kernel lab: OCTET_FP8_WG=2, two consumer warpgroups per CTA share each K/V tile;
-// OCTET_FP8_QREG=1, head_dim 128 reads Q from registers (with register fences).
+// Two consumer warpgroups per CTA share each K/V tile (the default); OCTET_FP8_WG=1 selects
+// one warpgroup per CTA (the previous kernel, kept for comparisons).
 template <int HD>
 static void launch_prefill_fp8(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                const struct attn_params *p, const float *sc, const struct batch *bt) {
-    static int nwg = -1, qreg = -1;
-    if (nwg < 0) { const char *e = getenv("OCTET_FP8_WG"); nwg = e && atoi(e) == 2 ? 2 : 1; }
-    if (qreg < 0) { const char *e = getenv("OCTET_FP8_QREG"); qreg = e && atoi(e) == 1; }
-    if constexpr (HD == 128) {
-        if (qreg) { launch_prefill_fp8_nwg<HD, 1, true>(c, out, q, l, G, p, sc, bt); return; }
-    }
-    if (nwg == 2) launch_prefill_fp8_nwg<HD, 2, false>(c, out, q, l, G, p, sc, bt);
-    else launch_prefill_fp8_nwg<HD, 1, false>(c, out, q, l, G, p, sc, bt);
+    static int nwg = -1;
+    if (nwg < 0) { const char *e = getenv("OCTET_FP8_WG"); nwg = e && atoi(e) == 1 ? 1 : 2; }
+    if (nwg == 2) launch_prefill_fp8_nwg<HD, 2>(c, out, q, l, G, p, sc, bt);
+    else launch_prefill_fp8_nwg<HD, 1>(c, out, q, l, G, p, sc, bt);
 }
 
 // OCTET_FP8_WGMMA=0 sends e4m3 prefill to the f16 mma.sync kernel instead (for comparisons).

@@ -1,6 +1,7 @@
 // cuda_backend.cu — the CUDA backend's table: device memory, BF16 weights (converted at
 // upload), batch metadata upload, GEMMs through cuBLASLt (handle and workspace owned
-// here, plans cached per shape; a lab skinny-GEMM kernel in cuda_gemv.cuh), and the elementwise kernels (get_rows, rmsnorm, rope,
+// here, plans cached per shape; decode-sized products, n <= 8, on the skinny GEMM of
+// cuda_gemv.cuh), and the elementwise kernels (get_rows, rmsnorm, rope,
 // silu_mul, add, gather_rows). Activations are BF16; math inside kernels is f32
 // (RoPE angles in f64, as the CPU computes them, so long positions agree).
 #include <math.h>
@@ -354,8 +355,8 @@ static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t 
 
 static void gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const void *x, const struct weight *w, int n) {
     if (CUDA_SKIP(c) || n == 0) return;
-    static int gemv_on = -1;  // OCTET_GEMV=1 (kernel lab): skinny products (n <= 8) on k_gemv
-    if (gemv_on < 0) { const char *e = getenv("OCTET_GEMV"); gemv_on = e && atoi(e) == 1; }
+    static int gemv_on = -1;  // skinny products (n <= 8) on k_gemv; OCTET_GEMV=0: all on cuBLASLt
+    if (gemv_on < 0) { const char *e = getenv("OCTET_GEMV"); gemv_on = !(e && !strcmp(e, "0")); }
     if (gemv_on) {
         bool done = out_type == CUDA_R_32F
                         ? gemv_launch(c->stream, (float *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n)

@@ -159,13 +159,10 @@ __device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const
 // STAGES > 0: each warp streams blocks through a ring of STAGES shared-memory buffers with
 // cp.async (STAGES-1 blocks in flight while one computes); STAGES == 0: plain loads into
 // registers (the unpipelined baseline, kept for the kernel lab).
-// MINB > 1 (kernel lab, OCTET_DECODE_MINB): registers capped for MINB resident CTAs per SM,
-// and the merge's shared memory ([4][16] m and l, [4][8][HD] acc) reuses the ring's bytes
-// (dynamic size max(ring, DECODE_MERGE_BYTES(HD))) so that 4 CTAs' rings fit on an SM.
-// MINB == 1 (the default): no register cap, static merge arrays.
-#define DECODE_MERGE_BYTES(HD) ((2 * 4 * 16 + 4 * 8 * (HD)) * 4)
-template <int HD, int DT, int STAGES, int MINB>
-__global__ void __launch_bounds__(128, MINB) k_decode_mma(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
+// (A variant capped at 128 registers for 4 CTAs per SM, with the merge in the ring's bytes,
+// spilled and ran 1.4-1.6x slower on the H200: bench/NOTES.md.)
+template <int HD, int DT, int STAGES>
+__global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                     const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                     int max_blocks, int n_kv, int G, int window, float scale,
                                                     const float *scales, int n_splits) {
@@ -188,24 +185,6 @@ __global__ void __launch_bounds__(128, MINB) k_decode_mma(bf16 *out, float *part
     const float kscale = fp8 ? scales[g] : 1.0f, vscale = fp8 ? scales[KV_MAX_HEADS + g] : 1.0f;
     const float sc = scale * kscale;
 
-    // Q fragments (rows rr and rr+8; rows >= G are zero)
-    uint32_t qa[NCH][4];
-    {
-        const bf16 *q0 = q + ((size_t)t * n_kv * G + g * G + rr) * HD;
-#pragma unroll
-        for (int j = 0; j < NCH; j++) {
-            int base = j < NCH / 2 ? c * SEG + 4 * j : HD / 2 + c * SEG + 4 * (j - NCH / 2);
-            float x0 = 0, x1 = 0, x2 = 0, x3 = 0;
-            if (rr < G) {
-                x0 = __bfloat162float(q0[base]); x1 = __bfloat162float(q0[base + 1]);
-                x2 = __bfloat162float(q0[base + 2]); x3 = __bfloat162float(q0[base + 3]);
-            }
-            qa[j][0] = TR::q2(x0, x1);
-            qa[j][1] = 0;  // row rr+8: unused
-            qa[j][2] = TR::q2(x2, x3);
-            qa[j][3] = 0;
-        }
-    }
     float o[NT][4];
 #pragma unroll
     for (int i = 0; i < NT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
@@ -230,6 +209,25 @@ __global__ void __launch_bounds__(128, MINB) k_decode_mma(bf16 *out, float *part
     if constexpr (STAGES > 0) {
 #pragma unroll
         for (int i = 0; i < STAGES - 1; i++) issue(b0 + warp + 4 * i, i);
+    }
+    // Q fragments (rows rr and rr+8; rows >= G are zero), loaded once the ring's first copies
+    // are in flight so that the two latencies overlap
+    uint32_t qa[NCH][4];
+    {
+        const bf16 *q0 = q + ((size_t)t * n_kv * G + g * G + rr) * HD;
+#pragma unroll
+        for (int j = 0; j < NCH; j++) {
+            int base = j < NCH / 2 ? c * SEG + 4 * j : HD / 2 + c * SEG + 4 * (j - NCH / 2);
+            float x0 = 0, x1 = 0, x2 = 0, x3 = 0;
+            if (rr < G) {
+                x0 = __bfloat162float(q0[base]); x1 = __bfloat162float(q0[base + 1]);
+                x2 = __bfloat162float(q0[base + 2]); x3 = __bfloat162float(q0[base + 3]);
+            }
+            qa[j][0] = TR::q2(x0, x1);
+            qa[j][1] = 0;  // row rr+8: unused
+            qa[j][2] = TR::q2(x2, x3);
+            qa[j][3] = 0;
+        }
     }
     int stage = 0;
     for (int blk = b0 + warp; blk < b1; blk += 4) {
@@ -271,19 +269,7 @@ __global__ void __launch_bounds__(128, MINB) k_decode_mma(bf16 *out, float *part
     l += __shfl_xor_sync(0xffffffff, l, 1);
     l += __shfl_xor_sync(0xffffffff, l, 2);
     // merge the 4 warps through shared memory (rows < G only)
-    float (*sm_m)[16], (*sm_l)[16], (*sm_acc)[8][HD];
-    if constexpr (MINB > 1) {  // in the ring's bytes, once every warp is done with its ring
-        if constexpr (STAGES > 0) cp_async_wait<0>();
-        __syncthreads();
-        sm_m = (float (*)[16])ring;
-        sm_l = sm_m + 4;
-        sm_acc = (float (*)[8][HD])(sm_l + 4);
-    } else {
-        __shared__ float st_m[4][16], st_l[4][16], st_acc[4][8][HD];
-        sm_m = st_m;
-        sm_l = st_l;
-        sm_acc = st_acc;
-    }
+    __shared__ float sm_m[4][16], sm_l[4][16], sm_acc[4][8][HD];
     if (rr < G) {
         if (c == 0) { sm_m[warp][rr] = m; sm_l[warp][rr] = l; }
 #pragma unroll

@@ -99,11 +99,9 @@ template <int HD, int N> __device__ __forceinline__ void pv(float *t, const uint
 }  // namespace fp8pf
 
 // ACC: 0 two-level, 1 every:N (n_every), 2 single. NWG: warpgroups per CTA, each with its own
-// 64 query rows, all sharing the CTA's K/V tiles and its Vᵀ transpose (1 = the measured
-// kernel; 2 = kernel lab, OCTET_FP8_WG=2, not yet run on a GPU).
-// QR (kernel lab, OCTET_FP8_QREG=1, head_dim 128): Q as register operands with register
-// fences around the Q·Kᵀ wgmma (the suspected fix of the d128 failure; not yet run on a GPU).
-template <int HD, int ACC, int NWG, bool QR>
+// 64 query rows, all sharing the CTA's K/V tiles and its Vᵀ transpose (2 = the default,
+// +40 % over 1 on an H200; OCTET_FP8_WG=1 selects 1).
+template <int HD, int ACC, int NWG>
 __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(bf16 *out, const bf16 *q, const uint8_t *kc, const uint8_t *vc,
                                                      const int32_t *qstart, const int32_t *pos_arr, const int32_t *btab,
                                                      int max_blocks, int n_kv, int G, int bs, int window, float scale,
@@ -177,10 +175,11 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(bf16 *out, const bf16
     __syncthreads();  // qscale_s
 #pragma unroll
     for (int h = 0; h < 2; h++) row_sc[h] = qscale_s[warp * 16 + rr + 8 * h] * kscale * scale * 1.4426950408889634f;
-    // Q as wgmma A fragments in registers at head_dim 64. At 128 this version gave wrong
-    // results on the H200 (NMSE 0.1-0.6, cause not found yet; bench/NOTES.md), and at 256
-    // the registers go to the accumulators, so both read Q through a shared-memory descriptor.
-    constexpr bool QREG = HD == 64 || QR;
+    // Q as wgmma A fragments in registers at head_dim 64. At 128 this gave wrong results on
+    // the H200 (NMSE 0.1-0.6), with or without register fences around the wgmma (cause not
+    // found; bench/NOTES.md), and at 256 the registers go to the accumulators, so both read Q
+    // through a shared-memory descriptor.
+    constexpr bool QREG = HD == 64;
     uint32_t qa[QREG ? HD / 32 : 1][4];
     if constexpr (QREG) {
 #pragma unroll
@@ -206,11 +205,6 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(bf16 *out, const bf16
         // S = Q·Kᵀ, issued first so the transpose below overlaps it
         float sacc[BN / 2];
         const uint8_t *kt = Ks + st * C::K_BYTES;
-        if constexpr (QR) {  // Q's registers hold their values here, where the wgmma reads them
-#pragma unroll
-            for (int kk = 0; kk < HD / 32; kk++)
-                asm volatile("" : "+r"(qa[kk][0]), "+r"(qa[kk][1]), "+r"(qa[kk][2]), "+r"(qa[kk][3])::"memory");
-        }
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 32; kk++) {
@@ -248,11 +242,6 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(bf16 *out, const bf16
         fence_proxy_async();
         wgmma_wait<0>();
         fp8pf::fence_acc<BN>(sacc);
-        if constexpr (QR) {  // ... and stay untouched until the wgmma has finished reading them
-#pragma unroll
-            for (int kk = 0; kk < HD / 32; kk++)
-                asm volatile("" : "+r"(qa[kk][0]), "+r"(qa[kk][1]), "+r"(qa[kk][2]), "+r"(qa[kk][3])::"memory");
-        }
         __syncthreads();  // Vᵀ complete
         // online softmax on rows rr (h = 0) and rr + 8 (h = 1)
         float alpha[2];
