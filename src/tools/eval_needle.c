@@ -3,7 +3,8 @@
 //    backend's ops, per length × head layout × KV dtype × FP8 math path: relative L2 error
 //    against float64 and whether the needle's value is retrieved.
 //  --level model: passkey retrieval (needle_model.c) over lengths × depths for any model,
-//    accuracy per cell, a table, JSON and a gnuplot heatmap.
+//    accuracy per cell, a table, JSON and a gnuplot heatmap; --from-json redraws the table and
+//    heatmap of an earlier --json result (e.g. one measured on the GPU machine).
 #include <jansson.h>
 #include <stdio.h>
 #include <math.h>
@@ -29,6 +30,7 @@ static void usage(void) {
             "         [--fp8-attention-accumulation two-level,every:4,single] [--json]\n"
             "       octet eval needle --level model --model PATH [--lengths 1024,4096] [--depths 0,25,50,75,100]\n"
             "         [--trials 3] [--max-new-tokens 10] [--seed N] [--json] [--heatmap FILE.png] [model flags]\n"
+            "       octet eval needle --level model --from-json RESULT.json[,MORE.json] [--heatmap FILE.png]\n"
             "attention: 'gqa' = 32 query / 8 KV heads, '1' = one head; head_dim 128. Lengths up to 131072\n"
             "(each 131072-token GQA problem needs about 2 GB of memory). On a GPU each cache runs the\n"
             "decode kernel and the prefill kernel (the query as the last row of a 2-token chunk); e4m3\n"
@@ -225,12 +227,12 @@ struct model_args {
     long lengths[MAX_LIST], depths[MAX_LIST], trials, max_new, seed;
     int n_lengths, n_depths;
     bool json;
-    const char *heatmap;
+    const char *heatmap, *from_json;
 };
 
 static int parse_model(struct model_args *m, int argc, char **argv) {
     static const char *const valued[] = {"--level", "--lengths", "--depths", "--trials", "--max-new-tokens", "--seed",
-                                         "--heatmap", NULL};
+                                         "--heatmap", "--from-json", NULL};
     for (int i = 1; i < argc; i++) {
         int rc = cli_parse_model_flag(&m->a, argc, argv, &i);
         if (rc < 0) return rc;
@@ -245,8 +247,10 @@ static int parse_model(struct model_args *m, int argc, char **argv) {
         else if (!strcmp(f, "--max-new-tokens")) TRY(cli_int(f, v, 1, 256, &m->max_new));
         else if (!strcmp(f, "--seed")) TRY(cli_int(f, v, 0, 1L << 62, &m->seed));
         else if (!strcmp(f, "--heatmap")) m->heatmap = v;
+        else if (!strcmp(f, "--from-json")) m->from_json = v;
     }
-    if (!m->a.model) return err_set(OCT_EINVAL, "--model is required with --level model");
+    if (m->from_json && m->a.model) return err_set(OCT_EINVAL, "--from-json redraws a result: it takes no --model");
+    if (!m->a.model && !m->from_json) return err_set(OCT_EINVAL, "--model is required with --level model");
     return OCT_OK;
 }
 
@@ -272,6 +276,111 @@ static void write_heatmap(const char *path, const struct model_args *m, const st
     if (stats_gnuplot_close(gp) != 0 || !stats_is_png(path)) fprintf(stderr, "octet: warning: gnuplot did not write %s\n", path);
 }
 
+static void print_table(const struct model_args *m, const struct passkey_cell *cells, const char *heading) {
+    long correct = 0, total = 0;
+    printf("passkey accuracy, %s (rows: depth %%, columns: length)\n| depth |", heading);
+    for (int li = 0; li < m->n_lengths; li++) printf(" %ld |", m->lengths[li]);
+    printf("\n|---:|");
+    for (int li = 0; li < m->n_lengths; li++) printf("---:|");
+    printf("\n");
+    for (int di = 0; di < m->n_depths; di++) {
+        printf("| %ld |", m->depths[di]);
+        for (int li = 0; li < m->n_lengths; li++) {
+            const struct passkey_cell *c = &cells[li * m->n_depths + di];
+            printf(" %.2f |", (double)c->correct / c->trials);
+            correct += c->correct;
+            total += c->trials;
+        }
+        printf("\n");
+    }
+    printf("mean accuracy %.3f over %ld trials\n", total ? (double)correct / total : 0, total);
+}
+
+// Index of v in list[0..*n), appended when absent; -1 when the list is full.
+static int list_index(long *list, int *n, long v) {
+    for (int i = 0; i < *n; i++) if (list[i] == v) return i;
+    if (*n == MAX_LIST) return -1;
+    list[*n] = v;
+    return (*n)++;
+}
+
+// Reads earlier `--json` results (a comma-separated list of files, one object each; gpu_run.sh's
+// one-object-a-line files are split first) of one KV cache type into m's lengths/depths and a
+// full grid of cells, so a grid measured in parts draws as one. Names the first problem found.
+static int load_results(struct model_args *m, struct passkey_cell **out, char *title, size_t tn) {
+    enum { MAX_FILES = 16, MAX_CELLS = MAX_LIST * MAX_LIST };
+    json_t *docs[MAX_FILES] = {0};
+    int nf = 0, rc = OCT_EINVAL;
+    struct passkey_cell *cells = NULL, *flat = calloc(MAX_CELLS, sizeof *flat);
+    size_t n = 0;
+    char paths[1024];
+    const char *dtype = NULL;
+    if (!flat) return err_set(OCT_ENOMEM, "out of memory");
+    if (snprintf(paths, sizeof paths, "%s", m->from_json) >= (int)sizeof paths) { err_set(rc, "--from-json: list too long"); goto done; }
+    m->n_lengths = m->n_depths = 0;
+    for (char *save = NULL, *path = strtok_r(paths, ",", &save); path; path = strtok_r(NULL, ",", &save)) {
+        json_error_t e;
+        if (nf == MAX_FILES) { err_set(rc, "--from-json: more than %d files", MAX_FILES); goto done; }
+        json_t *o = docs[nf++] = json_load_file(path, 0, &e);
+        if (!o) { err_set(rc, "--from-json %s: %s (line %d)", path, e.text, e.line); goto done; }
+        const char *level = json_string_value(json_object_get(o, "level"));
+        const char *dt = json_string_value(json_object_get(o, "kv_cache_dtype"));
+        json_t *arr = json_object_get(o, "cells");
+        if (!level || strcmp(level, "model") || !dt || !json_array_size(arr)) {
+            err_set(rc, "--from-json %s: not a result of `eval needle --level model --json` (level, kv_cache_dtype, cells)", path);
+            goto done;
+        }
+        if (dtype && strcmp(dtype, dt)) { err_set(rc, "--from-json %s: kv_cache_dtype %s, the first file's is %s", path, dt, dtype); goto done; }
+        if (!dtype) {
+            const char *model = json_string_value(json_object_get(o, "model")), *name = json_string_value(json_object_get(o, "name"));
+            snprintf(title, tn, "%s, kv %s%s%s", model ? model : "?", dt, name ? ", " : "", name ? name : "");
+        }
+        dtype = dt;
+        for (size_t i = 0; i < json_array_size(arr); i++) {
+            json_t *c = json_array_get(arr, i);
+            json_t *L = json_object_get(c, "length"), *D = json_object_get(c, "depth");
+            json_t *A = json_object_get(c, "accuracy"), *T = json_object_get(c, "trials");
+            double acc = json_number_value(A);
+            if (!json_is_integer(L) || !json_is_integer(D) || !json_is_number(A) || !(acc >= 0 && acc <= 1) ||
+                !json_is_integer(T) || json_integer_value(T) < 1 || json_integer_value(T) > 1000000) {
+                err_set(rc, "--from-json %s: cell %zu needs integer length, depth and trials (>= 1) and accuracy in [0, 1]", path, i);
+                goto done;
+            }
+            long len = (long)json_integer_value(L), dep = (long)json_integer_value(D);
+            if (list_index(m->lengths, &m->n_lengths, len) < 0 || list_index(m->depths, &m->n_depths, dep) < 0 || n == MAX_CELLS) {
+                err_set(rc, "--from-json %s: more than %d lengths or depths", path, MAX_LIST);
+                goto done;
+            }
+            flat[n++] = (struct passkey_cell){.length = (int)len, .depth = (int)dep, .trials = (int)json_integer_value(T),
+                                              .correct = (int)lround(acc * (double)json_integer_value(T))};
+        }
+    }
+    if (!nf) { err_set(rc, "--from-json: no file named"); goto done; }
+    if ((size_t)m->n_lengths * m->n_depths != n) {
+        err_set(rc, "--from-json %s: %zu cells do not fill the %d lengths x %d depths grid once", m->from_json, n, m->n_lengths,
+                m->n_depths);
+        goto done;
+    }
+    if (!(cells = calloc(n, sizeof *cells))) { err_set(OCT_ENOMEM, "out of memory"); goto done; }
+    for (size_t i = 0; i < n; i++) {
+        int li = list_index(m->lengths, &m->n_lengths, flat[i].length), di = list_index(m->depths, &m->n_depths, flat[i].depth);
+        struct passkey_cell *p = &cells[li * m->n_depths + di];
+        if (p->trials) {
+            err_set(rc, "--from-json %s: cell (length %d, depth %d) appears twice", m->from_json, flat[i].length, flat[i].depth);
+            goto done;
+        }
+        *p = flat[i];
+    }
+    *out = cells;
+    cells = NULL;
+    rc = OCT_OK;
+done:
+    for (int i = 0; i < nf; i++) json_decref(docs[i]);
+    free(flat);
+    free(cells);
+    return rc;
+}
+
 static int eval_model(int argc, char **argv) {
     struct model_args m = {.lengths = {1024, 4096}, .n_lengths = 2, .depths = {0, 25, 50, 75, 100}, .n_depths = 5,
                            .trials = 3, .max_new = 10, .seed = 1234};
@@ -280,6 +389,19 @@ static int eval_model(int argc, char **argv) {
         fprintf(stderr, "octet eval needle: %s\n", err_msg());
         usage();
         return 2;
+    }
+    if (m.from_json) {
+        struct passkey_cell *cells = NULL;
+        char heading[300], title[400];
+        if (load_results(&m, &cells, heading, sizeof heading) < 0) {
+            fprintf(stderr, "octet eval needle: %s\n", err_msg());
+            return 1;
+        }
+        print_table(&m, cells, heading);
+        snprintf(title, sizeof title, "passkey retrieval: %s", heading);
+        if (m.heatmap) write_heatmap(m.heatmap, &m, cells, title);
+        free(cells);
+        return 0;
     }
     struct model *md = NULL;
     struct runner r = {0};
@@ -335,20 +457,9 @@ static int eval_model(int argc, char **argv) {
         puts(js);
         free(js);
     } else {
-        printf("passkey accuracy, %s, kv %s (rows: depth %%, columns: length)\n| depth |", md->name, m.a.ro.kv.dtype);
-        for (int li = 0; li < m.n_lengths; li++) printf(" %ld |", m.lengths[li]);
-        printf("\n|---:|");
-        for (int li = 0; li < m.n_lengths; li++) printf("---:|");
-        printf("\n");
-        for (int di = 0; di < m.n_depths; di++) {
-            printf("| %ld |", m.depths[di]);
-            for (int li = 0; li < m.n_lengths; li++) {
-                const struct passkey_cell *c = &cells[li * m.n_depths + di];
-                printf(" %.2f |", (double)c->correct / c->trials);
-            }
-            printf("\n");
-        }
-        printf("mean accuracy %.3f over %ld trials\n", total ? (double)correct / total : 0, total);
+        char heading[300];
+        snprintf(heading, sizeof heading, "%s, kv %s", md->name, m.a.ro.kv.dtype);
+        print_table(&m, cells, heading);
     }
     json_decref(o);
     if (m.heatmap) {

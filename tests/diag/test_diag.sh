@@ -190,6 +190,24 @@ for c in d["cells"]:
     assert c["length"] in (256,512) and c["depth"] in (0,50,100) and 0<=c["accuracy"]<=1 and c["trials"]==2
     assert c["prompt_tokens"]<=c["length"]'; then ok; else bad "eval needle model: $(cat "$tmp/err" "$tmp/pyerr")"; fi
 python3 -c 'import sys; assert open(sys.argv[1],"rb").read(8)==b"\x89PNG\r\n\x1a\n"' "$tmp/heat.png" 2>/dev/null && ok || bad "heatmap is not a PNG"
+# --from-json redraws a recorded result: the same table; a grid split over two files merges
+"$OCTET" eval needle --level model --model "$MODEL" --lengths 256,512 --depths 0,50,100 --trials 2 >"$tmp/nm.txt" 2>/dev/null
+"$OCTET" eval needle --level model --from-json "$tmp/nm.json" --heatmap "$tmp/heat2.png" >"$tmp/re.txt" 2>"$tmp/err"
+if [ $? -eq 0 ] && diff <(sed 1d "$tmp/nm.txt") <(sed 1d "$tmp/re.txt") >/dev/null && [ -s "$tmp/heat2.png" ]; then ok
+else bad "--from-json table differs: $(cat "$tmp/err"; diff "$tmp/nm.txt" "$tmp/re.txt")"; fi
+python3 - "$tmp/nm.json" "$tmp/nm_a.json" "$tmp/nm_b.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for path, L in ((sys.argv[2], 256), (sys.argv[3], 512)):
+    json.dump(dict(d, cells=[c for c in d["cells"] if c["length"] == L]), open(path, "w"))
+PY
+"$OCTET" eval needle --level model --from-json "$tmp/nm_a.json,$tmp/nm_b.json" >"$tmp/re2.txt" 2>"$tmp/err" &&
+  diff <(sed 1d "$tmp/nm.txt") <(sed 1d "$tmp/re2.txt") >/dev/null && ok || bad "--from-json of two parts: $(cat "$tmp/err")"
+"$OCTET" eval needle --level model --from-json "$tmp/nm_a.json,$tmp/nm_a.json" >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "do not fill" "$tmp/err" && ok || bad "--from-json with a repeated part: $(cat "$tmp/err")"
+echo '{"level":"model","kv_cache_dtype":"fp8","cells":[{"length":256,"depth":0,"accuracy":1.5,"trials":2}]}' >"$tmp/bad.json"
+"$OCTET" eval needle --level model --from-json "$tmp/bad.json" >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "accuracy in \[0, 1\]" "$tmp/err" && ok || bad "--from-json bad cell: $(cat "$tmp/err")"
 
 # --- inspect
 if "$OCTET" inspect --model "$MODEL" --file "$TEXT" --num-tokens 512 --output-dir "$tmp/hist" --json >"$tmp/in.json" 2>"$tmp/err" &&
