@@ -331,9 +331,10 @@ static int load_results(struct model_args *m, struct passkey_cell **out, char *t
             goto done;
         }
         if (dtype && strcmp(dtype, dt)) { err_set(rc, "--from-json %s: kv_cache_dtype %s, the first file's is %s", path, dt, dtype); goto done; }
-        if (!dtype) {
+        if (!dtype) {  // the first file names the model; a lone file's "name" (gpu_run.sh adds one) too
             const char *model = json_string_value(json_object_get(o, "model")), *name = json_string_value(json_object_get(o, "name"));
-            snprintf(title, tn, "%s, kv %s%s%s", model ? model : "?", dt, name ? ", " : "", name ? name : "");
+            bool one = !strchr(m->from_json, ',');
+            snprintf(title, tn, "%s, kv %s%s%s", model ? model : "?", dt, one && name ? ", " : "", one && name ? name : "");
         }
         dtype = dt;
         for (size_t i = 0; i < json_array_size(arr); i++) {
