@@ -16,10 +16,11 @@
 # pp64/tg64 on dummy:llama-3.1-8b (with OCTET_LAB also under OCTET_GEMV=0, cuBLASLt for the
 # decode GEMMs instead of the skinny GEMM).
 # Binaries come from $OCTET_BIN (default build/); carried shared libraries from $OCTET_LIB.
-# OCTET_LAB=1 adds decode-kernel variants to attn (B=1 L=128k, B=8 L=32k), each run with one
-# environment setting from OCTET_LAB_VARIANTS (default: ring depth 2, 2 waves; commas join
-# settings); ops also runs under each fallback (OCTET_GEMV=0; OCTET_FP8_WG=1, one consumer
-# warpgroup per FP8 prefill CTA), and fp8prefill times OCTET_FP8_WG=1 beside the default.
+# OCTET_LAB=1 adds decode-kernel variants to attn (B=1 L=128k, B=8 L=32k, B=1 L=4k), each run
+# with one environment setting from OCTET_LAB_VARIANTS (default: ring depth 2, 2 waves, at least
+# 16 blocks a split; commas join settings); ops also runs under each fallback (OCTET_GEMV=0;
+# OCTET_FP8_WG=1, one consumer warpgroup per FP8 prefill CTA) and under OCTET_DECODE_MIN_SPLIT=16,
+# and fp8prefill times OCTET_FP8_WG=1 beside the default.
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 shift
@@ -56,8 +57,8 @@ if has ops; then
   "$BIN/gpu/test_cuda_ops" "$OUT/ops.json" > "$OUT/ops.log" 2>&1
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
-  if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks must stay right too
-    for v in OCTET_GEMV=0 OCTET_FP8_WG=1; do
+  if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks and the lab variant must be right too
+    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_DECODE_MIN_SPLIT=16; do
       env $v "$BIN/gpu/test_cuda_ops" "$OUT/ops_${v#OCTET_}.json" > "$OUT/ops_${v#OCTET_}.log" 2>&1
       say "ops vs cpu ($v): $(tail -n 1 "$OUT/ops_${v#OCTET_}.log")"
     done
@@ -97,12 +98,12 @@ fi
 
 if has attn; then
   : > "$OUT/attn.jsonl"
-  for shape in "1 131072" "8 32768" "8 8192"; do
+  for shape in "1 131072" "8 32768" "8 8192" "1 4096"; do
     set -- $shape
     for dt in bf16 fp8; do
       "$BIN/octet" bench attention --device cuda --batch $1 --ctx $2 --kv-cache-dtype $dt --iters 50 --reps 7 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/attn.jsonl"
       if [ "$2" != 8192 ] && [ -n "${OCTET_LAB:-}" ]; then  # kernel lab: variants named by their environment
-        for v in ${OCTET_LAB_VARIANTS:-OCTET_DECODE_STAGES=2 OCTET_DECODE_WAVES=2}; do
+        for v in ${OCTET_LAB_VARIANTS:-OCTET_DECODE_STAGES=2 OCTET_DECODE_WAVES=2 OCTET_DECODE_MIN_SPLIT=16}; do
           env ${v//,/ } "$BIN/octet" bench attention --device cuda --batch $1 --ctx $2 --kv-cache-dtype $dt \
             --iters 50 --reps 7 2>>"$OUT/attn.log" | tail -n 1 | sed "s/\"backend\":\"cuda\"/\"backend\":\"cuda $v\"/" >> "$OUT/attn.jsonl"
         done

@@ -435,7 +435,7 @@ static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_
 }
 
 typedef void (*decode_mma_fn)(bf16 *, float *, const bf16 *, const void *, const void *, const int32_t *, const int32_t *,
-                              const int32_t *, int, int, int, int, float, const float *, int);
+                              const int32_t *, int, int, int, int, float, const float *, int, int);
 
 template <int HD, int DT>
 static decode_mma_fn pick_decode_mma(int stages) {
@@ -470,9 +470,14 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     plan_splits(c, l, bt->n_seqs, c->n_sm * resident[di][stages], &n_splits, &per_split);
     size_t need = (size_t)bt->n_seqs * l->n_kv_heads * G * n_splits * (HD + 2);
     if (n_splits > 1 && !cuda_reserve(c, &c->d_part, &c->part_cap, need)) return;
+    // Kernel lab: OCTET_DECODE_MIN_SPLIT=N gives every busy split at least N blocks of its context
+    // (short contexts then use fewer splits; the rest write empty partials and leave). 0: off.
+    static int min_split = -1;
+    if (min_split < 0) { const char *e = getenv("OCTET_DECODE_MIN_SPLIT"); min_split = e && atoi(e) > 0 ? atoi(e) : 0; }
     dim3 grid(bt->n_seqs, l->n_kv_heads, n_splits);
     kern<<<grid, 128, ring, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, c->cb.qstart, c->cb.seq_lens,
-                                         c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, scale, sc, n_splits);
+                                         c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, scale, sc, n_splits,
+                                         min_split);
     if (CUDA_LAUNCHED(c, "attention decode (mma)")) return;
     if (n_splits > 1) launch_combine(c, out, bt->n_seqs, l->n_kv_heads * G, HD, n_splits);
 }

@@ -165,7 +165,7 @@ template <int HD, int DT, int STAGES>
 __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                     const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                     int max_blocks, int n_kv, int G, int window, float scale,
-                                                    const float *scales, int n_splits) {
+                                                    const float *scales, int n_splits, int min_split) {
     typedef mma_traits<DT> TR;
     constexpr int ES = DT == DT_BF16 ? 2 : 1;   // bytes per element
     constexpr int SEG = HD / 8;                 // dims per K run and per V row slice
@@ -177,10 +177,17 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
     const int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
     // this sequence's own blocks split evenly over the grid's n_splits (a captured step's grid is
     // planned for the table's width, yet every context still uses every split)
-    const int per_split = (pos / 16 - lo / 16 + n_splits) / n_splits;
+    const int per_split = max((pos / 16 - lo / 16 + n_splits) / n_splits, min_split);
     const int b0 = lo / 16 + split * per_split;
     const int b1 = min(pos / 16 + 1, b0 + per_split);
     const int t = qstart[s];
+    if (min_split > 0 && b0 >= b1) {  // kernel lab (OCTET_DECODE_MIN_SPLIT): an empty split, m = -inf
+        for (int idx = threadIdx.x; idx < G * (HD + 2); idx += blockDim.x) {
+            int h = idx / (HD + 2), d = idx % (HD + 2);
+            part[(((size_t)s * n_kv * G + g * G + h) * n_splits + split) * (HD + 2) + d] = d == 0 ? -INFINITY : 0.0f;
+        }
+        return;
+    }
     const bool fp8 = DT != DT_BF16;
     const float kscale = fp8 ? scales[g] : 1.0f, vscale = fp8 ? scales[KV_MAX_HEADS + g] : 1.0f;
     const float sc = scale * kscale;
