@@ -78,7 +78,7 @@ GPU_TEST_BIN := $(patsubst tests/gpu/%.c,$(BUILD)/gpu/%,$(wildcard tests/gpu/*.c
 # dev/cuda/*.cu: standalone probes (e.g. the wgmma accumulation probe), built beside them
 DEV_CUDA_BIN := $(patsubst dev/cuda/%.cu,$(BUILD)/gpu/%,$(wildcard dev/cuda/*.cu))
 gpu-tests: $(BUILD)/octet $(GPU_TEST_BIN) $(DEV_CUDA_BIN)
-$(BUILD)/gpu/%: dev/cuda/%.cu src/backend/cuda/cuda_wgmma_ops.cuh
+$(BUILD)/gpu/%: dev/cuda/%.cu $(wildcard src/backend/cuda/*.cuh)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
 $(BUILD)/gpu/%: tests/gpu/%.c $(BUILD)/liboctet.a tests/test.h

@@ -14,7 +14,8 @@
 # sweep on dummy:llama-3.1-8b (slopes, intercepts); load = throughput under load (24 requests).
 # itl and load are not in the default list (about 2.5 and 5 minutes); model = whole-model
 # pp64/tg64 on dummy:llama-3.1-8b (with OCTET_LAB also under OCTET_GEMV=0, cuBLASLt for the
-# decode GEMMs instead of the skinny GEMM).
+# decode GEMMs instead of the skinny GEMM); gemv = the decode GEMM's tuning variants at the 8B
+# shapes beside the copy rate (dev/cuda/gemv_bench.cu; about 20 s, not in the default list).
 # Binaries come from $OCTET_BIN (default build/); carried shared libraries from $OCTET_LIB.
 # OCTET_LAB=1 adds decode-kernel variants to attn (B=1 L=128k, B=8 L=32k, B=1 L=4k), each run
 # with one environment setting from OCTET_LAB_VARIANTS (default: ring depth 2, 2 waves, at least
@@ -184,6 +185,20 @@ ratio = fits["fp8"]["a"] / fits["auto"]["a"] if "fp8" in fits and "auto" in fits
 print(f"ttft {sys.argv[2]}: {line}; fp8/auto quadratic = {ratio:.3f}")
 PY
   done
+fi
+if has gemv; then  # the decode GEMM's tuning variants at Llama-3.1-8B's shapes vs the copy rate (dev/cuda/gemv_bench.cu)
+  "$BIN/gpu/gemv_bench" > "$OUT/gemv.log" 2>&1
+  grep '^{' "$OUT/gemv.log" > "$OUT/gemv.jsonl"
+  python3 - "$OUT/gemv.jsonl" <<'PY' | tee -a "$summary"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+for key in sorted({(r["shape"], r["n"]) for r in rows}, key=lambda k: (k[1], k[0])):
+    rs = [r for r in rows if (r["shape"], r["n"]) == key]
+    d = next(r for r in rs if "default" in r["variant"])
+    b = min(rs, key=lambda r: r["us"])
+    print(f"gemv {key[0]} n={key[1]}: default {d['us']:.1f} us ({d['GBps']:.0f} GB/s, {d['GBps'] / d['copy_GBps']:.2f} of copy); "
+          f"best {b['variant']} {b['us']:.1f} us; worst err {max(r['max_rel_err'] for r in rs):.1e}")
+PY
 fi
 if has model; then  # whole-model decode and prefill speed (CUDA graphs on); OCTET_LAB adds cuBLASLt-only decode
   for v in default ${OCTET_LAB:+OCTET_GEMV=0}; do

@@ -1,18 +1,23 @@
 // cuda_gemv.cuh — a skinny GEMM for decode steps (the default for n <= 8; OCTET_GEMV=0 sends
-// them to cuBLASLt; included by cuda_backend.cu): out[n][rows] = x[n][cols] · W[rows][cols]ᵀ for n <= 8 rows of x,
-// BF16 weights and activations, f32 accumulation, BF16 or f32 output.
+// them to cuBLASLt; included by cuda_backend.cu and by dev/cuda/gemv_bench.cu, which times its
+// tuning variants): out[n][rows] = x[n][cols] · W[rows][cols]ᵀ for n <= 8 rows of x, BF16
+// weights and activations, f32 accumulation, BF16 or f32 output.
 // Why: a decode step is bound by reading the weights once; cuBLASLt's M=1 kernels reached
 // about 2.4 TB/s on the H200 (bench/NOTES.md), 57 % of the copy rate. Measured: tg64 on
 // dummy:llama-3.1-8b 6.30 -> 5.76 ms/token (H200, 2026-11-30).
-// Shape: one warp per weight row; each lane streams 16-byte runs (8 weights) of that row,
-// UNROLL runs in flight before any math, and multiplies them with the same 8 columns of
-// each of the n rows of x (read through the L1 cache: every warp of the grid reads all of
-// x). Partial sums reduce across the warp with shuffles; lane 0 writes the n outputs.
-// Needs cols % 8 == 0 and 16-byte aligned rows; other shapes stay on cuBLASLt.
+// Shape: KSPLIT warps share one weight row (KSPLIT = 1: a warp per row), WARPS warps per CTA;
+// each lane streams 16-byte runs (8 weights) of its row, UNROLL runs in flight before any
+// math, and multiplies them with the same 8 columns of each of the n rows of x (read through
+// the L1 cache: every warp of the grid reads all of x). Partial sums reduce across the warp
+// with shuffles, then across the row's KSPLIT warps in shared memory; one lane writes the n
+// outputs. The order of every sum is fixed by (cols, KSPLIT, UNROLL) alone, so a row's result
+// does not depend on n. Needs cols % 8 == 0 and 16-byte aligned rows; other shapes stay on
+// cuBLASLt.
 #pragma once
 
-#define GEMV_WARPS 8    // warps (weight rows) per CTA
-#define GEMV_UNROLL 4   // 16-byte weight loads in flight per lane
+#define GEMV_WARPS 8    // default: warps per CTA
+#define GEMV_UNROLL 4   // default: 16-byte weight loads in flight per lane
+#define GEMV_KSPLIT 1   // default: warps per weight row
 
 __device__ __forceinline__ void gemv_dot8(float &acc, uint4 w, uint4 x) {
     const __nv_bfloat162 *wp = (const __nv_bfloat162 *)&w, *xp = (const __nv_bfloat162 *)&x;
@@ -24,37 +29,61 @@ __device__ __forceinline__ void gemv_dot8(float &acc, uint4 w, uint4 x) {
     }
 }
 
-template <int NR, typename OUT>
-__global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, const bf16 *x /*[NR][cols]*/,
-                                                          const bf16 *w /*[rows][cols]*/, int rows, int cols) {
-    const int row = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (row >= rows) return;
-    const int runs = cols / 8;  // 16-byte runs per row
-    const uint4 *wr = (const uint4 *)(w + (size_t)row * cols);
+template <int NR, typename OUT, int WARPS = GEMV_WARPS, int UNROLL = GEMV_UNROLL, int KSPLIT = GEMV_KSPLIT>
+__global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, const bf16 *x /*[NR][cols]*/,
+                                                     const bf16 *w /*[rows][cols]*/, int rows, int cols) {
+    static_assert(WARPS % KSPLIT == 0, "a CTA holds whole rows");
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = warp % KSPLIT;
+    const int row = blockIdx.x * (WARPS / KSPLIT) + warp / KSPLIT;
+    const bool live = row < rows;
+    if constexpr (KSPLIT == 1) {  // (with KSPLIT > 1 every warp reaches the reduction's barrier)
+        if (!live) return;
+    }
+    const int runs = cols / 8;     // 16-byte runs per row
+    const uint4 *wr = (const uint4 *)(w + (size_t)(live ? row : 0) * cols);
     const uint4 *xr = (const uint4 *)x;
     float acc[NR];
 #pragma unroll
     for (int r = 0; r < NR; r++) acc[r] = 0.0f;
-    int i = lane;
-    for (; i + 32 * (GEMV_UNROLL - 1) < runs; i += 32 * GEMV_UNROLL) {
-        uint4 wv[GEMV_UNROLL];
+    constexpr int STRIDE = 32 * KSPLIT;  // the row's KSPLIT warps interleave their runs
+    int i = part * 32 + lane;
+    if (live) {
+        for (; i + STRIDE * (UNROLL - 1) < runs; i += STRIDE * UNROLL) {
+            uint4 wv[UNROLL];
 #pragma unroll
-        for (int u = 0; u < GEMV_UNROLL; u++) wv[u] = __ldcs(wr + i + 32 * u);  // streamed once: do not keep in L2
+            for (int u = 0; u < UNROLL; u++) wv[u] = __ldcs(wr + i + STRIDE * u);  // streamed once: do not keep in L2
 #pragma unroll
-        for (int u = 0; u < GEMV_UNROLL; u++)
+            for (int u = 0; u < UNROLL; u++)
 #pragma unroll
-            for (int r = 0; r < NR; r++) gemv_dot8(acc[r], wv[u], __ldg(xr + (size_t)r * runs + i + 32 * u));
-    }
-    for (; i < runs; i += 32) {
-        uint4 wv = __ldcs(wr + i);
+                for (int r = 0; r < NR; r++) gemv_dot8(acc[r], wv[u], __ldg(xr + (size_t)r * runs + i + STRIDE * u));
+        }
+        for (; i < runs; i += STRIDE) {
+            uint4 wv = __ldcs(wr + i);
 #pragma unroll
-        for (int r = 0; r < NR; r++) gemv_dot8(acc[r], wv, __ldg(xr + (size_t)r * runs + i));
+            for (int r = 0; r < NR; r++) gemv_dot8(acc[r], wv, __ldg(xr + (size_t)r * runs + i));
+        }
     }
 #pragma unroll
     for (int r = 0; r < NR; r++)
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffff, acc[r], o);
-    if (lane == 0) {
+    if constexpr (KSPLIT > 1) {  // the row's warps add their sums in a fixed order
+        __shared__ float red[WARPS][NR];
+        if (lane == 0) {
+#pragma unroll
+            for (int r = 0; r < NR; r++) red[warp][r] = acc[r];
+        }
+        __syncthreads();
+        if (part != 0) return;
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            float s = red[warp][r];
+#pragma unroll
+            for (int k = 1; k < KSPLIT; k++) s += red[warp + k][r];
+            acc[r] = s;
+        }
+    }
+    if (lane == 0 && live) {
 #pragma unroll
         for (int r = 0; r < NR; r++) {
             if constexpr (sizeof(OUT) == 4) out[(size_t)r * rows + row] = acc[r];
@@ -63,21 +92,26 @@ __global__ void __launch_bounds__(GEMV_WARPS * 32) k_gemv(OUT *out /*[NR][rows]*
     }
 }
 
+// The launch for n rows of x (1..8) with one variant's knobs.
+template <typename OUT, int WARPS, int UNROLL, int KSPLIT>
+static void gemv_launch_variant(cudaStream_t st, OUT *out, const bf16 *x, const bf16 *w, int rows, int cols, int n) {
+    dim3 grid((unsigned)((rows + WARPS / KSPLIT - 1) / (WARPS / KSPLIT))), block(WARPS * 32);
+    switch (n) {
+    case 1: k_gemv<1, OUT, WARPS, UNROLL, KSPLIT><<<grid, block, 0, st>>>(out, x, w, rows, cols); break;
+    case 2: k_gemv<2, OUT, WARPS, UNROLL, KSPLIT><<<grid, block, 0, st>>>(out, x, w, rows, cols); break;
+    case 3: k_gemv<3, OUT, WARPS, UNROLL, KSPLIT><<<grid, block, 0, st>>>(out, x, w, rows, cols); break;
+    case 4: k_gemv<4, OUT, WARPS, UNROLL, KSPLIT><<<grid, block, 0, st>>>(out, x, w, rows, cols); break;
+    case 5: k_gemv<5, OUT, WARPS, UNROLL, KSPLIT><<<grid, block, 0, st>>>(out, x, w, rows, cols); break;
+    case 6: k_gemv<6, OUT, WARPS, UNROLL, KSPLIT><<<grid, block, 0, st>>>(out, x, w, rows, cols); break;
+    case 7: k_gemv<7, OUT, WARPS, UNROLL, KSPLIT><<<grid, block, 0, st>>>(out, x, w, rows, cols); break;
+    default: k_gemv<8, OUT, WARPS, UNROLL, KSPLIT><<<grid, block, 0, st>>>(out, x, w, rows, cols); break;
+    }
+}
+
 // True when the skinny path takes this product (and launches it); false: use cuBLASLt.
 template <typename OUT>
 static bool gemv_launch(cudaStream_t st, OUT *out, const bf16 *x, const bf16 *w, int64_t rows, int64_t cols, int n) {
     if (n < 1 || n > 8 || cols % 8 || ((uintptr_t)w | (uintptr_t)x) % 16 || rows > (int64_t)1 << 30) return false;
-    dim3 grid((unsigned)((rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(GEMV_WARPS * 32);
-    int r = (int)rows, c = (int)cols;
-    switch (n) {
-    case 1: k_gemv<1, OUT><<<grid, block, 0, st>>>(out, x, w, r, c); break;
-    case 2: k_gemv<2, OUT><<<grid, block, 0, st>>>(out, x, w, r, c); break;
-    case 3: k_gemv<3, OUT><<<grid, block, 0, st>>>(out, x, w, r, c); break;
-    case 4: k_gemv<4, OUT><<<grid, block, 0, st>>>(out, x, w, r, c); break;
-    case 5: k_gemv<5, OUT><<<grid, block, 0, st>>>(out, x, w, r, c); break;
-    case 6: k_gemv<6, OUT><<<grid, block, 0, st>>>(out, x, w, r, c); break;
-    case 7: k_gemv<7, OUT><<<grid, block, 0, st>>>(out, x, w, r, c); break;
-    default: k_gemv<8, OUT><<<grid, block, 0, st>>>(out, x, w, r, c); break;
-    }
+    gemv_launch_variant<OUT, GEMV_WARPS, GEMV_UNROLL, GEMV_KSPLIT>(st, out, x, w, (int)rows, (int)cols, n);
     return true;
 }
