@@ -8,7 +8,8 @@
 # Usage (repo root, GPU machine): bash tools/train_passkey/gpu_run.sh OUTDIR [DEADLINE_S] [SEED] [RUNS]
 # (environment: TRAIN_ARGS = extra train.py flags, OCTET = another octet binary, both for checks;
 #  T128 = trials a cell at 131072 with the bf16 cache (default 10), F8 = trials a cell of the e4m3 grid
-#  (default 4), ACCUM=0 skips the FP8 accumulation modes)
+#  (default 4), ACCUM=0 skips the FP8 accumulation modes, ACCUM_LENGTHS = their lengths (default
+#  65536,131072), EVAL_ONLY = a GGUF to evaluate as run 1 instead of training)
 # The octet evaluations run in parallel (the model is too small to fill the GPU alone) and are
 # cut by `timeout` at DEADLINE_S seconds after the start, so the script ends inside a fixed budget.
 set -u
@@ -24,6 +25,10 @@ nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 5 >
 SMI=$!
 
 pids=()
+if [ -n "${EVAL_ONLY:-}" ]; then  # no training: evaluate this model as run 1
+  RUNS=0
+  mkdir -p "$OUT/run1" && cp "$EVAL_ONLY" "$OUT/run1/passkey.gguf" || exit 1
+fi
 for r in $(seq 1 "$RUNS"); do
   mkdir -p "$OUT/run$r"
   python3 tools/train_passkey/train.py --out-dir "$OUT/run$r" --seed "$SEED" ${TRAIN_ARGS:-} \
@@ -36,7 +41,7 @@ done
 kill "$SMI" 2>/dev/null
 (cd "$OUT" && sha256sum run*/passkey.gguf) | tee -a "$S"
 # The files record their own --out-dir, so compare the tensors, not the files.
-python3 - "$OUT" "$RUNS" <<'EOF' 2>&1 | tee -a "$S"
+[ "$RUNS" -ge 2 ] && python3 - "$OUT" "$RUNS" <<'EOF' 2>&1 | tee -a "$S"
 import sys, numpy as np
 sys.path.insert(0, "tools/train_passkey")
 import ref_numpy
@@ -76,8 +81,8 @@ ev fp8_e5m2 1 fp8_e5m2 1024,4096,16384,32768,65536,131072 4
 [ "$RUNS" -ge 2 ] && ev run2_auto 2 auto 1024,4096,16384,32768,65536,131072 2
 wait
 if [ "${ACCUM:-1}" = 1 ] && "$O" generate --help 2>&1 | grep -q -- --fp8-attention-accumulation; then
-  ev fp8_single 1 fp8 65536,131072 4 --fp8-attention-accumulation single
-  ev fp8_every4 1 fp8 65536,131072 4 --fp8-attention-accumulation every:4
+  ev fp8_single 1 fp8 "${ACCUM_LENGTHS:-65536,131072}" 4 --fp8-attention-accumulation single
+  ev fp8_every4 1 fp8 "${ACCUM_LENGTHS:-65536,131072}" 4 --fp8-attention-accumulation every:4
   wait
 fi
 # one JSON per command, in a fixed order, with the run and the wall time added
