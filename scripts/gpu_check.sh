@@ -38,7 +38,9 @@ say() { echo "$*" | tee -a "$summary"; }
 has() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
-say "gpu: $(head -n 1 "$OUT/gpu.txt")  binary: $("$BIN/octet" --version 2>/dev/null || echo 'octet ?')  tree: $(git rev-parse --short HEAD 2>/dev/null || echo '?')  date: $(date -u +%F)"
+# (the binary names its commit; the device's copy of the tree carries no reliable git HEAD: it
+# said 84e0e7f beside an edb2683 binary built from that very tree)
+say "gpu: $(head -n 1 "$OUT/gpu.txt")  binary: $("$BIN/octet" --version 2>/dev/null || echo 'octet ?')  date: $(date -u +%F)"
 if ! "$BIN/octet" --help >/dev/null 2>&1; then
   say "carried binary does not run ($(ldd "$BIN/octet" 2>&1 | grep 'not found' | head -3 | tr '\n' ' ')); building with CUDA=1"
   make -j16 CUDA=1 gpu-tests > "$OUT/build.log" 2>&1 || { say "build failed (see build.log)"; exit 1; }
