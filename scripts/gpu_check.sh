@@ -20,8 +20,9 @@
 # OCTET_LAB=1 adds decode-kernel variants to attn (B=1 L=128k, B=8 L=32k, B=1 L=4k), each run
 # with one environment setting from OCTET_LAB_VARIANTS (default: ring depth 2, 2 waves, at least
 # 16 blocks a split; commas join settings); ops also runs under each fallback (OCTET_GEMV=0;
-# OCTET_FP8_WG=1, one consumer warpgroup per FP8 prefill CTA) and under OCTET_DECODE_MIN_SPLIT=16,
-# and fp8prefill times OCTET_FP8_WG=1 beside the default.
+# OCTET_FP8_WG=1, one consumer warpgroup per FP8 prefill CTA) and under the lab variants
+# OCTET_DECODE_MIN_SPLIT=16 and OCTET_PDL=1 (decode GEMMs as programmatic dependent launches);
+# fp8prefill times OCTET_FP8_WG=1, and model OCTET_GEMV=0 and OCTET_PDL=1, beside the defaults.
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 shift
@@ -61,7 +62,7 @@ if has ops; then
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
   if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks and the lab variant must be right too
-    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_DECODE_MIN_SPLIT=16; do
+    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_DECODE_MIN_SPLIT=16 OCTET_PDL=1; do
       env $v "$BIN/gpu/test_cuda_ops" "$OUT/ops_${v#OCTET_}.json" > "$OUT/ops_${v#OCTET_}.log" 2>&1
       say "ops vs cpu ($v): $(tail -n 1 "$OUT/ops_${v#OCTET_}.log")"
     done
@@ -81,6 +82,15 @@ if has golden; then
     done
   done
   say "golden stories260K greedy cuda==cpu (fp32, bf16 caches): $ok passed, $bad failed; fp8 cache identical for $fp8_same of 3 prompts"
+  if [ -n "${OCTET_LAB:-}" ]; then  # the lab's programmatic dependent launches inside captured decode steps
+    ok=0; bad=0
+    for p in "Once upon a time" "The little dog" "Lily wanted to"; do
+      a=$("$BIN/octet" generate --model "$MODEL" --prompt "$p" --max-tokens 32 --kv-cache-dtype bf16 --device cpu --json 2>>"$OUT/golden.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
+      b=$(OCTET_PDL=1 "$BIN/octet" generate --model "$MODEL" --prompt "$p" --max-tokens 32 --kv-cache-dtype bf16 --device cuda --json 2>>"$OUT/golden.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
+      if [ -n "$a" ] && [ "$a" = "$b" ]; then ok=$((ok+1)); else bad=$((bad+1)); fi
+    done
+    say "golden with OCTET_PDL=1 (bf16 cache): $ok passed, $bad failed"
+  fi
   # calibrated e4m3 with per-channel K offsets, end to end: the GPU's perplexity vs the CPU's
   head -c 12380 tests/data/heldout.txt > "$OUT/calib.txt"; tail -c +12381 tests/data/heldout.txt > "$OUT/eval.txt"
   "$BIN/octet" calibrate --model "$MODEL" --file "$OUT/calib.txt" --k-offset mean --output "$OUT/ko.json" >/dev/null 2>>"$OUT/golden.log"
@@ -203,7 +213,7 @@ for key in sorted({(r["shape"], r["n"]) for r in rows}, key=lambda k: (k[1], k[0
 PY
 fi
 if has model; then  # whole-model decode and prefill speed (CUDA graphs on); OCTET_LAB adds cuBLASLt-only decode
-  for v in default ${OCTET_LAB:+OCTET_GEMV=0}; do
+  for v in default ${OCTET_LAB:+OCTET_GEMV=0 OCTET_PDL=1}; do
     env ${v/default/OCTET_LAB_NONE=1} "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 \
       2>>"$OUT/model.log" | tail -n 1 | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/model.jsonl"
   done

@@ -246,6 +246,7 @@ __global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf
 // into shared memory by the whole CTA; then blockDim.x / hd groups of hd threads each sum
 // every ngrp-th split for one output dim, and group 0 adds the groups' sums.
 __global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd, int n_splits) {
+    pdl_trigger();  // the output projection's GEMM may launch (it waits for this grid's results)
     extern __shared__ float w[];  // [n_splits] weights, then [ngrp][hd] partial sums
     __shared__ float red[32];
     const int s = blockIdx.x, qh = blockIdx.y, tid = threadIdx.x, nw = blockDim.x / 32, ngrp = blockDim.x / hd;

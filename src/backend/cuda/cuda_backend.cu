@@ -193,7 +193,10 @@ __global__ void k_get_rows(bf16 *out, const bf16 *table, const int32_t *ids, int
     for (int i = threadIdx.x; i < dim; i += blockDim.x) out[(size_t)t * dim + i] = src[i];
 }
 
+// k_rmsnorm, k_silu_mul and the attention kernels (which a decode GEMM follows) call
+// pdl_trigger() first: with OCTET_PDL=1 the GEMM after them launches early (cuda_pdl.cuh).
 __global__ void k_rmsnorm(bf16 *out, const bf16 *x, const bf16 *w, int dim, float eps) {
+    pdl_trigger();
     const bf16 *xr = x + (size_t)blockIdx.x * dim;
     bf16 *o = out + (size_t)blockIdx.x * dim;
     float ss = 0;
@@ -233,6 +236,7 @@ __global__ void k_rope(bf16 *x, const int32_t *pos, const double *inv_freq, int 
 }
 
 __global__ void k_silu_mul(bf16 *out, const bf16 *g, const bf16 *u, long n) {
+    pdl_trigger();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     float gv = __bfloat162float(g[i]);

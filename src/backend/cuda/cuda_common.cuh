@@ -20,6 +20,8 @@ extern "C" {
 
 typedef __nv_bfloat16 bf16;
 
+#include "cuda_pdl.cuh"
+
 struct cuda_batch {            // device mirror of struct batch (one allocation)
     int n_tokens, n_seqs, n_logits, max_blocks_per_seq;
     int32_t *tok, *pos, *slot, *qstart, *seq_lens, *btab, *rows, *tok_seq;

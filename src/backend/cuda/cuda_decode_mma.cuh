@@ -167,6 +167,7 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
                                                     int max_blocks, int n_kv, int G, int window, float scale,
                                                     const float *scales, int n_splits, int min_split) {
     typedef mma_traits<DT> TR;
+    pdl_trigger();  // a programmatic dependent (the output GEMM, OCTET_PDL=1) may launch
     constexpr int ES = DT == DT_BF16 ? 2 : 1;   // bytes per element
     constexpr int SEG = HD / 8;                 // dims per K run and per V row slice
     constexpr int NCH = HD / 16;                // k-chunks of S = Q·Kᵀ

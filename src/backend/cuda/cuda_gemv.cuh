@@ -13,7 +13,12 @@
 // outputs. The order of every sum is fixed by (cols, KSPLIT, UNROLL) alone, so a row's result
 // does not depend on n. Needs cols % 8 == 0 and 16-byte aligned rows; other shapes stay on
 // cuBLASLt.
+// PDL (kernel lab, OCTET_PDL=1): launched as a programmatic dependent (cuda_pdl.cuh), a CTA
+// loads its first UNROLL runs of weights, which no earlier kernel writes, before it waits for
+// the previous kernel, so its start overlaps that kernel's tail.
 #pragma once
+
+#include "cuda_pdl.cuh"
 
 #define GEMV_WARPS 8    // default: warps per CTA
 #define GEMV_UNROLL 4   // default: 16-byte weight loads in flight per lane
@@ -29,7 +34,7 @@ __device__ __forceinline__ void gemv_dot8(float &acc, uint4 w, uint4 x) {
     }
 }
 
-template <int NR, typename OUT, int WARPS = GEMV_WARPS, int UNROLL = GEMV_UNROLL, int KSPLIT = GEMV_KSPLIT>
+template <int NR, typename OUT, int WARPS = GEMV_WARPS, int UNROLL = GEMV_UNROLL, int KSPLIT = GEMV_KSPLIT, bool PDL = false>
 __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, const bf16 *x /*[NR][cols]*/,
                                                      const bf16 *w /*[rows][cols]*/, int rows, int cols) {
     static_assert(WARPS % KSPLIT == 0, "a CTA holds whole rows");
@@ -47,11 +52,24 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
     for (int r = 0; r < NR; r++) acc[r] = 0.0f;
     constexpr int STRIDE = 32 * KSPLIT;  // the row's KSPLIT warps interleave their runs
     int i = part * 32 + lane;
+    uint4 first[PDL ? UNROLL : 1];  // PDL: the first runs, loaded before waiting for x
+    bool have_first = false;
+    if constexpr (PDL) {
+        pdl_trigger();
+        if (live && i + STRIDE * (UNROLL - 1) < runs) {
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) first[u] = __ldcs(wr + i + STRIDE * u);
+            have_first = true;
+        }
+        pdl_wait();
+    }
     if (live) {
         for (; i + STRIDE * (UNROLL - 1) < runs; i += STRIDE * UNROLL) {
             uint4 wv[UNROLL];
 #pragma unroll
-            for (int u = 0; u < UNROLL; u++) wv[u] = __ldcs(wr + i + STRIDE * u);  // streamed once: do not keep in L2
+            for (int u = 0; u < UNROLL; u++)  // streamed once: do not keep in L2
+                wv[u] = PDL && have_first ? first[u % (PDL ? UNROLL : 1)] : __ldcs(wr + i + STRIDE * u);
+            have_first = false;
 #pragma unroll
             for (int u = 0; u < UNROLL; u++)
 #pragma unroll
@@ -92,19 +110,38 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
     }
 }
 
-// The launch for n rows of x (1..8) with one variant's knobs.
-template <typename OUT, int WARPS, int UNROLL, int KSPLIT>
-static void gemv_launch_variant(cudaStream_t st, OUT *out, const bf16 *x, const bf16 *w, int rows, int cols, int n) {
+// One launch of k_gemv<NR, ...>; PDL launches it as a programmatic dependent of the previous kernel.
+template <int NR, typename OUT, int WARPS, int UNROLL, int KSPLIT, bool PDL>
+static void gemv_launch_nr(cudaStream_t st, OUT *out, const bf16 *x, const bf16 *w, int rows, int cols) {
     dim3 grid((unsigned)((rows + WARPS / KSPLIT - 1) / (WARPS / KSPLIT))), block(WARPS * 32);
+    if constexpr (PDL) {
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = grid;
+        cfg.blockDim = block;
+        cfg.stream = st;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        cudaLaunchKernelEx(&cfg, k_gemv<NR, OUT, WARPS, UNROLL, KSPLIT, PDL>, out, x, w, rows, cols);
+    } else {
+        k_gemv<NR, OUT, WARPS, UNROLL, KSPLIT, PDL><<<grid, block, 0, st>>>(out, x, w, rows, cols);
+    }
+}
+
+// The launch for n rows of x (1..8) with one variant's knobs.
+template <typename OUT, int WARPS, int UNROLL, int KSPLIT, bool PDL = false>
+static void gemv_launch_variant(cudaStream_t st, OUT *out, const bf16 *x, const bf16 *w, int rows, int cols, int n) {
     switch (n) {
-    case 1: k_gemv<1, OUT, WARPS, UNROLL, KSPLIT><<<grid, block, 0, st>>>(out, x, w, rows, cols); break;
-    case 2: k_gemv<2, OUT, WARPS, UNROLL, KSPLIT><<<grid, block, 0, st>>>(out, x, w, rows, cols); break;
-    case 3: k_gemv<3, OUT, WARPS, UNROLL, KSPLIT><<<grid, block, 0, st>>>(out, x, w, rows, cols); break;
-    case 4: k_gemv<4, OUT, WARPS, UNROLL, KSPLIT><<<grid, block, 0, st>>>(out, x, w, rows, cols); break;
-    case 5: k_gemv<5, OUT, WARPS, UNROLL, KSPLIT><<<grid, block, 0, st>>>(out, x, w, rows, cols); break;
-    case 6: k_gemv<6, OUT, WARPS, UNROLL, KSPLIT><<<grid, block, 0, st>>>(out, x, w, rows, cols); break;
-    case 7: k_gemv<7, OUT, WARPS, UNROLL, KSPLIT><<<grid, block, 0, st>>>(out, x, w, rows, cols); break;
-    default: k_gemv<8, OUT, WARPS, UNROLL, KSPLIT><<<grid, block, 0, st>>>(out, x, w, rows, cols); break;
+    case 1: gemv_launch_nr<1, OUT, WARPS, UNROLL, KSPLIT, PDL>(st, out, x, w, rows, cols); break;
+    case 2: gemv_launch_nr<2, OUT, WARPS, UNROLL, KSPLIT, PDL>(st, out, x, w, rows, cols); break;
+    case 3: gemv_launch_nr<3, OUT, WARPS, UNROLL, KSPLIT, PDL>(st, out, x, w, rows, cols); break;
+    case 4: gemv_launch_nr<4, OUT, WARPS, UNROLL, KSPLIT, PDL>(st, out, x, w, rows, cols); break;
+    case 5: gemv_launch_nr<5, OUT, WARPS, UNROLL, KSPLIT, PDL>(st, out, x, w, rows, cols); break;
+    case 6: gemv_launch_nr<6, OUT, WARPS, UNROLL, KSPLIT, PDL>(st, out, x, w, rows, cols); break;
+    case 7: gemv_launch_nr<7, OUT, WARPS, UNROLL, KSPLIT, PDL>(st, out, x, w, rows, cols); break;
+    default: gemv_launch_nr<8, OUT, WARPS, UNROLL, KSPLIT, PDL>(st, out, x, w, rows, cols); break;
     }
 }
 
@@ -112,6 +149,9 @@ static void gemv_launch_variant(cudaStream_t st, OUT *out, const bf16 *x, const 
 template <typename OUT>
 static bool gemv_launch(cudaStream_t st, OUT *out, const bf16 *x, const bf16 *w, int64_t rows, int64_t cols, int n) {
     if (n < 1 || n > 8 || cols % 8 || ((uintptr_t)w | (uintptr_t)x) % 16 || rows > (int64_t)1 << 30) return false;
-    gemv_launch_variant<OUT, GEMV_WARPS, GEMV_UNROLL, GEMV_KSPLIT>(st, out, x, w, (int)rows, (int)cols, n);
+    static int pdl = -1;  // OCTET_PDL=1 (kernel lab): programmatic dependent launches
+    if (pdl < 0) { const char *e = getenv("OCTET_PDL"); pdl = e && atoi(e) == 1; }
+    if (pdl) gemv_launch_variant<OUT, GEMV_WARPS, GEMV_UNROLL, GEMV_KSPLIT, true>(st, out, x, w, (int)rows, (int)cols, n);
+    else gemv_launch_variant<OUT, GEMV_WARPS, GEMV_UNROLL, GEMV_KSPLIT>(st, out, x, w, (int)rows, (int)cols, n);
     return true;
 }

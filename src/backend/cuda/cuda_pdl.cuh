@@ -1,0 +1,10 @@
+// cuda_pdl.cuh — programmatic dependent launch (Hopper, sm_90): a kernel launched with the
+// programmatic-stream-serialization attribute may start while the kernel before it in the
+// stream still runs; it must call pdl_wait() before it reads anything that kernel writes.
+// pdl_trigger() in the earlier kernel lets such a dependent launch once every CTA of the
+// earlier kernel has called it (so it never takes slots the earlier grid still needs); for a
+// dependent launched the ordinary way both instructions do nothing.
+#pragma once
+
+__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
