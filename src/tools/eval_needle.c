@@ -250,6 +250,7 @@ static int parse_model(struct model_args *m, int argc, char **argv) {
         else if (!strcmp(f, "--from-json")) m->from_json = v;
     }
     if (m->from_json && m->a.model) return err_set(OCT_EINVAL, "--from-json redraws a result: it takes no --model");
+    if (m->from_json && m->json) return err_set(OCT_EINVAL, "--from-json prints a table (and --heatmap), not --json");
     if (!m->a.model && !m->from_json) return err_set(OCT_EINVAL, "--model is required with --level model");
     return OCT_OK;
 }

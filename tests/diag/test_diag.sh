@@ -208,6 +208,8 @@ PY
 echo '{"level":"model","kv_cache_dtype":"fp8","cells":[{"length":256,"depth":0,"accuracy":1.5,"trials":2}]}' >"$tmp/bad.json"
 "$OCTET" eval needle --level model --from-json "$tmp/bad.json" >/dev/null 2>"$tmp/err"
 [ $? -ne 0 ] && grep -q "accuracy in \[0, 1\]" "$tmp/err" && ok || bad "--from-json bad cell: $(cat "$tmp/err")"
+"$OCTET" eval needle --level model --from-json "$tmp/nm.json" --json >/dev/null 2>"$tmp/err"
+[ $? -ne 0 ] && grep -q "not --json" "$tmp/err" && ok || bad "--from-json with --json: $(cat "$tmp/err")"
 
 # --- inspect
 if "$OCTET" inspect --model "$MODEL" --file "$TEXT" --num-tokens 512 --output-dir "$tmp/hist" --json >"$tmp/in.json" 2>"$tmp/err" &&
