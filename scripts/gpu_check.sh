@@ -62,7 +62,7 @@ if has ops; then
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
   if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks and the lab variant must be right too
-    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_DECODE_MIN_SPLIT=16 OCTET_PDL=1; do
+    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_DECODE_MIN_SPLIT=16 OCTET_PDL=1 OCTET_IDENTITY=1; do
       env $v "$BIN/gpu/test_cuda_ops" "$OUT/ops_${v#OCTET_}.json" > "$OUT/ops_${v#OCTET_}.log" 2>&1
       say "ops vs cpu ($v): $(tail -n 1 "$OUT/ops_${v#OCTET_}.log")"
     done
@@ -251,21 +251,26 @@ print("load: " + ", ".join(f"{n} {v:.1f} output tok/s" for n, v in tp.items())
       + (f"; fp8/auto = {tp['fp8'] / tp['auto']:.3f}" if "fp8" in tp and "auto" in tp else ""))
 PY
 fi
-if has pd; then
-  for dt in bf16 fp8; do
-    for step in 1 256; do
-      "$BIN/octet" eval ppl --model dummy:llama-3.1-8b --device cuda --file tests/data/heldout.txt --ctx 256 --chunks 1 \
-        --kv-cache-dtype $dt --max-num-batched-tokens $step --json 2>>"$OUT/pd.log" | tail -n 1 | sed "s/^{/{\"kv\":\"$dt\",\"step\":$step,/" >> "$OUT/pd.jsonl"
+if has pd; then  # with OCTET_LAB also in the identity mode (OCTET_IDENTITY=1), whose two numbers must be equal
+  for mode in default ${OCTET_LAB:+identity}; do
+    for dt in bf16 fp8; do
+      for step in 1 256; do
+        env OCTET_IDENTITY=$([ $mode = identity ] && echo 1 || echo 0) "$BIN/octet" eval ppl --model dummy:llama-3.1-8b \
+          --device cuda --file tests/data/heldout.txt --ctx 256 --chunks 1 --kv-cache-dtype $dt --max-num-batched-tokens $step \
+          --json 2>>"$OUT/pd.log" | tail -n 1 | sed "s/^{/{\"mode\":\"$mode\",\"kv\":\"$dt\",\"step\":$step,/" >> "$OUT/pd.jsonl"
+      done
     done
   done
   python3 - "$OUT/pd.jsonl" <<'PY' | tee -a "$summary"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-by = {(r["kv"], r["step"]): r["ppl"] for r in rows}
-for kv in ("bf16", "fp8"):
-    a, b = by.get((kv, 1)), by.get((kv, 256))
-    if a and b:
-        print(f"prefill vs decode, dummy:llama-3.1-8b {kv}: ppl token-by-token {a!r}, one 256-token prefill {b!r}, rel. diff {abs(a-b)/b:.2e}{' (identical)' if a == b else ''}")
+by = {(r.get("mode", "default"), r["kv"], r["step"]): r["ppl"] for r in rows}
+for mode in ("default", "identity"):
+    for kv in ("bf16", "fp8"):
+        a, b = by.get((mode, kv, 1)), by.get((mode, kv, 256))
+        if a and b:
+            print(f"prefill vs decode ({mode}), dummy:llama-3.1-8b {kv}: ppl token-by-token {a!r}, one 256-token prefill {b!r}, "
+                  f"rel. diff {abs(a-b)/b:.2e}{' (identical)' if a == b else ''}")
 PY
 fi
 say "done: $(date -u +%T)"

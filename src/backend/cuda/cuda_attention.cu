@@ -425,18 +425,18 @@ static void plan_splits(struct cuda_backend *c, const struct kv_layer *l, int n_
 // Launches the split combine: COMBINE_GROUPS groups of HD threads sum interleaved splits
 // (so each thread's chain of dependent loads is n_splits / COMBINE_GROUPS long).
 #define COMBINE_GROUPS 4
-static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_heads, int hd, int n_splits) {
+static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_heads, int hd, int n_splits,
+                           const int32_t *qstart /* [n_seqs] output row of each */) {
     int groups = COMBINE_GROUPS;
     while (groups > 1 && groups * hd > 1024) groups--;
     int threads = (groups * hd + 31) / 32 * 32;  // whole warps; the kernel uses threads / hd groups
     size_t smem = ((size_t)n_splits + (size_t)(threads / hd) * hd) * sizeof(float);
-    k_combine<<<dim3(n_seqs, n_heads), threads, smem, c->stream>>>((bf16 *)out, c->d_part, c->cb.qstart, n_heads, hd,
-                                                                   n_splits);
+    k_combine<<<dim3(n_seqs, n_heads), threads, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits);
     CUDA_LAUNCHED(c, "attention combine");
 }
 
 typedef void (*decode_mma_fn)(bf16 *, float *, const bf16 *, const void *, const void *, const int32_t *, const int32_t *,
-                              const int32_t *, int, int, int, int, float, const float *, int, int);
+                              const int32_t *, int, int, int, int, float, const float *, int, int, const int32_t *, int);
 
 template <int HD, int DT>
 static decode_mma_fn pick_decode_mma(int stages) {
@@ -478,9 +478,71 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     dim3 grid(bt->n_seqs, l->n_kv_heads, n_splits);
     kern<<<grid, 128, ring, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, c->cb.qstart, c->cb.seq_lens,
                                          c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, scale, sc, n_splits,
-                                         min_split);
+                                         min_split, nullptr, 0);
     if (CUDA_LAUNCHED(c, "attention decode (mma)")) return;
-    if (n_splits > 1) launch_combine(c, out, bt->n_seqs, l->n_kv_heads * G, HD, n_splits);
+    if (n_splits > 1) launch_combine(c, out, bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart);
+}
+
+// Identity mode (kernel lab, OCTET_IDENTITY=1): every query row, decode or prefill, runs the
+// decode kernel's arithmetic with splits at absolute block positions (IDENTITY_SPLIT blocks
+// each, as many as the block table is wide), always through the combine. A prefill row is a
+// pseudo-sequence of its own (context = its position + 1, block table of its sequence), so a
+// token's attention is the same sum in the same order whether it was decoded or prefilled.
+#define IDENTITY_SPLIT 64
+__global__ void k_pseudo_seqs(int32_t *qs, int32_t *sl, const int32_t *pos, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { qs[i] = i; sl[i] = pos[i] + 1; }
+}
+
+template <int HD>
+static void launch_decode_identity(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
+                                   float scale, const float *sc, const struct batch *bt) {
+    constexpr int STAGES = 3;
+    const size_t ring = (size_t)4 * STAGES * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1);
+    decode_mma_fn kern = l->dtype == DT_BF16   ? k_decode_mma<HD, DT_BF16, STAGES>
+                         : l->dtype == DT_E4M3 ? k_decode_mma<HD, DT_E4M3, STAGES>
+                                               : k_decode_mma<HD, DT_E5M2, STAGES>;
+    static bool attr[3];
+    int di = l->dtype == DT_BF16 ? 0 : l->dtype == DT_E4M3 ? 1 : 2;
+    if (!attr[di]) {
+        if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring), "decode attr")) return;
+        attr[di] = true;
+    }
+    // the same split count for every step of a table width: at least 2, so the combine always runs
+    int n_splits = (bt->max_blocks_per_seq + IDENTITY_SPLIT - 1) / IDENTITY_SPLIT;
+    if (n_splits < 2) n_splits = 2;
+    const bool decode = c->cb.max_q == 1;
+    int n_rows = decode ? bt->n_seqs : bt->n_tokens;  // decode: one row per sequence; else one per token
+    const int32_t *qs = c->cb.qstart, *sl = c->cb.seq_lens, *seq_of = nullptr;
+    if (!decode) {
+        if (!cuda_reserve(c, &c->d_pseudo, &c->pseudo_cap, (size_t)2 * n_rows)) return;
+        k_pseudo_seqs<<<(n_rows + 255) / 256, 256, 0, c->stream>>>(c->d_pseudo, c->d_pseudo + n_rows, c->cb.pos, n_rows);
+        if (CUDA_LAUNCHED(c, "identity pseudo-sequences")) return;
+        qs = c->d_pseudo;
+        sl = c->d_pseudo + n_rows;
+        seq_of = c->cb.tok_seq;
+    }
+    // rows in groups whose partials fit in 128 MB
+    const size_t per_row = (size_t)l->n_kv_heads * G * n_splits * (HD + 2);
+    int group = (int)(((size_t)128 << 20) / per_row);
+    if (group < 1) group = 1;
+    if (group > n_rows) group = n_rows;
+    if (!cuda_reserve(c, &c->d_part, &c->part_cap, per_row * group)) return;
+    for (int r0 = 0; r0 < n_rows; r0 += group) {
+        int n = n_rows - r0 < group ? n_rows - r0 : group;
+        dim3 grid(n, l->n_kv_heads, n_splits);
+        kern<<<grid, 128, ring, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, qs + r0, sl + r0, c->cb.btab,
+                                             bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, scale, sc, n_splits, 0,
+                                             seq_of ? seq_of + r0 : nullptr, IDENTITY_SPLIT);
+        if (CUDA_LAUNCHED(c, "attention (identity mode)")) return;
+        launch_combine(c, out, n, l->n_kv_heads * G, HD, n_splits, qs + r0);
+    }
+}
+
+bool cuda_identity_mode(void) {
+    static int on = -1;
+    if (on < 0) { const char *e = getenv("OCTET_IDENTITY"); on = e && atoi(e) == 1; }
+    return on;
 }
 
 template <int HD, int G>
@@ -506,7 +568,7 @@ static bool launch_decode_g(struct cuda_backend *c, void *out, const void *q, co
     else LAUNCH(DT_E5M2);
 #undef LAUNCH
     if (CUDA_LAUNCHED(c, "attention decode")) return true;
-    if (n_splits > 1) launch_combine(c, out, bt->n_seqs, l->n_kv_heads * G, HD, n_splits);
+    if (n_splits > 1) launch_combine(c, out, bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart);
     return true;
 }
 
@@ -590,6 +652,11 @@ extern "C" void cuda_attention(struct backend *b, void *out, const void *q, cons
     int G = p->n_heads / l->n_kv_heads, hd = l->head_dim;
     bool fast_dtype = l->dtype == DT_BF16 || l->dtype == DT_E4M3 || l->dtype == DT_E5M2;
     bool fast_shape = (hd == 64 || hd == 128 || hd == 256) && l->kv_block_tokens == 16;
+    if (cuda_identity_mode() && fast_dtype && fast_shape && G <= 8 && (hd == 64 || hd == 128)) {
+        if (hd == 64) launch_decode_identity<64>(c, out, q, l, G, p->softmax_scale, sc, bt);
+        else launch_decode_identity<128>(c, out, q, l, G, p->softmax_scale, sc, bt);
+        return;
+    }
     if (c->cb.max_q == 1 && fast_dtype && fast_shape && G <= 8 && (hd == 64 || hd == 128)) {
         if (hd == 64) launch_decode_mma<64>(c, out, q, l, G, p->softmax_scale, sc, bt);
         else launch_decode_mma<128>(c, out, q, l, G, p->softmax_scale, sc, bt);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cuda_common.cuh"
+#include "cuda_gemm_inv.cuh"
 #include "cuda_gemv.cuh"
 
 bool cuda_fail(struct cuda_backend *c, cudaError_t e, const char *what) {
@@ -359,6 +360,12 @@ static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t 
 
 static void gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const void *x, const struct weight *w, int n) {
     if (CUDA_SKIP(c) || n == 0) return;
+    if (cuda_identity_mode()) {  // every n on the batch-invariant GEMM (shapes it cannot take fall through)
+        bool done = out_type == CUDA_R_32F
+                        ? gemm_inv_launch(c->stream, (float *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n)
+                        : gemm_inv_launch(c->stream, (bf16 *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n);
+        if (done) { CUDA_LAUNCHED(c, "gemm (identity mode)"); return; }
+    }
     static int gemv_on = -1;  // skinny products (n <= 8) on k_gemv; OCTET_GEMV=0: all on cuBLASLt
     if (gemv_on < 0) { const char *e = getenv("OCTET_GEMV"); gemv_on = !(e && !strcmp(e, "0")); }
     if (gemv_on) {
@@ -427,6 +434,7 @@ static void cu_destroy(struct backend *b) {
     for (int i = 0; i < c->n_graphs; i++) if (c->graphs[i].exec) cudaGraphExecDestroy(c->graphs[i].exec);
     if (c->lt) cublasLtDestroy(c->lt);
     cudaFree(c->workspace); cudaFree(c->d_meta); cudaFree(c->d_inv_freq); cudaFree(c->d_part); cudaFree(c->d_logits);
+    cudaFree(c->d_pseudo);
     if (c->h_meta) cudaFreeHost(c->h_meta);
     if (c->h_stage) cudaFreeHost(c->h_stage);
     cudaStreamDestroy(c->stream);

@@ -52,6 +52,8 @@ struct cuda_backend {
     // split-KV decode scratch
     float *d_part;              // [n_parts][n_heads][head_dim + 2]
     size_t part_cap;            // floats
+    int32_t *d_pseudo;          // identity mode: [2][n_tokens] pseudo-sequence starts and lengths
+    size_t pseudo_cap;          // int32 elements
     // logits
     float *d_logits;
     size_t logits_cap;
@@ -87,6 +89,10 @@ template <typename T> static inline bool cuda_reserve(struct cuda_backend *c, T 
     *cap = n;
     return true;
 }
+
+// OCTET_IDENTITY=1 (kernel lab): batch-invariant GEMMs and decode-kernel attention for every
+// query row, so prefill and decode give identical numbers (cuda_gemm_inv.cuh, cuda_attention.cu).
+bool cuda_identity_mode(void);
 
 extern "C" void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt);
 extern "C" void cuda_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,

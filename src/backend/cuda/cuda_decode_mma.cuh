@@ -165,7 +165,8 @@ template <int HD, int DT, int STAGES>
 __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                     const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                     int max_blocks, int n_kv, int G, int window, float scale,
-                                                    const float *scales, int n_splits, int min_split) {
+                                                    const float *scales, int n_splits, int min_split,
+                                                    const int32_t *seq_of, int abs_split) {
     typedef mma_traits<DT> TR;
     pdl_trigger();  // a programmatic dependent (the output GEMM, OCTET_PDL=1) may launch
     constexpr int ES = DT == DT_BF16 ? 2 : 1;   // bytes per element
@@ -178,11 +179,17 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
     const int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
     // this sequence's own blocks split evenly over the grid's n_splits (a captured step's grid is
     // planned for the table's width, yet every context still uses every split)
-    const int per_split = max((pos / 16 - lo / 16 + n_splits) / n_splits, min_split);
-    const int b0 = lo / 16 + split * per_split;
-    const int b1 = min(pos / 16 + 1, b0 + per_split);
+    int b0, b1;
+    if (abs_split > 0) {  // identity mode: split k holds blocks [k·abs_split, (k+1)·abs_split) of any context
+        b0 = max(split * abs_split, lo / 16);
+        b1 = min(pos / 16 + 1, (split + 1) * abs_split);
+    } else {
+        const int per_split = max((pos / 16 - lo / 16 + n_splits) / n_splits, min_split);
+        b0 = lo / 16 + split * per_split;
+        b1 = min(pos / 16 + 1, b0 + per_split);
+    }
     const int t = qstart[s];
-    if (min_split > 0 && b0 >= b1) {  // kernel lab (OCTET_DECODE_MIN_SPLIT): an empty split, m = -inf
+    if ((min_split > 0 || abs_split > 0) && b0 >= b1) {  // an empty split (lab, identity mode): m = -inf
         for (int idx = threadIdx.x; idx < G * (HD + 2); idx += blockDim.x) {
             int h = idx / (HD + 2), d = idx % (HD + 2);
             part[(((size_t)s * n_kv * G + g * G + h) * n_splits + split) * (HD + 2) + d] = d == 0 ? -INFINITY : 0.0f;
@@ -198,7 +205,7 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
     for (int i = 0; i < NT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float m = -INFINITY, l = 0.0f;
 
-    const int32_t *bt = btab + (size_t)s * max_blocks;
+    const int32_t *bt = btab + (size_t)(seq_of ? seq_of[s] : s) * max_blocks;  // seq_of: query token -> its sequence
     const char *K = (const char *)kc, *V = (const char *)vc;
     constexpr int BLK_BYTES = 16 * HD * ES;              // one block's rows of one KV head (K or V)
     extern __shared__ __align__(16) char ring[];          // [4 warps][STAGES][K, V][BLK_BYTES]
