@@ -214,7 +214,7 @@ PY
 fi
 if has model; then  # whole-model decode and prefill speed (CUDA graphs on); OCTET_LAB adds cuBLASLt-only decode
   for v in default ${OCTET_LAB:+OCTET_GEMV=0 OCTET_PDL=1}; do
-    env ${v/default/OCTET_LAB_NONE=1} "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 \
+    env $([ "$v" = default ] || echo "$v") "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 \
       2>>"$OUT/model.log" | tail -n 1 | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/model.jsonl"
   done
   python3 - "$OUT/model.jsonl" <<'PY' | tee -a "$summary"

@@ -84,6 +84,11 @@ struct scale_slot {
 #define N_SCALE_SLOTS 512
 static struct scale_slot scale_slots[N_SCALE_SLOTS];
 
+static struct scale_slot *find_slot(const struct kv_layer *l) {
+    for (int i = 0; i < N_SCALE_SLOTS; i++) if (scale_slots[i].l == l) return &scale_slots[i];
+    return nullptr;
+}
+
 static float *layer_scales(struct cuda_backend *c, const struct kv_layer *l) {
     int free_i = -1;
     for (int i = 0; i < N_SCALE_SLOTS; i++) {
@@ -94,8 +99,7 @@ static float *layer_scales(struct cuda_backend *c, const struct kv_layer *l) {
         }
         if (!s->l && free_i < 0) free_i = i;
     }
-    struct scale_slot *s = nullptr;
-    for (int i = 0; i < N_SCALE_SLOTS && !s; i++) if (scale_slots[i].l == l) s = &scale_slots[i];
+    struct scale_slot *s = find_slot(l);
     if (!s) s = &scale_slots[free_i >= 0 ? free_i : 0];
     if (!s->dev && cuda_fail(c, cudaMalloc((void **)&s->dev, 2 * KV_MAX_HEADS * sizeof(float)), "cudaMalloc(scales)")) return nullptr;
     s->l = l;
@@ -111,8 +115,7 @@ static float *layer_scales(struct cuda_backend *c, const struct kv_layer *l) {
 // The device copy of l->k_offset (NULL when the layer has none).
 static const float *layer_offsets(struct cuda_backend *c, const struct kv_layer *l) {
     if (!l->k_offset) return nullptr;
-    struct scale_slot *s = nullptr;
-    for (int i = 0; i < N_SCALE_SLOTS && !s; i++) if (scale_slots[i].l == l) s = &scale_slots[i];
+    struct scale_slot *s = find_slot(l);
     if (!s) { cuda_fail(c, cudaErrorInvalidValue, "kv_write: K offsets of a layer without scales"); return nullptr; }
     size_t n = (size_t)l->n_kv_heads * l->head_dim, bytes = n * sizeof(float);
     if (s->off_dev && s->off_n == n && !memcmp(s->off_host, l->k_offset, bytes)) return s->off_dev;
@@ -446,6 +449,14 @@ static decode_mma_fn pick_decode_mma(int stages) {
     return k_decode_mma<HD, DT, 4>;
 }
 
+// The decode kernel for a layer's cache type and a ring depth (0, 2, 3 or 4).
+template <int HD>
+static decode_mma_fn decode_mma_for(const struct kv_layer *l, int stages) {
+    return l->dtype == DT_BF16   ? pick_decode_mma<HD, DT_BF16>(stages)
+           : l->dtype == DT_E4M3 ? pick_decode_mma<HD, DT_E4M3>(stages)
+                                 : pick_decode_mma<HD, DT_E5M2>(stages);
+}
+
 template <int HD>
 static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G, float scale,
                               const float *sc, const struct batch *bt) {
@@ -455,9 +466,7 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     int stages = stages_env >= 0 ? stages_env : (l->dtype == DT_BF16 ? 2 : 3);
     if (stages != 0 && stages != 2 && stages != 3) stages = 4;
     size_t ring = stages ? (size_t)4 * stages * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1) : 0;
-    decode_mma_fn kern = l->dtype == DT_BF16   ? pick_decode_mma<HD, DT_BF16>(stages)
-                         : l->dtype == DT_E4M3 ? pick_decode_mma<HD, DT_E4M3>(stages)
-                                               : pick_decode_mma<HD, DT_E5M2>(stages);
+    decode_mma_fn kern = decode_mma_for<HD>(l, stages);
     // residency of this kernel instance (registers and shared memory decide it), asked once
     static int resident[3][5];
     int di = l->dtype == DT_BF16 ? 0 : l->dtype == DT_E4M3 ? 1 : 2;
@@ -499,9 +508,7 @@ static void launch_decode_identity(struct cuda_backend *c, void *out, const void
                                    float scale, const float *sc, const struct batch *bt) {
     constexpr int STAGES = 3;
     const size_t ring = (size_t)4 * STAGES * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1);
-    decode_mma_fn kern = l->dtype == DT_BF16   ? k_decode_mma<HD, DT_BF16, STAGES>
-                         : l->dtype == DT_E4M3 ? k_decode_mma<HD, DT_E4M3, STAGES>
-                                               : k_decode_mma<HD, DT_E5M2, STAGES>;
+    decode_mma_fn kern = decode_mma_for<HD>(l, STAGES);
     static bool attr[3];
     int di = l->dtype == DT_BF16 ? 0 : l->dtype == DT_E4M3 ? 1 : 2;
     if (!attr[di]) {
