@@ -10,11 +10,12 @@
 # needle = `eval needle --level attention` on the GPU at 8k-128k; ttft = TTFT sweeps (auto vs
 # fp8) on dummy:llama-3.1-8b and dummy:gemma-hd256 and their quadratic coefficients; pd =
 # perplexity of one text computed by token-by-token decoding vs one chunked prefill
-# (identical numbers would mean the two attention paths agree bit for bit); itl = the ITL
-# sweep on dummy:llama-3.1-8b (slopes, intercepts); load = throughput under load (24 requests).
-# itl and load are not in the default list (about 2.5 and 5 minutes); model = whole-model
-# pp64/tg64 on dummy:llama-3.1-8b (with OCTET_LAB also under OCTET_GEMV=0, cuBLASLt for the
-# decode GEMMs instead of the skinny GEMM); gemv = the decode GEMM's tuning variants at the 8B
+# (by default and with --batch-invariant, where they must be identical); itl = the ITL
+# sweep on dummy:llama-3.1-8b (slopes, intercepts); load = throughput under load (24 requests);
+# depth = decode ms/token at depths 256-16384, bf16 vs fp8, with a 128k block table (as the ITL
+# study's server has). itl, load and depth are not in the default list (about 2.5, 5 and 1.5
+# minutes); model = whole-model pp64/tg64 on dummy:llama-3.1-8b, also with --batch-invariant
+# (with OCTET_LAB also under OCTET_GEMV=0, cuBLASLt for the decode GEMMs instead of the skinny GEMM); gemv = the decode GEMM's tuning variants at the 8B
 # shapes beside the copy rate (dev/cuda/gemv_bench.cu; about 20 s, not in the default list).
 # Binaries come from $OCTET_BIN (default build/); carried shared libraries from $OCTET_LIB.
 # OCTET_LAB=1 adds decode-kernel variants to attn (B=1 L=128k, B=8 L=32k, B=1 L=4k), each run
@@ -212,9 +213,16 @@ for key in sorted({(r["shape"], r["n"]) for r in rows}, key=lambda k: (k[1], k[0
           f"best {b['variant']} {b['us']:.1f} us; worst err {max(r['max_rel_err'] for r in rs):.1e}")
 PY
 fi
-if has model; then  # whole-model decode and prefill speed (CUDA graphs on); OCTET_LAB adds cuBLASLt-only decode
-  for v in default ${OCTET_LAB:+OCTET_GEMV=0 OCTET_PDL=1}; do
-    env $([ "$v" = default ] || echo "$v") "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 \
+# run_variant V CMD...: runs CMD with variant V: "default", an environment setting (NAME=VALUE)
+# or an octet flag (--flag)
+run_variant() {
+  local v=$1; shift
+  case "$v" in default) "$@" ;; --*) "$@" "$v" ;; *) env "$v" "$@" ;; esac
+}
+if has model; then  # whole-model decode and prefill speed (CUDA graphs on) and the cost of --batch-invariant;
+  # OCTET_LAB adds cuBLASLt-only decode GEMMs and programmatic dependent launch
+  for v in default --batch-invariant ${OCTET_LAB:+OCTET_GEMV=0 OCTET_PDL=1}; do
+    run_variant "$v" "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 \
       2>>"$OUT/model.log" | tail -n 1 | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/model.jsonl"
   done
   python3 - "$OUT/model.jsonl" <<'PY' | tee -a "$summary"
@@ -224,6 +232,46 @@ for l in open(sys.argv[1]):
         d = json.loads(l)
         print(f"model dummy:llama-3.1-8b ({d['variant']}): pp64 {d['pp_tok_s_median']:.0f} tok/s, tg64 {d['tg_tok_s_median']:.1f} tok/s = {1000 / d['tg_tok_s_median']:.2f} ms/token")
 PY
+fi
+if has depth; then  # decode at context depths, bf16 vs fp8, with the server's table width (128k): where fp8
+  # starts to pay (the ITL study's break-even) without the server; OCTET_LAB adds split-plan variants and,
+  # with ncu present, per-kernel times of one decode step's attention at depth 4096
+  for v in default ${OCTET_LAB:+OCTET_DECODE_MIN_SPLIT=8 OCTET_DECODE_MIN_SPLIT=32 OCTET_DECODE_STAGES=2}; do
+    for dt in auto fp8; do
+      run_variant "$v" "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype $dt \
+        --pp 512 --tg 32 --reps 3 --depth 256,1024,4096,16384 2>>"$OUT/depth.log" | grep '^{' \
+        | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/depth.jsonl"
+    done
+  done
+  python3 - "$OUT/depth.jsonl" <<'PY' | tee -a "$summary"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+for v in dict.fromkeys(r["variant"] for r in rows):
+    ms = {(r["kv_cache_dtype"], r["depth"]): r["tg_ms_per_token"] for r in rows if r["variant"] == v}
+    cells = [f"d{d}: {ms[('auto', d)]:.3f}/{ms[('fp8', d)]:.3f} ({(ms[('fp8', d)] - ms[('auto', d)]) * 1e3:+.0f} us)"
+             for d in sorted({d for _, d in ms}) if ("auto", d) in ms and ("fp8", d) in ms]
+    print(f"decode ms/token bf16/fp8 ({v}): " + ", ".join(cells))
+PY
+  if [ -n "${OCTET_LAB:-}" ] && command -v ncu >/dev/null; then
+    for dt in auto fp8; do
+      ncu --clock-control none --print-units base -k regex:'k_decode_mma|k_combine' -c 64 --metrics gpu__time_duration.sum --csv \
+        "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype $dt \
+        --pp 1 --tg 2 --reps 1 --depth 4096 > "$OUT/ncu_$dt.csv" 2>>"$OUT/depth.log"
+    done
+    python3 - "$OUT"/ncu_auto.csv "$OUT"/ncu_fp8.csv <<'PY' | tee -a "$summary"
+import csv, sys, statistics
+for f in sys.argv[1:]:
+    t = {}
+    rows = list(csv.reader(open(f)))
+    hi = next((i for i, r in enumerate(rows) if "Kernel Name" in r and "Metric Value" in r), None)
+    if hi is None: print(f"ncu {f}: no kernel rows"); continue
+    h = rows[hi]; ki, vi = h.index("Kernel Name"), h.index("Metric Value")
+    for r in rows[hi + 1:]:
+        if len(r) != len(h): continue
+        t.setdefault(r[ki].split("<")[0].split("(")[0], []).append(float(r[vi].replace(",", "")))
+    print(f"ncu depth 4096 {f.split('_')[-1][:-4]}: " + ", ".join(f"{k} x{len(v)} median {statistics.median(v) / 1e3:.2f} us" for k, v in t.items()))
+PY
+  fi
 fi
 if has itl; then  # the seed's single-request ITL study (about 2.5 minutes)
   "$BIN/octet" bench sweep --model dummy:llama-3.1-8b --kv-cache-dtype auto,fp8 \
@@ -251,11 +299,11 @@ print("load: " + ", ".join(f"{n} {v:.1f} output tok/s" for n, v in tp.items())
       + (f"; fp8/auto = {tp['fp8'] / tp['auto']:.3f}" if "fp8" in tp and "auto" in tp else ""))
 PY
 fi
-if has pd; then  # with OCTET_LAB also in the identity mode (OCTET_IDENTITY=1), whose two numbers must be equal
-  for mode in default ${OCTET_LAB:+identity}; do
+if has pd; then  # by default and with --batch-invariant, whose two numbers must be equal
+  for mode in default identity; do
     for dt in bf16 fp8; do
       for step in 1 256; do
-        env OCTET_IDENTITY=$([ $mode = identity ] && echo 1 || echo 0) "$BIN/octet" eval ppl --model dummy:llama-3.1-8b \
+        "$BIN/octet" eval ppl --model dummy:llama-3.1-8b $([ $mode = identity ] && echo --batch-invariant) \
           --device cuda --file tests/data/heldout.txt --ctx 256 --chunks 1 --kv-cache-dtype $dt --max-num-batched-tokens $step \
           --json 2>>"$OUT/pd.log" | tail -n 1 | sed "s/^{/{\"mode\":\"$mode\",\"kv\":\"$dt\",\"step\":$step,/" >> "$OUT/pd.jsonl"
       done
@@ -269,7 +317,7 @@ for mode in ("default", "identity"):
     for kv in ("bf16", "fp8"):
         a, b = by.get((mode, kv, 1)), by.get((mode, kv, 256))
         if a and b:
-            print(f"prefill vs decode ({mode}), dummy:llama-3.1-8b {kv}: ppl token-by-token {a!r}, one 256-token prefill {b!r}, "
+            print(f"prefill vs decode ({'--batch-invariant' if mode == 'identity' else mode}), dummy:llama-3.1-8b {kv}: ppl token-by-token {a!r}, one 256-token prefill {b!r}, "
                   f"rel. diff {abs(a-b)/b:.2e}{' (identical)' if a == b else ''}")
 PY
 fi

@@ -116,6 +116,10 @@ struct backend_ops {
 
 struct backend {
     const struct backend_ops *ops;
+    // --batch-invariant: every token's numbers independent of how its step was batched (a
+    // chunked prefill and token-by-token decoding give identical logits). The CPU backend
+    // always is; the CUDA backend then runs its invariant GEMM and attention (slower).
+    bool batch_invariant;
 };
 
 // CPU backend with n_threads workers (0 = all cores).

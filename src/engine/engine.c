@@ -403,6 +403,7 @@ int engine_create(struct engine **out, struct model *m, const struct engine_opti
     e->salt = cache_salt(&e->kv);
     e->b = backend_create(o->device, o->n_threads);
     if (!e->b) { kv_cache_free(&e->kv); free(e); return OCT_EINVAL; }
+    e->b->batch_invariant = o->batch_invariant;
     int T = e->o.max_num_batched_tokens, S = e->o.max_num_seqs;
     rc = forward_init(&e->fw, m, e->b, T, S);
     e->fw.fp8_math = o->fp8_math;

@@ -31,6 +31,7 @@ struct engine_options {
     int num_kv_blocks;              // >0 overrides the memory budget (tests)
     enum attn_fp8_math fp8_math;
     int fp8_accum;                  // --fp8-attention-accumulation (struct attn_params.fp8_accum)
+    bool batch_invariant;           // --batch-invariant (struct backend.batch_invariant)
 };
 
 void engine_options_default(struct engine_options *o);

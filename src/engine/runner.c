@@ -25,6 +25,7 @@ int runner_init(struct runner *r, struct model *m, const struct runner_options *
     r->max_blocks = (r->max_ctx + r->kv.kv_block_tokens - 1) / r->kv.kv_block_tokens;
     r->b = backend_create(o->device, o->n_threads);
     if (!r->b) { kv_cache_free(&r->kv); return OCT_EINVAL; }
+    r->b->batch_invariant = o->batch_invariant;
     int rc = forward_init(&r->fw, m, r->b, step, step);
     if (rc == OCT_OK) rc = kv_cache_alloc(&r->kv, r->b, r->max_blocks);
     if (rc == OCT_OK) rc = kv_pool_init(&r->pool, r->max_blocks, r->kv.kv_block_tokens);

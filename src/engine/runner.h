@@ -17,6 +17,7 @@ struct runner_options {
     int max_step_tokens;    // tokens per forward step (prefill chunk), default 512
     enum attn_fp8_math fp8_math;
     int fp8_accum;          // --fp8-attention-accumulation (struct attn_params.fp8_accum)
+    bool batch_invariant;   // --batch-invariant (struct backend.batch_invariant)
 };
 
 void runner_options_default(struct runner_options *o);

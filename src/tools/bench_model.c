@@ -1,7 +1,8 @@
 // bench_model.c — `octet bench model`: llama-bench's two numbers for one model on this
-// machine: prompt processing (pp N: one N-token prefill from an empty cache) and token
-// generation (tg N: N single-token decode steps after a 1-token prompt), each repeated
-// --reps times; prints a table and JSON with median and spread.
+// machine: prompt processing (pp N: one N-token prefill) and token generation (tg N: N
+// single-token decode steps), each after --depth D tokens already in the cache (default 0:
+// from an empty cache; tg then follows a 1-token prompt) and repeated --reps times; prints a
+// table and one JSON line per depth with median and spread.
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,15 +23,28 @@ static double now_s(void) {
 
 static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
 
-// Returns tokens/s of each rep in out[reps].
-static int run_pp(struct runner *r, int n, int reps, double *out) {
+// Fills the cache with `depth` tokens (at least 1 when with_one), untimed; lg receives the last logits.
+static int fill(struct runner *r, int depth, bool with_one, float *lg) {
+    runner_reset(r);
+    int n = depth > 0 ? depth : with_one ? 1 : 0;
+    if (!n) return OCT_OK;
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
+    if (!ids) return err_set(OCT_ENOMEM, "out of memory");
+    for (int i = 0; i < n; i++) ids[i] = (int32_t)((i * 104729 + 7) % r->m->cfg.n_vocab);
+    int rc = runner_feed(r, ids, n, false, lg);
+    free(ids);
+    return rc;
+}
+
+// Returns tokens/s of each rep in out[reps]: n prompt tokens after `depth` cached ones.
+static int run_pp(struct runner *r, int n, int depth, int reps, double *out) {
     int32_t *ids = malloc(sizeof(int32_t) * n);
     float *lg = malloc(sizeof(float) * (size_t)r->m->cfg.n_vocab);
     if (!ids || !lg) { free(ids); free(lg); return err_set(OCT_ENOMEM, "out of memory"); }
     for (int i = 0; i < n; i++) ids[i] = (int32_t)((i * 7919 + 13) % r->m->cfg.n_vocab);
     int rc = OCT_OK;
     for (int k = 0; k < reps && rc == OCT_OK; k++) {
-        runner_reset(r);
+        if ((rc = fill(r, depth, false, lg)) < 0) break;
         double t0 = now_s();
         rc = runner_feed(r, ids, n, false, lg);
         out[k] = n / (now_s() - t0);
@@ -39,14 +53,14 @@ static int run_pp(struct runner *r, int n, int reps, double *out) {
     return rc;
 }
 
-static int run_tg(struct runner *r, int n, int reps, double *out) {
+// tokens/s of n greedy decode steps after `depth` cached tokens (1 when depth is 0).
+static int run_tg(struct runner *r, int n, int depth, int reps, double *out) {
     float *lg = malloc(sizeof(float) * (size_t)r->m->cfg.n_vocab);
     if (!lg) return err_set(OCT_ENOMEM, "out of memory");
     int rc = OCT_OK;
     for (int k = 0; k < reps && rc == OCT_OK; k++) {
-        runner_reset(r);
-        int32_t id = 1;
-        rc = runner_feed(r, &id, 1, false, lg);
+        if ((rc = fill(r, depth, true, lg)) < 0) break;
+        int32_t id;
         double t0 = now_s();
         for (int i = 0; i < n && rc == OCT_OK; i++) {
             id = logits_argmax(lg, r->m->cfg.n_vocab);
@@ -58,19 +72,25 @@ static int run_tg(struct runner *r, int n, int reps, double *out) {
     return rc;
 }
 
+#define MAX_DEPTHS 16
+
 int cmd_bench_model(int argc, char **argv) {
     struct cli_model_args a;
     cli_model_args_default(&a);
     long pp = 512, tg = 128, reps = 5;
+    long depth[MAX_DEPTHS] = {0};
+    int n_depth = 1;
     const char *json_out = NULL;
-    static const char *const valued[] = {"--pp", "--tg", "--reps", "--json", NULL};
+    static const char *const valued[] = {"--pp", "--tg", "--reps", "--depth", "--json", NULL};
     for (int i = 1; i < argc; i++) {
         int rc = cli_parse_model_flag(&a, argc, argv, &i);
         if (rc < 0) goto bad;
         if (rc == 1) continue;
         const char *f = argv[i], *v;
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
-            fprintf(stderr, "usage: octet bench model --model PATH [--pp N] [--tg N] [--reps N] [--json FILE] [model flags]\n");
+            fprintf(stderr, "usage: octet bench model --model PATH [--pp N] [--tg N] [--depth D[,D...]] [--reps N] [--json FILE]\n"
+                            "                         [model flags]\n"
+                            "  --depth D,...  tokens already in the cache before each pp/tg test (llama-bench -d; default 0)\n");
             cli_print_model_flags();
             return 0;
         }
@@ -78,40 +98,77 @@ int cmd_bench_model(int argc, char **argv) {
         if (!strcmp(f, "--pp")) { if (cli_int(f, v, 1, 1 << 20, &pp) < 0) goto bad; }
         else if (!strcmp(f, "--tg")) { if (cli_int(f, v, 1, 1 << 20, &tg) < 0) goto bad; }
         else if (!strcmp(f, "--reps")) { if (cli_int(f, v, 1, 1000, &reps) < 0) goto bad; }
+        else if (!strcmp(f, "--depth")) {
+            n_depth = 0;
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", v);
+            for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                if (n_depth == MAX_DEPTHS) { err_set(OCT_EINVAL, "--depth: at most %d values", MAX_DEPTHS); goto bad; }
+                if (cli_int(f, t, 0, 1 << 24, &depth[n_depth]) < 0) goto bad;
+                n_depth++;
+            }
+            if (!n_depth) { err_set(OCT_EINVAL, "--depth: give one or more token counts, e.g. 0,4096"); goto bad; }
+        }
         else if (!strcmp(f, "--json")) json_out = v;
         else { err_set(OCT_EINVAL, "unknown flag '%s'", f); goto bad; }
     }
     if (!a.model) { err_set(OCT_EINVAL, "--model is required"); goto bad; }
+    long dmax = 0;
+    for (int d = 0; d < n_depth; d++) if (depth[d] > dmax) dmax = depth[d];
     struct model *m;
     if (model_load(&m, a.model) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); return 1; }
-    if (a.ro.max_ctx <= 0) a.ro.max_ctx = (int)(pp > tg + 1 ? pp : tg + 1);
+    long need = dmax + (pp > tg + 1 ? pp : tg + 1);
+    if (a.ro.max_ctx <= 0) a.ro.max_ctx = (int)need;
+    if (a.ro.max_ctx < need) {
+        fprintf(stderr, "octet bench model: depth %ld + the test's tokens need a context of %ld, above --max-model-len %d\n", dmax,
+                need, a.ro.max_ctx);
+        model_free(m);
+        return 2;
+    }
     if (a.ro.max_step_tokens < pp) a.ro.max_step_tokens = (int)pp;
     struct runner r;
-    double *t_pp = calloc((size_t)reps, sizeof(double)), *t_tg = calloc((size_t)reps, sizeof(double));
+    double *t_pp = calloc((size_t)reps * n_depth, sizeof(double)), *t_tg = calloc((size_t)reps * n_depth, sizeof(double));
+    FILE *jf = NULL;
     int rc = 1;
+    if (!t_pp || !t_tg) { err_set(OCT_ENOMEM, "out of memory"); goto fail; }
     if (runner_init(&r, m, &a.ro) < 0) goto fail;
-    run_pp(&r, (int)pp, 1, t_pp);  // warm-up (page faults, thread start)
-    if (run_pp(&r, (int)pp, (int)reps, t_pp) < 0 || run_tg(&r, (int)tg, (int)reps, t_tg) < 0) { runner_free(&r); goto fail; }
+    run_pp(&r, (int)pp, 0, 1, t_pp);  // warm-up (page faults, thread start)
+    for (int d = 0; d < n_depth; d++) {
+        double *xp = t_pp + (size_t)d * reps, *xt = t_tg + (size_t)d * reps;
+        if (run_pp(&r, (int)pp, (int)depth[d], (int)reps, xp) < 0 || run_tg(&r, (int)tg, (int)depth[d], (int)reps, xt) < 0) {
+            runner_free(&r);
+            goto fail;
+        }
+        qsort(xp, (size_t)reps, sizeof(double), cmp_d);
+        qsort(xt, (size_t)reps, sizeof(double), cmp_d);
+    }
     int threads = a.ro.n_threads;
     runner_free(&r);
-    qsort(t_pp, (size_t)reps, sizeof(double), cmp_d);
-    qsort(t_tg, (size_t)reps, sizeof(double), cmp_d);
-    printf("| model | kv dtype | threads | test | tok/s (median) | min | max |\n|---|---|---|---|---|---|---|\n");
-    printf("| %s | %s | %d | pp%ld | %.1f | %.1f | %.1f |\n", a.model, a.ro.kv.dtype, threads, pp, t_pp[reps / 2], t_pp[0], t_pp[reps - 1]);
-    printf("| %s | %s | %d | tg%ld | %.1f | %.1f | %.1f |\n", a.model, a.ro.kv.dtype, threads, tg, t_tg[reps / 2], t_tg[0], t_tg[reps - 1]);
-    json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f}", "model", a.model, "kv_cache_dtype", a.ro.kv.dtype,
-                          "threads", threads, "pp", (int)pp, "tg", (int)tg, "reps", (int)reps,
-                          "pp_tok_s_median", t_pp[reps / 2], "pp_tok_s_min", t_pp[0], "pp_tok_s_max", t_pp[reps - 1],
-                          "tg_tok_s_median", t_tg[reps / 2], "tg_tok_s_min", t_tg[0], "tg_tok_s_max", t_tg[reps - 1]);
-    char *s = json_dumps(o, JSON_COMPACT);
-    printf("%s\n", s);
-    if (json_out) {
-        FILE *f = fopen(json_out, "w");
-        if (f) { fprintf(f, "%s\n", s); fclose(f); }
-        else fprintf(stderr, "octet: cannot write %s\n", json_out);
+    if (json_out && !(jf = fopen(json_out, "w"))) fprintf(stderr, "octet: cannot write %s\n", json_out);
+    printf("| model | kv dtype | threads | test | tok/s (median) | min | max | ms/token |\n|---|---|---|---|---|---|---|---|\n");
+    for (int d = 0; d < n_depth; d++) {
+        const double *xp = t_pp + (size_t)d * reps, *xt = t_tg + (size_t)d * reps;
+        char at[32] = "";
+        if (depth[d]) snprintf(at, sizeof at, " @ d%ld", depth[d]);
+        printf("| %s | %s | %d | pp%ld%s | %.1f | %.1f | %.1f | %.3f |\n", a.model, a.ro.kv.dtype, threads, pp, at, xp[reps / 2], xp[0],
+               xp[reps - 1], 1e3 / xp[reps / 2]);
+        printf("| %s | %s | %d | tg%ld%s | %.1f | %.1f | %.1f | %.3f |\n", a.model, a.ro.kv.dtype, threads, tg, at, xt[reps / 2], xt[0],
+               xt[reps - 1], 1e3 / xt[reps / 2]);
     }
-    free(s);
-    json_decref(o);
+    for (int d = 0; d < n_depth; d++) {
+        const double *xp = t_pp + (size_t)d * reps, *xt = t_tg + (size_t)d * reps;
+        json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "model", a.model,
+                              "kv_cache_dtype", a.ro.kv.dtype, "threads", threads, "depth", (int)depth[d], "pp", (int)pp, "tg",
+                              (int)tg, "reps", (int)reps, "pp_tok_s_median", xp[reps / 2], "pp_tok_s_min", xp[0], "pp_tok_s_max",
+                              xp[reps - 1], "tg_tok_s_median", xt[reps / 2], "tg_tok_s_min", xt[0], "tg_tok_s_max", xt[reps - 1],
+                              "tg_ms_per_token", 1e3 / xt[reps / 2]);
+        char *s = json_dumps(o, JSON_COMPACT);
+        printf("%s\n", s);
+        if (jf) fprintf(jf, "%s\n", s);
+        free(s);
+        json_decref(o);
+    }
+    if (jf) fclose(jf);
     rc = 0;
     goto done;
 fail:

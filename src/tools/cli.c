@@ -82,6 +82,8 @@ int cli_parse_model_flag(struct cli_model_args *a, int argc, char **argv, int *i
     } else if (!strcmp(f, "--fp8-attention-accumulation")) {
         if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
         TRY(cli_parse_accum(f, v, &a->ro.fp8_accum));
+    } else if (!strcmp(f, "--batch-invariant")) {
+        a->ro.batch_invariant = true;
     } else {
         return 0;
     }
@@ -102,7 +104,10 @@ void cli_print_model_flags(void) {
             "  --max-num-batched-tokens N   tokens per forward step (default 512)\n"
             "  --fp8-attention-math M       exact (default) | emulate (round Q and P to e4m3 like the GPU)\n"
             "  --fp8-attention-accumulation A  two-level (default) | every:N | single: how the GPU's FP8\n"
-            "                               tensor-core attention accumulates P.V over KV tiles\n");
+            "                               tensor-core attention accumulates P.V over KV tiles\n"
+            "  --batch-invariant            a token's logits do not depend on how its step was batched:\n"
+            "                               chunked prefill == token-by-token decoding, bit for bit (the\n"
+            "                               CPU always is; on the GPU it costs speed, see docs/architecture.md)\n");
 }
 
 int cli_parse_accum(const char *flag, const char *v, int *out) {

@@ -37,6 +37,16 @@ if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert "kld_mean" not
 # bench model prints a table and JSON
 bm=$("$OCTET" bench model --model dummy:tiny --pp 64 --tg 8 --reps 2 --threads 2 2>/dev/null)
 if echo "$bm" | grep -q "| pp64 |" && echo "$bm" | tail -n 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["pp_tok_s_median"]>0 and d["tg_tok_s_median"]>0'; then ok; else bad "bench model: $bm"; fi
+# bench model --depth: one table row per test and depth, one JSON line per depth
+bm=$("$OCTET" bench model --model dummy:tiny --pp 16 --tg 4 --reps 1 --threads 2 --depth 0,48 2>/dev/null)
+if echo "$bm" | grep -q "| tg4 @ d48 |" && echo "$bm" | grep '^{' | python3 -c '
+import json,sys
+d=[json.loads(l) for l in sys.stdin]
+assert [x["depth"] for x in d]==[0,48] and all(x["tg_ms_per_token"]>0 and x["pp_tok_s_median"]>0 for x in d)'; then ok; else bad "bench model --depth: $bm"; fi
+# --batch-invariant: perplexity by token-by-token decoding equals one chunked prefill's, bit for bit
+pa=$("$OCTET" eval ppl --model "$MODEL" --file tests/data/heldout.txt --ctx 128 --chunks 1 --kv-cache-dtype fp8 --batch-invariant --max-num-batched-tokens 1 --json 2>/dev/null)
+pb=$("$OCTET" eval ppl --model "$MODEL" --file tests/data/heldout.txt --ctx 128 --chunks 1 --kv-cache-dtype fp8 --batch-invariant --max-num-batched-tokens 128 --json 2>/dev/null)
+if python3 -c 'import json,sys; a,b=(json.loads(x)["ppl"] for x in sys.argv[1:]); assert a==b and 1<a<10' "$pa" "$pb"; then ok; else bad "--batch-invariant ppl: $pa vs $pb"; fi
 
 # errors: exit code and a message naming the problem
 expect_err() {  # $1 = expected exit code, $2 = text the message must contain, rest = args
@@ -45,6 +55,8 @@ expect_err() {  # $1 = expected exit code, $2 = text the message must contain, r
   if [ $rc -eq "$code" ] && grep -q -- "$want" "$tmp/err"; then ok; else bad "octet $* -> exit $rc, stderr: $(head -c 300 "$tmp/err")"; fi
 }
 expect_err 2 "unknown command" frobnicate
+expect_err 2 "depth" bench model --model dummy:tiny --depth 0,x
+expect_err 2 "above --max-model-len" bench model --model dummy:tiny --depth 1000 --max-model-len 100
 # --version names the commit the binary was built from
 v=$("$OCTET" --version 2>&1)
 if echo "$v" | grep -Eq '^octet ([0-9a-f]{7,}(-dirty)?|unknown(-dirty)?)$'; then ok; else bad "--version printed '$v'"; fi

@@ -546,10 +546,10 @@ static void launch_decode_identity(struct cuda_backend *c, void *out, const void
     }
 }
 
-bool cuda_identity_mode(void) {
-    static int on = -1;
-    if (on < 0) { const char *e = getenv("OCTET_IDENTITY"); on = e && atoi(e) == 1; }
-    return on;
+bool cuda_identity_mode(const struct cuda_backend *c) {
+    static int forced = -1;
+    if (forced < 0) { const char *e = getenv("OCTET_IDENTITY"); forced = e && atoi(e) == 1; }
+    return forced || c->base.batch_invariant;
 }
 
 template <int HD, int G>
@@ -659,11 +659,13 @@ extern "C" void cuda_attention(struct backend *b, void *out, const void *q, cons
     int G = p->n_heads / l->n_kv_heads, hd = l->head_dim;
     bool fast_dtype = l->dtype == DT_BF16 || l->dtype == DT_E4M3 || l->dtype == DT_E5M2;
     bool fast_shape = (hd == 64 || hd == 128 || hd == 256) && l->kv_block_tokens == 16;
-    if (cuda_identity_mode() && fast_dtype && fast_shape && G <= 8 && (hd == 64 || hd == 128)) {
+    const bool identity = cuda_identity_mode(c);
+    if (identity && fast_dtype && fast_shape && G <= 8 && (hd == 64 || hd == 128)) {
         if (hd == 64) launch_decode_identity<64>(c, out, q, l, G, p->softmax_scale, sc, bt);
         else launch_decode_identity<128>(c, out, q, l, G, p->softmax_scale, sc, bt);
         return;
     }
+    if (identity) goto generic;  // other shapes: the generic kernel, one query row at a time (invariant too)
     if (c->cb.max_q == 1 && fast_dtype && fast_shape && G <= 8 && (hd == 64 || hd == 128)) {
         if (hd == 64) launch_decode_mma<64>(c, out, q, l, G, p->softmax_scale, sc, bt);
         else launch_decode_mma<128>(c, out, q, l, G, p->softmax_scale, sc, bt);
@@ -697,6 +699,7 @@ extern "C" void cuda_attention(struct backend *b, void *out, const void *q, cons
         else launch_prefill<256>(c, out, q, l, G, p->softmax_scale, sc, bt);
         return;
     }
+generic:
     if (hd > 512) { if (!c->error) { c->error = OCT_EUNSUP; snprintf(c->msg, sizeof c->msg, "attention: head_dim %d > 512", hd); } return; }
     k_generic<<<dim3(bt->n_tokens, p->n_heads), 32, 0, c->stream>>>((bf16 *)out, (const bf16 *)q, l->k, l->v, (int)l->dtype,
                                                                    c->cb.tok_seq, c->cb.pos, c->cb.btab, bt->max_blocks_per_seq,

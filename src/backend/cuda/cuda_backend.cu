@@ -360,11 +360,15 @@ static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t 
 
 static void gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const void *x, const struct weight *w, int n) {
     if (CUDA_SKIP(c) || n == 0) return;
-    if (cuda_identity_mode()) {  // every n on the batch-invariant GEMM (shapes it cannot take fall through)
+    if (cuda_identity_mode(c)) {  // every n on the batch-invariant GEMM
         bool done = out_type == CUDA_R_32F
                         ? gemm_inv_launch(c->stream, (float *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n)
                         : gemm_inv_launch(c->stream, (bf16 *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n);
-        if (done) { CUDA_LAUNCHED(c, "gemm (identity mode)"); return; }
+        if (done) { CUDA_LAUNCHED(c, "gemm (batch-invariant)"); return; }
+        c->error = OCT_EUNSUP;
+        snprintf(c->msg, sizeof c->msg, "--batch-invariant: the invariant GEMM cannot take a [%lld x %lld] weight (its columns must "
+                 "be a multiple of 8)", (long long)w->rows, (long long)w->cols);
+        return;
     }
     static int gemv_on = -1;  // skinny products (n <= 8) on k_gemv; OCTET_GEMV=0: all on cuBLASLt
     if (gemv_on < 0) { const char *e = getenv("OCTET_GEMV"); gemv_on = !(e && !strcmp(e, "0")); }

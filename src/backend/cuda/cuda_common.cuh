@@ -90,9 +90,10 @@ template <typename T> static inline bool cuda_reserve(struct cuda_backend *c, T 
     return true;
 }
 
-// OCTET_IDENTITY=1 (kernel lab): batch-invariant GEMMs and decode-kernel attention for every
-// query row, so prefill and decode give identical numbers (cuda_gemm_inv.cuh, cuda_attention.cu).
-bool cuda_identity_mode(void);
+// --batch-invariant (struct backend.batch_invariant; OCTET_IDENTITY=1 forces it on): batch-invariant
+// GEMMs and decode-kernel attention for every query row, so prefill and decode give identical
+// numbers (cuda_gemm_inv.cuh, cuda_attention.cu).
+bool cuda_identity_mode(const struct cuda_backend *c);
 
 extern "C" void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt);
 extern "C" void cuda_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,
