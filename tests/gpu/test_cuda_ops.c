@@ -325,9 +325,10 @@ TEST(fp8_wgmma_prefill) {
 }
 
 // Rows of a product computed with n = 1 and inside a larger n: equal bit for bit for n <= 8
-// (the skinny GEMM), and for any n in the identity mode (the batch-invariant GEMM).
-TEST(gemm_rows_invariant) {
-    const int rows = 1024, cols = 4096, nbig = identity_mode() ? 37 : 7;
+// (the skinny GEMM: 1024 rows take its 2-warps-a-row form, 4096 its 1-warp form), and for any
+// n in the identity mode (the batch-invariant GEMM).
+static void rows_invariant(int rows) {
+    const int cols = 4096, nbig = identity_mode() ? 37 : 7;
     struct weight w = make_weight(rows, cols, 0.03f);
     CHECK_OK(gpu->ops->weight_upload(gpu, &w));
     float *x = rand_vec((size_t)nbig * cols, 2.0f);
@@ -347,10 +348,14 @@ TEST(gemm_rows_invariant) {
     }
     CHECK_OK(gpu->ops->sync(gpu));
     char name[96];
-    snprintf(name, sizeof name, "matmul rows: n=1 vs inside n=%d, max |diff|", nbig);
+    snprintf(name, sizeof name, "matmul rows (%d x %d): n=1 vs inside n=%d, max |diff|", rows, cols, nbig);
     record(name, worst, 0, NULL);
     gpu->ops->free(gpu, dx); gpu->ops->free(gpu, dbig); gpu->ops->free(gpu, done);
     free(big); free(x); free((void *)w.data);
+}
+TEST(gemm_rows_invariant) {
+    rows_invariant(1024);
+    rows_invariant(4096);
 }
 
 // One sequence of 700 tokens: attention of a 700-row prefill vs 1-row decode steps at several
