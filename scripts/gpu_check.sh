@@ -236,7 +236,7 @@ fi
 if has depth; then  # decode at context depths, bf16 vs fp8, with the server's table width (128k): where fp8
   # starts to pay (the ITL study's break-even) without the server; OCTET_LAB adds split-plan variants and,
   # with ncu present, per-kernel times of one decode step's attention at depth 4096
-  for v in default ${OCTET_LAB:+OCTET_DECODE_MIN_SPLIT=8 OCTET_DECODE_MIN_SPLIT=32 OCTET_DECODE_STAGES=2}; do
+  for v in default ${OCTET_LAB:+OCTET_DECODE_MIN_SPLIT=16 OCTET_DECODE_STAGES=2}; do
     for dt in auto fp8; do
       run_variant "$v" "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype $dt \
         --pp 512 --tg 32 --reps 3 --depth 256,1024,4096,16384 2>>"$OUT/depth.log" | grep '^{' \
