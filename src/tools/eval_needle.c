@@ -441,6 +441,9 @@ static int eval_model(int argc, char **argv) {
     json_object_set_new(o, "model", json_string(md->name));
     json_object_set_new(o, "kv_cache_dtype", json_string(m.a.ro.kv.dtype));
     json_object_set_new(o, "fp8_attention_math", json_string(m.a.ro.fp8_math == ATTN_FP8_EMULATE ? "emulate" : "exact"));
+    char an[24];
+    json_object_set_new(o, "fp8_attention_accumulation", json_string(cli_accum_name(m.a.ro.fp8_accum, an, sizeof an)));
+    json_object_set_new(o, "device", json_string(r.b->ops->name));
     json_object_set_new(o, "trials", json_integer(m.trials));
     json_object_set_new(o, "seed", json_integer(m.seed));
     for (int i = 0; i < m.n_lengths * m.n_depths; i++) {
