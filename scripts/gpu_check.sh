@@ -19,10 +19,11 @@
 # shapes beside the copy rate (dev/cuda/gemv_bench.cu; about 20 s, not in the default list).
 # Binaries come from $OCTET_BIN (default build/); carried shared libraries from $OCTET_LIB.
 # OCTET_LAB=1 adds decode-kernel variants to attn (B=1 L=128k, B=8 L=32k, B=1 L=4k), each run
-# with one environment setting from OCTET_LAB_VARIANTS (default: ring depth 2, 2 waves, at least
-# 16 blocks a split; commas join settings); ops also runs under each fallback (OCTET_GEMV=0;
-# OCTET_FP8_WG=1, one consumer warpgroup per FP8 prefill CTA) and under the lab variants
-# OCTET_DECODE_MIN_SPLIT=16 and OCTET_PDL=1 (decode GEMMs as programmatic dependent launches);
+# with one environment setting from OCTET_LAB_VARIANTS (default: ring depth 2, 2 waves, no
+# minimum split size; commas join settings); ops also runs under each fallback (OCTET_GEMV=0;
+# OCTET_FP8_WG=1, one consumer warpgroup per FP8 prefill CTA; OCTET_DECODE_MIN_SPLIT=0, fp8
+# decode splits without their 16-block minimum) and under OCTET_PDL=1 (decode GEMMs as
+# programmatic dependent launches) and OCTET_IDENTITY=1 (the --batch-invariant kernels);
 # fp8prefill times OCTET_FP8_WG=1, and model OCTET_GEMV=0 and OCTET_PDL=1, beside the defaults.
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
@@ -63,7 +64,7 @@ if has ops; then
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
   if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks and the lab variant must be right too
-    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_DECODE_MIN_SPLIT=16 OCTET_PDL=1 OCTET_IDENTITY=1; do
+    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1; do
       env $v "$BIN/gpu/test_cuda_ops" "$OUT/ops_${v#OCTET_}.json" > "$OUT/ops_${v#OCTET_}.log" 2>&1
       say "ops vs cpu ($v): $(tail -n 1 "$OUT/ops_${v#OCTET_}.log")"
     done
@@ -117,7 +118,7 @@ if has attn; then
     for dt in bf16 fp8; do
       "$BIN/octet" bench attention --device cuda --batch $1 --ctx $2 --kv-cache-dtype $dt --iters 50 --reps 7 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/attn.jsonl"
       if [ "$2" != 8192 ] && [ -n "${OCTET_LAB:-}" ]; then  # kernel lab: variants named by their environment
-        for v in ${OCTET_LAB_VARIANTS:-OCTET_DECODE_STAGES=2 OCTET_DECODE_WAVES=2 OCTET_DECODE_MIN_SPLIT=16}; do
+        for v in ${OCTET_LAB_VARIANTS:-OCTET_DECODE_STAGES=2 OCTET_DECODE_WAVES=2 OCTET_DECODE_MIN_SPLIT=0}; do
           env ${v//,/ } "$BIN/octet" bench attention --device cuda --batch $1 --ctx $2 --kv-cache-dtype $dt \
             --iters 50 --reps 7 2>>"$OUT/attn.log" | tail -n 1 | sed "s/\"backend\":\"cuda\"/\"backend\":\"cuda $v\"/" >> "$OUT/attn.jsonl"
         done
@@ -236,7 +237,7 @@ fi
 if has depth; then  # decode at context depths, bf16 vs fp8, with the server's table width (128k): where fp8
   # starts to pay (the ITL study's break-even) without the server; OCTET_LAB adds split-plan variants and,
   # with ncu present, per-kernel times of one decode step's attention at depth 4096
-  for v in default ${OCTET_LAB:+OCTET_DECODE_MIN_SPLIT=16 OCTET_DECODE_STAGES=2}; do
+  for v in default ${OCTET_LAB:+OCTET_DECODE_MIN_SPLIT=0 OCTET_DECODE_STAGES=2}; do
     for dt in auto fp8; do
       run_variant "$v" "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype $dt \
         --pp 512 --tg 32 --reps 3 --depth 256,1024,4096,16384 2>>"$OUT/depth.log" | grep '^{' \

@@ -480,10 +480,14 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     plan_splits(c, l, bt->n_seqs, c->n_sm * resident[di][stages], &n_splits, &per_split);
     size_t need = (size_t)bt->n_seqs * l->n_kv_heads * G * n_splits * (HD + 2);
     if (n_splits > 1 && !cuda_reserve(c, &c->d_part, &c->part_cap, need)) return;
-    // Kernel lab: OCTET_DECODE_MIN_SPLIT=N gives every busy split at least N blocks of its context
-    // (short contexts then use fewer splits; the rest write empty partials and leave). 0: off.
-    static int min_split = -1;
-    if (min_split < 0) { const char *e = getenv("OCTET_DECODE_MIN_SPLIT"); min_split = e && atoi(e) > 0 ? atoi(e) : 0; }
+    // Every busy split takes at least min_split blocks of its context, so short contexts use fewer,
+    // fuller splits (the rest write empty partials and leave). FP8 caches: 16 — in captured decode
+    // steps with a 128k table on dummy:llama-3.1-8b it took fp8 from +56/+30 us a token above bf16
+    // at 1k/4k to 61-67 us below (bench/NOTES.md, session 12); bf16: off (no gain measured).
+    // OCTET_DECODE_MIN_SPLIT=N overrides both (0: off).
+    static int min_split_env = -2;
+    if (min_split_env == -2) { const char *e = getenv("OCTET_DECODE_MIN_SPLIT"); min_split_env = e ? (atoi(e) > 0 ? atoi(e) : 0) : -1; }
+    const int min_split = min_split_env >= 0 ? min_split_env : l->dtype == DT_BF16 ? 0 : 16;
     dim3 grid(bt->n_seqs, l->n_kv_heads, n_splits);
     kern<<<grid, 128, ring, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, c->cb.qstart, c->cb.seq_lens,
                                          c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, scale, sc, n_splits,
