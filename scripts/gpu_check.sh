@@ -288,8 +288,8 @@ if "fp8" in fits and "auto" in fits:
     print(f"itl fp8/auto slope = {fits['fp8']['slope_ms_per_token'] / fits['auto']['slope_ms_per_token']:.3f}")
 PY
 fi
-if has load; then  # throughput under load, scaled down to 24 requests (about 5 minutes)
-  "$BIN/octet" bench sweep --throughput --model dummy:llama-3.1-8b --kv-cache-dtype auto,fp8 --num-prompts 24 \
+if has load; then  # throughput under load, scaled down to LOAD_PROMPTS requests (default 24: about 5 minutes)
+  "$BIN/octet" bench sweep --throughput --model dummy:llama-3.1-8b --kv-cache-dtype auto,fp8 --num-prompts "${LOAD_PROMPTS:-24}" \
     --input-len 20000 --output-len 2000 --max-concurrency 8 --serve-args "--kv-cache-memory 40000000000" \
     --output-dir "$OUT/throughput_llama-3.1-8b" --quiet > "$OUT/load.log" 2>&1
   python3 - "$OUT/throughput_llama-3.1-8b/throughput.json" <<'PY' | tee -a "$summary"
