@@ -14,7 +14,9 @@
 # sweep on dummy:llama-3.1-8b (slopes, intercepts); load = throughput under load (24 requests);
 # depth = decode ms/token at depths 256-16384, bf16 vs fp8, with a 128k block table (as the ITL
 # study's server has). itl, load and depth are not in the default list (about 2.5, 5 and 1.5
-# minutes); model = whole-model pp64/tg64 on dummy:llama-3.1-8b, also with --batch-invariant
+# minutes); prof = ncu sections (throughput, occupancy, warp stalls) of the decode kernel at
+# B=1 L=128k and L=4k, bf16 vs fp8, and of the FP8 prefill at 16k (about 1 minute, opt-in);
+# model = whole-model pp64/tg64 on dummy:llama-3.1-8b, also with --batch-invariant
 # (with OCTET_LAB also under OCTET_GEMV=0, cuBLASLt for the decode GEMMs instead of the skinny GEMM); gemv = the decode GEMM's tuning variants at the 8B
 # shapes beside the copy rate (dev/cuda/gemv_bench.cu; about 20 s, not in the default list).
 # Binaries come from $OCTET_BIN (default build/); carried shared libraries from $OCTET_LIB.
@@ -109,6 +111,57 @@ if has kld; then
       --kv-cache-dtype fp8 --ref-kv-cache-dtype bf16 --json > "$OUT/kld.json" 2>>"$OUT/kld.log"
     say "kld $m fp8 vs bf16: $(cat "$OUT/kld.json")"
   done
+fi
+
+if has prof; then  # ncu sections of the decode kernel (bf16 vs fp8 at B=1 L=128k and L=4k) and the FP8
+  # prefill at 16k: throughput, occupancy, warp stall reasons (about 1 minute; not in the default list)
+  if command -v ncu >/dev/null; then
+    : > "$OUT/prof.csv"
+    STALLS=$(for r in long_scoreboard short_scoreboard barrier wait mio_throttle math_pipe_throttle lg_throttle \
+      not_selected dispatch_stall; do
+      printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' $r; done | sed 's/,$//')
+    prof() {  # prof TAG KERNEL_REGEX octet-args... (without the stall metrics if ncu refuses them)
+      local tag=$1 kre=$2 m; shift 2
+      for m in "--metrics $STALLS" ""; do
+        ncu --clock-control none --print-units base --csv --page details -k regex:"$kre" --launch-skip 2 -c 1 \
+          --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
+          --section LaunchStats $m "$BIN/octet" "$@" 2>>"$OUT/prof.log" | grep '^"' > "$OUT/prof1.csv"
+        [ -s "$OUT/prof1.csv" ] && break
+      done
+      sed "s/^/\"$tag\",/" "$OUT/prof1.csv" >> "$OUT/prof.csv"
+    }
+    for dt in bf16 fp8; do
+      for L in 131072 4096; do
+        prof "decode $dt L=$L" 'k_decode_mma' bench attention --device cuda --batch 1 --ctx $L --kv-cache-dtype $dt --iters 1 --reps 1
+      done
+    done
+    prof "prefill fp8 L=16384" 'prefill_fp8' bench attention --device cuda --mode prefill --ctx 16384 --head-dim 128 \
+      --kv-cache-dtype fp8 --iters 1 --reps 1
+    python3 - "$OUT/prof.csv" <<'PY' | tee -a "$summary"
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1])))
+keep = ("Duration", "DRAM Throughput", "Memory Throughput", "Compute (SM) Throughput", "Achieved Occupancy",
+        "Registers Per Thread", "Warp Cycles Per Issued Instruction", "Issue Slots Busy")
+hdr = next((r for r in rows if "Metric Name" in r), None)
+if not hdr: print("prof: no ncu rows"); sys.exit()
+mi, vi, ui = hdr.index("Metric Name"), hdr.index("Metric Value"), hdr.index("Metric Unit")
+by = {}
+for r in rows:
+    if r is hdr or len(r) != len(hdr) or r[mi] == "Metric Name": continue
+    by.setdefault(r[0], []).append(r)
+for tag, rs in by.items():
+    got = {r[mi]: f"{r[vi]} {r[ui]}".strip() for r in rs if r[mi] in keep}
+    def num(v):
+        try: return float(v.replace(",", ""))
+        except ValueError: return None
+    stalls = sorted(((num(r[vi]), r[mi].split("issue_stalled_")[1].split("_per_issue")[0]) for r in rs
+                     if "issue_stalled_" in r[mi] and num(r[vi]) is not None), reverse=True)[:4]
+    print(f"prof {tag}: " + "; ".join(f"{k} {got[k]}" for k in keep if k in got)
+          + ("; top stalls (warps per issue) " + ", ".join(f"{n} {v:.2f}" for v, n in stalls) if stalls else ""))
+PY
+  else
+    say "prof: ncu not found"
+  fi
 fi
 
 if has attn; then
