@@ -25,7 +25,8 @@
 # minimum split size; commas join settings); ops also runs under each fallback (OCTET_GEMV=0;
 # OCTET_FP8_WG=1, one consumer warpgroup per FP8 prefill CTA; OCTET_DECODE_MIN_SPLIT=0, fp8
 # decode splits without their 16-block minimum) and under OCTET_PDL=1 (decode GEMMs as
-# programmatic dependent launches) and OCTET_IDENTITY=1 (the --batch-invariant kernels);
+# programmatic dependent launches), OCTET_IDENTITY=1 (the --batch-invariant kernels) and
+# OCTET_FUSE=1 (residual add and SwiGLU fused into the decode GEMMs; model times it too);
 # fp8prefill times OCTET_FP8_WG=1, and model OCTET_GEMV=0 and OCTET_PDL=1, beside the defaults.
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
@@ -66,7 +67,7 @@ if has ops; then
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
   if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks and the lab variant must be right too
-    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1; do
+    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=1; do
       env $v "$BIN/gpu/test_cuda_ops" "$OUT/ops_${v#OCTET_}.json" > "$OUT/ops_${v#OCTET_}.log" 2>&1
       say "ops vs cpu ($v): $(tail -n 1 "$OUT/ops_${v#OCTET_}.log")"
     done
@@ -275,7 +276,7 @@ run_variant() {
 }
 if has model; then  # whole-model decode and prefill speed (CUDA graphs on) and the cost of --batch-invariant;
   # OCTET_LAB adds cuBLASLt-only decode GEMMs and programmatic dependent launch
-  for v in default --batch-invariant ${OCTET_LAB:+OCTET_GEMV=0 OCTET_PDL=1}; do
+  for v in default --batch-invariant ${OCTET_LAB:+OCTET_GEMV=0 OCTET_PDL=1 OCTET_FUSE=1}; do
     run_variant "$v" "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 \
       2>>"$OUT/model.log" | tail -n 1 | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/model.jsonl"
   done

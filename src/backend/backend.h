@@ -106,6 +106,14 @@ struct backend_ops {
     // out[i] = x[rows[i]] for the batch's logits_rows
     void (*gather_rows)(struct backend *b, void *out /*[n_logits][dim]*/, const void *x /*[n_tokens][dim]*/,
                         int dim, const struct batch *bt);
+    // Optional fused ops (NULL: the forward pass composes them from the ops above; the CUDA
+    // backend offers them under OCTET_FUSE=1, kernel lab). Same numbers as the composition.
+    // x += in · wᵀ (a projection and its residual add); scratch [n][w.rows] may be overwritten.
+    void (*matmul_add)(struct backend *b, void *x /*[n][w.rows]*/, void *scratch /*[n][w.rows]*/,
+                       const void *in /*[n][w.cols]*/, const struct weight *w, int n);
+    // gate = silu(x · w_gateᵀ) ⊙ (x · w_upᵀ); up [n][w_up.rows] may be overwritten.
+    void (*matmul_swiglu)(struct backend *b, void *gate /*[n][w_gate.rows]*/, void *up /*[n][w_up.rows]*/,
+                          const void *x /*[n][w_gate.cols]*/, const struct weight *w_gate, const struct weight *w_up, int n);
     // host_out = x · wᵀ in f32 (the logits of the sampled rows), synchronous.
     void (*logits)(struct backend *b, float *host_out /*[n][w.rows]*/, const void *x /*[n][w.cols]*/,
                    const struct weight *w, int n);

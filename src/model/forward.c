@@ -66,6 +66,14 @@ static int probe(struct forward *f, int layer, enum probe_kind kind, const void 
     return OCT_OK;
 }
 
+// x += in · wᵀ: the backend's fused op, or a matmul into f->proj and an add.
+static void proj_add(struct forward *f, const void *in, const struct weight *w, int n) {
+    struct backend *b = f->b;
+    if (b->ops->matmul_add) { b->ops->matmul_add(b, f->x, f->proj, in, w, n); return; }
+    b->ops->matmul(b, f->proj, in, w, n);
+    b->ops->add(b, f->x, f->proj, (int64_t)n * w->rows);
+}
+
 int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, float *logits_out) {
     struct backend *b = f->b;
     const struct backend_ops *op = b->ops;
@@ -93,15 +101,17 @@ int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, 
         }
         op->kv_write(b, &kv->layers[l], f->k, f->v, bt);             // quantize into the pages
         op->attention(b, f->att, f->q, &kv->layers[l], &ap, bt);
-        op->matmul(b, f->proj, f->att, &w->wo, n);
-        op->add(b, f->x, f->proj, (int64_t)n * c->dim);
+        proj_add(f, f->att, &w->wo, n);                              // x += att · woᵀ
         op->rmsnorm(b, f->xn, f->x, &w->ffn_norm, n, c->norm_eps);
-        op->matmul(b, f->gate, f->xn, &w->w_gate, n);
-        op->matmul(b, f->up, f->xn, &w->w_up, n);
-        if (f->probe) TRY(probe(f, l, PROBE_GATE, f->gate, n, c->ffn_dim));
-        op->silu_mul(b, f->gate, f->gate, f->up, (int64_t)n * c->ffn_dim);
-        op->matmul(b, f->proj, f->gate, &w->w_down, n);
-        op->add(b, f->x, f->proj, (int64_t)n * c->dim);
+        if (op->matmul_swiglu && !f->probe) {                         // (the probe wants the gate itself)
+            op->matmul_swiglu(b, f->gate, f->up, f->xn, &w->w_gate, &w->w_up, n);
+        } else {
+            op->matmul(b, f->gate, f->xn, &w->w_gate, n);
+            op->matmul(b, f->up, f->xn, &w->w_up, n);
+            if (f->probe) TRY(probe(f, l, PROBE_GATE, f->gate, n, c->ffn_dim));
+            op->silu_mul(b, f->gate, f->gate, f->up, (int64_t)n * c->ffn_dim);
+        }
+        proj_add(f, f->gate, &w->w_down, n);                         // x += silu(gate)·up · w_downᵀ
     }
     if (bt->n_logits > 0) {
         op->gather_rows(b, f->last, f->x, c->dim, bt);               // only the sampled rows

@@ -2,7 +2,8 @@
 // upload), batch metadata upload, GEMMs through cuBLASLt (handle and workspace owned
 // here, plans cached per shape; decode-sized products, n <= 8, on the skinny GEMM of
 // cuda_gemv.cuh), and the elementwise kernels (get_rows, rmsnorm, rope,
-// silu_mul, add, gather_rows). Activations are BF16; math inside kernels is f32
+// silu_mul, add, gather_rows); under OCTET_FUSE=1 (lab) also the fused projections
+// (matmul_add, matmul_swiglu). Activations are BF16; math inside kernels is f32
 // (RoPE angles in f64, as the CPU computes them, so long positions agree).
 #include <math.h>
 #include <stdio.h>
@@ -358,6 +359,13 @@ static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t 
     return p;
 }
 
+// Skinny products (n <= 8) on k_gemv; OCTET_GEMV=0: all on cuBLASLt.
+static bool gemv_enabled(void) {
+    static int on = -1;
+    if (on < 0) { const char *e = getenv("OCTET_GEMV"); on = !(e && !strcmp(e, "0")); }
+    return on;
+}
+
 static void gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const void *x, const struct weight *w, int n) {
     if (CUDA_SKIP(c) || n == 0) return;
     if (cuda_identity_mode(c)) {  // every n on the batch-invariant GEMM
@@ -370,9 +378,7 @@ static void gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, con
                  "be a multiple of 8)", (long long)w->rows, (long long)w->cols);
         return;
     }
-    static int gemv_on = -1;  // skinny products (n <= 8) on k_gemv; OCTET_GEMV=0: all on cuBLASLt
-    if (gemv_on < 0) { const char *e = getenv("OCTET_GEMV"); gemv_on = !(e && !strcmp(e, "0")); }
-    if (gemv_on) {
+    if (gemv_enabled()) {
         bool done = out_type == CUDA_R_32F
                         ? gemv_launch(c->stream, (float *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n)
                         : gemv_launch(c->stream, (bf16 *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n);
@@ -391,6 +397,38 @@ static void gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, con
 
 static void cu_matmul(struct backend *b, void *out, const void *x, const struct weight *w, int n) {
     gemm(cb_of(b), out, CUDA_R_16BF, x, w, n);
+}
+
+// ---------------------------------------------------------------- fused projections (OCTET_FUSE=1, lab)
+// Decode steps (n <= 8) run one skinny-GEMM launch with the add or SwiGLU in its epilogue; other
+// steps, the batch-invariant mode and shapes the skinny GEMM does not take compose the unfused ops.
+static bool fused_fast(struct cuda_backend *c, int n) { return n <= 8 && gemv_enabled() && !cuda_identity_mode(c); }
+
+static void cu_matmul_add(struct backend *b, void *x, void *scratch, const void *in, const struct weight *w, int n) {
+    struct cuda_backend *c = cb_of(b);
+    if (CUDA_SKIP(c) || !n) return;
+    if (fused_fast(c, n) && gemv_fused_launch<GEMV_ADD>(c->stream, (bf16 *)x, (const bf16 *)in, (const bf16 *)w->dev, nullptr,
+                                                        w->rows, w->cols, n)) {
+        CUDA_LAUNCHED(c, "gemv + residual add");
+        return;
+    }
+    cu_matmul(b, scratch, in, w, n);
+    cu_add(b, x, scratch, (int64_t)n * w->rows);
+}
+
+static void cu_matmul_swiglu(struct backend *b, void *gate, void *up, const void *x, const struct weight *wg, const struct weight *wu,
+                             int n) {
+    struct cuda_backend *c = cb_of(b);
+    if (CUDA_SKIP(c) || !n) return;
+    if (fused_fast(c, n) && wg->rows == wu->rows && wg->cols == wu->cols &&
+        gemv_fused_launch<GEMV_SWIGLU>(c->stream, (bf16 *)gate, (const bf16 *)x, (const bf16 *)wg->dev, (const bf16 *)wu->dev,
+                                       wg->rows, wg->cols, n)) {
+        CUDA_LAUNCHED(c, "gemv SwiGLU");
+        return;
+    }
+    cu_matmul(b, gate, x, wg, n);
+    cu_matmul(b, up, x, wu, n);
+    cu_silu_mul(b, gate, gate, up, (int64_t)n * wg->rows);
 }
 
 static void cu_logits(struct backend *b, float *host_out, const void *x, const struct weight *w, int n) {
@@ -479,6 +517,9 @@ static const struct backend_ops cuda_ops = {
     .kv_budget_default = cu_kv_budget_default,
 };
 
+// OCTET_FUSE=1 (kernel lab): the same table with the fused projection ops.
+static struct backend_ops cuda_ops_fused;
+
 extern "C" bool backend_cuda_available(void) {
     int n = 0;
     return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
@@ -494,6 +535,13 @@ extern "C" struct backend *backend_cuda_create(int device_index) {
     struct cuda_backend *c = (struct cuda_backend *)calloc(1, sizeof *c);
     if (!c) { err_set(OCT_ENOMEM, "cuda: out of memory"); return nullptr; }
     c->base.ops = &cuda_ops;
+    const char *fe = getenv("OCTET_FUSE");
+    if (fe && atoi(fe) == 1) {
+        cuda_ops_fused = cuda_ops;
+        cuda_ops_fused.matmul_add = cu_matmul_add;
+        cuda_ops_fused.matmul_swiglu = cu_matmul_swiglu;
+        c->base.ops = &cuda_ops_fused;
+    }
     c->device = device_index;
     c->workspace_bytes = 32u << 20;
     cudaDeviceProp prop;

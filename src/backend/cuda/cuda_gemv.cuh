@@ -20,6 +20,14 @@
 
 #include "cuda_pdl.cuh"
 
+// Epilogues (EPI): store the product; add it into out (the residual add after a projection);
+// or, with a second weight, out = silu(x·w) ⊙ (x·w2) (SwiGLU). Each rounds the product to bf16
+// first, as the separate matmul then add / silu_mul kernels do, so the fused forms give the
+// unfused GPU path's numbers (OCTET_FUSE=1, kernel lab).
+#define GEMV_STORE 0
+#define GEMV_ADD 1
+#define GEMV_SWIGLU 2
+
 #define GEMV_WARPS 8    // default: warps per CTA
 #define GEMV_UNROLL 4   // default: 16-byte weight loads in flight per lane
 #define GEMV_KSPLIT 1   // default: warps per weight row (2 for weights of <= 2048 rows)
@@ -34,10 +42,14 @@ __device__ __forceinline__ void gemv_dot8(float &acc, uint4 w, uint4 x) {
     }
 }
 
-template <int NR, typename OUT, int WARPS = GEMV_WARPS, int UNROLL = GEMV_UNROLL, int KSPLIT = GEMV_KSPLIT, bool PDL = false>
+template <int NR, typename OUT, int WARPS = GEMV_WARPS, int UNROLL = GEMV_UNROLL, int KSPLIT = GEMV_KSPLIT, bool PDL = false,
+          int EPI = GEMV_STORE>
 __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, const bf16 *x /*[NR][cols]*/,
-                                                     const bf16 *w /*[rows][cols]*/, int rows, int cols) {
+                                                     const bf16 *w /*[rows][cols]*/, int rows, int cols,
+                                                     const bf16 *w2 = nullptr /*[rows][cols], GEMV_SWIGLU's up weight*/) {
     static_assert(WARPS % KSPLIT == 0, "a CTA holds whole rows");
+    static_assert(EPI == GEMV_STORE || (KSPLIT == 1 && !PDL && sizeof(OUT) == 2), "fused epilogues: bf16 out, a warp a row, no PDL");
+    constexpr bool SW = EPI == GEMV_SWIGLU;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = warp % KSPLIT;
     const int row = blockIdx.x * (WARPS / KSPLIT) + warp / KSPLIT;
     const bool live = row < rows;
@@ -46,10 +58,13 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
     }
     const int runs = cols / 8;     // 16-byte runs per row
     const uint4 *wr = (const uint4 *)(w + (size_t)(live ? row : 0) * cols);
+    const uint4 *wr2 = SW ? (const uint4 *)(w2 + (size_t)(live ? row : 0) * cols) : nullptr;
     const uint4 *xr = (const uint4 *)x;
-    float acc[NR];
+    float acc[NR], acc2[SW ? NR : 1];
 #pragma unroll
     for (int r = 0; r < NR; r++) acc[r] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < (SW ? NR : 1); r++) acc2[r] = 0.0f;
     constexpr int STRIDE = 32 * KSPLIT;  // the row's KSPLIT warps interleave their runs
     int i = part * 32 + lane;
     uint4 first[PDL ? UNROLL : 1];  // PDL: the first runs, loaded before waiting for x
@@ -65,26 +80,41 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
     }
     if (live) {
         for (; i + STRIDE * (UNROLL - 1) < runs; i += STRIDE * UNROLL) {
-            uint4 wv[UNROLL];
+            uint4 wv[UNROLL], wv2[SW ? UNROLL : 1];
 #pragma unroll
             for (int u = 0; u < UNROLL; u++)  // streamed once: do not keep in L2
                 wv[u] = PDL && have_first ? first[u % (PDL ? UNROLL : 1)] : __ldcs(wr + i + STRIDE * u);
+            if constexpr (SW) {
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++) wv2[u] = __ldcs(wr2 + i + STRIDE * u);
+            }
             have_first = false;
 #pragma unroll
             for (int u = 0; u < UNROLL; u++)
 #pragma unroll
-                for (int r = 0; r < NR; r++) gemv_dot8(acc[r], wv[u], __ldg(xr + (size_t)r * runs + i + STRIDE * u));
+                for (int r = 0; r < NR; r++) {
+                    uint4 xv = __ldg(xr + (size_t)r * runs + i + STRIDE * u);
+                    gemv_dot8(acc[r], wv[u], xv);
+                    if constexpr (SW) gemv_dot8(acc2[r], wv2[u], xv);
+                }
         }
         for (; i < runs; i += STRIDE) {
             uint4 wv = __ldcs(wr + i);
 #pragma unroll
-            for (int r = 0; r < NR; r++) gemv_dot8(acc[r], wv, __ldg(xr + (size_t)r * runs + i));
+            for (int r = 0; r < NR; r++) {
+                uint4 xv = __ldg(xr + (size_t)r * runs + i);
+                gemv_dot8(acc[r], wv, xv);
+                if constexpr (SW) gemv_dot8(acc2[r], __ldcs(wr2 + i), xv);
+            }
         }
     }
 #pragma unroll
     for (int r = 0; r < NR; r++)
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffff, acc[r], o);
+        for (int o = 16; o > 0; o >>= 1) {
+            acc[r] += __shfl_xor_sync(0xffffffff, acc[r], o);
+            if constexpr (SW) acc2[r] += __shfl_xor_sync(0xffffffff, acc2[r], o);
+        }
     if constexpr (KSPLIT > 1) {  // the row's warps add their sums in a fixed order
         __shared__ float red[WARPS][NR];
         if (lane == 0) {
@@ -104,8 +134,15 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
     if (lane == 0 && live) {
 #pragma unroll
         for (int r = 0; r < NR; r++) {
-            if constexpr (sizeof(OUT) == 4) out[(size_t)r * rows + row] = acc[r];
-            else out[(size_t)r * rows + row] = __float2bfloat16_rn(acc[r]);
+            OUT *o = out + (size_t)r * rows + row;
+            if constexpr (sizeof(OUT) == 4) *o = acc[r];
+            else if constexpr (EPI == GEMV_STORE) *o = __float2bfloat16_rn(acc[r]);
+            else if constexpr (EPI == GEMV_ADD) {
+                *o = __float2bfloat16_rn(__bfloat162float(*o) + __bfloat162float(__float2bfloat16_rn(acc[r])));
+            } else {  // as k_silu_mul on the rounded gate and up products
+                float gv = __bfloat162float(__float2bfloat16_rn(acc[r]));
+                *o = __float2bfloat16_rn(gv / (1.0f + expf(-gv)) * __bfloat162float(__float2bfloat16_rn(acc2[r])));
+            }
         }
     }
 }
@@ -124,7 +161,7 @@ static void gemv_launch_nr(cudaStream_t st, OUT *out, const bf16 *x, const bf16 
         cfg.stream = st;
         cfg.attrs = attr;
         cfg.numAttrs = 1;
-        cudaLaunchKernelEx(&cfg, k_gemv<NR, OUT, WARPS, UNROLL, KSPLIT, PDL>, out, x, w, rows, cols);
+        cudaLaunchKernelEx(&cfg, k_gemv<NR, OUT, WARPS, UNROLL, KSPLIT, PDL>, out, x, w, rows, cols, (const bf16 *)nullptr);
     } else {
         k_gemv<NR, OUT, WARPS, UNROLL, KSPLIT, PDL><<<grid, block, 0, st>>>(out, x, w, rows, cols);
     }
@@ -143,6 +180,28 @@ static void gemv_launch_variant(cudaStream_t st, OUT *out, const bf16 *x, const 
     case 7: gemv_launch_nr<7, OUT, WARPS, UNROLL, KSPLIT, PDL>(st, out, x, w, rows, cols); break;
     default: gemv_launch_nr<8, OUT, WARPS, UNROLL, KSPLIT, PDL>(st, out, x, w, rows, cols); break;
     }
+}
+
+// A fused-epilogue launch (GEMV_ADD into out, or GEMV_SWIGLU with w2) for n <= 8 rows of x;
+// false when the shapes do not fit (the caller composes the unfused ops instead).
+template <int EPI>
+static bool gemv_fused_launch(cudaStream_t st, bf16 *out, const bf16 *x, const bf16 *w, const bf16 *w2, int64_t rows,
+                              int64_t cols, int n) {
+    if (n < 1 || n > 8 || cols % 8 || ((uintptr_t)w | (uintptr_t)x | (uintptr_t)w2) % 16 || rows > (int64_t)1 << 30) return false;
+    dim3 grid((unsigned)((rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(GEMV_WARPS * 32);
+#define GF(NR) k_gemv<NR, bf16, GEMV_WARPS, GEMV_UNROLL, 1, false, EPI><<<grid, block, 0, st>>>(out, x, w, (int)rows, (int)cols, w2)
+    switch (n) {
+    case 1: GF(1); break;
+    case 2: GF(2); break;
+    case 3: GF(3); break;
+    case 4: GF(4); break;
+    case 5: GF(5); break;
+    case 6: GF(6); break;
+    case 7: GF(7); break;
+    default: GF(8); break;
+    }
+#undef GF
+    return true;
 }
 
 // True when the skinny path takes this product (and launches it); false: use cuBLASLt.
