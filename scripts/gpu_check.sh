@@ -87,15 +87,16 @@ if has golden; then
     done
   done
   say "golden stories260K greedy cuda==cpu (fp32, bf16 caches): $ok passed, $bad failed; fp8 cache identical for $fp8_same of 3 prompts"
-  if [ -n "${OCTET_LAB:-}" ]; then  # the lab's programmatic dependent launches inside captured decode steps
+  # the lab's programmatic dependent launches and fused projections inside captured decode steps
+  for v in ${OCTET_LAB:+OCTET_PDL=1 OCTET_FUSE=1}; do
     ok=0; bad=0
     for p in "Once upon a time" "The little dog" "Lily wanted to"; do
       a=$("$BIN/octet" generate --model "$MODEL" --prompt "$p" --max-tokens 32 --kv-cache-dtype bf16 --device cpu --json 2>>"$OUT/golden.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
-      b=$(OCTET_PDL=1 "$BIN/octet" generate --model "$MODEL" --prompt "$p" --max-tokens 32 --kv-cache-dtype bf16 --device cuda --json 2>>"$OUT/golden.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
+      b=$(env "$v" "$BIN/octet" generate --model "$MODEL" --prompt "$p" --max-tokens 32 --kv-cache-dtype bf16 --device cuda --json 2>>"$OUT/golden.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
       if [ -n "$a" ] && [ "$a" = "$b" ]; then ok=$((ok+1)); else bad=$((bad+1)); fi
     done
-    say "golden with OCTET_PDL=1 (bf16 cache): $ok passed, $bad failed"
-  fi
+    say "golden with $v (bf16 cache): $ok passed, $bad failed"
+  done
   # calibrated e4m3 with per-channel K offsets, end to end: the GPU's perplexity vs the CPU's
   head -c 12380 tests/data/heldout.txt > "$OUT/calib.txt"; tail -c +12381 tests/data/heldout.txt > "$OUT/eval.txt"
   "$BIN/octet" calibrate --model "$MODEL" --file "$OUT/calib.txt" --k-offset mean --output "$OUT/ko.json" >/dev/null 2>>"$OUT/golden.log"
@@ -355,9 +356,10 @@ print("load: " + ", ".join(f"{n} {v:.1f} output tok/s" for n, v in tp.items())
 PY
 fi
 if has pd; then  # by default and with --batch-invariant, whose two numbers must be equal
-  for mode in default identity; do
+  for mode in default identity ${OCTET_LAB:+fuse}; do
     for dt in bf16 fp8; do
       for step in 1 256; do
+        env OCTET_FUSE=$([ $mode = fuse ] && echo 1 || echo 0) \
         "$BIN/octet" eval ppl --model dummy:llama-3.1-8b $([ $mode = identity ] && echo --batch-invariant) \
           --device cuda --file tests/data/heldout.txt --ctx 256 --chunks 1 --kv-cache-dtype $dt --max-num-batched-tokens $step \
           --json 2>>"$OUT/pd.log" | tail -n 1 | sed "s/^{/{\"mode\":\"$mode\",\"kv\":\"$dt\",\"step\":$step,/" >> "$OUT/pd.jsonl"
@@ -368,6 +370,10 @@ if has pd; then  # by default and with --batch-invariant, whose two numbers must
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 by = {(r.get("mode", "default"), r["kv"], r["step"]): r["ppl"] for r in rows}
+for kv in ("bf16", "fp8"):  # OCTET_FUSE=1 (lab) vs the default kernels, token by token: rounding-level differences only
+    a, b = by.get(("fuse", kv, 1)), by.get(("default", kv, 1))
+    if a and b:
+        print(f"OCTET_FUSE=1 vs default, dummy:llama-3.1-8b {kv} token-by-token ppl: {a!r} vs {b!r}, rel. diff {abs(a-b)/b:.2e}")
 for mode in ("default", "identity"):
     for kv in ("bf16", "fp8"):
         a, b = by.get((mode, kv, 1)), by.get((mode, kv, 256))

@@ -439,22 +439,27 @@ static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_
 }
 
 typedef void (*decode_mma_fn)(bf16 *, float *, const bf16 *, const void *, const void *, const int32_t *, const int32_t *,
-                              const int32_t *, int, int, int, int, float, const float *, int, int, const int32_t *, int);
+                              const int32_t *, int, int, int, int, float, const float *, int, int, const int32_t *, int, int *);
 
-template <int HD, int DT>
+template <int HD, int DT, bool FUSED>
 static decode_mma_fn pick_decode_mma(int stages) {
-    if (stages == 0) return k_decode_mma<HD, DT, 0>;
-    if (stages == 2) return k_decode_mma<HD, DT, 2>;
-    if (stages == 3) return k_decode_mma<HD, DT, 3>;
-    return k_decode_mma<HD, DT, 4>;
+    if (stages == 0) return k_decode_mma<HD, DT, 0, FUSED>;
+    if (stages == 2) return k_decode_mma<HD, DT, 2, FUSED>;
+    if (stages == 3) return k_decode_mma<HD, DT, 3, FUSED>;
+    return k_decode_mma<HD, DT, 4, FUSED>;
 }
 
-// The decode kernel for a layer's cache type and a ring depth (0, 2, 3 or 4).
+// The decode kernel for a layer's cache type and a ring depth (0, 2, 3 or 4); fused: it combines
+// the splits itself (OCTET_FUSE=1, lab).
 template <int HD>
-static decode_mma_fn decode_mma_for(const struct kv_layer *l, int stages) {
-    return l->dtype == DT_BF16   ? pick_decode_mma<HD, DT_BF16>(stages)
-           : l->dtype == DT_E4M3 ? pick_decode_mma<HD, DT_E4M3>(stages)
-                                 : pick_decode_mma<HD, DT_E5M2>(stages);
+static decode_mma_fn decode_mma_for(const struct kv_layer *l, int stages, bool fused = false) {
+    if (fused)
+        return l->dtype == DT_BF16   ? pick_decode_mma<HD, DT_BF16, true>(stages)
+               : l->dtype == DT_E4M3 ? pick_decode_mma<HD, DT_E4M3, true>(stages)
+                                     : pick_decode_mma<HD, DT_E5M2, true>(stages);
+    return l->dtype == DT_BF16   ? pick_decode_mma<HD, DT_BF16, false>(stages)
+           : l->dtype == DT_E4M3 ? pick_decode_mma<HD, DT_E4M3, false>(stages)
+                                 : pick_decode_mma<HD, DT_E5M2, false>(stages);
 }
 
 template <int HD>
@@ -466,18 +471,19 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     int stages = stages_env >= 0 ? stages_env : (l->dtype == DT_BF16 ? 2 : 3);
     if (stages != 0 && stages != 2 && stages != 3) stages = 4;
     size_t ring = stages ? (size_t)4 * stages * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1) : 0;
-    decode_mma_fn kern = decode_mma_for<HD>(l, stages);
+    const bool fuse = cuda_fuse_mode();
+    decode_mma_fn kern = decode_mma_for<HD>(l, stages, fuse);
     // residency of this kernel instance (registers and shared memory decide it), asked once
-    static int resident[3][5];
+    static int resident[3][5][2];
     int di = l->dtype == DT_BF16 ? 0 : l->dtype == DT_E4M3 ? 1 : 2;
-    if (!resident[di][stages]) {
+    if (!resident[di][stages][fuse]) {
         if (ring) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring);
         int per = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kern, 128, ring) != cudaSuccess || per < 1) per = 1;
-        resident[di][stages] = per;
+        resident[di][stages][fuse] = per;
     }
     int n_splits, per_split;
-    plan_splits(c, l, bt->n_seqs, c->n_sm * resident[di][stages], &n_splits, &per_split);
+    plan_splits(c, l, bt->n_seqs, c->n_sm * resident[di][stages][fuse], &n_splits, &per_split);
     size_t need = (size_t)bt->n_seqs * l->n_kv_heads * G * n_splits * (HD + 2);
     if (n_splits > 1 && !cuda_reserve(c, &c->d_part, &c->part_cap, need)) return;
     // Every busy split takes at least min_split blocks of its context, so short contexts use fewer,
@@ -488,12 +494,31 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     static int min_split_env = -2;
     if (min_split_env == -2) { const char *e = getenv("OCTET_DECODE_MIN_SPLIT"); min_split_env = e ? (atoi(e) > 0 ? atoi(e) : 0) : -1; }
     const int min_split = min_split_env >= 0 ? min_split_env : l->dtype == DT_BF16 ? 0 : 16;
+    // OCTET_FUSE=1 (lab): the last CTA of each (sequence, KV head) combines the splits, when their
+    // weights fit the kernel's shared scratch; arrival counters start at zero and are reset by it
+    int *arrive = nullptr;
+    if (fuse && n_splits > 1 && 2 * G * n_splits + G <= 32 * HD) {
+        size_t cnt = (size_t)bt->n_seqs * l->n_kv_heads;
+        if (cnt > c->arrive_cap) {
+            if (c->d_arrive) cudaFree(c->d_arrive);
+            c->d_arrive = nullptr;
+            c->arrive_cap = 0;
+            if (cuda_fail(c, cudaMalloc((void **)&c->d_arrive, cnt * 2 * sizeof(int)), "cudaMalloc") ||
+                cuda_fail(c, cudaMemsetAsync(c->d_arrive, 0, cnt * 2 * sizeof(int), c->stream), "cudaMemset"))
+                return;
+            c->arrive_cap = cnt * 2;
+        }
+        arrive = c->d_arrive;
+    } else if (fuse) {  // one split, or too many for the scratch: the plain kernel and k_combine
+        kern = decode_mma_for<HD>(l, stages, false);
+        if (ring) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring);
+    }
     dim3 grid(bt->n_seqs, l->n_kv_heads, n_splits);
     kern<<<grid, 128, ring, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, c->cb.qstart, c->cb.seq_lens,
                                          c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, scale, sc, n_splits,
-                                         min_split, nullptr, 0);
+                                         min_split, nullptr, 0, arrive);
     if (CUDA_LAUNCHED(c, "attention decode (mma)")) return;
-    if (n_splits > 1) launch_combine(c, out, bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart);
+    if (n_splits > 1 && !arrive) launch_combine(c, out, bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart);
 }
 
 // Identity mode (kernel lab, OCTET_IDENTITY=1): every query row, decode or prefill, runs the
@@ -544,7 +569,7 @@ static void launch_decode_identity(struct cuda_backend *c, void *out, const void
         dim3 grid(n, l->n_kv_heads, n_splits);
         kern<<<grid, 128, ring, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, qs + r0, sl + r0, c->cb.btab,
                                              bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, scale, sc, n_splits, 0,
-                                             seq_of ? seq_of + r0 : nullptr, IDENTITY_SPLIT);
+                                             seq_of ? seq_of + r0 : nullptr, IDENTITY_SPLIT, nullptr);
         if (CUDA_LAUNCHED(c, "attention (identity mode)")) return;
         launch_combine(c, out, n, l->n_kv_heads * G, HD, n_splits, qs + r0);
     }

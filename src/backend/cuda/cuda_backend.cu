@@ -476,7 +476,7 @@ static void cu_destroy(struct backend *b) {
     for (int i = 0; i < c->n_graphs; i++) if (c->graphs[i].exec) cudaGraphExecDestroy(c->graphs[i].exec);
     if (c->lt) cublasLtDestroy(c->lt);
     cudaFree(c->workspace); cudaFree(c->d_meta); cudaFree(c->d_inv_freq); cudaFree(c->d_part); cudaFree(c->d_logits);
-    cudaFree(c->d_pseudo);
+    cudaFree(c->d_pseudo); cudaFree(c->d_arrive);
     if (c->h_meta) cudaFreeHost(c->h_meta);
     if (c->h_stage) cudaFreeHost(c->h_stage);
     cudaStreamDestroy(c->stream);
@@ -513,12 +513,20 @@ static const struct backend_ops cuda_ops = {
     .silu_mul = cu_silu_mul,
     .add = cu_add,
     .gather_rows = cu_gather_rows,
+    .matmul_add = nullptr,     // the fused ops: OCTET_FUSE=1 (cuda_ops_fused)
+    .matmul_swiglu = nullptr,
     .logits = cu_logits,
     .kv_budget_default = cu_kv_budget_default,
 };
 
 // OCTET_FUSE=1 (kernel lab): the same table with the fused projection ops.
 static struct backend_ops cuda_ops_fused;
+
+bool cuda_fuse_mode(void) {
+    static int on = -1;
+    if (on < 0) { const char *e = getenv("OCTET_FUSE"); on = e && atoi(e) == 1; }
+    return on;
+}
 
 extern "C" bool backend_cuda_available(void) {
     int n = 0;
@@ -535,8 +543,7 @@ extern "C" struct backend *backend_cuda_create(int device_index) {
     struct cuda_backend *c = (struct cuda_backend *)calloc(1, sizeof *c);
     if (!c) { err_set(OCT_ENOMEM, "cuda: out of memory"); return nullptr; }
     c->base.ops = &cuda_ops;
-    const char *fe = getenv("OCTET_FUSE");
-    if (fe && atoi(fe) == 1) {
+    if (cuda_fuse_mode()) {
         cuda_ops_fused = cuda_ops;
         cuda_ops_fused.matmul_add = cu_matmul_add;
         cuda_ops_fused.matmul_swiglu = cu_matmul_swiglu;

@@ -53,6 +53,8 @@ struct cuda_backend {
     float *d_part;              // [n_parts][n_heads][head_dim + 2]
     size_t part_cap;            // floats
     int32_t *d_pseudo;          // identity mode: [2][n_tokens] pseudo-sequence starts and lengths
+    int *d_arrive;              // OCTET_FUSE=1: [n_seqs][n_kv_heads] split arrival counters (zero between launches)
+    size_t arrive_cap;          // ints
     size_t pseudo_cap;          // int32 elements
     // logits
     float *d_logits;
@@ -94,6 +96,9 @@ template <typename T> static inline bool cuda_reserve(struct cuda_backend *c, T 
 // GEMMs and decode-kernel attention for every query row, so prefill and decode give identical
 // numbers (cuda_gemm_inv.cuh, cuda_attention.cu).
 bool cuda_identity_mode(const struct cuda_backend *c);
+// OCTET_FUSE=1 (kernel lab): fused projections (cuda_backend.cu) and the split combine inside the
+// decode kernel (cuda_decode_mma.cuh).
+bool cuda_fuse_mode(void);
 
 extern "C" void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt);
 extern "C" void cuda_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,

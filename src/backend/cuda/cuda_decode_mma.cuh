@@ -161,12 +161,64 @@ __device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const
 // registers (the unpipelined baseline, kept for the kernel lab).
 // (A variant capped at 128 registers for 4 CTAs per SM, with the merge in the ring's bytes,
 // spilled and ran 1.4-1.6x slower on the H200: bench/NOTES.md.)
-template <int HD, int DT, int STAGES>
+// The split combine inside the decode kernel (OCTET_FUSE=1, kernel lab): every CTA of a
+// (sequence, KV head) publishes its partial and arrives on a counter; the last to arrive resets
+// the counter and merges the n_splits partials of its G heads — the same sums as k_combine's
+// (weights exp(m_i − M), then Σ acc_i·w_i / Σ l_i·w_i), in split order — so no combine launch
+// follows. scratch holds 2·G·n_splits + G floats (the caller's shared memory, free by then).
+template <int HD>
+__device__ void split_arrive_combine(bf16 *out, const float *part, int *arrive, float *scratch, int t, int n_kv, int g, int G,
+                                     int s, int n_splits) {
+    __shared__ int last;
+    __threadfence();  // this CTA's partial is visible to the others before it arrives
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        int *cnt = arrive + (size_t)s * n_kv + g;
+        last = atomicAdd(cnt, 1) == n_splits - 1;
+        if (last) *cnt = 0;  // ready for the next launch (graph replays too)
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, n = n_splits;
+    const float *base = part + ((size_t)s * n_kv * G + g * G) * n * (HD + 2);  // head h: base + h·n·(HD+2)
+    float *w = scratch, *lv = scratch + G * n, *L = scratch + 2 * G * n;
+    for (int idx = tid; idx < G * n; idx += blockDim.x) {  // m and l of every (head, split), from L2
+        const float *p = base + (size_t)idx * (HD + 2);
+        w[idx] = __ldcg(p);
+        lv[idx] = __ldcg(p + 1);
+    }
+    __syncthreads();
+    for (int h = warp; h < G; h += blockDim.x / 32) {  // a warp per head: M, the weights, Σ l·w
+        float mm = -INFINITY;
+        for (int i = lane; i < n; i += 32) mm = fmaxf(mm, w[h * n + i]);
+        for (int o = 16; o > 0; o >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffff, mm, o));
+        float ls = 0.0f;
+        for (int i = lane; i < n; i += 32) {
+            float mi = w[h * n + i], f = mi == -INFINITY ? 0.0f : __expf(mi - mm);
+            w[h * n + i] = f;
+            ls += lv[h * n + i] * f;
+        }
+        for (int o = 16; o > 0; o >>= 1) ls += __shfl_xor_sync(0xffffffff, ls, o);
+        if (lane == 0) L[h] = ls;
+    }
+    __syncthreads();
+    for (int idx = tid; idx < G * HD; idx += blockDim.x) {
+        const int h = idx / HD, d = idx % HD;
+        const float *p = base + (size_t)h * n * (HD + 2) + 2 + d;
+        float aa = 0.0f;
+#pragma unroll 4
+        for (int i = 0; i < n; i++) aa += __ldcg(p + (size_t)i * (HD + 2)) * w[h * n + i];
+        out[((size_t)t * n_kv * G + g * G + h) * HD + d] = __float2bfloat16_rn(L[h] > 0 ? aa / L[h] : 0.0f);
+    }
+}
+
+template <int HD, int DT, int STAGES, bool FUSED = false>
 __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                     const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                     int max_blocks, int n_kv, int G, int window, float scale,
                                                     const float *scales, int n_splits, int min_split,
-                                                    const int32_t *seq_of, int abs_split) {
+                                                    const int32_t *seq_of, int abs_split, int *arrive) {
     typedef mma_traits<DT> TR;
     pdl_trigger();  // a programmatic dependent (the output GEMM, OCTET_PDL=1) may launch
     constexpr int ES = DT == DT_BF16 ? 2 : 1;   // bytes per element
@@ -189,10 +241,14 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
         b1 = min(pos / 16 + 1, b0 + per_split);
     }
     const int t = qstart[s];
-    if ((min_split > 0 || abs_split > 0) && b0 >= b1) {  // an empty split (lab, identity mode): m = -inf
+    if ((min_split > 0 || abs_split > 0) && b0 >= b1) {  // an empty split (min_split, identity mode): m = -inf
         for (int idx = threadIdx.x; idx < G * (HD + 2); idx += blockDim.x) {
             int h = idx / (HD + 2), d = idx % (HD + 2);
             part[(((size_t)s * n_kv * G + g * G + h) * n_splits + split) * (HD + 2) + d] = d == 0 ? -INFINITY : 0.0f;
+        }
+        if constexpr (FUSED) {  // FUSED (lab): arrive; the last split's CTA combines (no k_combine launch)
+            __shared__ float scratch[4 * 8 * HD];
+            split_arrive_combine<HD>(out, part, arrive, scratch, t, n_kv, g, G, s, n_splits);
         }
         return;
     }
@@ -295,4 +351,5 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
     }
     __syncthreads();
     merge_warps_store<HD>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits);
+    if constexpr (FUSED) split_arrive_combine<HD>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits);
 }
