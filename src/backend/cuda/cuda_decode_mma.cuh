@@ -351,5 +351,7 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
     }
     __syncthreads();
     merge_warps_store<HD>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits);
-    if constexpr (FUSED) split_arrive_combine<HD>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits);
+    if constexpr (FUSED) {  // (one split wrote its output directly)
+        if (n_splits > 1) split_arrive_combine<HD>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits);
+    }
 }
