@@ -108,6 +108,10 @@ struct backend_ops {
                         int dim, const struct batch *bt);
     // Optional fused ops (NULL: the forward pass composes them from the ops above; the CUDA
     // backend offers them under OCTET_FUSE=1, kernel lab). Same numbers as the composition.
+    // q, k, v = x · wqᵀ, x · wkᵀ, x · wvᵀ (one pass over x).
+    void (*matmul_qkv)(struct backend *b, void *q /*[n][wq.rows]*/, void *k /*[n][wk.rows]*/, void *v /*[n][wv.rows]*/,
+                       const void *x /*[n][wq.cols]*/, const struct weight *wq, const struct weight *wk,
+                       const struct weight *wv, int n);
     // x += in · wᵀ (a projection and its residual add); scratch [n][w.rows] may be overwritten.
     void (*matmul_add)(struct backend *b, void *x /*[n][w.rows]*/, void *scratch /*[n][w.rows]*/,
                        const void *in /*[n][w.cols]*/, const struct weight *w, int n);

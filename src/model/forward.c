@@ -89,9 +89,13 @@ int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, 
     for (int l = 0; l < c->n_layers; l++) {
         const struct layer_weights *w = &m->layers[l];
         op->rmsnorm(b, f->xn, f->x, &w->attn_norm, n, c->norm_eps);
-        op->matmul(b, f->q, f->xn, &w->wq, n);                       // [n][n_heads*hd]
-        op->matmul(b, f->k, f->xn, &w->wk, n);                       // [n][n_kv*hd]
-        op->matmul(b, f->v, f->xn, &w->wv, n);
+        if (op->matmul_qkv) {
+            op->matmul_qkv(b, f->q, f->k, f->v, f->xn, &w->wq, &w->wk, &w->wv, n);
+        } else {
+            op->matmul(b, f->q, f->xn, &w->wq, n);                   // [n][n_heads*hd]
+            op->matmul(b, f->k, f->xn, &w->wk, n);                   // [n][n_kv*hd]
+            op->matmul(b, f->v, f->xn, &w->wv, n);
+        }
         op->rope(b, f->q, c->n_heads, c->head_dim, &f->rope, bt);
         op->rope(b, f->k, c->n_kv_heads, c->head_dim, &f->rope, bt);
         if (f->probe) {

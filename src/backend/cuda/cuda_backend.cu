@@ -3,7 +3,7 @@
 // here, plans cached per shape; decode-sized products, n <= 8, on the skinny GEMM of
 // cuda_gemv.cuh), and the elementwise kernels (get_rows, rmsnorm, rope,
 // silu_mul, add, gather_rows); under OCTET_FUSE=1 (lab) also the fused projections
-// (matmul_add, matmul_swiglu). Activations are BF16; math inside kernels is f32
+// (matmul_qkv, matmul_add, matmul_swiglu). Activations are BF16; math inside kernels is f32
 // (RoPE angles in f64, as the CPU computes them, so long positions agree).
 #include <math.h>
 #include <stdio.h>
@@ -404,6 +404,23 @@ static void cu_matmul(struct backend *b, void *out, const void *x, const struct 
 // steps, the batch-invariant mode and shapes the skinny GEMM does not take compose the unfused ops.
 static bool fused_fast(struct cuda_backend *c, int n) { return n <= 8 && gemv_enabled() && !cuda_identity_mode(c); }
 
+static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, const void *x, const struct weight *wq,
+                          const struct weight *wk, const struct weight *wv, int n) {
+    struct cuda_backend *c = cb_of(b);
+    if (CUDA_SKIP(c) || !n) return;
+    bf16 *const outs[3] = {(bf16 *)q, (bf16 *)k, (bf16 *)v};
+    const bf16 *const ws[3] = {(const bf16 *)wq->dev, (const bf16 *)wk->dev, (const bf16 *)wv->dev};
+    const int64_t rows[3] = {wq->rows, wk->rows, wv->rows};
+    if (fused_fast(c, n) && wk->cols == wq->cols && wv->cols == wq->cols &&
+        gemv_qkv_launch(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n)) {
+        CUDA_LAUNCHED(c, "gemv Q|K|V");
+        return;
+    }
+    cu_matmul(b, q, x, wq, n);
+    cu_matmul(b, k, x, wk, n);
+    cu_matmul(b, v, x, wv, n);
+}
+
 static void cu_matmul_add(struct backend *b, void *x, void *scratch, const void *in, const struct weight *w, int n) {
     struct cuda_backend *c = cb_of(b);
     if (CUDA_SKIP(c) || !n) return;
@@ -513,7 +530,8 @@ static const struct backend_ops cuda_ops = {
     .silu_mul = cu_silu_mul,
     .add = cu_add,
     .gather_rows = cu_gather_rows,
-    .matmul_add = nullptr,     // the fused ops: OCTET_FUSE=1 (cuda_ops_fused)
+    .matmul_qkv = nullptr,     // the fused ops: OCTET_FUSE=1 (cuda_ops_fused)
+    .matmul_add = nullptr,
     .matmul_swiglu = nullptr,
     .logits = cu_logits,
     .kv_budget_default = cu_kv_budget_default,
@@ -545,6 +563,7 @@ extern "C" struct backend *backend_cuda_create(int device_index) {
     c->base.ops = &cuda_ops;
     if (cuda_fuse_mode()) {
         cuda_ops_fused = cuda_ops;
+        cuda_ops_fused.matmul_qkv = cu_matmul_qkv;
         cuda_ops_fused.matmul_add = cu_matmul_add;
         cuda_ops_fused.matmul_swiglu = cu_matmul_swiglu;
         c->base.ops = &cuda_ops_fused;

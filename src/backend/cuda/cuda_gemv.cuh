@@ -24,9 +24,19 @@
 // or, with a second weight, out = silu(x·w) ⊙ (x·w2) (SwiGLU). Each rounds the product to bf16
 // first, as the separate matmul then add / silu_mul kernels do, so the fused forms give the
 // unfused GPU path's numbers (OCTET_FUSE=1, kernel lab).
+// GEMV_QKV stores the products of up to three weights sharing x (Q, K and V) from one launch:
+// the grid's CTAs are split into segments, each with its own weight, output and row count.
 #define GEMV_STORE 0
 #define GEMV_ADD 1
 #define GEMV_SWIGLU 2
+#define GEMV_QKV 3
+
+struct gemv_segs {
+    void *out[3];          // [n][rows[s]] each
+    const bf16 *w[3];      // [rows[s]][cols] each
+    int rows[3];
+    int cta0[3];           // the segment's first CTA
+};
 
 #define GEMV_WARPS 8    // default: warps per CTA
 #define GEMV_UNROLL 4   // default: 16-byte weight loads in flight per lane
@@ -46,12 +56,21 @@ template <int NR, typename OUT, int WARPS = GEMV_WARPS, int UNROLL = GEMV_UNROLL
           int EPI = GEMV_STORE>
 __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, const bf16 *x /*[NR][cols]*/,
                                                      const bf16 *w /*[rows][cols]*/, int rows, int cols,
-                                                     const bf16 *w2 = nullptr /*[rows][cols], GEMV_SWIGLU's up weight*/) {
+                                                     const bf16 *w2 = nullptr /*[rows][cols], GEMV_SWIGLU's up weight*/,
+                                                     gemv_segs seg = gemv_segs() /*GEMV_QKV: the segments*/) {
     static_assert(WARPS % KSPLIT == 0, "a CTA holds whole rows");
     static_assert(EPI == GEMV_STORE || (KSPLIT == 1 && !PDL && sizeof(OUT) == 2), "fused epilogues: bf16 out, a warp a row, no PDL");
     constexpr bool SW = EPI == GEMV_SWIGLU;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = warp % KSPLIT;
-    const int row = blockIdx.x * (WARPS / KSPLIT) + warp / KSPLIT;
+    int blk = blockIdx.x;
+    if constexpr (EPI == GEMV_QKV) {  // this CTA's segment: its weight, output and rows
+        const int sg = blk >= seg.cta0[2] ? 2 : blk >= seg.cta0[1] ? 1 : 0;
+        blk -= seg.cta0[sg];
+        out = (OUT *)seg.out[sg];
+        w = seg.w[sg];
+        rows = seg.rows[sg];
+    }
+    const int row = blk * (WARPS / KSPLIT) + warp / KSPLIT;
     const bool live = row < rows;
     if constexpr (KSPLIT == 1) {  // (with KSPLIT > 1 every warp reaches the reduction's barrier)
         if (!live) return;
@@ -136,7 +155,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
         for (int r = 0; r < NR; r++) {
             OUT *o = out + (size_t)r * rows + row;
             if constexpr (sizeof(OUT) == 4) *o = acc[r];
-            else if constexpr (EPI == GEMV_STORE) *o = __float2bfloat16_rn(acc[r]);
+            else if constexpr (EPI == GEMV_STORE || EPI == GEMV_QKV) *o = __float2bfloat16_rn(acc[r]);
             else if constexpr (EPI == GEMV_ADD) {
                 *o = __float2bfloat16_rn(__bfloat162float(*o) + __bfloat162float(__float2bfloat16_rn(acc[r])));
             } else {  // as k_silu_mul on the rounded gate and up products
@@ -161,7 +180,8 @@ static void gemv_launch_nr(cudaStream_t st, OUT *out, const bf16 *x, const bf16 
         cfg.stream = st;
         cfg.attrs = attr;
         cfg.numAttrs = 1;
-        cudaLaunchKernelEx(&cfg, k_gemv<NR, OUT, WARPS, UNROLL, KSPLIT, PDL>, out, x, w, rows, cols, (const bf16 *)nullptr);
+        cudaLaunchKernelEx(&cfg, k_gemv<NR, OUT, WARPS, UNROLL, KSPLIT, PDL>, out, x, w, rows, cols, (const bf16 *)nullptr,
+                           gemv_segs());
     } else {
         k_gemv<NR, OUT, WARPS, UNROLL, KSPLIT, PDL><<<grid, block, 0, st>>>(out, x, w, rows, cols);
     }
@@ -182,14 +202,15 @@ static void gemv_launch_variant(cudaStream_t st, OUT *out, const bf16 *x, const 
     }
 }
 
-// A fused-epilogue launch (GEMV_ADD into out, or GEMV_SWIGLU with w2) for n <= 8 rows of x;
-// false when the shapes do not fit (the caller composes the unfused ops instead).
+// A fused-epilogue launch (GEMV_ADD into out, GEMV_SWIGLU with w2, or GEMV_QKV over seg's
+// segments, whose CTAs then make the grid) for n <= 8 rows of x; false when the shapes do not fit
+// (the caller composes the unfused ops instead).
 template <int EPI>
 static bool gemv_fused_launch(cudaStream_t st, bf16 *out, const bf16 *x, const bf16 *w, const bf16 *w2, int64_t rows,
-                              int64_t cols, int n) {
+                              int64_t cols, int n, gemv_segs seg = gemv_segs(), unsigned seg_ctas = 0) {
     if (n < 1 || n > 8 || cols % 8 || ((uintptr_t)w | (uintptr_t)x | (uintptr_t)w2) % 16 || rows > (int64_t)1 << 30) return false;
-    dim3 grid((unsigned)((rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(GEMV_WARPS * 32);
-#define GF(NR) k_gemv<NR, bf16, GEMV_WARPS, GEMV_UNROLL, 1, false, EPI><<<grid, block, 0, st>>>(out, x, w, (int)rows, (int)cols, w2)
+    dim3 grid(EPI == GEMV_QKV ? seg_ctas : (unsigned)((rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(GEMV_WARPS * 32);
+#define GF(NR) k_gemv<NR, bf16, GEMV_WARPS, GEMV_UNROLL, 1, false, EPI><<<grid, block, 0, st>>>(out, x, w, (int)rows, (int)cols, w2, seg)
     switch (n) {
     case 1: GF(1); break;
     case 2: GF(2); break;
@@ -202,6 +223,22 @@ static bool gemv_fused_launch(cudaStream_t st, bf16 *out, const bf16 *x, const b
     }
 #undef GF
     return true;
+}
+
+// Q, K and V products of one x in one launch (GEMV_QKV); false when the shapes do not fit.
+static bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf16 *x, const bf16 *const w[3], const int64_t rows[3],
+                            int64_t cols, int n) {
+    gemv_segs seg = {};
+    unsigned ctas = 0;
+    for (int k = 0; k < 3; k++) {
+        if ((uintptr_t)w[k] % 16 || rows[k] < 1 || rows[k] > (int64_t)1 << 28) return false;
+        seg.out[k] = out[k];
+        seg.w[k] = w[k];
+        seg.rows[k] = (int)rows[k];
+        seg.cta0[k] = (int)ctas;
+        ctas += (unsigned)((rows[k] + GEMV_WARPS - 1) / GEMV_WARPS);
+    }
+    return gemv_fused_launch<GEMV_QKV>(st, out[0], x, w[0], nullptr, rows[0], cols, n, seg, ctas);
 }
 
 // True when the skinny path takes this product (and launches it); false: use cuBLASLt.
