@@ -226,7 +226,7 @@ static bool gemv_fused_launch(cudaStream_t st, bf16 *out, const bf16 *x, const b
 }
 
 // Q, K and V products of one x in one launch (GEMV_QKV); false when the shapes do not fit.
-static bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf16 *x, const bf16 *const w[3], const int64_t rows[3],
+static inline bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf16 *x, const bf16 *const w[3], const int64_t rows[3],
                             int64_t cols, int n) {
     gemv_segs seg = {};
     unsigned ctas = 0;
