@@ -122,12 +122,13 @@ if has prof; then  # ncu sections of the decode kernel (bf16 vs fp8 at B=1 L=128
     STALLS=$(for r in long_scoreboard short_scoreboard barrier wait mio_throttle math_pipe_throttle lg_throttle \
       not_selected dispatch_stall; do
       printf 'smsp__average_warps_issue_stalled_%s_per_issue_active.ratio,' $r; done | sed 's/,$//')
-    prof() {  # prof TAG KERNEL_REGEX octet-args... (without the stall metrics if ncu refuses them)
+    PIPES=sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active,sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_lsu.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active
+    prof() {  # prof TAG KERNEL_REGEX octet-args... (fewer raw metrics if ncu refuses a name)
       local tag=$1 kre=$2 m; shift 2
-      for m in "--metrics $STALLS" ""; do
+      for m in "--metrics $STALLS,$PIPES" "--metrics $STALLS" ""; do
         ncu --clock-control none --print-units base --csv --page details -k regex:"$kre" --launch-skip 2 -c 1 \
-          --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy --section WarpStateStats \
-          --section LaunchStats $m "$BIN/octet" "$@" 2>>"$OUT/prof.log" | grep '^"' > "$OUT/prof1.csv"
+          --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis --section Occupancy \
+          --section WarpStateStats --section LaunchStats $m "$BIN/octet" "$@" 2>>"$OUT/prof.log" | grep '^"' > "$OUT/prof1.csv"
         [ -s "$OUT/prof1.csv" ] && break
       done
       sed "s/^/\"$tag\",/" "$OUT/prof1.csv" >> "$OUT/prof.csv"
@@ -158,8 +159,10 @@ for tag, rs in by.items():
         except ValueError: return None
     stalls = sorted(((num(r[vi]), r[mi].split("issue_stalled_")[1].split("_per_issue")[0]) for r in rs
                      if "issue_stalled_" in r[mi] and num(r[vi]) is not None), reverse=True)[:4]
+    pipes = [(r[mi].split("__")[1].split(".")[0], num(r[vi])) for r in rs if r[mi].startswith(("sm__pipe_", "sm__inst_executed_pipe_"))]
     print(f"prof {tag}: " + "; ".join(f"{k} {got[k]}" for k in keep if k in got)
-          + ("; top stalls (warps per issue) " + ", ".join(f"{n} {v:.2f}" for v, n in stalls) if stalls else ""))
+          + ("; top stalls (warps per issue) " + ", ".join(f"{n} {v:.2f}" for v, n in stalls) if stalls else "")
+          + ("; pipes % of peak " + ", ".join(f"{n} {v:.1f}" for n, v in pipes if v is not None) if pipes else ""))
 PY
   else
     say "prof: ncu not found"
