@@ -443,7 +443,7 @@ typedef void (*decode_mma_fn)(bf16 *, float *, const bf16 *, const void *, const
 
 template <int HD, int DT, bool FUSED>
 static decode_mma_fn pick_decode_mma(int stages) {
-    if (stages == 0) return k_decode_mma<HD, DT, 0, FUSED>;
+    if (stages == 0) return k_decode_mma<HD, DT, 0, false>;  // (the fused combine needs the ring)
     if (stages == 2) return k_decode_mma<HD, DT, 2, FUSED>;
     if (stages == 3) return k_decode_mma<HD, DT, 3, FUSED>;
     return k_decode_mma<HD, DT, 4, FUSED>;
@@ -471,7 +471,7 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     int stages = stages_env >= 0 ? stages_env : (l->dtype == DT_BF16 ? 2 : 3);
     if (stages != 0 && stages != 2 && stages != 3) stages = 4;
     size_t ring = stages ? (size_t)4 * stages * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1) : 0;
-    const bool fuse = cuda_fuse_mode();
+    const bool fuse = cuda_fuse_mode() && stages > 0;
     decode_mma_fn kern = decode_mma_for<HD>(l, stages, fuse);
     // residency of this kernel instance (registers and shared memory decide it), asked once
     static int resident[3][5][2];

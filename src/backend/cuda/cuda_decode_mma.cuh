@@ -246,9 +246,11 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
             int h = idx / (HD + 2), d = idx % (HD + 2);
             part[(((size_t)s * n_kv * G + g * G + h) * n_splits + split) * (HD + 2) + d] = d == 0 ? -INFINITY : 0.0f;
         }
-        if constexpr (FUSED) {  // FUSED (lab): arrive; the last split's CTA combines (no k_combine launch)
-            __shared__ float scratch[4 * 8 * HD];
-            split_arrive_combine<HD>(out, part, arrive, scratch, t, n_kv, g, G, s, n_splits);
+        if constexpr (FUSED) {  // FUSED (lab): arrive; the last split's CTA combines (no k_combine launch),
+            // its scratch in the (here unused) cp.async ring, which holds at least 64·HD floats
+            static_assert(!FUSED || STAGES >= 2, "the fused combine borrows the ring");
+            extern __shared__ __align__(16) char ring_scratch[];
+            split_arrive_combine<HD>(out, part, arrive, (float *)ring_scratch, t, n_kv, g, G, s, n_splits);
         }
         return;
     }
