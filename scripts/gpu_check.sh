@@ -12,8 +12,8 @@
 # perplexity of one text computed by token-by-token decoding vs one chunked prefill
 # (by default and with --batch-invariant, where they must be identical); itl = the ITL
 # sweep on dummy:llama-3.1-8b (slopes, intercepts); load = throughput under load (24 requests);
-# depth = decode ms/token at depths 256-16384, bf16 vs fp8, with a 128k block table (as the ITL
-# study's server has). itl, load and depth are not in the default list (about 2.5, 5 and 1.5
+# depth = decode ms/token at depths 256-16384, bf16 vs fp8 measured in turn in one process (their
+# paired difference), with a 128k block table (as the ITL study's server has). itl, load and depth are not in the default list (about 2.5, 5 and 1.5
 # minutes); prof = ncu sections (throughput, occupancy, warp stalls) of the decode kernel at
 # B=1 L=128k and L=4k, bf16 vs fp8, and of the FP8 prefill at 16k (about 1 minute, opt-in);
 # model = whole-model pp64/tg64 on dummy:llama-3.1-8b, also with --batch-invariant
@@ -292,22 +292,21 @@ for l in open(sys.argv[1]):
         print(f"model dummy:llama-3.1-8b ({d['variant']}): pp64 {d['pp_tok_s_median']:.0f} tok/s, tg64 {d['tg_tok_s_median']:.1f} tok/s = {1000 / d['tg_tok_s_median']:.2f} ms/token")
 PY
 fi
-if has depth; then  # decode at context depths, bf16 vs fp8, with the server's table width (128k): where fp8
-  # starts to pay (the ITL study's break-even) without the server; OCTET_LAB adds split-plan variants and,
-  # with ncu present, per-kernel times of one decode step's attention at depth 4096
+if has depth; then  # decode at context depths, bf16 vs fp8 in one process, measured in turn (paired), with the
+  # server's table width (128k): where fp8 starts to pay (the ITL study's break-even) without the server;
+  # OCTET_LAB adds split-plan variants and, with ncu present, per-kernel times of one decode step at depth 4096
   for v in default ${OCTET_LAB:+OCTET_DECODE_MIN_SPLIT=0 OCTET_DECODE_STAGES=2}; do
-    for dt in auto fp8; do
-      run_variant "$v" "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype $dt \
-        --pp 512 --tg 32 --reps 3 --depth 256,1024,4096,16384 2>>"$OUT/depth.log" | grep '^{' \
-        | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/depth.jsonl"
-    done
+    run_variant "$v" "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype auto,fp8 \
+      --pp 512 --tg 32 --reps 5 --depth 256,1024,4096,16384 2>>"$OUT/depth.log" | grep '^{' \
+      | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/depth.jsonl"
   done
   python3 - "$OUT/depth.jsonl" <<'PY' | tee -a "$summary"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 for v in dict.fromkeys(r["variant"] for r in rows):
-    ms = {(r["kv_cache_dtype"], r["depth"]): r["tg_ms_per_token"] for r in rows if r["variant"] == v}
-    cells = [f"d{d}: {ms[('auto', d)]:.3f}/{ms[('fp8', d)]:.3f} ({(ms[('fp8', d)] - ms[('auto', d)]) * 1e3:+.0f} us)"
+    ms = {(r["kv_cache_dtype"], r["depth"]): r for r in rows if r["variant"] == v}
+    cells = [f"d{d}: {ms[('auto', d)]['tg_ms_per_token']:.3f}/{ms[('fp8', d)]['tg_ms_per_token']:.3f} "
+             f"({ms[('fp8', d)].get('tg_ms_diff_paired_median', float('nan')) * 1e3:+.0f} us paired)"
              for d in sorted({d for _, d in ms}) if ("auto", d) in ms and ("fp8", d) in ms]
     print(f"decode ms/token bf16/fp8 ({v}): " + ", ".join(cells))
 PY

@@ -2,7 +2,9 @@
 // machine: prompt processing (pp N: one N-token prefill) and token generation (tg N: N
 // single-token decode steps), each after --depth D tokens already in the cache (default 0:
 // from an empty cache; tg then follows a 1-token prompt) and repeated --reps times; prints a
-// table and one JSON line per depth with median and spread.
+// table and one JSON line per (cache type, depth) with median and spread. Several cache types
+// (--kv-cache-dtype auto,fp8) get one engine each in this process, sharing the weights, and are
+// measured in turn, so their tg difference is taken rep by rep (paired) instead of across runs.
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,24 +75,45 @@ static int run_tg(struct runner *r, int n, int depth, int reps, double *out) {
 }
 
 #define MAX_DEPTHS 16
+#define MAX_DTYPES 4
+
+// Splits "a,b,c" into at most max words of buf (cut in place); returns the count, or -1.
+static int split_list(char *buf, char **out, int max) {
+    int n = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (n == max) return -1;
+        out[n++] = t;
+    }
+    return n;
+}
 
 int cmd_bench_model(int argc, char **argv) {
     struct cli_model_args a;
     cli_model_args_default(&a);
     long pp = 512, tg = 128, reps = 5;
     long depth[MAX_DEPTHS] = {0};
-    int n_depth = 1;
+    int n_depth = 1, n_dt = 1;
+    char dt_buf[128] = "", *dts[MAX_DTYPES] = {NULL};
     const char *json_out = NULL;
     static const char *const valued[] = {"--pp", "--tg", "--reps", "--depth", "--json", NULL};
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--kv-cache-dtype") && i + 1 < argc && strchr(argv[i + 1], ',')) {  // several: compared
+            snprintf(dt_buf, sizeof dt_buf, "%s", argv[++i]);
+            n_dt = split_list(dt_buf, dts, MAX_DTYPES);
+            if (n_dt < 1) { err_set(OCT_EINVAL, "--kv-cache-dtype: at most %d cache types to compare", MAX_DTYPES); goto bad; }
+            for (int k = 0; k < n_dt; k++) if (kv_options_set_dtype(&a.ro.kv, dts[k]) < 0) goto bad;
+            continue;
+        }
         int rc = cli_parse_model_flag(&a, argc, argv, &i);
         if (rc < 0) goto bad;
         if (rc == 1) continue;
         const char *f = argv[i], *v;
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
             fprintf(stderr, "usage: octet bench model --model PATH [--pp N] [--tg N] [--depth D[,D...]] [--reps N] [--json FILE]\n"
-                            "                         [model flags]\n"
-                            "  --depth D,...  tokens already in the cache before each pp/tg test (llama-bench -d; default 0)\n");
+                            "                         [--kv-cache-dtype D[,D...]] [model flags]\n"
+                            "  --depth D,...  tokens already in the cache before each pp/tg test (llama-bench -d; default 0)\n"
+                            "  --kv-cache-dtype A,B  one engine per cache type in this process, measured in turn (A B A B ...)\n"
+                            "                 so drift cancels; tg rows then carry each type's paired difference to A\n");
             cli_print_model_flags();
             return 0;
         }
@@ -99,20 +122,18 @@ int cmd_bench_model(int argc, char **argv) {
         else if (!strcmp(f, "--tg")) { if (cli_int(f, v, 1, 1 << 20, &tg) < 0) goto bad; }
         else if (!strcmp(f, "--reps")) { if (cli_int(f, v, 1, 1000, &reps) < 0) goto bad; }
         else if (!strcmp(f, "--depth")) {
-            n_depth = 0;
-            char buf[256];
+            char buf[256], *w[MAX_DEPTHS];
             snprintf(buf, sizeof buf, "%s", v);
-            for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-                if (n_depth == MAX_DEPTHS) { err_set(OCT_EINVAL, "--depth: at most %d values", MAX_DEPTHS); goto bad; }
-                if (cli_int(f, t, 0, 1 << 24, &depth[n_depth]) < 0) goto bad;
-                n_depth++;
-            }
+            n_depth = split_list(buf, w, MAX_DEPTHS);
+            if (n_depth < 0) { err_set(OCT_EINVAL, "--depth: at most %d values", MAX_DEPTHS); goto bad; }
             if (!n_depth) { err_set(OCT_EINVAL, "--depth: give one or more token counts, e.g. 0,4096"); goto bad; }
+            for (int d = 0; d < n_depth; d++) if (cli_int(f, w[d], 0, 1 << 24, &depth[d]) < 0) goto bad;
         }
         else if (!strcmp(f, "--json")) json_out = v;
         else { err_set(OCT_EINVAL, "unknown flag '%s'", f); goto bad; }
     }
     if (!a.model) { err_set(OCT_EINVAL, "--model is required"); goto bad; }
+    if (!dts[0]) dts[0] = a.ro.kv.dtype;
     long dmax = 0;
     for (int d = 0; d < n_depth; d++) if (depth[d] > dmax) dmax = depth[d];
     struct model *m;
@@ -126,55 +147,74 @@ int cmd_bench_model(int argc, char **argv) {
         return 2;
     }
     if (a.ro.max_step_tokens < pp) a.ro.max_step_tokens = (int)pp;
-    struct runner r;
-    double *t_pp = calloc((size_t)reps * n_depth, sizeof(double)), *t_tg = calloc((size_t)reps * n_depth, sizeof(double));
+    // [dtype][depth][rep] tokens/s; the engines share the model's uploaded weights
+    const size_t cells = (size_t)n_dt * n_depth * reps;
+    struct runner r[MAX_DTYPES];
+    int n_up = 0;
+    double *t_pp = calloc(cells, sizeof(double)), *t_tg = calloc(cells, sizeof(double)), *diff = calloc((size_t)reps, sizeof(double));
     FILE *jf = NULL;
     int rc = 1;
-    if (!t_pp || !t_tg) { err_set(OCT_ENOMEM, "out of memory"); goto fail; }
-    if (runner_init(&r, m, &a.ro) < 0) goto fail;
-    run_pp(&r, (int)pp, 0, 1, t_pp);  // warm-up (page faults, thread start)
-    for (int d = 0; d < n_depth; d++) {
-        double *xp = t_pp + (size_t)d * reps, *xt = t_tg + (size_t)d * reps;
-        if (run_pp(&r, (int)pp, (int)depth[d], (int)reps, xp) < 0 || run_tg(&r, (int)tg, (int)depth[d], (int)reps, xt) < 0) {
-            runner_free(&r);
-            goto fail;
-        }
-        qsort(xp, (size_t)reps, sizeof(double), cmp_d);
-        qsort(xt, (size_t)reps, sizeof(double), cmp_d);
+    if (!t_pp || !t_tg || !diff) { err_set(OCT_ENOMEM, "out of memory"); goto fail; }
+    for (; n_up < n_dt; n_up++) {
+        struct runner_options o = a.ro;
+        if (kv_options_set_dtype(&o.kv, dts[n_up]) < 0 || runner_init(&r[n_up], m, &o) < 0) goto fail;
+        double warm;
+        run_pp(&r[n_up], (int)pp, 0, 1, &warm);  // warm-up (page faults, thread start)
     }
+#define AT(arr, k, d, j) (arr)[((size_t)(k) * n_depth + (d)) * reps + (j)]
+    for (int d = 0; d < n_depth; d++)
+        for (int j = 0; j < reps; j++)
+            for (int k = 0; k < n_dt; k++)  // in turn, so slow drift hits every cache type alike
+                if (run_pp(&r[k], (int)pp, (int)depth[d], 1, &AT(t_pp, k, d, j)) < 0 ||
+                    run_tg(&r[k], (int)tg, (int)depth[d], 1, &AT(t_tg, k, d, j)) < 0)
+                    goto fail;
     int threads = a.ro.n_threads;
-    runner_free(&r);
     if (json_out && !(jf = fopen(json_out, "w"))) fprintf(stderr, "octet: cannot write %s\n", json_out);
-    printf("| model | kv dtype | threads | test | tok/s (median) | min | max | ms/token |\n|---|---|---|---|---|---|---|---|\n");
-    for (int d = 0; d < n_depth; d++) {
-        const double *xp = t_pp + (size_t)d * reps, *xt = t_tg + (size_t)d * reps;
-        char at[32] = "";
-        if (depth[d]) snprintf(at, sizeof at, " @ d%ld", depth[d]);
-        printf("| %s | %s | %d | pp%ld%s | %.1f | %.1f | %.1f | %.3f |\n", a.model, a.ro.kv.dtype, threads, pp, at, xp[reps / 2], xp[0],
-               xp[reps - 1], 1e3 / xp[reps / 2]);
-        printf("| %s | %s | %d | tg%ld%s | %.1f | %.1f | %.1f | %.3f |\n", a.model, a.ro.kv.dtype, threads, tg, at, xt[reps / 2], xt[0],
-               xt[reps - 1], 1e3 / xt[reps / 2]);
+    printf("| model | kv dtype | threads | test | tok/s (median) | min | max | ms/token | vs %s (paired median) |\n"
+           "|---|---|---|---|---|---|---|---|---|\n", dts[0]);
+    json_t *rows = json_array();
+    for (int d = 0; d < n_depth; d++)
+        for (int k = 0; k < n_dt; k++) {
+            double *xp = &AT(t_pp, k, d, 0), *xt = &AT(t_tg, k, d, 0);
+            for (int j = 0; j < reps; j++) diff[j] = 1e3 / xt[j] - 1e3 / AT(t_tg, 0, d, j);  // ms/token, this type - the first
+            qsort(diff, (size_t)reps, sizeof(double), cmp_d);
+            double dmed = diff[reps / 2];
+            qsort(xp, (size_t)reps, sizeof(double), cmp_d);
+            qsort(xt, (size_t)reps, sizeof(double), cmp_d);
+            char at[32] = "", vs[48] = "";
+            if (depth[d]) snprintf(at, sizeof at, " @ d%ld", depth[d]);
+            if (k) snprintf(vs, sizeof vs, "%+.1f us", dmed * 1e3);
+            printf("| %s | %s | %d | pp%ld%s | %.1f | %.1f | %.1f | %.3f | |\n", a.model, dts[k], threads, pp, at, xp[reps / 2], xp[0],
+                   xp[reps - 1], 1e3 / xp[reps / 2]);
+            printf("| %s | %s | %d | tg%ld%s | %.1f | %.1f | %.1f | %.3f | %s |\n", a.model, dts[k], threads, tg, at, xt[reps / 2],
+                   xt[0], xt[reps - 1], 1e3 / xt[reps / 2], vs);
+            json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "model", a.model,
+                                  "kv_cache_dtype", dts[k], "threads", threads, "depth", (int)depth[d], "pp", (int)pp, "tg", (int)tg,
+                                  "reps", (int)reps, "pp_tok_s_median", xp[reps / 2], "pp_tok_s_min", xp[0], "pp_tok_s_max",
+                                  xp[reps - 1], "tg_tok_s_median", xt[reps / 2], "tg_tok_s_min", xt[0], "tg_tok_s_max",
+                                  xt[reps - 1], "tg_ms_per_token", 1e3 / xt[reps / 2]);
+            if (k) {
+                json_object_set_new(o, "vs_kv_cache_dtype", json_string(dts[0]));
+                json_object_set_new(o, "tg_ms_diff_paired_median", json_real(dmed));
+            }
+            json_array_append_new(rows, o);
+        }
+#undef AT
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        char *js = json_dumps(json_array_get(rows, i), JSON_COMPACT);
+        printf("%s\n", js);
+        if (jf) fprintf(jf, "%s\n", js);
+        free(js);
     }
-    for (int d = 0; d < n_depth; d++) {
-        const double *xp = t_pp + (size_t)d * reps, *xt = t_tg + (size_t)d * reps;
-        json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "model", a.model,
-                              "kv_cache_dtype", a.ro.kv.dtype, "threads", threads, "depth", (int)depth[d], "pp", (int)pp, "tg",
-                              (int)tg, "reps", (int)reps, "pp_tok_s_median", xp[reps / 2], "pp_tok_s_min", xp[0], "pp_tok_s_max",
-                              xp[reps - 1], "tg_tok_s_median", xt[reps / 2], "tg_tok_s_min", xt[0], "tg_tok_s_max", xt[reps - 1],
-                              "tg_ms_per_token", 1e3 / xt[reps / 2]);
-        char *s = json_dumps(o, JSON_COMPACT);
-        printf("%s\n", s);
-        if (jf) fprintf(jf, "%s\n", s);
-        free(s);
-        json_decref(o);
-    }
+    json_decref(rows);
     if (jf) fclose(jf);
     rc = 0;
     goto done;
 fail:
     fprintf(stderr, "octet: %s\n", err_msg());
 done:
-    free(t_pp); free(t_tg);
+    for (int k = 0; k < n_up; k++) runner_free(&r[k]);
+    free(t_pp); free(t_tg); free(diff);
     model_free(m);
     return rc;
 bad:

@@ -43,6 +43,13 @@ if echo "$bm" | grep -q "| tg4 @ d48 |" && echo "$bm" | grep '^{' | python3 -c '
 import json,sys
 d=[json.loads(l) for l in sys.stdin]
 assert [x["depth"] for x in d]==[0,48] and all(x["tg_ms_per_token"]>0 and x["pp_tok_s_median"]>0 for x in d)'; then ok; else bad "bench model --depth: $bm"; fi
+# bench model with two cache types: one engine each, measured in turn; fp8 rows carry the paired difference
+bm=$("$OCTET" bench model --model dummy:tiny --pp 16 --tg 4 --reps 2 --threads 2 --depth 0,48 --kv-cache-dtype auto,fp8 2>/dev/null)
+if echo "$bm" | grep '^{' | python3 -c '
+import json,sys
+d=[json.loads(l) for l in sys.stdin]
+assert [(x["kv_cache_dtype"], x["depth"]) for x in d]==[("auto",0),("fp8",0),("auto",48),("fp8",48)]
+assert all(("tg_ms_diff_paired_median" in x)==(x["kv_cache_dtype"]=="fp8") for x in d)'; then ok; else bad "bench model auto,fp8: $bm"; fi
 # --batch-invariant: perplexity by token-by-token decoding equals one chunked prefill's, bit for bit
 pa=$("$OCTET" eval ppl --model "$MODEL" --file tests/data/heldout.txt --ctx 128 --chunks 1 --kv-cache-dtype fp8 --batch-invariant --max-num-batched-tokens 1 --json 2>/dev/null)
 pb=$("$OCTET" eval ppl --model "$MODEL" --file tests/data/heldout.txt --ctx 128 --chunks 1 --kv-cache-dtype fp8 --batch-invariant --max-num-batched-tokens 128 --json 2>/dev/null)
@@ -57,6 +64,7 @@ expect_err() {  # $1 = expected exit code, $2 = text the message must contain, r
 expect_err 2 "unknown command" frobnicate
 expect_err 2 "depth" bench model --model dummy:tiny --depth 0,x
 expect_err 2 "above --max-model-len" bench model --model dummy:tiny --depth 1000 --max-model-len 100
+expect_err 2 "bogus" bench model --model dummy:tiny --kv-cache-dtype auto,bogus
 # --version names the commit the binary was built from
 v=$("$OCTET" --version 2>&1)
 if echo "$v" | grep -Eq '^octet ([0-9a-f]{7,}(-dirty)?|unknown(-dirty)?)$'; then ok; else bad "--version printed '$v'"; fi
