@@ -309,23 +309,10 @@ static void cu_gather_rows(struct backend *b, void *out, const void *x, int dim,
 
 // ---------------------------------------------------------------- GEMM (cuBLASLt)
 
-struct gemm_plan {
-    int64_t rows, cols;
-    int n;
-    cudaDataType_t out_type;
-    cublasLtMatmulDesc_t op;
-    cublasLtMatrixLayout_t la, lb, ld;
-    cublasLtMatmulAlgo_t algo;
-    bool valid;
-};
-#define N_PLANS 256
-static struct gemm_plan plans[N_PLANS];  // keyed by shape; one backend per process uses them
-static int n_plans;
-
 static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t cols, int n, cudaDataType_t out_type) {
-    for (int i = 0; i < n_plans; i++)
-        if (plans[i].rows == rows && plans[i].cols == cols && plans[i].n == n && plans[i].out_type == out_type) return &plans[i];
-    struct gemm_plan *p = &plans[n_plans < N_PLANS ? n_plans++ : (n_plans - 1)];
+    for (int i = 0; i < c->n_plans; i++)
+        if (c->plans[i].rows == rows && c->plans[i].cols == cols && c->plans[i].n == n && c->plans[i].out_type == out_type) return &c->plans[i];
+    struct gemm_plan *p = &c->plans[c->n_plans < N_PLANS ? c->n_plans++ : (c->n_plans - 1)];
     if (p->valid) {
         cublasLtMatmulDescDestroy(p->op); cublasLtMatrixLayoutDestroy(p->la);
         cublasLtMatrixLayoutDestroy(p->lb); cublasLtMatrixLayoutDestroy(p->ld);
@@ -351,7 +338,7 @@ static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t 
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (!ok) {
         if (!c->error) { c->error = OCT_EIO; snprintf(c->msg, sizeof c->msg, "cuBLASLt: no algorithm for [%lld x %lld] x %d", (long long)rows, (long long)cols, n); }
-        n_plans--;
+        c->n_plans--;
         return nullptr;
     }
     p->algo = res.algo;
@@ -483,13 +470,13 @@ static void cu_logits(struct backend *b, float *host_out, const void *x, const s
 static void cu_destroy(struct backend *b) {
     struct cuda_backend *c = cb_of(b);
     cudaStreamSynchronize(c->stream);
-    for (int i = 0; i < n_plans; i++)
-        if (plans[i].valid) {
-            cublasLtMatmulDescDestroy(plans[i].op); cublasLtMatrixLayoutDestroy(plans[i].la);
-            cublasLtMatrixLayoutDestroy(plans[i].lb); cublasLtMatrixLayoutDestroy(plans[i].ld);
-            plans[i].valid = false;
+    for (int i = 0; i < c->n_plans; i++)
+        if (c->plans[i].valid) {
+            cublasLtMatmulDescDestroy(c->plans[i].op); cublasLtMatrixLayoutDestroy(c->plans[i].la);
+            cublasLtMatrixLayoutDestroy(c->plans[i].lb); cublasLtMatrixLayoutDestroy(c->plans[i].ld);
+            c->plans[i].valid = false;
         }
-    n_plans = 0;
+    c->n_plans = 0;
     for (int i = 0; i < c->n_graphs; i++) if (c->graphs[i].exec) cudaGraphExecDestroy(c->graphs[i].exec);
     if (c->lt) cublasLtDestroy(c->lt);
     cudaFree(c->workspace); cudaFree(c->d_meta); cudaFree(c->d_inv_freq); cudaFree(c->d_part); cudaFree(c->d_logits);

@@ -33,6 +33,18 @@ struct cuda_batch {            // device mirror of struct batch (one allocation)
 // up (ran eagerly once), 2 captured.
 struct decode_graph { int n_seqs, max_blocks, state; unsigned meta_gen; cudaGraphExec_t exec; };
 
+// A cached cuBLASLt plan for one product shape (cuda_backend.cu's plan_for).
+struct gemm_plan {
+    int64_t rows, cols;
+    int n;
+    cudaDataType_t out_type;
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatmulAlgo_t algo;
+    bool valid;
+};
+#define N_PLANS 256
+
 struct cuda_backend {
     struct backend base;
     int device, n_sm;
@@ -40,6 +52,8 @@ struct cuda_backend {
     cublasLtHandle_t lt;
     void *workspace;
     size_t workspace_bytes;
+    struct gemm_plan plans[N_PLANS];  // keyed by shape, this backend's own (a process may hold several)
+    int n_plans;
     int error;
     char msg[256];
     // batch metadata
