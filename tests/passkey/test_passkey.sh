@@ -35,6 +35,7 @@ import json, sys
 d = json.loads(sys.argv[1])
 cells = d["cells"]
 assert len(cells) == 9, len(cells)
+assert d["device"] == "cpu" and d["fp8_attention_accumulation"] == "two-level", (d["device"], d["fp8_attention_accumulation"])
 assert sorted({c["prompt_tokens"] for c in cells}) == [1020, 2044, 4092], "prompt lengths changed"
 low = [(c["length"], c["depth"], c["accuracy"]) for c in cells if c["accuracy"] < 1.0]
 assert not low, "cells below 1.0: %s" % low' "$js"; then ok; else bad "eval needle $dt: $js $(tail -n 8 "$tmp/err_$dt")"; fi
