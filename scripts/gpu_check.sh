@@ -23,11 +23,13 @@
 # OCTET_LAB=1 adds decode-kernel variants to attn (B=1 L=128k, B=8 L=32k, B=1 L=4k), each run
 # with one environment setting from OCTET_LAB_VARIANTS (default: ring depth 2, 2 waves, no
 # minimum split size; commas join settings); ops also runs under each fallback (OCTET_GEMV=0;
-# OCTET_FP8_WG=1, one consumer warpgroup per FP8 prefill CTA; OCTET_DECODE_MIN_SPLIT=0, fp8
+# OCTET_FP8_WG=1, one consumer warpgroup per FP8 prefill CTA; OCTET_FP8_WS=1, the FP8 prefill with
+# a producer warpgroup; OCTET_DECODE_MIN_SPLIT=0, fp8
 # decode splits without their 16-block minimum) and under OCTET_PDL=1 (decode GEMMs as
 # programmatic dependent launches), OCTET_IDENTITY=1 (the --batch-invariant kernels) and
 # OCTET_FUSE=1 (residual add and SwiGLU fused into the decode GEMMs; model times it too);
-# fp8prefill times OCTET_FP8_WG=1, and model OCTET_GEMV=0 and OCTET_PDL=1, beside the defaults.
+# fp8prefill times OCTET_FP8_WG=1 and OCTET_FP8_WS=1, and model OCTET_GEMV=0, OCTET_PDL=1 and
+# OCTET_FUSE=1, beside the defaults.
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 shift
@@ -67,7 +69,7 @@ if has ops; then
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
   if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks and the lab variant must be right too
-    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=1; do
+    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_WS=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=1; do
       env $v "$BIN/gpu/test_cuda_ops" "$OUT/ops_${v#OCTET_}.json" > "$OUT/ops_${v#OCTET_}.log" 2>&1
       say "ops vs cpu ($v): $(tail -n 1 "$OUT/ops_${v#OCTET_}.log")"
     done
@@ -208,10 +210,11 @@ if has fp8prefill; then
         "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype fp8 \
           --fp8-attention-accumulation $acc --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
       done
-      if [ -n "${OCTET_LAB:-}" ]; then  # kernel lab: one consumer warpgroup per CTA (the previous kernel)
-        OCTET_FP8_WG=1 "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype fp8 \
-          --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 | sed 's/"accumulation":"two-level"/"accumulation":"two-level WG=1"/' >> "$OUT/fp8prefill.jsonl"
-      fi
+      # kernel lab: one consumer warpgroup per CTA (the previous kernel); the warp-specialised kernel
+      for v in ${OCTET_LAB:+WG=1 WS=1}; do
+        env OCTET_FP8_$v "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype fp8 \
+          --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 | sed "s/\"accumulation\":\"two-level\"/\"accumulation\":\"two-level $v\"/" >> "$OUT/fp8prefill.jsonl"
+      done
       [ -f "$PEER" ] && python3 "$PEER" --mode prefill --len $L --head-dim $d --json 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
     done
   done

@@ -14,6 +14,7 @@
 #include "cuda_decode_mma.cuh"
 #include "cuda_prefill_mma.cuh"
 #include "cuda_prefill_fp8.cuh"
+#include "cuda_prefill_fp8_ws.cuh"
 
 // ---------------------------------------------------------------- element access
 
@@ -634,20 +635,23 @@ static void launch_prefill(struct cuda_backend *c, void *out, const void *q, con
     CUDA_LAUNCHED(c, "attention prefill");
 }
 
-// FP8 (e4m3) prefill on wgmma; false when the shape is not covered (the caller falls back).
+// FP8 (e4m3) prefill on wgmma. NWG: consumer warpgroups a CTA (1 or 2), or 0 for the lab's
+// warp-specialised kernel (two consumers and a producer, OCTET_FP8_WS=1).
 template <int HD, int ACC, int NWG>
 static void launch_prefill_fp8_acc(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                    float scale, const float *sc, const struct batch *bt, int every) {
-    constexpr int SMEM = fp8pf::cfg<HD>::smem(NWG);
+    constexpr bool WS = NWG == 0;
+    constexpr int SMEM = WS ? fp8ws::cfg<HD>::SMEM : fp8pf::cfg<HD>::smem(NWG), ROWS = WS ? 128 : 64 * NWG;
+    auto kern = WS ? k_prefill_fp8_ws<HD, ACC> : k_prefill_fp8<HD, ACC, (WS ? 1 : NWG)>;
     static bool attr_set = false;
     if (!attr_set) {
-        if (cuda_fail(c, cudaFuncSetAttribute(k_prefill_fp8<HD, ACC, NWG>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM),
-                      "cudaFuncSetAttribute(k_prefill_fp8)")) return;
+        if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM), "cudaFuncSetAttribute(k_prefill_fp8)"))
+            return;
         attr_set = true;
     }
-    int qt = 64 * NWG / G;
+    int qt = ROWS / G;
     dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    k_prefill_fp8<HD, ACC, NWG><<<grid, 128 * NWG, SMEM, c->stream>>>(
+    kern<<<grid, WS ? 384 : 128 * NWG, SMEM, c->stream>>>(
         (bf16 *)out, (const bf16 *)q, (const uint8_t *)l->k, (const uint8_t *)l->v, c->cb.qstart, c->cb.pos, c->cb.btab,
         bt->max_blocks_per_seq, l->n_kv_heads, G, l->kv_block_tokens, l->window, scale, sc, every);
     CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma)");
@@ -662,14 +666,19 @@ static void launch_prefill_fp8_nwg(struct cuda_backend *c, void *out, const void
 }
 
 // Two consumer warpgroups per CTA share each K/V tile (the default); OCTET_FP8_WG=1 selects
-// one warpgroup per CTA (the previous kernel, kept for comparisons).
+// one warpgroup per CTA (the previous kernel, kept for comparisons); OCTET_FP8_WS=1 the lab's
+// warp-specialised kernel (cuda_prefill_fp8_ws.cuh).
 template <int HD>
 static void launch_prefill_fp8(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                const struct attn_params *p, const float *sc, const struct batch *bt) {
     static int nwg = -1;
-    if (nwg < 0) { const char *e = getenv("OCTET_FP8_WG"); nwg = e && atoi(e) == 1 ? 1 : 2; }
+    if (nwg < 0) {
+        const char *e = getenv("OCTET_FP8_WG"), *w = getenv("OCTET_FP8_WS");
+        nwg = w && atoi(w) == 1 ? 0 : e && atoi(e) == 1 ? 1 : 2;
+    }
     if (nwg == 2) launch_prefill_fp8_nwg<HD, 2>(c, out, q, l, G, p, sc, bt);
-    else launch_prefill_fp8_nwg<HD, 1>(c, out, q, l, G, p, sc, bt);
+    else if (nwg == 1) launch_prefill_fp8_nwg<HD, 1>(c, out, q, l, G, p, sc, bt);
+    else launch_prefill_fp8_nwg<HD, 0>(c, out, q, l, G, p, sc, bt);
 }
 
 // OCTET_FP8_WGMMA=0 sends e4m3 prefill to the f16 mma.sync kernel instead (for comparisons).

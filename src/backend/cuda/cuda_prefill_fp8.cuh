@@ -96,6 +96,184 @@ template <int HD, int N> __device__ __forceinline__ void pv(float *t, const uint
     fence_acc<N>(t);
 }
 
+// One KV tile t after S = Q·Kᵀ (sacc, BN/2 values of the thread's rows rr and rr + 8): online
+// softmax (scaled in place into P), the running max m and sum l, and P·V into the accumulators
+// per accumulation mode ACC (o: FP32, tacc: the MMA's); vt is the tile's Vᵀ.
+template <int HD, int ACC, int NO_O, int NO_T>
+__device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, int n_every, int c, const float (&row_sc)[2],
+                                           const int (&row_lo)[2], const int (&row_pos)[2], float (&m)[2], float (&l)[2],
+                                           float (&o)[NO_O], float (&tacc)[NO_T], const uint8_t *vt) {
+    constexpr int BN = cfg<HD>::BN, NJ = BN / 8, NO = HD / 2;
+    // online softmax on rows rr (h = 0) and rr + 8 (h = 1)
+    float alpha[2];
+    uint32_t pa[BN / 32][4];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                int kp = t * BN + 8 * j + 2 * c + e;
+                float x = sacc[4 * j + 2 * h + e] * row_sc[h];
+                if (kp < row_lo[h] || kp > row_pos[h]) x = -INFINITY;
+                sacc[4 * j + 2 * h + e] = x;
+                mx = fmaxf(mx, x);
+            }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
+        float mn = fmaxf(m[h], mx);
+        alpha[h] = mn == -INFINITY ? 1.0f : ex2(m[h] - mn);
+        float sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                float x = sacc[4 * j + 2 * h + e];
+                float p = mn == -INFINITY ? 0.0f : ex2(x - mn);
+                sum += p;
+                sacc[4 * j + 2 * h + e] = p * 256.0f;
+            }
+        l[h] = l[h] * alpha[h] + sum;
+        m[h] = mn;
+    }
+#pragma unroll
+    for (int kk = 0; kk < BN / 32; kk++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const float *s0 = sacc + 4 * (4 * kk) + 2 * h;
+            pa[kk][h] = pack4_e4m3(s0[0], s0[1], s0[4], s0[5]);           // keys 2c, 2c+1, 2c+8, 2c+9
+            pa[kk][2 + h] = pack4_e4m3(s0[8], s0[9], s0[12], s0[13]);     // + 16
+        }
+    // rescale the running accumulators (fragment element i belongs to row rr + 8·((i>>1)&1))
+    if constexpr (ACC != 2) {
+#pragma unroll
+        for (int i = 0; i < NO; i++) o[i] *= alpha[(i >> 1) & 1];
+    }
+    if constexpr (ACC != 0) {
+#pragma unroll
+        for (int i = 0; i < NO; i++) tacc[i] *= alpha[(i >> 1) & 1];
+    }
+    if constexpr (ACC == 0) {
+        if constexpr (HD <= 128) {
+            pv<HD, HD>(tacc, pa, vt, 0, 0);
+#pragma unroll
+            for (int i = 0; i < NO; i++) o[i] += tacc[i];
+        } else {
+#pragma unroll
+            for (int c0 = 0; c0 < HD; c0 += 64) {
+                pv<HD, 64>(tacc, pa, vt, c0, 0);
+#pragma unroll
+                for (int i = 0; i < 32; i++) o[c0 / 2 + i] += tacc[i];
+            }
+        }
+    } else if constexpr (ACC == 1) {
+        bool fresh = t == t0 || t % n_every == 0;
+        pv<HD, HD>(tacc, pa, vt, 0, fresh ? 0 : 1);
+        if ((t + 1) % n_every == 0 || t == t1) {
+#pragma unroll
+            for (int i = 0; i < NO; i++) o[i] += tacc[i];
+        }
+    } else {
+        pv<HD, HD>(tacc, pa, vt, 0, t == t0 ? 0 : 1);
+    }
+}
+// Q of a CTA's query rows (row = (token, head of the KV head's group)): per-row scale amax/448,
+// e4m3 in the core-matrix layout; 2 threads a row (tid < 2·rows), the scales into qscale.
+template <int HD>
+__device__ __forceinline__ void load_q(uint8_t *Qs, float *qscale, const bf16 *q, int tid, int q0, int n_q, int tok_per_cta,
+                                       int t_begin, int n_heads, int g, int G) {
+    int row = tid >> 1, half = tid & 1, qi = q0 + row / G;
+    bool on = row < tok_per_cta * G && qi < n_q;
+    const bf16 *src = q + ((size_t)(t_begin + (on ? qi : q0)) * n_heads + g * G + row % G) * HD + half * (HD / 2);
+    float amax = 0.0f;
+    if (on)
+        for (int i = 0; i < HD / 2; i++) amax = fmaxf(amax, fabsf(__bfloat162float(src[i])));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffff, amax, 1));
+    float qs = amax > 0.0f ? amax / 448.0f : 1.0f;
+    for (int i = 0; i < HD / 2; i += 4) {
+        float x[4];
+        for (int e = 0; e < 4; e++) x[e] = on ? __bfloat162float(src[i + e]) / qs : 0.0f;
+        *(uint32_t *)(Qs + cm_off(row, half * (HD / 2) + i, HD)) = pack4_e4m3(x[0], x[1], x[2], x[3]);
+    }
+    if (!half) qscale[row] = qs;
+}
+
+// The thread's two query rows (warp·16 + rr and + 8): on, token, head, position, window start.
+__device__ __forceinline__ void row_setup(bool (&on)[2], int (&tok)[2], int (&head)[2], int (&pos)[2], int (&lo)[2], int warp, int rr,
+                                          int q0, int n_q, int tok_per_cta, int G, int t_begin, const int32_t *pos_arr, int window) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        int row = warp * 16 + rr + 8 * h, qi = q0 + row / G;
+        on[h] = row < tok_per_cta * G && qi < n_q;
+        tok[h] = t_begin + (on[h] ? qi : q0);
+        head[h] = row % G;
+        pos[h] = on[h] ? pos_arr[tok[h]] : -1;
+        lo[h] = window > 0 && pos[h] - window + 1 > 0 ? pos[h] - window + 1 : 0;
+    }
+}
+
+// cp.async of tile t's K (core-matrix layout) and raw V rows into one stage (kd, vd) by nthr
+// threads from tid; keys past p_last are zero-filled (their blocks may not exist), so
+// 0·garbage never makes a NaN.
+template <int HD>
+__device__ __forceinline__ void load_tile(uint8_t *kd, uint8_t *vd, const uint8_t *kc, const uint8_t *vc, const int32_t *bt, int t,
+                                          int p_last, int n_kv, int g, int bs, int tid, int nthr) {
+    constexpr int BN = cfg<HD>::BN;
+    for (int i = tid; i < BN * (HD / 16); i += nthr) {
+        int r = i / (HD / 16), ch = i % (HD / 16), kp = t * BN + r;
+        bool valid = kp <= p_last;
+        size_t off = valid ? (((size_t)bt[kp / bs] * n_kv + g) * bs + kp % bs) * HD + ch * 16 : 0;
+        cp_async16_zfill(kd + cm_off(r, ch * 16, HD), kc + off, valid);
+        cp_async16_zfill(vd + r * cfg<HD>::VROW + ch * 16, vc + off, valid);
+    }
+}
+
+// Vᵀ (permuted key order) from the raw stage vr into vt, by warps warp, warp + nwarp, …: a lane
+// moves 4 keys × 4 bytes; a warp item covers 16 operand positions × 32 head-dim bytes. Lane
+// bits pick the key group (lane & 3), the 4-byte column (lane >> 2) and a rotation of the 4
+// stores (lane >> 3), so both the loads and the stores hit 32 different banks.
+template <int HD>
+__device__ __forceinline__ void transpose_v(const uint8_t *vr, uint8_t *vt, int warp, int lane, int nwarp) {
+    constexpr int BN = cfg<HD>::BN, VROW = cfg<HD>::VROW;
+    const int rot = (lane >> 3) & 3;
+    for (int it = warp; it < (HD / 32) * (BN / 16); it += nwarp) {
+        int d4 = (it % (HD / 32)) * 8 + (lane >> 2);
+        int p0 = (it / (HD / 32)) * 16 + (lane & 3) * 4, kb = (p0 & ~15) + 2 * (lane & 3);
+        uint32_t w0 = *(const uint32_t *)(vr + (kb + 0) * VROW + d4 * 4);
+        uint32_t w1 = *(const uint32_t *)(vr + (kb + 1) * VROW + d4 * 4);
+        uint32_t w2 = *(const uint32_t *)(vr + (kb + 8) * VROW + d4 * 4);
+        uint32_t w3 = *(const uint32_t *)(vr + (kb + 9) * VROW + d4 * 4);
+        uint32_t a0 = __byte_perm(w0, w1, 0x5140), a1 = __byte_perm(w0, w1, 0x7362);
+        uint32_t a2 = __byte_perm(w2, w3, 0x5140), a3 = __byte_perm(w2, w3, 0x7362);
+        uint32_t r4[4] = {__byte_perm(a0, a2, 0x5410), __byte_perm(a0, a2, 0x7632),
+                          __byte_perm(a1, a3, 0x5410), __byte_perm(a1, a3, 0x7632)};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            int jj = (j + rot) & 3;
+            uint32_t w = jj == 0 ? r4[0] : jj == 1 ? r4[1] : jj == 2 ? r4[2] : r4[3];
+            *(uint32_t *)(vt + cm_off(d4 * 4 + jj, p0, BN)) = w;
+        }
+    }
+}
+
+// The thread's rows' outputs (bf16): acc · vscale / (256·l), l summed over the row's 4 lanes.
+template <int HD>
+__device__ __forceinline__ void store_rows(bf16 *out, const float *acc, float (&l)[2], const bool (&on)[2], const int (&tok)[2],
+                                           const int (&head)[2], int n_heads, int g, int G, float vscale, int c) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        l[h] += __shfl_xor_sync(0xffffffff, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffff, l[h], 2);
+        if (!on[h]) continue;
+        bf16 *orow = out + ((size_t)tok[h] * n_heads + g * G + head[h]) * HD;
+        float f = l[h] > 0.0f ? vscale / (256.0f * l[h]) : 0.0f;
+#pragma unroll
+        for (int j = 0; j < HD / 8; j++)
+            *(__nv_bfloat162 *)(orow + 8 * j + 2 * c) = __floats2bfloat162_rn(acc[4 * j + 2 * h] * f, acc[4 * j + 2 * h + 1] * f);
+    }
+}
+
 }  // namespace fp8pf
 
 // ACC: 0 two-level, 1 every:N (n_every), 2 single. NWG: warpgroups per CTA, each with its own
@@ -107,7 +285,7 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(bf16 *out, const bf16
                                                      int max_blocks, int n_kv, int G, int bs, int window, float scale,
                                                      const float *scales, int n_every) {
     using C = fp8pf::cfg<HD>;
-    constexpr int BN = C::BN, NJ = BN / 8, NO = HD / 2;
+    constexpr int BN = C::BN, NO = HD / 2;
     constexpr int ROWS = 64 * NWG, NT = 128 * NWG, NWARP = 4 * NWG;
     extern __shared__ __align__(128) uint8_t fp8pf_smem[];
     uint8_t *Qs = fp8pf_smem, *Ks = Qs + NWG * C::Q_BYTES, *Vr = Ks + 2 * C::K_BYTES, *Vt = Vr + 2 * C::VRAW_BYTES;
@@ -120,55 +298,22 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(bf16 *out, const bf16
     const int n_heads = n_kv * G;
 
     // ---- Q: per-(token, head) scale amax/448, e4m3, into the core-matrix layout (2 threads a row)
-    {
-        int row = tid >> 1, half = tid & 1, qi = q0 + row / G;
-        bool on = row < tok_per_cta * G && qi < n_q;
-        const bf16 *src = q + ((size_t)(t_begin + (on ? qi : q0)) * n_heads + g * G + row % G) * HD + half * (HD / 2);
-        float amax = 0.0f;
-        if (on)
-            for (int i = 0; i < HD / 2; i++) amax = fmaxf(amax, fabsf(__bfloat162float(src[i])));
-        amax = fmaxf(amax, __shfl_xor_sync(0xffffffff, amax, 1));
-        float qs = amax > 0.0f ? amax / 448.0f : 1.0f;
-        for (int i = 0; i < HD / 2; i += 4) {
-            float x[4];
-            for (int e = 0; e < 4; e++) x[e] = on ? __bfloat162float(src[i + e]) / qs : 0.0f;
-            *(uint32_t *)(Qs + fp8pf::cm_off(row, half * (HD / 2) + i, HD)) = fp8pf::pack4_e4m3(x[0], x[1], x[2], x[3]);
-        }
-        if (!half) qscale_s[row] = qs;
-    }
+    fp8pf::load_q<HD>(Qs, qscale_s, q, tid, q0, n_q, tok_per_cta, t_begin, n_heads, g, G);
     // ---- this thread's two rows (warp*16 + rr, +8)
     int row_tok[2], row_head[2], row_pos[2], row_lo[2];
     bool row_on[2];
     float row_sc[2];
     const float kscale = scales[g], vscale = scales[KV_MAX_HEADS + g];
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        int row = warp * 16 + rr + 8 * h, qi = q0 + row / G;
-        row_on[h] = row < tok_per_cta * G && qi < n_q;
-        row_tok[h] = t_begin + (row_on[h] ? qi : q0);
-        row_head[h] = row % G;
-        row_pos[h] = row_on[h] ? pos_arr[row_tok[h]] : -1;
-        row_lo[h] = window > 0 && row_pos[h] - window + 1 > 0 ? row_pos[h] - window + 1 : 0;
-    }
+    fp8pf::row_setup(row_on, row_tok, row_head, row_pos, row_lo, warp, rr, q0, n_q, tok_per_cta, G, t_begin, pos_arr, window);
     const int last_tok = min(q0 + tok_per_cta, n_q) - 1;
     const int p_first = pos_arr[t_begin + q0], p_last = pos_arr[t_begin + last_tok];
     const int k_lo = window > 0 && p_first - window + 1 > 0 ? p_first - window + 1 : 0;
     const int t0 = k_lo / BN, t1 = p_last / BN;
     const int32_t *bt = btab + (size_t)s * max_blocks;
 
-    // cp.async of tile t's K (core-matrix layout) and raw V rows into stage st; keys past
-    // p_last are zero-filled (their blocks may not exist), so 0·garbage never makes a NaN
+    // cp.async of tile t's K and raw V rows into stage st (an empty group past the last tile)
     auto issue = [&](int t, int st) {
-        if (t <= t1) {
-            uint8_t *kd = Ks + st * C::K_BYTES, *vd = Vr + st * C::VRAW_BYTES;
-            for (int i = tid; i < BN * (HD / 16); i += NT) {
-                int r = i / (HD / 16), ch = i % (HD / 16), kp = t * BN + r;
-                bool valid = kp <= p_last;
-                size_t off = valid ? (((size_t)bt[kp / bs] * n_kv + g) * bs + kp % bs) * HD + ch * 16 : 0;
-                fp8pf::cp_async16_zfill(kd + fp8pf::cm_off(r, ch * 16, HD), kc + off, valid);
-                fp8pf::cp_async16_zfill(vd + r * C::VROW + ch * 16, vc + off, valid);
-            }
-        }
+        if (t <= t1) fp8pf::load_tile<HD>(Ks + st * C::K_BYTES, Vr + st * C::VRAW_BYTES, kc, vc, bt, t, p_last, n_kv, g, bs, tid, NT);
         cp_async_commit();
     };
     issue(t0, 0);
@@ -213,122 +358,13 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(bf16 *out, const bf16
                                wgmma_desc(kt + kk * 256, 128, HD * 8), kk > 0);
         }
         wgmma_commit();
-        // Vᵀ (permuted key order) from the raw stage: a lane moves 4 keys × 4 bytes; a warp
-        // item covers 16 operand positions × 32 head-dim bytes. Lane bits pick the key group
-        // (lane & 3), the 4-byte column (lane >> 2) and a rotation of the 4 stores (lane >> 3),
-        // so both the loads and the stores hit 32 different banks.
-        {
-            const uint8_t *vr = Vr + st * C::VRAW_BYTES;
-            const int rot = (lane >> 3) & 3;
-            for (int it = warp; it < (HD / 32) * (BN / 16); it += NWARP) {
-                int d4 = (it % (HD / 32)) * 8 + (lane >> 2);
-                int p0 = (it / (HD / 32)) * 16 + (lane & 3) * 4, kb = (p0 & ~15) + 2 * (lane & 3);
-                uint32_t w0 = *(const uint32_t *)(vr + (kb + 0) * C::VROW + d4 * 4);
-                uint32_t w1 = *(const uint32_t *)(vr + (kb + 1) * C::VROW + d4 * 4);
-                uint32_t w2 = *(const uint32_t *)(vr + (kb + 8) * C::VROW + d4 * 4);
-                uint32_t w3 = *(const uint32_t *)(vr + (kb + 9) * C::VROW + d4 * 4);
-                uint32_t a0 = __byte_perm(w0, w1, 0x5140), a1 = __byte_perm(w0, w1, 0x7362);
-                uint32_t a2 = __byte_perm(w2, w3, 0x5140), a3 = __byte_perm(w2, w3, 0x7362);
-                uint32_t r4[4] = {__byte_perm(a0, a2, 0x5410), __byte_perm(a0, a2, 0x7632),
-                                  __byte_perm(a1, a3, 0x5410), __byte_perm(a1, a3, 0x7632)};
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    int jj = (j + rot) & 3;
-                    uint32_t w = jj == 0 ? r4[0] : jj == 1 ? r4[1] : jj == 2 ? r4[2] : r4[3];
-                    *(uint32_t *)(Vt + fp8pf::cm_off(d4 * 4 + jj, p0, BN)) = w;
-                }
-            }
-        }
+        fp8pf::transpose_v<HD>(Vr + st * C::VRAW_BYTES, Vt, warp, lane, NWARP);  // overlaps the QK wgmma
         fence_proxy_async();
         wgmma_wait<0>();
         fp8pf::fence_acc<BN>(sacc);
         __syncthreads();  // Vᵀ complete
-        // online softmax on rows rr (h = 0) and rr + 8 (h = 1)
-        float alpha[2];
-        uint32_t pa[BN / 32][4];
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            float mx = -INFINITY;
-#pragma unroll
-            for (int j = 0; j < NJ; j++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    int kp = t * BN + 8 * j + 2 * c + e;
-                    float x = sacc[4 * j + 2 * h + e] * row_sc[h];
-                    if (kp < row_lo[h] || kp > row_pos[h]) x = -INFINITY;
-                    sacc[4 * j + 2 * h + e] = x;
-                    mx = fmaxf(mx, x);
-                }
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
-            mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
-            float mn = fmaxf(m[h], mx);
-            alpha[h] = mn == -INFINITY ? 1.0f : fp8pf::ex2(m[h] - mn);
-            float sum = 0.0f;
-#pragma unroll
-            for (int j = 0; j < NJ; j++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    float x = sacc[4 * j + 2 * h + e];
-                    float p = mn == -INFINITY ? 0.0f : fp8pf::ex2(x - mn);
-                    sum += p;
-                    sacc[4 * j + 2 * h + e] = p * 256.0f;
-                }
-            l[h] = l[h] * alpha[h] + sum;
-            m[h] = mn;
-        }
-#pragma unroll
-        for (int kk = 0; kk < BN / 32; kk++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const float *s0 = sacc + 4 * (4 * kk) + 2 * h;
-                pa[kk][h] = fp8pf::pack4_e4m3(s0[0], s0[1], s0[4], s0[5]);           // keys 2c, 2c+1, 2c+8, 2c+9
-                pa[kk][2 + h] = fp8pf::pack4_e4m3(s0[8], s0[9], s0[12], s0[13]);     // + 16
-            }
-        // rescale the running accumulators (fragment element i belongs to row rr + 8·((i>>1)&1))
-        if constexpr (ACC != 2) {
-#pragma unroll
-            for (int i = 0; i < NO; i++) o[i] *= alpha[(i >> 1) & 1];
-        }
-        if constexpr (ACC != 0) {
-#pragma unroll
-            for (int i = 0; i < NO; i++) tacc[i] *= alpha[(i >> 1) & 1];
-        }
-        if constexpr (ACC == 0) {
-            if constexpr (HD <= 128) {
-                fp8pf::pv<HD, HD>(tacc, pa, Vt, 0, 0);
-#pragma unroll
-                for (int i = 0; i < NO; i++) o[i] += tacc[i];
-            } else {
-#pragma unroll
-                for (int c0 = 0; c0 < HD; c0 += 64) {
-                    fp8pf::pv<HD, 64>(tacc, pa, Vt, c0, 0);
-#pragma unroll
-                    for (int i = 0; i < 32; i++) o[c0 / 2 + i] += tacc[i];
-                }
-            }
-        } else if constexpr (ACC == 1) {
-            bool fresh = t == t0 || t % n_every == 0;
-            fp8pf::pv<HD, HD>(tacc, pa, Vt, 0, fresh ? 0 : 1);
-            if ((t + 1) % n_every == 0 || t == t1) {
-#pragma unroll
-                for (int i = 0; i < NO; i++) o[i] += tacc[i];
-            }
-        } else {
-            fp8pf::pv<HD, HD>(tacc, pa, Vt, 0, t == t0 ? 0 : 1);
-        }
+        fp8pf::softmax_pv<HD, ACC>(sacc, t, t0, t1, n_every, c, row_sc, row_lo, row_pos, m, l, o, tacc, Vt);
         __syncthreads();  // stage st and Vᵀ free for reuse
     }
-    const float *acc = ACC == 2 ? tacc : o;
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        l[h] += __shfl_xor_sync(0xffffffff, l[h], 1);
-        l[h] += __shfl_xor_sync(0xffffffff, l[h], 2);
-        if (!row_on[h]) continue;
-        bf16 *orow = out + ((size_t)row_tok[h] * n_heads + g * G + row_head[h]) * HD;
-        float f = l[h] > 0.0f ? vscale / (256.0f * l[h]) : 0.0f;
-#pragma unroll
-        for (int j = 0; j < HD / 8; j++)
-            *(__nv_bfloat162 *)(orow + 8 * j + 2 * c) =
-                __floats2bfloat162_rn(acc[4 * j + 2 * h] * f, acc[4 * j + 2 * h + 1] * f);
-    }
+    fp8pf::store_rows<HD>(out, ACC == 2 ? tacc : o, l, row_on, row_tok, row_head, n_heads, g, G, vscale, c);
 }
