@@ -96,6 +96,24 @@ template <int HD, int N> __device__ __forceinline__ void pv(float *t, const uint
     fence_acc<N>(t);
 }
 
+// A thread's running state over the KV tiles: the FP32 accumulator o (two-level, every:N), the
+// MMA accumulator tacc, and its two rows' softmax max m and sum l.
+template <int HD, int ACC> struct acc_state {
+    static constexpr int NO = HD / 2;
+    float o[ACC == 2 ? 1 : NO];
+    float tacc[ACC == 0 ? (HD <= 128 ? NO : 32) : NO];
+    float m[2], l[2];
+    __device__ __forceinline__ void init() {
+#pragma unroll
+        for (int i = 0; i < (ACC == 2 ? 1 : NO); i++) o[i] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < (int)(sizeof tacc / sizeof tacc[0]); i++) tacc[i] = 0.0f;
+        m[0] = m[1] = -INFINITY;
+        l[0] = l[1] = 0.0f;
+    }
+    __device__ __forceinline__ const float *result() const { return ACC == 2 ? tacc : o; }
+};
+
 // One KV tile t after S = Q·Kᵀ (sacc, BN/2 values of the thread's rows rr and rr + 8): online
 // softmax (scaled in place into P), the running max m and sum l, and P·V into the accumulators
 // per accumulation mode ACC (o: FP32, tacc: the MMA's); vt is the tile's Vᵀ.
@@ -285,7 +303,7 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(bf16 *out, const bf16
                                                      int max_blocks, int n_kv, int G, int bs, int window, float scale,
                                                      const float *scales, int n_every) {
     using C = fp8pf::cfg<HD>;
-    constexpr int BN = C::BN, NO = HD / 2;
+    constexpr int BN = C::BN;
     constexpr int ROWS = 64 * NWG, NT = 128 * NWG, NWARP = 4 * NWG;
     extern __shared__ __align__(128) uint8_t fp8pf_smem[];
     uint8_t *Qs = fp8pf_smem, *Ks = Qs + NWG * C::Q_BYTES, *Vr = Ks + 2 * C::K_BYTES, *Vt = Vr + 2 * C::VRAW_BYTES;
@@ -334,13 +352,8 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(bf16 *out, const bf16
                 qa[kk][i] = *(const uint32_t *)(Qs + fp8pf::cm_off(warp * 16 + rr + 8 * (i & 1), 32 * kk + 16 * (i >> 1) + 4 * c, HD));
     }
 
-    float o[ACC == 2 ? 1 : NO];   // FP32 accumulator (two-level, every:N)
-    float tacc[ACC == 0 ? (HD <= 128 ? NO : 32) : NO];  // the MMA accumulator
-#pragma unroll
-    for (int i = 0; i < (ACC == 2 ? 1 : NO); i++) o[i] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < (int)(sizeof tacc / sizeof tacc[0]); i++) tacc[i] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    fp8pf::acc_state<HD, ACC> a;
+    a.init();
 
     for (int t = t0, st = 0; t <= t1; t++, st ^= 1) {
         issue(t + 1, st ^ 1);
@@ -363,8 +376,8 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(bf16 *out, const bf16
         wgmma_wait<0>();
         fp8pf::fence_acc<BN>(sacc);
         __syncthreads();  // Vᵀ complete
-        fp8pf::softmax_pv<HD, ACC>(sacc, t, t0, t1, n_every, c, row_sc, row_lo, row_pos, m, l, o, tacc, Vt);
+        fp8pf::softmax_pv<HD, ACC>(sacc, t, t0, t1, n_every, c, row_sc, row_lo, row_pos, a.m, a.l, a.o, a.tacc, Vt);
         __syncthreads();  // stage st and Vᵀ free for reuse
     }
-    fp8pf::store_rows<HD>(out, ACC == 2 ? tacc : o, l, row_on, row_tok, row_head, n_heads, g, G, vscale, c);
+    fp8pf::store_rows<HD>(out, a.result(), a.l, row_on, row_tok, row_head, n_heads, g, G, vscale, c);
 }

@@ -44,7 +44,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_ws(bf16 *out, const bf16
                                                          int max_blocks, int n_kv, int G, int bs, int window, float scale,
                                                          const float *scales, int n_every) {
     using C = fp8pf::cfg<HD>;
-    constexpr int BN = C::BN, NO = HD / 2, ROWS = 128;
+    constexpr int BN = C::BN, ROWS = 128;
     extern __shared__ __align__(128) uint8_t fp8ws_smem[];
     uint8_t *Qs = fp8ws_smem, *Ks = Qs + 2 * C::Q_BYTES, *Vr = Ks + 2 * C::K_BYTES, *Vt = Vr + 2 * C::VRAW_BYTES;
     float *qscale_s = (float *)(Vt + 2 * C::VT_BYTES);
@@ -90,13 +90,8 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_ws(bf16 *out, const bf16
     for (int h = 0; h < 2; h++) row_sc[h] = qscale_s[warp * 16 + rr + 8 * h] * kscale * scale * 1.4426950408889634f;
     const uint8_t *qw = Qs + (warp >> 2) * C::Q_BYTES;  // this warpgroup's 64 rows
 
-    float o[ACC == 2 ? 1 : NO];                          // FP32 accumulator (two-level, every:N)
-    float tacc[ACC == 0 ? (HD <= 128 ? NO : 32) : NO];  // the MMA accumulator
-#pragma unroll
-    for (int i = 0; i < (ACC == 2 ? 1 : NO); i++) o[i] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < (int)(sizeof tacc / sizeof tacc[0]); i++) tacc[i] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    fp8pf::acc_state<HD, ACC> a;
+    a.init();
 
     for (int t = t0, st = 0; t <= t1; t++, st ^= 1) {
         fp8ws::bar_sync(fp8ws::BAR_READY + st, 384);  // stage st holds tile t
@@ -109,8 +104,8 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_ws(bf16 *out, const bf16
         wgmma_commit();
         wgmma_wait<0>();
         fp8pf::fence_acc<BN>(sacc);
-        fp8pf::softmax_pv<HD, ACC>(sacc, t, t0, t1, n_every, c, row_sc, row_lo, row_pos, m, l, o, tacc, Vt + st * C::VT_BYTES);
+        fp8pf::softmax_pv<HD, ACC>(sacc, t, t0, t1, n_every, c, row_sc, row_lo, row_pos, a.m, a.l, a.o, a.tacc, Vt + st * C::VT_BYTES);
         if (t + 2 <= t1) fp8ws::bar_arrive(fp8ws::BAR_FREE + st, 384);  // the producer may refill stage st
     }
-    fp8pf::store_rows<HD>(out, ACC == 2 ? tacc : o, l, row_on, row_tok, row_head, n_heads, g, G, vscale, c);
+    fp8pf::store_rows<HD>(out, a.result(), a.l, row_on, row_tok, row_head, n_heads, g, G, vscale, c);
 }
