@@ -217,19 +217,30 @@ __device__ __forceinline__ void load_q(uint8_t *Qs, float *qscale, const bf16 *q
     if (!half) qscale[row] = qs;
 }
 
-// The thread's two query rows (warp·16 + rr and + 8): on, token, head, position, window start.
-__device__ __forceinline__ void row_setup(bool (&on)[2], int (&tok)[2], int (&head)[2], int (&pos)[2], int (&lo)[2], int warp, int rr,
-                                          int q0, int n_q, int tok_per_cta, int G, int t_begin, const int32_t *pos_arr, int window) {
+// The thread's two query rows (warp·16 + rr and + 8): on, token, head, position, window start,
+// and (set once the Q scales are written) the factor on S.
+struct rows2 {
+    bool on[2];
+    int tok[2], head[2], pos[2], lo[2];
+    float sc[2];
+    __device__ __forceinline__ void setup(int warp, int rr, int q0, int n_q, int tok_per_cta, int G, int t_begin, const int32_t *pos_arr,
+                                          int window) {
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        int row = warp * 16 + rr + 8 * h, qi = q0 + row / G;
-        on[h] = row < tok_per_cta * G && qi < n_q;
-        tok[h] = t_begin + (on[h] ? qi : q0);
-        head[h] = row % G;
-        pos[h] = on[h] ? pos_arr[tok[h]] : -1;
-        lo[h] = window > 0 && pos[h] - window + 1 > 0 ? pos[h] - window + 1 : 0;
+        for (int h = 0; h < 2; h++) {
+            int row = warp * 16 + rr + 8 * h, qi = q0 + row / G;
+            on[h] = row < tok_per_cta * G && qi < n_q;
+            tok[h] = t_begin + (on[h] ? qi : q0);
+            head[h] = row % G;
+            pos[h] = on[h] ? pos_arr[tok[h]] : -1;
+            lo[h] = window > 0 && pos[h] - window + 1 > 0 ? pos[h] - window + 1 : 0;
+        }
     }
-}
+    // S's factor: the rows' Q scales, the K descale, the softmax scale and log2(e)
+    __device__ __forceinline__ void scales(const float *qscale, int warp, int rr, float kscale, float scale) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) sc[h] = qscale[warp * 16 + rr + 8 * h] * kscale * scale * 1.4426950408889634f;
+    }
+};
 
 // cp.async of tile t's K (core-matrix layout) and raw V rows into one stage (kd, vd) by nthr
 // threads from tid; keys past p_last are zero-filled (their blocks may not exist), so
@@ -318,11 +329,9 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(bf16 *out, const bf16
     // ---- Q: per-(token, head) scale amax/448, e4m3, into the core-matrix layout (2 threads a row)
     fp8pf::load_q<HD>(Qs, qscale_s, q, tid, q0, n_q, tok_per_cta, t_begin, n_heads, g, G);
     // ---- this thread's two rows (warp*16 + rr, +8)
-    int row_tok[2], row_head[2], row_pos[2], row_lo[2];
-    bool row_on[2];
-    float row_sc[2];
+    fp8pf::rows2 rw;
+    rw.setup(warp, rr, q0, n_q, tok_per_cta, G, t_begin, pos_arr, window);
     const float kscale = scales[g], vscale = scales[KV_MAX_HEADS + g];
-    fp8pf::row_setup(row_on, row_tok, row_head, row_pos, row_lo, warp, rr, q0, n_q, tok_per_cta, G, t_begin, pos_arr, window);
     const int last_tok = min(q0 + tok_per_cta, n_q) - 1;
     const int p_first = pos_arr[t_begin + q0], p_last = pos_arr[t_begin + last_tok];
     const int k_lo = window > 0 && p_first - window + 1 > 0 ? p_first - window + 1 : 0;
@@ -336,8 +345,7 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(bf16 *out, const bf16
     };
     issue(t0, 0);
     __syncthreads();  // qscale_s
-#pragma unroll
-    for (int h = 0; h < 2; h++) row_sc[h] = qscale_s[warp * 16 + rr + 8 * h] * kscale * scale * 1.4426950408889634f;
+    rw.scales(qscale_s, warp, rr, kscale, scale);
     // Q as wgmma A fragments in registers at head_dim 64. At 128 this gave wrong results on
     // the H200 (NMSE 0.1-0.6), with or without register fences around the wgmma (cause not
     // found; bench/NOTES.md), and at 256 the registers go to the accumulators, so both read Q
@@ -376,8 +384,8 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(bf16 *out, const bf16
         wgmma_wait<0>();
         fp8pf::fence_acc<BN>(sacc);
         __syncthreads();  // Vᵀ complete
-        fp8pf::softmax_pv<HD, ACC>(sacc, t, t0, t1, n_every, c, row_sc, row_lo, row_pos, a.m, a.l, a.o, a.tacc, Vt);
+        fp8pf::softmax_pv<HD, ACC>(sacc, t, t0, t1, n_every, c, rw.sc, rw.lo, rw.pos, a.m, a.l, a.o, a.tacc, Vt);
         __syncthreads();  // stage st and Vᵀ free for reuse
     }
-    fp8pf::store_rows<HD>(out, a.result(), a.l, row_on, row_tok, row_head, n_heads, g, G, vscale, c);
+    fp8pf::store_rows<HD>(out, a.result(), a.l, rw.on, rw.tok, rw.head, n_heads, g, G, vscale, c);
 }

@@ -79,15 +79,12 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_ws(bf16 *out, const bf16
     fp8ws::reg_alloc<232>();
     const int tid = threadIdx.x - 128, warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
     fp8pf::load_q<HD>(Qs, qscale_s, q, tid, q0, n_q, tok_per_cta, t_begin, n_heads, g, G);
-    int row_tok[2], row_head[2], row_pos[2], row_lo[2];
-    bool row_on[2];
-    float row_sc[2];
-    const float kscale = scales[g], vscale = scales[KV_MAX_HEADS + g];
-    fp8pf::row_setup(row_on, row_tok, row_head, row_pos, row_lo, warp, rr, q0, n_q, tok_per_cta, G, t_begin, pos_arr, window);
+    fp8pf::rows2 rw;
+    rw.setup(warp, rr, q0, n_q, tok_per_cta, G, t_begin, pos_arr, window);
     fence_proxy_async();  // Q visible to the wgmma
     fp8ws::bar_sync(fp8ws::BAR_CONS, 256);
-#pragma unroll
-    for (int h = 0; h < 2; h++) row_sc[h] = qscale_s[warp * 16 + rr + 8 * h] * kscale * scale * 1.4426950408889634f;
+    const float vscale = scales[KV_MAX_HEADS + g];
+    rw.scales(qscale_s, warp, rr, scales[g], scale);
     const uint8_t *qw = Qs + (warp >> 2) * C::Q_BYTES;  // this warpgroup's 64 rows
 
     fp8pf::acc_state<HD, ACC> a;
@@ -104,8 +101,8 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_ws(bf16 *out, const bf16
         wgmma_commit();
         wgmma_wait<0>();
         fp8pf::fence_acc<BN>(sacc);
-        fp8pf::softmax_pv<HD, ACC>(sacc, t, t0, t1, n_every, c, row_sc, row_lo, row_pos, a.m, a.l, a.o, a.tacc, Vt + st * C::VT_BYTES);
+        fp8pf::softmax_pv<HD, ACC>(sacc, t, t0, t1, n_every, c, rw.sc, rw.lo, rw.pos, a.m, a.l, a.o, a.tacc, Vt + st * C::VT_BYTES);
         if (t + 2 <= t1) fp8ws::bar_arrive(fp8ws::BAR_FREE + st, 384);  // the producer may refill stage st
     }
-    fp8pf::store_rows<HD>(out, a.result(), a.l, row_on, row_tok, row_head, n_heads, g, G, vscale, c);
+    fp8pf::store_rows<HD>(out, a.result(), a.l, rw.on, rw.tok, rw.head, n_heads, g, G, vscale, c);
 }
