@@ -467,18 +467,20 @@ template <int HD>
 static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G, float scale,
                               const float *sc, const struct batch *bt) {
     // OCTET_DECODE_STAGES=0 selects the unpipelined variant (kernel lab); default 3 (fp8) / 2 (bf16)
-    static int stages_env = -2;
-    if (stages_env == -2) { const char *e = getenv("OCTET_DECODE_STAGES"); stages_env = e ? atoi(e) : -1; }
+    static const int stages_env = cuda_env_int("OCTET_DECODE_STAGES", -1);
     int stages = stages_env >= 0 ? stages_env : (l->dtype == DT_BF16 ? 2 : 3);
     if (stages != 0 && stages != 2 && stages != 3) stages = 4;
     size_t ring = stages ? (size_t)4 * stages * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1) : 0;
     const bool fuse = cuda_fuse_mode() && stages > 0;
-    decode_mma_fn kern = decode_mma_for<HD>(l, stages, fuse);
+    decode_mma_fn kern = decode_mma_for<HD>(l, stages, fuse), plain = decode_mma_for<HD>(l, stages, false);
     // residency of this kernel instance (registers and shared memory decide it), asked once
     static int resident[3][5][2];
     int di = l->dtype == DT_BF16 ? 0 : l->dtype == DT_E4M3 ? 1 : 2;
     if (!resident[di][stages][fuse]) {
-        if (ring) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring);
+        if (ring) {
+            cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring);
+            cudaFuncSetAttribute(plain, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring);  // (fused's fallback)
+        }
         int per = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kern, 128, ring) != cudaSuccess || per < 1) per = 1;
         resident[di][stages][fuse] = per;
@@ -489,30 +491,22 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     if (n_splits > 1 && !cuda_reserve(c, &c->d_part, &c->part_cap, need)) return;
     // Every busy split takes at least min_split blocks of its context, so short contexts use fewer,
     // fuller splits (the rest write empty partials and leave). FP8 caches: 16 — in captured decode
-    // steps with a 128k table on dummy:llama-3.1-8b it took fp8 from +56/+30 us a token above bf16
-    // at 1k/4k to 61-67 us below (bench/NOTES.md, session 12); bf16: off (no gain measured).
-    // OCTET_DECODE_MIN_SPLIT=N overrides both (0: off).
-    static int min_split_env = -2;
-    if (min_split_env == -2) { const char *e = getenv("OCTET_DECODE_MIN_SPLIT"); min_split_env = e ? (atoi(e) > 0 ? atoi(e) : 0) : -1; }
+    // steps with a 128k table on dummy:llama-3.1-8b, fp8 minus bf16 at 1k/4k went from +56/+30 us
+    // a token to -61/-67 us in one call, +75/+37 us in the next (within the 0.1 ms drift between
+    // processes); the ITL break-even went from 8,375 to 1,485 tokens (bench/NOTES.md, session 12).
+    // bf16: off (no gain measured). OCTET_DECODE_MIN_SPLIT=N overrides both (0: off).
+    static const int min_split_env = cuda_env_int("OCTET_DECODE_MIN_SPLIT", -1);
     const int min_split = min_split_env >= 0 ? min_split_env : l->dtype == DT_BF16 ? 0 : 16;
     // OCTET_FUSE=1 (lab): the last CTA of each (sequence, KV head) combines the splits, when their
     // weights fit the kernel's shared scratch; arrival counters start at zero and are reset by it
     int *arrive = nullptr;
     if (fuse && n_splits > 1 && 2 * G * n_splits + G <= 32 * HD) {
-        size_t cnt = (size_t)bt->n_seqs * l->n_kv_heads;
-        if (cnt > c->arrive_cap) {
-            if (c->d_arrive) cudaFree(c->d_arrive);
-            c->d_arrive = nullptr;
-            c->arrive_cap = 0;
-            if (cuda_fail(c, cudaMalloc((void **)&c->d_arrive, cnt * 2 * sizeof(int)), "cudaMalloc") ||
-                cuda_fail(c, cudaMemsetAsync(c->d_arrive, 0, cnt * 2 * sizeof(int), c->stream), "cudaMemset"))
-                return;
-            c->arrive_cap = cnt * 2;
-        }
+        const size_t cap = c->arrive_cap, cnt = (size_t)bt->n_seqs * l->n_kv_heads;
+        if (!cuda_reserve(c, &c->d_arrive, &c->arrive_cap, cnt)) return;
+        if (c->arrive_cap != cap && cuda_fail(c, cudaMemsetAsync(c->d_arrive, 0, cnt * sizeof(int), c->stream), "cudaMemset")) return;
         arrive = c->d_arrive;
-    } else if (fuse) {  // one split, or too many for the scratch: the plain kernel and k_combine
-        kern = decode_mma_for<HD>(l, stages, false);
-        if (ring) cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring);
+    } else {  // one split, or too many for the scratch: the plain kernel and k_combine
+        kern = plain;
     }
     dim3 grid(bt->n_seqs, l->n_kv_heads, n_splits);
     kern<<<grid, 128, ring, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, c->cb.qstart, c->cb.seq_lens,
@@ -577,8 +571,7 @@ static void launch_decode_identity(struct cuda_backend *c, void *out, const void
 }
 
 bool cuda_identity_mode(const struct cuda_backend *c) {
-    static int forced = -1;
-    if (forced < 0) { const char *e = getenv("OCTET_IDENTITY"); forced = e && atoi(e) == 1; }
+    static const bool forced = cuda_env_int("OCTET_IDENTITY", 0) == 1;
     return forced || c->base.batch_invariant;
 }
 
@@ -672,10 +665,7 @@ template <int HD>
 static void launch_prefill_fp8(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                const struct attn_params *p, const float *sc, const struct batch *bt) {
     static int nwg = -1;
-    if (nwg < 0) {
-        const char *e = getenv("OCTET_FP8_WG"), *w = getenv("OCTET_FP8_WS");
-        nwg = w && atoi(w) == 1 ? 0 : e && atoi(e) == 1 ? 1 : 2;
-    }
+    if (nwg < 0) nwg = cuda_env_int("OCTET_FP8_WS", 0) == 1 ? 0 : cuda_env_int("OCTET_FP8_WG", 2) == 1 ? 1 : 2;
     if (nwg == 2) launch_prefill_fp8_nwg<HD, 2>(c, out, q, l, G, p, sc, bt);
     else if (nwg == 1) launch_prefill_fp8_nwg<HD, 1>(c, out, q, l, G, p, sc, bt);
     else launch_prefill_fp8_nwg<HD, 0>(c, out, q, l, G, p, sc, bt);
@@ -683,8 +673,7 @@ static void launch_prefill_fp8(struct cuda_backend *c, void *out, const void *q,
 
 // OCTET_FP8_WGMMA=0 sends e4m3 prefill to the f16 mma.sync kernel instead (for comparisons).
 static bool fp8_wgmma_on(void) {
-    static int on = -1;
-    if (on < 0) { const char *e = getenv("OCTET_FP8_WGMMA"); on = !(e && !strcmp(e, "0")); }
+    static const bool on = cuda_env_int("OCTET_FP8_WGMMA", 1) != 0;
     return on;
 }
 

@@ -309,14 +309,18 @@ static void cu_gather_rows(struct backend *b, void *out, const void *x, int dim,
 
 // ---------------------------------------------------------------- GEMM (cuBLASLt)
 
+static void plan_release(struct gemm_plan *p) {
+    if (!p->valid) return;
+    cublasLtMatmulDescDestroy(p->op); cublasLtMatrixLayoutDestroy(p->la);
+    cublasLtMatrixLayoutDestroy(p->lb); cublasLtMatrixLayoutDestroy(p->ld);
+    p->valid = false;
+}
+
 static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t cols, int n, cudaDataType_t out_type) {
     for (int i = 0; i < c->n_plans; i++)
         if (c->plans[i].rows == rows && c->plans[i].cols == cols && c->plans[i].n == n && c->plans[i].out_type == out_type) return &c->plans[i];
     struct gemm_plan *p = &c->plans[c->n_plans < N_PLANS ? c->n_plans++ : (c->n_plans - 1)];
-    if (p->valid) {
-        cublasLtMatmulDescDestroy(p->op); cublasLtMatrixLayoutDestroy(p->la);
-        cublasLtMatrixLayoutDestroy(p->lb); cublasLtMatrixLayoutDestroy(p->ld);
-    }
+    plan_release(p);
     memset(p, 0, sizeof *p);
     p->rows = rows; p->cols = cols; p->n = n; p->out_type = out_type;
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -348,8 +352,7 @@ static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t 
 
 // Skinny products (n <= 8) on k_gemv; OCTET_GEMV=0: all on cuBLASLt.
 static bool gemv_enabled(void) {
-    static int on = -1;
-    if (on < 0) { const char *e = getenv("OCTET_GEMV"); on = !(e && !strcmp(e, "0")); }
+    static const bool on = cuda_env_int("OCTET_GEMV", 1) != 0;
     return on;
 }
 
@@ -470,12 +473,7 @@ static void cu_logits(struct backend *b, float *host_out, const void *x, const s
 static void cu_destroy(struct backend *b) {
     struct cuda_backend *c = cb_of(b);
     cudaStreamSynchronize(c->stream);
-    for (int i = 0; i < c->n_plans; i++)
-        if (c->plans[i].valid) {
-            cublasLtMatmulDescDestroy(c->plans[i].op); cublasLtMatrixLayoutDestroy(c->plans[i].la);
-            cublasLtMatrixLayoutDestroy(c->plans[i].lb); cublasLtMatrixLayoutDestroy(c->plans[i].ld);
-            c->plans[i].valid = false;
-        }
+    for (int i = 0; i < c->n_plans; i++) plan_release(&c->plans[i]);
     c->n_plans = 0;
     for (int i = 0; i < c->n_graphs; i++) if (c->graphs[i].exec) cudaGraphExecDestroy(c->graphs[i].exec);
     if (c->lt) cublasLtDestroy(c->lt);
@@ -528,8 +526,7 @@ static const struct backend_ops cuda_ops = {
 static struct backend_ops cuda_ops_fused;
 
 bool cuda_fuse_mode(void) {
-    static int on = -1;
-    if (on < 0) { const char *e = getenv("OCTET_FUSE"); on = e && atoi(e) == 1; }
+    static const bool on = cuda_env_int("OCTET_FUSE", 0) == 1;
     return on;
 }
 

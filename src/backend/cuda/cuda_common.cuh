@@ -106,6 +106,12 @@ template <typename T> static inline bool cuda_reserve(struct cuda_backend *c, T 
     return true;
 }
 
+// The integer value of environment setting `name` (the kernel lab's switches), or `unset`.
+static inline int cuda_env_int(const char *name, int unset) {
+    const char *e = getenv(name);
+    return e && *e ? atoi(e) : unset;
+}
+
 // --batch-invariant (struct backend.batch_invariant; OCTET_IDENTITY=1 forces it on): batch-invariant
 // GEMMs and decode-kernel attention for every query row, so prefill and decode give identical
 // numbers (cuda_gemm_inv.cuh, cuda_attention.cu).

@@ -245,8 +245,7 @@ static inline bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf
 template <typename OUT>
 static bool gemv_launch(cudaStream_t st, OUT *out, const bf16 *x, const bf16 *w, int64_t rows, int64_t cols, int n) {
     if (n < 1 || n > 8 || cols % 8 || ((uintptr_t)w | (uintptr_t)x) % 16 || rows > (int64_t)1 << 30) return false;
-    static int pdl = -1;  // OCTET_PDL=1 (kernel lab): programmatic dependent launches
-    if (pdl < 0) { const char *e = getenv("OCTET_PDL"); pdl = e && atoi(e) == 1; }
+    static const bool pdl = getenv("OCTET_PDL") && atoi(getenv("OCTET_PDL")) == 1;  // (kernel lab) programmatic dependent launches
     // Small weights (<= 2048 rows: the 8B model's 1024-row K and V products) get 2 warps a row, so
     // the grid still fills the GPU: 6.8 -> 6.1 us at n = 1, 11.4 -> 7.0 at n = 4, 12.5 -> 8.5 at
     // n = 8 (gemv_bench, H200, 2026-11-30). The choice depends on the shape alone, so a row's
