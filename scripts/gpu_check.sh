@@ -152,7 +152,7 @@ if not hdr: print("prof: no ncu rows"); sys.exit()
 mi, vi, ui = hdr.index("Metric Name"), hdr.index("Metric Value"), hdr.index("Metric Unit")
 by = {}
 for r in rows:
-    if r is hdr or len(r) != len(hdr) or r[mi] == "Metric Name": continue
+    if r is hdr or len(r) <= vi or r[mi] == "Metric Name": continue  # (data rows lack the rule columns)
     by.setdefault(r[0], []).append(r)
 for tag, rs in by.items():
     got = {r[mi]: f"{r[vi]} {r[ui]}".strip() for r in rs if r[mi] in keep}

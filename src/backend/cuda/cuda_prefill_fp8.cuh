@@ -8,11 +8,12 @@
 // every K/V load (as in cuda_prefill_mma.cuh). Per KV tile of BN keys:
 //   S = Q·Kᵀ    wgmma m64nBNk32, A = Q (e4m3; registers at HD 64, shared memory otherwise),
 //               B = K (the e4m3 cache bytes, copied to shared memory)
-//   P = 2^(S·scale·log2e − m) · 256 → e4m3 in registers (online softmax, FP32 row max and sum)
+//   P = 2^(S·scale·log2e − m + 8) (= P·256) → e4m3 in registers (online softmax, FP32 row max
+//               and sum)
 //   T = P·V     wgmma m64nHDk32, A = P (registers), B = Vᵀ (shared, transposed in-kernel)
 // Q is quantized here with a per-(token, head) scale amax/448, as the CPU emulation
 // (cpu_attention.c, ATTN_FP8_EMULATE) does; K/V descales, the Q scale and the softmax scale
-// are folded into one factor on S, and v_scale / (256·l) into the final normalisation.
+// are folded into one factor on S, and v_scale / l into the final normalisation.
 //
 // Accumulation (the seed's finding: wgmma keeps only part of FP32 when it adds into D):
 //   two-level (acc = 0)  each tile's P·V starts from zero in the MMA accumulator and is
@@ -122,35 +123,40 @@ __device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, i
                                            const int (&row_lo)[2], const int (&row_pos)[2], float (&m)[2], float (&l)[2],
                                            float (&o)[NO_O], float (&tacc)[NO_T], const uint8_t *vt) {
     constexpr int BN = cfg<HD>::BN, NJ = BN / 8, NO = HD / 2;
-    // online softmax on rows rr (h = 0) and rr + 8 (h = 1)
+    // online softmax on rows rr (h = 0) and rr + 8 (h = 1), in the log2 domain scaled by
+    // row_sc (> 0, so the raw scores' max is the scaled scores' max): one FFMA and one ex2 per
+    // score, P·256 as 2^(s·sc − m + 8); l sums P·256. Only tiles that cross a row's window start
+    // or its position are masked (with causal rows, the diagonal tiles).
     float alpha[2];
     uint32_t pa[BN / 32][4];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
+        const int k0 = t * BN + 2 * c;
+        if (t * BN < row_lo[h] || t * BN + BN - 1 > row_pos[h]) {
+#pragma unroll
+            for (int j = 0; j < NJ; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    int kp = k0 + 8 * j + e;
+                    if (kp < row_lo[h] || kp > row_pos[h]) sacc[4 * j + 2 * h + e] = -INFINITY;
+                }
+        }
         float mx = -INFINITY;
 #pragma unroll
-        for (int j = 0; j < NJ; j++)
-#pragma unroll
-            for (int e = 0; e < 2; e++) {
-                int kp = t * BN + 8 * j + 2 * c + e;
-                float x = sacc[4 * j + 2 * h + e] * row_sc[h];
-                if (kp < row_lo[h] || kp > row_pos[h]) x = -INFINITY;
-                sacc[4 * j + 2 * h + e] = x;
-                mx = fmaxf(mx, x);
-            }
+        for (int j = 0; j < NJ; j++) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * h], sacc[4 * j + 2 * h + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
-        float mn = fmaxf(m[h], mx);
+        const float mn = fmaxf(m[h], mx * row_sc[h]);
         alpha[h] = mn == -INFINITY ? 1.0f : ex2(m[h] - mn);
+        const float off = mn == -INFINITY ? 0.0f : 8.0f - mn;  // (all masked so far: every x is −inf → P = 0)
         float sum = 0.0f;
 #pragma unroll
         for (int j = 0; j < NJ; j++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
-                float x = sacc[4 * j + 2 * h + e];
-                float p = mn == -INFINITY ? 0.0f : ex2(x - mn);
+                float p = ex2(fmaf(sacc[4 * j + 2 * h + e], row_sc[h], off));
                 sum += p;
-                sacc[4 * j + 2 * h + e] = p * 256.0f;
+                sacc[4 * j + 2 * h + e] = p;
             }
         l[h] = l[h] * alpha[h] + sum;
         m[h] = mn;
@@ -164,7 +170,7 @@ __device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, i
             pa[kk][2 + h] = pack4_e4m3(s0[8], s0[9], s0[12], s0[13]);     // + 16
         }
     // rescale the running accumulators (fragment element i belongs to row rr + 8·((i>>1)&1))
-    if constexpr (ACC != 2) {
+    if constexpr (ACC == 1) {  // (two-level rescales o in the FFMA that adds the tile)
 #pragma unroll
         for (int i = 0; i < NO; i++) o[i] *= alpha[(i >> 1) & 1];
     }
@@ -176,13 +182,13 @@ __device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, i
         if constexpr (HD <= 128) {
             pv<HD, HD>(tacc, pa, vt, 0, 0);
 #pragma unroll
-            for (int i = 0; i < NO; i++) o[i] += tacc[i];
+            for (int i = 0; i < NO; i++) o[i] = fmaf(o[i], alpha[(i >> 1) & 1], tacc[i]);
         } else {
 #pragma unroll
             for (int c0 = 0; c0 < HD; c0 += 64) {
                 pv<HD, 64>(tacc, pa, vt, c0, 0);
 #pragma unroll
-                for (int i = 0; i < 32; i++) o[c0 / 2 + i] += tacc[i];
+                for (int i = 0; i < 32; i++) o[c0 / 2 + i] = fmaf(o[c0 / 2 + i], alpha[(i >> 1) & 1], tacc[i]);
             }
         }
     } else if constexpr (ACC == 1) {
@@ -286,7 +292,8 @@ __device__ __forceinline__ void transpose_v(const uint8_t *vr, uint8_t *vt, int 
     }
 }
 
-// The thread's rows' outputs (bf16): acc · vscale / (256·l), l summed over the row's 4 lanes.
+// The thread's rows' outputs (bf16): acc · vscale / l (l sums P·256, as acc does), l summed over
+// the row's 4 lanes.
 template <int HD>
 __device__ __forceinline__ void store_rows(bf16 *out, const float *acc, float (&l)[2], const bool (&on)[2], const int (&tok)[2],
                                            const int (&head)[2], int n_heads, int g, int G, float vscale, int c) {
@@ -296,7 +303,7 @@ __device__ __forceinline__ void store_rows(bf16 *out, const float *acc, float (&
         l[h] += __shfl_xor_sync(0xffffffff, l[h], 2);
         if (!on[h]) continue;
         bf16 *orow = out + ((size_t)tok[h] * n_heads + g * G + head[h]) * HD;
-        float f = l[h] > 0.0f ? vscale / (256.0f * l[h]) : 0.0f;
+        float f = l[h] > 0.0f ? vscale / l[h] : 0.0f;
 #pragma unroll
         for (int j = 0; j < HD / 8; j++)
             *(__nv_bfloat162 *)(orow + 8 * j + 2 * c) = __floats2bfloat162_rn(acc[4 * j + 2 * h] * f, acc[4 * j + 2 * h + 1] * f);
