@@ -27,9 +27,9 @@
 # a producer warpgroup; OCTET_DECODE_MIN_SPLIT=0, fp8
 # decode splits without their 16-block minimum) and under OCTET_PDL=1 (decode GEMMs as
 # programmatic dependent launches), OCTET_IDENTITY=1 (the --batch-invariant kernels) and
-# OCTET_FUSE=1 (residual add and SwiGLU fused into the decode GEMMs; model times it too);
-# fp8prefill times OCTET_FP8_WG=1 and OCTET_FP8_WS=1, and model OCTET_GEMV=0, OCTET_PDL=1 and
-# OCTET_FUSE=1, beside the defaults.
+# OCTET_FUSE=0 (the decode GEMMs without their fused residual add, SwiGLU and Q|K|V, and the
+# separate split combine; model times it too); fp8prefill times OCTET_FP8_WG=1 and
+# OCTET_FP8_WS=1, and model OCTET_GEMV=0, OCTET_PDL=1 and OCTET_FUSE=0, beside the defaults.
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 shift
@@ -69,7 +69,7 @@ if has ops; then
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
   if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks and the lab variant must be right too
-    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_WS=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=1; do
+    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_WS=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0; do
       env $v "$BIN/gpu/test_cuda_ops" "$OUT/ops_${v#OCTET_}.json" > "$OUT/ops_${v#OCTET_}.log" 2>&1
       say "ops vs cpu ($v): $(tail -n 1 "$OUT/ops_${v#OCTET_}.log")"
     done
@@ -90,7 +90,7 @@ if has golden; then
   done
   say "golden stories260K greedy cuda==cpu (fp32, bf16 caches): $ok passed, $bad failed; fp8 cache identical for $fp8_same of 3 prompts"
   # the lab's programmatic dependent launches and fused projections inside captured decode steps
-  for v in ${OCTET_LAB:+OCTET_PDL=1 OCTET_FUSE=1}; do
+  for v in ${OCTET_LAB:+OCTET_PDL=1 OCTET_FUSE=0}; do
     ok=0; bad=0
     for p in "Once upon a time" "The little dog" "Lily wanted to"; do
       a=$("$BIN/octet" generate --model "$MODEL" --prompt "$p" --max-tokens 32 --kv-cache-dtype bf16 --device cpu --json 2>>"$OUT/golden.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
@@ -283,7 +283,7 @@ run_variant() {
 }
 if has model; then  # whole-model decode and prefill speed (CUDA graphs on) and the cost of --batch-invariant;
   # OCTET_LAB adds cuBLASLt-only decode GEMMs and programmatic dependent launch
-  for v in default --batch-invariant ${OCTET_LAB:+OCTET_GEMV=0 OCTET_PDL=1 OCTET_FUSE=1}; do
+  for v in default --batch-invariant ${OCTET_LAB:+OCTET_GEMV=0 OCTET_PDL=1 OCTET_FUSE=0}; do
     run_variant "$v" "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 \
       2>>"$OUT/model.log" | tail -n 1 | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/model.jsonl"
   done
@@ -361,10 +361,10 @@ print("load: " + ", ".join(f"{n} {v:.1f} output tok/s" for n, v in tp.items())
 PY
 fi
 if has pd; then  # by default and with --batch-invariant, whose two numbers must be equal
-  for mode in default identity ${OCTET_LAB:+fuse}; do
+  for mode in default identity ${OCTET_LAB:+unfused}; do
     for dt in bf16 fp8; do
       for step in 1 256; do
-        env OCTET_FUSE=$([ $mode = fuse ] && echo 1 || echo 0) \
+        env OCTET_FUSE=$([ $mode = unfused ] && echo 0 || echo 1) \
         "$BIN/octet" eval ppl --model dummy:llama-3.1-8b $([ $mode = identity ] && echo --batch-invariant) \
           --device cuda --file tests/data/heldout.txt --ctx 256 --chunks 1 --kv-cache-dtype $dt --max-num-batched-tokens $step \
           --json 2>>"$OUT/pd.log" | tail -n 1 | sed "s/^{/{\"mode\":\"$mode\",\"kv\":\"$dt\",\"step\":$step,/" >> "$OUT/pd.jsonl"
@@ -375,10 +375,10 @@ if has pd; then  # by default and with --batch-invariant, whose two numbers must
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 by = {(r.get("mode", "default"), r["kv"], r["step"]): r["ppl"] for r in rows}
-for kv in ("bf16", "fp8"):  # OCTET_FUSE=1 (lab) vs the default kernels, token by token: rounding-level differences only
-    a, b = by.get(("fuse", kv, 1)), by.get(("default", kv, 1))
+for kv in ("bf16", "fp8"):  # the default (fused) vs OCTET_FUSE=0, token by token: rounding-level differences only
+    a, b = by.get(("unfused", kv, 1)), by.get(("default", kv, 1))
     if a and b:
-        print(f"OCTET_FUSE=1 vs default, dummy:llama-3.1-8b {kv} token-by-token ppl: {a!r} vs {b!r}, rel. diff {abs(a-b)/b:.2e}")
+        print(f"OCTET_FUSE=0 vs default, dummy:llama-3.1-8b {kv} token-by-token ppl: {a!r} vs {b!r}, rel. diff {abs(a-b)/b:.2e}")
 for mode in ("default", "identity"):
     for kv in ("bf16", "fp8"):
         a, b = by.get((mode, kv, 1)), by.get((mode, kv, 256))

@@ -451,7 +451,7 @@ static decode_mma_fn pick_decode_mma(int stages) {
 }
 
 // The decode kernel for a layer's cache type and a ring depth (0, 2, 3 or 4); fused: it combines
-// the splits itself (OCTET_FUSE=1, lab).
+// the splits itself (the default; OCTET_FUSE=0: k_combine after it).
 template <int HD>
 static decode_mma_fn decode_mma_for(const struct kv_layer *l, int stages, bool fused = false) {
     if (fused)
@@ -497,7 +497,7 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     // bf16: off (no gain measured). OCTET_DECODE_MIN_SPLIT=N overrides both (0: off).
     static const int min_split_env = cuda_env_int("OCTET_DECODE_MIN_SPLIT", -1);
     const int min_split = min_split_env >= 0 ? min_split_env : l->dtype == DT_BF16 ? 0 : 16;
-    // OCTET_FUSE=1 (lab): the last CTA of each (sequence, KV head) combines the splits, when their
+    // By default (OCTET_FUSE=0: off) the last CTA of each (sequence, KV head) combines the splits, when their
     // weights fit the kernel's shared scratch; arrival counters start at zero and are reset by it
     int *arrive = nullptr;
     if (fuse && n_splits > 1 && 2 * G * n_splits + G <= 32 * HD) {

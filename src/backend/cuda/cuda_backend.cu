@@ -2,7 +2,7 @@
 // upload), batch metadata upload, GEMMs through cuBLASLt (handle and workspace owned
 // here, plans cached per shape; decode-sized products, n <= 8, on the skinny GEMM of
 // cuda_gemv.cuh), and the elementwise kernels (get_rows, rmsnorm, rope,
-// silu_mul, add, gather_rows); under OCTET_FUSE=1 (lab) also the fused projections
+// silu_mul, add, gather_rows); by default (OCTET_FUSE=0: off) also the fused projections
 // (matmul_qkv, matmul_add, matmul_swiglu). Activations are BF16; math inside kernels is f32
 // (RoPE angles in f64, as the CPU computes them, so long positions agree).
 #include <math.h>
@@ -389,7 +389,7 @@ static void cu_matmul(struct backend *b, void *out, const void *x, const struct 
     gemm(cb_of(b), out, CUDA_R_16BF, x, w, n);
 }
 
-// ---------------------------------------------------------------- fused projections (OCTET_FUSE=1, lab)
+// ---------------------------------------------------------------- fused projections (default; OCTET_FUSE=0 off)
 // Decode steps (n <= 8) run one skinny-GEMM launch with the add or SwiGLU in its epilogue; other
 // steps, the batch-invariant mode and shapes the skinny GEMM does not take compose the unfused ops.
 static bool fused_fast(struct cuda_backend *c, int n) { return n <= 8 && gemv_enabled() && !cuda_identity_mode(c); }
@@ -515,18 +515,18 @@ static const struct backend_ops cuda_ops = {
     .silu_mul = cu_silu_mul,
     .add = cu_add,
     .gather_rows = cu_gather_rows,
-    .matmul_qkv = nullptr,     // the fused ops: OCTET_FUSE=1 (cuda_ops_fused)
+    .matmul_qkv = nullptr,     // the fused ops: cuda_ops_fused (OCTET_FUSE=0 keeps this table)
     .matmul_add = nullptr,
     .matmul_swiglu = nullptr,
     .logits = cu_logits,
     .kv_budget_default = cu_kv_budget_default,
 };
 
-// OCTET_FUSE=1 (kernel lab): the same table with the fused projection ops.
+// The same table with the fused projection ops (the default; OCTET_FUSE=0 composes the plain ops).
 static struct backend_ops cuda_ops_fused;
 
 bool cuda_fuse_mode(void) {
-    static const bool on = cuda_env_int("OCTET_FUSE", 0) == 1;
+    static const bool on = cuda_env_int("OCTET_FUSE", 1) != 0;
     return on;
 }
 

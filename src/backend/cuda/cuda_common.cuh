@@ -67,7 +67,7 @@ struct cuda_backend {
     float *d_part;              // [n_parts][n_heads][head_dim + 2]
     size_t part_cap;            // floats
     int32_t *d_pseudo;          // identity mode: [2][n_tokens] pseudo-sequence starts and lengths
-    int *d_arrive;              // OCTET_FUSE=1: [n_seqs][n_kv_heads] split arrival counters (zero between launches)
+    int *d_arrive;              // the fused combine: [n_seqs][n_kv_heads] split arrival counters (zero between launches)
     size_t arrive_cap;          // ints
     size_t pseudo_cap;          // int32 elements
     // logits
@@ -116,8 +116,8 @@ static inline int cuda_env_int(const char *name, int unset) {
 // GEMMs and decode-kernel attention for every query row, so prefill and decode give identical
 // numbers (cuda_gemm_inv.cuh, cuda_attention.cu).
 bool cuda_identity_mode(const struct cuda_backend *c);
-// OCTET_FUSE=1 (kernel lab): fused projections (cuda_backend.cu) and the split combine inside the
-// decode kernel (cuda_decode_mma.cuh).
+// Fused projections (cuda_backend.cu) and the split combine inside the decode kernel
+// (cuda_decode_mma.cuh): on by default, OCTET_FUSE=0 turns them off.
 bool cuda_fuse_mode(void);
 
 extern "C" void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt);

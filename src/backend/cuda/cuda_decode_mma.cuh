@@ -161,7 +161,7 @@ __device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const
 // registers (the unpipelined baseline, kept for the kernel lab).
 // (A variant capped at 128 registers for 4 CTAs per SM, with the merge in the ring's bytes,
 // spilled and ran 1.4-1.6x slower on the H200: bench/NOTES.md.)
-// The split combine inside the decode kernel (OCTET_FUSE=1, kernel lab): every CTA of a
+// The split combine inside the decode kernel (the default; OCTET_FUSE=0: k_combine): every CTA of a
 // (sequence, KV head) publishes its partial and arrives on a counter; the last to arrive resets
 // the counter and merges the n_splits partials of its G heads — the same sums as k_combine's
 // (weights exp(m_i − M), then Σ acc_i·w_i / Σ l_i·w_i), in split order — so no combine launch

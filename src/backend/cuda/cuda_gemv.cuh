@@ -23,7 +23,7 @@
 // Epilogues (EPI): store the product; add it into out (the residual add after a projection);
 // or, with a second weight, out = silu(x·w) ⊙ (x·w2) (SwiGLU). Each rounds the product to bf16
 // first, as the separate matmul then add / silu_mul kernels do, so the fused forms give the
-// unfused GPU path's numbers (OCTET_FUSE=1, kernel lab).
+// unfused GPU path's numbers (the default; OCTET_FUSE=0 runs the unfused ops).
 // GEMV_QKV stores the products of up to three weights sharing x (Q, K and V) from one launch:
 // the grid's CTAs are split into segments, each with its own weight, output and row count.
 #define GEMV_STORE 0
