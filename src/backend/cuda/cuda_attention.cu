@@ -15,6 +15,7 @@
 #include "cuda_prefill_mma.cuh"
 #include "cuda_prefill_fp8.cuh"
 #include "cuda_prefill_fp8_ws.cuh"
+#include "cuda_decode_t.cuh"
 
 // ---------------------------------------------------------------- element access
 
@@ -443,7 +444,8 @@ typedef void (*decode_mma_fn)(bf16 *, float *, const bf16 *, const void *, const
                               const int32_t *, int, int, int, int, float, const float *, int, int, const int32_t *, int, int *);
 
 template <int HD, int DT, bool FUSED>
-static decode_mma_fn pick_decode_mma(int stages) {
+static decode_mma_fn pick_decode_mma(int stages, bool tr) {
+    if (tr) return stages == 2 ? k_decode_t<HD, DT, 2, FUSED> : k_decode_t<HD, DT, 3, FUSED>;
     if (stages == 0) return k_decode_mma<HD, DT, 0, false>;  // (the fused combine needs the ring)
     if (stages == 2) return k_decode_mma<HD, DT, 2, FUSED>;
     if (stages == 3) return k_decode_mma<HD, DT, 3, FUSED>;
@@ -451,16 +453,23 @@ static decode_mma_fn pick_decode_mma(int stages) {
 }
 
 // The decode kernel for a layer's cache type and a ring depth (0, 2, 3 or 4); fused: it combines
-// the splits itself (the default; OCTET_FUSE=0: k_combine after it).
+// the splits itself (the default; OCTET_FUSE=0: k_combine after it); tr: the transposed kernel
+// (cuda_decode_t.cuh, ring depth 2 or 3).
 template <int HD>
-static decode_mma_fn decode_mma_for(const struct kv_layer *l, int stages, bool fused = false) {
+static decode_mma_fn decode_mma_for(const struct kv_layer *l, int stages, bool fused = false, bool tr = false) {
     if (fused)
-        return l->dtype == DT_BF16   ? pick_decode_mma<HD, DT_BF16, true>(stages)
-               : l->dtype == DT_E4M3 ? pick_decode_mma<HD, DT_E4M3, true>(stages)
-                                     : pick_decode_mma<HD, DT_E5M2, true>(stages);
-    return l->dtype == DT_BF16   ? pick_decode_mma<HD, DT_BF16, false>(stages)
-           : l->dtype == DT_E4M3 ? pick_decode_mma<HD, DT_E4M3, false>(stages)
-                                 : pick_decode_mma<HD, DT_E5M2, false>(stages);
+        return l->dtype == DT_BF16   ? pick_decode_mma<HD, DT_BF16, true>(stages, tr)
+               : l->dtype == DT_E4M3 ? pick_decode_mma<HD, DT_E4M3, true>(stages, tr)
+                                     : pick_decode_mma<HD, DT_E5M2, true>(stages, tr);
+    return l->dtype == DT_BF16   ? pick_decode_mma<HD, DT_BF16, false>(stages, tr)
+           : l->dtype == DT_E4M3 ? pick_decode_mma<HD, DT_E4M3, false>(stages, tr)
+                                 : pick_decode_mma<HD, DT_E5M2, false>(stages, tr);
+}
+
+// OCTET_DECODE_T=1 (kernel lab): decode on the transposed kernel (keys on the MMA's M side).
+static bool decode_t_on(void) {
+    static const bool on = cuda_env_int("OCTET_DECODE_T", 0) == 1;
+    return on;
 }
 
 template <int HD>
@@ -470,23 +479,24 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     static const int stages_env = cuda_env_int("OCTET_DECODE_STAGES", -1);
     int stages = stages_env >= 0 ? stages_env : (l->dtype == DT_BF16 ? 2 : 3);
     if (stages != 0 && stages != 2 && stages != 3) stages = 4;
+    const bool fuse = cuda_fuse_mode() && stages > 0, tr = decode_t_on() && stages > 0;
+    if (tr && stages == 4) stages = 3;
+    decode_mma_fn kern = decode_mma_for<HD>(l, stages, fuse, tr), plain = decode_mma_for<HD>(l, stages, false, tr);
     size_t ring = stages ? (size_t)4 * stages * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1) : 0;
-    const bool fuse = cuda_fuse_mode() && stages > 0;
-    decode_mma_fn kern = decode_mma_for<HD>(l, stages, fuse), plain = decode_mma_for<HD>(l, stages, false);
     // residency of this kernel instance (registers and shared memory decide it), asked once
-    static int resident[3][5][2];
+    static int resident[3][5][2][2];
     int di = l->dtype == DT_BF16 ? 0 : l->dtype == DT_E4M3 ? 1 : 2;
-    if (!resident[di][stages][fuse]) {
+    if (!resident[di][stages][fuse][tr]) {
         if (ring) {
             cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring);
             cudaFuncSetAttribute(plain, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring);  // (fused's fallback)
         }
         int per = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kern, 128, ring) != cudaSuccess || per < 1) per = 1;
-        resident[di][stages][fuse] = per;
+        resident[di][stages][fuse][tr] = per;
     }
     int n_splits, per_split;
-    plan_splits(c, l, bt->n_seqs, c->n_sm * resident[di][stages][fuse], &n_splits, &per_split);
+    plan_splits(c, l, bt->n_seqs, c->n_sm * resident[di][stages][fuse][tr], &n_splits, &per_split);
     size_t need = (size_t)bt->n_seqs * l->n_kv_heads * G * n_splits * (HD + 2);
     if (n_splits > 1 && !cuda_reserve(c, &c->d_part, &c->part_cap, need)) return;
     // Every busy split takes at least min_split blocks of its context, so short contexts use fewer,

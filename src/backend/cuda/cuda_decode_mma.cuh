@@ -213,6 +213,38 @@ __device__ void split_arrive_combine(bf16 *out, const float *part, int *arrive, 
     }
 }
 
+// Blocks [b0, b1) of a sequence's context (last position pos, window start lo) for one split:
+// this sequence's own blocks split evenly over the grid's n_splits (a captured step's grid is
+// planned for the table's width, yet every context still uses every split), each at least
+// min_split blocks; identity mode (abs_split > 0): split k holds blocks [k·abs_split,
+// (k+1)·abs_split) of any context.
+__device__ __forceinline__ void split_blocks(int &b0, int &b1, int pos, int lo, int split, int n_splits, int min_split, int abs_split) {
+    if (abs_split > 0) {
+        b0 = max(split * abs_split, lo / 16);
+        b1 = min(pos / 16 + 1, (split + 1) * abs_split);
+    } else {
+        const int per_split = max((pos / 16 - lo / 16 + n_splits) / n_splits, min_split);
+        b0 = lo / 16 + split * per_split;
+        b1 = min(pos / 16 + 1, b0 + per_split);
+    }
+}
+
+// An empty split (min_split, identity mode) writes m = −inf, l = 0, acc = 0; fused (FUSED): it
+// arrives too, and the last split's CTA combines (scratch in the unused cp.async ring, which
+// holds at least 64·HD floats).
+template <int HD, int STAGES, bool FUSED>
+__device__ void empty_split(bf16 *out, float *part, int *arrive, int t, int n_kv, int g, int G, int s, int split, int n_splits) {
+    for (int idx = threadIdx.x; idx < G * (HD + 2); idx += blockDim.x) {
+        int h = idx / (HD + 2), d = idx % (HD + 2);
+        part[(((size_t)s * n_kv * G + g * G + h) * n_splits + split) * (HD + 2) + d] = d == 0 ? -INFINITY : 0.0f;
+    }
+    if constexpr (FUSED) {
+        static_assert(!FUSED || STAGES >= 2, "the fused combine borrows the ring");
+        extern __shared__ __align__(16) char ring_scratch[];
+        split_arrive_combine<HD>(out, part, arrive, (float *)ring_scratch, t, n_kv, g, G, s, n_splits);
+    }
+}
+
 template <int HD, int DT, int STAGES, bool FUSED = false>
 __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                     const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
@@ -227,31 +259,13 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
     constexpr int NT = HD / 8;                  // n-tiles of O = P·V
     const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, rr = lane >> 2, c = lane & 3;
-    const int ctx = seq_lens[s], pos = ctx - 1;
+    const int pos = seq_lens[s] - 1;
     const int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-    // this sequence's own blocks split evenly over the grid's n_splits (a captured step's grid is
-    // planned for the table's width, yet every context still uses every split)
     int b0, b1;
-    if (abs_split > 0) {  // identity mode: split k holds blocks [k·abs_split, (k+1)·abs_split) of any context
-        b0 = max(split * abs_split, lo / 16);
-        b1 = min(pos / 16 + 1, (split + 1) * abs_split);
-    } else {
-        const int per_split = max((pos / 16 - lo / 16 + n_splits) / n_splits, min_split);
-        b0 = lo / 16 + split * per_split;
-        b1 = min(pos / 16 + 1, b0 + per_split);
-    }
+    split_blocks(b0, b1, pos, lo, split, n_splits, min_split, abs_split);
     const int t = qstart[s];
-    if ((min_split > 0 || abs_split > 0) && b0 >= b1) {  // an empty split (min_split, identity mode): m = -inf
-        for (int idx = threadIdx.x; idx < G * (HD + 2); idx += blockDim.x) {
-            int h = idx / (HD + 2), d = idx % (HD + 2);
-            part[(((size_t)s * n_kv * G + g * G + h) * n_splits + split) * (HD + 2) + d] = d == 0 ? -INFINITY : 0.0f;
-        }
-        if constexpr (FUSED) {  // FUSED (lab): arrive; the last split's CTA combines (no k_combine launch),
-            // its scratch in the (here unused) cp.async ring, which holds at least 64·HD floats
-            static_assert(!FUSED || STAGES >= 2, "the fused combine borrows the ring");
-            extern __shared__ __align__(16) char ring_scratch[];
-            split_arrive_combine<HD>(out, part, arrive, (float *)ring_scratch, t, n_kv, g, G, s, n_splits);
-        }
+    if ((min_split > 0 || abs_split > 0) && b0 >= b1) {
+        empty_split<HD, STAGES, FUSED>(out, part, arrive, t, n_kv, g, G, s, split, n_splits);
         return;
     }
     const bool fp8 = DT != DT_BF16;
