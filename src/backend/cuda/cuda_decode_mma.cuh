@@ -245,6 +245,31 @@ __device__ void empty_split(bf16 *out, float *part, int *arrive, int t, int n_kv
     }
 }
 
+// What a decode CTA (sequence s, KV head g, one split) starts from: its context's last position,
+// window start, block range, output row and the KV head's descales. begin() returns false for an
+// empty split, after writing its empty partial (and arriving, when FUSED).
+struct decode_cta {
+    int pos, lo, b0, b1, t;
+    float kscale, vscale;
+    template <int HD, int DT, int STAGES, bool FUSED>
+    __device__ __forceinline__ bool begin(bf16 *out, float *part, int *arrive, const int32_t *qstart, const int32_t *seq_lens,
+                                          int window, const float *scales, int n_kv, int G, int n_splits, int min_split, int abs_split) {
+        const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
+        pos = seq_lens[s] - 1;
+        lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+        split_blocks(b0, b1, pos, lo, split, n_splits, min_split, abs_split);
+        t = qstart[s];
+        if ((min_split > 0 || abs_split > 0) && b0 >= b1) {
+            empty_split<HD, STAGES, FUSED>(out, part, arrive, t, n_kv, g, G, s, split, n_splits);
+            return false;
+        }
+        const bool fp8 = DT != DT_BF16;
+        kscale = fp8 ? scales[g] : 1.0f;
+        vscale = fp8 ? scales[KV_MAX_HEADS + g] : 1.0f;
+        return true;
+    }
+};
+
 template <int HD, int DT, int STAGES, bool FUSED = false>
 __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                     const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
@@ -259,17 +284,11 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
     constexpr int NT = HD / 8;                  // n-tiles of O = P·V
     const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, rr = lane >> 2, c = lane & 3;
-    const int pos = seq_lens[s] - 1;
-    const int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-    int b0, b1;
-    split_blocks(b0, b1, pos, lo, split, n_splits, min_split, abs_split);
-    const int t = qstart[s];
-    if ((min_split > 0 || abs_split > 0) && b0 >= b1) {
-        empty_split<HD, STAGES, FUSED>(out, part, arrive, t, n_kv, g, G, s, split, n_splits);
+    decode_cta cta = {};
+    if (!cta.begin<HD, DT, STAGES, FUSED>(out, part, arrive, qstart, seq_lens, window, scales, n_kv, G, n_splits, min_split, abs_split))
         return;
-    }
-    const bool fp8 = DT != DT_BF16;
-    const float kscale = fp8 ? scales[g] : 1.0f, vscale = fp8 ? scales[KV_MAX_HEADS + g] : 1.0f;
+    const int pos = cta.pos, lo = cta.lo, b0 = cta.b0, b1 = cta.b1, t = cta.t;
+    const float kscale = cta.kscale, vscale = cta.vscale;
     const float sc = scale * kscale;
 
     float o[NT][4];

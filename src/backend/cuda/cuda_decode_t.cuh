@@ -74,17 +74,11 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     constexpr int ES = DT == DT_BF16 ? 2 : 1, NJ = HD / 16;  // NJ: MMAs per block for Sᵀ and for Oᵀ
     const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, c = lane & 3;
-    const int pos = seq_lens[s] - 1;
-    const int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-    int b0, b1;
-    split_blocks(b0, b1, pos, lo, split, n_splits, min_split, abs_split);
-    const int t = qstart[s];
-    if ((min_split > 0 || abs_split > 0) && b0 >= b1) {
-        empty_split<HD, STAGES, FUSED>(out, part, arrive, t, n_kv, g, G, s, split, n_splits);
+    decode_cta cta = {};
+    if (!cta.begin<HD, DT, STAGES, FUSED>(out, part, arrive, qstart, seq_lens, window, scales, n_kv, G, n_splits, min_split, abs_split))
         return;
-    }
-    const bool fp8 = DT != DT_BF16;
-    const float kscale = fp8 ? scales[g] : 1.0f, vscale = fp8 ? scales[KV_MAX_HEADS + g] : 1.0f;
+    const int pos = cta.pos, lo = cta.lo, b0 = cta.b0, b1 = cta.b1, t = cta.t;
+    const float kscale = cta.kscale, vscale = cta.vscale;
     const float sc2 = scale * kscale * 1.4426950408889634f;  // scores → log2 units
 
     const int32_t *bt = btab + (size_t)(seq_of ? seq_of[s] : s) * max_blocks;
