@@ -21,13 +21,13 @@
 # shapes beside the copy rate (dev/cuda/gemv_bench.cu; about 20 s, not in the default list).
 # Binaries come from $OCTET_BIN (default build/); carried shared libraries from $OCTET_LIB.
 # OCTET_LAB=1 adds decode-kernel variants to attn (B=1 L=128k, B=8 L=32k, B=1 L=4k), each run
-# with one environment setting from OCTET_LAB_VARIANTS (default: the transposed kernel
-# OCTET_DECODE_T=1, alone and with ring depth 2, and no minimum split size; commas join
-# settings), and depth times OCTET_DECODE_T=1 too; ops also runs under each fallback (OCTET_GEMV=0;
+# with one environment setting from OCTET_LAB_VARIANTS (default: the plain decode kernel
+# OCTET_DECODE_T=0, ring depth 2, and no minimum split size; commas join settings), and depth
+# times OCTET_DECODE_T=0 too; ops also runs under each fallback (OCTET_GEMV=0;
 # OCTET_FP8_WG=1, one consumer warpgroup per FP8 prefill CTA; OCTET_FP8_WS=1, the FP8 prefill with
 # a producer warpgroup; OCTET_DECODE_MIN_SPLIT=0, fp8
 # decode splits without their 16-block minimum) and under OCTET_PDL=1 (decode GEMMs as
-# programmatic dependent launches), OCTET_DECODE_T=1, OCTET_IDENTITY=1 (the --batch-invariant kernels) and
+# programmatic dependent launches), OCTET_DECODE_T=0, OCTET_IDENTITY=1 (the --batch-invariant kernels) and
 # OCTET_FUSE=0 (the decode GEMMs without their fused residual add, SwiGLU and Q|K|V, and the
 # separate split combine; model times it too); fp8prefill times OCTET_FP8_WG=1 and
 # OCTET_FP8_WS=1, and model OCTET_GEMV=0, OCTET_PDL=1 and OCTET_FUSE=0, beside the defaults.
@@ -70,7 +70,7 @@ if has ops; then
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
   if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks and the lab variant must be right too
-    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_WS=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_DECODE_T=1; do
+    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_WS=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_DECODE_T=0; do
       env $v "$BIN/gpu/test_cuda_ops" "$OUT/ops_${v#OCTET_}.json" > "$OUT/ops_${v#OCTET_}.log" 2>&1
       say "ops vs cpu ($v): $(tail -n 1 "$OUT/ops_${v#OCTET_}.log")"
     done
@@ -179,7 +179,7 @@ if has attn; then
     for dt in bf16 fp8; do
       "$BIN/octet" bench attention --device cuda --batch $1 --ctx $2 --kv-cache-dtype $dt --iters 50 --reps 7 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/attn.jsonl"
       if [ "$2" != 8192 ] && [ -n "${OCTET_LAB:-}" ]; then  # kernel lab: variants named by their environment
-        for v in ${OCTET_LAB_VARIANTS:-OCTET_DECODE_T=1 OCTET_DECODE_T=1,OCTET_DECODE_STAGES=2 OCTET_DECODE_MIN_SPLIT=0}; do
+        for v in ${OCTET_LAB_VARIANTS:-OCTET_DECODE_T=0 OCTET_DECODE_STAGES=2 OCTET_DECODE_MIN_SPLIT=0}; do
           env ${v//,/ } "$BIN/octet" bench attention --device cuda --batch $1 --ctx $2 --kv-cache-dtype $dt \
             --iters 50 --reps 7 2>>"$OUT/attn.log" | tail -n 1 | sed "s/\"backend\":\"cuda\"/\"backend\":\"cuda $v\"/" >> "$OUT/attn.jsonl"
         done
@@ -299,7 +299,7 @@ fi
 if has depth; then  # decode at context depths, bf16 vs fp8 in one process, measured in turn (paired), with the
   # server's table width (128k): where fp8 starts to pay (the ITL study's break-even) without the server;
   # OCTET_LAB adds split-plan variants and, with ncu present, per-kernel times of one decode step at depth 4096
-  for v in default ${OCTET_LAB:+OCTET_DECODE_T=1 OCTET_DECODE_MIN_SPLIT=0}; do
+  for v in default ${OCTET_LAB:+OCTET_DECODE_T=0 OCTET_DECODE_MIN_SPLIT=0}; do
     run_variant "$v" "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype auto,fp8 \
       --pp 512 --tg 32 --reps 5 --depth 256,1024,4096,16384 2>>"$OUT/depth.log" | grep '^{' \
       | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/depth.jsonl"

@@ -466,9 +466,11 @@ static decode_mma_fn decode_mma_for(const struct kv_layer *l, int stages, bool f
                                  : pick_decode_mma<HD, DT_E5M2, false>(stages, tr);
 }
 
-// OCTET_DECODE_T=1 (kernel lab): decode on the transposed kernel (keys on the MMA's M side).
+// Decode on the transposed kernel (keys on the MMA's M side; cuda_decode_t.cuh) by default:
+// on the H200 B=1 L=128k fp8 78.6 -> 75.4 us, B=8 L=32k 164.7 -> 157.1, bf16 1-3 % faster
+// (bench/NOTES.md, session 13). OCTET_DECODE_T=0 selects the plain kernel.
 static bool decode_t_on(void) {
-    static const bool on = cuda_env_int("OCTET_DECODE_T", 0) == 1;
+    static const bool on = cuda_env_int("OCTET_DECODE_T", 1) != 0;
     return on;
 }
 

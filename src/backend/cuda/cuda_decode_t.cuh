@@ -1,7 +1,8 @@
-// cuda_decode_t.cuh — paged decode attention with the keys on the MMA's M side (kernel lab,
-// OCTET_DECODE_T=1; G <= 8), included by cuda_attention.cu after cuda_decode_mma.cuh, whose
-// operand traits, ring copies, split ranges, warp merge and fused combine it shares. Owns: the
-// transposed kernel, its fragment layouts and its lazily rescaled softmax.
+// cuda_decode_t.cuh — paged decode attention with the keys on the MMA's M side (the default
+// for G <= 8; OCTET_DECODE_T=0 selects cuda_decode_mma.cuh's plain kernel), included by
+// cuda_attention.cu after cuda_decode_mma.cuh, whose operand traits, ring copies, split ranges,
+// warp merge and fused combine it shares. Owns: the transposed kernel, its fragment layouts and
+// its lazily rescaled softmax.
 //
 // Why: with one query token, a KV head's G query heads are the only rows there are. The plain
 // kernel puts them on M (16 rows, 4 used for Llama-3's G = 4), so three quarters of every MMA
