@@ -20,17 +20,20 @@
 # (with OCTET_LAB also under OCTET_GEMV=0, cuBLASLt for the decode GEMMs instead of the skinny GEMM); gemv = the decode GEMM's tuning variants at the 8B
 # shapes beside the copy rate (dev/cuda/gemv_bench.cu; about 20 s, not in the default list).
 # Binaries come from $OCTET_BIN (default build/); carried shared libraries from $OCTET_LIB.
-# OCTET_LAB=1 adds decode-kernel variants to attn (B=1 L=128k, B=8 L=32k, B=1 L=4k), each run
-# with one environment setting from OCTET_LAB_VARIANTS (default: the plain decode kernel
-# OCTET_DECODE_T=0, ring depth 2, and no minimum split size; commas join settings), and depth
-# times OCTET_DECODE_T=0 too; ops also runs under each fallback (OCTET_GEMV=0;
-# OCTET_FP8_WG=1, one consumer warpgroup per FP8 prefill CTA; OCTET_FP8_WS=1, the FP8 prefill with
-# a producer warpgroup; OCTET_DECODE_MIN_SPLIT=0, fp8
-# decode splits without their 16-block minimum) and under OCTET_PDL=1 (decode GEMMs as
-# programmatic dependent launches), OCTET_DECODE_T=0, OCTET_IDENTITY=1 (the --batch-invariant kernels) and
-# OCTET_FUSE=0 (the decode GEMMs without their fused residual add, SwiGLU and Q|K|V, and the
-# separate split combine; model times it too); fp8prefill times OCTET_FP8_WG=1 and
-# OCTET_FP8_WS=1, and model OCTET_GEMV=0, OCTET_PDL=1 and OCTET_FUSE=0, beside the defaults.
+# OCTET_LAB=1 (the kernel lab) adds, beside the defaults:
+#   attn   decode variants at B=1 L=128k, B=8 L=32k, B=1 L=4k, one environment setting each from
+#          OCTET_LAB_VARIANTS (default: OCTET_DECODE_T=0, the plain decode kernel;
+#          OCTET_DECODE_STAGES=2; OCTET_DECODE_MIN_SPLIT=0; commas join settings);
+#   depth  OCTET_COMBINE_SKIP=1 (k_combine skips empty splits), OCTET_DECODE_T=0,
+#          OCTET_DECODE_MIN_SPLIT=0, and ncu kernel times at depth 4096;
+#   ops    every fallback and switch: OCTET_GEMV=0, OCTET_FP8_WG=1 (one consumer warpgroup per FP8
+#          prefill CTA), OCTET_FP8_WS=1 (FP8 prefill with a producer warpgroup),
+#          OCTET_DECODE_MIN_SPLIT=0, OCTET_PDL=1 (decode GEMMs as programmatic dependent launches),
+#          OCTET_IDENTITY=1 (the --batch-invariant kernels), OCTET_FUSE=0 (decode GEMMs without
+#          their fused add, SwiGLU and Q|K|V, and the separate split combine), OCTET_DECODE_T=0,
+#          OCTET_COMBINE_SKIP=1;
+#   golden OCTET_PDL=1 and OCTET_FUSE=0; pd the unfused ops; fp8prefill OCTET_FP8_WG=1 and
+#          OCTET_FP8_WS=1; model OCTET_GEMV=0, OCTET_PDL=1 and OCTET_FUSE=0.
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 shift
@@ -70,7 +73,7 @@ if has ops; then
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
   if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks and the lab variant must be right too
-    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_WS=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_DECODE_T=0; do
+    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_WS=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_DECODE_T=0 OCTET_COMBINE_SKIP=1; do
       env $v "$BIN/gpu/test_cuda_ops" "$OUT/ops_${v#OCTET_}.json" > "$OUT/ops_${v#OCTET_}.log" 2>&1
       say "ops vs cpu ($v): $(tail -n 1 "$OUT/ops_${v#OCTET_}.log")"
     done
@@ -138,7 +141,7 @@ if has prof; then  # ncu sections of the decode kernel (bf16 vs fp8 at B=1 L=128
     }
     for dt in bf16 fp8; do
       for L in 131072 4096; do
-        prof "decode $dt L=$L" 'k_decode_mma' bench attention --device cuda --batch 1 --ctx $L --kv-cache-dtype $dt --iters 1 --reps 1
+        prof "decode $dt L=$L" 'k_decode' bench attention --device cuda --batch 1 --ctx $L --kv-cache-dtype $dt --iters 1 --reps 1
       done
     done
     prof "prefill fp8 L=16384" 'prefill_fp8' bench attention --device cuda --mode prefill --ctx 16384 --head-dim 128 \
@@ -299,7 +302,7 @@ fi
 if has depth; then  # decode at context depths, bf16 vs fp8 in one process, measured in turn (paired), with the
   # server's table width (128k): where fp8 starts to pay (the ITL study's break-even) without the server;
   # OCTET_LAB adds split-plan variants and, with ncu present, per-kernel times of one decode step at depth 4096
-  for v in default ${OCTET_LAB:+OCTET_DECODE_T=0 OCTET_DECODE_MIN_SPLIT=0}; do
+  for v in default ${OCTET_LAB:+OCTET_COMBINE_SKIP=1 OCTET_DECODE_T=0 OCTET_DECODE_MIN_SPLIT=0}; do
     run_variant "$v" "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype auto,fp8 \
       --pp 512 --tg 32 --reps 5 --depth 256,1024,4096,16384 2>>"$OUT/depth.log" | grep '^{' \
       | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/depth.jsonl"
@@ -315,12 +318,14 @@ for v in dict.fromkeys(r["variant"] for r in rows):
     print(f"decode ms/token bf16/fp8 ({v}): " + ", ".join(cells))
 PY
   if [ -n "${OCTET_LAB:-}" ] && command -v ncu >/dev/null; then
-    for dt in auto fp8; do
-      ncu --clock-control none --print-units base -k regex:'k_decode_mma|k_combine' -c 64 --metrics gpu__time_duration.sum --csv \
-        "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype $dt \
-        --pp 1 --tg 2 --reps 1 --depth 4096 > "$OUT/ncu_$dt.csv" 2>>"$OUT/depth.log"
+    for v in default OCTET_COMBINE_SKIP=1; do
+      for dt in auto fp8; do
+        run_variant "$v" ncu --clock-control none --print-units base -k regex:'k_decode|k_combine' -c 64 --metrics gpu__time_duration.sum \
+          --csv "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype $dt \
+          --pp 1 --tg 2 --reps 1 --depth 4096 > "$OUT/ncu_${v%%=*}_$dt.csv" 2>>"$OUT/depth.log"
+      done
     done
-    python3 - "$OUT"/ncu_auto.csv "$OUT"/ncu_fp8.csv <<'PY' | tee -a "$summary"
+    python3 - "$OUT"/ncu_*_auto.csv "$OUT"/ncu_*_fp8.csv <<'PY' | tee -a "$summary"
 import csv, sys, statistics
 for f in sys.argv[1:]:
     t = {}
@@ -331,7 +336,7 @@ for f in sys.argv[1:]:
     for r in rows[hi + 1:]:
         if len(r) != len(h): continue
         t.setdefault(r[ki].split("<")[0].split("(")[0], []).append(float(r[vi].replace(",", "")))
-    print(f"ncu depth 4096 {f.split('_')[-1][:-4]}: " + ", ".join(f"{k} x{len(v)} median {statistics.median(v) / 1e3:.2f} us" for k, v in t.items()))
+    print(f"ncu depth 4096 {f.split('/')[-1][4:-4]}: " + ", ".join(f"{k} x{len(v)} median {statistics.median(v) / 1e3:.2f} us" for k, v in t.items()))
 PY
   fi
 fi

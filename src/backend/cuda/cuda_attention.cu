@@ -249,8 +249,11 @@ __global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf
 
 // Combines the splits of one (sequence, query head): weights exp(m_i − M) computed once
 // into shared memory by the whole CTA; then blockDim.x / hd groups of hd threads each sum
-// every ngrp-th split for one output dim, and group 0 adds the groups' sums.
-__global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd, int n_splits) {
+// every ngrp-th split for one output dim, and group 0 adds the groups' sums. skip (kernel lab,
+// OCTET_COMBINE_SKIP=1; not yet run on a GPU): splits of weight 0 — empty ones, which short
+// contexts leave most of in a grid planned for the table's width — are not read (their terms are
+// 0·0, so the sums are unchanged).
+__global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd, int n_splits, int skip) {
     pdl_trigger();  // the output projection's GEMM may launch (it waits for this grid's results)
     extern __shared__ float w[];  // [n_splits] weights, then [ngrp][hd] partial sums
     __shared__ float red[32];
@@ -281,7 +284,10 @@ __global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, i
     if (grp < ngrp) {
         float aa = 0.0f;
 #pragma unroll 4
-        for (int i = grp; i < n_splits; i += ngrp) aa += pp[(size_t)i * (hd + 2) + 2 + d] * w[i];
+        for (int i = grp; i < n_splits; i += ngrp) {
+            const float wi = w[i];
+            if (!skip || wi != 0.0f) aa += pp[(size_t)i * (hd + 2) + 2 + d] * wi;
+        }
         gsum[grp * hd + d] = aa;
     }
     __syncthreads();
@@ -436,7 +442,8 @@ static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_
     while (groups > 1 && groups * hd > 1024) groups--;
     int threads = (groups * hd + 31) / 32 * 32;  // whole warps; the kernel uses threads / hd groups
     size_t smem = ((size_t)n_splits + (size_t)(threads / hd) * hd) * sizeof(float);
-    k_combine<<<dim3(n_seqs, n_heads), threads, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits);
+    static const int skip = cuda_env_int("OCTET_COMBINE_SKIP", 0) == 1;
+    k_combine<<<dim3(n_seqs, n_heads), threads, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits, skip);
     CUDA_LAUNCHED(c, "attention combine");
 }
 
