@@ -36,6 +36,7 @@
 #          OCTET_FP8_WS=1; model OCTET_GEMV=0, OCTET_PDL=1 and OCTET_FUSE=0.
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
+REPORT="$(dirname "$0")/gpu_report.py"  # the summary lines and tables from each stage's raw output
 shift
 STAGES=${*:-probe ops golden kld attn model fp8prefill needle ttft pd}
 mkdir -p "$OUT"
@@ -146,30 +147,7 @@ if has prof; then  # ncu sections of the decode kernel (bf16 vs fp8 at B=1 L=128
     done
     prof "prefill fp8 L=16384" 'prefill_fp8' bench attention --device cuda --mode prefill --ctx 16384 --head-dim 128 \
       --kv-cache-dtype fp8 --iters 1 --reps 1
-    python3 - "$OUT/prof.csv" <<'PY' | tee -a "$summary"
-import csv, sys
-rows = list(csv.reader(open(sys.argv[1])))
-keep = ("Duration", "DRAM Throughput", "Memory Throughput", "Compute (SM) Throughput", "Achieved Occupancy",
-        "Registers Per Thread", "Warp Cycles Per Issued Instruction", "Issue Slots Busy")
-hdr = next((r for r in rows if "Metric Name" in r), None)
-if not hdr: print("prof: no ncu rows"); sys.exit()
-mi, vi, ui = hdr.index("Metric Name"), hdr.index("Metric Value"), hdr.index("Metric Unit")
-by = {}
-for r in rows:
-    if r is hdr or len(r) <= vi or r[mi] == "Metric Name": continue  # (data rows lack the rule columns)
-    by.setdefault(r[0], []).append(r)
-for tag, rs in by.items():
-    got = {r[mi]: f"{r[vi]} {r[ui]}".strip() for r in rs if r[mi] in keep}
-    def num(v):
-        try: return float(v.replace(",", ""))
-        except ValueError: return None
-    stalls = sorted(((num(r[vi]), r[mi].split("issue_stalled_")[1].split("_per_issue")[0]) for r in rs
-                     if "issue_stalled_" in r[mi] and num(r[vi]) is not None), reverse=True)[:4]
-    pipes = [(r[mi].split("__")[1].split(".")[0], num(r[vi])) for r in rs if r[mi].startswith(("sm__pipe_", "sm__inst_executed_pipe_"))]
-    print(f"prof {tag}: " + "; ".join(f"{k} {got[k]}" for k in keep if k in got)
-          + ("; top stalls (warps per issue) " + ", ".join(f"{n} {v:.2f}" for v, n in stalls) if stalls else "")
-          + ("; pipes % of peak " + ", ".join(f"{n} {v:.1f}" for n, v in pipes if v is not None) if pipes else ""))
-PY
+    python3 "$REPORT" prof "$OUT/prof.csv" | tee -a "$summary"
   else
     say "prof: ncu not found"
   fi
@@ -190,17 +168,7 @@ if has attn; then
     done
     [ -f "$PEER" ] && python3 "$PEER" --mode decode --batch $1 --len $2 --json 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/attn.jsonl"
   done
-  python3 - "$OUT/attn.jsonl" <<'PY' | tee -a "$summary"
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
-peer = {(r["batch"], r["len"]): r["ms"] * 1000 for r in rows if "peer" in r}
-print("| shape | kv | octet us | GB/s | cuDNN bf16 us | ratio |")
-for r in rows:
-    if "peer" in r: continue
-    p = peer.get((r["batch"], r["len"]))
-    tag = "" if r["backend"] == "cuda" else " (" + r["backend"] + ")"
-    print(f"| B={r['batch']} L={r['len']} | {r['kv_dtype']}{tag} | {r['us']:.1f} | {r['kv_GBps']:.0f} | {p or 0:.1f} | {r['us']/p if p else 0:.3f} |")
-PY
+  python3 "$REPORT" attn "$OUT/attn.jsonl" | tee -a "$summary"
 fi
 if has fp8prefill; then
   # prefill attention, causal, 32q/8kv heads: bf16 (mma.sync) and fp8 (wgmma) per accumulation mode, cuDNN beside
@@ -222,62 +190,26 @@ if has fp8prefill; then
       [ -f "$PEER" ] && python3 "$PEER" --mode prefill --len $L --head-dim $d --json 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
     done
   done
-  python3 - "$OUT/fp8prefill.jsonl" <<'PY' | tee -a "$summary"
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
-peer = {}
-for r in rows:
-    if "peer" in r:
-        L, d = r["len"], r["head_dim"]
-        peer[(L, d)] = 4.0 * r["heads"] * d * L * L / 2 / (r["ms"] * 1e-3) / 1e12
-print("| L | d | kv | accumulation | octet TFLOP/s | cuDNN bf16 TFLOP/s | ratio |")
-for r in rows:
-    if "peer" in r: continue
-    p = peer.get((r["len"], r["head_dim"]), 0)
-    acc = r.get("accumulation", "") if r["kv_dtype"] != "bf16" else "-"
-    print(f"| {r['len']} | {r['head_dim']} | {r['kv_dtype']} | {acc} | {r['TFLOPs']:.0f} | {p:.0f} | {r['TFLOPs']/p if p else 0:.2f} |")
-PY
+  python3 "$REPORT" fp8prefill "$OUT/fp8prefill.jsonl" | tee -a "$summary"
 fi
 
 if has needle; then
   "$BIN/octet" eval needle --level attention --device cuda --lengths 8192,32768,65536,131072 --heads gqa \
     --kv-cache-dtype bf16,fp8 --fp8-attention-accumulation two-level,every:4,single --json > "$OUT/needle.json" 2>>"$OUT/needle.log"
-  python3 - "$OUT/needle.json" <<'PY' | tee -a "$summary"
-import json, sys
-o = json.load(open(sys.argv[1]))
-print("| length | kv | kernel | rel L2 vs f64 | cos(needle) | best distractor | retrieved |")
-for r in o["rows"]:
-    print(f"| {r['length']} | {r['kv_cache_dtype']} | {r['attention_math']} | {r['rel_l2']:.3e} | {r['cos_needle']:.4f} | {r['cos_distractor']:.4f} | {'yes' if r['retrieved'] else 'NO'} |")
-PY
+  python3 "$REPORT" needle "$OUT/needle.json" | tee -a "$summary"
 fi
 if has ttft; then
   for m in llama-3.1-8b gemma-hd256; do
     lens=1024,4096,8192,16384,32768; [ $m = gemma-hd256 ] && lens=1024,2048,4096,8192,16384
     "$BIN/octet" bench sweep --model dummy:$m --kv-cache-dtype auto,fp8 --input-lens $lens \
       --output-len 2 --serve-args "--kv-cache-memory 40000000000" --output-dir "$OUT/ttft_$m" --quiet > "$OUT/ttft_$m.log" 2>&1
-    python3 - "$OUT/ttft_$m/sweep.json" "$m" <<'PY' | tee -a "$summary"
-import json, sys
-j = json.load(open(sys.argv[1]))
-fits = {c["name"]: c["ttft_fit"] for c in j["configs"] if c.get("ttft_fit")}
-line = ", ".join(f"{n}: a={f['a']:.3e} ms/tok^2 (R2 {f['r2']:.4f})" for n, f in fits.items())
-ratio = fits["fp8"]["a"] / fits["auto"]["a"] if "fp8" in fits and "auto" in fits else float("nan")
-print(f"ttft {sys.argv[2]}: {line}; fp8/auto quadratic = {ratio:.3f}")
-PY
+    python3 "$REPORT" ttft "$OUT/ttft_$m/sweep.json" "$m" | tee -a "$summary"
   done
 fi
 if has gemv; then  # the decode GEMM's tuning variants at Llama-3.1-8B's shapes vs the copy rate (dev/cuda/gemv_bench.cu)
   "$BIN/gpu/gemv_bench" > "$OUT/gemv.log" 2>&1
   grep '^{' "$OUT/gemv.log" > "$OUT/gemv.jsonl"
-  python3 - "$OUT/gemv.jsonl" <<'PY' | tee -a "$summary"
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
-for key in sorted({(r["shape"], r["n"]) for r in rows}, key=lambda k: (k[1], k[0])):
-    rs = [r for r in rows if (r["shape"], r["n"]) == key]
-    d = next(r for r in rs if "default" in r["variant"])
-    b = min(rs, key=lambda r: r["us"])
-    print(f"gemv {key[0]} n={key[1]}: default {d['us']:.1f} us ({d['GBps']:.0f} GB/s, {d['GBps'] / d['copy_GBps']:.2f} of copy); "
-          f"best {b['variant']} {b['us']:.1f} us; worst err {max(r['max_rel_err'] for r in rs):.1e}")
-PY
+  python3 "$REPORT" gemv "$OUT/gemv.jsonl" | tee -a "$summary"
 fi
 # run_variant V CMD...: runs CMD with variant V: "default", an environment setting (NAME=VALUE)
 # or an octet flag (--flag)
@@ -291,13 +223,7 @@ if has model; then  # whole-model decode and prefill speed (CUDA graphs on) and 
     run_variant "$v" "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 \
       2>>"$OUT/model.log" | tail -n 1 | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/model.jsonl"
   done
-  python3 - "$OUT/model.jsonl" <<'PY' | tee -a "$summary"
-import json, sys
-for l in open(sys.argv[1]):
-    if l.startswith("{"):
-        d = json.loads(l)
-        print(f"model dummy:llama-3.1-8b ({d['variant']}): pp64 {d['pp_tok_s_median']:.0f} tok/s, tg64 {d['tg_tok_s_median']:.1f} tok/s = {1000 / d['tg_tok_s_median']:.2f} ms/token")
-PY
+  python3 "$REPORT" model "$OUT/model.jsonl" | tee -a "$summary"
 fi
 if has depth; then  # decode at context depths, bf16 vs fp8 in one process, measured in turn (paired), with the
   # server's table width (128k): where fp8 starts to pay (the ITL study's break-even) without the server;
@@ -307,16 +233,7 @@ if has depth; then  # decode at context depths, bf16 vs fp8 in one process, meas
       --pp 512 --tg 32 --reps 5 --depth 256,1024,4096,16384 2>>"$OUT/depth.log" | grep '^{' \
       | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/depth.jsonl"
   done
-  python3 - "$OUT/depth.jsonl" <<'PY' | tee -a "$summary"
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-for v in dict.fromkeys(r["variant"] for r in rows):
-    ms = {(r["kv_cache_dtype"], r["depth"]): r for r in rows if r["variant"] == v}
-    cells = [f"d{d}: {ms[('auto', d)]['tg_ms_per_token']:.3f}/{ms[('fp8', d)]['tg_ms_per_token']:.3f} "
-             f"({ms[('fp8', d)].get('tg_ms_diff_paired_median', float('nan')) * 1e3:+.0f} us paired)"
-             for d in sorted({d for _, d in ms}) if ("auto", d) in ms and ("fp8", d) in ms]
-    print(f"decode ms/token bf16/fp8 ({v}): " + ", ".join(cells))
-PY
+  python3 "$REPORT" depth "$OUT/depth.jsonl" | tee -a "$summary"
   if [ -n "${OCTET_LAB:-}" ] && command -v ncu >/dev/null; then
     for v in default OCTET_COMBINE_SKIP=1; do
       for dt in auto fp8; do
@@ -325,46 +242,20 @@ PY
           --pp 1 --tg 2 --reps 1 --depth 4096 > "$OUT/ncu_${v%%=*}_$dt.csv" 2>>"$OUT/depth.log"
       done
     done
-    python3 - "$OUT"/ncu_*_auto.csv "$OUT"/ncu_*_fp8.csv <<'PY' | tee -a "$summary"
-import csv, sys, statistics
-for f in sys.argv[1:]:
-    t = {}
-    rows = list(csv.reader(open(f)))
-    hi = next((i for i, r in enumerate(rows) if "Kernel Name" in r and "Metric Value" in r), None)
-    if hi is None: print(f"ncu {f}: no kernel rows"); continue
-    h = rows[hi]; ki, vi = h.index("Kernel Name"), h.index("Metric Value")
-    for r in rows[hi + 1:]:
-        if len(r) != len(h): continue
-        t.setdefault(r[ki].split("<")[0].split("(")[0], []).append(float(r[vi].replace(",", "")))
-    print(f"ncu depth 4096 {f.split('/')[-1][4:-4]}: " + ", ".join(f"{k} x{len(v)} median {statistics.median(v) / 1e3:.2f} us" for k, v in t.items()))
-PY
+    python3 "$REPORT" ncu_times "$OUT"/ncu_*_auto.csv "$OUT"/ncu_*_fp8.csv | tee -a "$summary"
   fi
 fi
 if has itl; then  # the seed's single-request ITL study (about 2.5 minutes)
   "$BIN/octet" bench sweep --model dummy:llama-3.1-8b --kv-cache-dtype auto,fp8 \
     --input-lens 256,1024,4096,16384,32768,65536,130944 --output-len 128 --serve-args "--kv-cache-memory 40000000000" \
     --output-dir "$OUT/sweep_llama-3.1-8b" --quiet > "$OUT/itl.log" 2>&1
-  python3 - "$OUT/sweep_llama-3.1-8b/sweep.json" <<'PY' | tee -a "$summary"
-import json, sys
-j = json.load(open(sys.argv[1]))
-fits = {c["name"]: c["itl_fit"] for c in j["configs"] if c.get("itl_fit")}
-for n, f in fits.items():
-    print(f"itl {n}: slope {f['slope_ms_per_token']:.3e} ms/token, intercept {f['intercept_ms']:.2f} ms (R2 {f['r2']:.3f})")
-if "fp8" in fits and "auto" in fits:
-    print(f"itl fp8/auto slope = {fits['fp8']['slope_ms_per_token'] / fits['auto']['slope_ms_per_token']:.3f}")
-PY
+  python3 "$REPORT" itl "$OUT/sweep_llama-3.1-8b/sweep.json" | tee -a "$summary"
 fi
 if has load; then  # throughput under load, scaled down to LOAD_PROMPTS requests (default 24: about 5 minutes)
   "$BIN/octet" bench sweep --throughput --model dummy:llama-3.1-8b --kv-cache-dtype auto,fp8 --num-prompts "${LOAD_PROMPTS:-24}" \
     --input-len 20000 --output-len 2000 --max-concurrency 8 --serve-args "--kv-cache-memory 40000000000" \
     --output-dir "$OUT/throughput_llama-3.1-8b" --quiet > "$OUT/load.log" 2>&1
-  python3 - "$OUT/throughput_llama-3.1-8b/throughput.json" <<'PY' | tee -a "$summary"
-import json, sys
-j = json.load(open(sys.argv[1]))
-tp = {c["name"]: c["result"]["output_throughput"] for c in j["configs"] if c.get("result")}
-print("load: " + ", ".join(f"{n} {v:.1f} output tok/s" for n, v in tp.items())
-      + (f"; fp8/auto = {tp['fp8'] / tp['auto']:.3f}" if "fp8" in tp and "auto" in tp else ""))
-PY
+  python3 "$REPORT" load "$OUT/throughput_llama-3.1-8b/throughput.json" | tee -a "$summary"
 fi
 if has pd; then  # by default and with --batch-invariant, whose two numbers must be equal
   for mode in default identity ${OCTET_LAB:+unfused}; do
@@ -377,20 +268,6 @@ if has pd; then  # by default and with --batch-invariant, whose two numbers must
       done
     done
   done
-  python3 - "$OUT/pd.jsonl" <<'PY' | tee -a "$summary"
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-by = {(r.get("mode", "default"), r["kv"], r["step"]): r["ppl"] for r in rows}
-for kv in ("bf16", "fp8"):  # the default (fused) vs OCTET_FUSE=0, token by token: rounding-level differences only
-    a, b = by.get(("unfused", kv, 1)), by.get(("default", kv, 1))
-    if a and b:
-        print(f"OCTET_FUSE=0 vs default, dummy:llama-3.1-8b {kv} token-by-token ppl: {a!r} vs {b!r}, rel. diff {abs(a-b)/b:.2e}")
-for mode in ("default", "identity"):
-    for kv in ("bf16", "fp8"):
-        a, b = by.get((mode, kv, 1)), by.get((mode, kv, 256))
-        if a and b:
-            print(f"prefill vs decode ({'--batch-invariant' if mode == 'identity' else mode}), dummy:llama-3.1-8b {kv}: ppl token-by-token {a!r}, one 256-token prefill {b!r}, "
-                  f"rel. diff {abs(a-b)/b:.2e}{' (identical)' if a == b else ''}")
-PY
+  python3 "$REPORT" pd "$OUT/pd.jsonl" | tee -a "$summary"
 fi
 say "done: $(date -u +%T)"

@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+# gpu_report.py KIND FILE... — the short tables and summary lines scripts/gpu_check.sh prints from
+# each stage's raw output (ncu CSV, bench JSON lines, sweep JSON). Owns: the parsing, so that it
+# can be tested on recorded files without a GPU (tests/bench/test_gpu_report.sh).
+#   prof CSV                 ncu sections, stall ratios and pipe use per tagged kernel
+#   ncu_times CSV...         per-kernel median times (gpu__time_duration) of one decode step
+#   attn JSONL | fp8prefill JSONL | gemv JSONL | model JSONL | depth JSONL | pd JSONL
+#   needle JSON | ttft SWEEP_JSON MODEL | itl SWEEP_JSON | load THROUGHPUT_JSON
+import csv
+import json
+import statistics
+import sys
+
+
+def num(v):  # an ncu value ("1,234.5") as a float, or None
+    try:
+        return float(v.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def prof(argv):
+    rows = list(csv.reader(open(argv[1])))
+    keep = ("Duration", "DRAM Throughput", "Memory Throughput", "Compute (SM) Throughput", "Achieved Occupancy",
+            "Registers Per Thread", "Warp Cycles Per Issued Instruction", "Issue Slots Busy")
+    hdr = next((r for r in rows if "Metric Name" in r), None)
+    if not hdr: print("prof: no ncu rows"); return
+    mi, vi, ui = hdr.index("Metric Name"), hdr.index("Metric Value"), hdr.index("Metric Unit")
+    by = {}
+    for r in rows:
+        if r is hdr or len(r) <= vi or r[mi] == "Metric Name": continue  # (data rows lack the rule columns)
+        by.setdefault(r[0], []).append(r)
+    for tag, rs in by.items():
+        got = {r[mi]: f"{r[vi]} {r[ui]}".strip() for r in rs if r[mi] in keep}
+        stalls = sorted(((num(r[vi]), r[mi].split("issue_stalled_")[1].split("_per_issue")[0]) for r in rs
+                         if "issue_stalled_" in r[mi] and num(r[vi]) is not None), reverse=True)[:4]
+        pipes = [(r[mi].split("__")[1].split(".")[0], num(r[vi])) for r in rs if r[mi].startswith(("sm__pipe_", "sm__inst_executed_pipe_"))]
+        print(f"prof {tag}: " + "; ".join(f"{k} {got[k]}" for k in keep if k in got)
+              + ("; top stalls (warps per issue) " + ", ".join(f"{n} {v:.2f}" for v, n in stalls) if stalls else "")
+              + ("; pipes % of peak " + ", ".join(f"{n} {v:.1f}" for n, v in pipes if v is not None) if pipes else ""))
+
+
+def attn(argv):
+    rows = [json.loads(l) for l in open(argv[1]) if l.strip().startswith("{")]
+    peer = {(r["batch"], r["len"]): r["ms"] * 1000 for r in rows if "peer" in r}
+    print("| shape | kv | octet us | GB/s | cuDNN bf16 us | ratio |")
+    for r in rows:
+        if "peer" in r: continue
+        p = peer.get((r["batch"], r["len"]))
+        tag = "" if r["backend"] == "cuda" else " (" + r["backend"] + ")"
+        print(f"| B={r['batch']} L={r['len']} | {r['kv_dtype']}{tag} | {r['us']:.1f} | {r['kv_GBps']:.0f} | {p or 0:.1f} | {r['us']/p if p else 0:.3f} |")
+
+
+def fp8prefill(argv):
+    rows = [json.loads(l) for l in open(argv[1]) if l.strip().startswith("{")]
+    peer = {}
+    for r in rows:
+        if "peer" in r:
+            L, d = r["len"], r["head_dim"]
+            peer[(L, d)] = 4.0 * r["heads"] * d * L * L / 2 / (r["ms"] * 1e-3) / 1e12
+    print("| L | d | kv | accumulation | octet TFLOP/s | cuDNN bf16 TFLOP/s | ratio |")
+    for r in rows:
+        if "peer" in r: continue
+        p = peer.get((r["len"], r["head_dim"]), 0)
+        acc = r.get("accumulation", "") if r["kv_dtype"] != "bf16" else "-"
+        print(f"| {r['len']} | {r['head_dim']} | {r['kv_dtype']} | {acc} | {r['TFLOPs']:.0f} | {p:.0f} | {r['TFLOPs']/p if p else 0:.2f} |")
+
+
+def needle(argv):
+    o = json.load(open(argv[1]))
+    print("| length | kv | kernel | rel L2 vs f64 | cos(needle) | best distractor | retrieved |")
+    for r in o["rows"]:
+        print(f"| {r['length']} | {r['kv_cache_dtype']} | {r['attention_math']} | {r['rel_l2']:.3e} | {r['cos_needle']:.4f} | {r['cos_distractor']:.4f} | {'yes' if r['retrieved'] else 'NO'} |")
+
+
+def ttft(argv):
+    j = json.load(open(argv[1]))
+    fits = {c["name"]: c["ttft_fit"] for c in j["configs"] if c.get("ttft_fit")}
+    line = ", ".join(f"{n}: a={f['a']:.3e} ms/tok^2 (R2 {f['r2']:.4f})" for n, f in fits.items())
+    ratio = fits["fp8"]["a"] / fits["auto"]["a"] if "fp8" in fits and "auto" in fits else float("nan")
+    print(f"ttft {argv[2]}: {line}; fp8/auto quadratic = {ratio:.3f}")
+
+
+def gemv(argv):
+    rows = [json.loads(l) for l in open(argv[1])]
+    for key in sorted({(r["shape"], r["n"]) for r in rows}, key=lambda k: (k[1], k[0])):
+        rs = [r for r in rows if (r["shape"], r["n"]) == key]
+        d = next(r for r in rs if "default" in r["variant"])
+        b = min(rs, key=lambda r: r["us"])
+        print(f"gemv {key[0]} n={key[1]}: default {d['us']:.1f} us ({d['GBps']:.0f} GB/s, {d['GBps'] / d['copy_GBps']:.2f} of copy); "
+              f"best {b['variant']} {b['us']:.1f} us; worst err {max(r['max_rel_err'] for r in rs):.1e}")
+
+
+def model(argv):
+    for l in open(argv[1]):
+        if l.startswith("{"):
+            d = json.loads(l)
+            print(f"model dummy:llama-3.1-8b ({d['variant']}): pp64 {d['pp_tok_s_median']:.0f} tok/s, tg64 {d['tg_tok_s_median']:.1f} tok/s = {1000 / d['tg_tok_s_median']:.2f} ms/token")
+
+
+def depth(argv):
+    rows = [json.loads(l) for l in open(argv[1]) if l.startswith("{")]
+    for v in dict.fromkeys(r["variant"] for r in rows):
+        ms = {(r["kv_cache_dtype"], r["depth"]): r for r in rows if r["variant"] == v}
+        cells = [f"d{d}: {ms[('auto', d)]['tg_ms_per_token']:.3f}/{ms[('fp8', d)]['tg_ms_per_token']:.3f} "
+                 f"({ms[('fp8', d)].get('tg_ms_diff_paired_median', float('nan')) * 1e3:+.0f} us paired)"
+                 for d in sorted({d for _, d in ms}) if ("auto", d) in ms and ("fp8", d) in ms]
+        print(f"decode ms/token bf16/fp8 ({v}): " + ", ".join(cells))
+
+
+def ncu_times(argv):
+    for f in argv[1:]:
+        t = {}
+        rows = list(csv.reader(open(f)))
+        hi = next((i for i, r in enumerate(rows) if "Kernel Name" in r and "Metric Value" in r), None)
+        if hi is None: print(f"ncu {f}: no kernel rows"); continue
+        h = rows[hi]; ki, vi = h.index("Kernel Name"), h.index("Metric Value")
+        for r in rows[hi + 1:]:
+            if len(r) != len(h): continue
+            t.setdefault(r[ki].split("<")[0].split("(")[0], []).append(float(r[vi].replace(",", "")))
+        print(f"ncu depth 4096 {f.split('/')[-1][4:-4]}: " + ", ".join(f"{k} x{len(v)} median {statistics.median(v) / 1e3:.2f} us" for k, v in t.items()))
+
+
+def itl(argv):
+    j = json.load(open(argv[1]))
+    fits = {c["name"]: c["itl_fit"] for c in j["configs"] if c.get("itl_fit")}
+    for n, f in fits.items():
+        print(f"itl {n}: slope {f['slope_ms_per_token']:.3e} ms/token, intercept {f['intercept_ms']:.2f} ms (R2 {f['r2']:.3f})")
+    if "fp8" in fits and "auto" in fits:
+        print(f"itl fp8/auto slope = {fits['fp8']['slope_ms_per_token'] / fits['auto']['slope_ms_per_token']:.3f}")
+
+
+def load(argv):
+    j = json.load(open(argv[1]))
+    tp = {c["name"]: c["result"]["output_throughput"] for c in j["configs"] if c.get("result")}
+    print("load: " + ", ".join(f"{n} {v:.1f} output tok/s" for n, v in tp.items())
+          + (f"; fp8/auto = {tp['fp8'] / tp['auto']:.3f}" if "fp8" in tp and "auto" in tp else ""))
+
+
+def pd(argv):
+    rows = [json.loads(l) for l in open(argv[1]) if l.startswith("{")]
+    by = {(r.get("mode", "default"), r["kv"], r["step"]): r["ppl"] for r in rows}
+    for kv in ("bf16", "fp8"):  # the default (fused) vs OCTET_FUSE=0, token by token: rounding-level differences only
+        a, b = by.get(("unfused", kv, 1)), by.get(("default", kv, 1))
+        if a and b:
+            print(f"OCTET_FUSE=0 vs default, dummy:llama-3.1-8b {kv} token-by-token ppl: {a!r} vs {b!r}, rel. diff {abs(a-b)/b:.2e}")
+    for mode in ("default", "identity"):
+        for kv in ("bf16", "fp8"):
+            a, b = by.get((mode, kv, 1)), by.get((mode, kv, 256))
+            if a and b:
+                print(f"prefill vs decode ({'--batch-invariant' if mode == 'identity' else mode}), dummy:llama-3.1-8b {kv}: ppl token-by-token {a!r}, one 256-token prefill {b!r}, "
+                      f"rel. diff {abs(a-b)/b:.2e}{' (identical)' if a == b else ''}")
+
+
+KINDS = {f.__name__: f for f in (prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, itl, load, pd)}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 3 or sys.argv[1] not in KINDS:
+        sys.exit("usage: gpu_report.py {" + "|".join(KINDS) + "} FILE...")
+    KINDS[sys.argv[1]](sys.argv[1:])  # (argv[0] is the kind, argv[1:] the files, as in the heredocs it came from)

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# scripts/gpu_report.py on recorded GPU outputs (no GPU needed): every kind gpu_check.sh
+# prints must turn a real file into the numbers it holds. Inputs: the H200 records in
+# bench/gpu/ and tests/data/ncu_prof_sample.csv (raw ncu CSV rows, whose data rows lack the
+# header's rule columns — the shape that once left gpu_check's profile lines empty).
+set -u
+. tests/lib.sh
+R=scripts/gpu_report.py
+G=bench/gpu
+
+# expect NAME PATTERN KIND ARGS...: the report's output matches the extended regex PATTERN
+expect() {
+  local name=$1 pat=$2; shift 2
+  local out; out=$(python3 "$R" "$@" 2>&1)
+  if grep -Eq -- "$pat" <<<"$out"; then ok; else bad "$name: /$pat/ not in: $(head -c 400 <<<"$out")"; fi
+}
+
+expect "prof decode line" '^prof decode fp8 L=131072: Duration 73,824 ns; DRAM Throughput 76.30 %' prof tests/data/ncu_prof_sample.csv
+expect "prof stalls" 'top stalls \(warps per issue\) long_scoreboard 1.58, wait 1.21' prof tests/data/ncu_prof_sample.csv
+expect "prof pipes" '^prof prefill fp8 L=16384: .*pipe_tensor_cycles_active 12.6$' prof tests/data/ncu_prof_sample.csv
+n=$(python3 "$R" prof tests/data/ncu_prof_sample.csv | grep -c '^prof .*Duration')
+[ "$n" = 2 ] && ok || bad "prof: $n lines with a duration, want 2"
+expect "attn ratio" '^\| B=1 L=131072 \| fp8_e4m3 \(cuda OCTET_DECODE_T=1\) \| 75.4 \| 3559 \| 153.5 \| 0.491 \|$' attn $G/2026-11-30_s13_decode_attention_final.jsonl
+expect "fp8prefill" '^\| 16384 \| 128 \| fp8_e4m3 \| two-level \| 242 \| 612 \| 0.40 \|$' fp8prefill $G/2026-11-30_s13_fp8_prefill_diet.jsonl
+expect "model" '\(OCTET_FUSE=1\): pp64 9105 tok/s, tg64 177.2 tok/s = 5.64 ms/token$' model $G/2026-11-30_s13_bench_model_lab.jsonl
+expect "depth" 'd1024: 5.928/6.003 \(\+81 us paired\)' depth $G/2026-11-30_s13_depth_decode_t.jsonl
+expect "ncu times" 'k_combine x32 median 6.08 us' ncu_times $G/2026-11-30_ncu_decode_d4096_fp8.csv
+expect "itl fits" '^itl fp8: slope 1.527e-05 ms/token, intercept 5.87 ms' itl $G/sweep_llama-3.1-8b_v6/sweep.json
+expect "itl ratio" '^itl fp8/auto slope = 0.507$' itl $G/sweep_llama-3.1-8b_v6/sweep.json
+expect "load" 'fp8/auto = 1.228$' load $G/throughput_llama-3.1-8b_s12/throughput.json
+expect "pd identical" 'prefill vs decode \(--batch-invariant\), dummy:llama-3.1-8b fp8: .*rel. diff 0.00e\+00 \(identical\)' pd $G/2026-11-30_prefill_vs_decode_s13.jsonl
+expect "ttft" '^ttft dummy:llama-3.1-8b: .*fp8/auto quadratic = 0.640$' ttft $G/ttft_llama-3.1-8b/sweep.json dummy:llama-3.1-8b
+expect "gemv" '^gemv output n=1: default 242.5 us \(4333 GB/s, 1.02 of copy\)' gemv $G/2026-11-30_gemv_variants.jsonl
+expect "needle" '^\| 8192 \| bf16 \| gpu decode \| 3.900e-03 \| 0.9862 \|' needle $G/2026-11-30_needle_attention_gpu.json
+# a kind it does not know, and no file: a usage line naming the kinds, exit 1
+out=$(python3 "$R" bogus x 2>&1); rc=$?
+[ $rc = 1 ] && grep -q 'usage: gpu_report.py {prof|attn' <<<"$out" && ok || bad "unknown kind: rc $rc: $out"
+echo "gpu_report: $pass passed, $fail failed"
