@@ -254,6 +254,12 @@ TEST(kv_write_and_attention) {
         int q2[2] = {1, 1}, c2[2] = {5000, 33};
         attention_case("decode hd64 G8 B2", dts[d], 64, 8, 8, 0, 2, q2, c2);
         attention_case("decode hd64 G8 window 128", dts[d], 64, 8, 8, 128, 2, q2, c2);
+        // group sizes the decode kernels pad (the transposed one puts heads on N = 8: 1, 3, 6, 7 leave
+        // columns empty; odd G splits a lane's head pair)
+        attention_case("decode hd128 G1 B2", dts[d], 128, 8, 1, 0, 2, q2, c2);
+        attention_case("decode hd128 G3 B2", dts[d], 128, 4, 3, 0, 2, q2, c2);
+        attention_case("decode hd64 G6 window 200", dts[d], 64, 2, 6, 200, 2, q2, c2);
+        attention_case("decode hd128 G7 B3", dts[d], 128, 2, 7, 0, 3, q1, c1);
         int q3[1] = {1}, c3[1] = {3000};
         attention_case("decode hd256 G2", dts[d], 256, 4, 2, 0, 1, q3, c3);
         attention_case("decode hd256 G2 window 512", dts[d], 256, 4, 2, 512, 1, q3, c3);
