@@ -13,8 +13,9 @@
 # (by default and with --batch-invariant, where they must be identical); itl = the ITL
 # sweep on dummy:llama-3.1-8b (slopes, intercepts); load = throughput under load (24 requests);
 # depth = decode ms/token at depths 256-16384, bf16 vs fp8 measured in turn in one process (their
-# paired difference), with a 128k block table (as the ITL study's server has). itl, load and depth are not in the default list (about 2.5, 5 and 1.5
-# minutes); prof = ncu sections (throughput, occupancy, warp stalls) of the decode kernel at
+# paired difference), with a 128k block table (as the ITL study's server has); step = ncu kernel
+# times of one captured decode step summed by kernel (depths 256 and 4096, bf16 and fp8). itl,
+# load, depth and step are not in the default list (about 2.5, 5, 1.5 and 3 minutes); prof = ncu sections (throughput, occupancy, warp stalls) of the decode kernel at
 # B=1 L=128k and L=4k, bf16 vs fp8, and of the FP8 prefill at 16k (about 1 minute, opt-in);
 # model = whole-model pp64/tg64 on dummy:llama-3.1-8b, also with --batch-invariant
 # (with OCTET_LAB also under OCTET_GEMV=0, cuBLASLt for the decode GEMMs instead of the skinny GEMM); gemv = the decode GEMM's tuning variants at the 8B
@@ -243,6 +244,21 @@ if has depth; then  # decode at context depths, bf16 vs fp8 in one process, meas
       done
     done
     python3 "$REPORT" ncu_times "$OUT"/ncu_*_auto.csv "$OUT"/ncu_*_fp8.csv | tee -a "$summary"
+  fi
+fi
+if has step; then  # where a decode step's time goes: ncu kernel times of the last captured step of a short
+  # run (every kernel, summed by name) at depths 256 and 4096, bf16 and fp8 (about 3 minutes, opt-in)
+  if command -v ncu >/dev/null; then
+    for dt in auto fp8; do
+      for d in 256 4096; do
+        ncu --clock-control none --print-units base --metrics gpu__time_duration.sum --csv "$BIN/octet" bench model \
+          --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype $dt --pp 1 --tg 3 --reps 1 \
+          --depth $d > "$OUT/step_${dt}_d$d.csv" 2>>"$OUT/step.log"
+      done
+    done
+    python3 "$REPORT" step "$OUT"/step_*.csv | tee -a "$summary"
+  else
+    say "step: ncu not found"
   fi
 fi
 if has itl; then  # the seed's single-request ITL study (about 2.5 minutes)

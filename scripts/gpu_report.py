@@ -4,6 +4,7 @@
 # can be tested on recorded files without a GPU (tests/bench/test_gpu_report.sh).
 #   prof CSV                 ncu sections, stall ratios and pipe use per tagged kernel
 #   ncu_times CSV...         per-kernel median times (gpu__time_duration) of one decode step
+#   step CSV...              the last forward pass's kernel times, summed by kernel (ncu_*, step_*)
 #   attn JSONL | fp8prefill JSONL | gemv JSONL | model JSONL | depth JSONL | pd JSONL
 #   needle JSON | ttft SWEEP_JSON MODEL | itl SWEEP_JSON | load THROUGHPUT_JSON
 import csv
@@ -108,17 +109,43 @@ def depth(argv):
         print(f"decode ms/token bf16/fp8 ({v}): " + ", ".join(cells))
 
 
+def ncu_kernels(f):  # [(kernel short name, ns)] of an ncu --csv gpu__time_duration file, in launch order; None: no rows
+    rows = list(csv.reader(open(f)))
+    hi = next((i for i, r in enumerate(rows) if "Kernel Name" in r and "Metric Value" in r), None)
+    if hi is None:
+        return None
+    h = rows[hi]
+    ki, vi = h.index("Kernel Name"), h.index("Metric Value")
+    name = lambda k: k.split("<")[0].split("(")[0].replace("void ", "").strip()
+    return [(name(r[ki]), float(r[vi].replace(",", ""))) for r in rows[hi + 1:] if len(r) == len(h)]
+
+
 def ncu_times(argv):
     for f in argv[1:]:
+        ks = ncu_kernels(f)
+        if ks is None: print(f"ncu {f}: no kernel rows"); continue
         t = {}
-        rows = list(csv.reader(open(f)))
-        hi = next((i for i, r in enumerate(rows) if "Kernel Name" in r and "Metric Value" in r), None)
-        if hi is None: print(f"ncu {f}: no kernel rows"); continue
-        h = rows[hi]; ki, vi = h.index("Kernel Name"), h.index("Metric Value")
-        for r in rows[hi + 1:]:
-            if len(r) != len(h): continue
-            t.setdefault(r[ki].split("<")[0].split("(")[0], []).append(float(r[vi].replace(",", "")))
+        for k, ns in ks:
+            t.setdefault(k, []).append(ns)
         print(f"ncu depth 4096 {f.split('/')[-1][4:-4]}: " + ", ".join(f"{k} x{len(v)} median {statistics.median(v) / 1e3:.2f} us" for k, v in t.items()))
+
+
+def step(argv):  # the last forward pass in each file (from its last k_get_rows on): kernel time by name
+    for f in argv[1:]:
+        label = f.split("/")[-1].rsplit(".", 1)[0]
+        label = label[5:] if label.startswith("step_") else label
+        ks = ncu_kernels(f)
+        starts = [i for i, (k, _) in enumerate(ks or []) if k == "k_get_rows"]
+        if not starts: print(f"step {label}: no forward pass found"); continue
+        last = ks[starts[-1]:]
+        t = {}
+        for k, ns in last:
+            n, tot = t.get(k, (0, 0.0))
+            t[k] = (n + 1, tot + ns)
+        total = sum(ns for _, ns in last)
+        top = sorted(t.items(), key=lambda kv: -kv[1][1])
+        print(f"step {label}: {total / 1e3:.1f} us in {len(last)} kernels; "
+              + ", ".join(f"{k} x{n} {tot / 1e3:.1f} us ({100 * tot / total:.0f} %)" for k, (n, tot) in top[:8]))
 
 
 def itl(argv):
@@ -152,7 +179,7 @@ def pd(argv):
                       f"rel. diff {abs(a-b)/b:.2e}{' (identical)' if a == b else ''}")
 
 
-KINDS = {f.__name__: f for f in (prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, itl, load, pd)}
+KINDS = {f.__name__: f for f in (prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, step, itl, load, pd)}
 
 if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[1] not in KINDS:

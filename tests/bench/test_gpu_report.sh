@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # scripts/gpu_report.py on recorded GPU outputs (no GPU needed): every kind gpu_check.sh
 # prints must turn a real file into the numbers it holds. Inputs: the H200 records in
-# bench/gpu/ and tests/data/ncu_prof_sample.csv (raw ncu CSV rows, whose data rows lack the
-# header's rule columns — the shape that once left gpu_check's profile lines empty).
+# bench/gpu/, tests/data/ncu_prof_sample.csv (raw ncu CSV rows, whose data rows lack the
+# header's rule columns — the shape that once left gpu_check's profile lines empty) and
+# tests/data/ncu_step_sample.csv (ncu's kernel-time CSV of two forward passes, made up).
 set -u
 . tests/lib.sh
 R=scripts/gpu_report.py
@@ -25,6 +26,7 @@ expect "fp8prefill" '^\| 16384 \| 128 \| fp8_e4m3 \| two-level \| 242 \| 612 \| 
 expect "model" '\(OCTET_FUSE=1\): pp64 9105 tok/s, tg64 177.2 tok/s = 5.64 ms/token$' model $G/2026-11-30_s13_bench_model_lab.jsonl
 expect "depth" 'd1024: 5.928/6.003 \(\+81 us paired\)' depth $G/2026-11-30_s13_depth_decode_t.jsonl
 expect "ncu times" 'k_combine x32 median 6.08 us' ncu_times $G/2026-11-30_ncu_decode_d4096_fp8.csv
+expect "step: the last forward pass only" '^step ncu_step_sample: 300.0 us in 7 kernels; k_gemv x3 286.8 us \(96 %\), k_decode_t x1 8.0 us' step tests/data/ncu_step_sample.csv
 expect "itl fits" '^itl fp8: slope 1.527e-05 ms/token, intercept 5.87 ms' itl $G/sweep_llama-3.1-8b_v6/sweep.json
 expect "itl ratio" '^itl fp8/auto slope = 0.507$' itl $G/sweep_llama-3.1-8b_v6/sweep.json
 expect "load" 'fp8/auto = 1.228$' load $G/throughput_llama-3.1-8b_s12/throughput.json
