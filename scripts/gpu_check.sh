@@ -28,13 +28,14 @@
 #   depth  OCTET_COMBINE_SKIP=1 (k_combine skips empty splits), OCTET_DECODE_T=0,
 #          OCTET_DECODE_MIN_SPLIT=0, and ncu kernel times at depth 4096;
 #   ops    every fallback and switch: OCTET_GEMV=0, OCTET_FP8_WG=1 (one consumer warpgroup per FP8
-#          prefill CTA), OCTET_FP8_WS=1 (FP8 prefill with a producer warpgroup),
+#          prefill CTA), OCTET_FP8_WS=1 (FP8 prefill with a producer warpgroup), OCTET_FP8_OV=1
+#          (FP8 prefill with the next tile's Q·Kᵀ under this tile's softmax),
 #          OCTET_DECODE_MIN_SPLIT=0, OCTET_PDL=1 (decode GEMMs as programmatic dependent launches),
 #          OCTET_IDENTITY=1 (the --batch-invariant kernels), OCTET_FUSE=0 (decode GEMMs without
 #          their fused add, SwiGLU and Q|K|V, and the separate split combine), OCTET_DECODE_T=0,
 #          OCTET_COMBINE_SKIP=1;
 #   golden OCTET_PDL=1 and OCTET_FUSE=0; pd the unfused ops; fp8prefill OCTET_FP8_WG=1 and
-#          OCTET_FP8_WS=1; model OCTET_GEMV=0, OCTET_PDL=1 and OCTET_FUSE=0.
+#          OCTET_FP8_WS=1, and `single` under OCTET_FP8_OV=1; model OCTET_GEMV=0, OCTET_PDL=1 and OCTET_FUSE=0.
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 REPORT="$(dirname "$0")/gpu_report.py"  # the summary lines and tables from each stage's raw output
@@ -75,7 +76,7 @@ if has ops; then
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
   if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks and the lab variant must be right too
-    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_WS=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_DECODE_T=0 OCTET_COMBINE_SKIP=1; do
+    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_WS=1 OCTET_FP8_OV=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_DECODE_T=0 OCTET_COMBINE_SKIP=1; do
       env $v "$BIN/gpu/test_cuda_ops" "$OUT/ops_${v#OCTET_}.json" > "$OUT/ops_${v#OCTET_}.log" 2>&1
       say "ops vs cpu ($v): $(tail -n 1 "$OUT/ops_${v#OCTET_}.log")"
     done
@@ -188,6 +189,10 @@ if has fp8prefill; then
         env OCTET_FP8_$v "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype fp8 \
           --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 | sed "s/\"accumulation\":\"two-level\"/\"accumulation\":\"two-level $v\"/" >> "$OUT/fp8prefill.jsonl"
       done
+      # kernel lab: the overlapped kernel (its d128/d256 instances exist for `single` only)
+      [ -n "${OCTET_LAB:-}" ] && env OCTET_FP8_OV=1 "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d \
+        --kv-cache-dtype fp8 --fp8-attention-accumulation single --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 \
+        | sed "s/\"accumulation\":\"single\"/\"accumulation\":\"single OV=1\"/" >> "$OUT/fp8prefill.jsonl"
       [ -f "$PEER" ] && python3 "$PEER" --mode prefill --len $L --head-dim $d --json 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
     done
   done

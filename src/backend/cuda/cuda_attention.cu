@@ -15,6 +15,7 @@
 #include "cuda_prefill_mma.cuh"
 #include "cuda_prefill_fp8.cuh"
 #include "cuda_prefill_fp8_ws.cuh"
+#include "cuda_prefill_fp8_ov.cuh"
 #include "cuda_decode_t.cuh"
 
 // ---------------------------------------------------------------- element access
@@ -655,9 +656,14 @@ static void launch_prefill(struct cuda_backend *c, void *out, const void *q, con
 template <int HD, int ACC, int NWG>
 static void launch_prefill_fp8_acc(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                    float scale, const float *sc, const struct batch *bt, int every) {
-    constexpr bool WS = NWG == 0;
-    constexpr int SMEM = WS ? fp8ws::cfg<HD>::SMEM : fp8pf::cfg<HD>::smem(NWG), ROWS = WS ? 128 : 64 * NWG;
-    auto kern = WS ? k_prefill_fp8_ws<HD, ACC> : k_prefill_fp8<HD, ACC, (WS ? 1 : NWG)>;
+    constexpr bool WS = NWG == 0, OV = NWG == 3;  // (NWG codes: 0 the producer kernel, 3 the overlapped one)
+    constexpr int SMEM = WS ? fp8ws::cfg<HD>::SMEM : OV ? fp8ov::cfg<HD>::SMEM : fp8pf::cfg<HD>::smem(NWG);
+    constexpr int ROWS = WS || OV ? 128 : 64 * NWG, THREADS = WS ? 384 : OV ? 256 : 128 * NWG;
+    auto kern = [] {  // (only the chosen kernel is instantiated)
+        if constexpr (WS) return k_prefill_fp8_ws<HD, ACC>;
+        else if constexpr (OV) return k_prefill_fp8_ov<HD, ACC>;
+        else return k_prefill_fp8<HD, ACC, NWG>;
+    }();
     static bool attr_set = false;
     if (!attr_set) {
         if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM), "cudaFuncSetAttribute(k_prefill_fp8)"))
@@ -666,7 +672,7 @@ static void launch_prefill_fp8_acc(struct cuda_backend *c, void *out, const void
     }
     int qt = ROWS / G;
     dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    kern<<<grid, WS ? 384 : 128 * NWG, SMEM, c->stream>>>(
+    kern<<<grid, THREADS, SMEM, c->stream>>>(
         (bf16 *)out, (const bf16 *)q, (const uint8_t *)l->k, (const uint8_t *)l->v, c->cb.qstart, c->cb.pos, c->cb.btab,
         bt->max_blocks_per_seq, l->n_kv_heads, G, l->kv_block_tokens, l->window, scale, sc, every);
     CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma)");
@@ -675,20 +681,28 @@ static void launch_prefill_fp8_acc(struct cuda_backend *c, void *out, const void
 template <int HD, int NWG>
 static void launch_prefill_fp8_nwg(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                    const struct attn_params *p, const float *sc, const struct batch *bt) {
-    if (p->fp8_accum == 0 || p->fp8_accum == 1) launch_prefill_fp8_acc<HD, 0, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, 1);
-    else if (p->fp8_accum > 1) launch_prefill_fp8_acc<HD, 1, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, p->fp8_accum);
-    else launch_prefill_fp8_acc<HD, 2, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, 0);
+    if constexpr (NWG == 3 && HD > 64) {  // the overlapped kernel spills outside `single` above HD 64: the default there
+        if (p->fp8_accum >= 0) launch_prefill_fp8_nwg<HD, 2>(c, out, q, l, G, p, sc, bt);
+        else launch_prefill_fp8_acc<HD, 2, 3>(c, out, q, l, G, p->softmax_scale, sc, bt, 0);
+    } else {
+        if (p->fp8_accum == 0 || p->fp8_accum == 1) launch_prefill_fp8_acc<HD, 0, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, 1);
+        else if (p->fp8_accum > 1) launch_prefill_fp8_acc<HD, 1, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, p->fp8_accum);
+        else launch_prefill_fp8_acc<HD, 2, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, 0);
+    }
 }
 
 // Two consumer warpgroups per CTA share each K/V tile (the default); OCTET_FP8_WG=1 selects
 // one warpgroup per CTA (the previous kernel, kept for comparisons); OCTET_FP8_WS=1 the lab's
-// warp-specialised kernel (cuda_prefill_fp8_ws.cuh).
+// warp-specialised kernel (cuda_prefill_fp8_ws.cuh); OCTET_FP8_OV=1 the lab's overlapped one
+// (cuda_prefill_fp8_ov.cuh).
 template <int HD>
 static void launch_prefill_fp8(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                const struct attn_params *p, const float *sc, const struct batch *bt) {
     static int nwg = -1;
-    if (nwg < 0) nwg = cuda_env_int("OCTET_FP8_WS", 0) == 1 ? 0 : cuda_env_int("OCTET_FP8_WG", 2) == 1 ? 1 : 2;
-    if (nwg == 2) launch_prefill_fp8_nwg<HD, 2>(c, out, q, l, G, p, sc, bt);
+    if (nwg < 0)
+        nwg = cuda_env_int("OCTET_FP8_OV", 0) == 1 ? 3 : cuda_env_int("OCTET_FP8_WS", 0) == 1 ? 0 : cuda_env_int("OCTET_FP8_WG", 2) == 1 ? 1 : 2;
+    if (nwg == 3) launch_prefill_fp8_nwg<HD, 3>(c, out, q, l, G, p, sc, bt);
+    else if (nwg == 2) launch_prefill_fp8_nwg<HD, 2>(c, out, q, l, G, p, sc, bt);
     else if (nwg == 1) launch_prefill_fp8_nwg<HD, 1>(c, out, q, l, G, p, sc, bt);
     else launch_prefill_fp8_nwg<HD, 0>(c, out, q, l, G, p, sc, bt);
 }

@@ -98,11 +98,12 @@ template <int HD, int N> __device__ __forceinline__ void pv(float *t, const uint
 }
 
 // A thread's running state over the KV tiles: the FP32 accumulator o (two-level, every:N), the
-// MMA accumulator tacc, and its two rows' softmax max m and sum l.
-template <int HD, int ACC> struct acc_state {
+// MMA accumulator tacc, and its two rows' softmax max m and sum l. Two-level's tacc spans 64
+// output columns (P·V in column chunks) at HD 256, or with NARROW (fewer live registers).
+template <int HD, int ACC, bool NARROW = false> struct acc_state {
     static constexpr int NO = HD / 2;
     float o[ACC == 2 ? 1 : NO];
-    float tacc[ACC == 0 ? (HD <= 128 ? NO : 32) : NO];
+    float tacc[ACC == 0 ? (HD <= 128 && !NARROW ? NO : 32) : NO];
     float m[2], l[2];
     __device__ __forceinline__ void init() {
 #pragma unroll
@@ -179,7 +180,7 @@ __device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, i
         for (int i = 0; i < NO; i++) tacc[i] *= alpha[(i >> 1) & 1];
     }
     if constexpr (ACC == 0) {
-        if constexpr (HD <= 128) {
+        if constexpr (NO_T == NO) {
             pv<HD, HD>(tacc, pa, vt, 0, 0);
 #pragma unroll
             for (int i = 0; i < NO; i++) o[i] = fmaf(o[i], alpha[(i >> 1) & 1], tacc[i]);

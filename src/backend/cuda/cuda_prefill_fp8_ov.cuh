@@ -1,0 +1,113 @@
+// cuda_prefill_fp8_ov.cuh — the FP8 wgmma prefill with the next tile's Q·Kᵀ in flight under this
+// tile's softmax (kernel lab, OCTET_FP8_OV=1; not yet run on a GPU), included by cuda_attention.cu
+// after cuda_prefill_fp8.cuh, whose layouts, helpers and per-tile math (fp8pf::) it shares.
+// Owns: the overlapped tile loop and its three-stage ring.
+//
+// Why: the default kernel runs each tile as a chain — copies land, Q·Kᵀ, wait, softmax, P·V,
+// wait — behind three __syncthreads, and its tensor pipe is busy 12.6 % of the time at 16k
+// (bench/NOTES.md, session 13; halving the softmax's instructions gained 3 %). Here, as in FA3's
+// intra-warpgroup pipelining, tile t+1's Q·Kᵀ is issued before tile t's softmax, so the MMA runs
+// while the warps exponentiate; the V transpose of tile t+1 sits under that MMA too, and one
+// __syncthreads a tile remains.
+// Per iteration t (S_cur = tile t's scores, complete; Vᵀ(t) ready; K(t+1), raw V(t+1) landed):
+//   copies of tile t+2 → stage (t+2) % 3        (that stage last held tile t−1, done with)
+//   Q·Kᵀ(t+1) → S_next, committed, not waited
+//   transpose V(t+1) → Vᵀ[(t+1) % 2]            (that buffer last held Vᵀ(t−1), done with)
+//   softmax(t) and P·V(t) (its wait covers Q·Kᵀ(t+1) too), into the accumulators
+//   wait for tile t+2's copies; __syncthreads
+// Registers: S_cur dies once P is packed, so at the peak S_next, o, T and P are live; two-level
+// runs P·V in 64-column chunks (T: 32 registers) so that d128 fits (64 + 64 + 32 + 16). every:N
+// (full-width T) spills, so that mode, and HD 256 outside `single`, keep the default kernel.
+#pragma once
+
+namespace fp8ov {
+
+template <int HD> struct cfg {
+    using C = fp8pf::cfg<HD>;
+    static constexpr int SMEM = 2 * C::Q_BYTES + 3 * C::K_BYTES + 3 * C::VRAW_BYTES + 2 * C::VT_BYTES + 128 * 4;
+};
+
+}  // namespace fp8ov
+
+template <int HD, int ACC>
+__global__ void __launch_bounds__(256) k_prefill_fp8_ov(bf16 *out, const bf16 *q, const uint8_t *kc, const uint8_t *vc,
+                                                       const int32_t *qstart, const int32_t *pos_arr, const int32_t *btab,
+                                                       int max_blocks, int n_kv, int G, int bs, int window, float scale,
+                                                       const float *scales, int n_every) {
+    using C = fp8pf::cfg<HD>;
+    constexpr int BN = C::BN, ROWS = 128;
+    extern __shared__ __align__(128) uint8_t fp8ov_smem[];
+    uint8_t *Qs = fp8ov_smem, *Ks = Qs + 2 * C::Q_BYTES, *Vr = Ks + 3 * C::K_BYTES, *Vt = Vr + 3 * C::VRAW_BYTES;
+    float *qscale_s = (float *)(Vt + 2 * C::VT_BYTES);
+    const int s = blockIdx.x, tile = blockIdx.y, g = blockIdx.z, tid = threadIdx.x;
+    const int warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
+    const int t_begin = qstart[s], n_q = qstart[s + 1] - t_begin;
+    const int tok_per_cta = ROWS / G, q0 = tile * tok_per_cta;
+    if (q0 >= n_q) return;
+    const int n_heads = n_kv * G;
+
+    fp8pf::load_q<HD>(Qs, qscale_s, q, tid, q0, n_q, tok_per_cta, t_begin, n_heads, g, G);
+    fp8pf::rows2 rw;
+    rw.setup(warp, rr, q0, n_q, tok_per_cta, G, t_begin, pos_arr, window);
+    const float kscale = scales[g], vscale = scales[KV_MAX_HEADS + g];
+    const int last_tok = min(q0 + tok_per_cta, n_q) - 1;
+    const int p_first = pos_arr[t_begin + q0], p_last = pos_arr[t_begin + last_tok];
+    const int k_lo = window > 0 && p_first - window + 1 > 0 ? p_first - window + 1 : 0;
+    const int t0 = k_lo / BN, t1 = p_last / BN;
+    const int32_t *bt = btab + (size_t)s * max_blocks;
+    const uint8_t *qw = Qs + (warp >> 2) * C::Q_BYTES;  // this warpgroup's 64 rows
+
+    auto issue = [&](int t) {  // tile t's copies into stage t % 3 (an empty group past the last tile)
+        if (t <= t1) fp8pf::load_tile<HD>(Ks + (t % 3) * C::K_BYTES, Vr + (t % 3) * C::VRAW_BYTES, kc, vc, bt, t, p_last, n_kv, g, bs, tid, 256);
+        cp_async_commit();
+    };
+    auto qk = [&](float *sacc, int t) {  // S = Q·Kᵀ(t), committed, not waited
+        const uint8_t *kt = Ks + (t % 3) * C::K_BYTES;
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < HD / 32; kk++)
+            fp8pf::ss<BN>(sacc, wgmma_desc(qw + kk * 256, 128, HD * 8), wgmma_desc(kt + kk * 256, 128, HD * 8), kk > 0);
+        wgmma_commit();
+    };
+    auto transpose = [&](int t) { fp8pf::transpose_v<HD>(Vr + (t % 3) * C::VRAW_BYTES, Vt + (t % 2) * C::VT_BYTES, warp, lane, 8); };
+
+    // prologue: tiles t0 and t0+1 copied, Q·Kᵀ(t0) complete, Vᵀ(t0) transposed
+    issue(t0);
+    issue(t0 + 1);
+    cp_async_wait<0>();
+    fence_proxy_async();  // Q (stores) and K (cp.async) visible to the wgmma
+    __syncthreads();      // qscale_s and every thread's copies
+    rw.scales(qscale_s, warp, rr, kscale, scale);
+    fp8pf::acc_state<HD, ACC, true> a;  // (two-level: P·V in 64-column chunks, T 32 registers)
+    a.init();
+    float sa[BN / 2], sb[BN / 2];
+    qk(sa, t0);
+    transpose(t0);
+    fence_proxy_async();
+    wgmma_wait<0>();
+    fp8pf::fence_acc<BN>(sa);
+    __syncthreads();  // Vᵀ(t0) complete
+
+    // one tile: S_cur complete on entry, S_next = Q·Kᵀ(t+1) complete on exit
+    auto step = [&](float *s_cur, float *s_next, int t) {
+        issue(t + 2);
+        if (t + 1 <= t1) {
+            qk(s_next, t + 1);
+            transpose(t + 1);
+            fence_proxy_async();
+        }
+        fp8pf::softmax_pv<HD, ACC>(s_cur, t, t0, t1, n_every, c, rw.sc, rw.lo, rw.pos, a.m, a.l, a.o, a.tacc, Vt + (t % 2) * C::VT_BYTES);
+        wgmma_wait<0>();  // (softmax_pv waited already; this orders S_next's registers for the compiler)
+        fp8pf::fence_acc<BN>(s_next);
+        cp_async_wait<0>();
+        fence_proxy_async();
+        __syncthreads();  // tile t+2 landed; Vᵀ(t+1) complete; Vᵀ(t) and stage t free
+    };
+    int t = t0;
+    for (; t + 1 <= t1; t += 2) {  // unrolled by two so that S_cur and S_next are named registers
+        step(sa, sb, t);
+        step(sb, sa, t + 1);
+    }
+    if (t <= t1) step(sa, sb, t);
+    fp8pf::store_rows<HD>(out, a.result(), a.l, rw.on, rw.tok, rw.head, n_heads, g, G, vscale, c);
+}
