@@ -35,7 +35,7 @@
 #          their fused add, SwiGLU and Q|K|V, and the separate split combine), OCTET_DECODE_T=0,
 #          OCTET_COMBINE_SKIP=1;
 #   golden OCTET_PDL=1 and OCTET_FUSE=0; pd the unfused ops; fp8prefill OCTET_FP8_WG=1 and
-#          OCTET_FP8_WS=1, and `single` under OCTET_FP8_OV=1; model OCTET_GEMV=0, OCTET_PDL=1 and OCTET_FUSE=0.
+#          OCTET_FP8_WS=1, and two-level and single under OCTET_FP8_OV=1; model OCTET_GEMV=0, OCTET_PDL=1 and OCTET_FUSE=0.
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 REPORT="$(dirname "$0")/gpu_report.py"  # the summary lines and tables from each stage's raw output
@@ -189,10 +189,13 @@ if has fp8prefill; then
         env OCTET_FP8_$v "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype fp8 \
           --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 | sed "s/\"accumulation\":\"two-level\"/\"accumulation\":\"two-level $v\"/" >> "$OUT/fp8prefill.jsonl"
       done
-      # kernel lab: the overlapped kernel (its d128/d256 instances exist for `single` only)
-      [ -n "${OCTET_LAB:-}" ] && env OCTET_FP8_OV=1 "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d \
-        --kv-cache-dtype fp8 --fp8-attention-accumulation single --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 \
-        | sed "s/\"accumulation\":\"single\"/\"accumulation\":\"single OV=1\"/" >> "$OUT/fp8prefill.jsonl"
+      # kernel lab: the overlapped kernel (two-level at d128 on 64-key tiles, and single; two-level
+      # at d256 runs the default kernel under the switch)
+      for acc in ${OCTET_LAB:+two-level single}; do
+        env OCTET_FP8_OV=1 "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype fp8 \
+          --fp8-attention-accumulation $acc --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 \
+          | sed "s/\"accumulation\":\"$acc\"/\"accumulation\":\"$acc OV=1\"/" >> "$OUT/fp8prefill.jsonl"
+      done
       [ -f "$PEER" ] && python3 "$PEER" --mode prefill --len $L --head-dim $d --json 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
     done
   done

@@ -657,11 +657,12 @@ template <int HD, int ACC, int NWG>
 static void launch_prefill_fp8_acc(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                    float scale, const float *sc, const struct batch *bt, int every) {
     constexpr bool WS = NWG == 0, OV = NWG == 3;  // (NWG codes: 0 the producer kernel, 3 the overlapped one)
-    constexpr int SMEM = WS ? fp8ws::cfg<HD>::SMEM : OV ? fp8ov::cfg<HD>::SMEM : fp8pf::cfg<HD>::smem(NWG);
+    constexpr int OVBN = HD == 128 && ACC == 0 ? 64 : fp8pf::cfg<HD>::BN;  // (the overlapped two-level d128 fits with 64-key tiles)
+    constexpr int SMEM = WS ? fp8ws::cfg<HD>::SMEM : OV ? fp8ov::cfg<HD, OVBN>::SMEM : fp8pf::cfg<HD>::smem(NWG);
     constexpr int ROWS = WS || OV ? 128 : 64 * NWG, THREADS = WS ? 384 : OV ? 256 : 128 * NWG;
     auto kern = [] {  // (only the chosen kernel is instantiated)
         if constexpr (WS) return k_prefill_fp8_ws<HD, ACC>;
-        else if constexpr (OV) return k_prefill_fp8_ov<HD, ACC>;
+        else if constexpr (OV) return k_prefill_fp8_ov<HD, ACC, OVBN>;
         else return k_prefill_fp8<HD, ACC, NWG>;
     }();
     static bool attr_set = false;
@@ -681,9 +682,10 @@ static void launch_prefill_fp8_acc(struct cuda_backend *c, void *out, const void
 template <int HD, int NWG>
 static void launch_prefill_fp8_nwg(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                    const struct attn_params *p, const float *sc, const struct batch *bt) {
-    if constexpr (NWG == 3 && HD > 64) {  // the overlapped kernel spills outside `single` above HD 64: the default there
-        if (p->fp8_accum >= 0) launch_prefill_fp8_nwg<HD, 2>(c, out, q, l, G, p, sc, bt);
-        else launch_prefill_fp8_acc<HD, 2, 3>(c, out, q, l, G, p->softmax_scale, sc, bt, 0);
+    if constexpr (NWG == 3 && HD > 64) {  // overlapped: `single`, and two-level at d128; the others spill: the default there
+        if (p->fp8_accum < 0) launch_prefill_fp8_acc<HD, 2, 3>(c, out, q, l, G, p->softmax_scale, sc, bt, 0);
+        else if (HD == 128 && (p->fp8_accum == 0 || p->fp8_accum == 1)) launch_prefill_fp8_acc<HD, 0, (HD == 128 ? 3 : 2)>(c, out, q, l, G, p->softmax_scale, sc, bt, 1);
+        else launch_prefill_fp8_nwg<HD, 2>(c, out, q, l, G, p, sc, bt);
     } else {
         if (p->fp8_accum == 0 || p->fp8_accum == 1) launch_prefill_fp8_acc<HD, 0, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, 1);
         else if (p->fp8_accum > 1) launch_prefill_fp8_acc<HD, 1, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, p->fp8_accum);

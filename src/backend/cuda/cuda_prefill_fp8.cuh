@@ -36,8 +36,8 @@
 
 namespace fp8pf {
 
-template <int HD> struct cfg {
-    static constexpr int BN = HD <= 128 ? 128 : 64;          // keys per tile
+template <int HD, int BN_ = (HD <= 128 ? 128 : 64)> struct cfg {
+    static constexpr int BN = BN_;                            // keys per tile (128; 64 at HD 256 or where asked)
     static constexpr int VROW = HD + 16;                      // padded row of the raw V stage
     static constexpr int Q_BYTES = 64 * HD;
     static constexpr int K_BYTES = BN * HD;
@@ -85,9 +85,8 @@ template <int N> __device__ __forceinline__ void fence_acc(float *d) {
 }
 
 // T (+)= P·Vᵀ[cols c0 .. c0+N) over the tile's BN keys; sd0 = 0 starts T from zero.
-template <int HD, int N> __device__ __forceinline__ void pv(float *t, const uint32_t (*pa)[4], const uint8_t *vt,
+template <int HD, int N, int BN = cfg<HD>::BN> __device__ __forceinline__ void pv(float *t, const uint32_t (*pa)[4], const uint8_t *vt,
                                                               int c0, int sd0) {
-    constexpr int BN = cfg<HD>::BN;
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 32; kk++)
@@ -119,11 +118,11 @@ template <int HD, int ACC, bool NARROW = false> struct acc_state {
 // One KV tile t after S = Q·Kᵀ (sacc, BN/2 values of the thread's rows rr and rr + 8): online
 // softmax (scaled in place into P), the running max m and sum l, and P·V into the accumulators
 // per accumulation mode ACC (o: FP32, tacc: the MMA's); vt is the tile's Vᵀ.
-template <int HD, int ACC, int NO_O, int NO_T>
+template <int HD, int ACC, int BN = cfg<HD>::BN, int NO_O, int NO_T>
 __device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, int n_every, int c, const float (&row_sc)[2],
                                            const int (&row_lo)[2], const int (&row_pos)[2], float (&m)[2], float (&l)[2],
                                            float (&o)[NO_O], float (&tacc)[NO_T], const uint8_t *vt) {
-    constexpr int BN = cfg<HD>::BN, NJ = BN / 8, NO = HD / 2;
+    constexpr int NJ = BN / 8, NO = HD / 2;
     // online softmax on rows rr (h = 0) and rr + 8 (h = 1), in the log2 domain scaled by
     // row_sc (> 0, so the raw scores' max is the scaled scores' max): one FFMA and one ex2 per
     // score, P·256 as 2^(s·sc − m + 8); l sums P·256. Only tiles that cross a row's window start
@@ -181,26 +180,26 @@ __device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, i
     }
     if constexpr (ACC == 0) {
         if constexpr (NO_T == NO) {
-            pv<HD, HD>(tacc, pa, vt, 0, 0);
+            pv<HD, HD, BN>(tacc, pa, vt, 0, 0);
 #pragma unroll
             for (int i = 0; i < NO; i++) o[i] = fmaf(o[i], alpha[(i >> 1) & 1], tacc[i]);
         } else {
 #pragma unroll
             for (int c0 = 0; c0 < HD; c0 += 64) {
-                pv<HD, 64>(tacc, pa, vt, c0, 0);
+                pv<HD, 64, BN>(tacc, pa, vt, c0, 0);
 #pragma unroll
                 for (int i = 0; i < 32; i++) o[c0 / 2 + i] = fmaf(o[c0 / 2 + i], alpha[(i >> 1) & 1], tacc[i]);
             }
         }
     } else if constexpr (ACC == 1) {
         bool fresh = t == t0 || t % n_every == 0;
-        pv<HD, HD>(tacc, pa, vt, 0, fresh ? 0 : 1);
+        pv<HD, HD, BN>(tacc, pa, vt, 0, fresh ? 0 : 1);
         if ((t + 1) % n_every == 0 || t == t1) {
 #pragma unroll
             for (int i = 0; i < NO; i++) o[i] += tacc[i];
         }
     } else {
-        pv<HD, HD>(tacc, pa, vt, 0, t == t0 ? 0 : 1);
+        pv<HD, HD, BN>(tacc, pa, vt, 0, t == t0 ? 0 : 1);
     }
 }
 // Q of a CTA's query rows (row = (token, head of the KV head's group)): per-row scale amax/448,
@@ -252,10 +251,9 @@ struct rows2 {
 // cp.async of tile t's K (core-matrix layout) and raw V rows into one stage (kd, vd) by nthr
 // threads from tid; keys past p_last are zero-filled (their blocks may not exist), so
 // 0·garbage never makes a NaN.
-template <int HD>
+template <int HD, int BN = cfg<HD>::BN>
 __device__ __forceinline__ void load_tile(uint8_t *kd, uint8_t *vd, const uint8_t *kc, const uint8_t *vc, const int32_t *bt, int t,
                                           int p_last, int n_kv, int g, int bs, int tid, int nthr) {
-    constexpr int BN = cfg<HD>::BN;
     for (int i = tid; i < BN * (HD / 16); i += nthr) {
         int r = i / (HD / 16), ch = i % (HD / 16), kp = t * BN + r;
         bool valid = kp <= p_last;
@@ -269,9 +267,9 @@ __device__ __forceinline__ void load_tile(uint8_t *kd, uint8_t *vd, const uint8_
 // moves 4 keys × 4 bytes; a warp item covers 16 operand positions × 32 head-dim bytes. Lane
 // bits pick the key group (lane & 3), the 4-byte column (lane >> 2) and a rotation of the 4
 // stores (lane >> 3), so both the loads and the stores hit 32 different banks.
-template <int HD>
+template <int HD, int BN = cfg<HD>::BN>
 __device__ __forceinline__ void transpose_v(const uint8_t *vr, uint8_t *vt, int warp, int lane, int nwarp) {
-    constexpr int BN = cfg<HD>::BN, VROW = cfg<HD>::VROW;
+    constexpr int VROW = cfg<HD>::VROW;
     const int rot = (lane >> 3) & 3;
     for (int it = warp; it < (HD / 32) * (BN / 16); it += nwarp) {
         int d4 = (it % (HD / 32)) * 8 + (lane >> 2);

@@ -15,27 +15,28 @@
 //   transpose V(t+1) → Vᵀ[(t+1) % 2]            (that buffer last held Vᵀ(t−1), done with)
 //   softmax(t) and P·V(t) (its wait covers Q·Kᵀ(t+1) too), into the accumulators
 //   wait for tile t+2's copies; __syncthreads
-// Registers: S_cur dies once P is packed, so at the peak S_next, o, T and P are live; two-level
-// runs P·V in 64-column chunks (T: 32 registers) so that d128 fits (64 + 64 + 32 + 16). every:N
-// (full-width T) spills, so that mode, and HD 256 outside `single`, keep the default kernel.
+// Registers: both score tiles are live during the softmax, beside o and T. BN (keys a tile) is a
+// parameter: `single` fits with the default tiles (d128: 128 keys, 242 registers); two-level at
+// d128 takes 64-key tiles. every:N and two-level at d256 spill, so they keep the default kernel.
 #pragma once
 
 namespace fp8ov {
 
-template <int HD> struct cfg {
-    using C = fp8pf::cfg<HD>;
+template <int HD, int BN> struct cfg {
+    using C = fp8pf::cfg<HD, BN>;
     static constexpr int SMEM = 2 * C::Q_BYTES + 3 * C::K_BYTES + 3 * C::VRAW_BYTES + 2 * C::VT_BYTES + 128 * 4;
 };
 
 }  // namespace fp8ov
 
-template <int HD, int ACC>
+template <int HD, int ACC, int BN>
 __global__ void __launch_bounds__(256) k_prefill_fp8_ov(bf16 *out, const bf16 *q, const uint8_t *kc, const uint8_t *vc,
                                                        const int32_t *qstart, const int32_t *pos_arr, const int32_t *btab,
                                                        int max_blocks, int n_kv, int G, int bs, int window, float scale,
                                                        const float *scales, int n_every) {
-    using C = fp8pf::cfg<HD>;
-    constexpr int BN = C::BN, ROWS = 128;
+    using C = fp8pf::cfg<HD, BN>;
+    constexpr int ROWS = 128;
+    constexpr bool NARROW = ACC == 0 && BN < fp8pf::cfg<HD>::BN;  // (two-level on 64-key tiles: P·V in 64-column chunks too)
     extern __shared__ __align__(128) uint8_t fp8ov_smem[];
     uint8_t *Qs = fp8ov_smem, *Ks = Qs + 2 * C::Q_BYTES, *Vr = Ks + 3 * C::K_BYTES, *Vt = Vr + 3 * C::VRAW_BYTES;
     float *qscale_s = (float *)(Vt + 2 * C::VT_BYTES);
@@ -58,7 +59,7 @@ __global__ void __launch_bounds__(256) k_prefill_fp8_ov(bf16 *out, const bf16 *q
     const uint8_t *qw = Qs + (warp >> 2) * C::Q_BYTES;  // this warpgroup's 64 rows
 
     auto issue = [&](int t) {  // tile t's copies into stage t % 3 (an empty group past the last tile)
-        if (t <= t1) fp8pf::load_tile<HD>(Ks + (t % 3) * C::K_BYTES, Vr + (t % 3) * C::VRAW_BYTES, kc, vc, bt, t, p_last, n_kv, g, bs, tid, 256);
+        if (t <= t1) fp8pf::load_tile<HD, BN>(Ks + (t % 3) * C::K_BYTES, Vr + (t % 3) * C::VRAW_BYTES, kc, vc, bt, t, p_last, n_kv, g, bs, tid, 256);
         cp_async_commit();
     };
     auto qk = [&](float *sacc, int t) {  // S = Q·Kᵀ(t), committed, not waited
@@ -69,7 +70,7 @@ __global__ void __launch_bounds__(256) k_prefill_fp8_ov(bf16 *out, const bf16 *q
             fp8pf::ss<BN>(sacc, wgmma_desc(qw + kk * 256, 128, HD * 8), wgmma_desc(kt + kk * 256, 128, HD * 8), kk > 0);
         wgmma_commit();
     };
-    auto transpose = [&](int t) { fp8pf::transpose_v<HD>(Vr + (t % 3) * C::VRAW_BYTES, Vt + (t % 2) * C::VT_BYTES, warp, lane, 8); };
+    auto transpose = [&](int t) { fp8pf::transpose_v<HD, BN>(Vr + (t % 3) * C::VRAW_BYTES, Vt + (t % 2) * C::VT_BYTES, warp, lane, 8); };
 
     // prologue: tiles t0 and t0+1 copied, Q·Kᵀ(t0) complete, Vᵀ(t0) transposed
     issue(t0);
@@ -78,7 +79,7 @@ __global__ void __launch_bounds__(256) k_prefill_fp8_ov(bf16 *out, const bf16 *q
     fence_proxy_async();  // Q (stores) and K (cp.async) visible to the wgmma
     __syncthreads();      // qscale_s and every thread's copies
     rw.scales(qscale_s, warp, rr, kscale, scale);
-    fp8pf::acc_state<HD, ACC, true> a;  // (two-level: P·V in 64-column chunks, T 32 registers)
+    fp8pf::acc_state<HD, ACC, NARROW> a;
     a.init();
     float sa[BN / 2], sb[BN / 2];
     qk(sa, t0);
@@ -96,7 +97,7 @@ __global__ void __launch_bounds__(256) k_prefill_fp8_ov(bf16 *out, const bf16 *q
             transpose(t + 1);
             fence_proxy_async();
         }
-        fp8pf::softmax_pv<HD, ACC>(s_cur, t, t0, t1, n_every, c, rw.sc, rw.lo, rw.pos, a.m, a.l, a.o, a.tacc, Vt + (t % 2) * C::VT_BYTES);
+        fp8pf::softmax_pv<HD, ACC, BN>(s_cur, t, t0, t1, n_every, c, rw.sc, rw.lo, rw.pos, a.m, a.l, a.o, a.tacc, Vt + (t % 2) * C::VT_BYTES);
         wgmma_wait<0>();  // (softmax_pv waited already; this orders S_next's registers for the compiler)
         fp8pf::fence_acc<BN>(s_next);
         cp_async_wait<0>();
