@@ -309,6 +309,27 @@ __device__ __forceinline__ void store_rows(bf16 *out, const float *acc, float (&
     }
 }
 
+// A CTA's share of the prefill (sequence blockIdx.x, query tile blockIdx.y): its query tokens
+// [q0, q0 + tok_per_cta) of the sequence's n_q (rows = tokens × the KV head's G heads), the last
+// one's position p_last, and the KV tiles [t0, t1] they attend (window start of the first token
+// to the last one's position). begin() returns false for a tile past the sequence's queries.
+struct cta_tiles {
+    int t_begin, n_q, tok_per_cta, q0, p_last, t0, t1;
+    __device__ __forceinline__ bool begin(const int32_t *qstart, const int32_t *pos_arr, int rows, int G, int window, int bn) {
+        t_begin = qstart[blockIdx.x];
+        n_q = qstart[blockIdx.x + 1] - t_begin;
+        tok_per_cta = rows / G;
+        q0 = blockIdx.y * tok_per_cta;
+        if (q0 >= n_q) return false;
+        const int last_tok = min(q0 + tok_per_cta, n_q) - 1, p_first = pos_arr[t_begin + q0];
+        p_last = pos_arr[t_begin + last_tok];
+        const int k_lo = window > 0 && p_first - window + 1 > 0 ? p_first - window + 1 : 0;
+        t0 = k_lo / bn;
+        t1 = p_last / bn;
+        return true;
+    }
+};
+
 }  // namespace fp8pf
 
 // ACC: 0 two-level, 1 every:N (n_every), 2 single. NWG: warpgroups per CTA, each with its own
@@ -325,11 +346,11 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(bf16 *out, const bf16
     extern __shared__ __align__(128) uint8_t fp8pf_smem[];
     uint8_t *Qs = fp8pf_smem, *Ks = Qs + NWG * C::Q_BYTES, *Vr = Ks + 2 * C::K_BYTES, *Vt = Vr + 2 * C::VRAW_BYTES;
     float *qscale_s = (float *)(Vt + C::VT_BYTES);
-    const int s = blockIdx.x, tile = blockIdx.y, g = blockIdx.z, tid = threadIdx.x;
+    const int s = blockIdx.x, g = blockIdx.z, tid = threadIdx.x;
     const int warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
-    const int t_begin = qstart[s], n_q = qstart[s + 1] - t_begin;
-    const int tok_per_cta = ROWS / G, q0 = tile * tok_per_cta;
-    if (q0 >= n_q) return;
+    fp8pf::cta_tiles ct = {};
+    if (!ct.begin(qstart, pos_arr, ROWS, G, window, BN)) return;
+    const int t_begin = ct.t_begin, n_q = ct.n_q, tok_per_cta = ct.tok_per_cta, q0 = ct.q0, p_last = ct.p_last, t0 = ct.t0, t1 = ct.t1;
     const int n_heads = n_kv * G;
 
     // ---- Q: per-(token, head) scale amax/448, e4m3, into the core-matrix layout (2 threads a row)
@@ -338,10 +359,6 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(bf16 *out, const bf16
     fp8pf::rows2 rw;
     rw.setup(warp, rr, q0, n_q, tok_per_cta, G, t_begin, pos_arr, window);
     const float kscale = scales[g], vscale = scales[KV_MAX_HEADS + g];
-    const int last_tok = min(q0 + tok_per_cta, n_q) - 1;
-    const int p_first = pos_arr[t_begin + q0], p_last = pos_arr[t_begin + last_tok];
-    const int k_lo = window > 0 && p_first - window + 1 > 0 ? p_first - window + 1 : 0;
-    const int t0 = k_lo / BN, t1 = p_last / BN;
     const int32_t *bt = btab + (size_t)s * max_blocks;
 
     // cp.async of tile t's K and raw V rows into stage st (an empty group past the last tile)

@@ -40,21 +40,17 @@ __global__ void __launch_bounds__(256) k_prefill_fp8_ov(bf16 *out, const bf16 *q
     extern __shared__ __align__(128) uint8_t fp8ov_smem[];
     uint8_t *Qs = fp8ov_smem, *Ks = Qs + 2 * C::Q_BYTES, *Vr = Ks + 3 * C::K_BYTES, *Vt = Vr + 3 * C::VRAW_BYTES;
     float *qscale_s = (float *)(Vt + 2 * C::VT_BYTES);
-    const int s = blockIdx.x, tile = blockIdx.y, g = blockIdx.z, tid = threadIdx.x;
+    const int s = blockIdx.x, g = blockIdx.z, tid = threadIdx.x;
     const int warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
-    const int t_begin = qstart[s], n_q = qstart[s + 1] - t_begin;
-    const int tok_per_cta = ROWS / G, q0 = tile * tok_per_cta;
-    if (q0 >= n_q) return;
+    fp8pf::cta_tiles ct = {};
+    if (!ct.begin(qstart, pos_arr, ROWS, G, window, BN)) return;
+    const int t_begin = ct.t_begin, n_q = ct.n_q, tok_per_cta = ct.tok_per_cta, q0 = ct.q0, p_last = ct.p_last, t0 = ct.t0, t1 = ct.t1;
     const int n_heads = n_kv * G;
 
     fp8pf::load_q<HD>(Qs, qscale_s, q, tid, q0, n_q, tok_per_cta, t_begin, n_heads, g, G);
     fp8pf::rows2 rw;
     rw.setup(warp, rr, q0, n_q, tok_per_cta, G, t_begin, pos_arr, window);
     const float kscale = scales[g], vscale = scales[KV_MAX_HEADS + g];
-    const int last_tok = min(q0 + tok_per_cta, n_q) - 1;
-    const int p_first = pos_arr[t_begin + q0], p_last = pos_arr[t_begin + last_tok];
-    const int k_lo = window > 0 && p_first - window + 1 > 0 ? p_first - window + 1 : 0;
-    const int t0 = k_lo / BN, t1 = p_last / BN;
     const int32_t *bt = btab + (size_t)s * max_blocks;
     const uint8_t *qw = Qs + (warp >> 2) * C::Q_BYTES;  // this warpgroup's 64 rows
 

@@ -48,15 +48,11 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_ws(bf16 *out, const bf16
     extern __shared__ __align__(128) uint8_t fp8ws_smem[];
     uint8_t *Qs = fp8ws_smem, *Ks = Qs + 2 * C::Q_BYTES, *Vr = Ks + 2 * C::K_BYTES, *Vt = Vr + 2 * C::VRAW_BYTES;
     float *qscale_s = (float *)(Vt + 2 * C::VT_BYTES);
-    const int s = blockIdx.x, tile = blockIdx.y, g = blockIdx.z;
-    const int t_begin = qstart[s], n_q = qstart[s + 1] - t_begin;
-    const int tok_per_cta = ROWS / G, q0 = tile * tok_per_cta;
-    if (q0 >= n_q) return;  // (the whole CTA, before any barrier)
+    const int s = blockIdx.x, g = blockIdx.z;
+    fp8pf::cta_tiles ct = {};
+    if (!ct.begin(qstart, pos_arr, ROWS, G, window, BN)) return;  // (the whole CTA, before any barrier)
+    const int t_begin = ct.t_begin, n_q = ct.n_q, tok_per_cta = ct.tok_per_cta, q0 = ct.q0, p_last = ct.p_last, t0 = ct.t0, t1 = ct.t1;
     const int n_heads = n_kv * G;
-    const int last_tok = min(q0 + tok_per_cta, n_q) - 1;
-    const int p_first = pos_arr[t_begin + q0], p_last = pos_arr[t_begin + last_tok];
-    const int k_lo = window > 0 && p_first - window + 1 > 0 ? p_first - window + 1 : 0;
-    const int t0 = k_lo / BN, t1 = p_last / BN;
 
     if (threadIdx.x < 128) {  // ---- producer: copies and the V transpose, two stages ahead at most
         fp8ws::reg_dealloc<40>();
