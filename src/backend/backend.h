@@ -107,7 +107,7 @@ struct backend_ops {
     void (*gather_rows)(struct backend *b, void *out /*[n_logits][dim]*/, const void *x /*[n_tokens][dim]*/,
                         int dim, const struct batch *bt);
     // Optional fused ops (NULL: the forward pass composes them from the ops above; the CUDA
-    // backend offers them unless OCTET_FUSE=0). Same numbers as the composition.
+    // backend's run decode steps in one launch unless OCTET_FUSE=0). Same numbers as the composition.
     // q, k, v = x · wqᵀ, x · wkᵀ, x · wvᵀ (one pass over x).
     void (*matmul_qkv)(struct backend *b, void *q /*[n][wq.rows]*/, void *k /*[n][wk.rows]*/, void *v /*[n][wv.rows]*/,
                        const void *x /*[n][wq.cols]*/, const struct weight *wq, const struct weight *wk,

@@ -2,8 +2,8 @@
 // upload), batch metadata upload, GEMMs through cuBLASLt (handle and workspace owned
 // here, plans cached per shape; decode-sized products, n <= 8, on the skinny GEMM of
 // cuda_gemv.cuh), and the elementwise kernels (get_rows, rmsnorm, rope,
-// silu_mul, add, gather_rows); by default (OCTET_FUSE=0: off) also the fused projections
-// (matmul_qkv, matmul_add, matmul_swiglu). Activations are BF16; math inside kernels is f32
+// silu_mul, add, gather_rows) and the fused projections (matmul_qkv, matmul_add,
+// matmul_swiglu: one launch for decode steps unless OCTET_FUSE=0). Activations are BF16; math inside kernels is f32
 // (RoPE angles in f64, as the CPU computes them, so long positions agree).
 #include <math.h>
 #include <stdio.h>
@@ -389,10 +389,13 @@ static void cu_matmul(struct backend *b, void *out, const void *x, const struct 
     gemm(cb_of(b), out, CUDA_R_16BF, x, w, n);
 }
 
-// ---------------------------------------------------------------- fused projections (default; OCTET_FUSE=0 off)
+// ---------------------------------------------------------------- fused projections
 // Decode steps (n <= 8) run one skinny-GEMM launch with the add or SwiGLU in its epilogue; other
-// steps, the batch-invariant mode and shapes the skinny GEMM does not take compose the unfused ops.
-static bool fused_fast(struct cuda_backend *c, int n) { return n <= 8 && gemv_enabled() && !cuda_identity_mode(c); }
+// steps, OCTET_FUSE=0, the batch-invariant mode and shapes the skinny GEMM does not take compose
+// the unfused ops.
+static bool fused_fast(struct cuda_backend *c, int n) {
+    return n <= 8 && cuda_fuse_mode() && gemv_enabled() && !cuda_identity_mode(c);
+}
 
 static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, const void *x, const struct weight *wq,
                           const struct weight *wk, const struct weight *wv, int n) {
@@ -515,15 +518,12 @@ static const struct backend_ops cuda_ops = {
     .silu_mul = cu_silu_mul,
     .add = cu_add,
     .gather_rows = cu_gather_rows,
-    .matmul_qkv = nullptr,     // the fused ops: cuda_ops_fused (OCTET_FUSE=0 keeps this table)
-    .matmul_add = nullptr,
-    .matmul_swiglu = nullptr,
+    .matmul_qkv = cu_matmul_qkv,
+    .matmul_add = cu_matmul_add,
+    .matmul_swiglu = cu_matmul_swiglu,
     .logits = cu_logits,
     .kv_budget_default = cu_kv_budget_default,
 };
-
-// The same table with the fused projection ops (the default; OCTET_FUSE=0 composes the plain ops).
-static struct backend_ops cuda_ops_fused;
 
 bool cuda_fuse_mode(void) {
     static const bool on = cuda_env_int("OCTET_FUSE", 1) != 0;
@@ -545,13 +545,6 @@ extern "C" struct backend *backend_cuda_create(int device_index) {
     struct cuda_backend *c = (struct cuda_backend *)calloc(1, sizeof *c);
     if (!c) { err_set(OCT_ENOMEM, "cuda: out of memory"); return nullptr; }
     c->base.ops = &cuda_ops;
-    if (cuda_fuse_mode()) {
-        cuda_ops_fused = cuda_ops;
-        cuda_ops_fused.matmul_qkv = cu_matmul_qkv;
-        cuda_ops_fused.matmul_add = cu_matmul_add;
-        cuda_ops_fused.matmul_swiglu = cu_matmul_swiglu;
-        c->base.ops = &cuda_ops_fused;
-    }
     c->device = device_index;
     c->workspace_bytes = 32u << 20;
     cudaDeviceProp prop;
