@@ -539,7 +539,7 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     if (n_splits > 1 && !arrive) launch_combine(c, out, bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart);
 }
 
-// Identity mode (kernel lab, OCTET_IDENTITY=1): every query row, decode or prefill, runs the
+// Identity mode (--batch-invariant; OCTET_IDENTITY=1 forces it): every query row, decode or prefill, runs the
 // decode kernel's arithmetic with splits at absolute block positions (IDENTITY_SPLIT blocks
 // each, as many as the block table is wide), always through the combine. A prefill row is a
 // pseudo-sequence of its own (context = its position + 1, block table of its sequence), so a
@@ -684,8 +684,10 @@ static void launch_prefill_fp8_nwg(struct cuda_backend *c, void *out, const void
                                    const struct attn_params *p, const float *sc, const struct batch *bt) {
     if constexpr (NWG == 3 && HD > 64) {  // overlapped: `single`, and two-level at d128; the others spill: the default there
         if (p->fp8_accum < 0) launch_prefill_fp8_acc<HD, 2, 3>(c, out, q, l, G, p->softmax_scale, sc, bt, 0);
-        else if (HD == 128 && (p->fp8_accum == 0 || p->fp8_accum == 1)) launch_prefill_fp8_acc<HD, 0, (HD == 128 ? 3 : 2)>(c, out, q, l, G, p->softmax_scale, sc, bt, 1);
-        else launch_prefill_fp8_nwg<HD, 2>(c, out, q, l, G, p, sc, bt);
+        else if constexpr (HD == 128) {
+            if (p->fp8_accum <= 1) launch_prefill_fp8_acc<HD, 0, 3>(c, out, q, l, G, p->softmax_scale, sc, bt, 1);
+            else launch_prefill_fp8_nwg<HD, 2>(c, out, q, l, G, p, sc, bt);
+        } else launch_prefill_fp8_nwg<HD, 2>(c, out, q, l, G, p, sc, bt);
     } else {
         if (p->fp8_accum == 0 || p->fp8_accum == 1) launch_prefill_fp8_acc<HD, 0, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, 1);
         else if (p->fp8_accum > 1) launch_prefill_fp8_acc<HD, 1, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, p->fp8_accum);
