@@ -34,6 +34,8 @@
 #          OCTET_IDENTITY=1 (the --batch-invariant kernels), OCTET_FUSE=0 (decode GEMMs without
 #          their fused add, SwiGLU and Q|K|V, and the separate split combine), OCTET_DECODE_T=0,
 #          OCTET_COMBINE_SKIP=1;
+#   (OCTET_LAB_OPS, OCTET_LAB_DEPTH and OCTET_LAB_FP8 replace the ops, depth and fp8prefill WG/WS
+#   lists, so a call can run only the variants it needs: each ops run takes about a minute)
 #   golden OCTET_PDL=1 and OCTET_FUSE=0; pd the unfused ops; fp8prefill OCTET_FP8_WG=1 and
 #          OCTET_FP8_WS=1, and two-level and single under OCTET_FP8_OV=1; model OCTET_GEMV=0, OCTET_PDL=1 and OCTET_FUSE=0.
 set -u
@@ -76,7 +78,7 @@ if has ops; then
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
   if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks and the lab variant must be right too
-    for v in OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_WS=1 OCTET_FP8_OV=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_DECODE_T=0 OCTET_COMBINE_SKIP=1; do
+    for v in ${OCTET_LAB_OPS-OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_WS=1 OCTET_FP8_OV=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_DECODE_T=0 OCTET_COMBINE_SKIP=1}; do
       env $v "$BIN/gpu/test_cuda_ops" "$OUT/ops_${v#OCTET_}.json" > "$OUT/ops_${v#OCTET_}.log" 2>&1
       say "ops vs cpu ($v): $(tail -n 1 "$OUT/ops_${v#OCTET_}.log")"
     done
@@ -185,7 +187,7 @@ if has fp8prefill; then
           --fp8-attention-accumulation $acc --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
       done
       # kernel lab: one consumer warpgroup per CTA (the previous kernel); the warp-specialised kernel
-      for v in ${OCTET_LAB:+WG=1 WS=1}; do
+      for v in ${OCTET_LAB:+${OCTET_LAB_FP8-WG=1 WS=1}}; do
         env OCTET_FP8_$v "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype fp8 \
           --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 | sed "s/\"accumulation\":\"two-level\"/\"accumulation\":\"two-level $v\"/" >> "$OUT/fp8prefill.jsonl"
       done
@@ -237,7 +239,7 @@ fi
 if has depth; then  # decode at context depths, bf16 vs fp8 in one process, measured in turn (paired), with the
   # server's table width (128k): where fp8 starts to pay (the ITL study's break-even) without the server;
   # OCTET_LAB adds split-plan variants and, with ncu present, per-kernel times of one decode step at depth 4096
-  for v in default ${OCTET_LAB:+OCTET_COMBINE_SKIP=1 OCTET_DECODE_T=0 OCTET_DECODE_MIN_SPLIT=0}; do
+  for v in default ${OCTET_LAB:+${OCTET_LAB_DEPTH-OCTET_COMBINE_SKIP=1 OCTET_DECODE_T=0 OCTET_DECODE_MIN_SPLIT=0}}; do
     run_variant "$v" "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype auto,fp8 \
       --pp 512 --tg 32 --reps 5 --depth 256,1024,4096,16384 2>>"$OUT/depth.log" | grep '^{' \
       | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/depth.jsonl"
