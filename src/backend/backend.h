@@ -118,6 +118,10 @@ struct backend_ops {
     // gate = silu(x · w_gateᵀ) ⊙ (x · w_upᵀ); up [n][w_up.rows] may be overwritten.
     void (*matmul_swiglu)(struct backend *b, void *gate /*[n][w_gate.rows]*/, void *up /*[n][w_up.rows]*/,
                           const void *x /*[n][w_gate.cols]*/, const struct weight *w_gate, const struct weight *w_up, int n);
+    // rope(q, n_heads), rope(k, l->n_kv_heads) and kv_write(l, k, v) in one pass (Q and K roped in place).
+    void (*rope_kv_write)(struct backend *b, void *q /*[n_tokens][n_heads][hd]*/, void *k /*[n_tokens][n_kv][hd]*/,
+                          const void *v /*[n_tokens][n_kv][hd]*/, int n_heads, const struct rope_table *rt,
+                          struct kv_layer *l, const struct batch *bt);
     // host_out = x · wᵀ in f32 (the logits of the sampled rows), synchronous.
     void (*logits)(struct backend *b, float *host_out /*[n][w.rows]*/, const void *x /*[n][w.cols]*/,
                    const struct weight *w, int n);

@@ -96,14 +96,18 @@ int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, 
             op->matmul(b, f->k, f->xn, &w->wk, n);                   // [n][n_kv*hd]
             op->matmul(b, f->v, f->xn, &w->wv, n);
         }
-        op->rope(b, f->q, c->n_heads, c->head_dim, &f->rope, bt);
-        op->rope(b, f->k, c->n_kv_heads, c->head_dim, &f->rope, bt);
+        if (op->rope_kv_write) {                                     // RoPE, then quantize into the pages
+            op->rope_kv_write(b, f->q, f->k, f->v, c->n_heads, &f->rope, &kv->layers[l], bt);
+        } else {
+            op->rope(b, f->q, c->n_heads, c->head_dim, &f->rope, bt);
+            op->rope(b, f->k, c->n_kv_heads, c->head_dim, &f->rope, bt);
+            op->kv_write(b, &kv->layers[l], f->k, f->v, bt);
+        }
         if (f->probe) {
             TRY(probe(f, l, PROBE_Q, f->q, n, c->n_heads * c->head_dim));
             TRY(probe(f, l, PROBE_K, f->k, n, c->n_kv_heads * c->head_dim));
             TRY(probe(f, l, PROBE_V, f->v, n, c->n_kv_heads * c->head_dim));
         }
-        op->kv_write(b, &kv->layers[l], f->k, f->v, bt);             // quantize into the pages
         op->attention(b, f->att, f->q, &kv->layers[l], &ap, bt);
         proj_add(f, f->att, &w->wo, n);                              // x += att · woᵀ
         op->rmsnorm(b, f->xn, f->x, &w->ffn_norm, n, c->norm_eps);

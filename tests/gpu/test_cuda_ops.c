@@ -502,6 +502,103 @@ TEST(fused_projections) {
     fused_case(37);
 }
 
+// rmsnorm at row widths of every path: 16-byte runs with few threads (64: stories260K), one
+// run a thread (4096 above), two (8192), the strided loop (100: not whole runs; 20000: past
+// 16384); in place at 8192, as the final norm runs.
+TEST(rmsnorm_shapes) {
+    const int dims[4] = {64, 100, 8192, 20000}, n = 3;
+    for (int k = 0; k < 4; k++) {
+        int dim = dims[k];
+        struct weight wn[2] = {make_weight(1, dim, 1.0f), make_weight(1, dim, 1.0f)};
+        memcpy((void *)wn[1].data, wn[0].data, (size_t)dim * 2);
+        float *x = rand_vec((size_t)n * dim, 2.0f), *res[2];
+        struct backend *bs[2] = {cpu, gpu};
+        for (int i = 0; i < 2; i++) {
+            struct backend *b = bs[i];
+            CHECK_OK(b->ops->weight_upload(b, &wn[i]));
+            void *dx = to_dev(b, x, (size_t)n * dim), *o = dim == 8192 ? dx : b->ops->alloc(b, (size_t)n * dim * 4);
+            b->ops->rmsnorm(b, o, dx, &wn[i], n, 1e-5f);
+            res[i] = to_host(b, o, (size_t)n * dim);
+            CHECK_OK(b->ops->sync(b));
+            if (o != dx) b->ops->free(b, o);
+            b->ops->free(b, dx);
+            b->ops->weight_release(b, &wn[i]);
+        }
+        char name[64];
+        snprintf(name, sizeof name, "rmsnorm [%d x %d]%s", n, dim, dim == 8192 ? " in place" : "");
+        record(name, nmse(res[1], res[0], (size_t)n * dim), 1e-4, NULL);
+        free(res[0]); free(res[1]); free(x); free((void *)wn[0].data); free((void *)wn[1].data);
+    }
+}
+
+// rope_kv_write (RoPE on Q and K and kv_write in one launch) vs the GPU's rope, rope, kv_write on
+// the same inputs: Q, K and both caches' bytes identical, for every cache type, full and partial
+// RoPE (neox and interleaved pairs), K offsets, a decode token and a 37-token chunk.
+static void rope_kv_case(enum dtype dt, int n_rot, bool neox, bool offsets, int n_tok) {
+    const int hd = 128, n_heads = 32, n_kv = 8, bs = 16, max_blocks = 64;
+    struct tb *t = malloc(sizeof *t);
+    int nq[1] = {n_tok}, ctx[1] = {700};
+    make_batch(t, 1, nq, ctx, bs, max_blocks);
+    struct rope_config rc = {.theta = 500000, .n_rot = n_rot, .neox = neox, .scaling = ROPE_SCALING_LLAMA3, .factor = 8,
+                             .orig_max_pos = 8192, .low_freq_factor = 1, .high_freq_factor = 4};
+    struct rope_table rt;
+    rope_table_init(&rt, &rc);
+    float *q = rand_vec((size_t)n_tok * n_heads * hd, 2.0f), *k = rand_vec((size_t)n_tok * n_kv * hd, 3.0f);
+    float *v = rand_vec((size_t)n_tok * n_kv * hd, 2.0f), *ko = offsets ? rand_vec((size_t)n_kv * hd, 1.0f) : NULL;
+    size_t bytes = (size_t)max_blocks * n_kv * bs * hd * dtype_size(dt);
+    char *pages[2][2];
+    float *qo[2], *kout[2];
+    CHECK_OK(gpu->ops->batch_begin(gpu, &t->b));
+    for (int i = 0; i < 2; i++) {  // 0: the three ops; 1: the fused op
+        struct kv_layer L = {.dtype = dt, .n_kv_heads = n_kv, .head_dim = hd, .kv_block_tokens = bs, .n_blocks = max_blocks};
+        for (int h = 0; h < n_kv; h++) { L.k_scale[h] = 0.5f + 0.25f * h; L.v_scale[h] = 0.125f * (h + 1); }
+        L.k_offset = ko;
+        L.k = gpu->ops->alloc(gpu, bytes);
+        L.v = gpu->ops->alloc(gpu, bytes);
+        char *zero = calloc(1, bytes);
+        gpu->ops->upload(gpu, L.k, zero, bytes);
+        gpu->ops->upload(gpu, L.v, zero, bytes);
+        free(zero);
+        void *dq = to_dev(gpu, q, (size_t)n_tok * n_heads * hd), *dk = to_dev(gpu, k, (size_t)n_tok * n_kv * hd);
+        void *dv = to_dev(gpu, v, (size_t)n_tok * n_kv * hd);
+        if (i == 0) {
+            gpu->ops->rope(gpu, dq, n_heads, hd, &rt, &t->b);
+            gpu->ops->rope(gpu, dk, n_kv, hd, &rt, &t->b);
+            gpu->ops->kv_write(gpu, &L, dk, dv, &t->b);
+        } else {
+            gpu->ops->rope_kv_write(gpu, dq, dk, dv, n_heads, &rt, &L, &t->b);
+        }
+        qo[i] = to_host(gpu, dq, (size_t)n_tok * n_heads * hd);
+        kout[i] = to_host(gpu, dk, (size_t)n_tok * n_kv * hd);
+        for (int kv = 0; kv < 2; kv++) {
+            pages[i][kv] = malloc(bytes);
+            gpu->ops->download(gpu, pages[i][kv], kv ? L.v : L.k, bytes);
+        }
+        CHECK_OK(gpu->ops->sync(gpu));
+        gpu->ops->free(gpu, dq); gpu->ops->free(gpu, dk); gpu->ops->free(gpu, dv);
+        gpu->ops->free(gpu, L.k); gpu->ops->free(gpu, L.v);
+    }
+    int diff = memcmp(qo[0], qo[1], (size_t)n_tok * n_heads * hd * 4) != 0;
+    diff += memcmp(kout[0], kout[1], (size_t)n_tok * n_kv * hd * 4) != 0;
+    diff += memcmp(pages[0][0], pages[1][0], bytes) != 0;
+    diff += memcmp(pages[0][1], pages[1][1], bytes) != 0;
+    char name[128];
+    snprintf(name, sizeof name, "rope_kv_write = rope, rope, kv_write (%s, n_rot %d%s%s, %d tokens)", dtype_name(dt), n_rot,
+             neox ? " neox" : "", offsets ? ", K offsets" : "", n_tok);
+    record(name, diff, 0, NULL);
+    for (int i = 0; i < 2; i++) { free(qo[i]); free(kout[i]); free(pages[i][0]); free(pages[i][1]); }
+    free(q); free(k); free(v); free(ko); free(t);
+}
+TEST(rope_kv_write_fused) {
+    enum dtype dts[4] = {DT_BF16, DT_E4M3, DT_E5M2, DT_F32};
+    for (int d = 0; d < 4; d++) {
+        rope_kv_case(dts[d], 128, false, false, 1);
+        rope_kv_case(dts[d], 64, true, false, 37);
+    }
+    rope_kv_case(DT_E4M3, 128, true, true, 37);
+    rope_kv_case(DT_E5M2, 96, false, true, 1);
+}
+
 int main(int argc, char **argv) {
     setenv("OCTET_CUDA_GRAPHS", "0", 1);  // raw ops, no forward pass: nothing to capture
     cpu = backend_cpu_create(0);
@@ -515,6 +612,8 @@ int main(int argc, char **argv) {
     RUN(gemm_rows_invariant);
     RUN(prefill_decode_identity);
     RUN(fused_projections);
+    RUN(rmsnorm_shapes);
+    RUN(rope_kv_write_fused);
     if (argc > 1) json_dump_file(report, argv[1], JSON_INDENT(1));
     json_decref(report);
     gpu->ops->destroy(gpu);

@@ -1,4 +1,5 @@
-// cuda_attention.cu — kv_write (quantize into the pages, bytes identical to the CPU's),
+// cuda_attention.cu — kv_write (quantize into the pages, bytes identical to the CPU's; also fused
+// with RoPE on Q and K as rope_kv_write),
 // paged decode attention (flash-decoding: split-KV across CTAs + a combine kernel; the
 // query heads of one KV head processed together; FP8 widened in registers) and paged
 // prefill attention (tiled over query tokens and key blocks, causal, windows), plus a
@@ -52,6 +53,21 @@ __device__ static uint8_t to_fp8(float x, float scale, __nv_fp8_interpretation_t
     return (uint8_t)__nv_cvt_float_to_fp8(y, __NV_SATFINITE, kind);
 }
 
+// One element pair's K and V into the pages at dst (cache element index): ko_d is the K offset of
+// the element's channel (subtracted in f32, as the CPU does, before an FP8 store) or NULL.
+__device__ __forceinline__ void kv_store(void *kc, void *vc, size_t dst, bf16 kb, bf16 vb, int dt, float ks, float vs,
+                                         const float *ko_d) {
+    float kv = __bfloat162float(kb), vv = __bfloat162float(vb);
+    if (ko_d && (dt == DT_E4M3 || dt == DT_E5M2)) kv = __fsub_rn(kv, *ko_d);
+    switch (dt) {
+    case DT_F32: ((float *)kc)[dst] = kv; ((float *)vc)[dst] = vv; break;
+    case DT_F16: ((__half *)kc)[dst] = __float2half_rn(kv); ((__half *)vc)[dst] = __float2half_rn(vv); break;
+    case DT_BF16: ((bf16 *)kc)[dst] = kb; ((bf16 *)vc)[dst] = vb; break;
+    case DT_E4M3: ((uint8_t *)kc)[dst] = to_fp8(kv, ks, __NV_E4M3); ((uint8_t *)vc)[dst] = to_fp8(vv, vs, __NV_E4M3); break;
+    case DT_E5M2: ((uint8_t *)kc)[dst] = to_fp8(kv, ks, __NV_E5M2); ((uint8_t *)vc)[dst] = to_fp8(vv, vs, __NV_E5M2); break;
+    }
+}
+
 // ko: [n_kv][hd] K offsets subtracted (in f32, as the CPU does) before an FP8 store, or NULL
 __global__ void k_kv_write(void *kc, void *vc, const bf16 *k, const bf16 *v, const int32_t *slot, int n_tokens,
                            int n_kv, int hd, int bs, int dt, const float *ks, const float *vs, const float *ko) {
@@ -62,15 +78,41 @@ __global__ void k_kv_write(void *kc, void *vc, const bf16 *k, const bf16 *v, con
     int s = slot[t];
     if (s < 0) return;
     size_t dst = (((size_t)(s / bs) * n_kv + h) * bs + s % bs) * hd + d;
-    float kv = __bfloat162float(k[idx]), vv = __bfloat162float(v[idx]);
-    if (ko && (dt == DT_E4M3 || dt == DT_E5M2)) kv = __fsub_rn(kv, ko[h * hd + d]);
-    switch (dt) {
-    case DT_F32: ((float *)kc)[dst] = kv; ((float *)vc)[dst] = vv; break;
-    case DT_F16: ((__half *)kc)[dst] = __float2half_rn(kv); ((__half *)vc)[dst] = __float2half_rn(vv); break;
-    case DT_BF16: ((bf16 *)kc)[dst] = k[idx]; ((bf16 *)vc)[dst] = v[idx]; break;
-    case DT_E4M3: ((uint8_t *)kc)[dst] = to_fp8(kv, ks[h], __NV_E4M3); ((uint8_t *)vc)[dst] = to_fp8(vv, vs[h], __NV_E4M3); break;
-    case DT_E5M2: ((uint8_t *)kc)[dst] = to_fp8(kv, ks[h], __NV_E5M2); ((uint8_t *)vc)[dst] = to_fp8(vv, vs[h], __NV_E5M2); break;
+    kv_store(kc, vc, dst, k[idx], v[idx], dt, ks[h], vs[h], ko ? ko + h * hd + d : nullptr);
+}
+
+// RoPE on Q and K and kv_write in one launch (a decode step's three small kernels a layer become
+// one): one thread per (token, head of Q then K, pair of dims). Pairs below half are the rotated
+// ones (as k_rope: (i, i + half) or (2i, 2i + 1)); the rest cover the dims past n_rot two at a time.
+// A K head's thread stores its two K and V elements as k_kv_write does (kv_store), so the pages
+// get the same bytes as rope, rope, kv_write.
+__global__ void k_rope_kv_write(bf16 *q /*[n_tokens][n_heads][hd]*/, bf16 *k /*[n_tokens][n_kv][hd]*/, const bf16 *v, void *kc,
+                                void *vc, const int32_t *pos, const int32_t *slot, const double *inv_freq, int n_tokens, int n_heads,
+                                int n_kv, int hd, int half, int neox, float attn_factor, int bs, int dt, const float *ks,
+                                const float *vs, const float *ko) {
+    const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    const int pairs = hd / 2, nh = n_heads + n_kv;
+    if (idx >= (long)n_tokens * nh * pairs) return;
+    const int j = (int)(idx % pairs), h = (int)(idx / pairs % nh), t = (int)(idx / pairs / nh);
+    const bool is_k = h >= n_heads;
+    bf16 *hv = is_k ? k + ((size_t)t * n_kv + (h - n_heads)) * hd : q + ((size_t)t * n_heads + h) * hd;
+    int a, b;
+    if (j < half) {
+        a = neox ? j : 2 * j;
+        b = neox ? j + half : 2 * j + 1;
+        rope_pair(hv[a], hv[b], pos[t], inv_freq[j], attn_factor);
+    } else {
+        a = 2 * j;  // (2·half = n_rot: the dims past the rotated ones)
+        b = a + 1;
     }
+    if (!is_k) return;
+    const int s = slot[t], kh = h - n_heads;
+    if (s < 0) return;
+    const size_t base = (((size_t)(s / bs) * n_kv + kh) * bs + s % bs) * hd;
+    const bf16 *vh = v + ((size_t)t * n_kv + kh) * hd;
+    const float *kof = ko ? ko + (size_t)kh * hd : nullptr;
+    kv_store(kc, vc, base + a, hv[a], vh[a], dt, ks[kh], vs[kh], kof ? kof + a : nullptr);
+    kv_store(kc, vc, base + b, hv[b], vh[b], dt, ks[kh], vs[kh], kof ? kof + b : nullptr);
 }
 
 // Per-layer scales live in constant-sized device arrays owned by this file (uploaded when
@@ -145,6 +187,29 @@ extern "C" void cuda_kv_write(struct backend *b, struct kv_layer *l, const void 
                                                                   bt->n_tokens, l->n_kv_heads, l->head_dim, l->kv_block_tokens,
                                                                   (int)l->dtype, sc, sc + KV_MAX_HEADS, ko);
     CUDA_LAUNCHED(c, "kv_write");
+}
+
+extern "C" void cuda_rope_kv_write(struct backend *b, void *q, void *k, const void *v, int n_heads, const struct rope_table *rt,
+                                   struct kv_layer *l, const struct batch *bt) {
+    struct cuda_backend *c = (struct cuda_backend *)b;
+    if (CUDA_SKIP(c) || !bt->n_tokens) return;
+    if (!cuda_fuse_mode()) {  // OCTET_FUSE=0: the three ops
+        b->ops->rope(b, q, n_heads, l->head_dim, rt, bt);
+        b->ops->rope(b, k, l->n_kv_heads, l->head_dim, rt, bt);
+        cuda_kv_write(b, l, k, v, bt);
+        return;
+    }
+    float *sc = layer_scales(c, l);
+    if (!sc) return;
+    const float *ko = layer_offsets(c, l);
+    if (l->k_offset && !ko) return;
+    const double *freqs = cuda_rope_freqs(c, rt);
+    if (!freqs) return;
+    long n = (long)bt->n_tokens * (n_heads + l->n_kv_heads) * (l->head_dim / 2);
+    k_rope_kv_write<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>(
+        (bf16 *)q, (bf16 *)k, (const bf16 *)v, l->k, l->v, c->cb.pos, c->cb.slot, freqs, bt->n_tokens, n_heads, l->n_kv_heads,
+        l->head_dim, rt->n_rot / 2, rt->neox, rt->attn_factor, l->kv_block_tokens, (int)l->dtype, sc, sc + KV_MAX_HEADS, ko);
+    CUDA_LAUNCHED(c, "rope + kv_write");
 }
 
 // ---------------------------------------------------------------- decode (split-KV)
@@ -250,10 +315,11 @@ __global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf
 
 // Combines the splits of one (sequence, query head): weights exp(m_i − M) computed once
 // into shared memory by the whole CTA; then blockDim.x / hd groups of hd threads each sum
-// every ngrp-th split for one output dim, and group 0 adds the groups' sums. skip (kernel lab,
-// OCTET_COMBINE_SKIP=1; not yet run on a GPU): splits of weight 0 — empty ones, which short
-// contexts leave most of in a grid planned for the table's width — are not read (their terms are
-// 0·0, so the sums are unchanged).
+// every ngrp-th split for one output dim, and group 0 adds the groups' sums. skip (the default;
+// OCTET_COMBINE_SKIP=0 turns it off): splits of weight 0 — empty ones, which short contexts leave
+// most of in a grid planned for the table's width — are not read (their terms are 0·0, so the
+// sums are unchanged). On the H200 at depth 4096 (ncu, dummy:llama-3.1-8b) the combine took
+// 6.19 -> 4.91 us (bf16) and 6.64 -> 5.06 us (fp8) a layer (bench/NOTES.md, session 14).
 __global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd, int n_splits, int skip) {
     pdl_trigger();  // the output projection's GEMM may launch (it waits for this grid's results)
     extern __shared__ float w[];  // [n_splits] weights, then [ngrp][hd] partial sums
@@ -443,7 +509,7 @@ static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_
     while (groups > 1 && groups * hd > 1024) groups--;
     int threads = (groups * hd + 31) / 32 * 32;  // whole warps; the kernel uses threads / hd groups
     size_t smem = ((size_t)n_splits + (size_t)(threads / hd) * hd) * sizeof(float);
-    static const int skip = cuda_env_int("OCTET_COMBINE_SKIP", 0) == 1;
+    static const int skip = cuda_env_int("OCTET_COMBINE_SKIP", 1) != 0;
     k_combine<<<dim3(n_seqs, n_heads), threads, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits, skip);
     CUDA_LAUNCHED(c, "attention combine");
 }

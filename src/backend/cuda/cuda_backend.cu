@@ -197,12 +197,36 @@ __global__ void k_get_rows(bf16 *out, const bf16 *table, const int32_t *ids, int
 
 // k_rmsnorm, k_silu_mul and the attention kernels (which a decode GEMM follows) call
 // pdl_trigger() first: with OCTET_PDL=1 the GEMM after them launches early (cuda_pdl.cuh).
-__global__ void k_rmsnorm(bf16 *out, const bf16 *x, const bf16 *w, int dim, float eps) {
+// One CTA a row. Rows of 16-byte runs (dim % 8 == 0, aligned, dim <= 16 * blockDim.x): each
+// thread loads its <= RMS_VEC runs of x and of the weight at once and keeps them in registers,
+// so a row costs one memory latency, not one per loop trip. (The strided loop it replaces took
+// 14.7 us a row in a decode step of dummy:llama-3.1-8b on the H200, 0.95 ms of the 5.7 ms
+// step; bench/NOTES.md, session 14.) Other shapes take the strided loop.
+#define RMS_VEC 2
+__global__ void __launch_bounds__(1024) k_rmsnorm(bf16 *out, const bf16 *x, const bf16 *w, int dim, float eps) {
     pdl_trigger();
     const bf16 *xr = x + (size_t)blockIdx.x * dim;
-    bf16 *o = out + (size_t)blockIdx.x * dim;
+    bf16 *o = out + (size_t)blockIdx.x * dim;  // (may be x itself: a thread writes only what it read)
+    const int runs = dim / 8;
+    const bool vec = (dim & 7) == 0 && runs <= RMS_VEC * (int)blockDim.x && !(((uintptr_t)xr | (uintptr_t)o | (uintptr_t)w) & 15);
     float ss = 0;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) { float v = __bfloat162float(xr[i]); ss += v * v; }
+    uint4 xv[RMS_VEC], wv[RMS_VEC];
+    if (vec) {
+#pragma unroll
+        for (int u = 0; u < RMS_VEC; u++) {
+            const int i = threadIdx.x + u * blockDim.x;
+            if (i < runs) { xv[u] = ((const uint4 *)xr)[i]; wv[u] = ((const uint4 *)w)[i]; }
+        }
+#pragma unroll
+        for (int u = 0; u < RMS_VEC; u++) {
+            if (threadIdx.x + u * blockDim.x >= runs) continue;
+            const __nv_bfloat162 *p = (const __nv_bfloat162 *)&xv[u];
+#pragma unroll
+            for (int e = 0; e < 4; e++) { float2 f = __bfloat1622float2(p[e]); ss += f.x * f.x + f.y * f.y; }
+        }
+    } else {
+        for (int i = threadIdx.x; i < dim; i += blockDim.x) { float v = __bfloat162float(xr[i]); ss += v * v; }
+    }
     __shared__ float red[32];
     for (int s = 16; s > 0; s >>= 1) ss += __shfl_xor_sync(0xffffffff, ss, s);
     if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
@@ -214,8 +238,25 @@ __global__ void k_rmsnorm(bf16 *out, const bf16 *x, const bf16 *w, int dim, floa
     }
     __syncthreads();
     float r = rsqrtf(red[0] / dim + eps);
-    for (int i = threadIdx.x; i < dim; i += blockDim.x)
-        o[i] = __float2bfloat16_rn(__bfloat162float(xr[i]) * r * __bfloat162float(w[i]));
+    if (vec) {
+#pragma unroll
+        for (int u = 0; u < RMS_VEC; u++) {
+            const int i = threadIdx.x + u * blockDim.x;
+            if (i >= runs) continue;
+            const __nv_bfloat162 *xp = (const __nv_bfloat162 *)&xv[u], *wp = (const __nv_bfloat162 *)&wv[u];
+            uint4 ov;
+            __nv_bfloat162 *op = (__nv_bfloat162 *)&ov;
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float2 a = __bfloat1622float2(xp[e]), g = __bfloat1622float2(wp[e]);
+                op[e] = __floats2bfloat162_rn(a.x * r * g.x, a.y * r * g.y);
+            }
+            ((uint4 *)o)[i] = ov;
+        }
+    } else {
+        for (int i = threadIdx.x; i < dim; i += blockDim.x)
+            o[i] = __float2bfloat16_rn(__bfloat162float(xr[i]) * r * __bfloat162float(w[i]));
+    }
 }
 
 // One thread per (token, head, pair). Angles in double, as the CPU backend.
@@ -227,14 +268,9 @@ __global__ void k_rope(bf16 *x, const int32_t *pos, const double *inv_freq, int 
     int i = (int)(idx % half);
     long th = idx / half;
     int t = (int)(th / n_heads);
-    double s, cs;
-    sincos((double)pos[t] * inv_freq[i], &s, &cs);
-    float c = (float)cs * attn_factor, sn = (float)s * attn_factor;
     bf16 *hv = x + th * head_dim;
     int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-    float x0 = __bfloat162float(hv[a]), x1 = __bfloat162float(hv[b]);
-    hv[a] = __float2bfloat16_rn(x0 * c - x1 * sn);
-    hv[b] = __float2bfloat16_rn(x0 * sn + x1 * c);
+    rope_pair(hv[a], hv[b], pos[t], inv_freq[i], attn_factor);
 }
 
 __global__ void k_silu_mul(bf16 *out, const bf16 *g, const bf16 *u, long n) {
@@ -267,21 +303,31 @@ static void cu_get_rows(struct backend *b, void *out, const struct weight *table
 static void cu_rmsnorm(struct backend *b, void *out, const void *x, const struct weight *w, int n, float eps) {
     struct cuda_backend *c = cb_of(b);
     if (CUDA_SKIP(c) || !n) return;
-    k_rmsnorm<<<n, 256, 0, c->stream>>>((bf16 *)out, (const bf16 *)x, (const bf16 *)w->dev, (int)w->cols, eps);
+    // whole warps, RMS_VEC runs a thread: 256 threads at dim 4096; 1024 from dim 16384 (past it, the strided loop)
+    const int runs = (int)(w->cols / 8), threads = runs / RMS_VEC >= 1024 ? 1024 : (runs / RMS_VEC + 31) / 32 * 32;
+    k_rmsnorm<<<n, threads < 32 ? 32 : threads, 0, c->stream>>>((bf16 *)out, (const bf16 *)x, (const bf16 *)w->dev, (int)w->cols, eps);
     CUDA_LAUNCHED(c, "rmsnorm");
+}
+
+const double *cuda_rope_freqs(struct cuda_backend *c, const struct rope_table *rt) {
+    if (c->rope_host != rt) {  // one table per model: upload once
+        if (!c->d_inv_freq && cuda_fail(c, cudaMalloc((void **)&c->d_inv_freq, ROPE_MAX_PAIRS * sizeof(double)), "cudaMalloc")) return nullptr;
+        if (cuda_fail(c, cudaMemcpyAsync(c->d_inv_freq, rt->inv_freq, rt->n_rot / 2 * sizeof(double), cudaMemcpyHostToDevice, c->stream),
+                      "rope table"))
+            return nullptr;
+        c->rope_host = rt;
+    }
+    return c->d_inv_freq;
 }
 
 static void cu_rope(struct backend *b, void *x, int n_heads, int head_dim, const struct rope_table *rt, const struct batch *bt) {
     struct cuda_backend *c = cb_of(b);
     if (CUDA_SKIP(c) || !bt->n_tokens) return;
     int half = rt->n_rot / 2;
-    if (c->rope_host != rt) {  // one table per model: upload once
-        if (!c->d_inv_freq && cuda_fail(c, cudaMalloc((void **)&c->d_inv_freq, ROPE_MAX_PAIRS * sizeof(double)), "cudaMalloc")) return;
-        if (cuda_fail(c, cudaMemcpyAsync(c->d_inv_freq, rt->inv_freq, half * sizeof(double), cudaMemcpyHostToDevice, c->stream), "rope table")) return;
-        c->rope_host = rt;
-    }
+    const double *freqs = cuda_rope_freqs(c, rt);
+    if (!freqs) return;
     long total = (long)bt->n_tokens * n_heads * half;
-    k_rope<<<blocks_for(total, 256), 256, 0, c->stream>>>((bf16 *)x, c->cb.pos, c->d_inv_freq, bt->n_tokens, n_heads, head_dim,
+    k_rope<<<blocks_for(total, 256), 256, 0, c->stream>>>((bf16 *)x, c->cb.pos, freqs, bt->n_tokens, n_heads, head_dim,
                                                           half, rt->neox, rt->attn_factor);
     CUDA_LAUNCHED(c, "rope");
 }
@@ -521,6 +567,7 @@ static const struct backend_ops cuda_ops = {
     .matmul_qkv = cu_matmul_qkv,
     .matmul_add = cu_matmul_add,
     .matmul_swiglu = cu_matmul_swiglu,
+    .rope_kv_write = cuda_rope_kv_write,
     .logits = cu_logits,
     .kv_budget_default = cu_kv_budget_default,
 };

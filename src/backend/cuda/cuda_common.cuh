@@ -116,10 +116,28 @@ static inline int cuda_env_int(const char *name, int unset) {
 // GEMMs and decode-kernel attention for every query row, so prefill and decode give identical
 // numbers (cuda_gemm_inv.cuh, cuda_attention.cu).
 bool cuda_identity_mode(const struct cuda_backend *c);
-// Fused projections (cuda_backend.cu) and the split combine inside the decode kernel
-// (cuda_decode_mma.cuh): on by default, OCTET_FUSE=0 turns them off.
+// Fused projections (cuda_backend.cu), RoPE + kv_write in one launch (cuda_attention.cu) and the
+// split combine inside the decode kernel (cuda_decode_mma.cuh): on by default, OCTET_FUSE=0 turns
+// them off.
 bool cuda_fuse_mode(void);
 
+// RoPE of one pair (x0, x1) at position pos with the pair's inverse frequency: the angle in double,
+// as the CPU backend (k_rope and k_rope_kv_write share it, so their numbers agree).
+__device__ __forceinline__ void rope_pair(bf16 &x0, bf16 &x1, int pos, double inv_freq, float attn_factor) {
+    double s, cs;
+    sincos((double)pos * inv_freq, &s, &cs);
+    const float c = (float)cs * attn_factor, sn = (float)s * attn_factor;
+    const float a = __bfloat162float(x0), b = __bfloat162float(x1);
+    x0 = __float2bfloat16_rn(a * c - b * sn);
+    x1 = __float2bfloat16_rn(a * sn + b * c);
+}
+// The device copy of a rope table's inverse frequencies (uploaded when the table changes), or NULL
+// after latching an error.
+const double *cuda_rope_freqs(struct cuda_backend *c, const struct rope_table *rt);
+
 extern "C" void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt);
+// q and k roped in place (as rope on each) and k, v written into l's pages (as kv_write): one launch
+extern "C" void cuda_rope_kv_write(struct backend *b, void *q, void *k, const void *v, int n_heads, const struct rope_table *rt,
+                                   struct kv_layer *l, const struct batch *bt);
 extern "C" void cuda_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,
                                const struct attn_params *p, const struct batch *bt);
