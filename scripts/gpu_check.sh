@@ -14,7 +14,7 @@
 # sweep on dummy:llama-3.1-8b (slopes, intercepts); load = throughput under load (24 requests);
 # depth = decode ms/token at depths 256-16384, bf16 vs fp8 measured in turn in one process (their
 # paired difference), with a 128k block table (as the ITL study's server has); step = ncu kernel
-# times of one captured decode step summed by kernel (depths 256 and 4096, bf16 and fp8). itl,
+# times of one captured decode step summed by kernel (depths 256 and 4096, or STEP_DEPTHS; bf16 and fp8). itl,
 # load, depth and step are not in the default list (about 2.5, 5, 1.5 and 3 minutes); prof = ncu sections (throughput, occupancy, warp stalls) of the decode kernel at
 # B=1 L=128k and L=4k, bf16 vs fp8, and of the FP8 prefill at 16k (about 1 minute, opt-in);
 # model = whole-model pp64/tg64 on dummy:llama-3.1-8b, also with --batch-invariant
@@ -260,7 +260,7 @@ if has step; then  # where a decode step's time goes: ncu kernel times of the la
   # run (every kernel, summed by name) at depths 256 and 4096, bf16 and fp8 (about 3 minutes, opt-in)
   if command -v ncu >/dev/null; then
     for dt in auto fp8; do
-      for d in 256 4096; do
+      for d in ${STEP_DEPTHS:-256 4096}; do
         ncu --clock-control none --print-units base --metrics gpu__time_duration.sum --csv "$BIN/octet" bench model \
           --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype $dt --pp 1 --tg 3 --reps 1 \
           --depth $d > "$OUT/step_${dt}_d$d.csv" 2>>"$OUT/step.log"
