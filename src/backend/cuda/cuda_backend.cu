@@ -332,53 +332,6 @@ static void cu_rope(struct backend *b, void *x, int n_heads, int head_dim, const
     CUDA_LAUNCHED(c, "rope");
 }
 
-// ---------------------------------------------------------------- L2 prefetch (kernel lab)
-// OCTET_L2_PREFETCH=1 (2: with an evict-last policy): in decode steps the output projection's
-// weight is prefetched into L2 on a side stream while RoPE, kv_write and the attention run (at
-// short contexts they leave DRAM idle for ~15 us a layer), so its GEMM reads it from L2. Each of
-// 64 one-warp CTAs issues bulk prefetches (cp.async.bulk.prefetch, the TMA unit: nothing waits
-// for them) of one slice, so 64 SMs' TMA units share the work.
-static int l2_prefetch_mode(void) {
-    static const int m = cuda_env_int("OCTET_L2_PREFETCH", 0);
-    return m;
-}
-
-__global__ void k_l2_prefetch(const char *p /*[bytes]*/, size_t bytes, size_t chunk, int evict_last) {
-    uint64_t pol = 0;
-    if (evict_last) asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(pol));
-    const size_t o = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * chunk;
-    if (o >= bytes) return;
-    const uint32_t n = (uint32_t)(bytes - o < chunk ? bytes - o : chunk);
-    if (evict_last) asm volatile("cp.async.bulk.prefetch.L2.global.L2::cache_hint [%0], %1, %2;" ::"l"(p + o), "r"(n), "l"(pol) : "memory");
-    else asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + o), "r"(n) : "memory");
-}
-
-static void cu_prefetch(struct backend *b, const struct weight *w) {
-    struct cuda_backend *c = cb_of(b);
-    const size_t bytes = (size_t)w->rows * w->cols * 2;
-    if (CUDA_SKIP(c) || !l2_prefetch_mode() || !w->dev || c->cb.n_tokens > 8 || bytes % 16 || c->side_pending) return;
-    if (!c->side && (cuda_fail(c, cudaStreamCreateWithFlags(&c->side, cudaStreamNonBlocking), "cudaStreamCreate") ||
-                     cuda_fail(c, cudaEventCreateWithFlags(&c->ev_fork, cudaEventDisableTiming), "cudaEventCreate") ||
-                     cuda_fail(c, cudaEventCreateWithFlags(&c->ev_join, cudaEventDisableTiming), "cudaEventCreate")))
-        return;
-    if (cuda_fail(c, cudaEventRecord(c->ev_fork, c->stream), "prefetch fork") ||
-        cuda_fail(c, cudaStreamWaitEvent(c->side, c->ev_fork, 0), "prefetch fork"))
-        return;
-    const int ctas = 64, threads = 32;
-    const size_t chunk = (bytes / (ctas * threads) + 15) / 16 * 16;
-    k_l2_prefetch<<<ctas, threads, 0, c->side>>>((const char *)w->dev, bytes, chunk, l2_prefetch_mode() == 2);
-    if (CUDA_LAUNCHED(c, "L2 prefetch")) return;
-    if (!cuda_fail(c, cudaEventRecord(c->ev_join, c->side), "prefetch join")) c->side_pending = true;
-}
-
-// The main stream waits for the side stream's prefetch (before the next GEMM, and before a
-// captured step ends: every forked stream must rejoin).
-static void side_join(struct cuda_backend *c) {
-    if (!c->side_pending) return;
-    c->side_pending = false;
-    cuda_fail(c, cudaStreamWaitEvent(c->stream, c->ev_join, 0), "prefetch join");
-}
-
 static void cu_silu_mul(struct backend *b, void *out, const void *g, const void *u, int64_t n) {
     struct cuda_backend *c = cb_of(b);
     if (CUDA_SKIP(c) || !n) return;
@@ -479,7 +432,6 @@ static void gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, con
 }
 
 static void cu_matmul(struct backend *b, void *out, const void *x, const struct weight *w, int n) {
-    side_join(cb_of(b));
     gemm(cb_of(b), out, CUDA_R_16BF, x, w, n);
 }
 
@@ -494,7 +446,6 @@ static bool fused_fast(struct cuda_backend *c, int n) {
 static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, const void *x, const struct weight *wq,
                           const struct weight *wk, const struct weight *wv, int n) {
     struct cuda_backend *c = cb_of(b);
-    side_join(c);
     if (CUDA_SKIP(c) || !n) return;
     bf16 *const outs[3] = {(bf16 *)q, (bf16 *)k, (bf16 *)v};
     const bf16 *const ws[3] = {(const bf16 *)wq->dev, (const bf16 *)wk->dev, (const bf16 *)wv->dev};
@@ -511,7 +462,6 @@ static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, const vo
 
 static void cu_matmul_add(struct backend *b, void *x, void *scratch, const void *in, const struct weight *w, int n) {
     struct cuda_backend *c = cb_of(b);
-    side_join(c);
     if (CUDA_SKIP(c) || !n) return;
     if (fused_fast(c, n) && gemv_fused_launch<GEMV_ADD>(c->stream, (bf16 *)x, (const bf16 *)in, (const bf16 *)w->dev, nullptr,
                                                         w->rows, w->cols, n)) {
@@ -525,7 +475,6 @@ static void cu_matmul_add(struct backend *b, void *x, void *scratch, const void 
 static void cu_matmul_swiglu(struct backend *b, void *gate, void *up, const void *x, const struct weight *wg, const struct weight *wu,
                              int n) {
     struct cuda_backend *c = cb_of(b);
-    side_join(c);
     if (CUDA_SKIP(c) || !n) return;
     if (fused_fast(c, n) && wg->rows == wu->rows && wg->cols == wu->cols &&
         gemv_fused_launch<GEMV_SWIGLU>(c->stream, (bf16 *)gate, (const bf16 *)x, (const bf16 *)wg->dev, (const bf16 *)wu->dev,
@@ -540,7 +489,6 @@ static void cu_matmul_swiglu(struct backend *b, void *gate, void *up, const void
 
 static void cu_logits(struct backend *b, float *host_out, const void *x, const struct weight *w, int n) {
     struct cuda_backend *c = cb_of(b);
-    side_join(c);
     size_t need = (size_t)n * w->rows;
     if (c->replaying) {
         c->replaying = false;
@@ -580,7 +528,6 @@ static void cu_destroy(struct backend *b) {
     if (c->lt) cublasLtDestroy(c->lt);
     cudaFree(c->workspace); cudaFree(c->d_meta); cudaFree(c->d_inv_freq); cudaFree(c->d_part); cudaFree(c->d_logits);
     cudaFree(c->d_pseudo); cudaFree(c->d_arrive);
-    if (c->side) { cudaStreamSynchronize(c->side); cudaStreamDestroy(c->side); cudaEventDestroy(c->ev_fork); cudaEventDestroy(c->ev_join); }
     if (c->h_meta) cudaFreeHost(c->h_meta);
     if (c->h_stage) cudaFreeHost(c->h_stage);
     cudaStreamDestroy(c->stream);
@@ -621,7 +568,6 @@ static const struct backend_ops cuda_ops = {
     .matmul_add = cu_matmul_add,
     .matmul_swiglu = cu_matmul_swiglu,
     .rope_kv_write = cuda_rope_kv_write,
-    .prefetch = cu_prefetch,
     .logits = cu_logits,
     .kv_budget_default = cu_kv_budget_default,
 };

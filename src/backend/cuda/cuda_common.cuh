@@ -84,11 +84,6 @@ struct cuda_backend {
     bool fixed_plan;            // decode step: split-KV plan from the table width, not the contexts
     struct decode_graph *cur;
     unsigned meta_gen;          // bumped when the metadata buffer moves (graphs then go stale)
-    // L2 weight prefetch (kernel lab, OCTET_L2_PREFETCH): a side stream forked from `stream` and
-    // joined back before the next GEMM
-    cudaStream_t side;
-    cudaEvent_t ev_fork, ev_join;
-    bool side_pending;
 };
 
 // Ops return at once when an error is latched or a captured graph replays the step.
