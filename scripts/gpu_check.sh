@@ -250,7 +250,7 @@ if has depth; then  # decode at context depths, bf16 vs fp8 in one process, meas
       for dt in auto fp8; do
         run_variant "$v" ncu --clock-control none --print-units base -k regex:'k_decode|k_combine' -c 64 --metrics gpu__time_duration.sum \
           --csv "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype $dt \
-          --pp 1 --tg 2 --reps 1 --depth 4096 > "$OUT/ncu_${v%%=*}_$dt.csv" 2>>"$OUT/depth.log"
+          --pp 1 --tg 2 --reps 1 --depth 4096 > "$OUT/ncu_${v/=/-}_$dt.csv" 2>>"$OUT/depth.log"
       done
     done
     python3 "$REPORT" ncu_times "$OUT"/ncu_*_auto.csv "$OUT"/ncu_*_fp8.csv | tee -a "$summary"
