@@ -487,12 +487,38 @@ static void cu_matmul_swiglu(struct backend *b, void *gate, void *up, const void
     cu_silu_mul(b, gate, gate, up, (int64_t)n * wg->rows);
 }
 
+// OCTET_STEP_TIMING=1 (a measurement switch): where a replayed decode step's wall time goes — the
+// graph on the GPU, the logits' copy to the host, and the GPU's idle time since the previous
+// step's copy (the host's sampling, scheduling, metadata upload and graph launch).
+static bool step_timing(void) {
+    static const bool on = cuda_env_int("OCTET_STEP_TIMING", 0) == 1;
+    return on;
+}
+
+static void step_timing_done(struct cuda_backend *c) {  // after the step's copy completed
+    float g = 0, cp = 0, idle = 0;
+    if (cudaEventElapsedTime(&g, c->tev[0], c->tev[1]) != cudaSuccess || cudaEventElapsedTime(&cp, c->tev[1], c->tev[2]) != cudaSuccess)
+        return;
+    c->t_graph += g;
+    c->t_copy += cp;
+    c->t_n++;
+    if (c->t_n > 1 && cudaEventElapsedTime(&idle, c->tev[3], c->tev[0]) == cudaSuccess) { c->t_idle += idle; c->t_idle_n++; }
+    cudaEvent_t t = c->tev[3];  // this step's copy event is the next step's "previous"
+    c->tev[3] = c->tev[2];
+    c->tev[2] = t;
+}
+
 static void cu_logits(struct backend *b, float *host_out, const void *x, const struct weight *w, int n) {
     struct cuda_backend *c = cb_of(b);
     size_t need = (size_t)n * w->rows;
+    bool timed = false;
     if (c->replaying) {
         c->replaying = false;
+        if (step_timing() && !c->tev[0])
+            for (int i = 0; i < 4; i++) cudaEventCreate(&c->tev[i]);
+        timed = step_timing() && c->tev[0] && cudaEventRecord(c->tev[0], c->stream) == cudaSuccess;
         cuda_fail(c, cudaGraphLaunch(c->cur->exec, c->stream), "graph launch");
+        if (timed) cudaEventRecord(c->tev[1], c->stream);
     } else {
         if (!c->capturing && (c->error || !cuda_reserve(c, &c->d_logits, &c->logits_cap, need))) return;
         if (!c->error) gemm(c, c->d_logits, CUDA_R_32F, x, w, n);  // f32 logits: no bf16 rounding of near-ties
@@ -514,7 +540,8 @@ static void cu_logits(struct backend *b, float *host_out, const void *x, const s
     }
     if (c->error) return;
     CUDA_OK(c, cudaMemcpyAsync(host_out, c->d_logits, need * sizeof(float), cudaMemcpyDeviceToHost, c->stream));
-    CUDA_OK(c, cudaStreamSynchronize(c->stream));
+    if (timed) cudaEventRecord(c->tev[2], c->stream);
+    if (CUDA_OK(c, cudaStreamSynchronize(c->stream)) && timed) step_timing_done(c);
 }
 
 // ---------------------------------------------------------------- table
@@ -522,6 +549,10 @@ static void cu_logits(struct backend *b, float *host_out, const void *x, const s
 static void cu_destroy(struct backend *b) {
     struct cuda_backend *c = cb_of(b);
     cudaStreamSynchronize(c->stream);
+    if (c->t_n)
+        fprintf(stderr, "cuda step timing: %d replayed decode steps: graph %.3f ms, logits copy %.3f ms, GPU idle before a step %.3f ms (means)\n",
+                c->t_n, c->t_graph / c->t_n, c->t_copy / c->t_n, c->t_idle_n ? c->t_idle / c->t_idle_n : 0.0);
+    for (int i = 0; i < 4; i++) if (c->tev[i]) cudaEventDestroy(c->tev[i]);
     for (int i = 0; i < c->n_plans; i++) plan_release(&c->plans[i]);
     c->n_plans = 0;
     for (int i = 0; i < c->n_graphs; i++) if (c->graphs[i].exec) cudaGraphExecDestroy(c->graphs[i].exec);

@@ -84,6 +84,11 @@ struct cuda_backend {
     bool fixed_plan;            // decode step: split-KV plan from the table width, not the contexts
     struct decode_graph *cur;
     unsigned meta_gen;          // bumped when the metadata buffer moves (graphs then go stale)
+    // OCTET_STEP_TIMING=1: events around each replayed decode step (start, graph done, logits
+    // copied, the previous step's copy) and their sums, printed when the backend is destroyed
+    cudaEvent_t tev[4];
+    double t_graph, t_copy, t_idle;
+    int t_n, t_idle_n;
 };
 
 // Ops return at once when an error is latched or a captured graph replays the step.
