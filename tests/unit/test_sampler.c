@@ -97,8 +97,31 @@ TEST(logprob_and_kld) {
     CHECK(logits_kld(logits, other, 6) > 0.1);
 }
 
+// logits_argmax against the one-pass definition (first index of the maximum, NaNs skipped, a
+// NaN first entry kept) on ties, signed zeros, infinities, NaNs and every length 1..40
+static int argmax_ref(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
+    return best;
+}
+TEST(argmax_matches_definition) {
+    float x[40];
+    unsigned st = 7;
+    const float special[6] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 3.0f};
+    for (int trial = 0; trial < 4000; trial++) {
+        int n = 1 + trial % 40;
+        for (int i = 0; i < n; i++) {
+            st = st * 1103515245u + 12345u;
+            unsigned r = (st >> 8) % 16;
+            x[i] = r < 6 ? special[r] : (float)(int)(r % 5) - 2.0f;  // many ties
+        }
+        CHECK_EQ_INT(logits_argmax(x, n), argmax_ref(x, n));
+    }
+}
+
 int main(void) {
     RUN(greedy_lowest_id_on_tie);
+    RUN(argmax_matches_definition);
     RUN(temperature_matches_softmax);
     RUN(filters);
     RUN(seed_reproducible);
