@@ -229,21 +229,14 @@ static int schedule(struct engine *e) {
 static void emit_token(struct engine *e, struct request *r, const float *logits, int id) {
     struct gen_event ev = {.kind = GEN_TOKEN, .token = id};
     int nv = e->m->cfg.n_vocab;
-    if (r->top_logprobs >= 0) {
-        ev.logprob = (float)logits_logprob(logits, nv, id);
+    if (r->top_logprobs >= 0) {  // one pass for the normaliser, one for the top k (was k + 1 and k·vocab·k/2)
+        float m;
+        double ls;
+        logits_log_norm(logits, nv, &m, &ls);
+        ev.logprob = (float)((double)logits[id] - m - ls);
         int k = r->top_logprobs < ENGINE_MAX_TOP_LOGPROBS ? r->top_logprobs : ENGINE_MAX_TOP_LOGPROBS;
-        // top-k by selection (k ≤ 20)
-        for (int j = 0; j < k; j++) {
-            int best = -1;
-            for (int v = 0; v < nv; v++) {
-                bool used = false;
-                for (int u = 0; u < j; u++) if (ev.top_ids[u] == v) used = true;
-                if (!used && (best < 0 || logits[v] > logits[best])) best = v;
-            }
-            ev.top_ids[j] = best;
-            ev.top_logprobs[j] = (float)logits_logprob(logits, nv, best);
-        }
-        ev.n_top = k;
+        ev.n_top = logits_top_k(logits, nv, k, ev.top_ids);
+        for (int j = 0; j < ev.n_top; j++) ev.top_logprobs[j] = (float)((double)logits[ev.top_ids[j]] - m - ls);
     }
     req_handle_push(r->h, &ev);
 }

@@ -56,11 +56,32 @@ int logits_argmax(const float *logits, int n) {
     return 0;
 }
 
-double logits_logprob(const float *logits, int n, int id) {
+void logits_log_norm(const float *logits, int n, float *max, double *log_sum) {
     float m = logits[logits_argmax(logits, n)];
     double sum = 0;
     for (int i = 0; i < n; i++) sum += exp((double)logits[i] - m);
-    return (double)logits[id] - m - log(sum);
+    *max = m;
+    *log_sum = log(sum);
+}
+
+double logits_logprob(const float *logits, int n, int id) {
+    float m;
+    double ls;
+    logits_log_norm(logits, n, &m, &ls);
+    return (double)logits[id] - m - ls;
+}
+
+int logits_top_k(const float *logits, int n, int k, int32_t *ids) {
+    if (k > n) k = n;
+    int have = 0;
+    for (int v = 0; v < n && k > 0; v++) {
+        float x = logits[v];
+        if (have == k && !(x > logits[ids[k - 1]])) continue;  // (a tie keeps the earlier id)
+        int at = have < k ? have++ : k - 1;
+        while (at > 0 && x > logits[ids[at - 1]]) { ids[at] = ids[at - 1]; at--; }
+        ids[at] = v;
+    }
+    return have;
 }
 
 double logits_kld(const float *ref, const float *x, int n) {

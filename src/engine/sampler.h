@@ -34,6 +34,12 @@ int sampler_sample(struct sampler *s, const float *logits /*[n_vocab]*/);
 
 // log-softmax of logits[id] (for logprobs and perplexity), computed in double.
 double logits_logprob(const float *logits, int n_vocab, int id);
+// The log-softmax's normaliser in two parts, as logits_logprob computes it: *max the largest
+// logit, *log_sum log Σ exp(logit − max); logprob(id) = logits[id] − *max − *log_sum.
+void logits_log_norm(const float *logits, int n_vocab, float *max, double *log_sum);
+// The ids of the k largest logits into ids[], largest first, the lower id first on ties; returns
+// min(k, n_vocab). One pass over the logits.
+int logits_top_k(const float *logits, int n_vocab, int k, int32_t *ids);
 int logits_argmax(const float *logits, int n_vocab);
 // KL(softmax(ref) || softmax(x)) over one row pair, in double (>= 0).
 double logits_kld(const float *ref, const float *x, int n_vocab);

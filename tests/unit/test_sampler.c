@@ -1,5 +1,6 @@
 // test_sampler.c — greedy, temperature, top-k, top-p, min-p and seeding.
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "../../src/base/check.h"
@@ -119,9 +120,42 @@ TEST(argmax_matches_definition) {
     }
 }
 
+// logits_top_k against selection (the largest unused logit, the lowest id on ties), k = 0..12 on
+// rows with many ties, and k past the row's length
+TEST(top_k_matches_selection) {
+    float x[30];
+    int32_t ids[16], want[16];
+    unsigned st = 11;
+    for (int trial = 0; trial < 3000; trial++) {
+        int n = 1 + trial % 30, k = trial % 13;
+        for (int i = 0; i < n; i++) {
+            st = st * 1103515245u + 12345u;
+            x[i] = (float)((st >> 8) % 7) - 3.0f;
+        }
+        int kk = k < n ? k : n;
+        for (int j = 0; j < kk; j++) {
+            int best = -1;
+            for (int v = 0; v < n; v++) {
+                bool used = false;
+                for (int u = 0; u < j; u++) used |= want[u] == v;
+                if (!used && (best < 0 || x[v] > x[best])) best = v;
+            }
+            want[j] = best;
+        }
+        CHECK_EQ_INT(logits_top_k(x, n, k, ids), kk);
+        for (int j = 0; j < kk; j++) CHECK_EQ_INT(ids[j], want[j]);
+    }
+    float m;
+    double ls;
+    logits_log_norm(logits, 6, &m, &ls);
+    CHECK(m == 3.0f);
+    CHECK((double)logits[2] - m - ls == logits_logprob(logits, 6, 2));
+}
+
 int main(void) {
     RUN(greedy_lowest_id_on_tie);
     RUN(argmax_matches_definition);
+    RUN(top_k_matches_selection);
     RUN(temperature_matches_softmax);
     RUN(filters);
     RUN(seed_reproducible);
