@@ -109,6 +109,7 @@ TEST(argmax_matches_definition) {
     float x[40];
     unsigned st = 7;
     const float special[6] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 3.0f};
+    int bad = 0;
     for (int trial = 0; trial < 4000; trial++) {
         int n = 1 + trial % 40;
         for (int i = 0; i < n; i++) {
@@ -116,8 +117,9 @@ TEST(argmax_matches_definition) {
             unsigned r = (st >> 8) % 16;
             x[i] = r < 6 ? special[r] : (float)(int)(r % 5) - 2.0f;  // many ties
         }
-        CHECK_EQ_INT(logits_argmax(x, n), argmax_ref(x, n));
+        bad += logits_argmax(x, n) != argmax_ref(x, n);
     }
+    CHECK_EQ_INT(bad, 0);
 }
 
 // logits_top_k against selection (the largest unused logit, the lowest id on ties), k = 0..12 on
@@ -126,6 +128,7 @@ TEST(top_k_matches_selection) {
     float x[30];
     int32_t ids[16], want[16];
     unsigned st = 11;
+    int bad = 0;
     for (int trial = 0; trial < 3000; trial++) {
         int n = 1 + trial % 30, k = trial % 13;
         for (int i = 0; i < n; i++) {
@@ -142,9 +145,10 @@ TEST(top_k_matches_selection) {
             }
             want[j] = best;
         }
-        CHECK_EQ_INT(logits_top_k(x, n, k, ids), kk);
-        for (int j = 0; j < kk; j++) CHECK_EQ_INT(ids[j], want[j]);
+        bad += logits_top_k(x, n, k, ids) != kk;
+        for (int j = 0; j < kk; j++) bad += ids[j] != want[j];
     }
+    CHECK_EQ_INT(bad, 0);
     float m;
     double ls;
     logits_log_norm(logits, 6, &m, &ls);
