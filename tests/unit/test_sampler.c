@@ -1,6 +1,7 @@
 // test_sampler.c — greedy, temperature, top-k, top-p, min-p and seeding.
 #include <math.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../../src/base/check.h"
@@ -156,10 +157,81 @@ TEST(top_k_matches_selection) {
     CHECK((double)logits[2] - m - ls == logits_logprob(logits, 6, 2));
 }
 
+// The sampler sorts only the likeliest candidates; this is the whole-vocabulary sort it replaced.
+// Both draw from identically seeded samplers: the ids must agree draw for draw.
+static int ref_cmp(const void *a, const void *b, void *ctx) {
+    const float *pr = ctx;
+    float pa = pr[*(const int32_t *)a], pb = pr[*(const int32_t *)b];
+    if (pa != pb) return pa < pb ? 1 : -1;
+    return *(const int32_t *)a - *(const int32_t *)b;
+}
+static int ref_sample(struct sampler *s, const float *lg) {
+    int n = s->n_vocab;
+    float m = lg[0];
+    for (int i = 1; i < n; i++) if (lg[i] > m) m = lg[i];
+    double sum = 0;
+    for (int i = 0; i < n; i++) { s->probs[i] = expf((lg[i] - m) / s->p.temperature); sum += s->probs[i]; s->idx[i] = i; }
+    for (int i = 0; i < n; i++) s->probs[i] = (float)(s->probs[i] / sum);
+    int n_keep = n;
+    if ((s->p.top_k > 0 && s->p.top_k < n) || s->p.top_p < 1 || s->p.min_p > 0) {
+        qsort_r(s->idx, (size_t)n, sizeof(int32_t), ref_cmp, s->probs);
+        if (s->p.top_k > 0 && s->p.top_k < n_keep) n_keep = s->p.top_k;
+        if (s->p.top_p < 1) {
+            double cum = 0;
+            for (int i = 0; i < n_keep; i++) { cum += s->probs[s->idx[i]]; if (cum >= s->p.top_p) { n_keep = i + 1; break; } }
+        }
+        if (s->p.min_p > 0) {
+            float thr = s->p.min_p * s->probs[s->idx[0]];
+            int k = 1;
+            while (k < n_keep && s->probs[s->idx[k]] >= thr) k++;
+            n_keep = k;
+        }
+    }
+    double total = 0;
+    for (int i = 0; i < n_keep; i++) total += s->probs[s->idx[i]];
+    double r = rng_double(&s->rng) * total, cum = 0;
+    for (int i = 0; i < n_keep; i++) { cum += s->probs[s->idx[i]]; if (r < cum) return s->idx[i]; }
+    return s->idx[n_keep - 1];
+}
+TEST(filters_match_whole_sort) {
+    enum { NV = 3000 };
+    static float lg[NV];
+    unsigned st = 5;
+    const float temps[3] = {0.3f, 1.0f, 2.5f}, tops[4] = {1.0f, 0.5f, 0.95f, 0.9999999f}, minps[3] = {0.0f, 0.05f, 1e-6f};
+    const int topks[4] = {0, 1, 40, 2999};
+    int bad = 0, cases = 0;
+    for (int c = 0; c < 3 * 4 * 3 * 4; c++) {
+        struct sampling_params p;
+        sampling_params_default(&p);
+        p.temperature = temps[c % 3];
+        p.top_p = tops[c / 3 % 4];
+        p.min_p = minps[c / 12 % 3];
+        p.top_k = topks[c / 36 % 4];
+        p.seed = (uint64_t)c;
+        struct sampler a, b;
+        CHECK_OK(sampler_init(&a, &p, NV));
+        CHECK_OK(sampler_init(&b, &p, NV));
+        for (int draw = 0; draw < 6; draw++) {
+            for (int i = 0; i < NV; i++) {  // a few large logits over a flat tail, with ties
+                st = st * 1103515245u + 12345u;
+                unsigned r = st >> 8;
+                lg[i] = r % 97 == 0 ? 8.0f + (float)(r % 5) : (float)(r % 23) * 0.25f - 3.0f;
+            }
+            bad += sampler_sample(&a, lg) != ref_sample(&b, lg);
+            cases++;
+        }
+        sampler_free(&a);
+        sampler_free(&b);
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(cases, 864);
+}
+
 int main(void) {
     RUN(greedy_lowest_id_on_tie);
     RUN(argmax_matches_definition);
     RUN(top_k_matches_selection);
+    RUN(filters_match_whole_sort);
     RUN(temperature_matches_softmax);
     RUN(filters);
     RUN(seed_reproducible);
