@@ -320,13 +320,23 @@ __global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf
 // most of in a grid planned for the table's width — are not read (their terms are 0·0, so the
 // sums are unchanged). On the H200 at depth 4096 (ncu, dummy:llama-3.1-8b) the combine took
 // 6.19 -> 4.91 us (bf16) and 6.64 -> 5.06 us (fp8) a layer (bench/NOTES.md, session 14).
-__global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd, int n_splits, int skip) {
+// dyn (kernel lab, OCTET_COMBINE_DYN=1: the DYN decode kernel ran): a sequence's busy splits follow
+// from seq_lens, window and min_split; with at most DECODE_FUSED_MAX of them the decode kernel has
+// combined them already (the CTA leaves), else only the busy ones are read.
+__global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd, int n_splits, int skip,
+                          const int32_t *seq_lens, int window, int min_split, int dyn) {
     pdl_trigger();  // the output projection's GEMM may launch (it waits for this grid's results)
     extern __shared__ float w[];  // [n_splits] weights, then [ngrp][hd] partial sums
     __shared__ float red[32];
     const int s = blockIdx.x, qh = blockIdx.y, tid = threadIdx.x, nw = blockDim.x / 32, ngrp = blockDim.x / hd;
     float *gsum = w + n_splits;
     const float *pp = part + ((size_t)s * n_heads + qh) * n_splits * (hd + 2);
+    if (dyn) {
+        const int pos = seq_lens[s] - 1, lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+        const int busy = split_busy(pos, lo, n_splits, min_split);
+        if (busy <= DECODE_FUSED_MAX) return;
+        n_splits = busy;  // (pp keeps the partials' stride)
+    }
     float mm = -INFINITY;
     for (int i = tid; i < n_splits; i += blockDim.x) mm = fmaxf(mm, pp[(size_t)i * (hd + 2)]);
     for (int o = 16; o > 0; o >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffff, mm, o));
@@ -503,14 +513,17 @@ static void plan_splits(struct cuda_backend *c, const struct kv_layer *l, int n_
 // Launches the split combine: COMBINE_GROUPS groups of HD threads sum interleaved splits
 // (so each thread's chain of dependent loads is n_splits / COMBINE_GROUPS long).
 #define COMBINE_GROUPS 4
+// dyn: after the DYN decode kernel (k_combine then needs seq_lens, window and min_split).
 static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_heads, int hd, int n_splits,
-                           const int32_t *qstart /* [n_seqs] output row of each */) {
+                           const int32_t *qstart /* [n_seqs] output row of each */, bool dyn = false,
+                           const int32_t *seq_lens = nullptr, int window = 0, int min_split = 0) {
     int groups = COMBINE_GROUPS;
     while (groups > 1 && groups * hd > 1024) groups--;
     int threads = (groups * hd + 31) / 32 * 32;  // whole warps; the kernel uses threads / hd groups
     size_t smem = ((size_t)n_splits + (size_t)(threads / hd) * hd) * sizeof(float);
     static const int skip = cuda_env_int("OCTET_COMBINE_SKIP", 1) != 0;
-    k_combine<<<dim3(n_seqs, n_heads), threads, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits, skip);
+    k_combine<<<dim3(n_seqs, n_heads), threads, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits, skip,
+                                                                   seq_lens, window, min_split, dyn);
     CUDA_LAUNCHED(c, "attention combine");
 }
 
@@ -540,6 +553,14 @@ static decode_mma_fn decode_mma_for(const struct kv_layer *l, int stages, bool f
                                  : pick_decode_mma<HD, DT_E5M2, false>(stages, tr);
 }
 
+// The DYN transposed kernel (OCTET_COMBINE_DYN=1) for a layer's cache type and ring depth (2 or 3).
+template <int HD>
+static decode_mma_fn decode_dyn_for(const struct kv_layer *l, int stages) {
+    if (l->dtype == DT_BF16) return stages == 2 ? k_decode_t<HD, DT_BF16, 2, true, true> : k_decode_t<HD, DT_BF16, 3, true, true>;
+    if (l->dtype == DT_E4M3) return stages == 2 ? k_decode_t<HD, DT_E4M3, 2, true, true> : k_decode_t<HD, DT_E4M3, 3, true, true>;
+    return stages == 2 ? k_decode_t<HD, DT_E5M2, 2, true, true> : k_decode_t<HD, DT_E5M2, 3, true, true>;
+}
+
 // Decode on the transposed kernel (keys on the MMA's M side; cuda_decode_t.cuh) by default:
 // on the H200 B=1 L=128k fp8 78.6 -> 75.4 us, B=8 L=32k 164.7 -> 157.1, bf16 1-3 % faster
 // (bench/NOTES.md, session 13). OCTET_DECODE_T=0 selects the plain kernel.
@@ -558,6 +579,11 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     const bool fuse = cuda_fuse_mode() && stages > 0, tr = decode_t_on() && stages > 0;
     if (tr && stages == 4) stages = 3;
     decode_mma_fn kern = decode_mma_for<HD>(l, stages, fuse, tr), plain = decode_mma_for<HD>(l, stages, false, tr);
+    // OCTET_COMBINE_DYN=1 (kernel lab): the transposed kernel decides the combine per sequence from
+    // its busy splits (DYN in cuda_decode_mma.cuh), for any split count
+    static const bool dyn_env = cuda_env_int("OCTET_COMBINE_DYN", 0) == 1;
+    const bool dyn = dyn_env && fuse && tr && 2 * G * DECODE_FUSED_MAX + G <= 32 * HD;
+    if (dyn) kern = decode_dyn_for<HD>(l, stages);
     size_t ring = stages ? (size_t)4 * stages * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1) : 0;
     // residency of this kernel instance (registers and shared memory decide it), asked once
     static int resident[3][5][2][2];
@@ -589,7 +615,7 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     // summing 49 splits for its 4 heads left the GPU idle behind it — B=1 L=128k took 101 us
     // instead of 78 (fp8) and 165 instead of 134 (bf16) on the H200 (bench/NOTES.md, session 13).
     int *arrive = nullptr;
-    if (fuse && n_splits > 1 && n_splits <= 16 && 2 * G * n_splits + G <= 32 * HD) {
+    if ((dyn && n_splits > 1) || (fuse && n_splits > 1 && n_splits <= DECODE_FUSED_MAX && 2 * G * n_splits + G <= 32 * HD)) {
         const size_t cap = c->arrive_cap, cnt = (size_t)bt->n_seqs * l->n_kv_heads;
         if (!cuda_reserve(c, &c->d_arrive, &c->arrive_cap, cnt)) return;
         if (c->arrive_cap != cap && cuda_fail(c, cudaMemsetAsync(c->d_arrive, 0, cnt * sizeof(int), c->stream), "cudaMemset")) return;
@@ -602,7 +628,8 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
                                          c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, scale, sc, n_splits,
                                          min_split, nullptr, 0, arrive);
     if (CUDA_LAUNCHED(c, "attention decode (mma)")) return;
-    if (n_splits > 1 && !arrive) launch_combine(c, out, bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart);
+    if (n_splits > 1 && (!arrive || (dyn && n_splits > DECODE_FUSED_MAX)))
+        launch_combine(c, out, bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart, dyn, c->cb.seq_lens, l->window, min_split);
 }
 
 // Identity mode (--batch-invariant; OCTET_IDENTITY=1 forces it): every query row, decode or prefill, runs the

@@ -130,11 +130,12 @@ __device__ __forceinline__ void pv_block(float (&o)[HD / 8][4], const uint32_t (
 }
 
 // Merges the 4 warps' (m, l, acc) of rows [0, G) through shared memory and writes either
-// the normalised output (one split) or the split's partial result. Call with all threads.
-template <int HD>
+// the normalised output (one split; DYN: one busy split, n_use == 1) or the split's partial
+// result. Call with all threads.
+template <int HD, bool DYN = false>
 __device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const float (*sm_l)[16], const float (*sm_acc)[8][HD],
                                                   int G, int t, int n_kv, int g, float vscale, bf16 *out, float *part,
-                                                  int s, int split, int n_splits) {
+                                                  int s, int split, int n_splits, int n_use = 0) {
     for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
         int h = idx / HD, d = idx % HD;
         float mm = -INFINITY;
@@ -146,7 +147,7 @@ __device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const
             aa += sm_acc[w][h][d] * f;
         }
         int qh = g * G + h;
-        if (n_splits == 1) {
+        if ((DYN ? n_use : n_splits) == 1) {
             out[((size_t)t * n_kv * G + qh) * HD + d] = __float2bfloat16_rn(ll > 0 ? aa * vscale / ll : 0.0f);
         } else {
             float *pp = part + (((size_t)s * n_kv * G + qh) * n_splits + split) * (HD + 2);
@@ -166,25 +167,27 @@ __device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const
 // the counter and merges the n_splits partials of its G heads — the same sums as k_combine's
 // (weights exp(m_i − M), then Σ acc_i·w_i / Σ l_i·w_i), in split order — so no combine launch
 // follows. scratch holds 2·G·n_splits + G floats (the caller's shared memory, free by then).
-template <int HD>
+// DYN (SPLIT_DYN below): only the first n_use of the n_splits partials exist and arrive.
+template <int HD, bool DYN = false>
 __device__ void split_arrive_combine(bf16 *out, const float *part, int *arrive, float *scratch, int t, int n_kv, int g, int G,
-                                     int s, int n_splits) {
+                                     int s, int n_splits, int n_use = 0) {
+    const int n = DYN ? n_use : n_splits;
     __shared__ int last;
     __threadfence();  // this CTA's partial is visible to the others before it arrives
     __syncthreads();
     if (threadIdx.x == 0) {
         int *cnt = arrive + (size_t)s * n_kv + g;
-        last = atomicAdd(cnt, 1) == n_splits - 1;
+        last = atomicAdd(cnt, 1) == n - 1;
         if (last) *cnt = 0;  // ready for the next launch (graph replays too)
     }
     __syncthreads();
     if (!last) return;
     __threadfence();
-    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, n = n_splits;
-    const float *base = part + ((size_t)s * n_kv * G + g * G) * n * (HD + 2);  // head h: base + h·n·(HD+2)
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const float *base = part + ((size_t)s * n_kv * G + g * G) * n_splits * (HD + 2);  // head h: base + h·n_splits·(HD+2)
     float *w = scratch, *lv = scratch + G * n, *L = scratch + 2 * G * n;
     for (int idx = tid; idx < G * n; idx += blockDim.x) {  // m and l of every (head, split), from L2
-        const float *p = base + (size_t)idx * (HD + 2);
+        const float *p = base + (size_t)(DYN ? (idx / n) * n_splits + idx % n : idx) * (HD + 2);
         w[idx] = __ldcg(p);
         lv[idx] = __ldcg(p + 1);
     }
@@ -205,7 +208,7 @@ __device__ void split_arrive_combine(bf16 *out, const float *part, int *arrive, 
     __syncthreads();
     for (int idx = tid; idx < G * HD; idx += blockDim.x) {
         const int h = idx / HD, d = idx % HD;
-        const float *p = base + (size_t)h * n * (HD + 2) + 2 + d;
+        const float *p = base + (size_t)h * n_splits * (HD + 2) + 2 + d;
         float aa = 0.0f;
 #pragma unroll 4
         for (int i = 0; i < n; i++) aa += __ldcg(p + (size_t)i * (HD + 2)) * w[h * n + i];
@@ -229,6 +232,18 @@ __device__ __forceinline__ void split_blocks(int &b0, int &b1, int pos, int lo, 
     }
 }
 
+// How many splits of the default plan hold keys of a context (last position pos, window start
+// lo): splits [0, n) are busy, the rest empty (split_blocks' plan).
+__device__ __forceinline__ int split_busy(int pos, int lo, int n_splits, int min_split) {
+    const int nb = pos / 16 - lo / 16 + 1, per_split = max((nb - 1 + n_splits) / n_splits, min_split);
+    return (nb + per_split - 1) / per_split;
+}
+// DYN decode kernels (kernel lab, OCTET_COMBINE_DYN=1; the transposed kernel): the combine is
+// decided per sequence from its busy splits — empty splits leave at once (nothing written); one
+// busy split writes the output itself; up to DECODE_FUSED_MAX are merged by the last to arrive;
+// more are left to k_combine (dyn), which reads the busy ones only.
+#define DECODE_FUSED_MAX 16
+
 // An empty split (min_split, identity mode) writes m = −inf, l = 0, acc = 0; fused (FUSED): it
 // arrives too, and the last split's CTA combines (scratch in the unused cp.async ring, which
 // holds at least 64·HD floats).
@@ -250,8 +265,9 @@ __device__ void empty_split(bf16 *out, float *part, int *arrive, int t, int n_kv
 // empty split, after writing its empty partial (and arriving, when FUSED).
 struct decode_cta {
     int pos, lo, b0, b1, t;
+    int n_use;  // DYN: the busy splits of this sequence
     float kscale, vscale;
-    template <int HD, int DT, int STAGES, bool FUSED>
+    template <int HD, int DT, int STAGES, bool FUSED, bool DYN = false>
     __device__ __forceinline__ bool begin(bf16 *out, float *part, int *arrive, const int32_t *qstart, const int32_t *seq_lens,
                                           int window, const float *scales, int n_kv, int G, int n_splits, int min_split, int abs_split) {
         const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
@@ -259,6 +275,10 @@ struct decode_cta {
         lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
         split_blocks(b0, b1, pos, lo, split, n_splits, min_split, abs_split);
         t = qstart[s];
+        if constexpr (DYN) {
+            n_use = split_busy(pos, lo, n_splits, min_split);
+            if (b0 >= b1) return false;  // empty: no partial, no arrival
+        }
         if ((min_split > 0 || abs_split > 0) && b0 >= b1) {
             empty_split<HD, STAGES, FUSED>(out, part, arrive, t, n_kv, g, G, s, split, n_splits);
             return false;

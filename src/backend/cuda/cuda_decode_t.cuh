@@ -63,7 +63,7 @@ template <int HD, int DT> struct frags {
 
 }  // namespace dect
 
-template <int HD, int DT, int STAGES, bool FUSED = false>
+template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false>
 __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                   const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                   int max_blocks, int n_kv, int G, int window, float scale,
@@ -76,7 +76,8 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, c = lane & 3;
     decode_cta cta = {};
-    if (!cta.begin<HD, DT, STAGES, FUSED>(out, part, arrive, qstart, seq_lens, window, scales, n_kv, G, n_splits, min_split, abs_split))
+    if (!cta.begin<HD, DT, STAGES, FUSED, DYN>(out, part, arrive, qstart, seq_lens, window, scales, n_kv, G, n_splits, min_split,
+                                               abs_split))
         return;
     const int pos = cta.pos, lo = cta.lo, b0 = cta.b0, b1 = cta.b1, t = cta.t;
     const float kscale = cta.kscale, vscale = cta.vscale;
@@ -221,8 +222,9 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
         }
     }
     __syncthreads();
-    merge_warps_store<HD>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits);
+    merge_warps_store<HD, DYN>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits, cta.n_use);
     if constexpr (FUSED) {
-        if (n_splits > 1) split_arrive_combine<HD>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits);
+        if (DYN ? cta.n_use > 1 && cta.n_use <= DECODE_FUSED_MAX : n_splits > 1)
+            split_arrive_combine<HD, DYN>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits, cta.n_use);
     }
 }
