@@ -1,7 +1,8 @@
 // engine.c — the engine thread and its step: admit, schedule (every request gets
 // min(tokens wanted − tokens computed, budget); prefill chunks and decode steps are the
 // same case), preempt the newest running request when blocks run out, run the batch,
-// sample, emit events, commit full blocks to the prefix cache, retire finished requests.
+// sample (the step's sequences in parallel on GPU backends), emit events, commit full blocks
+// to the prefix cache, retire finished requests.
 #include "engine.h"
 
 #include <math.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "../base/check.h"
+#include "../base/threadpool.h"
 #include "../model/forward.h"
 #include "../model/model.h"
 #include "../model/tokenizer.h"
@@ -41,6 +43,15 @@ struct engine {
     struct request **sched;         // [max_num_seqs] requests in this step
     int *sched_n;                   // tokens each gets
     float *logits;                  // [max_num_seqs][n_vocab]
+    struct sample_job *jobs;        // [max_num_seqs] the step's sequences that sample
+    struct threadpool *tp;          // samples them in parallel (NULL: one at a time)
+};
+
+// A sequence that samples this step: its logits row in, its token event (id, logprobs) out.
+struct sample_job {
+    struct request *r;
+    const float *lg;
+    struct gen_event ev;
 };
 
 void engine_options_default(struct engine_options *o) {
@@ -226,7 +237,12 @@ static int schedule(struct engine *e) {
 
 // ---- one step ----
 
-static void emit_token(struct engine *e, struct request *r, const float *logits, int id) {
+// Samples the job's token and fills its event (with logprobs when asked). Touches only the
+// request's own sampler and the read-only logits, so jobs run on any thread.
+static void sample_job_run(const struct engine *e, struct sample_job *j) {
+    struct request *r = j->r;
+    const float *logits = j->lg;
+    int id = sampler_sample(&r->sampler, logits);
     struct gen_event ev = {.kind = GEN_TOKEN, .token = id};
     int nv = e->m->cfg.n_vocab;
     if (r->top_logprobs >= 0) {  // one pass for the normaliser, one for the top k (was k + 1 and k·vocab·k/2)
@@ -236,9 +252,15 @@ static void emit_token(struct engine *e, struct request *r, const float *logits,
         ev.logprob = (float)((double)logits[id] - m - ls);
         int k = r->top_logprobs < ENGINE_MAX_TOP_LOGPROBS ? r->top_logprobs : ENGINE_MAX_TOP_LOGPROBS;
         ev.n_top = logits_top_k(logits, nv, k, ev.top_ids);
-        for (int j = 0; j < ev.n_top; j++) ev.top_logprobs[j] = (float)((double)logits[ev.top_ids[j]] - m - ls);
+        for (int t = 0; t < ev.n_top; t++) ev.top_logprobs[t] = (float)((double)logits[ev.top_ids[t]] - m - ls);
     }
-    req_handle_push(r->h, &ev);
+    j->ev = ev;
+}
+
+static void sample_task(void *ctx, int i, int thread) {
+    (void)thread;
+    struct engine *e = ctx;
+    sample_job_run(e, &e->jobs[i]);
 }
 
 static int step(struct engine *e) {
@@ -264,8 +286,9 @@ static int step(struct engine *e) {
                        .max_blocks_per_seq = e->max_blocks_per_seq, .n_logits = nl, .logits_rows = e->rows};
     int rc = forward_run(&e->fw, &e->kv, &bt, e->logits);
     if (rc < 0) return rc;
-    int li = 0, nv = e->m->cfg.n_vocab;
+    int nj = 0, nv = e->m->cfg.n_vocab;
     long long gen = 0, prompt = 0;
+    bool heavy = false;  // a draw with temperature or logprobs (greedy alone takes ~20 us)
     for (int i = 0; i < n_sched; i++) {
         struct request *r = e->sched[i];
         int before = r->n_computed;
@@ -273,12 +296,21 @@ static int step(struct engine *e) {
         if (before < r->n_prompt) prompt += (r->n_computed < r->n_prompt ? r->n_computed : r->n_prompt) - before;
         prefix_commit(e, r);
         if (r->n_computed != r->n_tokens) continue;
-        const float *lg = e->logits + (size_t)li++ * nv;
-        int id = sampler_sample(&r->sampler, lg);
+        e->jobs[nj] = (struct sample_job){.r = r, .lg = e->logits + (size_t)nj * nv};
+        heavy |= r->sampler.p.temperature > 0 || r->top_logprobs >= 0;
+        nj++;
+    }
+    // sampling over a 128k vocabulary costs ~1 ms a sequence with temperature: in parallel when
+    // several sequences draw (same draws: each has its own sampler)
+    if (e->tp && nj > 1 && heavy) threadpool_run(e->tp, nj, sample_task, e);
+    else for (int j = 0; j < nj; j++) sample_job_run(e, &e->jobs[j]);
+    for (int j = 0; j < nj; j++) {
+        struct request *r = e->jobs[j].r;
+        int id = e->jobs[j].ev.token;
         r->tokens[r->n_tokens++] = id;
         r->n_generated++;
         gen++;
-        emit_token(e, r, lg, id);
+        req_handle_push(r->h, &e->jobs[j].ev);
         const char *why = NULL;
         if (!r->ignore_eos && tokenizer_is_eog(e->m->tok, id)) why = "stop";
         else if (r->n_generated >= r->max_tokens || r->n_tokens >= e->plan.max_model_len) why = "length";
@@ -428,15 +460,22 @@ int engine_create(struct engine **out, struct model *m, const struct engine_opti
     e->btab = malloc(sizeof(int32_t) * (size_t)S * e->max_blocks_per_seq);
     e->sched = malloc(sizeof(struct request *) * S); e->sched_n = malloc(sizeof(int) * S);
     e->logits = malloc(sizeof(float) * (size_t)S * c->n_vocab);
-    if (rc == OCT_OK && (!e->tok || !e->pos || !e->slot || !e->rows || !e->qstart || !e->seq_lens || !e->btab || !e->sched || !e->sched_n || !e->logits))
+    e->jobs = malloc(sizeof(struct sample_job) * S);
+    if (rc == OCT_OK && (!e->tok || !e->pos || !e->slot || !e->rows || !e->qstart || !e->seq_lens || !e->btab || !e->sched || !e->sched_n || !e->logits || !e->jobs))
         rc = err_set(OCT_ENOMEM, "engine: out of memory for step buffers");
+    int st = o->sample_threads > 0 ? o->sample_threads : strcmp(e->b->ops->name, "cpu") ? 8 : 1;
+    if (st > S) st = S;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (o->sample_threads <= 0 && cores > 0 && st > cores) st = (int)cores;
+    if (rc == OCT_OK && st > 1) e->tp = threadpool_create(st);  // (NULL: samples one at a time)
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     if (rc == OCT_OK && pthread_create(&e->thread, NULL, engine_main, e) != 0) rc = err_set(OCT_ENOMEM, "engine: cannot start its thread");
     if (rc < 0) {
         kv_pool_free(&e->pool); kv_cache_free(&e->kv); forward_free(&e->fw); e->b->ops->destroy(e->b);
         free(e->tok); free(e->pos); free(e->slot); free(e->rows); free(e->qstart); free(e->seq_lens); free(e->btab);
-        free(e->sched); free(e->sched_n); free(e->logits);
+        free(e->sched); free(e->sched_n); free(e->logits); free(e->jobs);
+        threadpool_free(e->tp);
         free(e);
         return rc;
     }
@@ -457,7 +496,8 @@ void engine_destroy(struct engine *e) {
     forward_free(&e->fw);
     e->b->ops->destroy(e->b);
     free(e->tok); free(e->pos); free(e->slot); free(e->rows); free(e->qstart); free(e->seq_lens); free(e->btab);
-    free(e->sched); free(e->sched_n); free(e->logits);
+    free(e->sched); free(e->sched_n); free(e->logits); free(e->jobs);
+    threadpool_free(e->tp);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);

@@ -1,7 +1,8 @@
 // test_engine.c — the serving engine on stories260K: concurrent greedy requests equal the
 // same prompts run alone (runner); identical with prefix caching and chunked prefill on
 // or off; a pool small enough to force preemption loses nothing; aborts return blocks;
-// prefix-cache hits are counted; impossible requests fail cleanly.
+// prefix-cache hits are counted; impossible requests fail cleanly; seeded draws are the same
+// whether one thread or several sample a step.
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -187,6 +188,46 @@ TEST(abort_and_errors) {
     engine_destroy(e);
 }
 
+// Seeded draws with temperature, top-p and logprobs from all requests at once: the same tokens
+// and logprobs whether one thread samples the step's sequences or four do.
+static int sampled[2][N_REQ][GEN];
+static float sampled_lp[2][N_REQ][GEN];
+static int run_sampled(int threads, int slot) {
+    struct engine_options o = base_opts();
+    o.sample_threads = threads;
+    struct engine *e;
+    if (engine_create(&e, model, &o) < 0) return -1;
+    struct req_handle *h[N_REQ];
+    for (int q = 0; q < N_REQ; q++) {
+        struct gen_request g = {.prompt = prompts[q], .n_prompt = prompt_len[q], .max_tokens = GEN, .ignore_eos = true,
+                                .top_logprobs = q % 2 ? 3 : -1};
+        sampling_params_default(&g.sp);
+        g.sp.temperature = 0.9f;
+        g.sp.top_p = 0.9f;
+        g.sp.seed = 100 + (uint64_t)q;
+        if (!(h[q] = engine_submit(e, &g))) return -1;
+    }
+    int n_total = 0;
+    for (int q = 0; q < N_REQ; q++) {
+        struct gen_event ev;
+        int n = 0;
+        while (req_next(h[q], &ev, 20000) == 1 && ev.kind == GEN_TOKEN) {
+            if (n < GEN) { sampled[slot][q][n] = ev.token; sampled_lp[slot][q][n] = q % 2 ? ev.logprob : 0.0f; }
+            n++;
+        }
+        n_total += n;
+        req_release(h[q]);
+    }
+    engine_destroy(e);
+    return n_total;
+}
+TEST(parallel_sampling_same_draws) {
+    CHECK_EQ_INT(run_sampled(1, 0), N_REQ * GEN);
+    CHECK_EQ_INT(run_sampled(4, 1), N_REQ * GEN);
+    CHECK(memcmp(sampled[0], sampled[1], sizeof sampled[0]) == 0);
+    CHECK(memcmp(sampled_lp[0], sampled_lp[1], sizeof sampled_lp[0]) == 0);
+}
+
 int main(void) {
     if (model_load(&model, SHARED_MODEL("stories260K.gguf")) < 0) { fprintf(stderr, "%s\n", err_msg()); return 1; }
     make_prompts();
@@ -195,6 +236,7 @@ int main(void) {
     RUN(prefix_cache_hits);
     RUN(preemption_loses_nothing);
     RUN(abort_and_errors);
+    RUN(parallel_sampling_same_draws);
     model_free(model);
     return test_summary("engine");
 }
