@@ -153,21 +153,52 @@ static int filter(struct sampler *s, int n, float p_max) {
     }
 }
 
+// e^x for x <= 0 (0 below -87, where floats stop being normal; NaN stays NaN), in arithmetic the
+// compiler vectorises: e^x = 2^k · e^r with k = round(x·log2 e), r = x − k·ln 2 in two parts
+// (Cody and Waite) so that r is exact to float precision, and e^r (|r| <= 0.35) by its Taylor
+// series to r^6. Relative error below 2.5e-7 over [-87, 0] (the test holds it).
+static inline float exp_nonpos(float x) {
+    float k = floorf(x * 1.44269504088896341f + 0.5f);
+    float r = x - k * 0.693145751953125f;
+    r = r - k * 1.428606765330187e-06f;
+    float p = 1.3888889e-3f;
+    p = p * r + 8.3333333e-3f;
+    p = p * r + 4.1666667e-2f;
+    p = p * r + 1.6666667e-1f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    k = k > -126.0f ? k : -126.0f;  // (NaN too: the result is NaN through p)
+    union { int32_t i; float f; } sc = {.i = ((int32_t)k + 127) * (1 << 23)};
+    return x < -87.0f ? 0.0f : p * sc.f;
+}
+
+void logits_softmax(const float *logits, int n, float temperature, float *probs) {
+    const float m = logits[logits_argmax(logits, n)], inv_t = 1.0f / temperature;
+    int i = 0;
+    for (; i + 8 <= n; i += 8)  // (blocks of 8 independent lanes: vector code at -O2)
+        for (int j = 0; j < 8; j++) probs[i + j] = exp_nonpos((logits[i + j] - m) * inv_t);
+    for (; i < n; i++) probs[i] = exp_nonpos((logits[i] - m) * inv_t);
+    double lane[8] = {0}, sum = 0;
+    for (i = 0; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) lane[j] += probs[i + j];
+    for (; i < n; i++) sum += probs[i];
+    for (int j = 0; j < 8; j++) sum += lane[j];
+    const float inv = (float)(1.0 / sum);
+    for (i = 0; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) probs[i + j] *= inv;
+    for (; i < n; i++) probs[i] *= inv;
+}
+
 int sampler_sample(struct sampler *s, const float *logits) {
     int n = s->n_vocab;
     if (s->p.temperature == 0) return logits_argmax(logits, n);
-    float m = logits[logits_argmax(logits, n)];
-    double sum = 0;
-    for (int i = 0; i < n; i++) {
-        s->probs[i] = expf((logits[i] - m) / s->p.temperature);
-        sum += s->probs[i];
-        s->idx[i] = i;
-    }
-    for (int i = 0; i < n; i++) s->probs[i] = (float)(s->probs[i] / sum);
+    logits_softmax(logits, n, s->p.temperature, s->probs);
     // candidates sorted by probability (only when a filter needs the order)
     int n_keep = n;
     bool filtered = (s->p.top_k > 0 && s->p.top_k < n) || s->p.top_p < 1 || s->p.min_p > 0;
     if (filtered) n_keep = filter(s, n, s->probs[logits_argmax(logits, n)]);
+    else for (int i = 0; i < n; i++) s->idx[i] = i;
     double total = 0;
     for (int i = 0; i < n_keep; i++) total += s->probs[s->idx[i]];
     double r = rng_double(&s->rng) * total, cum = 0;

@@ -157,8 +157,9 @@ TEST(top_k_matches_selection) {
     CHECK((double)logits[2] - m - ls == logits_logprob(logits, 6, 2));
 }
 
-// The sampler sorts only the likeliest candidates; this is the whole-vocabulary sort it replaced.
-// Both draw from identically seeded samplers: the ids must agree draw for draw.
+// The sampler sorts only the likeliest candidates; this is the whole-vocabulary sort it replaced
+// (on the same probabilities). Both draw from identically seeded samplers: the ids must agree
+// draw for draw.
 static int ref_cmp(const void *a, const void *b, void *ctx) {
     const float *pr = ctx;
     float pa = pr[*(const int32_t *)a], pb = pr[*(const int32_t *)b];
@@ -167,11 +168,8 @@ static int ref_cmp(const void *a, const void *b, void *ctx) {
 }
 static int ref_sample(struct sampler *s, const float *lg) {
     int n = s->n_vocab;
-    float m = lg[0];
-    for (int i = 1; i < n; i++) if (lg[i] > m) m = lg[i];
-    double sum = 0;
-    for (int i = 0; i < n; i++) { s->probs[i] = expf((lg[i] - m) / s->p.temperature); sum += s->probs[i]; s->idx[i] = i; }
-    for (int i = 0; i < n; i++) s->probs[i] = (float)(s->probs[i] / sum);
+    logits_softmax(lg, n, s->p.temperature, s->probs);
+    for (int i = 0; i < n; i++) s->idx[i] = i;
     int n_keep = n;
     if ((s->p.top_k > 0 && s->p.top_k < n) || s->p.top_p < 1 || s->p.min_p > 0) {
         qsort_r(s->idx, (size_t)n, sizeof(int32_t), ref_cmp, s->probs);
@@ -227,11 +225,33 @@ TEST(filters_match_whole_sort) {
     CHECK_EQ_INT(cases, 864);
 }
 
+// logits_softmax's fast e^x: within 5e-7 relative of exp() over [-87, 0] (normalised), 0 below, NaN kept
+TEST(softmax_exp_accuracy) {
+    enum { N = 4001 };
+    static float lg[N], pr[N];
+    for (int i = 0; i < N; i++) lg[i] = -87.0f * i / (N - 1);  // logit 0 is the max: probs[i] = e^lg[i] / Σ
+    logits_softmax(lg, N, 1.0f, pr);
+    double z = 0, worst = 0;
+    for (int i = 0; i < N; i++) z += exp((double)lg[i]);
+    for (int i = 0; i < N; i++) {
+        double want = exp((double)lg[i]) / z, rel = fabs(pr[i] - want) / want;
+        if (want > 1e-37 && rel > worst) worst = rel;
+    }
+    CHECK(worst < 5e-7);
+    float two[3] = {0.0f, -100.0f, -INFINITY}, p2[3];
+    logits_softmax(two, 3, 1.0f, p2);
+    CHECK(p2[0] == 1.0f && p2[1] == 0.0f && p2[2] == 0.0f);
+    float nan3[3] = {1.0f, NAN, 0.0f}, p3[3];
+    logits_softmax(nan3, 3, 1.0f, p3);
+    CHECK(isnan(p3[1]));
+}
+
 int main(void) {
     RUN(greedy_lowest_id_on_tie);
     RUN(argmax_matches_definition);
     RUN(top_k_matches_selection);
     RUN(filters_match_whole_sort);
+    RUN(softmax_exp_accuracy);
     RUN(temperature_matches_softmax);
     RUN(filters);
     RUN(seed_reproducible);
