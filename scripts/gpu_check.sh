@@ -14,7 +14,9 @@
 # sweep on dummy:llama-3.1-8b (slopes, intercepts); load = throughput under load (24 requests);
 # depth = decode ms/token at depths 256-16384, bf16 vs fp8 measured in turn in one process (their
 # paired difference), with a 128k block table (as the ITL study's server has); step = ncu kernel
-# times of one captured decode step summed by kernel (depths 256 and 4096, or STEP_DEPTHS; bf16 and fp8). itl,
+# times of one captured decode step summed by kernel (depths 256 and 4096, or STEP_DEPTHS; bf16 and fp8);
+# timing = a greedy decode token split into the captured step, the logits' copy and the host's share
+# (OCTET_STEP_TIMING=1, about 15 s). timing, itl,
 # load, depth and step are not in the default list (about 2.5, 5, 1.5 and 3 minutes); prof = ncu sections (throughput, occupancy, warp stalls) of the decode kernel at
 # B=1 L=128k and L=4k, bf16 vs fp8, and of the FP8 prefill at 16k (about 1 minute, opt-in);
 # model = whole-model pp64/tg64 on dummy:llama-3.1-8b, also with --batch-invariant
@@ -272,6 +274,14 @@ if has step; then  # where a decode step's time goes: ncu kernel times of the la
   else
     say "step: ncu not found"
   fi
+fi
+if has timing; then  # where a greedy decode token's wall time goes: the captured step on the GPU, the
+  # logits' copy, and the GPU's idle time waiting for the host (OCTET_STEP_TIMING=1; about 15 s, opt-in)
+  for dt in auto fp8; do
+    OCTET_STEP_TIMING=1 "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 \
+      --kv-cache-dtype $dt --pp 64 --tg 64 --reps 3 --depth 256 2>"$OUT/timing_$dt.log" | tail -n 1 > "$OUT/timing_$dt.json"
+    say "timing $dt d256: tg $(python3 -c 'import json,sys; print("%.3f ms/token" % json.load(open(sys.argv[1]))["tg_ms_per_token"])' "$OUT/timing_$dt.json" 2>&1); $(grep -o 'graph.*' "$OUT/timing_$dt.log")"
+  done
 fi
 if has itl; then  # the seed's single-request ITL study (about 2.5 minutes)
   "$BIN/octet" bench sweep --model dummy:llama-3.1-8b --kv-cache-dtype auto,fp8 \
