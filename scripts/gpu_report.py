@@ -154,7 +154,11 @@ def itl(argv):
     for n, f in fits.items():
         print(f"itl {n}: slope {f['slope_ms_per_token']:.3e} ms/token, intercept {f['intercept_ms']:.2f} ms (R2 {f['r2']:.3f})")
     if "fp8" in fits and "auto" in fits:
-        print(f"itl fp8/auto slope = {fits['fp8']['slope_ms_per_token'] / fits['auto']['slope_ms_per_token']:.3f}")
+        vs = next((c.get("vs_first") for c in j["configs"] if c["name"] == "fp8"), None) or {}
+        se = vs.get("slope_ratio_pct_se")  # (sweeps before session 14 lack it)
+        be = vs.get("break_even")
+        print(f"itl fp8/auto slope = {fits['fp8']['slope_ms_per_token'] / fits['auto']['slope_ms_per_token']:.3f}"
+              + (f" ± {se / 100:.3f}" if se is not None else "") + (f", break-even {be}" if be is not None else ""))
 
 
 def load(argv):

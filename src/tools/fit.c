@@ -52,7 +52,14 @@ int fit_line(const double *x, const double *y, int n, struct fit_line *out) {
         ss_tot += (y[i] - my) * (y[i] - my);
     }
     out->r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : (ss_res <= 1e-24 ? 1.0 : 0.0);
+    out->slope_se = n > 2 ? sqrt(ss_res / (n - 2) / sxx) : NAN;
     return OCT_OK;
+}
+
+double fit_ratio_se(const struct fit_line *num, const struct fit_line *den) {
+    if (den->slope == 0 || num->slope == 0 || isnan(num->slope_se) || isnan(den->slope_se)) return NAN;
+    double r = num->slope / den->slope, a = num->slope_se / num->slope, b = den->slope_se / den->slope;
+    return fabs(r) * sqrt(a * a + b * b);
 }
 
 // Solves m·v = r (3x3) by Gaussian elimination with partial pivoting.

@@ -8,8 +8,9 @@
 // y = slope·x + intercept.
 struct fit_line {
     double slope, intercept;
-    double r2;   // coefficient of determination (1 when the points lie on the line)
-    int n;       // points used
+    double r2;        // coefficient of determination (1 when the points lie on the line)
+    double slope_se;  // standard error of the slope (residuals' variance / Sxx; NAN with 2 points)
+    int n;            // points used
 };
 
 // y = a·x² + b·x + c.
@@ -23,6 +24,10 @@ struct fit_quad {
 // points do not determine the fit.
 int fit_line(const double *x, const double *y, int n, struct fit_line *out);
 int fit_quad(const double *x, const double *y, int n, struct fit_quad *out);
+
+// Standard error of num.slope / den.slope from the two slopes' errors (first order, independent
+// fits); NAN when either is unknown or den's slope is 0.
+double fit_ratio_se(const struct fit_line *num, const struct fit_line *den);
 
 // R² of predictions yhat against y (1 - SS_res/SS_tot; 1 when y is constant and matched).
 double fit_r2(const double *y, const double *yhat, int n);

@@ -133,6 +133,7 @@ static json_t *fits_json(const struct sweep_result *r, const struct sweep_result
     if (r->itl_ok) {
         json_t *f = json_object();
         json_object_set_new(f, "slope_ms_per_token", json_real(r->itl.slope));
+        json_object_set_new(f, "slope_se_ms_per_token", isnan(r->itl.slope_se) ? json_null() : json_real(r->itl.slope_se));
         json_object_set_new(f, "intercept_ms", json_real(r->itl.intercept));
         json_object_set_new(f, "r2", json_real(r->itl.r2));
         json_object_set_new(f, "n", json_integer(r->itl.n));
@@ -156,6 +157,8 @@ static json_t *fits_json(const struct sweep_result *r, const struct sweep_result
         struct fit_break b = fit_break_even(&base->itl, &r->itl);
         char s[32];
         json_object_set_new(v, "slope_ratio_pct", base->itl.slope != 0 ? json_real(100 * r->itl.slope / base->itl.slope) : json_null());
+        double se = fit_ratio_se(&r->itl, &base->itl);
+        json_object_set_new(v, "slope_ratio_pct_se", isnan(se) ? json_null() : json_real(100 * se));
         json_object_set_new(v, "intercept_delta_ms", json_real(r->itl.intercept - base->itl.intercept));
         json_object_set_new(v, "break_even", json_string(fit_break_str(b, s, sizeof s)));
         json_object_set_new(v, "break_even_tokens", b.kind == FIT_BREAK_AT ? json_real(b.x) : json_null());
@@ -165,10 +168,10 @@ static json_t *fits_json(const struct sweep_result *r, const struct sweep_result
 }
 
 static void print_fit_table(const struct sweep_args *a, const struct sweep_result *res) {
-    printf("\n%-24s %13s %11s %7s %11s %11s %10s %7s %9s %11s\n", "configuration", "ITL slope", "intercept", "R2",
+    printf("\n%-24s %13s %11s %7s %11s %11s %10s %7s %13s %11s\n", "configuration", "ITL slope", "intercept", "R2",
            "TTFT a", "b", "c", "R2", "slope %", "break-even");
-    printf("%-24s %13s %11s %7s %11s %11s %10s %7s %9s %11s\n", "", "ms/token", "ms", "", "ms/tok^2", "ms/tok", "ms", "",
-           "vs first", "tokens");
+    printf("%-24s %13s %11s %7s %11s %11s %10s %7s %13s %11s\n", "", "ms/token", "ms", "", "ms/tok^2", "ms/tok", "ms", "",
+           "vs first (±se)", "tokens");
     for (int c = 0; c < a->n_configs; c++) {
         const struct sweep_result *r = &res[c];
         printf("%-24.24s ", a->configs[c].name);
@@ -177,12 +180,15 @@ static void print_fit_table(const struct sweep_args *a, const struct sweep_resul
         else printf("%13s %11s %7s ", "n/a", "n/a", "");
         if (r->ttft_ok) printf("%11.3e %11.3e %10.3f %7.4f ", r->ttft.a, r->ttft.b, r->ttft.c, r->ttft.r2);
         else printf("%11s %11s %10s %7s ", "n/a", "n/a", "n/a", "");
-        if (c == 0) printf("%9s %11s\n", "100.0%", "-");
+        if (c == 0) printf("%13s %11s\n", "100.0%", "-");
         else if (res[0].itl_ok && r->itl_ok && res[0].itl.slope != 0) {
-            char s[32];
-            printf("%8.1f%% %11s\n", 100 * r->itl.slope / res[0].itl.slope, fit_break_str(fit_break_even(&res[0].itl, &r->itl), s, sizeof s));
+            char s[32], pct[32];
+            double se = fit_ratio_se(&r->itl, &res[0].itl);
+            if (isnan(se)) snprintf(pct, sizeof pct, "%.1f%%", 100 * r->itl.slope / res[0].itl.slope);
+            else snprintf(pct, sizeof pct, "%.1f±%.1f%%", 100 * r->itl.slope / res[0].itl.slope, 100 * se);
+            printf("%*s %11s\n", 13 + (isnan(se) ? 0 : 1), pct, fit_break_str(fit_break_even(&res[0].itl, &r->itl), s, sizeof s));
         } else {
-            printf("%9s %11s\n", "n/a", "n/a");
+            printf("%13s %11s\n", "n/a", "n/a");
         }
     }
 }

@@ -92,7 +92,8 @@ if grep -q "ITL slope" "$tmp/sweep.out" && grep -q "break-even" "$tmp/sweep.out"
    grep -q "^Recommendation: octet serve --model dummy:tiny" "$tmp/sweep.out"; then ok; else bad "sweep table: $(cat "$tmp/sweep.out")"; fi
 if py_check "$sw/sweep.json" 'd["model"] == "dummy:tiny" and d["input_lens"] == [32, 64, 128, 256] and d["output_len"] == 8' \
    '[c["name"] for c in d["configs"]] == ["auto", "fp8"]' 'all(c["ok"] and c["failed"] == 0 and len(c["points"]) == 4 for c in d["configs"])' \
-   'all(set(c["itl_fit"]) >= {"slope_ms_per_token", "intercept_ms", "r2"} for c in d["configs"])' \
+   'all(set(c["itl_fit"]) >= {"slope_ms_per_token", "slope_se_ms_per_token", "intercept_ms", "r2"} for c in d["configs"])' \
+   'd["configs"][1]["vs_first"]["slope_ratio_pct_se"] > 0' \
    'all(set(c["ttft_fit"]) >= {"a", "b", "c", "r2"} for c in d["configs"])' \
    'all(p["input_len"] in (32, 64, 128, 256) and p["ttft_ms"] > 0 and p["itl_ms"] > 0 for c in d["configs"] for p in c["points"])' \
    '"vs_first" not in d["configs"][0]' 'd["configs"][1]["vs_first"]["slope_ratio_pct"] is not None' \

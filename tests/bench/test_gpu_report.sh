@@ -28,7 +28,7 @@ expect "depth" 'd1024: 5.928/6.003 \(\+81 us paired\)' depth $G/2026-11-30_s13_d
 expect "ncu times" 'k_combine x32 median 6.08 us' ncu_times $G/2026-11-30_ncu_decode_d4096_fp8.csv
 expect "step: the last forward pass only" '^step ncu_step_sample: 300.0 us in 7 kernels; k_gemv x3 286.8 us \(96 %\), k_decode_t x1 8.0 us' step tests/data/ncu_step_sample.csv
 expect "itl fits" '^itl fp8: slope 1.527e-05 ms/token, intercept 5.87 ms' itl $G/sweep_llama-3.1-8b_v6/sweep.json
-expect "itl ratio" '^itl fp8/auto slope = 0.507$' itl $G/sweep_llama-3.1-8b_v6/sweep.json
+expect "itl ratio" '^itl fp8/auto slope = 0.507, break-even 2398$' itl $G/sweep_llama-3.1-8b_v6/sweep.json
 expect "load" 'fp8/auto = 1.228$' load $G/throughput_llama-3.1-8b_s12/throughput.json
 expect "pd identical" 'prefill vs decode \(--batch-invariant\), dummy:llama-3.1-8b fp8: .*rel. diff 0.00e\+00 \(identical\)' pd $G/2026-11-30_prefill_vs_decode_s13.jsonl
 expect "ttft" '^ttft dummy:llama-3.1-8b: .*fp8/auto quadratic = 0.640$' ttft $G/ttft_llama-3.1-8b/sweep.json dummy:llama-3.1-8b

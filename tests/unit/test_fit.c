@@ -40,6 +40,21 @@ TEST(line_itl_like_noisy) {
     CHECK(f.r2 > 0.99 && f.r2 <= 1.0);
 }
 
+// the slope's standard error, by hand: x 0..3, y 1 2 4 5 → slope 1.4, residuals ±0.1, ±0.3,
+// SS_res 0.2, Sxx 5: se = sqrt(0.2 / 2 / 5); a line through two points has none
+TEST(line_slope_se) {
+    double x[4] = {0, 1, 2, 3}, y[4] = {1, 2, 4, 5}, y2[4];
+    struct fit_line f, g;
+    CHECK_OK(fit_line(x, y, 4, &f));
+    CHECK_NEAR(f.slope, 1.4, 1e-12);
+    CHECK_NEAR(f.slope_se, sqrt(0.02), 1e-12);
+    for (int i = 0; i < 4; i++) y2[i] = 2 * y[i];
+    CHECK_OK(fit_line(x, y2, 4, &g));
+    CHECK_NEAR(fit_ratio_se(&f, &g), 0.5 * sqrt(2.0) * sqrt(0.02) / 1.4, 1e-12);  // ratio 0.5, both 10.1 % relative
+    CHECK_OK(fit_line(x, y, 2, &f));
+    CHECK(isnan(f.slope_se) && isnan(fit_ratio_se(&f, &g)));
+}
+
 TEST(line_degenerate) {
     double x[3] = {5, 5, 5}, y[3] = {1, 2, 3};
     struct fit_line f;
@@ -90,7 +105,7 @@ TEST(r2_values) {
 
 TEST(break_even_crossing) {
     // the seed's H100 Llama-3.1-8B: BF16 4.37e-5/6.44, FP8 2.37e-5/6.58 → ≈7000 tokens
-    struct fit_line bf16 = {4.37e-5, 6.44, 1, 10}, fp8 = {2.37e-5, 6.58, 1, 10};
+    struct fit_line bf16 = {.slope = 4.37e-5, .intercept = 6.44, .r2 = 1, .n = 10}, fp8 = {.slope = 2.37e-5, .intercept = 6.58, .r2 = 1, .n = 10};
     struct fit_break b = fit_break_even(&bf16, &fp8);
     CHECK_EQ_INT(b.kind, FIT_BREAK_AT);
     CHECK_NEAR(b.x, 0.14 / 2.0e-5, 1e-6);
@@ -104,31 +119,32 @@ TEST(break_even_crossing) {
 
 TEST(break_even_not_crossing) {
     // other below base everywhere and growing slower: always
-    struct fit_line base = {2.0, 10.0, 1, 5}, other = {1.0, 5.0, 1, 5};
+    struct fit_line base = {.slope = 2.0, .intercept = 10.0, .r2 = 1, .n = 5}, other = {.slope = 1.0, .intercept = 5.0, .r2 = 1, .n = 5};
     CHECK_EQ_INT(fit_break_even(&base, &other).kind, FIT_BREAK_ALWAYS);
     char buf[32];
     CHECK(!strcmp(fit_break_str(fit_break_even(&base, &other), buf, sizeof buf), "always"));
     // other above base everywhere and growing faster: never
     CHECK_EQ_INT(fit_break_even(&other, &base).kind, FIT_BREAK_NEVER);
     // lines cross at negative x: other faster for all x >= 0
-    struct fit_line o2 = {1.0, 9.0, 1, 5}, b2 = {2.0, 8.0, 1, 5};  // cross at x = 1
+    struct fit_line o2 = {.slope = 1.0, .intercept = 9.0, .r2 = 1, .n = 5}, b2 = {.slope = 2.0, .intercept = 8.0, .r2 = 1, .n = 5};  // cross at x = 1
     CHECK_EQ_INT(fit_break_even(&b2, &o2).kind, FIT_BREAK_AT);
-    struct fit_line o3 = {1.0, 7.0, 1, 5};                          // cross at x = -1
+    struct fit_line o3 = {.slope = 1.0, .intercept = 7.0, .r2 = 1, .n = 5};                          // cross at x = -1
     CHECK_EQ_INT(fit_break_even(&b2, &o3).kind, FIT_BREAK_ALWAYS);
 }
 
 TEST(break_even_parallel) {
-    struct fit_line base = {1e-5, 6.0, 1, 5}, lower = {1e-5, 5.9, 1, 5}, higher = {1e-5, 6.1, 1, 5};
+    struct fit_line base = {.slope = 1e-5, .intercept = 6.0, .r2 = 1, .n = 5}, lower = {.slope = 1e-5, .intercept = 5.9, .r2 = 1, .n = 5}, higher = {.slope = 1e-5, .intercept = 6.1, .r2 = 1, .n = 5};
     CHECK_EQ_INT(fit_break_even(&base, &lower).kind, FIT_BREAK_ALWAYS);
     CHECK_EQ_INT(fit_break_even(&base, &higher).kind, FIT_BREAK_NEVER);
     CHECK_EQ_INT(fit_break_even(&base, &base).kind, FIT_BREAK_ALWAYS);
-    struct fit_line flat0 = {0, 1, 1, 2}, flat1 = {0, 2, 1, 2};
+    struct fit_line flat0 = {.slope = 0, .intercept = 1, .r2 = 1, .n = 2}, flat1 = {.slope = 0, .intercept = 2, .r2 = 1, .n = 2};
     CHECK_EQ_INT(fit_break_even(&flat0, &flat1).kind, FIT_BREAK_NEVER);
 }
 
 int main(void) {
     RUN(line_exact);
     RUN(line_itl_like_noisy);
+    RUN(line_slope_se);
     RUN(line_degenerate);
     RUN(quad_exact_large_x);
     RUN(quad_noisy);
