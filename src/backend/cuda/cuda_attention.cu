@@ -1,9 +1,8 @@
-// cuda_attention.cu — kv_write (quantize into the pages, bytes identical to the CPU's; also fused
-// with RoPE on Q and K as rope_kv_write),
-// paged decode attention (flash-decoding: split-KV across CTAs + a combine kernel; the
+// cuda_attention.cu — paged decode attention (flash-decoding: split-KV across CTAs + a combine kernel; the
 // query heads of one KV head processed together; FP8 widened in registers) and paged
 // prefill attention (tiled over query tokens and key blocks, causal, windows), plus a
-// generic warp-per-head path for head dims / block sizes the fast kernels don't cover.
+// generic warp-per-head path for head dims / block sizes the fast kernels don't cover. (Writing
+// the cache, and the per-layer scales both read, live in cuda_kv_write.cu.)
 //
 // Data layout (docs/kv_format.md): cache [n_blocks][n_kv_heads][kv_block_tokens][head_dim];
 // q, out [n_tokens][n_heads][head_dim] bf16; k, v inputs [n_tokens][n_kv_heads][head_dim] bf16.
@@ -41,175 +40,6 @@ __device__ static float load_any(const void *base, size_t i, int dt) {
     case DT_E5M2: return kv_elem<DT_E5M2>::f(((const uint8_t *)base)[i]);
     }
     return 0.0f;
-}
-
-// ---------------------------------------------------------------- kv_write
-
-// Same rule as src/base/fp8.c: RNE, saturating to ±max, NaN → 0x7F; IEEE division.
-__device__ static uint8_t to_fp8(float x, float scale, __nv_fp8_interpretation_t kind) {
-    if (isnan(x)) return 0x7F;
-    float y = __fdiv_rn(x, scale);
-    if (isnan(y)) return 0x7F;
-    return (uint8_t)__nv_cvt_float_to_fp8(y, __NV_SATFINITE, kind);
-}
-
-// One element pair's K and V into the pages at dst (cache element index): ko_d is the K offset of
-// the element's channel (subtracted in f32, as the CPU does, before an FP8 store) or NULL.
-__device__ __forceinline__ void kv_store(void *kc, void *vc, size_t dst, bf16 kb, bf16 vb, int dt, float ks, float vs,
-                                         const float *ko_d) {
-    float kv = __bfloat162float(kb), vv = __bfloat162float(vb);
-    if (ko_d && (dt == DT_E4M3 || dt == DT_E5M2)) kv = __fsub_rn(kv, *ko_d);
-    switch (dt) {
-    case DT_F32: ((float *)kc)[dst] = kv; ((float *)vc)[dst] = vv; break;
-    case DT_F16: ((__half *)kc)[dst] = __float2half_rn(kv); ((__half *)vc)[dst] = __float2half_rn(vv); break;
-    case DT_BF16: ((bf16 *)kc)[dst] = kb; ((bf16 *)vc)[dst] = vb; break;
-    case DT_E4M3: ((uint8_t *)kc)[dst] = to_fp8(kv, ks, __NV_E4M3); ((uint8_t *)vc)[dst] = to_fp8(vv, vs, __NV_E4M3); break;
-    case DT_E5M2: ((uint8_t *)kc)[dst] = to_fp8(kv, ks, __NV_E5M2); ((uint8_t *)vc)[dst] = to_fp8(vv, vs, __NV_E5M2); break;
-    }
-}
-
-// ko: [n_kv][hd] K offsets subtracted (in f32, as the CPU does) before an FP8 store, or NULL
-__global__ void k_kv_write(void *kc, void *vc, const bf16 *k, const bf16 *v, const int32_t *slot, int n_tokens,
-                           int n_kv, int hd, int bs, int dt, const float *ks, const float *vs, const float *ko) {
-    long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    long per_tok = (long)n_kv * hd;
-    if (idx >= (long)n_tokens * per_tok) return;
-    int t = (int)(idx / per_tok), h = (int)((idx % per_tok) / hd), d = (int)(idx % hd);
-    int s = slot[t];
-    if (s < 0) return;
-    size_t dst = (((size_t)(s / bs) * n_kv + h) * bs + s % bs) * hd + d;
-    kv_store(kc, vc, dst, k[idx], v[idx], dt, ks[h], vs[h], ko ? ko + h * hd + d : nullptr);
-}
-
-// RoPE on Q and K and kv_write in one launch (a decode step's three small kernels a layer become
-// one): one thread per (token, head of Q then K, pair of dims). Pairs below half are the rotated
-// ones (as k_rope: (i, i + half) or (2i, 2i + 1)); the rest cover the dims past n_rot two at a time.
-// A K head's thread stores its two K and V elements as k_kv_write does (kv_store), so the pages
-// get the same bytes as rope, rope, kv_write.
-__global__ void k_rope_kv_write(bf16 *q /*[n_tokens][n_heads][hd]*/, bf16 *k /*[n_tokens][n_kv][hd]*/, const bf16 *v, void *kc,
-                                void *vc, const int32_t *pos, const int32_t *slot, const double *inv_freq, int n_tokens, int n_heads,
-                                int n_kv, int hd, int half, int neox, float attn_factor, int bs, int dt, const float *ks,
-                                const float *vs, const float *ko) {
-    const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    const int pairs = hd / 2, nh = n_heads + n_kv;
-    if (idx >= (long)n_tokens * nh * pairs) return;
-    const int j = (int)(idx % pairs), h = (int)(idx / pairs % nh), t = (int)(idx / pairs / nh);
-    const bool is_k = h >= n_heads;
-    bf16 *hv = is_k ? k + ((size_t)t * n_kv + (h - n_heads)) * hd : q + ((size_t)t * n_heads + h) * hd;
-    int a, b;
-    if (j < half) {
-        a = neox ? j : 2 * j;
-        b = neox ? j + half : 2 * j + 1;
-        rope_pair(hv[a], hv[b], pos[t], inv_freq[j], attn_factor);
-    } else {
-        a = 2 * j;  // (2·half = n_rot: the dims past the rotated ones)
-        b = a + 1;
-    }
-    if (!is_k) return;
-    const int s = slot[t], kh = h - n_heads;
-    if (s < 0) return;
-    const size_t base = (((size_t)(s / bs) * n_kv + kh) * bs + s % bs) * hd;
-    const bf16 *vh = v + ((size_t)t * n_kv + kh) * hd;
-    const float *kof = ko ? ko + (size_t)kh * hd : nullptr;
-    kv_store(kc, vc, base + a, hv[a], vh[a], dt, ks[kh], vs[kh], kof ? kof + a : nullptr);
-    kv_store(kc, vc, base + b, hv[b], vh[b], dt, ks[kh], vs[kh], kof ? kof + b : nullptr);
-}
-
-// Per-layer scales live in constant-sized device arrays owned by this file (uploaded when
-// a layer's scales change; 64 KV heads max, see KV_MAX_HEADS).
-// K offsets (kv_layer.k_offset) are uploaded when their contents differ from the slot's copy.
-struct scale_slot {
-    const struct kv_layer *l;
-    float k[KV_MAX_HEADS], v[KV_MAX_HEADS];
-    float *dev;
-    float *off_host;        // host copy of what off_dev holds ([off_n] floats)
-    float *off_dev;         // [n_kv][hd] or NULL
-    size_t off_n;
-};
-#define N_SCALE_SLOTS 512
-static struct scale_slot scale_slots[N_SCALE_SLOTS];
-
-static struct scale_slot *find_slot(const struct kv_layer *l) {
-    for (int i = 0; i < N_SCALE_SLOTS; i++) if (scale_slots[i].l == l) return &scale_slots[i];
-    return nullptr;
-}
-
-static float *layer_scales(struct cuda_backend *c, const struct kv_layer *l) {
-    int free_i = -1;
-    for (int i = 0; i < N_SCALE_SLOTS; i++) {
-        struct scale_slot *s = &scale_slots[i];
-        if (s->l == l) {
-            if (memcmp(s->k, l->k_scale, sizeof s->k) || memcmp(s->v, l->v_scale, sizeof s->v)) break;  // changed
-            return s->dev;
-        }
-        if (!s->l && free_i < 0) free_i = i;
-    }
-    struct scale_slot *s = find_slot(l);
-    if (!s) s = &scale_slots[free_i >= 0 ? free_i : 0];
-    if (!s->dev && cuda_fail(c, cudaMalloc((void **)&s->dev, 2 * KV_MAX_HEADS * sizeof(float)), "cudaMalloc(scales)")) return nullptr;
-    s->l = l;
-    memcpy(s->k, l->k_scale, sizeof s->k);
-    memcpy(s->v, l->v_scale, sizeof s->v);
-    float both[2 * KV_MAX_HEADS];
-    memcpy(both, s->k, sizeof s->k);
-    memcpy(both + KV_MAX_HEADS, s->v, sizeof s->v);
-    if (cuda_fail(c, cudaMemcpy(s->dev, both, sizeof both, cudaMemcpyHostToDevice), "upload scales")) return nullptr;
-    return s->dev;
-}
-
-// The device copy of l->k_offset (NULL when the layer has none).
-static const float *layer_offsets(struct cuda_backend *c, const struct kv_layer *l) {
-    if (!l->k_offset) return nullptr;
-    struct scale_slot *s = find_slot(l);
-    if (!s) { cuda_fail(c, cudaErrorInvalidValue, "kv_write: K offsets of a layer without scales"); return nullptr; }
-    size_t n = (size_t)l->n_kv_heads * l->head_dim, bytes = n * sizeof(float);
-    if (s->off_dev && s->off_n == n && !memcmp(s->off_host, l->k_offset, bytes)) return s->off_dev;
-    if (s->off_dev) { cudaFree(s->off_dev); s->off_dev = nullptr; }
-    free(s->off_host);
-    s->off_n = 0;
-    if (!(s->off_host = (float *)malloc(bytes))) { cuda_fail(c, cudaErrorMemoryAllocation, "K offsets (host copy)"); return nullptr; }
-    if (cuda_fail(c, cudaMalloc((void **)&s->off_dev, bytes), "cudaMalloc(K offsets)")) return nullptr;
-    if (cuda_fail(c, cudaMemcpy(s->off_dev, l->k_offset, bytes, cudaMemcpyHostToDevice), "upload K offsets")) return nullptr;
-    memcpy(s->off_host, l->k_offset, bytes);
-    s->off_n = n;
-    return s->off_dev;
-}
-
-extern "C" void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt) {
-    struct cuda_backend *c = (struct cuda_backend *)b;
-    if (CUDA_SKIP(c) || !bt->n_tokens) return;
-    float *sc = layer_scales(c, l);
-    if (!sc) return;
-    const float *ko = layer_offsets(c, l);
-    if (l->k_offset && !ko) return;
-    long n = (long)bt->n_tokens * l->n_kv_heads * l->head_dim;
-    k_kv_write<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>(l->k, l->v, (const bf16 *)k, (const bf16 *)v, c->cb.slot,
-                                                                  bt->n_tokens, l->n_kv_heads, l->head_dim, l->kv_block_tokens,
-                                                                  (int)l->dtype, sc, sc + KV_MAX_HEADS, ko);
-    CUDA_LAUNCHED(c, "kv_write");
-}
-
-extern "C" void cuda_rope_kv_write(struct backend *b, void *q, void *k, const void *v, int n_heads, const struct rope_table *rt,
-                                   struct kv_layer *l, const struct batch *bt) {
-    struct cuda_backend *c = (struct cuda_backend *)b;
-    if (CUDA_SKIP(c) || !bt->n_tokens) return;
-    if (!cuda_fuse_mode()) {  // OCTET_FUSE=0: the three ops
-        b->ops->rope(b, q, n_heads, l->head_dim, rt, bt);
-        b->ops->rope(b, k, l->n_kv_heads, l->head_dim, rt, bt);
-        cuda_kv_write(b, l, k, v, bt);
-        return;
-    }
-    float *sc = layer_scales(c, l);
-    if (!sc) return;
-    const float *ko = layer_offsets(c, l);
-    if (l->k_offset && !ko) return;
-    const double *freqs = cuda_rope_freqs(c, rt);
-    if (!freqs) return;
-    long n = (long)bt->n_tokens * (n_heads + l->n_kv_heads) * (l->head_dim / 2);
-    k_rope_kv_write<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>(
-        (bf16 *)q, (bf16 *)k, (const bf16 *)v, l->k, l->v, c->cb.pos, c->cb.slot, freqs, bt->n_tokens, n_heads, l->n_kv_heads,
-        l->head_dim, rt->n_rot / 2, rt->neox, rt->attn_factor, l->kv_block_tokens, (int)l->dtype, sc, sc + KV_MAX_HEADS, ko);
-    CUDA_LAUNCHED(c, "rope + kv_write");
 }
 
 // ---------------------------------------------------------------- decode (split-KV)
@@ -814,7 +644,7 @@ extern "C" void cuda_attention(struct backend *b, void *out, const void *q, cons
                                const struct attn_params *p, const struct batch *bt) {
     struct cuda_backend *c = (struct cuda_backend *)b;
     if (CUDA_SKIP(c) || !bt->n_tokens) return;
-    float *sc = layer_scales(c, l);
+    float *sc = cuda_layer_scales(c, l);
     if (!sc) return;
     int G = p->n_heads / l->n_kv_heads, hd = l->head_dim;
     bool fast_dtype = l->dtype == DT_BF16 || l->dtype == DT_E4M3 || l->dtype == DT_E5M2;

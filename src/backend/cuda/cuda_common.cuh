@@ -1,6 +1,7 @@
 // cuda_common.cuh — private to the CUDA backend: its state, error latching, bf16/fp8
 // helpers and the kernels' entry points shared between cuda_backend.cu (memory, GEMMs,
-// elementwise ops) and cuda_attention.cu (kv_write, decode and prefill attention).
+// elementwise ops), cuda_kv_write.cu (kv_write, rope_kv_write, per-layer scales) and cuda_attention.cu
+// (decode and prefill attention).
 // Invariant: every op runs on `stream`; the first failure is latched in `error` and
 // reported by sync(); later ops become no-ops.
 #pragma once
@@ -121,7 +122,7 @@ static inline int cuda_env_int(const char *name, int unset) {
 // GEMMs and decode-kernel attention for every query row, so prefill and decode give identical
 // numbers (cuda_gemm_inv.cuh, cuda_attention.cu).
 bool cuda_identity_mode(const struct cuda_backend *c);
-// Fused projections (cuda_backend.cu), RoPE + kv_write in one launch (cuda_attention.cu) and the
+// Fused projections (cuda_backend.cu), RoPE + kv_write in one launch (cuda_kv_write.cu) and the
 // split combine inside the decode kernel (cuda_decode_mma.cuh): on by default, OCTET_FUSE=0 turns
 // them off.
 bool cuda_fuse_mode(void);
@@ -139,6 +140,10 @@ __device__ __forceinline__ void rope_pair(bf16 &x0, bf16 &x1, int pos, double in
 // The device copy of a rope table's inverse frequencies (uploaded when the table changes), or NULL
 // after latching an error.
 const double *cuda_rope_freqs(struct cuda_backend *c, const struct rope_table *rt);
+
+// The device copy of a layer's K and V scales ([2][KV_MAX_HEADS] floats: K's, then V's), uploaded
+// when they change (cuda_kv_write.cu); NULL after latching an error.
+float *cuda_layer_scales(struct cuda_backend *c, const struct kv_layer *l);
 
 extern "C" void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt);
 // q and k roped in place (as rope on each) and k, v written into l's pages (as kv_write): one launch
