@@ -134,7 +134,7 @@ static int cut(const struct sampler *s, int nc, int n) {
 // Sorts only the tokens of probability >= theta (a prefix of the whole sorted order: every other
 // token is less probable than all of them), lowering theta until the filters' cut falls inside
 // them (theta = 0 takes every token). Same cut, same order as sorting the whole vocabulary: with
-// top_p = 0.95 over 128k logits a token took 18 ms, most of it sorting (bench/NOTES.md, session 14).
+// top_p = 0.95 over 128k logits a token took 18-27 ms, most of it sorting (bench/NOTES.md, session 14).
 static int filter(struct sampler *s, int n, float p_max) {
     float theta = p_max / 16;
     if (s->p.min_p > 0 && s->p.min_p * p_max < theta) theta = s->p.min_p * p_max;  // (min_p's cut then fits)
@@ -173,8 +173,9 @@ static inline float exp_nonpos(float x) {
     return x < -87.0f ? 0.0f : p * sc.f;
 }
 
-void logits_softmax(const float *logits, int n, float temperature, float *probs) {
-    const float m = logits[logits_argmax(logits, n)], inv_t = 1.0f / temperature;
+int logits_softmax(const float *logits, int n, float temperature, float *probs) {
+    const int best = logits_argmax(logits, n);
+    const float m = logits[best], inv_t = 1.0f / temperature;
     int i = 0;
     for (; i + 8 <= n; i += 8)  // (blocks of 8 independent lanes: vector code at -O2)
         for (int j = 0; j < 8; j++) probs[i + j] = exp_nonpos((logits[i + j] - m) * inv_t);
@@ -188,16 +189,17 @@ void logits_softmax(const float *logits, int n, float temperature, float *probs)
     for (i = 0; i + 8 <= n; i += 8)
         for (int j = 0; j < 8; j++) probs[i + j] *= inv;
     for (; i < n; i++) probs[i] *= inv;
+    return best;
 }
 
 int sampler_sample(struct sampler *s, const float *logits) {
     int n = s->n_vocab;
     if (s->p.temperature == 0) return logits_argmax(logits, n);
-    logits_softmax(logits, n, s->p.temperature, s->probs);
+    const int best = logits_softmax(logits, n, s->p.temperature, s->probs);
     // candidates sorted by probability (only when a filter needs the order)
     int n_keep = n;
     bool filtered = (s->p.top_k > 0 && s->p.top_k < n) || s->p.top_p < 1 || s->p.min_p > 0;
-    if (filtered) n_keep = filter(s, n, s->probs[logits_argmax(logits, n)]);
+    if (filtered) n_keep = filter(s, n, s->probs[best]);
     else for (int i = 0; i < n; i++) s->idx[i] = i;
     double total = 0;
     for (int i = 0; i < n_keep; i++) total += s->probs[s->idx[i]];

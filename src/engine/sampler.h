@@ -42,8 +42,8 @@ void logits_log_norm(const float *logits, int n_vocab, float *max, double *log_s
 int logits_top_k(const float *logits, int n_vocab, int k, int32_t *ids);
 int logits_argmax(const float *logits, int n_vocab);
 // probs = softmax(logits / temperature) (temperature > 0), as the sampler draws from it: a fast
-// e^x (relative error below 2e-7) and a double sum.
-void logits_softmax(const float *logits, int n_vocab, float temperature, float *probs);
+// e^x (relative error below 2.5e-7) and a double sum. Returns logits_argmax (the likeliest id).
+int logits_softmax(const float *logits, int n_vocab, float temperature, float *probs);
 // KL(softmax(ref) || softmax(x)) over one row pair, in double (>= 0).
 double logits_kld(const float *ref, const float *x, int n_vocab);
 
