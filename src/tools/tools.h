@@ -12,6 +12,7 @@ int cmd_bench_model(int argc, char **argv); // src/tools/bench_model.c: llama-be
 int cmd_bench_attention(int argc, char **argv); // src/tools/bench_attention.c: one attention op's speed
 int cmd_bench_serve(int argc, char **argv);  // src/tools/bench_serve.c: load generator (vllm bench serve)
 int cmd_bench_sweep(int argc, char **argv);  // src/tools/sweep.c: ITL/TTFT sweep, fits, break-even
+int cmd_bench_sampler(int argc, char **argv); // src/tools/bench_sampler.c: the host's cost of a draw
 int cmd_advise(int argc, char **argv);       // src/tools/advise.c: plain-language FP8 recommendation
 int cmd_calibrate(int argc, char **argv);    // src/tools/calibrate.c: K/V (Q) scales from text
 int cmd_eval_needle(int argc, char **argv);  // src/tools/eval_needle.c: attention- and model-level needle

@@ -83,6 +83,16 @@ if [ $rc -eq 1 ] && grep -q "v1/models" "$tmp/e"; then ok; else bad "unreachable
 "$OCTET" bench sweep --model dummy:tiny --input-lens 32,x 2>"$tmp/e"; rc=$?
 if [ $rc -eq 2 ] && grep -q -- "--input-lens: 'x'" "$tmp/e"; then ok; else bad "sweep bad --input-lens: $rc"; fi
 
+# ---- bench sampler: every case timed, table then JSON; a bad flag is refused
+"$OCTET" bench sampler --vocab 1000 --iters 2 --reps 3 >"$tmp/bs.out" 2>"$tmp/bs.err"; rc=$?
+if [ $rc -eq 0 ] && grep -q "^top_p 0.95 " "$tmp/bs.out" && tail -n 1 "$tmp/bs.out" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+u = d["us_per_draw"]
+sys.exit(0 if d["vocab"] == 1000 and len(u) == 6 and all(v > 0 for v in u.values()) else 1)'; then ok; else bad "bench sampler: $rc $(cat "$tmp/bs.out" "$tmp/bs.err")"; fi
+"$OCTET" bench sampler --vocab 0 2>"$tmp/e"; rc=$?
+if [ $rc -eq 2 ] && grep -q -- "--vocab" "$tmp/e"; then ok; else bad "bench sampler --vocab 0: $rc $(cat "$tmp/e")"; fi
+
 # ---- bench sweep: dummy:tiny, auto vs fp8 (the sweep starts and stops its own servers)
 sw="$tmp/sweep"
 "$OCTET" bench sweep --model dummy:tiny --kv-cache-dtype auto,fp8 --input-lens 32,64,128,256 --output-len 8 \
