@@ -16,6 +16,7 @@
 #include "cuda_prefill_fp8.cuh"
 #include "cuda_prefill_fp8_ws.cuh"
 #include "cuda_prefill_fp8_ov.cuh"
+#include "cuda_prefill_fp8_tma.cuh"
 #include "cuda_decode_t.cuh"
 
 // ---------------------------------------------------------------- element access
@@ -621,10 +622,16 @@ static void launch_prefill_fp8_nwg(struct cuda_backend *c, void *out, const void
 // Two consumer warpgroups per CTA share each K/V tile (the default); OCTET_FP8_WG=1 selects
 // one warpgroup per CTA (the previous kernel, kept for comparisons); OCTET_FP8_WS=1 the lab's
 // warp-specialised kernel (cuda_prefill_fp8_ws.cuh); OCTET_FP8_OV=1 the lab's overlapped one
-// (cuda_prefill_fp8_ov.cuh).
+// (cuda_prefill_fp8_ov.cuh); OCTET_FP8_TMA=1 the lab's TMA kernel (cuda_prefill_fp8_tma.cuh).
 template <int HD>
 static void launch_prefill_fp8(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                const struct attn_params *p, const float *sc, const struct batch *bt) {
+    static int tma = -1;  // OCTET_FP8_TMA=1: the TMA / warp-specialised / ping-pong kernel where it fits
+    if (tma < 0) tma = cuda_env_int("OCTET_FP8_TMA", 0) == 1;
+    if (HD == 128 && tma && p->fp8_accum <= 1 && fp8tma_fits(l, G)) {
+        launch_prefill_fp8_tma(c, out, q, l, G, p->softmax_scale, sc, bt, p->fp8_accum < 0 ? 2 : 0);
+        return;
+    }
     static int nwg = -1;
     if (nwg < 0)
         nwg = cuda_env_int("OCTET_FP8_OV", 0) == 1 ? 3 : cuda_env_int("OCTET_FP8_WS", 0) == 1 ? 0 : cuda_env_int("OCTET_FP8_WG", 2) == 1 ? 1 : 2;

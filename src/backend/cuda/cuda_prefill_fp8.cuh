@@ -116,19 +116,16 @@ template <int HD, int ACC, bool NARROW = false> struct acc_state {
 };
 
 // One KV tile t after S = Q·Kᵀ (sacc, BN/2 values of the thread's rows rr and rr + 8): online
-// softmax (scaled in place into P), the running max m and sum l, and P·V into the accumulators
-// per accumulation mode ACC (o: FP32, tacc: the MMA's); vt is the tile's Vᵀ.
-template <int HD, int ACC, int BN = cfg<HD>::BN, int NO_O, int NO_T>
-__device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, int n_every, int c, const float (&row_sc)[2],
-                                           const int (&row_lo)[2], const int (&row_pos)[2], float (&m)[2], float (&l)[2],
-                                           float (&o)[NO_O], float (&tacc)[NO_T], const uint8_t *vt) {
-    constexpr int NJ = BN / 8, NO = HD / 2;
+// softmax (scaled in place into P), the running max m and sum l, and the factor alpha on the
+// rows' earlier accumulators.
+template <int BN>
+__device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float (&row_sc)[2], const int (&row_lo)[2],
+                                          const int (&row_pos)[2], float (&m)[2], float (&l)[2], float (&alpha)[2]) {
+    constexpr int NJ = BN / 8;
     // online softmax on rows rr (h = 0) and rr + 8 (h = 1), in the log2 domain scaled by
     // row_sc (> 0, so the raw scores' max is the scaled scores' max): one FFMA and one ex2 per
     // score, P·256 as 2^(s·sc − m + 8); l sums P·256. Only tiles that cross a row's window start
     // or its position are masked (with causal rows, the diagonal tiles).
-    float alpha[2];
-    uint32_t pa[BN / 32][4];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int k0 = t * BN + 2 * c;
@@ -161,6 +158,9 @@ __device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, i
         l[h] = l[h] * alpha[h] + sum;
         m[h] = mn;
     }
+}
+// P (sacc after softmax_s) as e4m3 wgmma A fragments, in Vᵀ's key order
+template <int BN> __device__ __forceinline__ void pack_p(const float *sacc, uint32_t (&pa)[BN / 32][4]) {
 #pragma unroll
     for (int kk = 0; kk < BN / 32; kk++)
 #pragma unroll
@@ -169,6 +169,19 @@ __device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, i
             pa[kk][h] = pack4_e4m3(s0[0], s0[1], s0[4], s0[5]);           // keys 2c, 2c+1, 2c+8, 2c+9
             pa[kk][2 + h] = pack4_e4m3(s0[8], s0[9], s0[12], s0[13]);     // + 16
         }
+}
+
+// One KV tile t after S = Q·Kᵀ: softmax_s and pack_p, then P·V into the accumulators per accumulation mode
+// ACC (o: FP32, tacc: the MMA's); vt is the tile's Vᵀ.
+template <int HD, int ACC, int BN = cfg<HD>::BN, int NO_O, int NO_T>
+__device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, int n_every, int c, const float (&row_sc)[2],
+                                           const int (&row_lo)[2], const int (&row_pos)[2], float (&m)[2], float (&l)[2],
+                                           float (&o)[NO_O], float (&tacc)[NO_T], const uint8_t *vt) {
+    constexpr int NO = HD / 2;
+    float alpha[2];
+    uint32_t pa[BN / 32][4];
+    softmax_s<BN>(sacc, t, c, row_sc, row_lo, row_pos, m, l, alpha);
+    pack_p<BN>(sacc, pa);
     // rescale the running accumulators (fragment element i belongs to row rr + 8·((i>>1)&1))
     if constexpr (ACC == 1) {  // (two-level rescales o in the FFMA that adds the tile)
 #pragma unroll

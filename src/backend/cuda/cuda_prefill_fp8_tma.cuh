@@ -1,0 +1,306 @@
+// cuda_prefill_fp8_tma.cuh — the FP8 wgmma prefill built the FA3 way (kernel lab,
+// OCTET_FP8_TMA=1; head_dim 128, two-level and single accumulation), included by
+// cuda_attention.cu after cuda_prefill_fp8.cuh, whose Q load, row set-up, softmax and output
+// store (fp8pf::) it shares. Owns: the TMA tensor maps of a layer's cache, the mbarrier
+// pipeline, the producer's V transpose from a swizzled stage, the two consumers' ping-pong.
+//
+// Why (bench/NOTES.md, session 15): per score the default kernel issues ≈ 27 instructions
+// (an SM has 8 issue slots per score at the FP8 tensor rate), ≈ 4 of them computing cp.async
+// addresses (a division by the block size per 16 bytes) and ≈ 2 transposing V, and its two
+// warpgroups run in lockstep behind __syncthreads, so both exponentiate while the tensor
+// cores idle (busy 12.6 % at 16k).
+//
+// One CTA = 384 threads = (sequence, 128 query rows, KV head), as the default's 2 warpgroups:
+//   warpgroup 0, the producer (40 registers): one thread issues the TMA copies of K and raw V
+//     (one 128-byte-swizzled box of kv_block_tokens × 128 bytes per cache block, straight from
+//     the paged cache through the block table; no address arithmetic per 16 bytes), and all
+//     128 threads transpose each raw V tile into Vᵀ (the default's core-matrix layout and key
+//     permutation), zeroing keys past the CTA's last position;
+//   warpgroups 1 and 2, the consumers (232 registers), 64 query rows each: per tile, under a
+//     named-barrier turn that alternates between them (ping-pong), Q·Kᵀ(t) and P·V(t−1) are
+//     issued together; then S(t)'s softmax runs while P·V(t−1) and the other warpgroup's MMAs
+//     are in flight; then T(t−1) is folded (two-level: o = o·α(t−1) + T; single: T ·= α(t))
+//     and P(t) packed into the registers P·V(t−1) read.
+// Stages: K and raw V in 3 ring slots (mbarriers kfull/vfull with TMA byte counts, kempty from
+// the consumers after their Q·Kᵀ), Vᵀ in 2 (tfull from the producer, tempty after P·V).
+// The numbers are those of the default kernel: the same tiles at the same absolute key
+// positions, the same softmax and the same fold per tile (checked by test_cuda_ops under the
+// switch against the CPU's FP8 emulation).
+#pragma once
+
+#include <type_traits>
+
+#include <cuda.h>  // CUtensorMap and cuTensorMapEncodeTiled's enums (types only; the function comes from cudart)
+
+namespace fp8tma {
+
+constexpr int HD = 128, BN = 128, KS = 3;  // head_dim, keys a tile, K/raw-V ring slots
+constexpr int Q_BYTES = 64 * HD, TILE_BYTES = BN * HD;
+// shared memory from a 1024-byte-aligned base (128-byte swizzle atoms): Q of both consumers,
+// K ring, raw V ring, Vᵀ pair, Q scales, mbarriers
+constexpr int OFF_K = 2 * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_VT = OFF_V + KS * TILE_BYTES;
+constexpr int OFF_QS = OFF_VT + 2 * TILE_BYTES, OFF_BAR = OFF_QS + 128 * 4;
+constexpr int N_BARS = 3 * KS + 4;
+constexpr int SMEM = OFF_BAR + N_BARS * 8 + 1024;  // (+ the alignment slack)
+enum { BAR_PROD = 1, BAR_Q = 2, BAR_TURN = 4 };   // named barriers (0 is __syncthreads)
+
+__device__ __forceinline__ uint32_t sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(sa(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sa(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sa(b)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(sa(b)), "r"(parity)
+                     : "memory");
+    } while (!done);
+}
+// one box of a 4-d tensor map into shared memory, completing `bytes` on mbarrier b
+__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, uint64_t *b, int c0, int c1, int c2, int c3) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(
+                     sa(dst)),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(sa(b))
+                 : "memory");
+}
+// wgmma descriptor of a K-major operand in 128-byte-swizzled rows (8-row atoms of 1024 bytes);
+// the k-step's 32 bytes are added to the start address
+__device__ __forceinline__ uint64_t desc_sw128(const void *smem) {
+    return (uint64_t)((sa(smem) & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+}
+
+// Vᵀ (the default's core-matrix layout and key permutation: fp8pf::transpose_v) from a raw stage
+// in 128-byte-swizzled rows (key r's 16-byte chunk j at r·128 + (j ^ r%8)·16), keys past klim
+// (tile-relative) as 0. Lane bits as in transpose_v; the swizzle keeps the loads on 32 banks.
+__device__ __forceinline__ void transpose_sw(const uint8_t *vr, uint8_t *vt, int warp, int lane, int nwarp, int klim) {
+    const int rot = (lane >> 3) & 3;
+    for (int it = warp; it < (HD / 32) * (BN / 16); it += nwarp) {
+        const int d4 = (it % (HD / 32)) * 8 + (lane >> 2);
+        const int p0 = (it / (HD / 32)) * 16 + (lane & 3) * 4, kb = (p0 & ~15) + 2 * (lane & 3);
+        auto ld = [&](int r) -> uint32_t {
+            uint32_t w = *(const uint32_t *)(vr + r * 128 + ((((d4 >> 2) ^ r) & 7) << 4) + ((d4 * 4) & 15));
+            return r > klim ? 0u : w;
+        };
+        const uint32_t w0 = ld(kb), w1 = ld(kb + 1), w2 = ld(kb + 8), w3 = ld(kb + 9);
+        const uint32_t a0 = __byte_perm(w0, w1, 0x5140), a1 = __byte_perm(w0, w1, 0x7362);
+        const uint32_t a2 = __byte_perm(w2, w3, 0x5140), a3 = __byte_perm(w2, w3, 0x7362);
+        const uint32_t r4[4] = {__byte_perm(a0, a2, 0x5410), __byte_perm(a0, a2, 0x7632), __byte_perm(a1, a3, 0x5410),
+                                __byte_perm(a1, a3, 0x7632)};
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int jj = (j + rot) & 3;
+            const uint32_t w = jj == 0 ? r4[0] : jj == 1 ? r4[1] : jj == 2 ? r4[2] : r4[3];
+            *(uint32_t *)(vt + fp8pf::cm_off(d4 * 4 + jj, p0, BN)) = w;
+        }
+    }
+}
+
+}  // namespace fp8tma
+
+// ACC: 0 two-level, 2 single. kmap / vmap: the layer's K and V cache as 4-d tensors
+// {head_dim bytes, kv_block_tokens, n_kv_heads, n_blocks}, boxes of {128, rows, 1, 1}, swizzled.
+template <int ACC>
+__global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
+                                                         bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
+                                                         const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
+                                                         int window, float scale, const float *scales) {
+    using namespace fp8tma;
+    extern __shared__ uint8_t fp8tma_smem_raw[];
+    uint8_t *sm = (uint8_t *)(((uintptr_t)fp8tma_smem_raw + 1023) & ~(uintptr_t)1023);
+    uint8_t *Qs = sm, *Ks = sm + OFF_K, *Vs = sm + OFF_V, *Vt = sm + OFF_VT;
+    float *qscale_s = (float *)(sm + OFF_QS);
+    uint64_t *bars = (uint64_t *)(sm + OFF_BAR);
+    uint64_t *kfull = bars, *vfull = bars + KS, *kempty = bars + 2 * KS, *tfull = bars + 3 * KS, *tempty = tfull + 2;
+    const int s = blockIdx.x, g = blockIdx.z;
+    fp8pf::cta_tiles ct = {};
+    if (!ct.begin(qstart, pos_arr, 128, G, window, BN)) return;  // (the whole CTA, before any barrier)
+    const int n = ct.t1 - ct.t0 + 1, t0 = ct.t0, p_last = ct.p_last;
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < KS; i++) { mbar_init(&kfull[i], 1); mbar_init(&vfull[i], 1); mbar_init(&kempty[i], 256); }
+        for (int i = 0; i < 2; i++) { mbar_init(&tfull[i], 128); mbar_init(&tempty[i], 256); }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+
+    if (threadIdx.x < 128) {  // ---- producer
+        fp8ws::reg_dealloc<40>();
+        const int ptid = threadIdx.x;
+        const int32_t *bt = btab + (size_t)s * max_blocks;
+        auto load = [&](int i) {  // (thread 0) K and raw V of tile t0 + i into slot i % KS: the boxes up to p_last
+            const int t = t0 + i, st = i % KS, nb = min(BN / rows_box, (p_last - t * BN) / rows_box + 1);
+            const uint32_t bytes = (uint32_t)(nb * rows_box * HD);
+            mbar_expect_tx(&kfull[st], bytes);
+            mbar_expect_tx(&vfull[st], bytes);
+            for (int j = 0; j < nb; j++) {
+                const int kp = t * BN + j * rows_box, blk = bt[kp / bs], r0 = kp % bs;
+                tma_load(Ks + st * TILE_BYTES + j * rows_box * HD, &kmap, &kfull[st], 0, r0, g, blk);
+                tma_load(Vs + st * TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
+            }
+        };
+        if (ptid == 0)
+            for (int i = 0; i < KS && i < n; i++) load(i);
+        for (int i = 0; i < n; i++) {
+            const int st = i % KS, b = i & 1;
+            mbar_wait(&vfull[st], (i / KS) & 1);
+            if (i >= 2) mbar_wait(&tempty[b], ((i >> 1) - 1) & 1);  // P·V(i − 2) done with Vᵀ slot b
+            transpose_sw(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, ptid >> 5, ptid & 31, 4, p_last - (t0 + i) * BN);
+            fence_proxy_async();  // Vᵀ (generic stores) visible to the wgmma
+            mbar_arrive(&tfull[b]);
+            fp8ws::bar_sync(BAR_PROD, 128);  // every producer thread is done reading raw V slot st
+            if (ptid == 0 && i + KS < n) {
+                mbar_wait(&kempty[st], (i / KS) & 1);  // both consumers' Q·Kᵀ(i) done with K slot st
+                load(i + KS);
+            }
+        }
+        return;
+    }
+
+    // ---- consumers: warpgroups 1 and 2, 64 query rows each
+    fp8ws::reg_alloc<232>();
+    const int tid = threadIdx.x - 128, wg = tid >> 7, warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
+    const int n_heads = n_kv * G;
+    fp8pf::load_q<HD>(Qs, qscale_s, q, tid, ct.q0, ct.n_q, ct.tok_per_cta, ct.t_begin, n_heads, g, G);
+    fp8pf::rows2 rw;
+    rw.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
+    fence_proxy_async();                   // Q visible to the wgmma
+    fp8ws::bar_sync(BAR_Q + wg, 128);      // this warpgroup's Q rows and scales written
+    rw.scales(qscale_s, warp, rr, scales[g], scale);
+    const float vscale = scales[KV_MAX_HEADS + g];
+    const uint8_t *qw = Qs + wg * Q_BYTES;
+
+    float o[ACC == 0 ? HD / 2 : 1], tacc[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha_prev[2] = {1.0f, 1.0f};
+#pragma unroll
+    for (int j = 0; j < HD / 2; j++) tacc[j] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < (ACC == 0 ? HD / 2 : 1); j++) o[j] = 0.0f;
+    uint32_t pa[BN / 32][4];
+    auto pv_issue = [&](int i) {  // T (+)= P(i)·Vᵀ(i) (two-level starts T from zero each tile)
+        const uint8_t *vt = Vt + (i & 1) * TILE_BYTES;
+#pragma unroll
+        for (int kk = 0; kk < BN / 32; kk++)
+            fp8pf::rs<HD>(tacc, pa[kk], wgmma_desc(vt + kk * 256, 128, BN * 8), ACC == 0 && kk == 0 ? 0 : 1);
+        wgmma_commit();
+    };
+    // one tile i; FIRST (tile 0) has no P·V(i − 1) to issue or fold. (Two instances rather than
+    // branches: ptxas serialises every wgmma when a wait's group count depends on a branch.)
+    auto tile = [&](auto first, int i) {
+        constexpr bool FIRST = decltype(first)::value;
+        const int st = i % KS;
+        mbar_wait(&kfull[st], (i / KS) & 1);
+        if constexpr (!FIRST) mbar_wait(&tfull[(i - 1) & 1], ((i - 1) >> 1) & 1);
+        float sacc[BN / 2];
+        fp8ws::bar_sync(BAR_TURN + wg, 256);
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < HD / 32; kk++)
+            fp8pf::ss<BN>(sacc, wgmma_desc(qw + kk * 256, 128, HD * 8), desc_sw128(Ks + st * TILE_BYTES + kk * 32), kk > 0);
+        wgmma_commit();
+        if constexpr (!FIRST) pv_issue(i - 1);
+        if (wg == 0 || i + 1 < n) fp8ws::bar_arrive(BAR_TURN + (wg ^ 1), 256);  // (turns balance: n each way)
+        if constexpr (FIRST) wgmma_wait<0>();
+        else wgmma_wait<1>();  // Q·Kᵀ(i) done, P·V(i − 1) may still run
+        fp8pf::fence_acc<BN>(sacc);
+        mbar_arrive(&kempty[st]);
+        float alpha[2];
+        fp8pf::softmax_s<BN>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha);
+        if constexpr (!FIRST) {  // P·V(i − 1) done: T folded, its P registers free for P(i)
+            wgmma_wait<0>();
+            fp8pf::fence_acc<HD>(tacc);
+            mbar_arrive(&tempty[(i - 1) & 1]);
+            if constexpr (ACC == 0) {
+#pragma unroll
+                for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], alpha_prev[(j >> 1) & 1], tacc[j]);
+            }
+        }
+        if constexpr (ACC != 0) {
+#pragma unroll
+            for (int j = 0; j < HD / 2; j++) tacc[j] *= alpha[(j >> 1) & 1];
+        }
+        fp8pf::pack_p<BN>(sacc, pa);
+        alpha_prev[0] = alpha[0];
+        alpha_prev[1] = alpha[1];
+    };
+    if (wg == 1) fp8ws::bar_arrive(BAR_TURN, 256);  // warpgroup 1 (wg 0) takes the first turn
+    tile(std::true_type(), 0);
+    for (int i = 1; i < n; i++) tile(std::false_type(), i);
+    mbar_wait(&tfull[(n - 1) & 1], ((n - 1) >> 1) & 1);
+    wgmma_fence();
+    pv_issue(n - 1);
+    wgmma_wait<0>();
+    fp8pf::fence_acc<HD>(tacc);
+    if constexpr (ACC == 0) {
+#pragma unroll
+        for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], alpha_prev[(j >> 1) & 1], tacc[j]);
+    }
+    fp8pf::rows2 ro;  // (the rows' tokens and heads again: not kept live through the tile loop)
+    ro.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
+    fp8pf::store_rows<HD>(out, ACC == 0 ? o : tacc, l, ro.on, ro.tok, ro.head, n_heads, g, G, vscale, c);
+}
+
+// ---------------------------------------------------------------- host side
+
+// cuTensorMapEncodeTiled through cudart's driver entry point (the backend does not link libcuda).
+typedef CUresult (*fp8tma_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *,
+                                     const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                     CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// A layer's K or V cache as {head_dim bytes, kv_block_tokens, n_kv_heads, n_blocks}, boxes of
+// {128 bytes, rows, 1, 1} in 128-byte swizzle. False (message latched) if it cannot be encoded.
+static bool fp8tma_map(struct cuda_backend *c, CUtensorMap *map, void *base, const struct kv_layer *l, int rows) {
+    static fp8tma_encode_fn encode = NULL;
+    if (!encode) {
+        void *fn = NULL;
+        cudaDriverEntryPointQueryResult qr;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr) != cudaSuccess ||
+            qr != cudaDriverEntryPointSuccess || !fn) {
+            if (!c->error) { c->error = OCT_EUNSUP; snprintf(c->msg, sizeof c->msg, "fp8 prefill (TMA): cuTensorMapEncodeTiled unavailable"); }
+            return false;
+        }
+        encode = (fp8tma_encode_fn)fn;
+    }
+    const cuuint64_t hd = (cuuint64_t)l->head_dim, bs = (cuuint64_t)l->kv_block_tokens;
+    const cuuint64_t dims[4] = {hd, bs, (cuuint64_t)l->n_kv_heads, (cuuint64_t)l->n_blocks};
+    const cuuint64_t strides[3] = {hd, hd * bs, hd * bs * (cuuint64_t)l->n_kv_heads};
+    const cuuint32_t box[4] = {128, (cuuint32_t)rows, 1, 1}, es[4] = {1, 1, 1, 1};
+    CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, base, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        if (!c->error) { c->error = OCT_EUNSUP; snprintf(c->msg, sizeof c->msg, "fp8 prefill (TMA): cuTensorMapEncodeTiled failed (%d)", (int)r); }
+        return false;
+    }
+    return true;
+}
+
+// Whether the TMA kernel covers this layer: head_dim 128, whole 128-byte swizzle atoms per box
+// (kv_block_tokens a multiple of 8) and tiles made of whole boxes.
+static bool fp8tma_fits(const struct kv_layer *l, int G) {
+    const int bs = l->kv_block_tokens;
+    return l->head_dim == 128 && 64 % G == 0 && bs % 8 == 0 && (fp8tma::BN % bs == 0 || bs % fp8tma::BN == 0);
+}
+
+// acc: 0 two-level, 2 single (every:N stays on the default kernel)
+static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G, float scale,
+                                   const float *sc, const struct batch *bt, int acc) {
+    const int rows = l->kv_block_tokens < fp8tma::BN ? l->kv_block_tokens : fp8tma::BN;
+    CUtensorMap km, vm;
+    if (!fp8tma_map(c, &km, l->k, l, rows) || !fp8tma_map(c, &vm, l->v, l, rows)) return;
+    auto kern = acc == 0 ? k_prefill_fp8_tma<0> : k_prefill_fp8_tma<2>;
+    static bool attr_set[2] = {false, false};
+    if (!attr_set[acc != 0]) {
+        if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma::SMEM), "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
+            return;
+        attr_set[acc != 0] = true;
+    }
+    const int qt = 128 / G;
+    dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
+    kern<<<grid, 384, fp8tma::SMEM, c->stream>>>(km, vm, (bf16 *)out, (const bf16 *)q, c->cb.qstart, c->cb.pos, c->cb.btab,
+                                                 bt->max_blocks_per_seq, l->n_kv_heads, G, l->kv_block_tokens, rows, l->window, scale, sc);
+    CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma, TMA)");
+}
