@@ -80,6 +80,10 @@ struct backend_ops {
     void (*download)(struct backend *b, void *dst, const void *src, size_t bytes);
     // Downloads n activation elements as f32.
     void (*download_f32)(struct backend *b, float *dst, const void *src, size_t n);
+    // Optional: host memory the backend copies into at full speed (page-locked on a GPU), for
+    // buffers such as the logits that every step fills; NULL: malloc/free (backend_host_alloc).
+    void *(*host_alloc)(struct backend *b, size_t bytes);
+    void (*host_free)(struct backend *b, void *p);
     int (*sync)(struct backend *b);  // waits; returns the sticky error, if any
     // Makes w usable by ops (sets w->dev). Returns <0 on failure.
     int (*weight_upload)(struct backend *b, struct weight *w);
@@ -145,6 +149,10 @@ struct backend *backend_cpu_create(int n_threads);
 struct backend *backend_cuda_create(int device_index);
 // True when built with CUDA and a GPU is present.
 bool backend_cuda_available(void);
+// Host buffers through ops->host_alloc when the backend has it, else malloc (NULL when out of
+// memory); free them with backend_host_free before the backend is destroyed.
+void *backend_host_alloc(struct backend *b, size_t bytes);
+void backend_host_free(struct backend *b, void *p);
 // By name: "cpu", "cuda", or "auto" (cuda when available, else cpu). NULL + err_msg().
 struct backend *backend_create(const char *device, int n_threads);
 

@@ -459,7 +459,7 @@ int engine_create(struct engine **out, struct model *m, const struct engine_opti
     e->rows = malloc(sizeof(int32_t) * S); e->qstart = malloc(sizeof(int32_t) * (S + 1)); e->seq_lens = malloc(sizeof(int32_t) * S);
     e->btab = malloc(sizeof(int32_t) * (size_t)S * e->max_blocks_per_seq);
     e->sched = malloc(sizeof(struct request *) * S); e->sched_n = malloc(sizeof(int) * S);
-    e->logits = malloc(sizeof(float) * (size_t)S * c->n_vocab);
+    e->logits = backend_host_alloc(e->b, sizeof(float) * (size_t)S * c->n_vocab);  // (pinned on a GPU: the copy is one DMA)
     e->jobs = malloc(sizeof(struct sample_job) * S);
     if (rc == OCT_OK && (!e->tok || !e->pos || !e->slot || !e->rows || !e->qstart || !e->seq_lens || !e->btab || !e->sched || !e->sched_n || !e->logits || !e->jobs))
         rc = err_set(OCT_ENOMEM, "engine: out of memory for step buffers");
@@ -472,9 +472,10 @@ int engine_create(struct engine **out, struct model *m, const struct engine_opti
     pthread_cond_init(&e->cv, NULL);
     if (rc == OCT_OK && pthread_create(&e->thread, NULL, engine_main, e) != 0) rc = err_set(OCT_ENOMEM, "engine: cannot start its thread");
     if (rc < 0) {
+        backend_host_free(e->b, e->logits);
         kv_pool_free(&e->pool); kv_cache_free(&e->kv); forward_free(&e->fw); e->b->ops->destroy(e->b);
         free(e->tok); free(e->pos); free(e->slot); free(e->rows); free(e->qstart); free(e->seq_lens); free(e->btab);
-        free(e->sched); free(e->sched_n); free(e->logits); free(e->jobs);
+        free(e->sched); free(e->sched_n); free(e->jobs);
         threadpool_free(e->tp);
         free(e);
         return rc;
@@ -491,12 +492,13 @@ void engine_destroy(struct engine *e) {
     pthread_cond_broadcast(&e->cv);
     pthread_mutex_unlock(&e->mu);
     pthread_join(e->thread, NULL);
+    backend_host_free(e->b, e->logits);
     kv_pool_free(&e->pool);
     kv_cache_free(&e->kv);
     forward_free(&e->fw);
     e->b->ops->destroy(e->b);
     free(e->tok); free(e->pos); free(e->slot); free(e->rows); free(e->qstart); free(e->seq_lens); free(e->btab);
-    free(e->sched); free(e->sched_n); free(e->logits); free(e->jobs);
+    free(e->sched); free(e->sched_n); free(e->jobs);
     threadpool_free(e->tp);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);

@@ -41,8 +41,8 @@ static int fill(struct runner *r, int depth, bool with_one, float *lg) {
 // Returns tokens/s of each rep in out[reps]: n prompt tokens after `depth` cached ones.
 static int run_pp(struct runner *r, int n, int depth, int reps, double *out) {
     int32_t *ids = malloc(sizeof(int32_t) * n);
-    float *lg = malloc(sizeof(float) * (size_t)r->m->cfg.n_vocab);
-    if (!ids || !lg) { free(ids); free(lg); return err_set(OCT_ENOMEM, "out of memory"); }
+    float *lg = backend_host_alloc(r->b, sizeof(float) * (size_t)r->m->cfg.n_vocab);
+    if (!ids || !lg) { free(ids); backend_host_free(r->b, lg); return err_set(OCT_ENOMEM, "out of memory"); }
     for (int i = 0; i < n; i++) ids[i] = (int32_t)((i * 7919 + 13) % r->m->cfg.n_vocab);
     int rc = OCT_OK;
     for (int k = 0; k < reps && rc == OCT_OK; k++) {
@@ -51,13 +51,13 @@ static int run_pp(struct runner *r, int n, int depth, int reps, double *out) {
         rc = runner_feed(r, ids, n, false, lg);
         out[k] = n / (now_s() - t0);
     }
-    free(ids); free(lg);
+    free(ids); backend_host_free(r->b, lg);
     return rc;
 }
 
 // tokens/s of n greedy decode steps after `depth` cached tokens (1 when depth is 0).
 static int run_tg(struct runner *r, int n, int depth, int reps, double *out) {
-    float *lg = malloc(sizeof(float) * (size_t)r->m->cfg.n_vocab);
+    float *lg = backend_host_alloc(r->b, sizeof(float) * (size_t)r->m->cfg.n_vocab);  // (pinned on a GPU)
     if (!lg) return err_set(OCT_ENOMEM, "out of memory");
     int rc = OCT_OK;
     for (int k = 0; k < reps && rc == OCT_OK; k++) {
@@ -70,7 +70,7 @@ static int run_tg(struct runner *r, int n, int depth, int reps, double *out) {
         }
         out[k] = n / (now_s() - t0);
     }
-    free(lg);
+    backend_host_free(r->b, lg);
     return rc;
 }
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_common.cuh"
 #include "cuda_gemm_inv.cuh"
@@ -102,7 +103,27 @@ static int cu_weight_upload(struct backend *b, struct weight *w) {
     w->dev = d;
     return OCT_OK;
 }
+static void *cu_host_alloc(struct backend *b, size_t bytes) {
+    void *p = nullptr;
+    if (cudaMallocHost(&p, bytes ? bytes : 1) != cudaSuccess) { cudaGetLastError(); return nullptr; }
+    return p;
+}
+static void cu_host_free(struct backend *b, void *p) { if (p) cudaFreeHost(p); }
 static void cu_weight_release(struct backend *b, struct weight *w) { if (w->dev) cudaFree(w->dev); w->dev = nullptr; }
+
+// OCTET_STEP_TIMING=1 (a measurement switch): where a replayed decode step's wall time goes — the
+// graph on the GPU, the logits' copy to the host, and the GPU's idle time since the previous
+// step's copy, split by host clocks into the time outside the backend (the caller's sampling and
+// scheduling) and inside it before the graph launch (batch_begin's upload, the forward pass's walk).
+static bool step_timing(void) {
+    static const bool on = cuda_env_int("OCTET_STEP_TIMING", 0) == 1;
+    return on;
+}
+static double host_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + 1e-9 * ts.tv_nsec;
+}
 
 // Decides how this step runs: eagerly, captured into a graph, or replayed from one.
 static void graph_step_begin(struct cuda_backend *c, const struct batch *bt) {
@@ -153,6 +174,7 @@ static int cu_batch_begin(struct backend *b, const struct batch *bt) {
         c->meta_cap = cap;
         c->meta_gen++;
     }
+    if (step_timing()) c->h_begin = host_now();
     // the previous step's copy must be done before the staging buffer is rewritten
     if (cuda_fail(c, cudaStreamSynchronize(c->stream), "stream")) return err_set(c->error, "%s", c->msg);
     int32_t *h = c->h_meta, *d = c->d_meta;
@@ -487,14 +509,6 @@ static void cu_matmul_swiglu(struct backend *b, void *gate, void *up, const void
     cu_silu_mul(b, gate, gate, up, (int64_t)n * wg->rows);
 }
 
-// OCTET_STEP_TIMING=1 (a measurement switch): where a replayed decode step's wall time goes — the
-// graph on the GPU, the logits' copy to the host, and the GPU's idle time since the previous
-// step's copy (the host's sampling, scheduling, metadata upload and graph launch).
-static bool step_timing(void) {
-    static const bool on = cuda_env_int("OCTET_STEP_TIMING", 0) == 1;
-    return on;
-}
-
 static void step_timing_done(struct cuda_backend *c) {  // after the step's copy completed
     float g = 0, cp = 0, idle = 0;
     if (cudaEventElapsedTime(&g, c->tev[0], c->tev[1]) != cudaSuccess || cudaEventElapsedTime(&cp, c->tev[1], c->tev[2]) != cudaSuccess)
@@ -517,6 +531,11 @@ static void cu_logits(struct backend *b, float *host_out, const void *x, const s
         if (step_timing() && !c->tev[0])
             for (int i = 0; i < 4; i++) cudaEventCreate(&c->tev[i]);
         timed = step_timing() && c->tev[0] && cudaEventRecord(c->tev[0], c->stream) == cudaSuccess;
+        if (timed && c->h_ret > 0) {
+            c->h_outside += c->h_begin - c->h_ret;
+            c->h_inside += host_now() - c->h_begin;
+            c->h_n++;
+        }
         cuda_fail(c, cudaGraphLaunch(c->cur->exec, c->stream), "graph launch");
         if (timed) cudaEventRecord(c->tev[1], c->stream);
     } else {
@@ -542,6 +561,7 @@ static void cu_logits(struct backend *b, float *host_out, const void *x, const s
     CUDA_OK(c, cudaMemcpyAsync(host_out, c->d_logits, need * sizeof(float), cudaMemcpyDeviceToHost, c->stream));
     if (timed) cudaEventRecord(c->tev[2], c->stream);
     if (CUDA_OK(c, cudaStreamSynchronize(c->stream)) && timed) step_timing_done(c);
+    if (step_timing()) c->h_ret = timed ? host_now() : 0;
 }
 
 // ---------------------------------------------------------------- table
@@ -552,6 +572,9 @@ static void cu_destroy(struct backend *b) {
     if (c->t_n)
         fprintf(stderr, "cuda step timing: %d replayed decode steps: graph %.3f ms, logits copy %.3f ms, GPU idle before a step %.3f ms (means)\n",
                 c->t_n, c->t_graph / c->t_n, c->t_copy / c->t_n, c->t_idle_n ? c->t_idle / c->t_idle_n : 0.0);
+    if (c->h_n)
+        fprintf(stderr, "cuda step timing: host between steps: %.3f ms outside the backend (sampling, engine), %.3f ms in it before the "
+                "graph launch (metadata upload, forward walk) (means of %d)\n", 1e3 * c->h_outside / c->h_n, 1e3 * c->h_inside / c->h_n, c->h_n);
     for (int i = 0; i < 4; i++) if (c->tev[i]) cudaEventDestroy(c->tev[i]);
     for (int i = 0; i < c->n_plans; i++) plan_release(&c->plans[i]);
     c->n_plans = 0;
@@ -582,6 +605,8 @@ static const struct backend_ops cuda_ops = {
     .upload = cu_upload,
     .download = cu_download,
     .download_f32 = cu_download_f32,
+    .host_alloc = cu_host_alloc,
+    .host_free = cu_host_free,
     .sync = cu_sync,
     .weight_upload = cu_weight_upload,
     .weight_release = cu_weight_release,

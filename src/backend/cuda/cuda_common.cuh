@@ -90,6 +90,10 @@ struct cuda_backend {
     cudaEvent_t tev[4];
     double t_graph, t_copy, t_idle;
     int t_n, t_idle_n;
+    // and host clocks (seconds): the previous step's return, this step's batch_begin, and the sums
+    // of the host's time outside the backend (sampling, the engine) and inside it up to the launch
+    double h_ret, h_begin, h_outside, h_inside;
+    int h_n;
 };
 
 // Ops return at once when an error is latched or a captured graph replays the step.
