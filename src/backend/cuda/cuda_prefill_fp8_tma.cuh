@@ -76,9 +76,11 @@ __device__ __forceinline__ uint64_t desc_sw128(const void *smem) {
     return (uint64_t)((sa(smem) & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
 }
 
-// Vᵀ (the default's core-matrix layout and key permutation: fp8pf::transpose_v) from a raw stage
-// in 128-byte-swizzled rows (key r's 16-byte chunk j at r·128 + (j ^ r%8)·16), keys past klim
-// (tile-relative) as 0. Lane bits as in transpose_v; the swizzle keeps the loads on 32 banks.
+// Vᵀ (the default's key permutation; SW: in 128-byte swizzled rows of 128 keys, else the
+// default's core-matrix layout as fp8pf::transpose_v writes it) from a raw stage in 128-byte
+// swizzled rows (key r's 16-byte chunk j at r·128 + (j ^ r%8)·16), keys past klim (tile-relative)
+// as 0. Lane bits as in transpose_v: the loads and the stores hit 32 banks in both layouts.
+template <bool SW>
 __device__ __forceinline__ void transpose_sw(const uint8_t *vr, uint8_t *vt, int warp, int lane, int nwarp, int klim) {
     const int rot = (lane >> 3) & 3;
     for (int it = warp; it < (HD / 32) * (BN / 16); it += nwarp) {
@@ -97,16 +99,18 @@ __device__ __forceinline__ void transpose_sw(const uint8_t *vr, uint8_t *vt, int
         for (int j = 0; j < 4; j++) {
             const int jj = (j + rot) & 3;
             const uint32_t w = jj == 0 ? r4[0] : jj == 1 ? r4[1] : jj == 2 ? r4[2] : r4[3];
-            *(uint32_t *)(vt + fp8pf::cm_off(d4 * 4 + jj, p0, BN)) = w;
+            const int d = d4 * 4 + jj;
+            *(uint32_t *)(vt + (SW ? (uint32_t)(d * 128 + ((((p0 >> 4) ^ d) & 7) << 4) + (p0 & 15)) : fp8pf::cm_off(d, p0, BN))) = w;
         }
     }
 }
 
 }  // namespace fp8tma
 
-// ACC: 0 two-level, 2 single. kmap / vmap: the layer's K and V cache as 4-d tensors
+// ACC: 0 two-level, 2 single. SW: Q and Vᵀ in 128-byte swizzled rows (else the core-matrix
+// layout, as the default kernel). kmap / vmap: the layer's K and V cache as 4-d tensors
 // {head_dim bytes, kv_block_tokens, n_kv_heads, n_blocks}, boxes of {128, rows, 1, 1}, swizzled.
-template <int ACC>
+template <int ACC, bool SW>
 __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
                                                          const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
@@ -150,7 +154,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
             const int st = i % KS, b = i & 1;
             mbar_wait(&vfull[st], (i / KS) & 1);
             if (i >= 2) mbar_wait(&tempty[b], ((i >> 1) - 1) & 1);  // P·V(i − 2) done with Vᵀ slot b
-            transpose_sw(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, ptid >> 5, ptid & 31, 4, p_last - (t0 + i) * BN);
+            transpose_sw<SW>(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, ptid >> 5, ptid & 31, 4, p_last - (t0 + i) * BN);
             fence_proxy_async();  // Vᵀ (generic stores) visible to the wgmma
             mbar_arrive(&tfull[b]);
             fp8ws::bar_sync(BAR_PROD, 128);  // every producer thread is done reading raw V slot st
@@ -166,7 +170,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     fp8ws::reg_alloc<232>();
     const int tid = threadIdx.x - 128, wg = tid >> 7, warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
     const int n_heads = n_kv * G;
-    fp8pf::load_q<HD>(Qs, qscale_s, q, tid, ct.q0, ct.n_q, ct.tok_per_cta, ct.t_begin, n_heads, g, G);
+    fp8pf::load_q<HD, SW>(Qs, qscale_s, q, tid, ct.q0, ct.n_q, ct.tok_per_cta, ct.t_begin, n_heads, g, G);
     fp8pf::rows2 rw;
     rw.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
     fence_proxy_async();                   // Q visible to the wgmma
@@ -185,7 +189,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         const uint8_t *vt = Vt + (i & 1) * TILE_BYTES;
 #pragma unroll
         for (int kk = 0; kk < BN / 32; kk++)
-            fp8pf::rs<HD>(tacc, pa[kk], wgmma_desc(vt + kk * 256, 128, BN * 8), ACC == 0 && kk == 0 ? 0 : 1);
+            fp8pf::rs<HD>(tacc, pa[kk], SW ? desc_sw128(vt + kk * 32) : wgmma_desc(vt + kk * 256, 128, BN * 8), ACC == 0 && kk == 0 ? 0 : 1);
         wgmma_commit();
     };
     // one tile i; FIRST (tile 0) has no P·V(i − 1) to issue or fold. (Two instances rather than
@@ -200,7 +204,8 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 32; kk++)
-            fp8pf::ss<BN>(sacc, wgmma_desc(qw + kk * 256, 128, HD * 8), desc_sw128(Ks + st * TILE_BYTES + kk * 32), kk > 0);
+            fp8pf::ss<BN>(sacc, SW ? desc_sw128(qw + kk * 32) : wgmma_desc(qw + kk * 256, 128, HD * 8),
+                          desc_sw128(Ks + st * TILE_BYTES + kk * 32), kk > 0);
         wgmma_commit();
         if constexpr (!FIRST) pv_issue(i - 1);
         if (wg == 0 || i + 1 < n) fp8ws::bar_arrive(BAR_TURN + (wg ^ 1), 256);  // (turns balance: n each way)
@@ -285,18 +290,20 @@ static bool fp8tma_fits(const struct kv_layer *l, int G) {
     return l->head_dim == 128 && 64 % G == 0 && bs % 8 == 0 && (fp8tma::BN % bs == 0 || bs % fp8tma::BN == 0);
 }
 
-// acc: 0 two-level, 2 single (every:N stays on the default kernel)
+// acc: 0 two-level, 2 single (every:N stays on the default kernel); sw: Q and Vᵀ swizzled
 static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G, float scale,
-                                   const float *sc, const struct batch *bt, int acc) {
+                                   const float *sc, const struct batch *bt, int acc, bool sw) {
     const int rows = l->kv_block_tokens < fp8tma::BN ? l->kv_block_tokens : fp8tma::BN;
     CUtensorMap km, vm;
     if (!fp8tma_map(c, &km, l->k, l, rows) || !fp8tma_map(c, &vm, l->v, l, rows)) return;
-    auto kern = acc == 0 ? k_prefill_fp8_tma<0> : k_prefill_fp8_tma<2>;
-    static bool attr_set[2] = {false, false};
-    if (!attr_set[acc != 0]) {
+    auto kern = acc == 0 ? (sw ? k_prefill_fp8_tma<0, true> : k_prefill_fp8_tma<0, false>)
+                         : (sw ? k_prefill_fp8_tma<2, true> : k_prefill_fp8_tma<2, false>);
+    static bool attr_set[4] = {false, false, false, false};
+    const int which = (acc != 0) * 2 + sw;
+    if (!attr_set[which]) {
         if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma::SMEM), "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
             return;
-        attr_set[acc != 0] = true;
+        attr_set[which] = true;
     }
     const int qt = 128 / G;
     dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
