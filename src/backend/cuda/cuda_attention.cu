@@ -440,13 +440,16 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     // bf16: off (no gain measured). OCTET_DECODE_MIN_SPLIT=N overrides both (0: off).
     static const int min_split_env = cuda_env_int("OCTET_DECODE_MIN_SPLIT", -1);
     const int min_split = min_split_env >= 0 ? min_split_env : l->dtype == DT_BF16 ? 0 : 16;
-    // By default (OCTET_FUSE=0: off) the last CTA of each (sequence, KV head) combines the splits,
-    // when there are at most 16 of them (and their weights fit the kernel's shared scratch);
-    // arrival counters start at zero and are reset by it. More splits go to k_combine: one CTA
-    // summing 49 splits for its 4 heads left the GPU idle behind it — B=1 L=128k took 101 us
-    // instead of 78 (fp8) and 165 instead of 134 (bf16) on the H200 (bench/NOTES.md, session 13).
+    // By default (OCTET_FUSE=0: off) the last CTA of each (sequence, KV head) combines the splits
+    // of a one-sequence step, when there are at most 16 of them (and their weights fit the
+    // kernel's shared scratch); arrival counters start at zero and are reset by it. More splits go
+    // to k_combine: one CTA summing 49 splits for its 4 heads left the GPU idle behind it — B=1
+    // L=128k took 101 us instead of 78 (fp8) and 165 instead of 134 (bf16) on the H200 — and so
+    // do batches: at B=8 L=32k (8 splits) the fused combine took 157 us against 137 (fp8) and 292
+    // against 255 (bf16) with k_combine (bench/NOTES.md, sessions 13 and 15).
     int *arrive = nullptr;
-    if ((dyn && n_splits > 1) || (fuse && n_splits > 1 && n_splits <= DECODE_FUSED_MAX && 2 * G * n_splits + G <= 32 * HD)) {
+    if ((dyn && n_splits > 1) ||
+        (fuse && bt->n_seqs == 1 && n_splits > 1 && n_splits <= DECODE_FUSED_MAX && 2 * G * n_splits + G <= 32 * HD)) {
         const size_t cap = c->arrive_cap, cnt = (size_t)bt->n_seqs * l->n_kv_heads;
         if (!cuda_reserve(c, &c->d_arrive, &c->arrive_cap, cnt)) return;
         if (c->arrive_cap != cap && cuda_fail(c, cudaMemsetAsync(c->d_arrive, 0, cnt * sizeof(int), c->stream), "cudaMemset")) return;

@@ -531,12 +531,14 @@ static void cu_logits(struct backend *b, float *host_out, const void *x, const s
         if (step_timing() && !c->tev[0])
             for (int i = 0; i < 4; i++) cudaEventCreate(&c->tev[i]);
         timed = step_timing() && c->tev[0] && cudaEventRecord(c->tev[0], c->stream) == cudaSuccess;
+        double h0 = timed ? host_now() : 0;
         if (timed && c->h_ret > 0) {
             c->h_outside += c->h_begin - c->h_ret;
-            c->h_inside += host_now() - c->h_begin;
+            c->h_inside += h0 - c->h_begin;
             c->h_n++;
         }
         cuda_fail(c, cudaGraphLaunch(c->cur->exec, c->stream), "graph launch");
+        if (timed) c->h_launch += host_now() - h0;
         if (timed) cudaEventRecord(c->tev[1], c->stream);
     } else {
         if (!c->capturing && (c->error || !cuda_reserve(c, &c->d_logits, &c->logits_cap, need))) return;
@@ -560,8 +562,10 @@ static void cu_logits(struct backend *b, float *host_out, const void *x, const s
     if (c->error) return;
     CUDA_OK(c, cudaMemcpyAsync(host_out, c->d_logits, need * sizeof(float), cudaMemcpyDeviceToHost, c->stream));
     if (timed) cudaEventRecord(c->tev[2], c->stream);
+    const double hs = timed ? host_now() : 0;
     if (CUDA_OK(c, cudaStreamSynchronize(c->stream)) && timed) step_timing_done(c);
     if (step_timing()) c->h_ret = timed ? host_now() : 0;
+    if (timed) c->h_sync += c->h_ret - hs;
 }
 
 // ---------------------------------------------------------------- table
@@ -574,7 +578,8 @@ static void cu_destroy(struct backend *b) {
                 c->t_n, c->t_graph / c->t_n, c->t_copy / c->t_n, c->t_idle_n ? c->t_idle / c->t_idle_n : 0.0);
     if (c->h_n)
         fprintf(stderr, "cuda step timing: host between steps: %.3f ms outside the backend (sampling, engine), %.3f ms in it before the "
-                "graph launch (metadata upload, forward walk) (means of %d)\n", 1e3 * c->h_outside / c->h_n, 1e3 * c->h_inside / c->h_n, c->h_n);
+                "graph launch (metadata upload, forward walk); in cudaGraphLaunch %.3f ms, waiting for the step %.3f ms (means of %d)\n",
+                1e3 * c->h_outside / c->h_n, 1e3 * c->h_inside / c->h_n, 1e3 * c->h_launch / c->t_n, 1e3 * c->h_sync / c->t_n, c->h_n);
     for (int i = 0; i < 4; i++) if (c->tev[i]) cudaEventDestroy(c->tev[i]);
     for (int i = 0; i < c->n_plans; i++) plan_release(&c->plans[i]);
     c->n_plans = 0;
@@ -651,7 +656,11 @@ extern "C" struct backend *backend_cuda_create(int device_index) {
     c->device = device_index;
     c->workspace_bytes = 32u << 20;
     cudaDeviceProp prop;
-    bool bad = cuda_fail(c, cudaSetDevice(device_index), "cudaSetDevice") ||
+    bool bad = cuda_fail(c, cudaSetDevice(device_index), "cudaSetDevice");
+    // Kernel lab: OCTET_CUDA_SPIN=1 makes the host spin while it waits for the GPU (instead of
+    // the driver's automatic choice), to measure how much of a decode step's gap is wake-up time.
+    if (!bad && cuda_env_int("OCTET_CUDA_SPIN", 0) == 1 && cudaSetDeviceFlags(cudaDeviceScheduleSpin) != cudaSuccess) cudaGetLastError();
+    bad = bad ||
                cuda_fail(c, cudaGetDeviceProperties(&prop, device_index), "cudaGetDeviceProperties") ||
                cuda_fail(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreate") ||
                cuda_fail(c, cudaMalloc(&c->workspace, c->workspace_bytes), "cudaMalloc(workspace)");

@@ -92,7 +92,7 @@ struct cuda_backend {
     int t_n, t_idle_n;
     // and host clocks (seconds): the previous step's return, this step's batch_begin, and the sums
     // of the host's time outside the backend (sampling, the engine) and inside it up to the launch
-    double h_ret, h_begin, h_outside, h_inside;
+    double h_ret, h_begin, h_outside, h_inside, h_launch, h_sync;
     int h_n;
 };
 
