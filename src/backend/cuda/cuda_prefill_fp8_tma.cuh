@@ -40,7 +40,7 @@ constexpr int Q_BYTES = 64 * HD, TILE_BYTES = BN * HD;
 // K ring, raw V ring, Vᵀ pair, Q scales, mbarriers
 constexpr int OFF_K = 2 * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_VT = OFF_V + KS * TILE_BYTES;
 constexpr int OFF_QS = OFF_VT + 2 * TILE_BYTES, OFF_BAR = OFF_QS + 128 * 4;
-constexpr int N_BARS = 3 * KS + 4;
+constexpr int N_BARS = 4 * KS + 4;
 constexpr int SMEM = OFF_BAR + N_BARS * 8 + 1024;  // (+ the alignment slack)
 enum { BAR_PROD = 1, BAR_Q = 2, BAR_TURN = 4 };   // named barriers (0 is __syncthreads)
 
@@ -114,21 +114,26 @@ template <int ACC, bool SW>
 __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
                                                          const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
-                                                         int window, float scale, const float *scales) {
+                                                         int window, float scale, const float *scales, int lab) {
     using namespace fp8tma;
     extern __shared__ uint8_t fp8tma_smem_raw[];
     uint8_t *sm = (uint8_t *)(((uintptr_t)fp8tma_smem_raw + 1023) & ~(uintptr_t)1023);
     uint8_t *Qs = sm, *Ks = sm + OFF_K, *Vs = sm + OFF_V, *Vt = sm + OFF_VT;
     float *qscale_s = (float *)(sm + OFF_QS);
     uint64_t *bars = (uint64_t *)(sm + OFF_BAR);
-    uint64_t *kfull = bars, *vfull = bars + KS, *kempty = bars + 2 * KS, *tfull = bars + 3 * KS, *tempty = tfull + 2;
+    uint64_t *kfull = bars, *vfull = bars + KS, *kempty = bars + 2 * KS, *tfull = bars + 3 * KS, *tempty = tfull + 2, *vempty = tempty + 2;
+    // kernel lab (OCTET_FP8_TMA_LAB): bit 0 turns the consumers' ping-pong off; bit 1 gives producer
+    // warp 0 the copies alone (it waits for free slots itself) and warps 1-3 the transposes
+    const bool pingpong = !(lab & 1), loader = lab & 2;
+    const int n_tr = loader ? 96 : 128;  // transposing threads
     const int s = blockIdx.x, g = blockIdx.z;
     fp8pf::cta_tiles ct = {};
     if (!ct.begin(qstart, pos_arr, 128, G, window, BN)) return;  // (the whole CTA, before any barrier)
     const int n = ct.t1 - ct.t0 + 1, t0 = ct.t0, p_last = ct.p_last;
     if (threadIdx.x == 0) {
         for (int i = 0; i < KS; i++) { mbar_init(&kfull[i], 1); mbar_init(&vfull[i], 1); mbar_init(&kempty[i], 256); }
-        for (int i = 0; i < 2; i++) { mbar_init(&tfull[i], 128); mbar_init(&tempty[i], 256); }
+        for (int i = 0; i < 2; i++) { mbar_init(&tfull[i], n_tr); mbar_init(&tempty[i], 256); }
+        for (int i = 0; i < KS; i++) mbar_init(&vempty[i], n_tr);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     __syncthreads();
@@ -148,6 +153,29 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
                 tma_load(Vs + st * TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
             }
         };
+        if (loader) {  // (lab) warp 0 copies, warps 1-3 transpose
+            if (ptid < 32) {
+                if (ptid == 0)
+                    for (int i = 0; i < n; i++) {
+                        if (i >= KS) {
+                            mbar_wait(&kempty[i % KS], ((i / KS) - 1) & 1);
+                            mbar_wait(&vempty[i % KS], ((i / KS) - 1) & 1);
+                        }
+                        load(i);
+                    }
+                return;
+            }
+            for (int i = 0; i < n; i++) {
+                const int st = i % KS, b = i & 1;
+                mbar_wait(&vfull[st], (i / KS) & 1);
+                if (i >= 2) mbar_wait(&tempty[b], ((i >> 1) - 1) & 1);
+                transpose_sw<SW>(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, (ptid >> 5) - 1, ptid & 31, 3, p_last - (t0 + i) * BN);
+                fence_proxy_async();
+                mbar_arrive(&tfull[b]);
+                mbar_arrive(&vempty[st]);
+            }
+            return;
+        }
         if (ptid == 0)
             for (int i = 0; i < KS && i < n; i++) load(i);
         for (int i = 0; i < n; i++) {
@@ -200,7 +228,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         mbar_wait(&kfull[st], (i / KS) & 1);
         if constexpr (!FIRST) mbar_wait(&tfull[(i - 1) & 1], ((i - 1) >> 1) & 1);
         float sacc[BN / 2];
-        fp8ws::bar_sync(BAR_TURN + wg, 256);
+        if (pingpong) fp8ws::bar_sync(BAR_TURN + wg, 256);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 32; kk++)
@@ -208,7 +236,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
                           desc_sw128(Ks + st * TILE_BYTES + kk * 32), kk > 0);
         wgmma_commit();
         if constexpr (!FIRST) pv_issue(i - 1);
-        if (wg == 0 || i + 1 < n) fp8ws::bar_arrive(BAR_TURN + (wg ^ 1), 256);  // (turns balance: n each way)
+        if (pingpong && (wg == 0 || i + 1 < n)) fp8ws::bar_arrive(BAR_TURN + (wg ^ 1), 256);  // (turns balance: n each way)
         if constexpr (FIRST) wgmma_wait<0>();
         else wgmma_wait<1>();  // Q·Kᵀ(i) done, P·V(i − 1) may still run
         fp8pf::fence_acc<BN>(sacc);
@@ -232,7 +260,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         alpha_prev[0] = alpha[0];
         alpha_prev[1] = alpha[1];
     };
-    if (wg == 1) fp8ws::bar_arrive(BAR_TURN, 256);  // warpgroup 1 (wg 0) takes the first turn
+    if (pingpong && wg == 1) fp8ws::bar_arrive(BAR_TURN, 256);  // warpgroup 1 (wg 0) takes the first turn
     tile(std::true_type(), 0);
     for (int i = 1; i < n; i++) tile(std::false_type(), i);
     mbar_wait(&tfull[(n - 1) & 1], ((n - 1) >> 1) & 1);
@@ -305,9 +333,10 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
             return;
         attr_set[which] = true;
     }
+    static const int lab = cuda_env_int("OCTET_FP8_TMA_LAB", 0);
     const int qt = 128 / G;
     dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
     kern<<<grid, 384, fp8tma::SMEM, c->stream>>>(km, vm, (bf16 *)out, (const bf16 *)q, c->cb.qstart, c->cb.pos, c->cb.btab,
-                                                 bt->max_blocks_per_seq, l->n_kv_heads, G, l->kv_block_tokens, rows, l->window, scale, sc);
+                                                 bt->max_blocks_per_seq, l->n_kv_heads, G, l->kv_block_tokens, rows, l->window, scale, sc, lab);
     CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma, TMA)");
 }
