@@ -280,7 +280,8 @@ if has timing; then  # where a greedy decode token's wall time goes: the capture
   for dt in auto fp8; do
     OCTET_STEP_TIMING=1 "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 \
       --kv-cache-dtype $dt --pp 64 --tg 64 --reps 3 --depth 256 2>"$OUT/timing_$dt.log" | tail -n 1 > "$OUT/timing_$dt.json"
-    say "timing $dt d256: tg $(python3 -c 'import json,sys; print("%.3f ms/token" % json.load(open(sys.argv[1]))["tg_ms_per_token"])' "$OUT/timing_$dt.json" 2>&1); $(grep -o 'graph.*' "$OUT/timing_$dt.log")"
+    say "timing $dt d256: tg $(python3 -c 'import json,sys; print("%.3f ms/token" % json.load(open(sys.argv[1]))["tg_ms_per_token"])' "$OUT/timing_$dt.json" 2>&1); $(grep -o 'graph [0-9].*' "$OUT/timing_$dt.log")"
+    grep -o 'host between.*' "$OUT/timing_$dt.log" | sed "s/^/timing $dt d256: /" | tee -a "$summary"
   done
 fi
 if has itl; then  # the seed's single-request ITL study (about 2.5 minutes)

@@ -203,6 +203,7 @@ static int cu_batch_begin(struct backend *b, const struct batch *bt) {
     m->n_seqs = (int)ns;
     m->n_logits = bt->n_logits;
     m->max_blocks_per_seq = bt->max_blocks_per_seq;
+    if (step_timing() && c->tev[4]) cudaEventRecord(c->tev[4], c->stream);
     if (cuda_fail(c, cudaMemcpyAsync(d, h, o * 4, cudaMemcpyHostToDevice, c->stream), "upload batch"))
         return err_set(c->error, "%s", c->msg);
     graph_step_begin(c, bt);
@@ -516,7 +517,12 @@ static void step_timing_done(struct cuda_backend *c) {  // after the step's copy
     c->t_graph += g;
     c->t_copy += cp;
     c->t_n++;
-    if (c->t_n > 1 && cudaEventElapsedTime(&idle, c->tev[3], c->tev[0]) == cudaSuccess) { c->t_idle += idle; c->t_idle_n++; }
+    float up = 0;
+    if (c->t_n > 1 && cudaEventElapsedTime(&idle, c->tev[3], c->tev[0]) == cudaSuccess) {
+        c->t_idle += idle;
+        c->t_idle_n++;
+        if (cudaEventElapsedTime(&up, c->tev[4], c->tev[0]) == cudaSuccess) c->t_upload += up;
+    }
     cudaEvent_t t = c->tev[3];  // this step's copy event is the next step's "previous"
     c->tev[3] = c->tev[2];
     c->tev[2] = t;
@@ -529,7 +535,7 @@ static void cu_logits(struct backend *b, float *host_out, const void *x, const s
     if (c->replaying) {
         c->replaying = false;
         if (step_timing() && !c->tev[0])
-            for (int i = 0; i < 4; i++) cudaEventCreate(&c->tev[i]);
+            for (int i = 0; i < 5; i++) cudaEventCreate(&c->tev[i]);
         timed = step_timing() && c->tev[0] && cudaEventRecord(c->tev[0], c->stream) == cudaSuccess;
         double h0 = timed ? host_now() : 0;
         if (timed && c->h_ret > 0) {
@@ -574,13 +580,15 @@ static void cu_destroy(struct backend *b) {
     struct cuda_backend *c = cb_of(b);
     cudaStreamSynchronize(c->stream);
     if (c->t_n)
-        fprintf(stderr, "cuda step timing: %d replayed decode steps: graph %.3f ms, logits copy %.3f ms, GPU idle before a step %.3f ms (means)\n",
-                c->t_n, c->t_graph / c->t_n, c->t_copy / c->t_n, c->t_idle_n ? c->t_idle / c->t_idle_n : 0.0);
+        fprintf(stderr, "cuda step timing: %d replayed decode steps: graph %.3f ms, logits copy %.3f ms, GPU idle before a step %.3f ms "
+                "(of which from the metadata upload's start to the graph's %.3f ms) (means)\n",
+                c->t_n, c->t_graph / c->t_n, c->t_copy / c->t_n, c->t_idle_n ? c->t_idle / c->t_idle_n : 0.0,
+                c->t_idle_n ? c->t_upload / c->t_idle_n : 0.0);
     if (c->h_n)
         fprintf(stderr, "cuda step timing: host between steps: %.3f ms outside the backend (sampling, engine), %.3f ms in it before the "
                 "graph launch (metadata upload, forward walk); in cudaGraphLaunch %.3f ms, waiting for the step %.3f ms (means of %d)\n",
                 1e3 * c->h_outside / c->h_n, 1e3 * c->h_inside / c->h_n, 1e3 * c->h_launch / c->t_n, 1e3 * c->h_sync / c->t_n, c->h_n);
-    for (int i = 0; i < 4; i++) if (c->tev[i]) cudaEventDestroy(c->tev[i]);
+    for (int i = 0; i < 5; i++) if (c->tev[i]) cudaEventDestroy(c->tev[i]);
     for (int i = 0; i < c->n_plans; i++) plan_release(&c->plans[i]);
     c->n_plans = 0;
     for (int i = 0; i < c->n_graphs; i++) if (c->graphs[i].exec) cudaGraphExecDestroy(c->graphs[i].exec);

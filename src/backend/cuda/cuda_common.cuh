@@ -87,8 +87,8 @@ struct cuda_backend {
     unsigned meta_gen;          // bumped when the metadata buffer moves (graphs then go stale)
     // OCTET_STEP_TIMING=1: events around each replayed decode step (start, graph done, logits
     // copied, the previous step's copy) and their sums, printed when the backend is destroyed
-    cudaEvent_t tev[4];
-    double t_graph, t_copy, t_idle;
+    cudaEvent_t tev[5];         // (and [4]: before batch_begin's metadata upload)
+    double t_graph, t_copy, t_idle, t_upload;
     int t_n, t_idle_n;
     // and host clocks (seconds): the previous step's return, this step's batch_begin, and the sums
     // of the host's time outside the backend (sampling, the engine) and inside it up to the launch

@@ -57,9 +57,11 @@ __device__ __forceinline__ void mbar_arrive(uint64_t *b) {
 __device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity) {
     uint32_t done;
     do {
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        // (with a suspend-time hint the warp sleeps until the phase completes instead of spinning
+        // on the issue slots the producer needs)
+        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
                      : "=r"(done)
-                     : "r"(sa(b)), "r"(parity)
+                     : "r"(sa(b)), "r"(parity), "r"(0x989680)
                      : "memory");
     } while (!done);
 }
@@ -83,22 +85,24 @@ __device__ __forceinline__ uint64_t desc_sw128(const void *smem) {
 template <bool SW>
 __device__ __forceinline__ void transpose_sw(const uint8_t *vr, uint8_t *vt, int warp, int lane, int nwarp, int klim) {
     const int rot = (lane >> 3) & 3;
+    const int d4l = lane >> 2, kq = lane & 3;  // the lane's 4-byte column within an item, its key group
     for (int it = warp; it < (HD / 32) * (BN / 16); it += nwarp) {
-        const int d4 = (it % (HD / 32)) * 8 + (lane >> 2);
-        const int p0 = (it / (HD / 32)) * 16 + (lane & 3) * 4, kb = (p0 & ~15) + 2 * (lane & 3);
+        const int d4 = (it % (HD / 32)) * 8 + d4l;
+        const int p0 = (it / (HD / 32)) * 16 + kq * 4, kb = (p0 & ~15) + 2 * kq;
+        const int chunk = d4 >> 2, in = (d4 * 4) & 15;
         auto ld = [&](int r) -> uint32_t {
-            uint32_t w = *(const uint32_t *)(vr + r * 128 + ((((d4 >> 2) ^ r) & 7) << 4) + ((d4 * 4) & 15));
+            const uint32_t w = *(const uint32_t *)(vr + r * 128 + (((chunk ^ r) & 7) << 4) + in);
             return r > klim ? 0u : w;
         };
         const uint32_t w0 = ld(kb), w1 = ld(kb + 1), w2 = ld(kb + 8), w3 = ld(kb + 9);
         const uint32_t a0 = __byte_perm(w0, w1, 0x5140), a1 = __byte_perm(w0, w1, 0x7362);
         const uint32_t a2 = __byte_perm(w2, w3, 0x5140), a3 = __byte_perm(w2, w3, 0x7362);
-        const uint32_t r4[4] = {__byte_perm(a0, a2, 0x5410), __byte_perm(a0, a2, 0x7632), __byte_perm(a1, a3, 0x5410),
-                                __byte_perm(a1, a3, 0x7632)};
+        const uint32_t r0 = __byte_perm(a0, a2, 0x5410), r1 = __byte_perm(a0, a2, 0x7632), r2 = __byte_perm(a1, a3, 0x5410),
+                       r3 = __byte_perm(a1, a3, 0x7632);
 #pragma unroll
         for (int j = 0; j < 4; j++) {
             const int jj = (j + rot) & 3;
-            const uint32_t w = jj == 0 ? r4[0] : jj == 1 ? r4[1] : jj == 2 ? r4[2] : r4[3];
+            const uint32_t w = (jj & 2) ? ((jj & 1) ? r3 : r2) : ((jj & 1) ? r1 : r0);  // (selects, not branches)
             const int d = d4 * 4 + jj;
             *(uint32_t *)(vt + (SW ? (uint32_t)(d * 128 + ((((p0 >> 4) ^ d) & 7) << 4) + (p0 & 15)) : fp8pf::cm_off(d, p0, BN))) = w;
         }
@@ -117,7 +121,9 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
                                                          int window, float scale, const float *scales, int lab) {
     using namespace fp8tma;
     extern __shared__ uint8_t fp8tma_smem_raw[];
-    uint8_t *sm = (uint8_t *)(((uintptr_t)fp8tma_smem_raw + 1023) & ~(uintptr_t)1023);
+    // (an offset into the shared array, not integer arithmetic on its address, so that the
+    // compiler keeps every access in the shared space: 32-bit LDS/STS, not generic LD/ST)
+    uint8_t *sm = fp8tma_smem_raw + ((1024u - (sa(fp8tma_smem_raw) & 1023u)) & 1023u);
     uint8_t *Qs = sm, *Ks = sm + OFF_K, *Vs = sm + OFF_V, *Vt = sm + OFF_VT;
     float *qscale_s = (float *)(sm + OFF_QS);
     uint64_t *bars = (uint64_t *)(sm + OFF_BAR);
