@@ -518,7 +518,8 @@ static void step_timing_done(struct cuda_backend *c) {  // after the step's copy
     c->t_copy += cp;
     c->t_n++;
     float up = 0;
-    if (c->t_n > 1 && cudaEventElapsedTime(&idle, c->tev[3], c->tev[0]) == cudaSuccess) {
+    // (only after a replayed step: a gap across a prefill or a captured step is not a decode gap)
+    if (c->t_n > 1 && c->h_ret > 0 && cudaEventElapsedTime(&idle, c->tev[3], c->tev[0]) == cudaSuccess) {
         c->t_idle += idle;
         c->t_idle_n++;
         if (cudaEventElapsedTime(&up, c->tev[4], c->tev[0]) == cudaSuccess) c->t_upload += up;

@@ -128,9 +128,12 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     float *qscale_s = (float *)(sm + OFF_QS);
     uint64_t *bars = (uint64_t *)(sm + OFF_BAR);
     uint64_t *kfull = bars, *vfull = bars + KS, *kempty = bars + 2 * KS, *tfull = bars + 3 * KS, *tempty = tfull + 2, *vempty = tempty + 2;
-    // kernel lab (OCTET_FP8_TMA_LAB): bit 0 turns the consumers' ping-pong off; bit 1 gives producer
-    // warp 0 the copies alone (it waits for free slots itself) and warps 1-3 the transposes
-    const bool pingpong = !(lab & 1), loader = lab & 2;
+    // Producer warp 0 issues the copies alone (it waits for free slots itself) and warps 1-3
+    // transpose: 395 against 300 TFLOP/s at 16k d128 with all four warps transposing and thread 0
+    // copying between transposes (H200, bench/NOTES.md, session 15). Kernel lab
+    // (OCTET_FP8_TMA_LAB): bit 0 turns the consumers' ping-pong off (296: no difference measured);
+    // bit 1 selects the shared producer.
+    const bool pingpong = !(lab & 1), loader = !(lab & 2);
     const int n_tr = loader ? 96 : 128;  // transposing threads
     const int s = blockIdx.x, g = blockIdx.z;
     fp8pf::cta_tiles ct = {};
