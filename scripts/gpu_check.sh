@@ -16,7 +16,8 @@
 # paired difference), with a 128k block table (as the ITL study's server has); step = ncu kernel
 # times of one captured decode step summed by kernel (depths 256 and 4096, or STEP_DEPTHS; bf16 and fp8);
 # timing = a greedy decode token split into the captured step, the logits' copy and the host's share
-# (OCTET_STEP_TIMING=1, about 15 s). timing, itl,
+# (OCTET_STEP_TIMING=1, about 15 s); source = ncu's per-SASS stall samples of the FP8 prefill at 16k
+# (opt-in, about 40 s). timing, itl,
 # load, depth and step are not in the default list (about 2.5, 5, 1.5 and 3 minutes); prof = ncu sections (throughput, occupancy, warp stalls) of the decode kernel at
 # B=1 L=128k and L=4k, bf16 vs fp8, and of the FP8 prefill at 16k (about 1 minute, opt-in);
 # model = whole-model pp64/tg64 on dummy:llama-3.1-8b, also with --batch-invariant
@@ -158,6 +159,17 @@ if has prof; then  # ncu sections of the decode kernel (bf16 vs fp8 at B=1 L=128
     python3 "$REPORT" prof "$OUT/prof.csv" | tee -a "$summary"
   else
     say "prof: ncu not found"
+  fi
+fi
+
+if has source; then  # ncu's per-SASS-instruction stall samples of the FP8 prefill at 16k d128 (about 40 s, opt-in)
+  if command -v ncu >/dev/null; then
+    ncu --clock-control none -k regex:prefill_fp8 --launch-skip 2 -c 1 --section SourceCounters --section WarpStateStats \
+      --page source --print-source sass --csv "$BIN/octet" bench attention --device cuda --mode prefill --ctx 16384 --head-dim 128 \
+      --kv-cache-dtype fp8 --iters 1 --reps 1 > "$OUT/source.csv" 2>>"$OUT/source.log"
+    python3 "$REPORT" source "$OUT/source.csv" | tee -a "$summary"
+  else
+    say "source: ncu not found"
   fi
 fi
 

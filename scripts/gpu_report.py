@@ -5,6 +5,8 @@
 #   prof CSV                 ncu sections, stall ratios and pipe use per tagged kernel
 #   ncu_times CSV...         per-kernel median times (gpu__time_duration) of one decode step
 #   step CSV...              the last forward pass's kernel times, summed by kernel (ncu_*, step_*)
+#   source CSV               ncu's per-SASS-instruction page (--page source --print-source sass --csv):
+#                            warp stall samples by opcode and the instructions that hold the most
 #   attn JSONL | fp8prefill JSONL | gemv JSONL | model JSONL | depth JSONL | pd JSONL
 #   needle JSON | ttft SWEEP_JSON MODEL | itl SWEEP_JSON | load THROUGHPUT_JSON
 import csv
@@ -183,7 +185,30 @@ def pd(argv):
                       f"rel. diff {abs(a-b)/b:.2e}{' (identical)' if a == b else ''}")
 
 
-KINDS = {f.__name__: f for f in (prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, step, itl, load, pd)}
+def source(argv):
+    rows = list(csv.reader(open(argv[1], errors="replace")))
+    hi = next((i for i, r in enumerate(rows) if r and r[0] == "Address" and "Source" in r), None)
+    if hi is None: print("source: no ncu source rows"); return
+    h = rows[hi]
+    si, ei, ti = h.index("Source"), h.index("Instructions Executed"), h.index("Warp Stall Sampling (All Samples)")
+    data = []
+    for r in rows[hi + 1:]:
+        if len(r) <= max(si, ei, ti) or num(r[ti] or "0") is None: continue
+        data.append((num(r[ti] or "0"), num(r[ei] or "0") or 0.0, r[si].strip()))
+    tot = sum(d[0] for d in data) or 1.0
+    by, ex = {}, {}
+    for smp, e, text in data:
+        words = [w for w in text.split() if not w.startswith("@")]
+        op = words[0].split(".")[0] if words else "?"
+        by[op] = by.get(op, 0.0) + smp
+        ex[op] = ex.get(op, 0.0) + e
+    print(f"source: {len(data)} instructions, {tot:.0f} stall samples, {sum(d[1] for d in data):.0f} warp instructions executed")
+    print("source by opcode: " + ", ".join(f"{k} {100 * v / tot:.1f} %" for k, v in sorted(by.items(), key=lambda kv: -kv[1])[:10]))
+    for smp, e, text in sorted(data, key=lambda d: -d[0])[:int(argv[2]) if len(argv) > 2 else 8]:
+        print(f"source top: {100 * smp / tot:5.2f} % of samples, executed {e:.0f}: {text}")
+
+
+KINDS = {f.__name__: f for f in (prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, step, itl, load, pd, source)}
 
 if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[1] not in KINDS:

@@ -3,7 +3,8 @@
 # prints must turn a real file into the numbers it holds. Inputs: the H200 records in
 # bench/gpu/, tests/data/ncu_prof_sample.csv (raw ncu CSV rows, whose data rows lack the
 # header's rule columns — the shape that once left gpu_check's profile lines empty) and
-# tests/data/ncu_step_sample.csv (ncu's kernel-time CSV of two forward passes, made up).
+# tests/data/ncu_step_sample.csv (ncu's kernel-time CSV of two forward passes, made up) and
+# tests/data/ncu_source_sample.csv (13 rows of the H200's per-SASS page of the TMA FP8 prefill, session 15).
 set -u
 . tests/lib.sh
 R=scripts/gpu_report.py
@@ -33,6 +34,9 @@ expect "load" 'fp8/auto = 1.228$' load $G/throughput_llama-3.1-8b_s12/throughput
 expect "pd identical" 'prefill vs decode \(--batch-invariant\), dummy:llama-3.1-8b fp8: .*rel. diff 0.00e\+00 \(identical\)' pd $G/2026-11-30_prefill_vs_decode_s13.jsonl
 expect "ttft" '^ttft dummy:llama-3.1-8b: .*fp8/auto quadratic = 0.640$' ttft $G/ttft_llama-3.1-8b/sweep.json dummy:llama-3.1-8b
 expect "gemv" '^gemv output n=1: default 242.5 us \(4333 GB/s, 1.02 of copy\)' gemv $G/2026-11-30_gemv_variants.jsonl
+expect "source total" '^source: 13 instructions, 539108 stall samples, 554474348 warp instructions executed$' source tests/data/ncu_source_sample.csv
+expect "source top" '^source top: 83.65 % of samples, executed 2080768: @!P1  BRA 0x7f6e237b2970$' source tests/data/ncu_source_sample.csv 2
+expect "source by opcode" '^source by opcode: BRA 99.5 %' source tests/data/ncu_source_sample.csv
 expect "needle" '^\| 8192 \| bf16 \| gpu decode \| 3.900e-03 \| 0.9862 \|' needle $G/2026-11-30_needle_attention_gpu.json
 # a kind it does not know, and no file: a usage line naming the kinds, exit 1
 out=$(python3 "$R" bogus x 2>&1); rc=$?
