@@ -625,19 +625,18 @@ static void launch_prefill_fp8_nwg(struct cuda_backend *c, void *out, const void
 // Two consumer warpgroups per CTA share each K/V tile (the default); OCTET_FP8_WG=1 selects
 // one warpgroup per CTA (the previous kernel, kept for comparisons); OCTET_FP8_WS=1 the lab's
 // warp-specialised kernel (cuda_prefill_fp8_ws.cuh); OCTET_FP8_OV=1 the lab's overlapped one
-// (cuda_prefill_fp8_ov.cuh); OCTET_FP8_TMA=1 the lab's TMA kernel (cuda_prefill_fp8_tma.cuh).
+// (cuda_prefill_fp8_ov.cuh); at head_dim 128 the TMA kernel (cuda_prefill_fp8_tma.cuh) comes first.
 template <int HD>
 static void launch_prefill_fp8(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                const struct attn_params *p, const float *sc, const struct batch *bt) {
     // The TMA / warp-specialised / ping-pong kernel where it fits (head_dim 128, two-level or
     // single): 395 against 243 TFLOP/s at 16k on the H200 (bench/NOTES.md, session 15).
-    // OCTET_FP8_TMA=0 selects the kernels below (as setting one of their lab switches does), =2 the
-    // TMA kernel with Q and Vᵀ in swizzled rows.
+    // OCTET_FP8_TMA=0 selects the kernels below (as setting one of their lab switches does).
     static int tma = -1;
     if (tma < 0)
         tma = cuda_env_int("OCTET_FP8_TMA", getenv("OCTET_FP8_OV") || getenv("OCTET_FP8_WS") || getenv("OCTET_FP8_WG") ? 0 : 1);
-    if (HD == 128 && (tma == 1 || tma == 2) && p->fp8_accum <= 1 && fp8tma_fits(l, G)) {
-        launch_prefill_fp8_tma(c, out, q, l, G, p->softmax_scale, sc, bt, p->fp8_accum < 0 ? 2 : 0, tma == 2);
+    if (HD == 128 && tma == 1 && p->fp8_accum <= 1 && fp8tma_fits(l, G)) {
+        launch_prefill_fp8_tma(c, out, q, l, G, p->softmax_scale, sc, bt, p->fp8_accum < 0 ? 2 : 0);
         return;
     }
     static int nwg = -1;

@@ -665,11 +665,7 @@ extern "C" struct backend *backend_cuda_create(int device_index) {
     c->device = device_index;
     c->workspace_bytes = 32u << 20;
     cudaDeviceProp prop;
-    bool bad = cuda_fail(c, cudaSetDevice(device_index), "cudaSetDevice");
-    // Kernel lab: OCTET_CUDA_SPIN=1 makes the host spin while it waits for the GPU (instead of
-    // the driver's automatic choice), to measure how much of a decode step's gap is wake-up time.
-    if (!bad && cuda_env_int("OCTET_CUDA_SPIN", 0) == 1 && cudaSetDeviceFlags(cudaDeviceScheduleSpin) != cudaSuccess) cudaGetLastError();
-    bad = bad ||
+    bool bad = cuda_fail(c, cudaSetDevice(device_index), "cudaSetDevice") ||
                cuda_fail(c, cudaGetDeviceProperties(&prop, device_index), "cudaGetDeviceProperties") ||
                cuda_fail(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreate") ||
                cuda_fail(c, cudaMalloc(&c->workspace, c->workspace_bytes), "cudaMalloc(workspace)");

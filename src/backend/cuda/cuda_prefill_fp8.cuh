@@ -216,9 +216,8 @@ __device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, i
     }
 }
 // Q of a CTA's query rows (row = (token, head of the KV head's group)): per-row scale amax/448,
-// e4m3 in the core-matrix layout (SW: in 128-byte swizzled rows, HD 128 only); 2 threads a row
-// (tid < 2·rows), the scales into qscale.
-template <int HD, bool SW = false>
+// e4m3 in the core-matrix layout; 2 threads a row (tid < 2·rows), the scales into qscale.
+template <int HD>
 __device__ __forceinline__ void load_q(uint8_t *Qs, float *qscale, const bf16 *q, int tid, int q0, int n_q, int tok_per_cta,
                                        int t_begin, int n_heads, int g, int G) {
     int row = tid >> 1, half = tid & 1, qi = q0 + row / G;
@@ -232,9 +231,7 @@ __device__ __forceinline__ void load_q(uint8_t *Qs, float *qscale, const bf16 *q
     for (int i = 0; i < HD / 2; i += 4) {
         float x[4];
         for (int e = 0; e < 4; e++) x[e] = on ? __bfloat162float(src[i + e]) / qs : 0.0f;
-        const int b = half * (HD / 2) + i;
-        const uint32_t at = SW ? (uint32_t)(row * 128 + ((((b >> 4) ^ row) & 7) << 4) + (b & 15)) : cm_off(row, b, HD);
-        *(uint32_t *)(Qs + at) = pack4_e4m3(x[0], x[1], x[2], x[3]);
+        *(uint32_t *)(Qs + cm_off(row, half * (HD / 2) + i, HD)) = pack4_e4m3(x[0], x[1], x[2], x[3]);
     }
     if (!half) qscale[row] = qs;
 }

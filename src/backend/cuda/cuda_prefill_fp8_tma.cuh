@@ -1,31 +1,34 @@
-// cuda_prefill_fp8_tma.cuh — the FP8 wgmma prefill built the FA3 way (kernel lab,
-// OCTET_FP8_TMA=1; head_dim 128, two-level and single accumulation), included by
+// cuda_prefill_fp8_tma.cuh — the FP8 wgmma prefill built the FA3 way (the default at head_dim
+// 128 with two-level and single accumulation; OCTET_FP8_TMA=0 selects the older kernel), included by
 // cuda_attention.cu after cuda_prefill_fp8.cuh, whose Q load, row set-up, softmax and output
 // store (fp8pf::) it shares. Owns: the TMA tensor maps of a layer's cache, the mbarrier
 // pipeline, the producer's V transpose from a swizzled stage, the two consumers' ping-pong.
 //
-// Why (bench/NOTES.md, session 15): per score the default kernel issues ≈ 27 instructions
+// Why (bench/NOTES.md, session 15): per score the older kernel issues ≈ 27 instructions
 // (an SM has 8 issue slots per score at the FP8 tensor rate), ≈ 4 of them computing cp.async
 // addresses (a division by the block size per 16 bytes) and ≈ 2 transposing V, and its two
 // warpgroups run in lockstep behind __syncthreads, so both exponentiate while the tensor
 // cores idle (busy 12.6 % at 16k).
 //
-// One CTA = 384 threads = (sequence, 128 query rows, KV head), as the default's 2 warpgroups:
-//   warpgroup 0, the producer (40 registers): one thread issues the TMA copies of K and raw V
-//     (one 128-byte-swizzled box of kv_block_tokens × 128 bytes per cache block, straight from
-//     the paged cache through the block table; no address arithmetic per 16 bytes), and all
-//     128 threads transpose each raw V tile into Vᵀ (the default's core-matrix layout and key
-//     permutation), zeroing keys past the CTA's last position;
+// One CTA = 384 threads = (sequence, 128 query rows, KV head), as the older kernel's 2 warpgroups:
+//   warpgroup 0, the producer (40 registers): warp 0's first thread alone issues the TMA copies
+//     of K and raw V (one 128-byte-swizzled box of kv_block_tokens × 128 bytes per cache block,
+//     straight from the paged cache through the block table; no address arithmetic per 16
+//     bytes), waiting for free slots itself; warps 1-3 transpose each raw V tile into Vᵀ (the
+//     older kernel's core-matrix layout and key permutation), zeroing keys past the CTA's last
+//     position (16k d128: 397 TFLOP/s, against 300 with all four warps transposing and thread 0
+//     copying between transposes — the lab's shared producer, OCTET_FP8_TMA_LAB bit 1);
 //   warpgroups 1 and 2, the consumers (232 registers), 64 query rows each: per tile, under a
 //     named-barrier turn that alternates between them (ping-pong), Q·Kᵀ(t) and P·V(t−1) are
 //     issued together; then S(t)'s softmax runs while P·V(t−1) and the other warpgroup's MMAs
 //     are in flight; then T(t−1) is folded (two-level: o = o·α(t−1) + T; single: T ·= α(t))
 //     and P(t) packed into the registers P·V(t−1) read.
 // Stages: K and raw V in 3 ring slots (mbarriers kfull/vfull with TMA byte counts, kempty from
-// the consumers after their Q·Kᵀ), Vᵀ in 2 (tfull from the producer, tempty after P·V).
-// The numbers are those of the default kernel: the same tiles at the same absolute key
-// positions, the same softmax and the same fold per tile (checked by test_cuda_ops under the
-// switch against the CPU's FP8 emulation).
+// the consumers after their Q·Kᵀ, vempty from the transposers), Vᵀ in 2 (tfull from the
+// transposers, tempty after P·V).
+// The numbers are those of the older kernel: the same tiles at the same absolute key positions,
+// the same softmax and the same fold per tile (checked by test_cuda_ops against the CPU's FP8
+// emulation: 396/396 on the H200, session 15).
 #pragma once
 
 #include <type_traits>
@@ -78,11 +81,11 @@ __device__ __forceinline__ uint64_t desc_sw128(const void *smem) {
     return (uint64_t)((sa(smem) & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
 }
 
-// Vᵀ (the default's key permutation; SW: in 128-byte swizzled rows of 128 keys, else the
-// default's core-matrix layout as fp8pf::transpose_v writes it) from a raw stage in 128-byte
-// swizzled rows (key r's 16-byte chunk j at r·128 + (j ^ r%8)·16), keys past klim (tile-relative)
-// as 0. Lane bits as in transpose_v: the loads and the stores hit 32 banks in both layouts.
-template <bool SW>
+// Vᵀ (the older kernel's core-matrix layout and key permutation, as fp8pf::transpose_v writes it)
+// from a raw stage in 128-byte swizzled rows (key r's 16-byte chunk j at r·128 + (j ^ r%8)·16),
+// keys past klim (tile-relative) as 0. Lane bits as in transpose_v: the loads and the stores hit
+// 32 banks. (Q and Vᵀ in swizzled rows too measured the same, 305 TFLOP/s: the operand layout
+// does not limit wgmma — dev/cuda/wgmma_rate.cu.)
 __device__ __forceinline__ void transpose_sw(const uint8_t *vr, uint8_t *vt, int warp, int lane, int nwarp, int klim) {
     const int rot = (lane >> 3) & 3;
     const int d4l = lane >> 2, kq = lane & 3;  // the lane's 4-byte column within an item, its key group
@@ -103,18 +106,16 @@ __device__ __forceinline__ void transpose_sw(const uint8_t *vr, uint8_t *vt, int
         for (int j = 0; j < 4; j++) {
             const int jj = (j + rot) & 3;
             const uint32_t w = (jj & 2) ? ((jj & 1) ? r3 : r2) : ((jj & 1) ? r1 : r0);  // (selects, not branches)
-            const int d = d4 * 4 + jj;
-            *(uint32_t *)(vt + (SW ? (uint32_t)(d * 128 + ((((p0 >> 4) ^ d) & 7) << 4) + (p0 & 15)) : fp8pf::cm_off(d, p0, BN))) = w;
+            *(uint32_t *)(vt + fp8pf::cm_off(d4 * 4 + jj, p0, BN)) = w;
         }
     }
 }
 
 }  // namespace fp8tma
 
-// ACC: 0 two-level, 2 single. SW: Q and Vᵀ in 128-byte swizzled rows (else the core-matrix
-// layout, as the default kernel). kmap / vmap: the layer's K and V cache as 4-d tensors
+// ACC: 0 two-level, 2 single. kmap / vmap: the layer's K and V cache as 4-d tensors
 // {head_dim bytes, kv_block_tokens, n_kv_heads, n_blocks}, boxes of {128, rows, 1, 1}, swizzled.
-template <int ACC, bool SW>
+template <int ACC>
 __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
                                                          const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
@@ -162,7 +163,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
                 tma_load(Vs + st * TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
             }
         };
-        if (loader) {  // (lab) warp 0 copies, warps 1-3 transpose
+        if (loader) {  // warp 0 copies, warps 1-3 transpose
             if (ptid < 32) {
                 if (ptid == 0)
                     for (int i = 0; i < n; i++) {
@@ -178,20 +179,21 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
                 const int st = i % KS, b = i & 1;
                 mbar_wait(&vfull[st], (i / KS) & 1);
                 if (i >= 2) mbar_wait(&tempty[b], ((i >> 1) - 1) & 1);
-                transpose_sw<SW>(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, (ptid >> 5) - 1, ptid & 31, 3, p_last - (t0 + i) * BN);
+                transpose_sw(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, (ptid >> 5) - 1, ptid & 31, 3, p_last - (t0 + i) * BN);
                 fence_proxy_async();
                 mbar_arrive(&tfull[b]);
                 mbar_arrive(&vempty[st]);
             }
             return;
         }
+        // (lab) the shared producer: thread 0 copies between the four warps' transposes
         if (ptid == 0)
             for (int i = 0; i < KS && i < n; i++) load(i);
         for (int i = 0; i < n; i++) {
             const int st = i % KS, b = i & 1;
             mbar_wait(&vfull[st], (i / KS) & 1);
             if (i >= 2) mbar_wait(&tempty[b], ((i >> 1) - 1) & 1);  // P·V(i − 2) done with Vᵀ slot b
-            transpose_sw<SW>(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, ptid >> 5, ptid & 31, 4, p_last - (t0 + i) * BN);
+            transpose_sw(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, ptid >> 5, ptid & 31, 4, p_last - (t0 + i) * BN);
             fence_proxy_async();  // Vᵀ (generic stores) visible to the wgmma
             mbar_arrive(&tfull[b]);
             fp8ws::bar_sync(BAR_PROD, 128);  // every producer thread is done reading raw V slot st
@@ -207,7 +209,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     fp8ws::reg_alloc<232>();
     const int tid = threadIdx.x - 128, wg = tid >> 7, warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
     const int n_heads = n_kv * G;
-    fp8pf::load_q<HD, SW>(Qs, qscale_s, q, tid, ct.q0, ct.n_q, ct.tok_per_cta, ct.t_begin, n_heads, g, G);
+    fp8pf::load_q<HD>(Qs, qscale_s, q, tid, ct.q0, ct.n_q, ct.tok_per_cta, ct.t_begin, n_heads, g, G);
     fp8pf::rows2 rw;
     rw.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
     fence_proxy_async();                   // Q visible to the wgmma
@@ -226,7 +228,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         const uint8_t *vt = Vt + (i & 1) * TILE_BYTES;
 #pragma unroll
         for (int kk = 0; kk < BN / 32; kk++)
-            fp8pf::rs<HD>(tacc, pa[kk], SW ? desc_sw128(vt + kk * 32) : wgmma_desc(vt + kk * 256, 128, BN * 8), ACC == 0 && kk == 0 ? 0 : 1);
+            fp8pf::rs<HD>(tacc, pa[kk], wgmma_desc(vt + kk * 256, 128, BN * 8), ACC == 0 && kk == 0 ? 0 : 1);
         wgmma_commit();
     };
     // one tile i; FIRST (tile 0) has no P·V(i − 1) to issue or fold. (Two instances rather than
@@ -241,8 +243,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 32; kk++)
-            fp8pf::ss<BN>(sacc, SW ? desc_sw128(qw + kk * 32) : wgmma_desc(qw + kk * 256, 128, HD * 8),
-                          desc_sw128(Ks + st * TILE_BYTES + kk * 32), kk > 0);
+            fp8pf::ss<BN>(sacc, wgmma_desc(qw + kk * 256, 128, HD * 8), desc_sw128(Ks + st * TILE_BYTES + kk * 32), kk > 0);
         wgmma_commit();
         if constexpr (!FIRST) pv_issue(i - 1);
         if (pingpong && (wg == 0 || i + 1 < n)) fp8ws::bar_arrive(BAR_TURN + (wg ^ 1), 256);  // (turns balance: n each way)
@@ -327,16 +328,15 @@ static bool fp8tma_fits(const struct kv_layer *l, int G) {
     return l->head_dim == 128 && 64 % G == 0 && bs % 8 == 0 && (fp8tma::BN % bs == 0 || bs % fp8tma::BN == 0);
 }
 
-// acc: 0 two-level, 2 single (every:N stays on the default kernel); sw: Q and Vᵀ swizzled
+// acc: 0 two-level, 2 single (every:N stays on the older kernel)
 static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G, float scale,
-                                   const float *sc, const struct batch *bt, int acc, bool sw) {
+                                   const float *sc, const struct batch *bt, int acc) {
     const int rows = l->kv_block_tokens < fp8tma::BN ? l->kv_block_tokens : fp8tma::BN;
     CUtensorMap km, vm;
     if (!fp8tma_map(c, &km, l->k, l, rows) || !fp8tma_map(c, &vm, l->v, l, rows)) return;
-    auto kern = acc == 0 ? (sw ? k_prefill_fp8_tma<0, true> : k_prefill_fp8_tma<0, false>)
-                         : (sw ? k_prefill_fp8_tma<2, true> : k_prefill_fp8_tma<2, false>);
-    static bool attr_set[4] = {false, false, false, false};
-    const int which = (acc != 0) * 2 + sw;
+    auto kern = acc == 0 ? k_prefill_fp8_tma<0> : k_prefill_fp8_tma<2>;
+    static bool attr_set[2] = {false, false};
+    const int which = acc != 0;
     if (!attr_set[which]) {
         if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma::SMEM), "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
             return;
