@@ -37,6 +37,11 @@ if python3 -c 'import json,sys; d=json.loads(sys.argv[1]); assert "kld_mean" not
 # bench model prints a table and JSON
 bm=$("$OCTET" bench model --model dummy:tiny --pp 64 --tg 8 --reps 2 --threads 2 2>/dev/null)
 if echo "$bm" | grep -q "| pp64 |" && echo "$bm" | tail -n 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["pp_tok_s_median"]>0 and d["tg_tok_s_median"]>0'; then ok; else bad "bench model: $bm"; fi
+# bench attention: a table row and JSON naming the shape, the block size included; bad block sizes named
+ba=$("$OCTET" bench attention --device cpu --mode prefill --ctx 64 --heads 4 --kv-heads 2 --head-dim 8 --kv-block-tokens 32 --iters 1 --reps 1 2>/dev/null)
+if echo "$ba" | grep -q "| prefill | bf16 | B=1 L=64 H=4/2 d=8 |" && echo "$ba" | tail -n 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["kv_block_tokens"]==32 and d["TFLOPs"]>0 and d["us"]>0'; then ok; else bad "bench attention: $ba"; fi
+ba=$("$OCTET" bench attention --device cpu --kv-block-tokens 0 2>&1); rc=$?
+if [ $rc = 2 ] && echo "$ba" | grep -q "kv_block_tokens 0"; then ok; else bad "bench attention --kv-block-tokens 0: rc $rc $ba"; fi
 # bench model --depth: one table row per test and depth, one JSON line per depth
 bm=$("$OCTET" bench model --model dummy:tiny --pp 16 --tg 4 --reps 1 --threads 2 --depth 0,48 2>/dev/null)
 if echo "$bm" | grep -q "| tg4 @ d48 |" && echo "$bm" | grep '^{' | python3 -c '

@@ -328,11 +328,13 @@ __device__ __forceinline__ void store_rows(bf16 *out, const float *acc, float (&
 // to the last one's position). begin() returns false for a tile past the sequence's queries.
 struct cta_tiles {
     int t_begin, n_q, tok_per_cta, q0, p_last, t0, t1;
-    __device__ __forceinline__ bool begin(const int32_t *qstart, const int32_t *pos_arr, int rows, int G, int window, int bn) {
+    // (rev: the grid's query tiles in reverse, so that the longest causal rows start first)
+    __device__ __forceinline__ bool begin(const int32_t *qstart, const int32_t *pos_arr, int rows, int G, int window, int bn,
+                                          bool rev = false) {
         t_begin = qstart[blockIdx.x];
         n_q = qstart[blockIdx.x + 1] - t_begin;
         tok_per_cta = rows / G;
-        q0 = blockIdx.y * tok_per_cta;
+        q0 = (rev ? gridDim.y - 1 - blockIdx.y : blockIdx.y) * tok_per_cta;
         if (q0 >= n_q) return false;
         const int last_tok = min(q0 + tok_per_cta, n_q) - 1, p_first = pos_arr[t_begin + q0];
         p_last = pos_arr[t_begin + last_tok];

@@ -57,14 +57,15 @@ __device__ __forceinline__ void mbar_expect_tx(uint64_t *b, uint32_t bytes) {
 __device__ __forceinline__ void mbar_arrive(uint64_t *b) {
     asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sa(b)) : "memory");
 }
-__device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity) {
+// (spin, lab: a suspend-time hint of 0, so that try_wait returns at once)
+__device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity, bool spin = false) {
     uint32_t done;
     do {
         // (with a suspend-time hint the warp sleeps until the phase completes instead of spinning
         // on the issue slots the producer needs)
         asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
                      : "=r"(done)
-                     : "r"(sa(b)), "r"(parity), "r"(0x989680)
+                     : "r"(sa(b)), "r"(parity), "r"(spin ? 0u : 0x989680u)
                      : "memory");
     } while (!done);
 }
@@ -134,11 +135,12 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     // copying between transposes (H200, bench/NOTES.md, session 15). Kernel lab
     // (OCTET_FP8_TMA_LAB): bit 0 turns the consumers' ping-pong off (296: no difference measured);
     // bit 1 selects the shared producer.
-    const bool pingpong = !(lab & 1), loader = !(lab & 2);
+    // Bit 2 waits on the mbarriers without the suspend hint; bit 3 runs the query tiles longest first.
+    const bool pingpong = !(lab & 1), loader = !(lab & 2), spin = lab & 4;
     const int n_tr = loader ? 96 : 128;  // transposing threads
     const int s = blockIdx.x, g = blockIdx.z;
     fp8pf::cta_tiles ct = {};
-    if (!ct.begin(qstart, pos_arr, 128, G, window, BN)) return;  // (the whole CTA, before any barrier)
+    if (!ct.begin(qstart, pos_arr, 128, G, window, BN, lab & 8)) return;  // (the whole CTA, before any barrier)
     const int n = ct.t1 - ct.t0 + 1, t0 = ct.t0, p_last = ct.p_last;
     if (threadIdx.x == 0) {
         for (int i = 0; i < KS; i++) { mbar_init(&kfull[i], 1); mbar_init(&vfull[i], 1); mbar_init(&kempty[i], 256); }
@@ -168,8 +170,8 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
                 if (ptid == 0)
                     for (int i = 0; i < n; i++) {
                         if (i >= KS) {
-                            mbar_wait(&kempty[i % KS], ((i / KS) - 1) & 1);
-                            mbar_wait(&vempty[i % KS], ((i / KS) - 1) & 1);
+                            mbar_wait(&kempty[i % KS], ((i / KS) - 1) & 1, spin);
+                            mbar_wait(&vempty[i % KS], ((i / KS) - 1) & 1, spin);
                         }
                         load(i);
                     }
@@ -177,8 +179,8 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
             }
             for (int i = 0; i < n; i++) {
                 const int st = i % KS, b = i & 1;
-                mbar_wait(&vfull[st], (i / KS) & 1);
-                if (i >= 2) mbar_wait(&tempty[b], ((i >> 1) - 1) & 1);
+                mbar_wait(&vfull[st], (i / KS) & 1, spin);
+                if (i >= 2) mbar_wait(&tempty[b], ((i >> 1) - 1) & 1, spin);
                 transpose_sw(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, (ptid >> 5) - 1, ptid & 31, 3, p_last - (t0 + i) * BN);
                 fence_proxy_async();
                 mbar_arrive(&tfull[b]);
@@ -191,14 +193,14 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
             for (int i = 0; i < KS && i < n; i++) load(i);
         for (int i = 0; i < n; i++) {
             const int st = i % KS, b = i & 1;
-            mbar_wait(&vfull[st], (i / KS) & 1);
-            if (i >= 2) mbar_wait(&tempty[b], ((i >> 1) - 1) & 1);  // P·V(i − 2) done with Vᵀ slot b
+            mbar_wait(&vfull[st], (i / KS) & 1, spin);
+            if (i >= 2) mbar_wait(&tempty[b], ((i >> 1) - 1) & 1, spin);  // P·V(i − 2) done with Vᵀ slot b
             transpose_sw(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, ptid >> 5, ptid & 31, 4, p_last - (t0 + i) * BN);
             fence_proxy_async();  // Vᵀ (generic stores) visible to the wgmma
             mbar_arrive(&tfull[b]);
             fp8ws::bar_sync(BAR_PROD, 128);  // every producer thread is done reading raw V slot st
             if (ptid == 0 && i + KS < n) {
-                mbar_wait(&kempty[st], (i / KS) & 1);  // both consumers' Q·Kᵀ(i) done with K slot st
+                mbar_wait(&kempty[st], (i / KS) & 1, spin);  // both consumers' Q·Kᵀ(i) done with K slot st
                 load(i + KS);
             }
         }
@@ -236,8 +238,8 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     auto tile = [&](auto first, int i) {
         constexpr bool FIRST = decltype(first)::value;
         const int st = i % KS;
-        mbar_wait(&kfull[st], (i / KS) & 1);
-        if constexpr (!FIRST) mbar_wait(&tfull[(i - 1) & 1], ((i - 1) >> 1) & 1);
+        mbar_wait(&kfull[st], (i / KS) & 1, spin);
+        if constexpr (!FIRST) mbar_wait(&tfull[(i - 1) & 1], ((i - 1) >> 1) & 1, spin);
         float sacc[BN / 2];
         if (pingpong) fp8ws::bar_sync(BAR_TURN + wg, 256);
         wgmma_fence();
@@ -273,7 +275,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     if (pingpong && wg == 1) fp8ws::bar_arrive(BAR_TURN, 256);  // warpgroup 1 (wg 0) takes the first turn
     tile(std::true_type(), 0);
     for (int i = 1; i < n; i++) tile(std::false_type(), i);
-    mbar_wait(&tfull[(n - 1) & 1], ((n - 1) >> 1) & 1);
+    mbar_wait(&tfull[(n - 1) & 1], ((n - 1) >> 1) & 1, spin);
     wgmma_fence();
     pv_issue(n - 1);
     wgmma_wait<0>();
