@@ -15,9 +15,9 @@
 //     of K and raw V (one 128-byte-swizzled box of kv_block_tokens × 128 bytes per cache block,
 //     straight from the paged cache through the block table; no address arithmetic per 16
 //     bytes), waiting for free slots itself; warps 1-3 transpose each raw V tile into Vᵀ (the
-//     older kernel's core-matrix layout and key permutation), zeroing keys past the CTA's last
-//     position (16k d128: 397 TFLOP/s, against 300 with all four warps transposing and thread 0
-//     copying between transposes — the lab's shared producer, OCTET_FP8_TMA_LAB bit 1);
+//     older kernel's core-matrix layout and key permutation) with ldmatrix.trans / stmatrix,
+//     zeroing keys past the CTA's last position (16k d128: 397 TFLOP/s with 4-byte loads and
+//     stores, against 300 with all four warps transposing and thread 0 copying between them);
 //   warpgroups 1 and 2, the consumers (232 registers), 64 query rows each: per tile, under a
 //     named-barrier turn that alternates between them (ping-pong), Q·Kᵀ(t) and P·V(t−1) are
 //     issued together; then S(t)'s softmax runs while P·V(t−1) and the other warpgroup's MMAs
@@ -45,7 +45,7 @@ constexpr int OFF_K = 2 * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_VT = OFF
 constexpr int OFF_QS = OFF_VT + 2 * TILE_BYTES, OFF_BAR = OFF_QS + 128 * 4;
 constexpr int N_BARS = 4 * KS + 4;
 constexpr int SMEM = OFF_BAR + N_BARS * 8 + 1024;  // (+ the alignment slack)
-enum { BAR_PROD = 1, BAR_Q = 2, BAR_TURN = 4 };   // named barriers (0 is __syncthreads)
+enum { BAR_Q = 2, BAR_TURN = 4 };   // named barriers (0 is __syncthreads)
 
 __device__ __forceinline__ uint32_t sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
@@ -84,30 +84,43 @@ __device__ __forceinline__ uint64_t desc_sw128(const void *smem) {
 
 // Vᵀ (the older kernel's core-matrix layout and key permutation, as fp8pf::transpose_v writes it)
 // from a raw stage in 128-byte swizzled rows (key r's 16-byte chunk j at r·128 + (j ^ r%8)·16),
-// keys past klim (tile-relative) as 0. Lane bits as in transpose_v: the loads and the stores hit
-// 32 banks. (Q and Vᵀ in swizzled rows too measured the same, 305 TFLOP/s: the operand layout
-// does not limit wgmma — dev/cuda/wgmma_rate.cu.)
-__device__ __forceinline__ void transpose_sw(const uint8_t *vr, uint8_t *vt, int warp, int lane, int nwarp, int klim) {
-    const int rot = (lane >> 3) & 3;
-    const int d4l = lane >> 2, kq = lane & 3;  // the lane's 4-byte column within an item, its key group
-    for (int it = warp; it < (HD / 32) * (BN / 16); it += nwarp) {
-        const int d4 = (it % (HD / 32)) * 8 + d4l;
-        const int p0 = (it / (HD / 32)) * 16 + kq * 4, kb = (p0 & ~15) + 2 * kq;
-        const int chunk = d4 >> 2, in = (d4 * 4) & 15;
-        auto ld = [&](int r) -> uint32_t {
-            const uint32_t w = *(const uint32_t *)(vr + r * 128 + (((chunk ^ r) & 7) << 4) + in);
-            return r > klim ? 0u : w;
-        };
-        const uint32_t w0 = ld(kb), w1 = ld(kb + 1), w2 = ld(kb + 8), w3 = ld(kb + 9);
-        const uint32_t a0 = __byte_perm(w0, w1, 0x5140), a1 = __byte_perm(w0, w1, 0x7362);
-        const uint32_t a2 = __byte_perm(w2, w3, 0x5140), a3 = __byte_perm(w2, w3, 0x7362);
-        const uint32_t r0 = __byte_perm(a0, a2, 0x5410), r1 = __byte_perm(a0, a2, 0x7632), r2 = __byte_perm(a1, a3, 0x5410),
-                       r3 = __byte_perm(a1, a3, 0x7632);
+// keys past klim (tile-relative) as 0, with the matrix-transpose loads and stores: per unit of
+// 16 keys × 32 bytes, one
+// ldmatrix.x4.trans (8 × 8 16-bit matrices: byte pairs of one key, 2 keys a register after the
+// transpose), 4 byte permutes (keys 2c, 2c+1 from one matrix and 2c+8, 2c+9 from the next: one
+// word of 4 key positions), one stmatrix.x4 — ≈ 8 instructions for 512 bytes a warp, where
+// session 15's 4-byte loads and stores spent ≈ 108 (ncu, session 16: the consumers waited for Vᵀ
+// in 22 % of all samples).
+// Lanes give the row addresses: ldmatrix's rows are swizzled key rows (conflict-free), stmatrix's
+// rows are Vᵀ rows (one d each); each stmatrix matrix mixes even and odd d (rows j < 4: d = 2j
+// (+1), j ≥ 4: 2j + 1 (−1)) so its 8 rows hit 32 banks. Emulated bit for bit against transpose_sw
+// (every lane, every unit) against session 15's transpose before it ran.
+__device__ __forceinline__ void transpose_ldsm(const uint8_t *vr, uint8_t *vt, int warp, int lane, int nwarp, int klim) {
+    const int m = lane >> 3, j = lane & 7, c = lane & 3;
+    const uint32_t x = (uint32_t)((m >> 1) ^ j);                           // the row's chunk 2s + (m>>1), swizzled by key % 8 = j
+    const uint32_t ld0 = sa(vr) + (uint32_t)(((m & 1) * 8 + j) * 128);      // key (m&1)·8 + j of the unit
+    const int dr = 16 * (m >> 1) + 2 * j + ((m & 1) ^ (j >> 2));            // the stmatrix row's d within the unit
+    const uint32_t st0 = sa(vt) + (uint32_t)((dr >> 3) * 1024 + (dr & 7) * 16);
+    const uint32_t s0 = (lane >> 2) < 4 ? 0x6420u : 0x7531u, s1 = s0 ^ 0x1111u;  // even-d / odd-d bytes (swapped for rows j >= 4)
+    for (int kg = warp; kg < BN / 16; kg += nwarp) {
+        uint32_t mask = 0xffffffffu;
+        if (kg * 16 + 15 > klim) {  // keys past klim as 0 (the CTA's last tile)
+            const int k0 = kg * 16 + 2 * c;
+            mask = (k0 <= klim ? 0xffu : 0u) | (k0 + 1 <= klim ? 0xff00u : 0u) | (k0 + 8 <= klim ? 0xff0000u : 0u) |
+                   (k0 + 9 <= klim ? 0xff000000u : 0u);
+        }
 #pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const int jj = (j + rot) & 3;
-            const uint32_t w = (jj & 2) ? ((jj & 1) ? r3 : r2) : ((jj & 1) ? r1 : r0);  // (selects, not branches)
-            *(uint32_t *)(vt + fp8pf::cm_off(d4 * 4 + jj, p0, BN)) = w;
+        for (int s = 0; s < HD / 32; s++) {
+            uint32_t r0, r1, r2, r3;
+            asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                         : "r"(ld0 + (uint32_t)kg * 2048u + ((((uint32_t)(2 * s)) ^ x) << 4))
+                         : "memory");
+            const uint32_t e0 = __byte_perm(r0, r1, s0) & mask, o0 = __byte_perm(r0, r1, s1) & mask;
+            const uint32_t e1 = __byte_perm(r2, r3, s0) & mask, o1 = __byte_perm(r2, r3, s1) & mask;
+            asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(st0 + (uint32_t)kg * 128u + (uint32_t)s * 4096u),
+                         "r"(e0), "r"(o0), "r"(e1), "r"(o1)
+                         : "memory");
         }
     }
 }
@@ -132,15 +145,16 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     uint64_t *kfull = bars, *vfull = bars + KS, *kempty = bars + 2 * KS, *tfull = bars + 3 * KS, *tempty = tfull + 2, *vempty = tempty + 2;
     // Producer warp 0 issues the copies alone (it waits for free slots itself) and warps 1-3
     // transpose: 395 against 300 TFLOP/s at 16k d128 with all four warps transposing and thread 0
-    // copying between transposes (H200, bench/NOTES.md, session 15). Kernel lab
-    // (OCTET_FP8_TMA_LAB): bit 0 turns the consumers' ping-pong off (296: no difference measured);
-    // bit 1 selects the shared producer.
-    // Bit 2 waits on the mbarriers without the suspend hint; bit 3 runs the query tiles longest first.
-    const bool pingpong = !(lab & 1), loader = !(lab & 2), spin = lab & 4;
-    const int n_tr = loader ? 96 : 128;  // transposing threads
+    // copying between transposes (H200, bench/NOTES.md, session 15). The query tiles run longest
+    // first (the grid's y in reverse): 394 → 405 TFLOP/s at 16k, 256 → 281 at 4k (session 16).
+    // Kernel lab (OCTET_FP8_TMA_LAB): bit 0 turns the consumers' ping-pong off (no difference
+    // measured, sessions 15-16); bit 2 waits on the mbarriers without the suspend hint (the same);
+    // bit 3 runs the query tiles in the grid's order.
+    const bool pingpong = !(lab & 1), spin = lab & 4;
+    const int n_tr = 96;  // transposing threads
     const int s = blockIdx.x, g = blockIdx.z;
     fp8pf::cta_tiles ct = {};
-    if (!ct.begin(qstart, pos_arr, 128, G, window, BN, lab & 8)) return;  // (the whole CTA, before any barrier)
+    if (!ct.begin(qstart, pos_arr, 128, G, window, BN, !(lab & 8))) return;  // (the whole CTA, before any barrier)
     const int n = ct.t1 - ct.t0 + 1, t0 = ct.t0, p_last = ct.p_last;
     if (threadIdx.x == 0) {
         for (int i = 0; i < KS; i++) { mbar_init(&kfull[i], 1); mbar_init(&vfull[i], 1); mbar_init(&kempty[i], 256); }
@@ -165,44 +179,26 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
                 tma_load(Vs + st * TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
             }
         };
-        if (loader) {  // warp 0 copies, warps 1-3 transpose
-            if (ptid < 32) {
-                if (ptid == 0)
-                    for (int i = 0; i < n; i++) {
-                        if (i >= KS) {
-                            mbar_wait(&kempty[i % KS], ((i / KS) - 1) & 1, spin);
-                            mbar_wait(&vempty[i % KS], ((i / KS) - 1) & 1, spin);
-                        }
-                        load(i);
+        // warp 0 copies, warps 1-3 transpose
+        if (ptid < 32) {
+            if (ptid == 0)
+                for (int i = 0; i < n; i++) {
+                    if (i >= KS) {
+                        mbar_wait(&kempty[i % KS], ((i / KS) - 1) & 1, spin);
+                        mbar_wait(&vempty[i % KS], ((i / KS) - 1) & 1, spin);
                     }
-                return;
-            }
-            for (int i = 0; i < n; i++) {
-                const int st = i % KS, b = i & 1;
-                mbar_wait(&vfull[st], (i / KS) & 1, spin);
-                if (i >= 2) mbar_wait(&tempty[b], ((i >> 1) - 1) & 1, spin);
-                transpose_sw(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, (ptid >> 5) - 1, ptid & 31, 3, p_last - (t0 + i) * BN);
-                fence_proxy_async();
-                mbar_arrive(&tfull[b]);
-                mbar_arrive(&vempty[st]);
-            }
+                    load(i);
+                }
             return;
         }
-        // (lab) the shared producer: thread 0 copies between the four warps' transposes
-        if (ptid == 0)
-            for (int i = 0; i < KS && i < n; i++) load(i);
         for (int i = 0; i < n; i++) {
             const int st = i % KS, b = i & 1;
             mbar_wait(&vfull[st], (i / KS) & 1, spin);
             if (i >= 2) mbar_wait(&tempty[b], ((i >> 1) - 1) & 1, spin);  // P·V(i − 2) done with Vᵀ slot b
-            transpose_sw(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, ptid >> 5, ptid & 31, 4, p_last - (t0 + i) * BN);
-            fence_proxy_async();  // Vᵀ (generic stores) visible to the wgmma
+            transpose_ldsm(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, (ptid >> 5) - 1, ptid & 31, 3, p_last - (t0 + i) * BN);
+            fence_proxy_async();  // Vᵀ (generic-proxy stores) visible to the wgmma
             mbar_arrive(&tfull[b]);
-            fp8ws::bar_sync(BAR_PROD, 128);  // every producer thread is done reading raw V slot st
-            if (ptid == 0 && i + KS < n) {
-                mbar_wait(&kempty[st], (i / KS) & 1, spin);  // both consumers' Q·Kᵀ(i) done with K slot st
-                load(i + KS);
-            }
+            mbar_arrive(&vempty[st]);
         }
         return;
     }
