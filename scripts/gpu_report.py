@@ -204,8 +204,21 @@ def source(argv):
         ex[op] = ex.get(op, 0.0) + e
     print(f"source: {len(data)} instructions, {tot:.0f} stall samples, {sum(d[1] for d in data):.0f} warp instructions executed")
     print("source by opcode: " + ", ".join(f"{k} {100 * v / tot:.1f} %" for k, v in sorted(by.items(), key=lambda kv: -kv[1])[:10]))
-    for smp, e, text in sorted(data, key=lambda d: -d[0])[:int(argv[2]) if len(argv) > 2 else 8]:
-        print(f"source top: {100 * smp / tot:5.2f} % of samples, executed {e:.0f}: {text}")
+    # the top instructions; a branch stalled on a wait names the instruction it waits behind
+    # (the SYNCS.PHASECHK just before it: which mbarrier a warp sleeps on)
+    order = sorted(range(len(data)), key=lambda i: -data[i][0])
+    for i in order[:int(argv[2]) if len(argv) > 2 else 8]:
+        smp, e, text = data[i]
+        after = f" (after: {data[i - 1][2]})" if i > 0 and "BRA" in text and "SYNCS" in data[i - 1][2] else ""
+        print(f"source top: {100 * smp / tot:5.2f} % of samples, executed {e:.0f}: {text}{after}")
+    # straight-line regions: runs of consecutive instructions executed equally often (a loop body,
+    # a tile's consumer code, a wait loop), by their share of the samples
+    regions, cur = [], None
+    for smp, e, text in data:
+        if cur and cur[1] == e: cur[0] += smp; cur[2] += 1
+        else: cur = [smp, e, 1, text]; regions.append(cur)
+    for smp, e, n, text in sorted(regions, key=lambda r: -r[0])[:int(argv[3]) if len(argv) > 3 else 6]:
+        print(f"source region: {100 * smp / tot:5.2f} % of samples, {n} instructions executed {e:.0f} times each, from: {text}")
 
 
 KINDS = {f.__name__: f for f in (prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, step, itl, load, pd, source)}
