@@ -126,10 +126,6 @@ struct backend_ops {
     void (*rope_kv_write)(struct backend *b, void *q /*[n_tokens][n_heads][hd]*/, void *k /*[n_tokens][n_kv][hd]*/,
                           const void *v /*[n_tokens][n_kv][hd]*/, int n_heads, const struct rope_table *rt,
                           struct kv_layer *l, const struct batch *bt);
-    // A hint: the ops after the next few small ones read w; a backend may start moving its
-    // bytes toward the device's cache meanwhile (CUDA: a side stream's L2 prefetch in decode
-    // steps, kernel lab OCTET_L2_PREFETCH). No effect on results.
-    void (*prefetch)(struct backend *b, const struct weight *w, int n);
     // host_out = x · wᵀ in f32 (the logits of the sampled rows), synchronous.
     void (*logits)(struct backend *b, float *host_out /*[n][w.rows]*/, const void *x /*[n][w.cols]*/,
                    const struct weight *w, int n);

@@ -96,7 +96,6 @@ int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, 
             op->matmul(b, f->k, f->xn, &w->wk, n);                   // [n][n_kv*hd]
             op->matmul(b, f->v, f->xn, &w->wv, n);
         }
-        if (op->prefetch) op->prefetch(b, &w->wo, n);                // (HBM idles through RoPE and attention)
         if (op->rope_kv_write) {                                     // RoPE, then quantize into the pages
             op->rope_kv_write(b, f->q, f->k, f->v, c->n_heads, &f->rope, &kv->layers[l], bt);
         } else {
@@ -111,7 +110,6 @@ int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, 
         }
         op->attention(b, f->att, f->q, &kv->layers[l], &ap, bt);
         proj_add(f, f->att, &w->wo, n);                              // x += att · woᵀ
-        if (op->prefetch) { op->prefetch(b, &w->w_gate, n); op->prefetch(b, &w->w_up, n); }
         op->rmsnorm(b, f->xn, f->x, &w->ffn_norm, n, c->norm_eps);
         if (op->matmul_swiglu && !f->probe) {                         // (the probe wants the gate itself)
             op->matmul_swiglu(b, f->gate, f->up, f->xn, &w->w_gate, &w->w_up, n);
@@ -122,7 +120,6 @@ int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, 
             op->silu_mul(b, f->gate, f->gate, f->up, (int64_t)n * c->ffn_dim);
         }
         proj_add(f, f->gate, &w->w_down, n);                         // x += silu(gate)·up · w_downᵀ
-        if (op->prefetch && l + 1 < c->n_layers) op->prefetch(b, &m->layers[l + 1].wq, n);
     }
     if (bt->n_logits > 0) {
         op->gather_rows(b, f->last, f->x, c->dim, bt);               // only the sampled rows

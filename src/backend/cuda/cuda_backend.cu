@@ -61,7 +61,6 @@ static void cu_download_f32(struct backend *b, float *dst, const void *src, size
 }
 static int cu_sync(struct backend *b) {
     struct cuda_backend *c = cb_of(b);
-    cuda_prefetch_join(c);
     cuda_fail(c, cudaStreamSynchronize(c->stream), "stream");
     if (c->error) return err_set(c->error, "%s", c->msg);
     return OCT_OK;
@@ -534,7 +533,6 @@ static void cu_logits(struct backend *b, float *host_out, const void *x, const s
     struct cuda_backend *c = cb_of(b);
     size_t need = (size_t)n * w->rows;
     bool timed = false;
-    cuda_prefetch_join(c);  // (a captured step's side branch rejoins before the capture ends)
     if (c->replaying) {
         c->replaying = false;
         if (step_timing() && !c->tev[0])
@@ -592,7 +590,6 @@ static void cu_destroy(struct backend *b) {
                 "graph launch (metadata upload, forward walk); in cudaGraphLaunch %.3f ms, waiting for the step %.3f ms (means of %d)\n",
                 1e3 * c->h_outside / c->h_n, 1e3 * c->h_inside / c->h_n, 1e3 * c->h_launch / c->t_n, 1e3 * c->h_sync / c->t_n, c->h_n);
     for (int i = 0; i < 5; i++) if (c->tev[i]) cudaEventDestroy(c->tev[i]);
-    cuda_prefetch_destroy(c);
     for (int i = 0; i < c->n_plans; i++) plan_release(&c->plans[i]);
     c->n_plans = 0;
     for (int i = 0; i < c->n_graphs; i++) if (c->graphs[i].exec) cudaGraphExecDestroy(c->graphs[i].exec);
@@ -641,7 +638,6 @@ static const struct backend_ops cuda_ops = {
     .matmul_add = cu_matmul_add,
     .matmul_swiglu = cu_matmul_swiglu,
     .rope_kv_write = cuda_rope_kv_write,
-    .prefetch = cuda_prefetch,
     .logits = cu_logits,
     .kv_budget_default = cu_kv_budget_default,
 };

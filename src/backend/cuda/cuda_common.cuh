@@ -1,6 +1,6 @@
 // cuda_common.cuh — private to the CUDA backend: its state, error latching, bf16/fp8
 // helpers and the kernels' entry points shared between cuda_backend.cu (memory, GEMMs,
-// elementwise ops), cuda_prefetch.cu (weights toward L2), cuda_kv_write.cu (kv_write, rope_kv_write, per-layer scales) and cuda_attention.cu
+// elementwise ops), cuda_kv_write.cu (kv_write, rope_kv_write, per-layer scales) and cuda_attention.cu
 // (decode and prefill attention).
 // Invariant: every op runs on `stream`; the first failure is latched in `error` and
 // reported by sync(); later ops become no-ops.
@@ -94,10 +94,6 @@ struct cuda_backend {
     // of the host's time outside the backend (sampling, the engine) and inside it up to the launch
     double h_ret, h_begin, h_outside, h_inside, h_launch, h_sync;
     int h_n;
-    // weight prefetch (cuda_prefetch.cu): side stream, fork/join events, a join pending
-    cudaStream_t pf_stream;
-    cudaEvent_t pf_fork, pf_join;
-    bool pf_open;
 };
 
 // Ops return at once when an error is latched or a captured graph replays the step.
@@ -152,12 +148,6 @@ const double *cuda_rope_freqs(struct cuda_backend *c, const struct rope_table *r
 // The device copy of a layer's K and V scales ([2][KV_MAX_HEADS] floats: K's, then V's), uploaded
 // when they change (cuda_kv_write.cu); NULL after latching an error.
 float *cuda_layer_scales(struct cuda_backend *c, const struct kv_layer *l);
-
-// Weights toward L2 on a side stream while the next small ops run (cuda_prefetch.cu); the join
-// before a captured step ends or a sync; the stream and events freed.
-extern "C" void cuda_prefetch(struct backend *b, const struct weight *w, int n);
-void cuda_prefetch_join(struct cuda_backend *c);
-void cuda_prefetch_destroy(struct cuda_backend *c);
 
 extern "C" void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt);
 // q and k roped in place (as rope on each) and k, v written into l's pages (as kv_write): one launch

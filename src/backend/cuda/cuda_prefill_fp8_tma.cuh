@@ -129,7 +129,8 @@ __device__ __forceinline__ void transpose_ldsm(const uint8_t *vr, uint8_t *vt, i
 
 // ACC: 0 two-level, 2 single. kmap / vmap: the layer's K and V cache as 4-d tensors
 // {head_dim bytes, kv_block_tokens, n_kv_heads, n_blocks}, boxes of {128, rows, 1, 1}, swizzled.
-template <int ACC>
+// COPY (kernel lab, instances for two-level only): 0 the default copy warp, 1 old_copy, 2 split_copy.
+template <int ACC, int COPY = 0>
 __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
                                                          const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
@@ -149,9 +150,10 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     // first (the grid's y in reverse): 394 → 405 TFLOP/s at 16k, 256 → 281 at 4k (session 16).
     // Kernel lab (OCTET_FP8_TMA_LAB): bit 0 turns the consumers' ping-pong off (no difference
     // measured, sessions 15-16); bit 2 waits on the mbarriers without the suspend hint (the same);
-    // bit 3 runs the query tiles in the grid's order.
+    // bit 3 runs the query tiles in the grid's order; bit 4 old_copy, bit 5 split_copy (below).
     const bool pingpong = !(lab & 1), spin = lab & 4;
-    const int n_tr = 96;  // transposing threads
+    constexpr bool old_copy = COPY == 1, split_copy = COPY == 2;
+    constexpr int n_copy = split_copy ? 2 : 1, n_tr = 128 - 32 * n_copy;  // copying warps, transposing threads
     const int s = blockIdx.x, g = blockIdx.z;
     fp8pf::cta_tiles ct = {};
     if (!ct.begin(qstart, pos_arr, 128, G, window, BN, !(lab & 8))) return;  // (the whole CTA, before any barrier)
@@ -172,30 +174,52 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         // overlap the waits for free slots; one at a time they cost ≈ 8 dependent global loads a
         // tile, which made the consumers wait for K in 15 % of all samples — ncu, session 16), and
         // lane 0 issues the tile's TMA copies (one box per cache block, up to p_last); warps 1-3
-        // transpose.
-        if (ptid < 32) {
+        // transpose. (Lab: split_copy — warp 0 copies K, warp 1 V, warps 2-3 transpose; old_copy —
+        // lane 0 alone, each box's id loaded just before its copies.)
+        if (ptid < 32 * n_copy) {
+            const bool do_k = !split_copy || ptid < 32, do_v = !split_copy || ptid >= 32;
+            const int lane = ptid & 31;
+            if constexpr (old_copy) {
+                if (lane == 0)
+                    for (int i = 0; i < n; i++) {
+                        const int t = t0 + i, st = i % KS, nb = min(BN / rows_box, (p_last - t * BN) / rows_box + 1);
+                        if (i >= KS) {
+                            mbar_wait(&kempty[st], ((i / KS) - 1) & 1, spin);
+                            mbar_wait(&vempty[st], ((i / KS) - 1) & 1, spin);
+                        }
+                        const uint32_t bytes = (uint32_t)(nb * rows_box * HD);
+                        mbar_expect_tx(&kfull[st], bytes);
+                        mbar_expect_tx(&vfull[st], bytes);
+                        for (int j = 0; j < nb; j++) {
+                            const int kp = t * BN + j * rows_box, blk = bt[kp / bs], r0 = kp % bs;
+                            tma_load(Ks + st * TILE_BYTES + j * rows_box * HD, &kmap, &kfull[st], 0, r0, g, blk);
+                            tma_load(Vs + st * TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
+                        }
+                    }
+                return;
+            }
             auto box_id = [&](int i) -> int {
-                const int kp = (t0 + i) * BN + ptid * rows_box;
-                return ptid < BN / rows_box && kp <= p_last ? bt[kp / bs] : 0;
+                const int kp = (t0 + i) * BN + lane * rows_box;
+                return lane < BN / rows_box && kp <= p_last ? bt[kp / bs] : 0;
             };
             int id = box_id(0);
             for (int i = 0; i < n; i++) {
                 const int nxt = i + 1 < n ? box_id(i + 1) : 0;
                 const int t = t0 + i, st = i % KS, nb = min(BN / rows_box, (p_last - t * BN) / rows_box + 1);
                 if (i >= KS) {
-                    mbar_wait(&kempty[st], ((i / KS) - 1) & 1, spin);
-                    mbar_wait(&vempty[st], ((i / KS) - 1) & 1, spin);
+                    if (do_k) mbar_wait(&kempty[st], ((i / KS) - 1) & 1, spin);
+                    if (do_v) mbar_wait(&vempty[st], ((i / KS) - 1) & 1, spin);
                 }
-                if (ptid == 0) {
+                if (lane == 0) {
                     const uint32_t bytes = (uint32_t)(nb * rows_box * HD);
-                    mbar_expect_tx(&kfull[st], bytes);
-                    mbar_expect_tx(&vfull[st], bytes);
+                    if (do_k) mbar_expect_tx(&kfull[st], bytes);
+                    if (do_v) mbar_expect_tx(&vfull[st], bytes);
                 }
                 for (int j = 0; j < nb; j++) {
                     const int blk = __shfl_sync(0xffffffffu, id, j), r0 = (t * BN + j * rows_box) % bs;
-                    if (ptid == 0) {
-                        tma_load(Ks + st * TILE_BYTES + j * rows_box * HD, &kmap, &kfull[st], 0, r0, g, blk);
-                        tma_load(Vs + st * TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
+                    if (lane == 0) {
+                        if (do_k) tma_load(Ks + st * TILE_BYTES + j * rows_box * HD, &kmap, &kfull[st], 0, r0, g, blk);
+                        if (do_v) tma_load(Vs + st * TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
                     }
                 }
                 id = nxt;
@@ -206,7 +230,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
             const int st = i % KS, b = i & 1;
             mbar_wait(&vfull[st], (i / KS) & 1, spin);
             if (i >= 2) mbar_wait(&tempty[b], ((i >> 1) - 1) & 1, spin);  // P·V(i − 2) done with Vᵀ slot b
-            transpose_ldsm(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, (ptid >> 5) - 1, ptid & 31, 3, p_last - (t0 + i) * BN);
+            transpose_ldsm(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, (ptid >> 5) - n_copy, ptid & 31, 4 - n_copy, p_last - (t0 + i) * BN);
             fence_proxy_async();  // Vᵀ (generic-proxy stores) visible to the wgmma
             mbar_arrive(&tfull[b]);
             mbar_arrive(&vempty[st]);
@@ -343,15 +367,16 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
     const int rows = l->kv_block_tokens < fp8tma::BN ? l->kv_block_tokens : fp8tma::BN;
     CUtensorMap km, vm;
     if (!fp8tma_map(c, &km, l->k, l, rows) || !fp8tma_map(c, &vm, l->v, l, rows)) return;
-    auto kern = acc == 0 ? k_prefill_fp8_tma<0> : k_prefill_fp8_tma<2>;
-    static bool attr_set[2] = {false, false};
-    const int which = acc != 0;
+    static const int lab = cuda_env_int("OCTET_FP8_TMA_LAB", 0);
+    const int copy = acc != 0 ? 0 : (lab & 16) ? 1 : (lab & 32) ? 2 : 0;
+    auto kern = acc != 0 ? k_prefill_fp8_tma<2> : copy == 1 ? k_prefill_fp8_tma<0, 1> : copy == 2 ? k_prefill_fp8_tma<0, 2> : k_prefill_fp8_tma<0>;
+    static bool attr_set[4] = {false, false, false, false};
+    const int which = acc != 0 ? 1 : copy ? 1 + copy : 0;
     if (!attr_set[which]) {
         if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma::SMEM), "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
             return;
         attr_set[which] = true;
     }
-    static const int lab = cuda_env_int("OCTET_FP8_TMA_LAB", 0);
     const int qt = 128 / G;
     dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
     kern<<<grid, 384, fp8tma::SMEM, c->stream>>>(km, vm, (bf16 *)out, (const bf16 *)q, c->cb.qstart, c->cb.pos, c->cb.btab,
