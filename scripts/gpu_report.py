@@ -205,11 +205,12 @@ def source(argv):
     print(f"source: {len(data)} instructions, {tot:.0f} stall samples, {sum(d[1] for d in data):.0f} warp instructions executed")
     print("source by opcode: " + ", ".join(f"{k} {100 * v / tot:.1f} %" for k, v in sorted(by.items(), key=lambda kv: -kv[1])[:10]))
     # the top instructions; a branch stalled on a wait names the instruction it waits behind
-    # (the SYNCS.PHASECHK just before it: which mbarrier a warp sleeps on)
+    # (a SYNCS.PHASECHK up to 3 instructions before it: which mbarrier a warp sleeps on)
     order = sorted(range(len(data)), key=lambda i: -data[i][0])
     for i in order[:int(argv[2]) if len(argv) > 2 else 8]:
         smp, e, text = data[i]
-        after = f" (after: {data[i - 1][2]})" if i > 0 and "BRA" in text and "SYNCS" in data[i - 1][2] else ""
+        w = next((j for j in range(i - 1, max(i - 4, -1), -1) if "SYNCS" in data[j][2]), None) if "BRA" in text else None
+        after = f" (after: {data[w][2]})" if w is not None else ""
         print(f"source top: {100 * smp / tot:5.2f} % of samples, executed {e:.0f}: {text}{after}")
     # straight-line regions: runs of consecutive instructions executed equally often (a loop body,
     # a tile's consumer code, a wait loop), by their share of the samples
