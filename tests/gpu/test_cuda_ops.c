@@ -159,6 +159,7 @@ TEST(elementwise_and_gemm) {
 static enum attn_fp8_math case_math = ATTN_FP8_EXACT;
 static int case_acc = 0;
 static double case_bound = 2e-5;
+static int case_bs = 16;  // kv_block_tokens of the next cases
 // Per-channel K offsets ([n_kv][hd], kv_layer.k_offset) for the next cases, or NULL.
 static const float *case_k_offset = NULL;
 
@@ -172,7 +173,7 @@ static bool identity_mode(void) {
 // kv_write on both backends, compare pages byte for byte, then attention on each.
 static void attention_case(const char *label, enum dtype dt, int hd, int n_kv, int G, int window, int n_seqs,
                            const int *n_q, const int *ctx) {
-    int bs = 16, max_ctx = 0;
+    int bs = case_bs, max_ctx = 0;
     for (int s = 0; s < n_seqs; s++) if (ctx[s] > max_ctx) max_ctx = ctx[s];
     int max_blocks = (max_ctx + bs - 1) / bs, n_blocks = max_blocks * n_seqs;
     struct tb *t = malloc(sizeof *t);
@@ -324,6 +325,15 @@ TEST(fp8_wgmma_prefill) {
         int qc[1] = {64}, cc[1] = {32768};
         snprintf(label, sizeof label, "wgmma prefill tail hd128 G4 L32768 %s", acc_names[a]);
         attention_case(label, DT_E4M3, 128, 8, 4, 0, 1, qc, cc);
+        // other block sizes: the TMA prefill copies blocks of >= 64 tokens by TMA, smaller ones by
+        // cp.async (16 above); blocks larger than its 128-key tiles take part of a block a tile
+        static const int bss[5] = {8, 32, 64, 128, 256};
+        for (int b = 0; b < 5; b++) {
+            case_bs = bss[b];
+            snprintf(label, sizeof label, "wgmma chunked prefill hd128 G4 L8192 bs%d %s", bss[b], acc_names[a]);
+            attention_case(label, DT_E4M3, 128, 8, 4, 0, 2, qb, cb);
+        }
+        case_bs = 16;
     }
     case_acc = 0;
     case_math = ATTN_FP8_EXACT;

@@ -1,8 +1,9 @@
 // cuda_prefill_fp8_tma.cuh — the FP8 wgmma prefill built the FA3 way (the default at head_dim
 // 128 with two-level and single accumulation; OCTET_FP8_TMA=0 selects the older kernel), included by
 // cuda_attention.cu after cuda_prefill_fp8.cuh, whose Q load, row set-up, softmax and output
-// store (fp8pf::) it shares. Owns: the TMA tensor maps of a layer's cache, the mbarrier
-// pipeline, the producer's V transpose from a swizzled stage, the two consumers' ping-pong.
+// store (fp8pf::) it shares. Owns: the TMA tensor maps of a layer's cache, the copy warp (TMA or
+// cp.async), the mbarrier pipeline, the producer's V transpose from a swizzled stage, the two
+// consumers' ping-pong.
 //
 // Why (bench/NOTES.md, session 15): per score the older kernel issues ≈ 27 instructions
 // (an SM has 8 issue slots per score at the FP8 tensor rate), ≈ 4 of them computing cp.async
@@ -11,21 +12,23 @@
 // cores idle (busy 12.6 % at 16k).
 //
 // One CTA = 384 threads = (sequence, 128 query rows, KV head), as the older kernel's 2 warpgroups:
-//   warpgroup 0, the producer (40 registers): warp 0's first thread alone issues the TMA copies
-//     of K and raw V (one 128-byte-swizzled box of kv_block_tokens × 128 bytes per cache block,
-//     straight from the paged cache through the block table; no address arithmetic per 16
-//     bytes), waiting for free slots itself; warps 1-3 transpose each raw V tile into Vᵀ (the
-//     older kernel's core-matrix layout and key permutation) with ldmatrix.trans / stmatrix,
-//     zeroing keys past the CTA's last position (16k d128: 397 TFLOP/s with 4-byte loads and
-//     stores, against 300 with all four warps transposing and thread 0 copying between them);
+//   warpgroup 0, the producer (40 registers): warp 0 copies K and raw V, straight from the paged
+//     cache through the block table into 128-byte-swizzled rows, waiting for free slots itself —
+//     with cache blocks of >= 64 tokens its lane 0 issues one TMA box per block (no address
+//     arithmetic per 16 bytes), with smaller ones the warp issues cp.async, 512 contiguous bytes
+//     an instruction (TMA's per-box cost limits 16-token blocks: see CPA below); warps 1-3
+//     transpose each raw V tile into Vᵀ (the older kernel's core-matrix layout and key
+//     permutation) with ldmatrix.trans / stmatrix, zeroing keys past the CTA's last position;
 //   warpgroups 1 and 2, the consumers (232 registers), 64 query rows each: per tile, under a
 //     named-barrier turn that alternates between them (ping-pong), Q·Kᵀ(t) and P·V(t−1) are
 //     issued together; then S(t)'s softmax runs while P·V(t−1) and the other warpgroup's MMAs
 //     are in flight; then T(t−1) is folded (two-level: o = o·α(t−1) + T; single: T ·= α(t))
 //     and P(t) packed into the registers P·V(t−1) read.
-// Stages: K and raw V in 3 ring slots (mbarriers kfull/vfull with TMA byte counts, kempty from
-// the consumers after their Q·Kᵀ, vempty from the transposers), Vᵀ in 2 (tfull from the
-// transposers, tempty after P·V).
+// Stages: K and raw V in 3 ring slots (mbarriers kfull/vfull with TMA byte counts or the copy
+// warp's 32 arrivals, kempty from the consumers after their Q·Kᵀ, vempty from the transposers),
+// Vᵀ in 2 (tfull from the transposers, tempty after P·V). The query tiles run longest first.
+// H200, 16k d128 two-level (bench/NOTES.md, sessions 15-16): 4-byte transposes 397 TFLOP/s,
+// ldmatrix transposes 483 (474-483 at 16-token blocks, 621-633 at 64 and 128).
 // The numbers are those of the older kernel: the same tiles at the same absolute key positions,
 // the same softmax and the same fold per tile (checked by test_cuda_ops against the CPU's FP8
 // emulation: 396/396 on the H200, session 15).
@@ -129,10 +132,15 @@ __device__ __forceinline__ void transpose_ldsm(const uint8_t *vr, uint8_t *vt, i
 
 // ACC: 0 two-level, 2 single. kmap / vmap: the layer's K and V cache as 4-d tensors
 // {head_dim bytes, kv_block_tokens, n_kv_heads, n_blocks}, boxes of {128, rows, 1, 1}, swizzled.
-// COPY (kernel lab, instances for two-level only): 0 the default copy warp, 1 old_copy, 2 split_copy.
-template <int ACC, int COPY = 0>
+// CPA: the copy warp loads K and V with cp.async instead of TMA. With 16-token blocks a tile is
+// 8 boxes of K and 8 of V, and the TMA copies ran at ≈ 250 cycles a box: 16k d128 at 474 TFLOP/s
+// against 621 / 632 with 64- / 128-token blocks (1–2 boxes), whoever issued them (lane 0, the
+// whole warp, or K and V from two warps: 402 and 391; H200, session 16). With cp.async the warp
+// moves 512 contiguous bytes an instruction (4 rows of a block), into the same swizzled rows,
+// and hands a tile over (proxy fence, then the arrivals) once the next tile's copies are issued.
+template <int ACC, bool CPA = false>
 __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
-                                                         bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
+                                                         const uint8_t *kc, const uint8_t *vc, bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
                                                          const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
                                                          int window, float scale, const float *scales, int lab) {
     using namespace fp8tma;
@@ -150,16 +158,15 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     // first (the grid's y in reverse): 394 → 405 TFLOP/s at 16k, 256 → 281 at 4k (session 16).
     // Kernel lab (OCTET_FP8_TMA_LAB): bit 0 turns the consumers' ping-pong off (no difference
     // measured, sessions 15-16); bit 2 waits on the mbarriers without the suspend hint (the same);
-    // bit 3 runs the query tiles in the grid's order; bit 4 old_copy, bit 5 split_copy (below).
+    // bit 3 runs the query tiles in the grid's order.
     const bool pingpong = !(lab & 1), spin = lab & 4;
-    constexpr bool old_copy = COPY == 1, split_copy = COPY == 2;
-    constexpr int n_copy = split_copy ? 2 : 1, n_tr = 128 - 32 * n_copy;  // copying warps, transposing threads
+    constexpr int n_tr = 96;  // transposing threads
     const int s = blockIdx.x, g = blockIdx.z;
     fp8pf::cta_tiles ct = {};
     if (!ct.begin(qstart, pos_arr, 128, G, window, BN, !(lab & 8))) return;  // (the whole CTA, before any barrier)
     const int n = ct.t1 - ct.t0 + 1, t0 = ct.t0, p_last = ct.p_last;
     if (threadIdx.x == 0) {
-        for (int i = 0; i < KS; i++) { mbar_init(&kfull[i], 1); mbar_init(&vfull[i], 1); mbar_init(&kempty[i], 256); }
+        for (int i = 0; i < KS; i++) { mbar_init(&kfull[i], CPA ? 32 : 1); mbar_init(&vfull[i], CPA ? 32 : 1); mbar_init(&kempty[i], 256); }
         for (int i = 0; i < 2; i++) { mbar_init(&tfull[i], n_tr); mbar_init(&tempty[i], 256); }
         for (int i = 0; i < KS; i++) mbar_init(&vempty[i], n_tr);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -170,17 +177,10 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         fp8ws::reg_dealloc<40>();
         const int ptid = threadIdx.x;
         const int32_t *bt = btab + (size_t)s * max_blocks;
-        // warp 0 copies: lane j fetches the block id of box j one tile ahead (the ids' loads
-        // overlap the waits for free slots; one at a time they cost ≈ 8 dependent global loads a
-        // tile, which made the consumers wait for K in 15 % of all samples — ncu, session 16), and
-        // lane 0 issues the tile's TMA copies (one box per cache block, up to p_last); warps 1-3
-        // transpose. (Lab: split_copy — warp 0 copies K, warp 1 V, warps 2-3 transpose; old_copy —
-        // lane 0 alone, each box's id loaded just before its copies.)
-        if (ptid < 32 * n_copy) {
-            const bool do_k = !split_copy || ptid < 32, do_v = !split_copy || ptid >= 32;
-            const int lane = ptid & 31;
-            if constexpr (old_copy) {
-                if (lane == 0)
+        // warp 0 copies, warps 1-3 transpose.
+        if (ptid < 32) {
+            if constexpr (!CPA) {  // blocks of >= 64 tokens: lane 0 issues one TMA box per cache block
+                if (ptid == 0)
                     for (int i = 0; i < n; i++) {
                         const int t = t0 + i, st = i % KS, nb = min(BN / rows_box, (p_last - t * BN) / rows_box + 1);
                         if (i >= KS) {
@@ -196,33 +196,51 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
                             tma_load(Vs + st * TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
                         }
                     }
-                return;
-            }
-            auto box_id = [&](int i) -> int {
-                const int kp = (t0 + i) * BN + lane * rows_box;
-                return lane < BN / rows_box && kp <= p_last ? bt[kp / bs] : 0;
-            };
-            int id = box_id(0);
-            for (int i = 0; i < n; i++) {
-                const int nxt = i + 1 < n ? box_id(i + 1) : 0;
-                const int t = t0 + i, st = i % KS, nb = min(BN / rows_box, (p_last - t * BN) / rows_box + 1);
-                if (i >= KS) {
-                    if (do_k) mbar_wait(&kempty[st], ((i / KS) - 1) & 1, spin);
-                    if (do_v) mbar_wait(&vempty[st], ((i / KS) - 1) & 1, spin);
-                }
-                if (lane == 0) {
-                    const uint32_t bytes = (uint32_t)(nb * rows_box * HD);
-                    if (do_k) mbar_expect_tx(&kfull[st], bytes);
-                    if (do_v) mbar_expect_tx(&vfull[st], bytes);
-                }
-                for (int j = 0; j < nb; j++) {
-                    const int blk = __shfl_sync(0xffffffffu, id, j), r0 = (t * BN + j * rows_box) % bs;
-                    if (lane == 0) {
-                        if (do_k) tma_load(Ks + st * TILE_BYTES + j * rows_box * HD, &kmap, &kfull[st], 0, r0, g, blk);
-                        if (do_v) tma_load(Vs + st * TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
+            } else {  // smaller blocks: the whole warp copies with cp.async (see CPA above the kernel)
+                const int lane = ptid;
+                // lane: 16 bytes of row 4·it + lane/8 of a block, chunk lane % 8, written swizzled
+                // (the TMA boxes' layout): chunk ^ row % 8, where row % 8 = 4·(it & 1) + lane/8
+                const uint32_t sw0 = (uint32_t)(((lane & 7) ^ (lane >> 3)) << 4), sw1 = (uint32_t)(((lane & 7) ^ (4 + (lane >> 3))) << 4);
+                const size_t blk_bytes = (size_t)bs * HD;  // one (block, KV head)
+                auto box_id = [&](int i) -> int {  // lane j: block j of tile i (one tile ahead: the loads overlap)
+                    const int kp = (t0 + i) * BN + lane * bs;
+                    return lane < BN / bs && kp <= p_last ? bt[kp / bs] : 0;
+                };
+                auto copy = [&](const uint8_t *dst, const uint8_t *src, int nb, int id) {  // a tile's nb blocks of K or V
+                    const uint32_t d0 = sa(dst) + (uint32_t)((lane >> 3) * HD);
+                    for (int j = 0; j < nb; j++) {
+                        const int blk = __shfl_sync(0xffffffffu, id, j);
+                        const uint8_t *gs = src + ((size_t)blk * n_kv + g) * blk_bytes + lane * 16;
+                        const uint32_t sd = d0 + (uint32_t)(j * bs * HD);
+                        for (int it = 0; it < bs / 4; it++)
+                            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + it * 4 * HD + ((it & 1) ? sw1 : sw0)),
+                                         "l"(gs + it * 4 * HD)
+                                         : "memory");
                     }
+                    cp_async_commit();
+                };
+                int id = box_id(0);
+                for (int i = 0; i < n; i++) {
+                    const int nxt = i + 1 < n ? box_id(i + 1) : 0;
+                    const int t = t0 + i, st = i % KS, nb = min(BN / bs, (p_last - t * BN) / bs + 1);
+                    if (i >= KS) {
+                        mbar_wait(&kempty[st], ((i / KS) - 1) & 1, spin);
+                        mbar_wait(&vempty[st], ((i / KS) - 1) & 1, spin);
+                    }
+                    copy(Ks + st * TILE_BYTES, kc, nb, id);
+                    copy(Vs + st * TILE_BYTES, vc, nb, id);
+                    if (i > 0) {  // tile i − 1's copies done (tile i's two groups may still run): hand it over
+                        cp_async_wait<2>();
+                        fence_proxy_async();  // (K is read by the wgmma: the async proxy)
+                        mbar_arrive(&kfull[(i - 1) % KS]);
+                        mbar_arrive(&vfull[(i - 1) % KS]);
+                    }
+                    id = nxt;
                 }
-                id = nxt;
+                cp_async_wait<0>();
+                fence_proxy_async();
+                mbar_arrive(&kfull[(n - 1) % KS]);
+                mbar_arrive(&vfull[(n - 1) % KS]);
             }
             return;
         }
@@ -230,7 +248,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
             const int st = i % KS, b = i & 1;
             mbar_wait(&vfull[st], (i / KS) & 1, spin);
             if (i >= 2) mbar_wait(&tempty[b], ((i >> 1) - 1) & 1, spin);  // P·V(i − 2) done with Vᵀ slot b
-            transpose_ldsm(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, (ptid >> 5) - n_copy, ptid & 31, 4 - n_copy, p_last - (t0 + i) * BN);
+            transpose_ldsm(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, (ptid >> 5) - 1, ptid & 31, 3, p_last - (t0 + i) * BN);
             fence_proxy_async();  // Vᵀ (generic-proxy stores) visible to the wgmma
             mbar_arrive(&tfull[b]);
             mbar_arrive(&vempty[st]);
@@ -368,10 +386,13 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
     CUtensorMap km, vm;
     if (!fp8tma_map(c, &km, l->k, l, rows) || !fp8tma_map(c, &vm, l->v, l, rows)) return;
     static const int lab = cuda_env_int("OCTET_FP8_TMA_LAB", 0);
-    const int copy = acc != 0 ? 0 : (lab & 16) ? 1 : (lab & 32) ? 2 : 0;
-    auto kern = acc != 0 ? k_prefill_fp8_tma<2> : copy == 1 ? k_prefill_fp8_tma<0, 1> : copy == 2 ? k_prefill_fp8_tma<0, 2> : k_prefill_fp8_tma<0>;
+    // cp.async below 64-token blocks (OCTET_FP8_TMA_CPA=0/1 forces TMA / cp.async: kernel lab)
+    static const int cpa_env = cuda_env_int("OCTET_FP8_TMA_CPA", -1);
+    const bool cpa = cpa_env >= 0 ? cpa_env != 0 : l->kv_block_tokens < 64;
+    auto kern = acc != 0 ? (cpa ? k_prefill_fp8_tma<2, true> : k_prefill_fp8_tma<2, false>)
+                         : (cpa ? k_prefill_fp8_tma<0, true> : k_prefill_fp8_tma<0, false>);
     static bool attr_set[4] = {false, false, false, false};
-    const int which = acc != 0 ? 1 : copy ? 1 + copy : 0;
+    const int which = (acc != 0) * 2 + cpa;
     if (!attr_set[which]) {
         if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma::SMEM), "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
             return;
@@ -379,7 +400,7 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
     }
     const int qt = 128 / G;
     dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    kern<<<grid, 384, fp8tma::SMEM, c->stream>>>(km, vm, (bf16 *)out, (const bf16 *)q, c->cb.qstart, c->cb.pos, c->cb.btab,
+    kern<<<grid, 384, fp8tma::SMEM, c->stream>>>(km, vm, (const uint8_t *)l->k, (const uint8_t *)l->v, (bf16 *)out, (const bf16 *)q, c->cb.qstart, c->cb.pos, c->cb.btab,
                                                  bt->max_blocks_per_seq, l->n_kv_heads, G, l->kv_block_tokens, rows, l->window, scale, sc, lab);
     CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma, TMA)");
 }
