@@ -14,9 +14,8 @@
 // One CTA = 384 threads = (sequence, 128 query rows, KV head), as the older kernel's 2 warpgroups:
 //   warpgroup 0, the producer (40 registers): warp 0 copies K and raw V, straight from the paged
 //     cache through the block table into 128-byte-swizzled rows, waiting for free slots itself —
-//     with cache blocks of >= 64 tokens its lane 0 issues one TMA box per block (no address
-//     arithmetic per 16 bytes), with smaller ones the warp issues cp.async, 512 contiguous bytes
-//     an instruction (TMA's per-box cost limits 16-token blocks: see CPA below); warps 1-3
+//     its lane 0 issues one TMA box per cache block (no address arithmetic per 16 bytes; the
+//     cp.async variant CPA below is a lab instance, slower: see there); warps 1-3
 //     transpose each raw V tile into Vᵀ (the older kernel's core-matrix layout and key
 //     permutation) with ldmatrix.trans / stmatrix, zeroing keys past the CTA's last position;
 //   warpgroups 1 and 2, the consumers (232 registers), 64 query rows each: per tile, under a
@@ -138,6 +137,9 @@ __device__ __forceinline__ void transpose_ldsm(const uint8_t *vr, uint8_t *vt, i
 // whole warp, or K and V from two warps: 402 and 391; H200, session 16). With cp.async the warp
 // moves 512 contiguous bytes an instruction (4 rows of a block), into the same swizzled rows,
 // and hands a tile over (proxy fence, then the arrivals) once the next tile's copies are issued.
+// Measured (call 5) it is slower still: 270 TFLOP/s at 16-token blocks against TMA's 473, the
+// consumers waiting on kfull 37.5 % of their stalls (the copies arrive late), so TMA stays the
+// default at every block size and this path is a lab instance (OCTET_FP8_TMA_CPA=1).
 template <int ACC, bool CPA = false>
 __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          const uint8_t *kc, const uint8_t *vc, bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
@@ -179,7 +181,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         const int32_t *bt = btab + (size_t)s * max_blocks;
         // warp 0 copies, warps 1-3 transpose.
         if (ptid < 32) {
-            if constexpr (!CPA) {  // blocks of >= 64 tokens: lane 0 issues one TMA box per cache block
+            if constexpr (!CPA) {  // lane 0 issues one TMA box per cache block (or per 128-key tile of a larger block)
                 if (ptid == 0)
                     for (int i = 0; i < n; i++) {
                         const int t = t0 + i, st = i % KS, nb = min(BN / rows_box, (p_last - t * BN) / rows_box + 1);
@@ -196,7 +198,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
                             tma_load(Vs + st * TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
                         }
                     }
-            } else {  // smaller blocks: the whole warp copies with cp.async (see CPA above the kernel)
+            } else {  // lab: the whole warp copies with cp.async (see CPA above the kernel)
                 const int lane = ptid;
                 // lane: 16 bytes of row 4·it + lane/8 of a block, chunk lane % 8, written swizzled
                 // (the TMA boxes' layout): chunk ^ row % 8, where row % 8 = 4·(it & 1) + lane/8
@@ -386,9 +388,10 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
     CUtensorMap km, vm;
     if (!fp8tma_map(c, &km, l->k, l, rows) || !fp8tma_map(c, &vm, l->v, l, rows)) return;
     static const int lab = cuda_env_int("OCTET_FP8_TMA_LAB", 0);
-    // cp.async below 64-token blocks (OCTET_FP8_TMA_CPA=0/1 forces TMA / cp.async: kernel lab)
-    static const int cpa_env = cuda_env_int("OCTET_FP8_TMA_CPA", -1);
-    const bool cpa = cpa_env >= 0 ? cpa_env != 0 : l->kv_block_tokens < 64;
+    // TMA at every block size; OCTET_FP8_TMA_CPA=1 selects the cp.async copy (kernel lab: slower,
+    // 270 vs 473 TFLOP/s at 16k with 16-token blocks, H200 session 16 call 5)
+    static const int cpa_env = cuda_env_int("OCTET_FP8_TMA_CPA", 0);
+    const bool cpa = cpa_env == 1;
     auto kern = acc != 0 ? (cpa ? k_prefill_fp8_tma<2, true> : k_prefill_fp8_tma<2, false>)
                          : (cpa ? k_prefill_fp8_tma<0, true> : k_prefill_fp8_tma<0, false>);
     static bool attr_set[4] = {false, false, false, false};
