@@ -310,11 +310,13 @@ if has load; then  # throughput under load, scaled down to LOAD_PROMPTS requests
   python3 "$REPORT" load "$OUT/throughput_llama-3.1-8b/throughput.json" | tee -a "$summary"
 fi
 if has pd; then  # by default and with --batch-invariant, whose two numbers must be equal
-  for mode in default identity ${OCTET_LAB:+unfused}; do
+  # PD_BS=N adds both modes with N-token cache blocks (default-bsN, identity-bsN)
+  for mode in default identity ${OCTET_LAB:+unfused} ${PD_BS:+default-bs$PD_BS identity-bs$PD_BS}; do
     for dt in bf16 fp8; do
       for step in 1 256; do
         env OCTET_FUSE=$([ $mode = unfused ] && echo 0 || echo 1) \
-        "$BIN/octet" eval ppl --model dummy:llama-3.1-8b $([ $mode = identity ] && echo --batch-invariant) \
+        "$BIN/octet" eval ppl --model dummy:llama-3.1-8b $(case $mode in identity*) echo --batch-invariant;; esac) \
+          $(case $mode in *-bs*) echo --kv-block-tokens "${mode#*-bs}";; esac) \
           --device cuda --file tests/data/heldout.txt --ctx 256 --chunks 1 --kv-cache-dtype $dt --max-num-batched-tokens $step \
           --json 2>>"$OUT/pd.log" | tail -n 1 | sed "s/^{/{\"mode\":\"$mode\",\"kv\":\"$dt\",\"step\":$step,/" >> "$OUT/pd.jsonl"
       done

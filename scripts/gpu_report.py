@@ -177,12 +177,20 @@ def pd(argv):
         a, b = by.get(("unfused", kv, 1)), by.get(("default", kv, 1))
         if a and b:
             print(f"OCTET_FUSE=0 vs default, dummy:llama-3.1-8b {kv} token-by-token ppl: {a!r} vs {b!r}, rel. diff {abs(a-b)/b:.2e}")
-    for mode in ("default", "identity"):
+    modes = sorted({m for m, _, _ in by if m != "unfused"}, key=lambda m: (len(m), m))  # default, identity, then -bsN
+    for mode in modes:
+        base, _, bs = mode.partition("-bs")
+        name = ("--batch-invariant" if base == "identity" else base) + (f", {bs}-token blocks" if bs else "")
         for kv in ("bf16", "fp8"):
             a, b = by.get((mode, kv, 1)), by.get((mode, kv, 256))
             if a and b:
-                print(f"prefill vs decode ({'--batch-invariant' if mode == 'identity' else mode}), dummy:llama-3.1-8b {kv}: ppl token-by-token {a!r}, one 256-token prefill {b!r}, "
+                print(f"prefill vs decode ({name}), dummy:llama-3.1-8b {kv}: ppl token-by-token {a!r}, one 256-token prefill {b!r}, "
                       f"rel. diff {abs(a-b)/b:.2e}{' (identical)' if a == b else ''}")
+            if bs:  # against the same mode with 16-token blocks
+                for step in (1, 256):
+                    x, y = by.get((mode, kv, step)), by.get((base, kv, step))
+                    if x and y:
+                        print(f"  {bs}- vs 16-token blocks ({base}, {kv}, step {step}): {x!r} vs {y!r}, rel. diff {abs(x-y)/y:.2e}{' (identical)' if x == y else ''}")
 
 
 def source(argv):

@@ -4,7 +4,8 @@
 # bench/gpu/, tests/data/ncu_prof_sample.csv (raw ncu CSV rows, whose data rows lack the
 # header's rule columns — the shape that once left gpu_check's profile lines empty) and
 # tests/data/ncu_step_sample.csv (ncu's kernel-time CSV of two forward passes, made up) and
-# tests/data/ncu_source_sample.csv (13 rows of the H200's per-SASS page of the TMA FP8 prefill, session 15).
+# tests/data/ncu_source_sample.csv (13 rows of the H200's per-SASS page of the TMA FP8 prefill, session 15)
+# and tests/data/pd_bs_sample.jsonl (pd lines with PD_BS=64 modes, perplexities made up).
 set -u
 . tests/lib.sh
 R=scripts/gpu_report.py
@@ -32,6 +33,8 @@ expect "itl fits" '^itl fp8: slope 1.527e-05 ms/token, intercept 5.87 ms' itl $G
 expect "itl ratio" '^itl fp8/auto slope = 0.507, break-even 2398$' itl $G/sweep_llama-3.1-8b_v6/sweep.json
 expect "load" 'fp8/auto = 1.228$' load $G/throughput_llama-3.1-8b_s12/throughput.json
 expect "pd identical" 'prefill vs decode \(--batch-invariant\), dummy:llama-3.1-8b fp8: .*rel. diff 0.00e\+00 \(identical\)' pd $G/2026-11-30_prefill_vs_decode_s13.jsonl
+expect "pd block size" '^prefill vs decode \(--batch-invariant, 64-token blocks\), dummy:llama-3.1-8b fp8: .*rel. diff 0.00e\+00 \(identical\)$' pd tests/data/pd_bs_sample.jsonl
+expect "pd vs 16-token blocks" '^  64- vs 16-token blocks \(default, bf16, step 256\): 100.25 vs 100.5, rel. diff 2.49e-03$' pd tests/data/pd_bs_sample.jsonl
 expect "ttft" '^ttft dummy:llama-3.1-8b: .*fp8/auto quadratic = 0.640$' ttft $G/ttft_llama-3.1-8b/sweep.json dummy:llama-3.1-8b
 expect "gemv" '^gemv output n=1: default 242.5 us \(4333 GB/s, 1.02 of copy\)' gemv $G/2026-11-30_gemv_variants.jsonl
 expect "source total" '^source: 13 instructions, 539108 stall samples, 554474348 warp instructions executed$' source tests/data/ncu_source_sample.csv

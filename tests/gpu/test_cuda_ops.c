@@ -277,6 +277,26 @@ TEST(kv_write_and_attention) {
         int q5[2] = {40, 1}, c5[2] = {100, 300};
         attention_case("generic hd8 G2 (stories260K shape)", dts[d], 8, 4, 2, 0, 2, q5, c5);
         attention_case("generic hd96 G4", dts[d], 96, 2, 4, 0, 2, q5, c5);
+        // cache blocks of 32-128 tokens: the 16-token decode and prefill kernels take each as 16-token
+        // sub-blocks (kv_sub_block)
+        static const int bss[3] = {32, 64, 128};
+        for (int b = 0; b < 3; b++) {
+            char label[96];
+            case_bs = bss[b];
+            snprintf(label, sizeof label, "decode hd128 G4 B3 bs%d", bss[b]);
+            attention_case(label, dts[d], 128, 8, 4, 0, 3, q1, c1);
+            snprintf(label, sizeof label, "decode hd64 G8 window 200 bs%d", bss[b]);
+            attention_case(label, dts[d], 64, 8, 8, 200, 2, q2, c2);
+            snprintf(label, sizeof label, "decode hd256 G2 bs%d", bss[b]);
+            attention_case(label, dts[d], 256, 4, 2, 0, 1, q3, c3);
+            case_math = wg ? ATTN_FP8_EMULATE : ATTN_FP8_EXACT;
+            case_bound = wg ? WGMMA_BOUND : 2e-5;
+            snprintf(label, sizeof label, "prefill+decode hd128 G4 bs%d", bss[b]);
+            attention_case(label, dts[d], 128, 8, 4, 0, 2, q4, c4);
+            case_math = ATTN_FP8_EXACT;
+            case_bound = 2e-5;
+        }
+        case_bs = 16;
     }
     int q1[1] = {1}, c1[1] = {1000};
     attention_case("decode hd128 G4 (fp32 cache, generic)", DT_F32, 128, 8, 4, 0, 1, q1, c1);
@@ -325,8 +345,8 @@ TEST(fp8_wgmma_prefill) {
         int qc[1] = {64}, cc[1] = {32768};
         snprintf(label, sizeof label, "wgmma prefill tail hd128 G4 L32768 %s", acc_names[a]);
         attention_case(label, DT_E4M3, 128, 8, 4, 0, 1, qc, cc);
-        // other block sizes: the TMA prefill copies blocks of >= 64 tokens by TMA, smaller ones by
-        // cp.async (16 above); blocks larger than its 128-key tiles take part of a block a tile
+        // other block sizes: one TMA box a block (16 above); blocks larger than the 128-key tiles
+        // give a tile part of a block
         static const int bss[5] = {8, 32, 64, 128, 256};
         for (int b = 0; b < 5; b++) {
             case_bs = bss[b];

@@ -50,13 +50,13 @@ __device__ static float load_any(const void *base, size_t i, int dt) {
 template <int HD, int G, int DT>
 __global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                 const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
-                                                int max_blocks, int n_kv, int window, float scale, const float *scales,
+                                                int max_blocks, int lgr, int n_kv, int window, float scale, const float *scales,
                                                 int n_splits, int blocks_per_split) {
     typedef typename kv_elem<DT>::T T;
     constexpr int E = 16 / sizeof(T);        // elements per 16-byte load
     constexpr int LPR = HD / E;              // lanes per key row
     constexpr int ROWS = 32 / LPR;           // key rows per warp load
-    constexpr int BS = 16;                   // kv_block_tokens of the fast path
+    constexpr int BS = 16;                   // tokens per step (a cache block is 2^lgr of them)
     constexpr int U = BS / ROWS;             // loads per lane per block
     const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r = lane / LPR, cidx = lane % LPR;
@@ -80,7 +80,7 @@ __global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf
     }
     const int32_t *bt = btab + (size_t)s * max_blocks;
     for (int blk = b0 + warp; blk < b1; blk += 4) {
-        size_t base = (((size_t)bt[blk] * n_kv + g) * BS) * HD;
+        size_t base = kv_sub_block(bt, blk, n_kv, g, lgr) * BS * HD;
         uint4 kr[U], vr[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
@@ -318,10 +318,18 @@ __global__ void k_generic(bf16 *out, const bf16 *q, const void *kc, const void *
 // fill repeated many times), at least one block per warp each.
 // Kernel lab: OCTET_DECODE_WAVES=N (N waves), OCTET_DECODE_CTAS_PER_SM=K (the earlier plan:
 // ceil(n_sm·K / CTAs) splits regardless of residency).
+// The 16-token kernels take cache blocks of 16·2^lgr tokens (kv_sub_block in cuda_common.cuh):
+// lgr for this layer's kv_block_tokens, or −1 when it is not 16, 32, 64, 128 or 256.
+static int kv_sub_lg(const struct kv_layer *l) {
+    for (int lg = 0; lg <= 4; lg++)
+        if (l->kv_block_tokens == 16 << lg) return lg;
+    return -1;
+}
+
 static void plan_splits(struct cuda_backend *c, const struct kv_layer *l, int n_seqs, int resident, int *n_splits_out,
                         int *per_split_out) {
     // a captured decode step must not depend on the contexts: plan for the table's width
-    int nb_max = c->fixed_plan ? c->cb.max_blocks_per_seq : (c->cb.max_ctx + 15) / 16;
+    int nb_max = c->fixed_plan ? c->cb.max_blocks_per_seq << kv_sub_lg(l) : (c->cb.max_ctx + 15) / 16;  // 16-token sub-blocks
     if (l->window > 0 && nb_max > l->window / 16 + 2) nb_max = l->window / 16 + 2;
     int ctas = n_seqs * l->n_kv_heads;
     static int per_sm = -1, waves = 0;
@@ -359,7 +367,7 @@ static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_
 }
 
 typedef void (*decode_mma_fn)(bf16 *, float *, const bf16 *, const void *, const void *, const int32_t *, const int32_t *,
-                              const int32_t *, int, int, int, int, float, const float *, int, int, const int32_t *, int, int *);
+                              const int32_t *, int, int, int, int, int, float, const float *, int, int, const int32_t *, int, int *);
 
 template <int HD, int DT, bool FUSED>
 static decode_mma_fn pick_decode_mma(int stages, bool tr) {
@@ -459,7 +467,7 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     }
     dim3 grid(bt->n_seqs, l->n_kv_heads, n_splits);
     kern<<<grid, 128, ring, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, c->cb.qstart, c->cb.seq_lens,
-                                         c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, scale, sc, n_splits,
+                                         c->cb.btab, bt->max_blocks_per_seq, kv_sub_lg(l), l->n_kv_heads, G, l->window, scale, sc, n_splits,
                                          min_split, nullptr, 0, arrive);
     if (CUDA_LAUNCHED(c, "attention decode (mma)")) return;
     if (n_splits > 1 && (!arrive || (dyn && n_splits > DECODE_FUSED_MAX)))
@@ -490,7 +498,7 @@ static void launch_decode_identity(struct cuda_backend *c, void *out, const void
         attr[di] = true;
     }
     // the same split count for every step of a table width: at least 2, so the combine always runs
-    int n_splits = (bt->max_blocks_per_seq + IDENTITY_SPLIT - 1) / IDENTITY_SPLIT;
+    int n_splits = ((bt->max_blocks_per_seq << kv_sub_lg(l)) + IDENTITY_SPLIT - 1) / IDENTITY_SPLIT;
     if (n_splits < 2) n_splits = 2;
     const bool decode = c->cb.max_q == 1;
     int n_rows = decode ? bt->n_seqs : bt->n_tokens;  // decode: one row per sequence; else one per token
@@ -513,7 +521,7 @@ static void launch_decode_identity(struct cuda_backend *c, void *out, const void
         int n = n_rows - r0 < group ? n_rows - r0 : group;
         dim3 grid(n, l->n_kv_heads, n_splits);
         kern<<<grid, 128, ring, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, qs + r0, sl + r0, c->cb.btab,
-                                             bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, scale, sc, n_splits, 0,
+                                             bt->max_blocks_per_seq, kv_sub_lg(l), l->n_kv_heads, G, l->window, scale, sc, n_splits, 0,
                                              seq_of ? seq_of + r0 : nullptr, IDENTITY_SPLIT, nullptr);
         if (CUDA_LAUNCHED(c, "attention (identity mode)")) return;
         launch_combine(c, out, n, l->n_kv_heads * G, HD, n_splits, qs + r0);
@@ -528,7 +536,7 @@ bool cuda_identity_mode(const struct cuda_backend *c) {
 template <int HD, int G>
 static bool launch_decode_g(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, float scale,
                             const float *sc, const struct batch *bt) {
-    int nb_max = c->fixed_plan ? c->cb.max_blocks_per_seq : (c->cb.max_ctx + 15) / 16;
+    int nb_max = c->fixed_plan ? c->cb.max_blocks_per_seq << kv_sub_lg(l) : (c->cb.max_ctx + 15) / 16;
     if (l->window > 0 && nb_max > l->window / 16 + 2) nb_max = l->window / 16 + 2;
     int ctas = bt->n_seqs * l->n_kv_heads;
     int target = c->n_sm * 4;
@@ -542,7 +550,7 @@ static bool launch_decode_g(struct cuda_backend *c, void *out, const void *q, co
     if (n_splits > 1 && !cuda_reserve(c, &c->d_part, &c->part_cap, need)) return true;
     dim3 grid(bt->n_seqs, l->n_kv_heads, n_splits);
 #define LAUNCH(DTV) k_decode<HD, G, DTV><<<grid, 128, 0, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, \
-        c->cb.qstart, c->cb.seq_lens, c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, l->window, scale, sc, n_splits, per_split)
+        c->cb.qstart, c->cb.seq_lens, c->cb.btab, bt->max_blocks_per_seq, kv_sub_lg(l), l->n_kv_heads, l->window, scale, sc, n_splits, per_split)
     if (l->dtype == DT_BF16) LAUNCH(DT_BF16);
     else if (l->dtype == DT_E4M3) LAUNCH(DT_E4M3);
     else LAUNCH(DT_E5M2);
@@ -662,7 +670,7 @@ extern "C" void cuda_attention(struct backend *b, void *out, const void *q, cons
     if (!sc) return;
     int G = p->n_heads / l->n_kv_heads, hd = l->head_dim;
     bool fast_dtype = l->dtype == DT_BF16 || l->dtype == DT_E4M3 || l->dtype == DT_E5M2;
-    bool fast_shape = (hd == 64 || hd == 128 || hd == 256) && l->kv_block_tokens == 16;
+    bool fast_shape = (hd == 64 || hd == 128 || hd == 256) && kv_sub_lg(l) >= 0;
     const bool identity = cuda_identity_mode(c);
     if (identity && fast_dtype && fast_shape && G <= 8 && (hd == 64 || hd == 128)) {
         if (hd == 64) launch_decode_identity<64>(c, out, q, l, G, p->softmax_scale, sc, bt);
@@ -687,10 +695,10 @@ extern "C" void cuda_attention(struct backend *b, void *out, const void *q, cons
         else launch_prefill_fp8<256>(c, out, q, l, G, p, sc, bt);
         return;
     }
-    if (fast_dtype && (hd == 64 || hd == 128) && l->kv_block_tokens == 16 && G <= 16 && 16 % G == 0) {
+    if (fast_dtype && (hd == 64 || hd == 128) && kv_sub_lg(l) >= 0 && G <= 16 && 16 % G == 0) {
         dim3 grid(bt->n_seqs, (c->cb.max_q + 64 / G - 1) / (64 / G), l->n_kv_heads);
 #define PF(HDV, DTV) k_prefill_mma<HDV, DTV><<<grid, 128, 0, c->stream>>>((bf16 *)out, (const bf16 *)q, l->k, l->v, c->cb.qstart, \
-            c->cb.pos, c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G, l->window, p->softmax_scale, sc)
+            c->cb.pos, c->cb.btab, bt->max_blocks_per_seq, kv_sub_lg(l), l->n_kv_heads, G, l->window, p->softmax_scale, sc)
         if (hd == 64) { if (l->dtype == DT_BF16) PF(64, DT_BF16); else if (l->dtype == DT_E4M3) PF(64, DT_E4M3); else PF(64, DT_E5M2); }
         else { if (l->dtype == DT_BF16) PF(128, DT_BF16); else if (l->dtype == DT_E4M3) PF(128, DT_E4M3); else PF(128, DT_E5M2); }
 #undef PF

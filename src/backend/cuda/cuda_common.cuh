@@ -131,6 +131,14 @@ bool cuda_identity_mode(const struct cuda_backend *c);
 // them off.
 bool cuda_fuse_mode(void);
 
+// The 16-token kernels (decode, bf16 prefill) stream a cache block of kv_block_tokens = 16·2^lgr
+// tokens as 2^lgr sub-blocks: sub-block j of a sequence (tokens 16j .. 16j + 15) of KV head g lies
+// at row 16·(j mod 2^lgr) of block bt[j >> lgr] ([n_blocks][n_kv][kv_block_tokens][head_dim]),
+// so its offset in units of 16 rows is returned (multiply by 16·head_dim·element size).
+__device__ __forceinline__ size_t kv_sub_block(const int32_t *bt, int j, int n_kv, int g, int lgr) {
+    return ((((size_t)bt[j >> lgr] * n_kv + g) << lgr) + (j & ((1 << lgr) - 1)));
+}
+
 // RoPE of one pair (x0, x1) at position pos with the pair's inverse frequency: the angle in double,
 // as the CPU backend (k_rope and k_rope_kv_write share it, so their numbers agree).
 __device__ __forceinline__ void rope_pair(bf16 &x0, bf16 &x1, int pos, double inv_freq, float attn_factor) {

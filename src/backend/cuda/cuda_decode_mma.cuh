@@ -293,7 +293,7 @@ struct decode_cta {
 template <int HD, int DT, int STAGES, bool FUSED = false>
 __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                     const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
-                                                    int max_blocks, int n_kv, int G, int window, float scale,
+                                                    int max_blocks, int lgr, int n_kv, int G, int window, float scale,
                                                     const float *scales, int n_splits, int min_split,
                                                     const int32_t *seq_of, int abs_split, int *arrive) {
     typedef mma_traits<DT> TR;
@@ -322,7 +322,7 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
     extern __shared__ __align__(16) char ring[];          // [4 warps][STAGES][K, V][BLK_BYTES]
     char *my_ring = ring + (size_t)warp * STAGES * 2 * BLK_BYTES;
     kv_frags<HD, DT> f;
-    auto block_base = [&](int blk) { return ((size_t)bt[blk] * n_kv + g) * 16 * HD * ES; };
+    auto block_base = [&](int blk) { return kv_sub_block(bt, blk, n_kv, g, lgr) * 16 * HD * ES; };  // blk: 16-token sub-block
     auto issue = [&](int blk, int stage) {  // the whole warp copies one block's K and V rows
         if (blk < b1) {
             const char *kg = K + block_base(blk), *vg = V + block_base(blk);

@@ -66,7 +66,7 @@ template <int HD, int DT> struct frags {
 template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false>
 __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                   const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
-                                                  int max_blocks, int n_kv, int G, int window, float scale,
+                                                  int max_blocks, int lgr, int n_kv, int G, int window, float scale,
                                                   const float *scales, int n_splits, int min_split,
                                                   const int32_t *seq_of, int abs_split, int *arrive) {
     static_assert(STAGES >= 2, "the ring is required");
@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     char *my_ring = ring_t + (size_t)warp * STAGES * 2 * BLK_BYTES;
     auto issue = [&](int blk, int stage) {
         if (blk < b1) {
-            size_t base = ((size_t)bt[blk] * n_kv + g) * BLK_BYTES;
+            size_t base = kv_sub_block(bt, blk, n_kv, g, lgr) * BLK_BYTES;  // blk: 16-token sub-block
             const char *kg = K + base, *vg = V + base;
             char *ks = my_ring + (size_t)stage * 2 * BLK_BYTES, *vs = ks + BLK_BYTES;
 #pragma unroll

@@ -1,8 +1,8 @@
 // cuda_prefill_fp8_tma.cuh — the FP8 wgmma prefill built the FA3 way (the default at head_dim
 // 128 with two-level and single accumulation; OCTET_FP8_TMA=0 selects the older kernel), included by
 // cuda_attention.cu after cuda_prefill_fp8.cuh, whose Q load, row set-up, softmax and output
-// store (fp8pf::) it shares. Owns: the TMA tensor maps of a layer's cache, the copy warp (TMA or
-// cp.async), the mbarrier pipeline, the producer's V transpose from a swizzled stage, the two
+// store (fp8pf::) it shares. Owns: the TMA tensor maps of a layer's cache, the copy warp (TMA),
+// the mbarrier pipeline, the producer's V transpose from a swizzled stage, the two
 // consumers' ping-pong.
 //
 // Why (bench/NOTES.md, session 15): per score the older kernel issues ≈ 27 instructions
@@ -14,8 +14,8 @@
 // One CTA = 384 threads = (sequence, 128 query rows, KV head), as the older kernel's 2 warpgroups:
 //   warpgroup 0, the producer (40 registers): warp 0 copies K and raw V, straight from the paged
 //     cache through the block table into 128-byte-swizzled rows, waiting for free slots itself —
-//     its lane 0 issues one TMA box per cache block (no address arithmetic per 16 bytes; the
-//     cp.async variant CPA below is a lab instance, slower: see there); warps 1-3
+//     its lane 0 issues one TMA box per cache block (no address arithmetic per 16 bytes; TMA
+//     costs ≈ 250 cycles a box, which holds 16-token blocks to 473 TFLOP/s at 16k); warps 1-3
 //     transpose each raw V tile into Vᵀ (the older kernel's core-matrix layout and key
 //     permutation) with ldmatrix.trans / stmatrix, zeroing keys past the CTA's last position;
 //   warpgroups 1 and 2, the consumers (232 registers), 64 query rows each: per tile, under a
@@ -131,18 +131,13 @@ __device__ __forceinline__ void transpose_ldsm(const uint8_t *vr, uint8_t *vt, i
 
 // ACC: 0 two-level, 2 single. kmap / vmap: the layer's K and V cache as 4-d tensors
 // {head_dim bytes, kv_block_tokens, n_kv_heads, n_blocks}, boxes of {128, rows, 1, 1}, swizzled.
-// CPA: the copy warp loads K and V with cp.async instead of TMA. With 16-token blocks a tile is
-// 8 boxes of K and 8 of V, and the TMA copies ran at ≈ 250 cycles a box: 16k d128 at 474 TFLOP/s
-// against 621 / 632 with 64- / 128-token blocks (1–2 boxes), whoever issued them (lane 0, the
-// whole warp, or K and V from two warps: 402 and 391; H200, session 16). With cp.async the warp
-// moves 512 contiguous bytes an instruction (4 rows of a block), into the same swizzled rows,
-// and hands a tile over (proxy fence, then the arrivals) once the next tile's copies are issued.
-// Measured (call 5) it is slower still: 270 TFLOP/s at 16-token blocks against TMA's 473, the
-// consumers waiting on kfull 37.5 % of their stalls (the copies arrive late), so TMA stays the
-// default at every block size and this path is a lab instance (OCTET_FP8_TMA_CPA=1).
-template <int ACC, bool CPA = false>
+// TREE (kernel lab, OCTET_FP8_TMA_TREE=1): the softmax's row max and sum in 4 independent chains
+// each (fp8pf::softmax_s) instead of one, for the consumers' latency (bench/NOTES.md, session 17).
+// (Session 16's cp.async copy warp, measured slower than TMA at every block size — 270 against
+// 473 TFLOP/s at 16-token blocks — was removed; bench/NOTES.md has it.)
+template <int ACC, bool TREE = false>
 __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
-                                                         const uint8_t *kc, const uint8_t *vc, bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
+                                                         bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
                                                          const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
                                                          int window, float scale, const float *scales, int lab) {
     using namespace fp8tma;
@@ -168,7 +163,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     if (!ct.begin(qstart, pos_arr, 128, G, window, BN, !(lab & 8))) return;  // (the whole CTA, before any barrier)
     const int n = ct.t1 - ct.t0 + 1, t0 = ct.t0, p_last = ct.p_last;
     if (threadIdx.x == 0) {
-        for (int i = 0; i < KS; i++) { mbar_init(&kfull[i], CPA ? 32 : 1); mbar_init(&vfull[i], CPA ? 32 : 1); mbar_init(&kempty[i], 256); }
+        for (int i = 0; i < KS; i++) { mbar_init(&kfull[i], 1); mbar_init(&vfull[i], 1); mbar_init(&kempty[i], 256); }
         for (int i = 0; i < 2; i++) { mbar_init(&tfull[i], n_tr); mbar_init(&tempty[i], 256); }
         for (int i = 0; i < KS; i++) mbar_init(&vempty[i], n_tr);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -181,69 +176,22 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         const int32_t *bt = btab + (size_t)s * max_blocks;
         // warp 0 copies, warps 1-3 transpose.
         if (ptid < 32) {
-            if constexpr (!CPA) {  // lane 0 issues one TMA box per cache block (or per 128-key tile of a larger block)
-                if (ptid == 0)
-                    for (int i = 0; i < n; i++) {
-                        const int t = t0 + i, st = i % KS, nb = min(BN / rows_box, (p_last - t * BN) / rows_box + 1);
-                        if (i >= KS) {
-                            mbar_wait(&kempty[st], ((i / KS) - 1) & 1, spin);
-                            mbar_wait(&vempty[st], ((i / KS) - 1) & 1, spin);
-                        }
-                        const uint32_t bytes = (uint32_t)(nb * rows_box * HD);
-                        mbar_expect_tx(&kfull[st], bytes);
-                        mbar_expect_tx(&vfull[st], bytes);
-                        for (int j = 0; j < nb; j++) {
-                            const int kp = t * BN + j * rows_box, blk = bt[kp / bs], r0 = kp % bs;
-                            tma_load(Ks + st * TILE_BYTES + j * rows_box * HD, &kmap, &kfull[st], 0, r0, g, blk);
-                            tma_load(Vs + st * TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
-                        }
-                    }
-            } else {  // lab: the whole warp copies with cp.async (see CPA above the kernel)
-                const int lane = ptid;
-                // lane: 16 bytes of row 4·it + lane/8 of a block, chunk lane % 8, written swizzled
-                // (the TMA boxes' layout): chunk ^ row % 8, where row % 8 = 4·(it & 1) + lane/8
-                const uint32_t sw0 = (uint32_t)(((lane & 7) ^ (lane >> 3)) << 4), sw1 = (uint32_t)(((lane & 7) ^ (4 + (lane >> 3))) << 4);
-                const size_t blk_bytes = (size_t)bs * HD;  // one (block, KV head)
-                auto box_id = [&](int i) -> int {  // lane j: block j of tile i (one tile ahead: the loads overlap)
-                    const int kp = (t0 + i) * BN + lane * bs;
-                    return lane < BN / bs && kp <= p_last ? bt[kp / bs] : 0;
-                };
-                auto copy = [&](const uint8_t *dst, const uint8_t *src, int nb, int id) {  // a tile's nb blocks of K or V
-                    const uint32_t d0 = sa(dst) + (uint32_t)((lane >> 3) * HD);
-                    for (int j = 0; j < nb; j++) {
-                        const int blk = __shfl_sync(0xffffffffu, id, j);
-                        const uint8_t *gs = src + ((size_t)blk * n_kv + g) * blk_bytes + lane * 16;
-                        const uint32_t sd = d0 + (uint32_t)(j * bs * HD);
-                        for (int it = 0; it < bs / 4; it++)
-                            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + it * 4 * HD + ((it & 1) ? sw1 : sw0)),
-                                         "l"(gs + it * 4 * HD)
-                                         : "memory");
-                    }
-                    cp_async_commit();
-                };
-                int id = box_id(0);
+            if (ptid == 0)  // one TMA box per cache block (or per 128-key tile of a larger block)
                 for (int i = 0; i < n; i++) {
-                    const int nxt = i + 1 < n ? box_id(i + 1) : 0;
-                    const int t = t0 + i, st = i % KS, nb = min(BN / bs, (p_last - t * BN) / bs + 1);
+                    const int t = t0 + i, st = i % KS, nb = min(BN / rows_box, (p_last - t * BN) / rows_box + 1);
                     if (i >= KS) {
                         mbar_wait(&kempty[st], ((i / KS) - 1) & 1, spin);
                         mbar_wait(&vempty[st], ((i / KS) - 1) & 1, spin);
                     }
-                    copy(Ks + st * TILE_BYTES, kc, nb, id);
-                    copy(Vs + st * TILE_BYTES, vc, nb, id);
-                    if (i > 0) {  // tile i − 1's copies done (tile i's two groups may still run): hand it over
-                        cp_async_wait<2>();
-                        fence_proxy_async();  // (K is read by the wgmma: the async proxy)
-                        mbar_arrive(&kfull[(i - 1) % KS]);
-                        mbar_arrive(&vfull[(i - 1) % KS]);
+                    const uint32_t bytes = (uint32_t)(nb * rows_box * HD);
+                    mbar_expect_tx(&kfull[st], bytes);
+                    mbar_expect_tx(&vfull[st], bytes);
+                    for (int j = 0; j < nb; j++) {
+                        const int kp = t * BN + j * rows_box, blk = bt[kp / bs], r0 = kp % bs;
+                        tma_load(Ks + st * TILE_BYTES + j * rows_box * HD, &kmap, &kfull[st], 0, r0, g, blk);
+                        tma_load(Vs + st * TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
                     }
-                    id = nxt;
                 }
-                cp_async_wait<0>();
-                fence_proxy_async();
-                mbar_arrive(&kfull[(n - 1) % KS]);
-                mbar_arrive(&vfull[(n - 1) % KS]);
-            }
             return;
         }
         for (int i = 0; i < n; i++) {
@@ -305,7 +253,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         fp8pf::fence_acc<BN>(sacc);
         mbar_arrive(&kempty[st]);
         float alpha[2];
-        fp8pf::softmax_s<BN>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha);
+        fp8pf::softmax_s<BN, TREE>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha);
         if constexpr (!FIRST) {  // P·V(i − 1) done: T folded, its P registers free for P(i)
             wgmma_wait<0>();
             fp8pf::fence_acc<HD>(tacc);
@@ -388,14 +336,11 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
     CUtensorMap km, vm;
     if (!fp8tma_map(c, &km, l->k, l, rows) || !fp8tma_map(c, &vm, l->v, l, rows)) return;
     static const int lab = cuda_env_int("OCTET_FP8_TMA_LAB", 0);
-    // TMA at every block size; OCTET_FP8_TMA_CPA=1 selects the cp.async copy (kernel lab: slower,
-    // 270 vs 473 TFLOP/s at 16k with 16-token blocks, H200 session 16 call 5)
-    static const int cpa_env = cuda_env_int("OCTET_FP8_TMA_CPA", 0);
-    const bool cpa = cpa_env == 1;
-    auto kern = acc != 0 ? (cpa ? k_prefill_fp8_tma<2, true> : k_prefill_fp8_tma<2, false>)
-                         : (cpa ? k_prefill_fp8_tma<0, true> : k_prefill_fp8_tma<0, false>);
+    static const bool tree = cuda_env_int("OCTET_FP8_TMA_TREE", 0) == 1;  // kernel lab (TREE above the kernel)
+    auto kern = acc != 0 ? (tree ? k_prefill_fp8_tma<2, true> : k_prefill_fp8_tma<2, false>)
+                         : (tree ? k_prefill_fp8_tma<0, true> : k_prefill_fp8_tma<0, false>);
     static bool attr_set[4] = {false, false, false, false};
-    const int which = (acc != 0) * 2 + cpa;
+    const int which = (acc != 0) * 2 + tree;
     if (!attr_set[which]) {
         if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma::SMEM), "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
             return;
@@ -403,7 +348,7 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
     }
     const int qt = 128 / G;
     dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    kern<<<grid, 384, fp8tma::SMEM, c->stream>>>(km, vm, (const uint8_t *)l->k, (const uint8_t *)l->v, (bf16 *)out, (const bf16 *)q, c->cb.qstart, c->cb.pos, c->cb.btab,
+    kern<<<grid, 384, fp8tma::SMEM, c->stream>>>(km, vm, (bf16 *)out, (const bf16 *)q, c->cb.qstart, c->cb.pos, c->cb.btab,
                                                  bt->max_blocks_per_seq, l->n_kv_heads, G, l->kv_block_tokens, rows, l->window, scale, sc, lab);
     CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma, TMA)");
 }

@@ -10,7 +10,7 @@
 template <int HD, int DT>
 __global__ void __launch_bounds__(128) k_prefill_mma(bf16 *out, const bf16 *q, const void *kc, const void *vc,
                                                      const int32_t *qstart, const int32_t *pos_arr, const int32_t *btab,
-                                                     int max_blocks, int n_kv, int G, int window, float scale,
+                                                     int max_blocks, int lgr, int n_kv, int G, int window, float scale,
                                                      const float *scales) {
     typedef mma_traits<DT> TR;
     constexpr int ES = DT == DT_BF16 ? 2 : 1;
@@ -64,7 +64,7 @@ __global__ void __launch_bounds__(128) k_prefill_mma(bf16 *out, const bf16 *q, c
     const char *K = (const char *)kc, *V = (const char *)vc;
     auto issue = [&](int blk, int stage) {
         if (blk < blk1) {
-            size_t base = ((size_t)bt[blk] * n_kv + g) * 16 * HD * ES;
+            size_t base = kv_sub_block(bt, blk, n_kv, g, lgr) * 16 * HD * ES;  // blk: 16-token sub-block
             for (int o2 = threadIdx.x * 16; o2 < BLK_BYTES; o2 += 128 * 16) {
                 cp_async16(&ring[stage][0][o2], K + base + o2);
                 cp_async16(&ring[stage][1][o2], V + base + o2);
