@@ -73,6 +73,7 @@ struct backend_ops {
     const char *name;
     void (*destroy)(struct backend *b);
     enum dtype act_dtype;  // activation element type
+    int kv_block_tokens;   // the cache block size when the user gives none (--kv-block-tokens)
     // memory (bytes); alloc returns zeroed memory or NULL
     void *(*alloc)(struct backend *b, size_t bytes);
     void (*free)(struct backend *b, void *p);
@@ -112,16 +113,19 @@ struct backend_ops {
                         int dim, const struct batch *bt);
     // Optional fused ops (NULL: the forward pass composes them from the ops above; the CUDA
     // backend's run decode steps in one launch unless OCTET_FUSE=0). Same numbers as the composition.
-    // q, k, v = x · wqᵀ, x · wkᵀ, x · wvᵀ (one pass over x).
+    // q, k, v = xn · wqᵀ, xn · wkᵀ, xn · wvᵀ (one pass over x) with xn = rmsnorm(x, norm, eps);
+    // xn [n][wq.cols] is scratch the op may or may not write.
     void (*matmul_qkv)(struct backend *b, void *q /*[n][wq.rows]*/, void *k /*[n][wk.rows]*/, void *v /*[n][wv.rows]*/,
-                       const void *x /*[n][wq.cols]*/, const struct weight *wq, const struct weight *wk,
-                       const struct weight *wv, int n);
+                       void *xn, const void *x /*[n][wq.cols]*/, const struct weight *norm, float eps,
+                       const struct weight *wq, const struct weight *wk, const struct weight *wv, int n);
     // x += in · wᵀ (a projection and its residual add); scratch [n][w.rows] may be overwritten.
     void (*matmul_add)(struct backend *b, void *x /*[n][w.rows]*/, void *scratch /*[n][w.rows]*/,
                        const void *in /*[n][w.cols]*/, const struct weight *w, int n);
-    // gate = silu(x · w_gateᵀ) ⊙ (x · w_upᵀ); up [n][w_up.rows] may be overwritten.
-    void (*matmul_swiglu)(struct backend *b, void *gate /*[n][w_gate.rows]*/, void *up /*[n][w_up.rows]*/,
-                          const void *x /*[n][w_gate.cols]*/, const struct weight *w_gate, const struct weight *w_up, int n);
+    // gate = silu(xn · w_gateᵀ) ⊙ (xn · w_upᵀ) with xn = rmsnorm(x, norm, eps); up [n][w_up.rows] may
+    // be overwritten, xn [n][w_gate.cols] is scratch as in matmul_qkv.
+    void (*matmul_swiglu)(struct backend *b, void *gate /*[n][w_gate.rows]*/, void *up /*[n][w_up.rows]*/, void *xn,
+                          const void *x /*[n][w_gate.cols]*/, const struct weight *norm, float eps,
+                          const struct weight *w_gate, const struct weight *w_up, int n);
     // rope(q, n_heads), rope(k, l->n_kv_heads) and kv_write(l, k, v) in one pass (Q and K roped in place).
     void (*rope_kv_write)(struct backend *b, void *q /*[n_tokens][n_heads][hd]*/, void *k /*[n_tokens][n_kv][hd]*/,
                           const void *v /*[n_tokens][n_kv][hd]*/, int n_heads, const struct rope_table *rt,

@@ -422,12 +422,14 @@ int engine_create(struct engine **out, struct model *m, const struct engine_opti
         e->o.max_num_batched_tokens = mml;
     }
     if (e->o.max_num_seqs > e->o.max_num_batched_tokens) e->o.max_num_seqs = e->o.max_num_batched_tokens;
-    if ((rc = kv_cache_plan(&e->kv, m, &o->kv)) < 0) { free(e); return rc; }
+    e->b = backend_create(o->device, o->n_threads);
+    if (!e->b) { free(e); return OCT_EINVAL; }
+    struct kv_options ko = o->kv;  // (block size 0: the backend's)
+    if (!ko.kv_block_tokens) ko.kv_block_tokens = e->b->ops->kv_block_tokens;
+    if ((rc = kv_cache_plan(&e->kv, m, &ko)) < 0) { e->b->ops->destroy(e->b); free(e); return rc; }
     e->bs = e->kv.kv_block_tokens;
     e->max_blocks_per_seq = (mml + e->bs - 1) / e->bs;
     e->salt = cache_salt(&e->kv);
-    e->b = backend_create(o->device, o->n_threads);
-    if (!e->b) { kv_cache_free(&e->kv); free(e); return OCT_EINVAL; }
     e->b->batch_invariant = o->batch_invariant;
     int T = e->o.max_num_batched_tokens, S = e->o.max_num_seqs;
     rc = forward_init(&e->fw, m, e->b, T, S);

@@ -14,7 +14,7 @@
 void kv_options_default(struct kv_options *o) {
     memset(o, 0, sizeof *o);
     strcpy(o->dtype, "auto");
-    o->kv_block_tokens = 16;
+    o->kv_block_tokens = 0;  // the backend's default (engine, runner); kv_cache_plan alone: 16
 }
 
 int kv_dtype_parse(const char *s, enum dtype model_dtype, enum dtype *out) {
@@ -66,14 +66,15 @@ int kv_cache_plan(struct kv_cache *kv, const struct model *m, const struct kv_op
     memset(kv, 0, sizeof *kv);
     if (c->n_kv_heads > KV_MAX_HEADS) return err_set(OCT_EUNSUP, "kv cache: %d KV heads (max %d)", c->n_kv_heads, KV_MAX_HEADS);
     if (c->n_heads / c->n_kv_heads > 64) return err_set(OCT_EUNSUP, "kv cache: %d query heads per KV head (max 64)", c->n_heads / c->n_kv_heads);
-    if (o->kv_block_tokens < 1 || o->kv_block_tokens > 1024) return err_set(OCT_EINVAL, "--kv-block-tokens %d outside 1..1024", o->kv_block_tokens);
+    const int bs = o->kv_block_tokens ? o->kv_block_tokens : 16;
+    if (bs < 1 || bs > 1024) return err_set(OCT_EINVAL, "--kv-block-tokens %d outside 1..1024", bs);
     enum dtype model_dt = m->weight_dtype, chosen;
     TRY(kv_dtype_parse(o->dtype, model_dt, &chosen));
     for (int l = 0; l < MODEL_MAX_LAYERS; l++)
         if (o->skip[l] && l >= c->n_layers)
             return err_set(OCT_EINVAL, "--kv-cache-dtype-skip-layers: layer %d does not exist (model has %d)", l, c->n_layers);
     kv->n_layers = c->n_layers;
-    kv->kv_block_tokens = o->kv_block_tokens;
+    kv->kv_block_tokens = bs;
     for (int l = 0; l < c->n_layers; l++) {
         struct kv_layer *L = &kv->layers[l];
         bool sliding = c->sliding_window > 0 && c->layer_sliding[l];
@@ -81,7 +82,7 @@ int kv_cache_plan(struct kv_cache *kv, const struct model *m, const struct kv_op
         L->dtype = skip ? model_dt : chosen;
         L->n_kv_heads = c->n_kv_heads;
         L->head_dim = c->head_dim;
-        L->kv_block_tokens = o->kv_block_tokens;
+        L->kv_block_tokens = bs;
         L->window = sliding ? c->sliding_window : 0;
         for (int h = 0; h < c->n_kv_heads; h++) {
             L->k_scale[h] = m->ckpt_k_scale ? m->ckpt_k_scale[l * c->n_kv_heads + h] : 1.0f;

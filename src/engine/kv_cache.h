@@ -19,7 +19,7 @@ struct kv_options {
     bool skip[MODEL_MAX_LAYERS];        // layers kept in the model dtype
     bool skip_sliding;                  // "sliding_window" in the skip list
     char scales_path[512];              // JSON scales file, "" = none
-    int kv_block_tokens;                // default 16
+    int kv_block_tokens;                // 0: the backend's (kv_block_tokens in its ops; 16 here)
 };
 
 void kv_options_default(struct kv_options *o);

@@ -21,10 +21,13 @@ int runner_init(struct runner *r, struct model *m, const struct runner_options *
     r->max_ctx = o->max_ctx > 0 ? o->max_ctx : m->cfg.max_pos;
     if (r->o.max_step_tokens <= 0) r->o.max_step_tokens = 512;
     int step = r->o.max_step_tokens;
-    TRY(kv_cache_plan(&r->kv, m, &o->kv));
-    r->max_blocks = (r->max_ctx + r->kv.kv_block_tokens - 1) / r->kv.kv_block_tokens;
     r->b = backend_create(o->device, o->n_threads);
-    if (!r->b) { kv_cache_free(&r->kv); return OCT_EINVAL; }
+    if (!r->b) return OCT_EINVAL;
+    struct kv_options ko = o->kv;
+    if (!ko.kv_block_tokens) ko.kv_block_tokens = r->b->ops->kv_block_tokens;
+    int rp = kv_cache_plan(&r->kv, m, &ko);
+    if (rp < 0) { r->b->ops->destroy(r->b); r->b = NULL; return rp; }
+    r->max_blocks = (r->max_ctx + r->kv.kv_block_tokens - 1) / r->kv.kv_block_tokens;
     r->b->batch_invariant = o->batch_invariant;
     int rc = forward_init(&r->fw, m, r->b, step, step);
     if (rc == OCT_OK) rc = kv_cache_alloc(&r->kv, r->b, r->max_blocks);

@@ -88,10 +88,10 @@ int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, 
     op->get_rows(b, f->x, &m->token_embd, bt);                       // x = embed(tokens)
     for (int l = 0; l < c->n_layers; l++) {
         const struct layer_weights *w = &m->layers[l];
-        op->rmsnorm(b, f->xn, f->x, &w->attn_norm, n, c->norm_eps);
-        if (op->matmul_qkv) {
-            op->matmul_qkv(b, f->q, f->k, f->v, f->xn, &w->wq, &w->wk, &w->wv, n);
+        if (op->matmul_qkv) {                                        // (the norm inside)
+            op->matmul_qkv(b, f->q, f->k, f->v, f->xn, f->x, &w->attn_norm, c->norm_eps, &w->wq, &w->wk, &w->wv, n);
         } else {
+            op->rmsnorm(b, f->xn, f->x, &w->attn_norm, n, c->norm_eps);
             op->matmul(b, f->q, f->xn, &w->wq, n);                   // [n][n_heads*hd]
             op->matmul(b, f->k, f->xn, &w->wk, n);                   // [n][n_kv*hd]
             op->matmul(b, f->v, f->xn, &w->wv, n);
@@ -110,10 +110,10 @@ int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, 
         }
         op->attention(b, f->att, f->q, &kv->layers[l], &ap, bt);
         proj_add(f, f->att, &w->wo, n);                              // x += att · woᵀ
-        op->rmsnorm(b, f->xn, f->x, &w->ffn_norm, n, c->norm_eps);
         if (op->matmul_swiglu && !f->probe) {                         // (the probe wants the gate itself)
-            op->matmul_swiglu(b, f->gate, f->up, f->xn, &w->w_gate, &w->w_up, n);
+            op->matmul_swiglu(b, f->gate, f->up, f->xn, f->x, &w->ffn_norm, c->norm_eps, &w->w_gate, &w->w_up, n);
         } else {
+            op->rmsnorm(b, f->xn, f->x, &w->ffn_norm, n, c->norm_eps);
             op->matmul(b, f->gate, f->xn, &w->w_gate, n);
             op->matmul(b, f->up, f->xn, &w->w_up, n);
             if (f->probe) TRY(probe(f, l, PROBE_GATE, f->gate, n, c->ffn_dim));

@@ -51,13 +51,13 @@ int cmd_bench_attention(int argc, char **argv) {
     static const char *const valued[] = {"--mode", "--batch", "--ctx", "--heads", "--kv-heads", "--head-dim", "--iters", "--reps", "--kv-cache-dtype", "--device", "--window", "--fp8-attention-accumulation", "--kv-block-tokens", NULL};
     const char *mode = "decode", *dtype_s = "bf16", *device = "auto";
     int accum = 0;
-    long batch = 1, ctx = 8192, heads = 32, kv_heads = 8, hd = 128, iters = 20, reps = 5, window = 0, bs_l = 16;
+    long batch = 1, ctx = 8192, heads = 32, kv_heads = 8, hd = 128, iters = 20, reps = 5, window = 0, bs_l = -1;  // bs_l -1: the backend's
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v;
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
             fprintf(stderr, "usage: octet bench attention [--mode decode|prefill] [--batch B] [--ctx L] [--heads 32] [--kv-heads 8]\n"
                             "       [--head-dim 128] [--kv-cache-dtype bf16|fp8|fp8_e5m2|fp32] [--window W] [--device cpu|cuda] [--iters N] [--reps N]\n"
-                            "       [--fp8-attention-accumulation two-level|every:N|single] [--kv-block-tokens 16]\n");
+                            "       [--fp8-attention-accumulation two-level|every:N|single] [--kv-block-tokens N (default: the backend's, 16 CPU / 64 CUDA)]\n");
             return 0;
         }
         if (!cli_known(f, valued) || !(v = cli_value(argc, argv, &i))) goto bad;
@@ -74,14 +74,14 @@ int cmd_bench_attention(int argc, char **argv) {
     if (!decode && strcmp(mode, "prefill")) { err_set(OCT_EINVAL, "--mode: '%s' (decode or prefill)", mode); goto bad; }
     enum dtype dt;
     if (kv_dtype_parse(dtype_s, DT_BF16, &dt) < 0) goto bad;
-    if (batch < 1 || ctx < 1 || heads < 1 || kv_heads < 1 || heads % kv_heads || hd < 2 || iters < 1 || reps < 1 || kv_heads > KV_MAX_HEADS || bs_l < 1 || bs_l > 1024) {
+    if (batch < 1 || ctx < 1 || heads < 1 || kv_heads < 1 || heads % kv_heads || hd < 2 || iters < 1 || reps < 1 || kv_heads > KV_MAX_HEADS || (bs_l != -1 && (bs_l < 1 || bs_l > 1024))) {
         err_set(OCT_EINVAL, "bad shape: batch %ld ctx %ld heads %ld/%ld head_dim %ld kv_block_tokens %ld", batch, ctx, heads, kv_heads, hd, bs_l);
         goto bad;
     }
     setenv("OCTET_CUDA_GRAPHS", "0", 1);  // one op in a loop, not a forward step: no graphs
     struct backend *b = backend_create(device, 0);
     if (!b) { fprintf(stderr, "octet: %s\n", err_msg()); return 1; }
-    const int bs = (int)bs_l;
+    const int bs = bs_l > 0 ? (int)bs_l : b->ops->kv_block_tokens;
     int blocks_per_seq = (int)((ctx + bs - 1) / bs), n_blocks = blocks_per_seq * (int)batch;
     int n_q = decode ? (int)batch : (int)(batch * ctx);
     struct kv_layer L = {.dtype = dt, .n_kv_heads = (int)kv_heads, .head_dim = (int)hd, .kv_block_tokens = bs,

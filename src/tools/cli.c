@@ -97,7 +97,7 @@ void cli_print_model_flags(void) {
             "  --kv-cache-dtype D           auto|fp32|fp16|bf16|fp8|fp8_e4m3|fp8_e5m2 (default auto)\n"
             "  --kv-cache-dtype-skip-layers L...  layer indices ('0 2 23' or '0,2,23') and/or sliding_window\n"
             "  --kv-scales FILE             per-layer K/V scales (JSON, see docs/kv_format.md)\n"
-            "  --kv-block-tokens N          tokens per KV block (default 16)\n"
+            "  --kv-block-tokens N          tokens per KV block (default: 16 on the CPU, 64 on CUDA)\n"
             "  --device D                   cpu | cuda | auto (default: cuda when built with it and a GPU is present)\n"
             "  --threads N                  CPU threads (default: all cores)\n"
             "  --max-model-len N            context limit (default: the model's)\n"

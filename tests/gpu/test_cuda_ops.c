@@ -452,18 +452,21 @@ TEST(prefill_decode_identity) {
     }
 }
 
-// The fused projections (one launch for n <= 8 unless OCTET_FUSE=0, which composes them): Q|K|V in one launch, x += in·Wᵀ and silu(x·Wgᵀ) ⊙ (x·Wuᵀ)
-// vs the CPU's composition (NMSE), and x += in·Wᵀ, SwiGLU and Q vs the GPU's own unfused ops (bit
-// for bit: the same products, rounded alike; the unfused K and V take 2 warps a row, so they are
-// only compared with the CPU) at n = 1 and 7 (the fused skinny GEMM) and n = 37 (composed).
+// The fused projections (one launch for n <= 8 unless OCTET_FUSE=0, which composes them): the
+// rmsnorm with Q|K|V in one launch, x += in·Wᵀ, and the rmsnorm with silu(x·Wgᵀ) ⊙ (x·Wuᵀ) vs the
+// CPU's composition (NMSE), and x += in·Wᵀ, SwiGLU and Q vs the GPU's own unfused ops (rmsnorm,
+// then the GEMMs: bit for bit, the same values rounded alike; the unfused K and V take 2 warps a
+// row, so they are only compared with the CPU) at n = 1 and 4 (the norm inside the skinny GEMM), 7
+// (its rows too wide for the GEMM's shared memory: k_rmsnorm first) and n = 37 (composed).
 static void fused_case(int n) {
     const int dim = 4096, ffn = 14336, kvd = 1024;
+    const float eps = 1e-5f;
     struct weight wo = make_weight(dim, dim, 0.03f), wg = make_weight(ffn, dim, 0.03f), wu = make_weight(ffn, dim, 0.03f);
-    struct weight wk = make_weight(kvd, dim, 0.03f), wv = make_weight(kvd, dim, 0.03f);
-    struct weight w[2][5] = {{wo, wg, wu, wk, wv}, {wo, wg, wu, wk, wv}};  // wo also serves as wq
+    struct weight wk = make_weight(kvd, dim, 0.03f), wv = make_weight(kvd, dim, 0.03f), wn = make_weight(1, dim, 1.0f);
+    struct weight w[2][6] = {{wo, wg, wu, wk, wv, wn}, {wo, wg, wu, wk, wv, wn}};  // wo also serves as wq; wn: the norm
     struct backend *bs[2] = {cpu, gpu};
     for (int i = 0; i < 2; i++)
-        for (int k = 0; k < 5; k++) { w[i][k].dev = NULL; CHECK_OK(bs[i]->ops->weight_upload(bs[i], &w[i][k])); }
+        for (int k = 0; k < 6; k++) { w[i][k].dev = NULL; CHECK_OK(bs[i]->ops->weight_upload(bs[i], &w[i][k])); }
     float *x = rand_vec((size_t)n * dim, 2.0f), *in = rand_vec((size_t)n * dim, 1.0f);
     float *res[2][5];
     for (int i = 0; i < 2; i++) {  // CPU: the composition; GPU: the fused ops
@@ -471,20 +474,23 @@ static void fused_case(int n) {
         void *dx = to_dev(b, x, (size_t)n * dim), *din = to_dev(b, in, (size_t)n * dim);
         void *g = b->ops->alloc(b, (size_t)n * ffn * 4), *u = b->ops->alloc(b, (size_t)n * ffn * 4), *sc = b->ops->alloc(b, (size_t)n * dim * 4);
         void *dq = b->ops->alloc(b, (size_t)n * dim * 4), *dk = b->ops->alloc(b, (size_t)n * kvd * 4), *dv = b->ops->alloc(b, (size_t)n * kvd * 4);
+        void *xn = b->ops->alloc(b, (size_t)n * dim * 4);
         if (i == 0) {
-            b->ops->matmul(b, dq, din, &w[i][0], n);
-            b->ops->matmul(b, dk, din, &w[i][3], n);
-            b->ops->matmul(b, dv, din, &w[i][4], n);
+            b->ops->rmsnorm(b, xn, dx, &w[i][5], n, eps);
+            b->ops->matmul(b, dq, xn, &w[i][0], n);
+            b->ops->matmul(b, dk, xn, &w[i][3], n);
+            b->ops->matmul(b, dv, xn, &w[i][4], n);
+            b->ops->matmul(b, g, xn, &w[i][1], n);
+            b->ops->matmul(b, u, xn, &w[i][2], n);
+            b->ops->silu_mul(b, g, g, u, (int64_t)n * ffn);
             b->ops->matmul(b, sc, din, &w[i][0], n);
             b->ops->add(b, dx, sc, (int64_t)n * dim);
-            b->ops->matmul(b, g, din, &w[i][1], n);
-            b->ops->matmul(b, u, din, &w[i][2], n);
-            b->ops->silu_mul(b, g, g, u, (int64_t)n * ffn);
         } else {
-            b->ops->matmul_qkv(b, dq, dk, dv, din, &w[i][0], &w[i][3], &w[i][4], n);
+            b->ops->matmul_qkv(b, dq, dk, dv, xn, dx, &w[i][5], eps, &w[i][0], &w[i][3], &w[i][4], n);
+            b->ops->matmul_swiglu(b, g, u, xn, dx, &w[i][5], eps, &w[i][1], &w[i][2], n);
             b->ops->matmul_add(b, dx, sc, din, &w[i][0], n);
-            b->ops->matmul_swiglu(b, g, u, din, &w[i][1], &w[i][2], n);
         }
+        b->ops->free(b, xn);
         res[i][0] = to_host(b, dx, (size_t)n * dim);
         res[i][1] = to_host(b, g, (size_t)n * ffn);
         res[i][2] = to_host(b, dq, (size_t)n * dim);
@@ -496,14 +502,17 @@ static void fused_case(int n) {
     // the GPU's unfused ops on the same inputs
     void *dx = to_dev(gpu, x, (size_t)n * dim), *din = to_dev(gpu, in, (size_t)n * dim);
     void *g = gpu->ops->alloc(gpu, (size_t)n * ffn * 4), *u = gpu->ops->alloc(gpu, (size_t)n * ffn * 4), *sc = gpu->ops->alloc(gpu, (size_t)n * dim * 4);
+    void *xn = gpu->ops->alloc(gpu, (size_t)n * dim * 4);
+    gpu->ops->rmsnorm(gpu, xn, dx, &w[1][5], n, eps);
+    gpu->ops->matmul(gpu, g, xn, &w[1][1], n);
+    gpu->ops->matmul(gpu, u, xn, &w[1][2], n);
+    gpu->ops->silu_mul(gpu, g, g, u, (int64_t)n * ffn);
+    gpu->ops->matmul(gpu, sc, xn, &w[1][0], n);
+    float *ug = to_host(gpu, g, (size_t)n * ffn), *uq = to_host(gpu, sc, (size_t)n * dim);
     gpu->ops->matmul(gpu, sc, din, &w[1][0], n);
     gpu->ops->add(gpu, dx, sc, (int64_t)n * dim);
-    gpu->ops->matmul(gpu, g, din, &w[1][1], n);
-    gpu->ops->matmul(gpu, u, din, &w[1][2], n);
-    gpu->ops->silu_mul(gpu, g, g, u, (int64_t)n * ffn);
-    float *ua = to_host(gpu, dx, (size_t)n * dim), *ug = to_host(gpu, g, (size_t)n * ffn);
-    gpu->ops->matmul(gpu, sc, din, &w[1][0], n);
-    float *uq = to_host(gpu, sc, (size_t)n * dim);
+    float *ua = to_host(gpu, dx, (size_t)n * dim);
+    gpu->ops->free(gpu, xn);
     CHECK_OK(gpu->ops->sync(gpu));
     double da = 0, dg = 0;
     for (size_t i = 0; i < (size_t)n * dim; i++) da = fmax(da, fabs((double)ua[i] - res[1][0][i]));
@@ -512,9 +521,9 @@ static void fused_case(int n) {
     char name[96];
     snprintf(name, sizeof name, "fused matmul_add [%d x %d] vs cpu", n, dim);
     record(name, nmse(res[1][0], res[0][0], (size_t)n * dim), 1e-4, NULL);
-    snprintf(name, sizeof name, "fused matmul_swiglu [%d x %d] vs cpu", n, ffn);
+    snprintf(name, sizeof name, "fused rmsnorm + matmul_swiglu [%d x %d] vs cpu", n, ffn);
     record(name, nmse(res[1][1], res[0][1], (size_t)n * ffn), 1e-4, NULL);
-    snprintf(name, sizeof name, "fused matmul_qkv [%d x %d|%d|%d] vs cpu", n, dim, kvd, kvd);
+    snprintf(name, sizeof name, "fused rmsnorm + matmul_qkv [%d x %d|%d|%d] vs cpu", n, dim, kvd, kvd);
     double eq = fmax(nmse(res[1][2], res[0][2], (size_t)n * dim),
                      fmax(nmse(res[1][3], res[0][3], (size_t)n * kvd), nmse(res[1][4], res[0][4], (size_t)n * kvd)));
     record(name, eq, 1e-4, NULL);
@@ -523,11 +532,12 @@ static void fused_case(int n) {
     gpu->ops->free(gpu, dx); gpu->ops->free(gpu, din); gpu->ops->free(gpu, g); gpu->ops->free(gpu, u); gpu->ops->free(gpu, sc);
     free(ua); free(ug); free(uq); free(x); free(in);
     for (int i = 0; i < 2; i++) for (int k = 0; k < 5; k++) free(res[i][k]);
-    for (int i = 0; i < 2; i++) for (int k = 0; k < 5; k++) bs[i]->ops->weight_release(bs[i], &w[i][k]);
-    free((void *)wo.data); free((void *)wg.data); free((void *)wu.data); free((void *)wk.data); free((void *)wv.data);
+    for (int i = 0; i < 2; i++) for (int k = 0; k < 6; k++) bs[i]->ops->weight_release(bs[i], &w[i][k]);
+    free((void *)wo.data); free((void *)wg.data); free((void *)wu.data); free((void *)wk.data); free((void *)wv.data); free((void *)wn.data);
 }
 TEST(fused_projections) {
     fused_case(1);
+    fused_case(4);
     fused_case(7);
     fused_case(37);
 }

@@ -142,6 +142,32 @@ TEST(prefix_cache_hits) {
     engine_destroy(e);
 }
 
+// The cache block size: the backend's when not given (16 on the CPU; the CUDA backend's is 64),
+// the user's otherwise; both the runner and the engine resolve it the same way.
+TEST(block_size_default_is_the_backends) {
+    struct engine_options o = base_opts();
+    CHECK_EQ_INT(o.kv.kv_block_tokens, 0);
+    struct engine *e;
+    struct engine_memory_plan p;
+    CHECK_OK(engine_create(&e, model, &o));
+    engine_memory_plan_get(e, &p);
+    CHECK_EQ_INT(p.kv_block_tokens, 16);
+    engine_destroy(e);
+    o.kv.kv_block_tokens = 32;
+    CHECK_OK(engine_create(&e, model, &o));
+    engine_memory_plan_get(e, &p);
+    CHECK_EQ_INT(p.kv_block_tokens, 32);
+    engine_destroy(e);
+    struct runner_options ro;
+    runner_options_default(&ro);
+    ro.max_ctx = 64;
+    struct runner r;
+    CHECK_OK(runner_init(&r, model, &ro));
+    CHECK_EQ_INT(r.kv.kv_block_tokens, r.b->ops->kv_block_tokens);
+    CHECK_EQ_INT(r.kv.kv_block_tokens, 16);
+    runner_free(&r);
+}
+
 TEST(preemption_loses_nothing) {
     struct engine_stats st;
     struct engine_options o = base_opts();
@@ -234,6 +260,7 @@ int main(void) {
     reference_outputs();
     RUN(matches_runner_all_modes);
     RUN(prefix_cache_hits);
+    RUN(block_size_default_is_the_backends);
     RUN(preemption_loses_nothing);
     RUN(abort_and_errors);
     RUN(parallel_sampling_same_draws);

@@ -138,6 +138,7 @@ static const struct backend_ops cpu_ops = {
     .name = "cpu",
     .destroy = cpu_destroy,
     .act_dtype = DT_F32,
+    .kv_block_tokens = 16,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy,

@@ -225,61 +225,24 @@ __global__ void k_get_rows(bf16 *out, const bf16 *table, const int32_t *ids, int
 // so a row costs one memory latency, not one per loop trip. (The strided loop it replaces took
 // 14.7 us a row in a decode step of dummy:llama-3.1-8b on the H200, 0.95 ms of the 5.7 ms
 // step; bench/NOTES.md, session 14.) Other shapes take the strided loop.
-#define RMS_VEC 2
+// The row arithmetic is cuda_rmsnorm.cuh's, which the skinny GEMM's NORM prologue shares.
 __global__ void __launch_bounds__(1024) k_rmsnorm(bf16 *out, const bf16 *x, const bf16 *w, int dim, float eps) {
     pdl_trigger();
     const bf16 *xr = x + (size_t)blockIdx.x * dim;
     bf16 *o = out + (size_t)blockIdx.x * dim;  // (may be x itself: a thread writes only what it read)
-    const int runs = dim / 8;
-    const bool vec = (dim & 7) == 0 && runs <= RMS_VEC * (int)blockDim.x && !(((uintptr_t)xr | (uintptr_t)o | (uintptr_t)w) & 15);
+    const int runs = dim / 8, T = blockDim.x;
+    const bool vec = (dim & 7) == 0 && runs <= RMS_VEC * T && !(((uintptr_t)xr | (uintptr_t)o | (uintptr_t)w) & 15);
     float ss = 0;
     uint4 xv[RMS_VEC], wv[RMS_VEC];
-    if (vec) {
-#pragma unroll
-        for (int u = 0; u < RMS_VEC; u++) {
-            const int i = threadIdx.x + u * blockDim.x;
-            if (i < runs) { xv[u] = ((const uint4 *)xr)[i]; wv[u] = ((const uint4 *)w)[i]; }
-        }
-#pragma unroll
-        for (int u = 0; u < RMS_VEC; u++) {
-            if (threadIdx.x + u * blockDim.x >= runs) continue;
-            const __nv_bfloat162 *p = (const __nv_bfloat162 *)&xv[u];
-#pragma unroll
-            for (int e = 0; e < 4; e++) { float2 f = __bfloat1622float2(p[e]); ss += f.x * f.x + f.y * f.y; }
-        }
-    } else {
+    if (vec) ss = rms_partial(xr, w, runs, T, xv, wv);
+    else
         for (int i = threadIdx.x; i < dim; i += blockDim.x) { float v = __bfloat162float(xr[i]); ss += v * v; }
-    }
     __shared__ float red[32];
-    for (int s = 16; s > 0; s >>= 1) ss += __shfl_xor_sync(0xffffffff, ss, s);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        float v = threadIdx.x < (blockDim.x + 31) / 32 ? red[threadIdx.x] : 0;
-        for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffff, v, s);
-        if (threadIdx.x == 0) red[0] = v;
-    }
-    __syncthreads();
-    float r = rsqrtf(red[0] / dim + eps);
-    if (vec) {
-#pragma unroll
-        for (int u = 0; u < RMS_VEC; u++) {
-            const int i = threadIdx.x + u * blockDim.x;
-            if (i >= runs) continue;
-            const __nv_bfloat162 *xp = (const __nv_bfloat162 *)&xv[u], *wp = (const __nv_bfloat162 *)&wv[u];
-            uint4 ov;
-            __nv_bfloat162 *op = (__nv_bfloat162 *)&ov;
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float2 a = __bfloat1622float2(xp[e]), g = __bfloat1622float2(wp[e]);
-                op[e] = __floats2bfloat162_rn(a.x * r * g.x, a.y * r * g.y);
-            }
-            ((uint4 *)o)[i] = ov;
-        }
-    } else {
+    const float r = rsqrtf(rms_reduce(ss, T, red) / dim + eps);
+    if (vec) rms_store(o, xv, wv, r, runs, T);
+    else
         for (int i = threadIdx.x; i < dim; i += blockDim.x)
             o[i] = __float2bfloat16_rn(__bfloat162float(xr[i]) * r * __bfloat162float(w[i]));
-    }
 }
 
 // One thread per (token, head, pair). Angles in double, as the CPU backend.
@@ -327,8 +290,7 @@ static void cu_rmsnorm(struct backend *b, void *out, const void *x, const struct
     struct cuda_backend *c = cb_of(b);
     if (CUDA_SKIP(c) || !n) return;
     // whole warps, RMS_VEC runs a thread: 256 threads at dim 4096; 1024 from dim 16384 (past it, the strided loop)
-    const int runs = (int)(w->cols / 8), threads = runs / RMS_VEC >= 1024 ? 1024 : (runs / RMS_VEC + 31) / 32 * 32;
-    k_rmsnorm<<<n, threads < 32 ? 32 : threads, 0, c->stream>>>((bf16 *)out, (const bf16 *)x, (const bf16 *)w->dev, (int)w->cols, eps);
+    k_rmsnorm<<<n, rms_threads(w->cols), 0, c->stream>>>((bf16 *)out, (const bf16 *)x, (const bf16 *)w->dev, (int)w->cols, eps);
     CUDA_LAUNCHED(c, "rmsnorm");
 }
 
@@ -466,15 +428,31 @@ static bool fused_fast(struct cuda_backend *c, int n) {
     return n <= 8 && cuda_fuse_mode() && gemv_enabled() && !cuda_identity_mode(c);
 }
 
-static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, const void *x, const struct weight *wq,
-                          const struct weight *wk, const struct weight *wv, int n) {
+// The rmsnorm before Q|K|V and before SwiGLU runs inside their skinny GEMM (gemv_norm, the
+// same bf16 values as k_rmsnorm's) when the row fits; OCTET_FUSE_NORM=0 launches k_rmsnorm first.
+static bool fused_norm(struct cuda_backend *c, const void *x, const struct weight *norm, int64_t cols, int n) {
+    static const bool on = cuda_env_int("OCTET_FUSE_NORM", 1) != 0;
+    return on && fused_fast(c, n) && norm->cols == cols && gemv_norm_fits((const bf16 *)x, (const bf16 *)norm->dev, cols, n);
+}
+
+static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, void *xn, const void *x, const struct weight *norm, float eps,
+                          const struct weight *wq, const struct weight *wk, const struct weight *wv, int n) {
     struct cuda_backend *c = cb_of(b);
     if (CUDA_SKIP(c) || !n) return;
     bf16 *const outs[3] = {(bf16 *)q, (bf16 *)k, (bf16 *)v};
     const bf16 *const ws[3] = {(const bf16 *)wq->dev, (const bf16 *)wk->dev, (const bf16 *)wv->dev};
     const int64_t rows[3] = {wq->rows, wk->rows, wv->rows};
-    if (fused_fast(c, n) && wk->cols == wq->cols && wv->cols == wq->cols &&
-        gemv_qkv_launch(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n)) {
+    const bool same_cols = wk->cols == wq->cols && wv->cols == wq->cols;
+    if (same_cols && fused_norm(c, x, norm, wq->cols, n)) {
+        const gemv_norm nrm = {(const bf16 *)norm->dev, eps, rms_threads(wq->cols)};
+        if (gemv_qkv_launch<true>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm)) {
+            CUDA_LAUNCHED(c, "gemv rmsnorm + Q|K|V");
+            return;
+        }
+    }
+    cu_rmsnorm(b, xn, x, norm, n, eps);
+    x = xn;
+    if (fused_fast(c, n) && same_cols && gemv_qkv_launch(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n)) {
         CUDA_LAUNCHED(c, "gemv Q|K|V");
         return;
     }
@@ -495,11 +473,22 @@ static void cu_matmul_add(struct backend *b, void *x, void *scratch, const void 
     cu_add(b, x, scratch, (int64_t)n * w->rows);
 }
 
-static void cu_matmul_swiglu(struct backend *b, void *gate, void *up, const void *x, const struct weight *wg, const struct weight *wu,
-                             int n) {
+static void cu_matmul_swiglu(struct backend *b, void *gate, void *up, void *xn, const void *x, const struct weight *norm, float eps,
+                             const struct weight *wg, const struct weight *wu, int n) {
     struct cuda_backend *c = cb_of(b);
     if (CUDA_SKIP(c) || !n) return;
-    if (fused_fast(c, n) && wg->rows == wu->rows && wg->cols == wu->cols &&
+    const bool same = wg->rows == wu->rows && wg->cols == wu->cols;
+    if (same && fused_norm(c, x, norm, wg->cols, n)) {
+        const gemv_norm nrm = {(const bf16 *)norm->dev, eps, rms_threads(wg->cols)};
+        if (gemv_fused_launch<GEMV_SWIGLU, true>(c->stream, (bf16 *)gate, (const bf16 *)x, (const bf16 *)wg->dev, (const bf16 *)wu->dev,
+                                                 wg->rows, wg->cols, n, gemv_segs(), 0, nrm)) {
+            CUDA_LAUNCHED(c, "gemv rmsnorm + SwiGLU");
+            return;
+        }
+    }
+    cu_rmsnorm(b, xn, x, norm, n, eps);
+    x = xn;
+    if (fused_fast(c, n) && same &&
         gemv_fused_launch<GEMV_SWIGLU>(c->stream, (bf16 *)gate, (const bf16 *)x, (const bf16 *)wg->dev, (const bf16 *)wu->dev,
                                        wg->rows, wg->cols, n)) {
         CUDA_LAUNCHED(c, "gemv SwiGLU");
@@ -614,6 +603,10 @@ static const struct backend_ops cuda_ops = {
     .name = "cuda",
     .destroy = cu_destroy,
     .act_dtype = DT_BF16,
+    // 64: the FP8 TMA prefill copies a box per block (16-token blocks hold it to 473 TFLOP/s at 16k
+    // against 635 with 64; pp4096 at depth 16k 23.7k → 26.4k tok/s), and the decode kernels read a
+    // block as 16-token runs at the same speed (H200, bench/NOTES.md session 17)
+    .kv_block_tokens = 64,
     .alloc = cu_alloc,
     .free = cu_free,
     .upload = cu_upload,

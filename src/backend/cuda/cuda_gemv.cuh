@@ -19,6 +19,7 @@
 #pragma once
 
 #include "cuda_pdl.cuh"
+#include "cuda_rmsnorm.cuh"
 
 // Epilogues (EPI): store the product; add it into out (the residual add after a projection);
 // or, with a second weight, out = silu(x·w) ⊙ (x·w2) (SwiGLU). Each rounds the product to bf16
@@ -30,6 +31,16 @@
 #define GEMV_ADD 1
 #define GEMV_SWIGLU 2
 #define GEMV_QKV 3
+
+// NORM (the fused epilogues' launches): x is the residual stream and each CTA first normalises
+// its n rows into shared memory with k_rmsnorm's arithmetic (cuda_rmsnorm.cuh, the same T
+// threads), so the products equal rmsnorm then the GEMM bit for bit and the rmsnorm launch goes.
+// The CTA's first weight runs are loaded before it (they do not depend on x).
+struct gemv_norm {
+    const bf16 *w = nullptr;  // [cols] the norm's weight
+    float eps = 0;
+    int threads = 0;          // T: k_rmsnorm's threads for a row of cols (rms_threads)
+};
 
 struct gemv_segs {
     void *out[3];          // [n][rows[s]] each
@@ -53,13 +64,15 @@ __device__ __forceinline__ void gemv_dot8(float &acc, uint4 w, uint4 x) {
 }
 
 template <int NR, typename OUT, int WARPS = GEMV_WARPS, int UNROLL = GEMV_UNROLL, int KSPLIT = GEMV_KSPLIT, bool PDL = false,
-          int EPI = GEMV_STORE>
+          int EPI = GEMV_STORE, bool NORM = false>
 __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, const bf16 *x /*[NR][cols]*/,
                                                      const bf16 *w /*[rows][cols]*/, int rows, int cols,
                                                      const bf16 *w2 = nullptr /*[rows][cols], GEMV_SWIGLU's up weight*/,
-                                                     gemv_segs seg = gemv_segs() /*GEMV_QKV: the segments*/) {
+                                                     gemv_segs seg = gemv_segs() /*GEMV_QKV: the segments*/,
+                                                     gemv_norm nrm = gemv_norm() /*NORM: x's rmsnorm*/) {
     static_assert(WARPS % KSPLIT == 0, "a CTA holds whole rows");
     static_assert(EPI == GEMV_STORE || (KSPLIT == 1 && !PDL && sizeof(OUT) == 2), "fused epilogues: bf16 out, a warp a row, no PDL");
+    static_assert(!NORM || EPI != GEMV_STORE, "NORM: the fused epilogues' launches");
     constexpr bool SW = EPI == GEMV_SWIGLU;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = warp % KSPLIT;
     int blk = blockIdx.x;
@@ -72,13 +85,14 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
     }
     const int row = blk * (WARPS / KSPLIT) + warp / KSPLIT;
     const bool live = row < rows;
-    if constexpr (KSPLIT == 1) {  // (with KSPLIT > 1 every warp reaches the reduction's barrier)
+    if constexpr (KSPLIT == 1 && !NORM) {  // (with KSPLIT > 1 or NORM every warp reaches the barriers)
         if (!live) return;
     }
     const int runs = cols / 8;     // 16-byte runs per row
     const uint4 *wr = (const uint4 *)(w + (size_t)(live ? row : 0) * cols);
     const uint4 *wr2 = SW ? (const uint4 *)(w2 + (size_t)(live ? row : 0) * cols) : nullptr;
     const uint4 *xr = (const uint4 *)x;
+    extern __shared__ uint4 gemv_xs[];  // NORM: [NR][runs] the normalised rows of x
     float acc[NR], acc2[SW ? NR : 1];
 #pragma unroll
     for (int r = 0; r < NR; r++) acc[r] = 0.0f;
@@ -86,23 +100,40 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
     for (int r = 0; r < (SW ? NR : 1); r++) acc2[r] = 0.0f;
     constexpr int STRIDE = 32 * KSPLIT;  // the row's KSPLIT warps interleave their runs
     int i = part * 32 + lane;
-    uint4 first[PDL ? UNROLL : 1];  // PDL: the first runs, loaded before waiting for x
+    constexpr bool EARLY = PDL || NORM;
+    uint4 first[EARLY ? UNROLL : 1];  // PDL, NORM: the first runs, loaded before waiting for x
     bool have_first = false;
-    if constexpr (PDL) {
-        pdl_trigger();
+    if constexpr (EARLY) {
+        if constexpr (PDL) pdl_trigger();
         if (live && i + STRIDE * (UNROLL - 1) < runs) {
 #pragma unroll
             for (int u = 0; u < UNROLL; u++) first[u] = __ldcs(wr + i + STRIDE * u);
             have_first = true;
         }
-        pdl_wait();
+        if constexpr (PDL) pdl_wait();
     }
+    if constexpr (NORM) {  // each row of x normalised into gemv_xs, as k_rmsnorm would
+        __shared__ float red[32];
+#pragma unroll 1
+        for (int r = 0; r < NR; r++) {
+            uint4 xv[RMS_VEC], nv[RMS_VEC];
+            const float ss = rms_partial(x + (size_t)r * cols, nrm.w, runs, nrm.threads, xv, nv);
+            const float sc = rsqrtf(rms_reduce(ss, nrm.threads, red) / cols + nrm.eps);
+            rms_store((bf16 *)(gemv_xs + (size_t)r * runs), xv, nv, sc, runs, nrm.threads);
+        }
+        __syncthreads();
+        if (!live) return;
+    }
+    auto xload = [&](int r, int k) -> uint4 {  // run k of row r of x (normalised: from shared memory)
+        if constexpr (NORM) return gemv_xs[(size_t)r * runs + k];
+        else return __ldg(xr + (size_t)r * runs + k);
+    };
     if (live) {
         for (; i + STRIDE * (UNROLL - 1) < runs; i += STRIDE * UNROLL) {
             uint4 wv[UNROLL], wv2[SW ? UNROLL : 1];
 #pragma unroll
             for (int u = 0; u < UNROLL; u++)  // streamed once: do not keep in L2
-                wv[u] = PDL && have_first ? first[u % (PDL ? UNROLL : 1)] : __ldcs(wr + i + STRIDE * u);
+                wv[u] = EARLY && have_first ? first[u % (EARLY ? UNROLL : 1)] : __ldcs(wr + i + STRIDE * u);
             if constexpr (SW) {
 #pragma unroll
                 for (int u = 0; u < UNROLL; u++) wv2[u] = __ldcs(wr2 + i + STRIDE * u);
@@ -112,7 +143,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
             for (int u = 0; u < UNROLL; u++)
 #pragma unroll
                 for (int r = 0; r < NR; r++) {
-                    uint4 xv = __ldg(xr + (size_t)r * runs + i + STRIDE * u);
+                    uint4 xv = xload(r, i + STRIDE * u);
                     gemv_dot8(acc[r], wv[u], xv);
                     if constexpr (SW) gemv_dot8(acc2[r], wv2[u], xv);
                 }
@@ -121,7 +152,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
             uint4 wv = __ldcs(wr + i);
 #pragma unroll
             for (int r = 0; r < NR; r++) {
-                uint4 xv = __ldg(xr + (size_t)r * runs + i);
+                uint4 xv = xload(r, i);
                 gemv_dot8(acc[r], wv, xv);
                 if constexpr (SW) gemv_dot8(acc2[r], __ldcs(wr2 + i), xv);
             }
@@ -181,7 +212,7 @@ static void gemv_launch_nr(cudaStream_t st, OUT *out, const bf16 *x, const bf16 
         cfg.attrs = attr;
         cfg.numAttrs = 1;
         cudaLaunchKernelEx(&cfg, k_gemv<NR, OUT, WARPS, UNROLL, KSPLIT, PDL>, out, x, w, rows, cols, (const bf16 *)nullptr,
-                           gemv_segs());
+                           gemv_segs(), gemv_norm());
     } else {
         k_gemv<NR, OUT, WARPS, UNROLL, KSPLIT, PDL><<<grid, block, 0, st>>>(out, x, w, rows, cols);
     }
@@ -205,12 +236,14 @@ static void gemv_launch_variant(cudaStream_t st, OUT *out, const bf16 *x, const 
 // A fused-epilogue launch (GEMV_ADD into out, GEMV_SWIGLU with w2, or GEMV_QKV over seg's
 // segments, whose CTAs then make the grid) for n <= 8 rows of x; false when the shapes do not fit
 // (the caller composes the unfused ops instead).
-template <int EPI>
+// NORM: x is normalised first (gemv_norm_fits must hold).
+template <int EPI, bool NORM = false>
 static bool gemv_fused_launch(cudaStream_t st, bf16 *out, const bf16 *x, const bf16 *w, const bf16 *w2, int64_t rows,
-                              int64_t cols, int n, gemv_segs seg = gemv_segs(), unsigned seg_ctas = 0) {
+                              int64_t cols, int n, gemv_segs seg = gemv_segs(), unsigned seg_ctas = 0, gemv_norm nrm = gemv_norm()) {
     if (n < 1 || n > 8 || cols % 8 || ((uintptr_t)w | (uintptr_t)x | (uintptr_t)w2) % 16 || rows > (int64_t)1 << 30) return false;
     dim3 grid(EPI == GEMV_QKV ? seg_ctas : (unsigned)((rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(GEMV_WARPS * 32);
-#define GF(NR) k_gemv<NR, bf16, GEMV_WARPS, GEMV_UNROLL, 1, false, EPI><<<grid, block, 0, st>>>(out, x, w, (int)rows, (int)cols, w2, seg)
+    const size_t smem = NORM ? (size_t)n * cols * sizeof(bf16) : 0;
+#define GF(NR) k_gemv<NR, bf16, GEMV_WARPS, GEMV_UNROLL, 1, false, EPI, NORM><<<grid, block, smem, st>>>(out, x, w, (int)rows, (int)cols, w2, seg, nrm)
     switch (n) {
     case 1: GF(1); break;
     case 2: GF(2); break;
@@ -225,9 +258,19 @@ static bool gemv_fused_launch(cudaStream_t st, bf16 *out, const bf16 *x, const b
     return true;
 }
 
+// Whether the fused launches can normalise n rows of x of cols with the norm weight nw: the
+// rows fit k_rmsnorm's vector path in at most the CTA's threads, and the CTA's shared memory.
+static inline bool gemv_norm_fits(const bf16 *x, const bf16 *nw, int64_t cols, int n) {
+    const int T = rms_threads(cols);
+    return cols % 8 == 0 && cols / 8 <= (int64_t)RMS_VEC * T && T <= GEMV_WARPS * 32 && ((uintptr_t)x | (uintptr_t)nw) % 16 == 0 &&
+           (size_t)n * cols * sizeof(bf16) <= 48 * 1024;
+}
+
 // Q, K and V products of one x in one launch (GEMV_QKV); false when the shapes do not fit.
+// NORM: of x's rmsnorm (nrm; gemv_norm_fits checked by the caller).
+template <bool NORM = false>
 static inline bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf16 *x, const bf16 *const w[3], const int64_t rows[3],
-                            int64_t cols, int n) {
+                            int64_t cols, int n, gemv_norm nrm = gemv_norm()) {
     gemv_segs seg = {};
     unsigned ctas = 0;
     for (int k = 0; k < 3; k++) {
@@ -238,7 +281,7 @@ static inline bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf
         seg.cta0[k] = (int)ctas;
         ctas += (unsigned)((rows[k] + GEMV_WARPS - 1) / GEMV_WARPS);
     }
-    return gemv_fused_launch<GEMV_QKV>(st, out[0], x, w[0], nullptr, rows[0], cols, n, seg, ctas);
+    return gemv_fused_launch<GEMV_QKV, NORM>(st, out[0], x, w[0], nullptr, rows[0], cols, n, seg, ctas, nrm);
 }
 
 // True when the skinny path takes this product (and launches it); false: use cuBLASLt.

@@ -118,11 +118,10 @@ template <int HD, int ACC, bool NARROW = false> struct acc_state {
 // One KV tile t after S = Q·Kᵀ (sacc, BN/2 values of the thread's rows rr and rr + 8): online
 // softmax (scaled in place into P), the running max m and sum l, and the factor alpha on the
 // rows' earlier accumulators.
-// TREE: the max and the sum in 4 independent chains (kernel lab, cuda_prefill_fp8_tma.cuh).
-template <int BN, bool TREE = false>
+template <int BN>
 __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float (&row_sc)[2], const int (&row_lo)[2],
                                           const int (&row_pos)[2], float (&m)[2], float (&l)[2], float (&alpha)[2]) {
-    constexpr int NJ = BN / 8, NC = TREE && NJ % 4 == 0 ? 4 : 1;  // chains
+    constexpr int NJ = BN / 8;
     // online softmax on rows rr (h = 0) and rr + 8 (h = 1), in the log2 domain scaled by
     // row_sc (> 0, so the raw scores' max is the scaled scores' max): one FFMA and one ex2 per
     // score, P·256 as 2^(s·sc − m + 8); l sums P·256. Only tiles that cross a row's window start
@@ -139,33 +138,23 @@ __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float
                     if (kp < row_lo[h] || kp > row_pos[h]) sacc[4 * j + 2 * h + e] = -INFINITY;
                 }
         }
-        float mq[NC];
+        float mx = -INFINITY;
 #pragma unroll
-        for (int k = 0; k < NC; k++) mq[k] = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < NJ; j++) mq[j % NC] = fmaxf(mq[j % NC], fmaxf(sacc[4 * j + 2 * h], sacc[4 * j + 2 * h + 1]));
-        float mx = mq[0];
-#pragma unroll
-        for (int k = 1; k < NC; k++) mx = fmaxf(mx, mq[k]);
+        for (int j = 0; j < NJ; j++) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * h], sacc[4 * j + 2 * h + 1]));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
         const float mn = fmaxf(m[h], mx * row_sc[h]);
         alpha[h] = mn == -INFINITY ? 1.0f : ex2(m[h] - mn);
         const float off = mn == -INFINITY ? 0.0f : 8.0f - mn;  // (all masked so far: every x is −inf → P = 0)
-        float sq[NC];
-#pragma unroll
-        for (int k = 0; k < NC; k++) sq[k] = 0.0f;
+        float sum = 0.0f;
 #pragma unroll
         for (int j = 0; j < NJ; j++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 float p = ex2(fmaf(sacc[4 * j + 2 * h + e], row_sc[h], off));
-                sq[j % NC] += p;
+                sum += p;
                 sacc[4 * j + 2 * h + e] = p;
             }
-        float sum = sq[0];
-#pragma unroll
-        for (int k = 1; k < NC; k++) sum += sq[k];
         l[h] = l[h] * alpha[h] + sum;
         m[h] = mn;
     }

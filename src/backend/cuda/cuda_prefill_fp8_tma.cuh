@@ -131,11 +131,10 @@ __device__ __forceinline__ void transpose_ldsm(const uint8_t *vr, uint8_t *vt, i
 
 // ACC: 0 two-level, 2 single. kmap / vmap: the layer's K and V cache as 4-d tensors
 // {head_dim bytes, kv_block_tokens, n_kv_heads, n_blocks}, boxes of {128, rows, 1, 1}, swizzled.
-// TREE (kernel lab, OCTET_FP8_TMA_TREE=1): the softmax's row max and sum in 4 independent chains
-// each (fp8pf::softmax_s) instead of one, for the consumers' latency (bench/NOTES.md, session 17).
-// (Session 16's cp.async copy warp, measured slower than TMA at every block size — 270 against
-// 473 TFLOP/s at 16-token blocks — was removed; bench/NOTES.md has it.)
-template <int ACC, bool TREE = false>
+// Measured and removed (bench/NOTES.md): a cp.async copy warp instead of TMA (session 16: 270
+// against 473 TFLOP/s at 16-token blocks), the softmax's max and sum in 4 chains each instead of
+// one (session 17: 633 against 632 at 128-token blocks).
+template <int ACC>
 __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
                                                          const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
@@ -253,7 +252,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         fp8pf::fence_acc<BN>(sacc);
         mbar_arrive(&kempty[st]);
         float alpha[2];
-        fp8pf::softmax_s<BN, TREE>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha);
+        fp8pf::softmax_s<BN>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha);
         if constexpr (!FIRST) {  // P·V(i − 1) done: T folded, its P registers free for P(i)
             wgmma_wait<0>();
             fp8pf::fence_acc<HD>(tacc);
@@ -336,11 +335,9 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
     CUtensorMap km, vm;
     if (!fp8tma_map(c, &km, l->k, l, rows) || !fp8tma_map(c, &vm, l->v, l, rows)) return;
     static const int lab = cuda_env_int("OCTET_FP8_TMA_LAB", 0);
-    static const bool tree = cuda_env_int("OCTET_FP8_TMA_TREE", 0) == 1;  // kernel lab (TREE above the kernel)
-    auto kern = acc != 0 ? (tree ? k_prefill_fp8_tma<2, true> : k_prefill_fp8_tma<2, false>)
-                         : (tree ? k_prefill_fp8_tma<0, true> : k_prefill_fp8_tma<0, false>);
-    static bool attr_set[4] = {false, false, false, false};
-    const int which = (acc != 0) * 2 + tree;
+    auto kern = acc != 0 ? k_prefill_fp8_tma<2> : k_prefill_fp8_tma<0>;
+    static bool attr_set[2] = {false, false};
+    const int which = acc != 0;
     if (!attr_set[which]) {
         if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma::SMEM), "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
             return;
