@@ -129,16 +129,40 @@ __device__ __forceinline__ void transpose_ldsm(const uint8_t *vr, uint8_t *vt, i
 
 }  // namespace fp8tma
 
+// PROF (kernel lab, OCTET_FP8_TMA_PROF=1): where a tile's cycles go. One thread of each role adds
+// the clock64 deltas between its phase marks into prof[role·8 + phase] (role 0, 1: the consumer
+// warpgroups, 2: the copy thread, 3: a transposing warp; slot 7: its tiles), and the host prints
+// the means per tile after each launch (launch_prefill_fp8_tma).
+template <bool ON> struct phase_clock {
+    long long acc[7] = {0, 0, 0, 0, 0, 0, 0}, t = 0;
+    __device__ __forceinline__ static long long now() {
+        long long v;
+        asm volatile("mov.u64 %0, %%clock64;" : "=l"(v)::"memory");
+        return v;
+    }
+    __device__ __forceinline__ void start() { if constexpr (ON) t = now(); }
+    __device__ __forceinline__ void mark(int k) {
+        if constexpr (ON) { const long long v = now(); acc[k] += v - t; t = v; }
+    }
+    __device__ __forceinline__ void flush(unsigned long long *prof, int role, int tiles) {
+        if constexpr (ON) {
+            for (int k = 0; k < 7; k++) atomicAdd(prof + role * 8 + k, (unsigned long long)acc[k]);
+            atomicAdd(prof + role * 8 + 7, (unsigned long long)tiles);
+        }
+    }
+};
+
 // ACC: 0 two-level, 2 single. kmap / vmap: the layer's K and V cache as 4-d tensors
 // {head_dim bytes, kv_block_tokens, n_kv_heads, n_blocks}, boxes of {128, rows, 1, 1}, swizzled.
 // Measured and removed (bench/NOTES.md): a cp.async copy warp instead of TMA (session 16: 270
 // against 473 TFLOP/s at 16-token blocks), the softmax's max and sum in 4 chains each instead of
 // one (session 17: 633 against 632 at 128-token blocks).
-template <int ACC>
+template <int ACC, bool PROF = false>
 __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
                                                          const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
-                                                         int window, float scale, const float *scales, int lab) {
+                                                         int window, float scale, const float *scales, int lab,
+                                                         unsigned long long *prof) {
     using namespace fp8tma;
     extern __shared__ uint8_t fp8tma_smem_raw[];
     // (an offset into the shared array, not integer arithmetic on its address, so that the
@@ -175,13 +199,16 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         const int32_t *bt = btab + (size_t)s * max_blocks;
         // warp 0 copies, warps 1-3 transpose.
         if (ptid < 32) {
-            if (ptid == 0)  // one TMA box per cache block (or per 128-key tile of a larger block)
+            if (ptid == 0) {  // one TMA box per cache block (or per 128-key tile of a larger block)
+                phase_clock<PROF> pc;
+                pc.start();
                 for (int i = 0; i < n; i++) {
                     const int t = t0 + i, st = i % KS, nb = min(BN / rows_box, (p_last - t * BN) / rows_box + 1);
                     if (i >= KS) {
                         mbar_wait(&kempty[st], ((i / KS) - 1) & 1, spin);
                         mbar_wait(&vempty[st], ((i / KS) - 1) & 1, spin);
                     }
+                    pc.mark(0);
                     const uint32_t bytes = (uint32_t)(nb * rows_box * HD);
                     mbar_expect_tx(&kfull[st], bytes);
                     mbar_expect_tx(&vfull[st], bytes);
@@ -190,18 +217,27 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
                         tma_load(Ks + st * TILE_BYTES + j * rows_box * HD, &kmap, &kfull[st], 0, r0, g, blk);
                         tma_load(Vs + st * TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
                     }
+                    pc.mark(1);
                 }
+                pc.flush(prof, 2, n);
+            }
             return;
         }
+        phase_clock<PROF> pc;
+        pc.start();
         for (int i = 0; i < n; i++) {
             const int st = i % KS, b = i & 1;
             mbar_wait(&vfull[st], (i / KS) & 1, spin);
+            pc.mark(0);
             if (i >= 2) mbar_wait(&tempty[b], ((i >> 1) - 1) & 1, spin);  // P·V(i − 2) done with Vᵀ slot b
+            pc.mark(1);
             transpose_ldsm(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, (ptid >> 5) - 1, ptid & 31, 3, p_last - (t0 + i) * BN);
             fence_proxy_async();  // Vᵀ (generic-proxy stores) visible to the wgmma
             mbar_arrive(&tfull[b]);
             mbar_arrive(&vempty[st]);
+            pc.mark(2);
         }
+        if (ptid == 32) pc.flush(prof, 3, n);
         return;
     }
 
@@ -224,6 +260,8 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
 #pragma unroll
     for (int j = 0; j < (ACC == 0 ? HD / 2 : 1); j++) o[j] = 0.0f;
     uint32_t pa[BN / 32][4];
+    phase_clock<PROF> pc;
+    pc.start();
     auto pv_issue = [&](int i) {  // T (+)= P(i)·Vᵀ(i) (two-level starts T from zero each tile)
         const uint8_t *vt = Vt + (i & 1) * TILE_BYTES;
 #pragma unroll
@@ -238,8 +276,10 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         const int st = i % KS;
         mbar_wait(&kfull[st], (i / KS) & 1, spin);
         if constexpr (!FIRST) mbar_wait(&tfull[(i - 1) & 1], ((i - 1) >> 1) & 1, spin);
+        pc.mark(0);
         float sacc[BN / 2];
         if (pingpong) fp8ws::bar_sync(BAR_TURN + wg, 256);
+        pc.mark(1);
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 32; kk++)
@@ -247,12 +287,15 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         wgmma_commit();
         if constexpr (!FIRST) pv_issue(i - 1);
         if (pingpong && (wg == 0 || i + 1 < n)) fp8ws::bar_arrive(BAR_TURN + (wg ^ 1), 256);  // (turns balance: n each way)
+        pc.mark(2);
         if constexpr (FIRST) wgmma_wait<0>();
         else wgmma_wait<1>();  // Q·Kᵀ(i) done, P·V(i − 1) may still run
         fp8pf::fence_acc<BN>(sacc);
+        pc.mark(3);
         mbar_arrive(&kempty[st]);
         float alpha[2];
         fp8pf::softmax_s<BN>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha);
+        pc.mark(4);
         if constexpr (!FIRST) {  // P·V(i − 1) done: T folded, its P registers free for P(i)
             wgmma_wait<0>();
             fp8pf::fence_acc<HD>(tacc);
@@ -262,6 +305,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
                 for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], alpha_prev[(j >> 1) & 1], tacc[j]);
             }
         }
+        pc.mark(5);
         if constexpr (ACC != 0) {
 #pragma unroll
             for (int j = 0; j < HD / 2; j++) tacc[j] *= alpha[(j >> 1) & 1];
@@ -269,10 +313,12 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         fp8pf::pack_p<BN>(sacc, pa);
         alpha_prev[0] = alpha[0];
         alpha_prev[1] = alpha[1];
+        pc.mark(6);
     };
     if (pingpong && wg == 1) fp8ws::bar_arrive(BAR_TURN, 256);  // warpgroup 1 (wg 0) takes the first turn
     tile(std::true_type(), 0);
     for (int i = 1; i < n; i++) tile(std::false_type(), i);
+    if ((tid & 127) == 0) pc.flush(prof, wg, n);
     mbar_wait(&tfull[(n - 1) & 1], ((n - 1) >> 1) & 1, spin);
     wgmma_fence();
     pv_issue(n - 1);
@@ -335,9 +381,13 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
     CUtensorMap km, vm;
     if (!fp8tma_map(c, &km, l->k, l, rows) || !fp8tma_map(c, &vm, l->v, l, rows)) return;
     static const int lab = cuda_env_int("OCTET_FP8_TMA_LAB", 0);
-    auto kern = acc != 0 ? k_prefill_fp8_tma<2> : k_prefill_fp8_tma<0>;
-    static bool attr_set[2] = {false, false};
-    const int which = acc != 0;
+    static const bool prof_on = cuda_env_int("OCTET_FP8_TMA_PROF", 0) == 1;  // kernel lab (PROF above the kernel)
+    static unsigned long long *prof = nullptr;
+    if (prof_on && !prof && cuda_fail(c, cudaMalloc((void **)&prof, 32 * sizeof *prof), "cudaMalloc (prof)")) return;
+    auto kern = acc != 0 ? (prof_on ? k_prefill_fp8_tma<2, true> : k_prefill_fp8_tma<2, false>)
+                         : (prof_on ? k_prefill_fp8_tma<0, true> : k_prefill_fp8_tma<0, false>);
+    static bool attr_set[4] = {false, false, false, false};
+    const int which = (acc != 0) * 2 + prof_on;
     if (!attr_set[which]) {
         if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma::SMEM), "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
             return;
@@ -346,6 +396,24 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
     const int qt = 128 / G;
     dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
     kern<<<grid, 384, fp8tma::SMEM, c->stream>>>(km, vm, (bf16 *)out, (const bf16 *)q, c->cb.qstart, c->cb.pos, c->cb.btab,
-                                                 bt->max_blocks_per_seq, l->n_kv_heads, G, l->kv_block_tokens, rows, l->window, scale, sc, lab);
-    CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma, TMA)");
+                                                 bt->max_blocks_per_seq, l->n_kv_heads, G, l->kv_block_tokens, rows, l->window, scale, sc, lab,
+                                                 prof);
+    if (CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma, TMA)") || !prof_on) return;
+    unsigned long long h[32];
+    if (cuda_fail(c, cudaMemcpyAsync(h, prof, sizeof h, cudaMemcpyDeviceToHost, c->stream), "prof copy") ||
+        cuda_fail(c, cudaStreamSynchronize(c->stream), "prof sync") ||
+        cuda_fail(c, cudaMemsetAsync(prof, 0, sizeof h, c->stream), "prof reset"))
+        return;
+    static const char *const names[4][7] = {{"waits", "turn", "issue", "qk wait", "softmax", "pv wait+fold", "pack"},
+                                            {"waits", "turn", "issue", "qk wait", "softmax", "pv wait+fold", "pack"},
+                                            {"slot waits", "issue", "", "", "", "", ""},
+                                            {"vfull wait", "tempty wait", "transpose", "", "", "", ""}};
+    static const char *const roles[4] = {"consumer wg0", "consumer wg1", "copy thread", "transposer"};
+    for (int r = 0; r < 4; r++) {
+        const double tiles = (double)(h[r * 8 + 7] ? h[r * 8 + 7] : 1);
+        double tot = 0;
+        fprintf(stderr, "fp8tma prof %s, cycles a tile:", roles[r]);
+        for (int k = 0; k < 7 && names[r][k][0]; k++) { fprintf(stderr, " %s %.0f", names[r][k], h[r * 8 + k] / tiles); tot += h[r * 8 + k] / tiles; }
+        fprintf(stderr, "; total %.0f (%llu tiles)\n", tot, h[r * 8 + 7]);
+    }
 }
