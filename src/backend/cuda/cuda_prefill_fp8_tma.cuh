@@ -47,7 +47,7 @@ constexpr int OFF_K = 2 * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_VT = OFF
 constexpr int OFF_QS = OFF_VT + 2 * TILE_BYTES, OFF_BAR = OFF_QS + 128 * 4;
 constexpr int N_BARS = 4 * KS + 4;
 constexpr int SMEM = OFF_BAR + N_BARS * 8 + 1024;  // (+ the alignment slack)
-enum { BAR_Q = 2, BAR_TURN = 4, BAR_SM = 6 };   // named barriers (0 is __syncthreads)
+enum { BAR_Q = 2, BAR_TURN = 4 };   // named barriers (0 is __syncthreads)
 
 __device__ __forceinline__ uint32_t sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
@@ -157,10 +157,11 @@ template <bool ON> struct phase_clock {
 // Measured and removed (bench/NOTES.md): a cp.async copy warp instead of TMA (session 16: 270
 // against 473 TFLOP/s at 16-token blocks), the softmax's max and sum in 4 chains each instead of
 // one (session 17: 633 against 632 at 128-token blocks).
-// SER (kernel lab, OCTET_FP8_TMA_SER=1): the two consumers' softmaxes take turns too (a token
-// passed through named barriers BAR_SM + wg), so one exponentiates while the other's MMAs run
-// instead of both sharing the SM's MUFU (PROF at 16k: softmax 1,430–1,590 of 2,800 cycles a tile).
-template <int ACC, bool PROF = false, bool SER = false>
+// NOV (kernel lab, OCTET_FP8_TMA_NOV=1): P·V(i − 1) is waited for before the softmax of tile i
+// rather than after it — does the warpgroup's own register-sourced wgmma in flight slow its
+// softmax (PROF at 16k: 1,430–1,590 of 2,800 cycles a tile, and as long with the two
+// warpgroups' softmaxes taking turns: bench/NOTES.md, session 17)?
+template <int ACC, bool PROF = false, bool NOV = false>
 __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
                                                          const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
@@ -297,11 +298,12 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         pc.mark(3);
         mbar_arrive(&kempty[st]);
         float alpha[2];
-        if constexpr (SER) fp8ws::bar_sync(BAR_SM + wg, 256);
-        fp8pf::softmax_s<BN>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha);
-        if constexpr (SER) {
-            if (wg == 0 || i + 1 < n) fp8ws::bar_arrive(BAR_SM + (wg ^ 1), 256);  // (n each way)
+        if constexpr (NOV && !FIRST) {
+            wgmma_wait<0>();
+            fp8pf::fence_acc<HD>(tacc);
+            pc.mark(5);
         }
+        fp8pf::softmax_s<BN>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha);
         pc.mark(4);
         if constexpr (!FIRST) {  // P·V(i − 1) done: T folded, its P registers free for P(i)
             wgmma_wait<0>();
@@ -323,7 +325,6 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         pc.mark(6);
     };
     if (pingpong && wg == 1) fp8ws::bar_arrive(BAR_TURN, 256);  // warpgroup 1 (wg 0) takes the first turn
-    if (SER && wg == 1) fp8ws::bar_arrive(BAR_SM, 256);           // and the first softmax
     tile(std::true_type(), 0);
     for (int i = 1; i < n; i++) tile(std::false_type(), i);
     if ((tid & 127) == 0) pc.flush(prof, wg, n);
@@ -392,13 +393,13 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
     static const bool prof_on = cuda_env_int("OCTET_FP8_TMA_PROF", 0) == 1;  // kernel lab (PROF above the kernel)
     static unsigned long long *prof = nullptr;
     if (prof_on && !prof && cuda_fail(c, cudaMalloc((void **)&prof, 32 * sizeof *prof), "cudaMalloc (prof)")) return;
-    static const bool ser = cuda_env_int("OCTET_FP8_TMA_SER", 0) == 1;  // kernel lab (SER above the kernel)
+    static const bool nov = cuda_env_int("OCTET_FP8_TMA_NOV", 0) == 1;  // kernel lab (NOV above the kernel)
     typedef decltype(&k_prefill_fp8_tma<0>) tma_fn;
     static const tma_fn kerns[8] = {k_prefill_fp8_tma<0, false, false>, k_prefill_fp8_tma<0, false, true>,
                                     k_prefill_fp8_tma<0, true, false>,  k_prefill_fp8_tma<0, true, true>,
                                     k_prefill_fp8_tma<2, false, false>, k_prefill_fp8_tma<2, false, true>,
                                     k_prefill_fp8_tma<2, true, false>,  k_prefill_fp8_tma<2, true, true>};
-    const int which = (acc != 0) * 4 + prof_on * 2 + ser;
+    const int which = (acc != 0) * 4 + prof_on * 2 + nov;
     const tma_fn kern = kerns[which];
     static bool attr_set[8] = {false, false, false, false, false, false, false, false};
     if (!attr_set[which]) {
