@@ -157,11 +157,11 @@ template <bool ON> struct phase_clock {
 // Measured and removed (bench/NOTES.md): a cp.async copy warp instead of TMA (session 16: 270
 // against 473 TFLOP/s at 16-token blocks), the softmax's max and sum in 4 chains each instead of
 // one (session 17: 633 against 632 at 128-token blocks).
-// ELECT (kernel lab, OCTET_FP8_TMA_ELECT=1): the consumers release a K slot (kempty) and a Vᵀ slot
-// (tempty) with one arrival a warp (lane 0; count 8) instead of one a thread (count 256): 256
-// shared-memory arrivals on one mbarrier a tile may be what stretches the softmax phase they sit
-// in (PROF at 16k: 1,200–1,600 of 2,800 cycles for ≈ 270 instructions; bench/NOTES.md, session 17).
-template <int ACC, bool PROF = false, bool ELECT = false>
+// Also measured and removed (session 17, PROF beside): the two consumers' softmaxes taking turns
+// (slower: 631 → 582), P·V(i − 1) waited for before the softmax (the same), one kempty/tempty
+// arrival a warp instead of a thread (the same). The softmax phase — ≈ 1,200–1,600 of 2,800
+// cycles a tile for ≈ 270 instructions — is the open question (bench/NOTES.md).
+template <int ACC, bool PROF = false>
 __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
                                                          const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
@@ -190,8 +190,8 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     if (!ct.begin(qstart, pos_arr, 128, G, window, BN, !(lab & 8))) return;  // (the whole CTA, before any barrier)
     const int n = ct.t1 - ct.t0 + 1, t0 = ct.t0, p_last = ct.p_last;
     if (threadIdx.x == 0) {
-        for (int i = 0; i < KS; i++) { mbar_init(&kfull[i], 1); mbar_init(&vfull[i], 1); mbar_init(&kempty[i], ELECT ? 8 : 256); }
-        for (int i = 0; i < 2; i++) { mbar_init(&tfull[i], n_tr); mbar_init(&tempty[i], ELECT ? 8 : 256); }
+        for (int i = 0; i < KS; i++) { mbar_init(&kfull[i], 1); mbar_init(&vfull[i], 1); mbar_init(&kempty[i], 256); }
+        for (int i = 0; i < 2; i++) { mbar_init(&tfull[i], n_tr); mbar_init(&tempty[i], 256); }
         for (int i = 0; i < KS; i++) mbar_init(&vempty[i], n_tr);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -296,14 +296,14 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         else wgmma_wait<1>();  // Q·Kᵀ(i) done, P·V(i − 1) may still run
         fp8pf::fence_acc<BN>(sacc);
         pc.mark(3);
-        if (!ELECT || lane == 0) mbar_arrive(&kempty[st]);
+        mbar_arrive(&kempty[st]);
         float alpha[2];
         fp8pf::softmax_s<BN>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha);
         pc.mark(4);
         if constexpr (!FIRST) {  // P·V(i − 1) done: T folded, its P registers free for P(i)
             wgmma_wait<0>();
             fp8pf::fence_acc<HD>(tacc);
-            if (!ELECT || lane == 0) mbar_arrive(&tempty[(i - 1) & 1]);
+            mbar_arrive(&tempty[(i - 1) & 1]);
             if constexpr (ACC == 0) {
 #pragma unroll
                 for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], alpha_prev[(j >> 1) & 1], tacc[j]);
@@ -388,15 +388,12 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
     static const bool prof_on = cuda_env_int("OCTET_FP8_TMA_PROF", 0) == 1;  // kernel lab (PROF above the kernel)
     static unsigned long long *prof = nullptr;
     if (prof_on && !prof && cuda_fail(c, cudaMalloc((void **)&prof, 32 * sizeof *prof), "cudaMalloc (prof)")) return;
-    static const bool elect = cuda_env_int("OCTET_FP8_TMA_ELECT", 0) == 1;  // kernel lab (ELECT above the kernel)
     typedef decltype(&k_prefill_fp8_tma<0>) tma_fn;
-    static const tma_fn kerns[8] = {k_prefill_fp8_tma<0, false, false>, k_prefill_fp8_tma<0, false, true>,
-                                    k_prefill_fp8_tma<0, true, false>,  k_prefill_fp8_tma<0, true, true>,
-                                    k_prefill_fp8_tma<2, false, false>, k_prefill_fp8_tma<2, false, true>,
-                                    k_prefill_fp8_tma<2, true, false>,  k_prefill_fp8_tma<2, true, true>};
-    const int which = (acc != 0) * 4 + prof_on * 2 + elect;
+    static const tma_fn kerns[4] = {k_prefill_fp8_tma<0, false>, k_prefill_fp8_tma<0, true>, k_prefill_fp8_tma<2, false>,
+                                    k_prefill_fp8_tma<2, true>};
+    const int which = (acc != 0) * 2 + prof_on;
     const tma_fn kern = kerns[which];
-    static bool attr_set[8] = {false, false, false, false, false, false, false, false};
+    static bool attr_set[4] = {false, false, false, false};
     if (!attr_set[which]) {
         if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma::SMEM), "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
             return;
