@@ -199,10 +199,21 @@ def source(argv):
     if hi is None: print("source: no ncu source rows"); return
     h = rows[hi]
     si, ei, ti = h.index("Source"), h.index("Instructions Executed"), h.index("Warp Stall Sampling (All Samples)")
-    data = []
+    # the stall reasons of every sample (ncu's stall_* columns, all samples: not the "(Not Issued)" ones)
+    sc = [(j, c[len("stall_"):]) for j, c in enumerate(h) if c.startswith("stall_") and "(" not in c]
+    data, why = [], []
     for r in rows[hi + 1:]:
         if len(r) <= max(si, ei, ti) or num(r[ti] or "0") is None: continue
         data.append((num(r[ti] or "0"), num(r[ei] or "0") or 0.0, r[si].strip()))
+        why.append({name: num(r[j] or "0") or 0.0 for j, name in sc if j < len(r)})
+
+    def reasons(idx, k=3):  # the k largest stall reasons over the instructions idx, as "name %"
+        acc = {}
+        for i in idx:
+            for name, v in why[i].items(): acc[name] = acc.get(name, 0.0) + v
+        t = sum(acc.values())
+        if t <= 0: return ""
+        return " [" + ", ".join(f"{n} {100 * v / t:.0f} %" for n, v in sorted(acc.items(), key=lambda kv: -kv[1])[:k]) + "]"
     tot = sum(d[0] for d in data) or 1.0
     by, ex = {}, {}
     for smp, e, text in data:
@@ -219,15 +230,16 @@ def source(argv):
         smp, e, text = data[i]
         w = next((j for j in range(i - 1, max(i - 4, -1), -1) if "SYNCS" in data[j][2]), None) if "BRA" in text else None
         after = f" (after: {data[w][2]})" if w is not None else ""
-        print(f"source top: {100 * smp / tot:5.2f} % of samples, executed {e:.0f}: {text}{after}")
+        print(f"source top: {100 * smp / tot:5.2f} % of samples, executed {e:.0f}: {text}{after}{reasons([i], 2)}")
     # straight-line regions: runs of consecutive instructions executed equally often (a loop body,
     # a tile's consumer code, a wait loop), by their share of the samples
     regions, cur = [], None
-    for smp, e, text in data:
+    for i, (smp, e, text) in enumerate(data):
         if cur and cur[1] == e: cur[0] += smp; cur[2] += 1
-        else: cur = [smp, e, 1, text]; regions.append(cur)
-    for smp, e, n, text in sorted(regions, key=lambda r: -r[0])[:int(argv[3]) if len(argv) > 3 else 6]:
-        print(f"source region: {100 * smp / tot:5.2f} % of samples, {n} instructions executed {e:.0f} times each, from: {text}")
+        else: cur = [smp, e, 1, text, i]; regions.append(cur)
+    for smp, e, n, text, i0 in sorted(regions, key=lambda r: -r[0])[:int(argv[3]) if len(argv) > 3 else 6]:
+        print(f"source region: {100 * smp / tot:5.2f} % of samples, {n} instructions executed {e:.0f} times each, from: {text}"
+              f"{reasons(range(i0, i0 + n))}")
 
 
 KINDS = {f.__name__: f for f in (prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, step, itl, load, pd, source)}

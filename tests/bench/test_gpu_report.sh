@@ -38,8 +38,9 @@ expect "pd vs 16-token blocks" '^  64- vs 16-token blocks \(default, bf16, step 
 expect "ttft" '^ttft dummy:llama-3.1-8b: .*fp8/auto quadratic = 0.640$' ttft $G/ttft_llama-3.1-8b/sweep.json dummy:llama-3.1-8b
 expect "gemv" '^gemv output n=1: default 242.5 us \(4333 GB/s, 1.02 of copy\)' gemv $G/2026-11-30_gemv_variants.jsonl
 expect "source total" '^source: 13 instructions, 539108 stall samples, 554474348 warp instructions executed$' source tests/data/ncu_source_sample.csv
-expect "source top" '^source top: 83.65 % of samples, executed 2080768: @!P1  BRA 0x7f6e237b2970 [(]after: SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [[]R89[+]UR12[+]0x24248[]], R88[)]$' source tests/data/ncu_source_sample.csv 2
-expect "source region" '^source region: 84.00 % of samples, 7 instructions executed 2080768 times each, from: ULOP3.LUT' source tests/data/ncu_source_sample.csv 2
+expect "source top" '^source top: 83.65 % of samples, executed 2080768: @!P1  BRA 0x7f6e237b2970 [(]after: SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [[]R89[+]UR12[+]0x24248[]], R88[)] [[]long_sb 100 %, not_selected 0 %[]]$' source tests/data/ncu_source_sample.csv 2
+expect "source stall reasons" '^source top: 15.89 % of samples, executed 1056768: @P0   BRA 0x7f6e237b28b0 [[]barrier 100 %, wait 0 %[]]$' source tests/data/ncu_source_sample.csv 2
+expect "source region" '^source region: 84.00 % of samples, 7 instructions executed 2080768 times each, from: ULOP3.LUT.* [[]long_sb 99 %, wait 0 %, selected 0 %[]]$' source tests/data/ncu_source_sample.csv 2
 expect "source by opcode" '^source by opcode: BRA 99.5 %' source tests/data/ncu_source_sample.csv
 expect "needle" '^\| 8192 \| bf16 \| gpu decode \| 3.900e-03 \| 0.9862 \|' needle $G/2026-11-30_needle_attention_gpu.json
 # a kind it does not know, and no file: a usage line naming the kinds, exit 1
