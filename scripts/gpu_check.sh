@@ -10,7 +10,8 @@
 # needle = `eval needle --level attention` on the GPU at 8k-128k; ttft = TTFT sweeps (auto vs
 # fp8) on dummy:llama-3.1-8b and dummy:gemma-hd256 and their quadratic coefficients; pd =
 # perplexity of one text computed by token-by-token decoding vs one chunked prefill
-# (by default and with --batch-invariant, where they must be identical); itl = the ITL
+# (by default and with --batch-invariant, where they must be identical; PD_BS=N adds both with
+# N-token cache blocks, each compared with the default blocks); itl = the ITL
 # sweep on dummy:llama-3.1-8b (slopes, intercepts); load = throughput under load (24 requests);
 # depth = decode ms/token at depths 256-16384, bf16 vs fp8 measured in turn in one process (their
 # paired difference), with a 128k block table (as the ITL study's server has); step = ncu kernel
@@ -38,8 +39,9 @@
 #          prefill's older kernels at head_dim 128 instead of the TMA one),
 #          OCTET_DECODE_MIN_SPLIT=0, OCTET_PDL=1 (decode GEMMs as programmatic dependent launches),
 #          OCTET_IDENTITY=1 (the --batch-invariant kernels), OCTET_FUSE=0 (decode GEMMs without
-#          their fused add, SwiGLU and Q|K|V, and the separate split combine), OCTET_DECODE_T=0,
-#          OCTET_COMBINE_SKIP=0, OCTET_COMBINE_DYN=1;
+#          their fused add, SwiGLU and Q|K|V, and the separate split combine), OCTET_FUSE_NORM=0
+#          (k_rmsnorm before Q|K|V and SwiGLU), OCTET_DECODE_T=0, OCTET_COMBINE_SKIP=0,
+#          OCTET_COMBINE_DYN=1;
 #   (OCTET_LAB_OPS, OCTET_LAB_DEPTH and OCTET_LAB_FP8 replace the ops, depth and fp8prefill WG/WS
 #   lists, so a call can run only the variants it needs: each ops run takes about a minute)
 #   golden OCTET_PDL=1 and OCTET_FUSE=0; pd the unfused ops; fp8prefill OCTET_FP8_WG=1 and
@@ -84,7 +86,7 @@ if has ops; then
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
   if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks and the lab variant must be right too
-    for v in ${OCTET_LAB_OPS-OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_WS=1 OCTET_FP8_OV=1 OCTET_FP8_TMA=0 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_DECODE_T=0 OCTET_COMBINE_SKIP=0 OCTET_COMBINE_DYN=1}; do
+    for v in ${OCTET_LAB_OPS-OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_WS=1 OCTET_FP8_OV=1 OCTET_FP8_TMA=0 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_FUSE_NORM=0 OCTET_DECODE_T=0 OCTET_COMBINE_SKIP=0 OCTET_COMBINE_DYN=1}; do
       env $v "$BIN/gpu/test_cuda_ops" "$OUT/ops_${v#OCTET_}.json" > "$OUT/ops_${v#OCTET_}.log" 2>&1
       say "ops vs cpu ($v): $(tail -n 1 "$OUT/ops_${v#OCTET_}.log")"
     done
