@@ -36,7 +36,8 @@
 #   ops    every fallback and switch: OCTET_GEMV=0, OCTET_FP8_WG=1 (one consumer warpgroup per FP8
 #          prefill CTA), OCTET_FP8_WS=1 (FP8 prefill with a producer warpgroup), OCTET_FP8_OV=1
 #          (FP8 prefill with the next tile's Q·Kᵀ under this tile's softmax), OCTET_FP8_TMA=0 (the FP8
-#          prefill's older kernels at head_dim 128 instead of the TMA one),
+#          prefill's older kernels at head_dim 128 instead of the TMA one), OCTET_FP8_TMA_EXP_FMA=4
+#          (a quarter of the TMA prefill's exponentials on the FMA pipe),
 #          OCTET_DECODE_MIN_SPLIT=0, OCTET_PDL=1 (decode GEMMs as programmatic dependent launches),
 #          OCTET_IDENTITY=1 (the --batch-invariant kernels), OCTET_FUSE=0 (decode GEMMs without
 #          their fused add, SwiGLU and Q|K|V, and the separate split combine), OCTET_FUSE_NORM=0
@@ -86,7 +87,7 @@ if has ops; then
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
   if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks and the lab variant must be right too
-    for v in ${OCTET_LAB_OPS-OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_WS=1 OCTET_FP8_OV=1 OCTET_FP8_TMA=0 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_FUSE_NORM=0 OCTET_DECODE_T=0 OCTET_COMBINE_SKIP=0 OCTET_COMBINE_DYN=1}; do
+    for v in ${OCTET_LAB_OPS-OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_WS=1 OCTET_FP8_OV=1 OCTET_FP8_TMA=0 OCTET_FP8_TMA_EXP_FMA=4 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_FUSE_NORM=0 OCTET_DECODE_T=0 OCTET_COMBINE_SKIP=0 OCTET_COMBINE_DYN=1}; do
       env $v "$BIN/gpu/test_cuda_ops" "$OUT/ops_${v#OCTET_}.json" > "$OUT/ops_${v#OCTET_}.log" 2>&1
       say "ops vs cpu ($v): $(tail -n 1 "$OUT/ops_${v#OCTET_}.log")"
     done
