@@ -14,8 +14,6 @@
 #include "cuda_decode_mma.cuh"
 #include "cuda_prefill_mma.cuh"
 #include "cuda_prefill_fp8.cuh"
-#include "cuda_prefill_fp8_ws.cuh"
-#include "cuda_prefill_fp8_ov.cuh"
 #include "cuda_prefill_fp8_tma.cuh"
 #include "cuda_decode_t.cuh"
 
@@ -586,20 +584,12 @@ static void launch_prefill(struct cuda_backend *c, void *out, const void *q, con
     CUDA_LAUNCHED(c, "attention prefill");
 }
 
-// FP8 (e4m3) prefill on wgmma. NWG: consumer warpgroups a CTA (1 or 2), or 0 for the lab's
-// warp-specialised kernel (two consumers and a producer, OCTET_FP8_WS=1).
+// FP8 (e4m3) prefill on wgmma (the older kernel). NWG: consumer warpgroups a CTA (1 or 2).
 template <int HD, int ACC, int NWG>
 static void launch_prefill_fp8_acc(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                    float scale, const float *sc, const struct batch *bt, int every) {
-    constexpr bool WS = NWG == 0, OV = NWG == 3;  // (NWG codes: 0 the producer kernel, 3 the overlapped one)
-    constexpr int OVBN = HD == 128 && ACC == 0 ? 64 : fp8pf::cfg<HD>::BN;  // (the overlapped two-level d128 fits with 64-key tiles)
-    constexpr int SMEM = WS ? fp8ws::cfg<HD>::SMEM : OV ? fp8ov::cfg<HD, OVBN>::SMEM : fp8pf::cfg<HD>::smem(NWG);
-    constexpr int ROWS = WS || OV ? 128 : 64 * NWG, THREADS = WS ? 384 : OV ? 256 : 128 * NWG;
-    auto kern = [] {  // (only the chosen kernel is instantiated)
-        if constexpr (WS) return k_prefill_fp8_ws<HD, ACC>;
-        else if constexpr (OV) return k_prefill_fp8_ov<HD, ACC, OVBN>;
-        else return k_prefill_fp8<HD, ACC, NWG>;
-    }();
+    constexpr int SMEM = fp8pf::cfg<HD>::smem(NWG), ROWS = 64 * NWG, THREADS = 128 * NWG;
+    auto kern = k_prefill_fp8<HD, ACC, NWG>;
     static bool attr_set = false;
     if (!attr_set) {
         if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM), "cudaFuncSetAttribute(k_prefill_fp8)"))
@@ -617,23 +607,16 @@ static void launch_prefill_fp8_acc(struct cuda_backend *c, void *out, const void
 template <int HD, int NWG>
 static void launch_prefill_fp8_nwg(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                    const struct attn_params *p, const float *sc, const struct batch *bt) {
-    if constexpr (NWG == 3 && HD > 64) {  // overlapped: `single`, and two-level at d128; the others spill: the default there
-        if (p->fp8_accum < 0) launch_prefill_fp8_acc<HD, 2, 3>(c, out, q, l, G, p->softmax_scale, sc, bt, 0);
-        else if constexpr (HD == 128) {
-            if (p->fp8_accum <= 1) launch_prefill_fp8_acc<HD, 0, 3>(c, out, q, l, G, p->softmax_scale, sc, bt, 1);
-            else launch_prefill_fp8_nwg<HD, 2>(c, out, q, l, G, p, sc, bt);
-        } else launch_prefill_fp8_nwg<HD, 2>(c, out, q, l, G, p, sc, bt);
-    } else {
-        if (p->fp8_accum == 0 || p->fp8_accum == 1) launch_prefill_fp8_acc<HD, 0, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, 1);
-        else if (p->fp8_accum > 1) launch_prefill_fp8_acc<HD, 1, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, p->fp8_accum);
-        else launch_prefill_fp8_acc<HD, 2, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, 0);
-    }
+    if (p->fp8_accum == 0 || p->fp8_accum == 1) launch_prefill_fp8_acc<HD, 0, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, 1);
+    else if (p->fp8_accum > 1) launch_prefill_fp8_acc<HD, 1, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, p->fp8_accum);
+    else launch_prefill_fp8_acc<HD, 2, NWG>(c, out, q, l, G, p->softmax_scale, sc, bt, 0);
 }
 
-// Two consumer warpgroups per CTA share each K/V tile (the default); OCTET_FP8_WG=1 selects
-// one warpgroup per CTA (the previous kernel, kept for comparisons); OCTET_FP8_WS=1 the lab's
-// warp-specialised kernel (cuda_prefill_fp8_ws.cuh); OCTET_FP8_OV=1 the lab's overlapped one
-// (cuda_prefill_fp8_ov.cuh); at head_dim 128 the TMA kernel (cuda_prefill_fp8_tma.cuh) comes first.
+// At head_dim 128 the TMA kernel (cuda_prefill_fp8_tma.cuh) comes first; otherwise two consumer
+// warpgroups per CTA share each K/V tile (the default), or one with OCTET_FP8_WG=1 (the previous
+// kernel, kept for comparisons). (Two lab kernels — a producer warpgroup with named-barrier
+// hand-over, and the next tile's Q·Kᵀ under this tile's softmax — measured slower or level
+// and were removed in session 17; bench/NOTES.md sessions 13–14 has them.)
 template <int HD>
 static void launch_prefill_fp8(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                const struct attn_params *p, const float *sc, const struct batch *bt) {
@@ -642,18 +625,14 @@ static void launch_prefill_fp8(struct cuda_backend *c, void *out, const void *q,
     // OCTET_FP8_TMA=0 selects the kernels below (as setting one of their lab switches does).
     static int tma = -1;
     if (tma < 0)
-        tma = cuda_env_int("OCTET_FP8_TMA", getenv("OCTET_FP8_OV") || getenv("OCTET_FP8_WS") || getenv("OCTET_FP8_WG") ? 0 : 1);
+        tma = cuda_env_int("OCTET_FP8_TMA", getenv("OCTET_FP8_WG") ? 0 : 1);
     if (HD == 128 && tma == 1 && p->fp8_accum <= 1 && fp8tma_fits(l, G)) {
         launch_prefill_fp8_tma(c, out, q, l, G, p->softmax_scale, sc, bt, p->fp8_accum < 0 ? 2 : 0);
         return;
     }
-    static int nwg = -1;
-    if (nwg < 0)
-        nwg = cuda_env_int("OCTET_FP8_OV", 0) == 1 ? 3 : cuda_env_int("OCTET_FP8_WS", 0) == 1 ? 0 : cuda_env_int("OCTET_FP8_WG", 2) == 1 ? 1 : 2;
-    if (nwg == 3) launch_prefill_fp8_nwg<HD, 3>(c, out, q, l, G, p, sc, bt);
-    else if (nwg == 2) launch_prefill_fp8_nwg<HD, 2>(c, out, q, l, G, p, sc, bt);
-    else if (nwg == 1) launch_prefill_fp8_nwg<HD, 1>(c, out, q, l, G, p, sc, bt);
-    else launch_prefill_fp8_nwg<HD, 0>(c, out, q, l, G, p, sc, bt);
+    static const int nwg = cuda_env_int("OCTET_FP8_WG", 2) == 1 ? 1 : 2;
+    if (nwg == 2) launch_prefill_fp8_nwg<HD, 2>(c, out, q, l, G, p, sc, bt);
+    else launch_prefill_fp8_nwg<HD, 1>(c, out, q, l, G, p, sc, bt);
 }
 
 // OCTET_FP8_WGMMA=0 sends e4m3 prefill to the f16 mma.sync kernel instead (for comparisons).

@@ -48,6 +48,11 @@ constexpr int OFF_QS = OFF_VT + 2 * TILE_BYTES, OFF_BAR = OFF_QS + 128 * 4;
 constexpr int N_BARS = 4 * KS + 4;
 constexpr int SMEM = OFF_BAR + N_BARS * 8 + 1024;  // (+ the alignment slack)
 enum { BAR_Q = 2, BAR_TURN = 4 };   // named barriers (0 is __syncthreads)
+__device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+// registers moved between warpgroups (setmaxnreg): the producer gives, the consumers take
+template <int N> __device__ __forceinline__ void reg_dealloc() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N)); }
+template <int N> __device__ __forceinline__ void reg_alloc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N)); }
 
 __device__ __forceinline__ uint32_t sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
@@ -202,7 +207,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     __syncthreads();
 
     if (threadIdx.x < 128) {  // ---- producer
-        fp8ws::reg_dealloc<40>();
+        fp8tma::reg_dealloc<40>();
         const int ptid = threadIdx.x;
         const int32_t *bt = btab + (size_t)s * max_blocks;
         // warp 0 copies, warps 1-3 transpose.
@@ -250,14 +255,14 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     }
 
     // ---- consumers: warpgroups 1 and 2, 64 query rows each
-    fp8ws::reg_alloc<232>();
+    fp8tma::reg_alloc<232>();
     const int tid = threadIdx.x - 128, wg = tid >> 7, warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
     const int n_heads = n_kv * G;
     fp8pf::load_q<HD>(Qs, qscale_s, q, tid, ct.q0, ct.n_q, ct.tok_per_cta, ct.t_begin, n_heads, g, G);
     fp8pf::rows2 rw;
     rw.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
     fence_proxy_async();                   // Q visible to the wgmma
-    fp8ws::bar_sync(BAR_Q + wg, 128);      // this warpgroup's Q rows and scales written
+    fp8tma::bar_sync(BAR_Q + wg, 128);      // this warpgroup's Q rows and scales written
     rw.scales(qscale_s, warp, rr, scales[g], scale);
     const float vscale = scales[KV_MAX_HEADS + g];
     const uint8_t *qw = Qs + wg * Q_BYTES;
@@ -286,7 +291,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         if constexpr (!FIRST) mbar_wait(&tfull[(i - 1) & 1], ((i - 1) >> 1) & 1, spin);
         pc.mark(0);
         float sacc[BN / 2];
-        if (pingpong) fp8ws::bar_sync(BAR_TURN + wg, 256);
+        if (pingpong) fp8tma::bar_sync(BAR_TURN + wg, 256);
         pc.mark(1);
         wgmma_fence();
 #pragma unroll
@@ -294,7 +299,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
             fp8pf::ss<BN>(sacc, wgmma_desc(qw + kk * 256, 128, HD * 8), desc_sw128(Ks + st * TILE_BYTES + kk * 32), kk > 0);
         wgmma_commit();
         if constexpr (!FIRST) pv_issue(i - 1);
-        if (pingpong && (wg == 0 || i + 1 < n)) fp8ws::bar_arrive(BAR_TURN + (wg ^ 1), 256);  // (turns balance: n each way)
+        if (pingpong && (wg == 0 || i + 1 < n)) fp8tma::bar_arrive(BAR_TURN + (wg ^ 1), 256);  // (turns balance: n each way)
         pc.mark(2);
         if constexpr (FIRST) wgmma_wait<0>();
         else wgmma_wait<1>();  // Q·Kᵀ(i) done, P·V(i − 1) may still run
@@ -323,7 +328,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         alpha_prev[1] = alpha[1];
         pc.mark(6);
     };
-    if (pingpong && wg == 1) fp8ws::bar_arrive(BAR_TURN, 256);  // warpgroup 1 (wg 0) takes the first turn
+    if (pingpong && wg == 1) fp8tma::bar_arrive(BAR_TURN, 256);  // warpgroup 1 (wg 0) takes the first turn
     tile(std::true_type(), 0);
     for (int i = 1; i < n; i++) tile(std::false_type(), i);
     if ((tid & 127) == 0) pc.flush(prof, wg, n);
