@@ -424,9 +424,7 @@ int engine_create(struct engine **out, struct model *m, const struct engine_opti
     if (e->o.max_num_seqs > e->o.max_num_batched_tokens) e->o.max_num_seqs = e->o.max_num_batched_tokens;
     e->b = backend_create(o->device, o->n_threads);
     if (!e->b) { free(e); return OCT_EINVAL; }
-    struct kv_options ko = o->kv;  // (block size 0: the backend's)
-    if (!ko.kv_block_tokens) ko.kv_block_tokens = e->b->ops->kv_block_tokens;
-    if ((rc = kv_cache_plan(&e->kv, m, &ko)) < 0) { e->b->ops->destroy(e->b); free(e); return rc; }
+    if ((rc = kv_cache_plan(&e->kv, m, &o->kv, e->b->ops->kv_block_tokens)) < 0) { e->b->ops->destroy(e->b); free(e); return rc; }
     e->bs = e->kv.kv_block_tokens;
     e->max_blocks_per_seq = (mml + e->bs - 1) / e->bs;
     e->salt = cache_salt(&e->kv);

@@ -14,7 +14,7 @@
 void kv_options_default(struct kv_options *o) {
     memset(o, 0, sizeof *o);
     strcpy(o->dtype, "auto");
-    o->kv_block_tokens = 0;  // the backend's default (engine, runner); kv_cache_plan alone: 16
+    o->kv_block_tokens = 0;  // kv_cache_plan's default_block_tokens (the backend's)
 }
 
 int kv_dtype_parse(const char *s, enum dtype model_dtype, enum dtype *out) {
@@ -61,12 +61,12 @@ int kv_options_set_skip(struct kv_options *o, const char *s) {
     return OCT_OK;
 }
 
-int kv_cache_plan(struct kv_cache *kv, const struct model *m, const struct kv_options *o) {
+int kv_cache_plan(struct kv_cache *kv, const struct model *m, const struct kv_options *o, int default_block_tokens) {
     const struct model_config *c = &m->cfg;
     memset(kv, 0, sizeof *kv);
     if (c->n_kv_heads > KV_MAX_HEADS) return err_set(OCT_EUNSUP, "kv cache: %d KV heads (max %d)", c->n_kv_heads, KV_MAX_HEADS);
     if (c->n_heads / c->n_kv_heads > 64) return err_set(OCT_EUNSUP, "kv cache: %d query heads per KV head (max 64)", c->n_heads / c->n_kv_heads);
-    const int bs = o->kv_block_tokens ? o->kv_block_tokens : 16;
+    const int bs = o->kv_block_tokens ? o->kv_block_tokens : default_block_tokens;
     if (bs < 1 || bs > 1024) return err_set(OCT_EINVAL, "--kv-block-tokens %d outside 1..1024", bs);
     enum dtype model_dt = m->weight_dtype, chosen;
     TRY(kv_dtype_parse(o->dtype, model_dt, &chosen));

@@ -19,7 +19,7 @@ struct kv_options {
     bool skip[MODEL_MAX_LAYERS];        // layers kept in the model dtype
     bool skip_sliding;                  // "sliding_window" in the skip list
     char scales_path[512];              // JSON scales file, "" = none
-    int kv_block_tokens;                // 0: the backend's (kv_block_tokens in its ops; 16 here)
+    int kv_block_tokens;                // 0: the backend's (kv_cache_plan's default_block_tokens)
 };
 
 void kv_options_default(struct kv_options *o);
@@ -39,7 +39,8 @@ struct kv_cache {
 // Resolves each layer's dtype for model m (auto → the model's weight dtype; f32 stays
 // f32 on the CPU), and its scales: 1.0, then the checkpoint's, then the scales file's.
 // Fills kv->layers (without memory) so sizes can be planned before allocating.
-int kv_cache_plan(struct kv_cache *kv, const struct model *m, const struct kv_options *o);
+// default_block_tokens: the block size when o has none (the backend's: backend_ops.kv_block_tokens).
+int kv_cache_plan(struct kv_cache *kv, const struct model *m, const struct kv_options *o, int default_block_tokens);
 // KV bytes per token of a planned cache (all layers, K and V).
 long kv_cache_bytes_per_token(const struct kv_cache *kv);
 // Allocates n_blocks pages per layer on backend b (K offsets need the CPU backend).

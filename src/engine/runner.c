@@ -23,9 +23,7 @@ int runner_init(struct runner *r, struct model *m, const struct runner_options *
     int step = r->o.max_step_tokens;
     r->b = backend_create(o->device, o->n_threads);
     if (!r->b) return OCT_EINVAL;
-    struct kv_options ko = o->kv;
-    if (!ko.kv_block_tokens) ko.kv_block_tokens = r->b->ops->kv_block_tokens;
-    int rp = kv_cache_plan(&r->kv, m, &ko);
+    int rp = kv_cache_plan(&r->kv, m, &o->kv, r->b->ops->kv_block_tokens);
     if (rp < 0) { r->b->ops->destroy(r->b); r->b = NULL; return rp; }
     r->max_blocks = (r->max_ctx + r->kv.kv_block_tokens - 1) / r->kv.kv_block_tokens;
     r->b->batch_invariant = o->batch_invariant;

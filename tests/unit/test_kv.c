@@ -74,7 +74,7 @@ TEST(plan_skip_layers_and_scales) {
     CHECK_OK(kv_options_set_dtype(&o, "fp8"));
     CHECK_OK(kv_options_set_skip(&o, "sliding_window 3"));
     struct kv_cache kv;
-    CHECK_OK(kv_cache_plan(&kv, m, &o));
+    CHECK_OK(kv_cache_plan(&kv, m, &o, 16));
     // tiny-swa: layers 0 and 2 slide (window 64), 1 and 3 are global
     CHECK_EQ_INT(kv.layers[0].dtype, DT_BF16);
     CHECK_EQ_INT(kv.layers[0].window, 64);
@@ -91,7 +91,7 @@ TEST(plan_skip_layers_and_scales) {
     write_file(path, "{\"format\":\"octet-kv-scales/1\",\"layers\":[{\"k_scale\":0.5,\"v_scale\":[0.25]},"
                      "{\"k_scale\":[1,2],\"v_scale\":0.125},{\"k_scale\":1,\"v_scale\":1},{\"k_scale\":1,\"v_scale\":1}]}");
     snprintf(o.scales_path, sizeof o.scales_path, "%s", path);
-    CHECK_OK(kv_cache_plan(&kv, m, &o));
+    CHECK_OK(kv_cache_plan(&kv, m, &o, 16));
     CHECK(kv.layers[0].k_scale[1] == 0.5f && kv.layers[0].v_scale[0] == 0.25f);
     CHECK(kv.layers[1].k_scale[0] == 1.0f && kv.layers[1].k_scale[1] == 2.0f && kv.layers[1].v_scale[1] == 0.125f);
     const char *bad[] = {
@@ -103,7 +103,7 @@ TEST(plan_skip_layers_and_scales) {
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         write_file(path, bad[i]);
-        CHECK_MSG(kv_cache_plan(&kv, m, &o) < 0 && strstr(err_msg(), "s.json"), "case %zu: %s", i, err_msg());
+        CHECK_MSG(kv_cache_plan(&kv, m, &o, 16) < 0 && strstr(err_msg(), "s.json"), "case %zu: %s", i, err_msg());
     }
     // k_offset: one [head_dim] array for every head, or [n_kv_heads][head_dim]; FP8 layers only
     // (layer 0 is a bf16 skip layer here, so its offsets are parsed but not applied)
@@ -115,7 +115,7 @@ TEST(plan_skip_layers_and_scales) {
              "{\"k_scale\":1,\"v_scale\":1,\"k_offset\":[[%s],[%s]]},{\"k_scale\":1,\"v_scale\":1},"
              "{\"k_scale\":1,\"v_scale\":1}]}", row, row, row);
     write_file(path, good);
-    CHECK_OK(kv_cache_plan(&kv, m, &o));
+    CHECK_OK(kv_cache_plan(&kv, m, &o, 16));
     CHECK(kv.layers[0].k_offset == NULL && kv.layers[2].k_offset == NULL && kv.layers[3].k_offset == NULL);
     CHECK(kv.layers[1].k_offset != NULL);
     if (kv.layers[1].k_offset) CHECK(kv.layers[1].k_offset[0] == -3.0f && kv.layers[1].k_offset[hd + 5] == 2.0f);
@@ -128,13 +128,13 @@ TEST(plan_skip_layers_and_scales) {
     };
     for (size_t i = 0; i < sizeof bad_off / sizeof bad_off[0]; i++) {
         write_file(path, bad_off[i]);
-        CHECK_MSG(kv_cache_plan(&kv, m, &o) < 0 && strstr(err_msg(), "k_offset") && strstr(err_msg(), "layer 1"),
+        CHECK_MSG(kv_cache_plan(&kv, m, &o, 16) < 0 && strstr(err_msg(), "k_offset") && strstr(err_msg(), "layer 1"),
                   "offset case %zu: %s", i, err_msg());
         CHECK(kv.k_offsets == NULL);
     }
     kv_options_default(&o);
     CHECK_OK(kv_options_set_skip(&o, "9"));
-    CHECK(kv_cache_plan(&kv, m, &o) < 0 && strstr(err_msg(), "layer 9"));
+    CHECK(kv_cache_plan(&kv, m, &o, 16) < 0 && strstr(err_msg(), "layer 9"));
     unlink(path);
     rmdir(dir);
     model_free(m);
