@@ -395,8 +395,11 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
     if (!fp8tma_map(c, &km, l->k, l, rows) || !fp8tma_map(c, &vm, l->v, l, rows)) return;
     static const int lab = cuda_env_int("OCTET_FP8_TMA_LAB", 0);
     static const bool prof_on = cuda_env_int("OCTET_FP8_TMA_PROF", 0) == 1;  // kernel lab (PROF above the kernel)
-    static unsigned long long *prof = nullptr;
-    if (prof_on && !prof && cuda_fail(c, cudaMalloc((void **)&prof, 32 * sizeof *prof), "cudaMalloc (prof)")) return;
+    static unsigned long long *prof = nullptr;  // (lab: one buffer for the process, zeroed after each print)
+    if (prof_on && !prof &&
+        (cuda_fail(c, cudaMalloc((void **)&prof, 32 * sizeof *prof), "cudaMalloc (prof)") ||
+         cuda_fail(c, cudaMemsetAsync(prof, 0, 32 * sizeof *prof, c->stream), "prof reset")))
+        return;
     static const int emu_env = cuda_env_int("OCTET_FP8_TMA_EXP_FMA", 0);  // kernel lab (EMU above the kernel)
     const int emu = emu_env == 2 ? 1 : emu_env == 4 ? 2 : 0;
     typedef decltype(&k_prefill_fp8_tma<0>) tma_fn;
