@@ -130,6 +130,10 @@ template <int HD, int ACC, bool NARROW = false> struct acc_state {
 // One KV tile t after S = Q·Kᵀ (sacc, BN/2 values of the thread's rows rr and rr + 8): online
 // softmax (scaled in place into P), the running max m and sum l, and the factor alpha on the
 // rows' earlier accumulators.
+// The two rows run side by side, in one basic block (the masking is one branch for both): the
+// row-by-row form (before session 18) compiled to two sequential halves, each a 17-deep max
+// chain, two shuffles and then 32 exponentials, so a warp alone spent ≈ 1,400 cycles on a
+// tile whose 64 MUFU ops need 512. Per row the values and the order of the sum are unchanged.
 // EMU (kernel lab): every EMU-th pair of scores exponentiated by ex2_fma instead of the MUFU (0: none).
 template <int BN, int EMU = 0>
 __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float (&row_sc)[2], const int (&row_lo)[2],
@@ -137,41 +141,68 @@ __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float
     constexpr int NJ = BN / 8;
     // online softmax on rows rr (h = 0) and rr + 8 (h = 1), in the log2 domain scaled by
     // row_sc (> 0, so the raw scores' max is the scaled scores' max): one FFMA and one ex2 per
-    // score, P·256 as 2^(s·sc − m + 8); l sums P·256. Only tiles that cross a row's window start
-    // or its position are masked (with causal rows, the diagonal tiles).
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
+    // score, P·256 as 2^(s·sc − m + 8); l sums P·256. Only tiles that cross a row's window
+    // start or its position are masked (with causal rows, the diagonal tiles).
+    if (t * BN < row_lo[0] || t * BN + BN - 1 > row_pos[0] || t * BN < row_lo[1] || t * BN + BN - 1 > row_pos[1]) {
         const int k0 = t * BN + 2 * c;
-        if (t * BN < row_lo[h] || t * BN + BN - 1 > row_pos[h]) {
-#pragma unroll
-            for (int j = 0; j < NJ; j++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    int kp = k0 + 8 * j + e;
-                    if (kp < row_lo[h] || kp > row_pos[h]) sacc[4 * j + 2 * h + e] = -INFINITY;
-                }
-        }
-        float mx = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < NJ; j++) mx = fmaxf(mx, fmaxf(sacc[4 * j + 2 * h], sacc[4 * j + 2 * h + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
-        const float mn = fmaxf(m[h], mx * row_sc[h]);
-        alpha[h] = mn == -INFINITY ? 1.0f : ex2(m[h] - mn);
-        const float off = mn == -INFINITY ? 0.0f : 8.0f - mn;  // (all masked so far: every x is −inf → P = 0)
-        float sum = 0.0f;
 #pragma unroll
         for (int j = 0; j < NJ; j++)
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const float x = fmaf(sacc[4 * j + 2 * h + e], row_sc[h], off);
-                float p = EMU > 0 && j % (EMU > 0 ? EMU : 1) == EMU - 1 ? ex2_fma(x) : ex2(x);
-                sum += p;
-                sacc[4 * j + 2 * h + e] = p;
-            }
-        l[h] = l[h] * alpha[h] + sum;
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int kp = k0 + 8 * j + e;
+                    if (kp < row_lo[h] || kp > row_pos[h]) sacc[4 * j + 2 * h + e] = -INFINITY;
+                }
+    }
+    // row maxima as trees (depth log2(BN/4) + 1 instead of BN/4 + 1), both rows at once
+    float mx[2][NJ];
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) mx[h][j] = fmaxf(sacc[4 * j + 2 * h], sacc[4 * j + 2 * h + 1]);
+    static_assert(NJ == 16 || NJ == 8, "tiles of 64 or 128 keys");
+    if constexpr (NJ == 16) {
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) mx[h][j] = fmaxf(mx[h][j], mx[h][j + 8]);
+    }
+#pragma unroll
+    for (int j = 0; j < 4; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) mx[h][j] = fmaxf(mx[h][j], mx[h][j + 4]);
+#pragma unroll
+    for (int j = 0; j < 2; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) mx[h][j] = fmaxf(mx[h][j], mx[h][j + 2]);
+#pragma unroll
+    for (int h = 0; h < 2; h++) mx[h][0] = fmaxf(mx[h][0], mx[h][1]);
+#pragma unroll
+    for (int h = 0; h < 2; h++) mx[h][0] = fmaxf(mx[h][0], __shfl_xor_sync(0xffffffff, mx[h][0], 1));
+#pragma unroll
+    for (int h = 0; h < 2; h++) mx[h][0] = fmaxf(mx[h][0], __shfl_xor_sync(0xffffffff, mx[h][0], 2));
+    float off[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const float mn = fmaxf(m[h], mx[h][0] * row_sc[h]);
+        alpha[h] = mn == -INFINITY ? 1.0f : ex2(m[h] - mn);
+        off[h] = mn == -INFINITY ? 0.0f : 8.0f - mn;  // (all masked so far: every x is −inf → P = 0)
         m[h] = mn;
     }
+#pragma unroll
+    for (int j = 0; j < NJ; j++)
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float x = fmaf(sacc[4 * j + 2 * h + e], row_sc[h], off[h]);
+                float p = EMU > 0 && j % (EMU > 0 ? EMU : 1) == EMU - 1 ? ex2_fma(x) : ex2(x);
+                sum[h] += p;
+                sacc[4 * j + 2 * h + e] = p;
+            }
+#pragma unroll
+    for (int h = 0; h < 2; h++) l[h] = l[h] * alpha[h] + sum[h];
 }
 // P (sacc after softmax_s) as e4m3 wgmma A fragments, in Vᵀ's key order
 template <int BN> __device__ __forceinline__ void pack_p(const float *sacc, uint32_t (&pa)[BN / 32][4]) {
