@@ -155,7 +155,6 @@ __global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf
 __global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd, int n_splits, int skip,
                           const int32_t *seq_lens, int window, int min_split, int dyn) {
     pdl_trigger();  // the output projection's GEMM may launch (it waits for this grid's results)
-    pdl_wait();     // (OCTET_COMBINE_PDL=1: launched as the decode kernel's programmatic dependent)
     extern __shared__ float w[];  // [n_splits] weights, then [ngrp][hd] partial sums
     __shared__ float red[32];
     const int s = blockIdx.x, qh = blockIdx.y, tid = threadIdx.x, nw = blockDim.x / 32, ngrp = blockDim.x / hd;
@@ -360,28 +359,8 @@ static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_
     int threads = (groups * hd + 31) / 32 * 32;  // whole warps; the kernel uses threads / hd groups
     size_t smem = ((size_t)n_splits + (size_t)(threads / hd) * hd) * sizeof(float);
     static const int skip = cuda_env_int("OCTET_COMBINE_SKIP", 1) != 0;
-    // OCTET_COMBINE_PDL=1 (kernel lab): a programmatic dependent of the decode kernel (which
-    // triggers at its start), so the combine's launch overlaps the decode grid's tail and its
-    // CTAs wait in pdl_wait() for the partials (cuda_pdl.cuh)
-    static const bool pdl = cuda_env_int("OCTET_COMBINE_PDL", 0) == 1;
-    if (pdl) {
-        cudaLaunchConfig_t cfg = {};
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[0].val.programmaticStreamSerializationAllowed = 1;
-        cfg.gridDim = dim3(n_seqs, n_heads);
-        cfg.blockDim = dim3(threads);
-        cfg.dynamicSmemBytes = smem;
-        cfg.stream = c->stream;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
-        cuda_fail(c, cudaLaunchKernelEx(&cfg, k_combine, (bf16 *)out, (const float *)c->d_part, qstart, n_heads, hd, n_splits, skip,
-                                        seq_lens, window, min_split, (int)dyn),
-                  "attention combine (PDL)");
-    } else {
-        k_combine<<<dim3(n_seqs, n_heads), threads, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits, skip,
-                                                                       seq_lens, window, min_split, dyn);
-    }
+    k_combine<<<dim3(n_seqs, n_heads), threads, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits, skip,
+                                                                   seq_lens, window, min_split, dyn);
     CUDA_LAUNCHED(c, "attention combine");
 }
 

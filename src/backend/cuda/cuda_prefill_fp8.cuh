@@ -70,18 +70,6 @@ __device__ __forceinline__ float ex2(float x) {  // 2^x (MUFU.EX2; -inf -> 0)
     return y;
 }
 
-// 2^x on the FMA pipe instead of the MUFU (kernel lab: softmax_s's EMU), for the softmax's
-// arguments (x <= 8): x = n + f with n = rint(x) by the 1.5·2^23 add, 2^f (|f| <= 0.5) by a
-// degree-3 polynomial through 4 Chebyshev nodes, n added into the exponent bits. Relative error
-// < 1e-4 over [-124, 8] in float32 emulation (P then rounds to e4m3: 6 % steps); x < -125 gives
-// 2^-125, which e4m3 flushes to 0 as it does 2^x.
-__device__ __forceinline__ float ex2_fma(float x) {
-    x = fmaxf(x, -125.0f);
-    const float r = __fadd_rn(x, 12582912.0f), f = __fsub_rn(x, __fsub_rn(r, 12582912.0f));
-    const float p = fmaf(fmaf(fmaf(0.05583828f, f, 0.24263948f), f, 0.69313675f), f, 0.99992454f);
-    return __int_as_float(__float_as_int(p) + (__float_as_int(r) << 23));
-}
-
 template <int N> __device__ __forceinline__ void ss(float *d, uint64_t a, uint64_t b, int sd) {
     if constexpr (N == 64) wgmma_ss_n64(d, a, b, sd); else wgmma_ss_n128(d, a, b, sd);
 }
@@ -134,8 +122,7 @@ template <int HD, int ACC, bool NARROW = false> struct acc_state {
 // row-by-row form (before session 18) compiled to two sequential halves, each a 17-deep max
 // chain, two shuffles and then 32 exponentials, so a warp alone spent ≈ 1,400 cycles on a
 // tile whose 64 MUFU ops need 512. Per row the values and the order of the sum are unchanged.
-// EMU (kernel lab): every EMU-th pair of scores exponentiated by ex2_fma instead of the MUFU (0: none).
-template <int BN, int EMU = 0>
+template <int BN>
 __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float (&row_sc)[2], const int (&row_lo)[2],
                                           const int (&row_pos)[2], float (&m)[2], float (&l)[2], float (&alpha)[2]) {
     constexpr int NJ = BN / 8;
@@ -197,7 +184,7 @@ __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const float x = fmaf(sacc[4 * j + 2 * h + e], row_sc[h], off[h]);
-                float p = EMU > 0 && j % (EMU > 0 ? EMU : 1) == EMU - 1 ? ex2_fma(x) : ex2(x);
+                const float p = ex2(x);
                 sum[h] += p;
                 sacc[4 * j + 2 * h + e] = p;
             }

@@ -172,13 +172,14 @@ template <bool ON> struct phase_clock {
 // one (session 17: 633 against 632 at 128-token blocks).
 // Also measured and removed (session 17, PROF beside): the two consumers' softmaxes taking turns
 // (slower: 631 → 582), P·V(i − 1) waited for before the softmax (the same), one kempty/tempty
-// arrival a warp instead of a thread (the same). The softmax phase — ≈ 1,200–1,600 of 2,800
-// cycles a tile for ≈ 270 instructions — is the open question (bench/NOTES.md).
-// EMU (kernel lab, OCTET_FP8_TMA_EXP_FMA=k, k = 2 or 4; written after session 17's last call, not
-// yet run on a GPU): every k-th pair of a thread's scores is exponentiated on the FMA pipe
-// (fp8pf::ex2_fma, ≈ 9 instructions) instead of the MUFU, whose 66 ex2 a thread a tile are as
-// many cycles as the tile's tensor work (bench/NOTES.md, session 17).
-template <int ACC, bool PROF = false, int EMU = 0>
+// arrival a warp instead of a thread (the same). Session 18: a quarter or half of the
+// exponentials on the FMA pipe (FA4's polynomial: 629 → 609 / 545 TFLOP/s) — the MUFU is not
+// what holds the tile (ncu: XU pipe 36 %, tensor 33 %, issue 45 %). The softmax's rows side by
+// side cut its phase ≈ 200 cycles and the turn wait grew as much (632 TFLOP/s). In the SASS the
+// wait for P·V(i − 1) sits before the softmax: with o, T, S and P live (≈ 228 of 232 registers)
+// ptxas reuses P's registers for the softmax's temporaries, so a warpgroup's own P·V never runs
+// under its softmax (bench/NOTES.md).
+template <int ACC, bool PROF = false>
 __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
                                                          const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
@@ -315,7 +316,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         pc.mark(3);
         mbar_arrive(&kempty[st]);
         float alpha[2];
-        fp8pf::softmax_s<BN, EMU>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha);
+        fp8pf::softmax_s<BN>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha);
         pc.mark(4);
         if constexpr (!FIRST) {  // P·V(i − 1) done: T folded, its P registers free for P(i)
             wgmma_wait<0>();
@@ -408,17 +409,12 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
         (cuda_fail(c, cudaMalloc((void **)&prof, 32 * sizeof *prof), "cudaMalloc (prof)") ||
          cuda_fail(c, cudaMemsetAsync(prof, 0, 32 * sizeof *prof, c->stream), "prof reset")))
         return;
-    static const int emu_env = cuda_env_int("OCTET_FP8_TMA_EXP_FMA", 0);  // kernel lab (EMU above the kernel)
-    const int emu = emu_env == 2 ? 1 : emu_env == 4 ? 2 : 0;
     typedef decltype(&k_prefill_fp8_tma<0>) tma_fn;
-    // [acc][emu][prof]: (PROF with EMU too, to see the softmax phase move)
-    static const tma_fn kerns[12] = {k_prefill_fp8_tma<0, false, 0>, k_prefill_fp8_tma<0, true, 0>, k_prefill_fp8_tma<0, false, 2>,
-                                     k_prefill_fp8_tma<0, true, 2>,  k_prefill_fp8_tma<0, false, 4>, k_prefill_fp8_tma<0, true, 4>,
-                                     k_prefill_fp8_tma<2, false, 0>, k_prefill_fp8_tma<2, true, 0>, k_prefill_fp8_tma<2, false, 2>,
-                                     k_prefill_fp8_tma<2, true, 2>,  k_prefill_fp8_tma<2, false, 4>, k_prefill_fp8_tma<2, true, 4>};
-    const int which = (acc != 0) * 6 + emu * 2 + prof_on;
+    static const tma_fn kerns[4] = {k_prefill_fp8_tma<0, false>, k_prefill_fp8_tma<0, true>, k_prefill_fp8_tma<2, false>,
+                                    k_prefill_fp8_tma<2, true>};  // [acc][prof]
+    const int which = (acc != 0) * 2 + prof_on;
     const tma_fn kern = kerns[which];
-    static bool attr_set[12] = {};
+    static bool attr_set[4] = {};
     if (!attr_set[which]) {
         if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma::SMEM), "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
             return;
