@@ -120,8 +120,9 @@ template <int HD, int ACC, bool NARROW = false> struct acc_state {
 // rows' earlier accumulators.
 // The two rows run side by side, in one basic block (the masking is one branch for both): the
 // row-by-row form (before session 18) compiled to two sequential halves, each a 17-deep max
-// chain, two shuffles and then 32 exponentials, so a warp alone spent ≈ 1,400 cycles on a
-// tile whose 64 MUFU ops need 512. Per row the values and the order of the sum are unchanged.
+// chain, two shuffles and then 32 exponentials (≈ 1,430–1,590 cycles a tile whose 64 MUFU ops
+// need 512); side by side the phase is ≈ 200 cycles shorter (H200, bench/NOTES.md, session 18).
+// Per row the values and the order of the sum are unchanged.
 template <int BN>
 __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float (&row_sc)[2], const int (&row_lo)[2],
                                           const int (&row_pos)[2], float (&m)[2], float (&l)[2], float (&alpha)[2]) {

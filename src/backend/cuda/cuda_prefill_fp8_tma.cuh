@@ -116,8 +116,9 @@ __device__ __forceinline__ void transpose_ldsm(const uint8_t *vr, uint8_t *vt, i
             mask = (k0 <= klim ? 0xffu : 0u) | (k0 + 1 <= klim ? 0xff00u : 0u) | (k0 + 8 <= klim ? 0xff0000u : 0u) |
                    (k0 + 9 <= klim ? 0xff000000u : 0u);
         }
-        // two units' loads before their stores (the asm's memory clobbers keep source order, so
-        // one unit at a time waited out each ldmatrix: ≈ 1,850 cycles a tile a warp, session 17)
+        // two units' loads before their stores (one unit at a time waited out each ldmatrix);
+        // at the producer's 40 registers ptxas still permutes the first unit before the second
+        // load, so the phase only went 1,855 → 1,747 cycles a tile (bench/NOTES.md, session 18)
 #pragma unroll
         for (int s = 0; s < HD / 32; s += 2) {
             uint32_t r[2][4];
