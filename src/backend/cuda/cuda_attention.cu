@@ -15,6 +15,7 @@
 #include "cuda_prefill_mma.cuh"
 #include "cuda_prefill_fp8.cuh"
 #include "cuda_prefill_fp8_tma.cuh"
+#include "cuda_decode_prof.cuh"
 #include "cuda_decode_t.cuh"
 
 // ---------------------------------------------------------------- element access
@@ -152,6 +153,10 @@ __global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf
 // dyn (kernel lab, OCTET_COMBINE_DYN=1: the DYN decode kernel ran): a sequence's busy splits follow
 // from seq_lens, window and min_split; with at most DECODE_FUSED_MAX of them the decode kernel has
 // combined them already (the CTA leaves), else only the busy ones are read.
+// PRE > 0 (kernel lab, OCTET_COMBINE_PRE=1): each thread loads its first PRE splits' values before
+// the weights are known, so their L2 latencies overlap the max and weight phases instead of
+// following them in rounds of 4; the sums (order, operands) are the same.
+template <int PRE>
 __global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd, int n_splits, int skip,
                           const int32_t *seq_lens, int window, int min_split, int dyn) {
     pdl_trigger();  // the output projection's GEMM may launch (it waits for this grid's results)
@@ -165,6 +170,15 @@ __global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, i
         const int busy = split_busy(pos, lo, n_splits, min_split);
         if (busy <= DECODE_FUSED_MAX) return;
         n_splits = busy;  // (pp keeps the partials' stride)
+    }
+    const int grp = tid / hd, d = tid % hd;
+    float x[PRE > 0 ? PRE : 1];  // PRE: splits grp, grp + ngrp, ... of dim d
+    if constexpr (PRE > 0) {
+#pragma unroll
+        for (int k = 0; k < PRE; k++) {
+            const int i = grp + k * ngrp;
+            x[k] = grp < ngrp && i < n_splits ? __ldcg(pp + (size_t)i * (hd + 2) + 2 + d) : 0.0f;
+        }
     }
     float mm = -INFINITY;
     for (int i = tid; i < n_splits; i += blockDim.x) mm = fmaxf(mm, pp[(size_t)i * (hd + 2)]);
@@ -186,11 +200,20 @@ __global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, i
     __syncthreads();
     float ll = 0.0f;
     for (int i = 0; i < nw; i++) ll += red[i];
-    const int grp = tid / hd, d = tid % hd;
     if (grp < ngrp) {
         float aa = 0.0f;
+        int i = grp;
+        if constexpr (PRE > 0) {
+#pragma unroll
+            for (int k = 0; k < PRE; k++, i += ngrp) {
+                if (i < n_splits) {
+                    const float wi = w[i];
+                    if (!skip || wi != 0.0f) aa += x[k] * wi;
+                }
+            }
+        }
 #pragma unroll 4
-        for (int i = grp; i < n_splits; i += ngrp) {
+        for (; i < n_splits; i += ngrp) {
             const float wi = w[i];
             if (!skip || wi != 0.0f) aa += pp[(size_t)i * (hd + 2) + 2 + d] * wi;
         }
@@ -359,7 +382,8 @@ static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_
     int threads = (groups * hd + 31) / 32 * 32;  // whole warps; the kernel uses threads / hd groups
     size_t smem = ((size_t)n_splits + (size_t)(threads / hd) * hd) * sizeof(float);
     static const int skip = cuda_env_int("OCTET_COMBINE_SKIP", 1) != 0;
-    k_combine<<<dim3(n_seqs, n_heads), threads, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits, skip,
+    static const bool pre = cuda_env_int("OCTET_COMBINE_PRE", 0) == 1;
+    (pre ? k_combine<24> : k_combine<0>)<<<dim3(n_seqs, n_heads), threads, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits, skip,
                                                                    seq_lens, window, min_split, dyn);
     CUDA_LAUNCHED(c, "attention combine");
 }
@@ -396,6 +420,18 @@ static decode_mma_fn decode_dyn_for(const struct kv_layer *l, int stages) {
     if (l->dtype == DT_BF16) return stages == 2 ? k_decode_t<HD, DT_BF16, 2, true, true> : k_decode_t<HD, DT_BF16, 3, true, true>;
     if (l->dtype == DT_E4M3) return stages == 2 ? k_decode_t<HD, DT_E4M3, 2, true, true> : k_decode_t<HD, DT_E4M3, 3, true, true>;
     return stages == 2 ? k_decode_t<HD, DT_E5M2, 2, true, true> : k_decode_t<HD, DT_E5M2, 3, true, true>;
+}
+
+// The PROF transposed kernel (OCTET_DECODE_PROF=1, head_dim 128, bf16/e4m3; cuda_decode_prof.cuh), or null.
+template <int HD>
+static decode_mma_fn decode_prof_for(const struct kv_layer *l, int stages) {
+    if constexpr (HD != 128) {
+        return nullptr;
+    } else {
+        if (l->dtype == DT_BF16) return stages == 2 ? k_decode_t<HD, DT_BF16, 2, false, false, true> : k_decode_t<HD, DT_BF16, 3, false, false, true>;
+        if (l->dtype == DT_E4M3) return stages == 2 ? k_decode_t<HD, DT_E4M3, 2, false, false, true> : k_decode_t<HD, DT_E4M3, 3, false, false, true>;
+        return nullptr;
+    }
 }
 
 // Decode on the transposed kernel (keys on the MMA's M side; cuda_decode_t.cuh) by default:
@@ -464,12 +500,27 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
         kern = plain;
     }
     dim3 grid(bt->n_seqs, l->n_kv_heads, n_splits);
+    // kernel lab: the launch's timeline (the plain kernel and k_combine only)
+    static const bool prof_on = cuda_env_int("OCTET_DECODE_PROF", 0) == 1;
+    static decode_prof dp;
+    const size_t n_ctas = (size_t)grid.x * grid.y * grid.z;
+    decode_mma_fn pk = prof_on && kern == plain && tr ? decode_prof_for<HD>(l, stages) : nullptr;
+    if (pk) {
+        if (ring && cuda_fail(c, cudaFuncSetAttribute(pk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring), "prof attr")) return;
+        if (!dprof_begin(c, &dp, n_ctas)) return;
+        kern = pk;
+    }
     kern<<<grid, 128, ring, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, c->cb.qstart, c->cb.seq_lens,
                                          c->cb.btab, bt->max_blocks_per_seq, kv_sub_lg(l), l->n_kv_heads, G, l->window, scale, sc, n_splits,
                                          min_split, nullptr, 0, arrive);
     if (CUDA_LAUNCHED(c, "attention decode (mma)")) return;
+    if (pk) dprof_event(c, &dp, 1);
     if (n_splits > 1 && (!arrive || (dyn && n_splits > DECODE_FUSED_MAX)))
         launch_combine(c, out, bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart, dyn, c->cb.seq_lens, l->window, min_split);
+    if (pk) {
+        dprof_event(c, &dp, 2);
+        dprof_report(c, &dp, n_ctas, 2.0 * (double)l->n_kv_heads * HD * (l->dtype == DT_BF16 ? 2 : 1) * (double)c->cb.max_ctx * bt->n_seqs);
+    }
 }
 
 // Identity mode (--batch-invariant; OCTET_IDENTITY=1 forces it): every query row, decode or prefill, runs the

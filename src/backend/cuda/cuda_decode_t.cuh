@@ -63,7 +63,8 @@ template <int HD, int DT> struct frags {
 
 }  // namespace dect
 
-template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false>
+// PROF (kernel lab, OCTET_DECODE_PROF=1; cuda_decode_prof.cuh): stamps the CTA's timeline.
+template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false>
 __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                   const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                   int max_blocks, int lgr, int n_kv, int G, int window, float scale,
@@ -72,6 +73,9 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     static_assert(STAGES >= 2, "the ring is required");
     typedef mma_traits<DT> TR;
     pdl_trigger();
+    if constexpr (PROF) {
+        if (threadIdx.x == 0) dprof_mark(0), dprof_mark(4);
+    }
     constexpr int ES = DT == DT_BF16 ? 2 : 1, NJ = HD / 16;  // NJ: MMAs per block for Sᵀ and for Oᵀ
     const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, c = lane & 3;
@@ -129,6 +133,9 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
         issue(blk + 4 * (STAGES - 1), (stage + STAGES - 1) % STAGES);
         cp_async_wait<STAGES - 1>();
         __syncwarp();
+        if constexpr (PROF) {
+            if (threadIdx.x == 0 && blk == b0) dprof_mark(1);
+        }
         const char *ks = my_ring + (size_t)stage * 2 * BLK_BYTES;
         f.load(ks, ks + BLK_BYTES, gr, c);
         __syncwarp();  // every lane has its words before the stage is refilled
@@ -210,6 +217,9 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     float(*sm_m)[16] = (float(*)[16])(ring_t + sizeof(float) * 4 * 8 * HD), (*sm_l)[16] = sm_m + 4;
     static_assert(4 * STAGES * 2 * BLK_BYTES >= (int)sizeof(float) * (4 * 8 * HD + 2 * 4 * 16), "the merge fits the ring");
     __syncthreads();
+    if constexpr (PROF) {
+        if (threadIdx.x == 0) dprof_mark(2);
+    }
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int head = 2 * c + h;
@@ -223,6 +233,10 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     }
     __syncthreads();
     merge_warps_store<HD, DYN>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits, cta.n_use);
+    if constexpr (PROF) {
+        __syncthreads();
+        if (threadIdx.x == 0) dprof_mark(3);
+    }
     if constexpr (FUSED) {
         if (DYN ? cta.n_use > 1 && cta.n_use <= DECODE_FUSED_MAX : n_splits > 1)
             split_arrive_combine<HD, DYN>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits, cta.n_use);
