@@ -51,6 +51,7 @@ def attn(argv):
         if "peer" in r: continue
         p = peer.get((r["batch"], r["len"]))
         tag = "" if r["backend"] == "cuda" else " (" + r["backend"] + ")"
+        tag += f" [{r['variant']}]" if "variant" in r else ""
         print(f"| B={r['batch']} L={r['len']} | {r['kv_dtype']}{tag} | {r['us']:.1f} | {r['kv_GBps']:.0f} | {p or 0:.1f} | {r['us']/p if p else 0:.3f} |")
 
 

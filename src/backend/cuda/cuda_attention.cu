@@ -489,9 +489,11 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     // L=128k took 101 us instead of 78 (fp8) and 165 instead of 134 (bf16) on the H200 — and so
     // do batches: at B=8 L=32k (8 splits) the fused combine took 157 us against 137 (fp8) and 292
     // against 255 (bf16) with k_combine (bench/NOTES.md, sessions 13 and 15).
+    // OCTET_FUSED_WIDE=1 (kernel lab): the fused combine for any batch and split count that fits its scratch.
+    static const bool wide = cuda_env_int("OCTET_FUSED_WIDE", 0) == 1;
     int *arrive = nullptr;
     if ((dyn && n_splits > 1) ||
-        (fuse && bt->n_seqs == 1 && n_splits > 1 && n_splits <= DECODE_FUSED_MAX && 2 * G * n_splits + G <= 32 * HD)) {
+        (fuse && (wide || (bt->n_seqs == 1 && n_splits <= DECODE_FUSED_MAX)) && n_splits > 1 && 2 * G * n_splits + G <= 32 * HD)) {
         const size_t cap = c->arrive_cap, cnt = (size_t)bt->n_seqs * l->n_kv_heads;
         if (!cuda_reserve(c, &c->d_arrive, &c->arrive_cap, cnt)) return;
         if (c->arrive_cap != cap && cuda_fail(c, cudaMemsetAsync(c->d_arrive, 0, cnt * sizeof(int), c->stream), "cudaMemset")) return;

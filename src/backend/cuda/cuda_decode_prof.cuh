@@ -71,7 +71,8 @@ static bool dprof_begin(struct cuda_backend *c, decode_prof *p, size_t n) {
 // After the decode kernel (i = 1) and after the combine (i = 2; the same point when none ran).
 static void dprof_event(struct cuda_backend *c, decode_prof *p, int i) { cuda_fail(c, cudaEventRecord(p->ev[i], c->stream), "decode prof event"); }
 
-// After both: waits for them and prints one line (µs; times from the first CTA's start).
+// After both: waits for them and prints one line (µs; times from the first CTA's start);
+// OCTET_DECODE_PROF_DUMP=FILE also writes each CTA as cta,smid,start,first bytes (from its start),loops done,stored.
 static void dprof_report(struct cuda_backend *c, decode_prof *p, size_t n, double bytes) {
     unsigned long long *h = (unsigned long long *)malloc(n * DPROF_SLOTS * sizeof *h);
     double *v = (double *)malloc(n * 4 * sizeof *v);
@@ -81,6 +82,8 @@ static void dprof_report(struct cuda_backend *c, decode_prof *p, size_t n, doubl
         free(v);
         return;
     }
+    const char *dump = getenv("OCTET_DECODE_PROF_DUMP");  // a CSV of this launch's CTAs (overwritten by the next)
+    FILE *df = dump && *dump ? fopen(dump, "w") : nullptr;
     unsigned long long t0 = ~0ull, tend = 0;
     size_t busy = 0;
     for (size_t i = 0; i < n; i++) {
@@ -99,8 +102,10 @@ static void dprof_report(struct cuda_backend *c, decode_prof *p, size_t n, doubl
         fb[k] = r[1] ? (r[1] - r[0]) * 1e-3 : 0.0;
         lp[k] = (r[2] - t0) * 1e-3;
         dur[k] = (r[2] - r[0]) * 1e-3;
+        if (df) fprintf(df, "%zu,%llu,%.3f,%.3f,%.3f,%.3f\n", i, r[4], st[k], fb[k], lp[k], (r[3] - t0) * 1e-3);
         k++;
     }
+    if (df) fclose(df);
     qsort(st, k, sizeof *st, dprof_cmp);
     qsort(fb, k, sizeof *fb, dprof_cmp);
     qsort(lp, k, sizeof *lp, dprof_cmp);
