@@ -153,10 +153,6 @@ __global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf
 // dyn (kernel lab, OCTET_COMBINE_DYN=1: the DYN decode kernel ran): a sequence's busy splits follow
 // from seq_lens, window and min_split; with at most DECODE_FUSED_MAX of them the decode kernel has
 // combined them already (the CTA leaves), else only the busy ones are read.
-// PRE > 0 (kernel lab, OCTET_COMBINE_PRE=1): each thread loads its first PRE splits' values before
-// the weights are known, so their L2 latencies overlap the max and weight phases instead of
-// following them in rounds of 4; the sums (order, operands) are the same.
-template <int PRE>
 __global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd, int n_splits, int skip,
                           const int32_t *seq_lens, int window, int min_split, int dyn) {
     pdl_trigger();  // the output projection's GEMM may launch (it waits for this grid's results)
@@ -170,15 +166,6 @@ __global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, i
         const int busy = split_busy(pos, lo, n_splits, min_split);
         if (busy <= DECODE_FUSED_MAX) return;
         n_splits = busy;  // (pp keeps the partials' stride)
-    }
-    const int grp = tid / hd, d = tid % hd;
-    float x[PRE > 0 ? PRE : 1];  // PRE: splits grp, grp + ngrp, ... of dim d
-    if constexpr (PRE > 0) {
-#pragma unroll
-        for (int k = 0; k < PRE; k++) {
-            const int i = grp + k * ngrp;
-            x[k] = grp < ngrp && i < n_splits ? __ldcg(pp + (size_t)i * (hd + 2) + 2 + d) : 0.0f;
-        }
     }
     float mm = -INFINITY;
     for (int i = tid; i < n_splits; i += blockDim.x) mm = fmaxf(mm, pp[(size_t)i * (hd + 2)]);
@@ -200,20 +187,11 @@ __global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, i
     __syncthreads();
     float ll = 0.0f;
     for (int i = 0; i < nw; i++) ll += red[i];
+    const int grp = tid / hd, d = tid % hd;
     if (grp < ngrp) {
         float aa = 0.0f;
-        int i = grp;
-        if constexpr (PRE > 0) {
-#pragma unroll
-            for (int k = 0; k < PRE; k++, i += ngrp) {
-                if (i < n_splits) {
-                    const float wi = w[i];
-                    if (!skip || wi != 0.0f) aa += x[k] * wi;
-                }
-            }
-        }
 #pragma unroll 4
-        for (; i < n_splits; i += ngrp) {
+        for (int i = grp; i < n_splits; i += ngrp) {
             const float wi = w[i];
             if (!skip || wi != 0.0f) aa += pp[(size_t)i * (hd + 2) + 2 + d] * wi;
         }
@@ -382,8 +360,7 @@ static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_
     int threads = (groups * hd + 31) / 32 * 32;  // whole warps; the kernel uses threads / hd groups
     size_t smem = ((size_t)n_splits + (size_t)(threads / hd) * hd) * sizeof(float);
     static const int skip = cuda_env_int("OCTET_COMBINE_SKIP", 1) != 0;
-    static const bool pre = cuda_env_int("OCTET_COMBINE_PRE", 0) == 1;
-    (pre ? k_combine<24> : k_combine<0>)<<<dim3(n_seqs, n_heads), threads, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits, skip,
+    k_combine<<<dim3(n_seqs, n_heads), threads, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits, skip,
                                                                    seq_lens, window, min_split, dyn);
     CUDA_LAUNCHED(c, "attention combine");
 }
@@ -445,9 +422,13 @@ static bool decode_t_on(void) {
 template <int HD>
 static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G, float scale,
                               const float *sc, const struct batch *bt) {
-    // OCTET_DECODE_STAGES=0 selects the unpipelined variant (kernel lab); default 3 (fp8) / 2 (bf16)
+    // Ring depth 2 for both caches (OCTET_DECODE_STAGES=N overrides; 0: the unpipelined variant, a
+    // kernel lab). FP8 ran with 3 until session 19: depth 2 was faster in every sample on the H200 —
+    // B=1 L=128k 73.2/73.9 us vs 74.0-75.1, B=8 L=32k 132.1/134.7 vs 134.4-137.9 (two calls, each
+    // beside depth 3), and OCTET_DECODE_PROF put the first block's bytes at 3.9 us after a CTA's
+    // start instead of 5.3: fewer requests queue in front of each warp's first (bench/NOTES.md).
     static const int stages_env = cuda_env_int("OCTET_DECODE_STAGES", -1);
-    int stages = stages_env >= 0 ? stages_env : (l->dtype == DT_BF16 ? 2 : 3);
+    int stages = stages_env >= 0 ? stages_env : 2;
     if (stages != 0 && stages != 2 && stages != 3) stages = 4;
     const bool fuse = cuda_fuse_mode() && stages > 0, tr = decode_t_on() && stages > 0;
     if (tr && stages == 4) stages = 3;
@@ -489,11 +470,9 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     // L=128k took 101 us instead of 78 (fp8) and 165 instead of 134 (bf16) on the H200 — and so
     // do batches: at B=8 L=32k (8 splits) the fused combine took 157 us against 137 (fp8) and 292
     // against 255 (bf16) with k_combine (bench/NOTES.md, sessions 13 and 15).
-    // OCTET_FUSED_WIDE=1 (kernel lab): the fused combine for any batch and split count that fits its scratch.
-    static const bool wide = cuda_env_int("OCTET_FUSED_WIDE", 0) == 1;
     int *arrive = nullptr;
     if ((dyn && n_splits > 1) ||
-        (fuse && (wide || (bt->n_seqs == 1 && n_splits <= DECODE_FUSED_MAX)) && n_splits > 1 && 2 * G * n_splits + G <= 32 * HD)) {
+        (fuse && bt->n_seqs == 1 && n_splits > 1 && n_splits <= DECODE_FUSED_MAX && 2 * G * n_splits + G <= 32 * HD)) {
         const size_t cap = c->arrive_cap, cnt = (size_t)bt->n_seqs * l->n_kv_heads;
         if (!cuda_reserve(c, &c->d_arrive, &c->arrive_cap, cnt)) return;
         if (c->arrive_cap != cap && cuda_fail(c, cudaMemsetAsync(c->d_arrive, 0, cnt * sizeof(int), c->stream), "cudaMemset")) return;

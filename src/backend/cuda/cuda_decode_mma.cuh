@@ -136,16 +136,29 @@ template <int HD, bool DYN = false>
 __device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const float (*sm_l)[16], const float (*sm_acc)[8][HD],
                                                   int G, int t, int n_kv, int g, float vscale, bf16 *out, float *part,
                                                   int s, int split, int n_splits, int n_use = 0) {
-    for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
-        int h = idx / HD, d = idx % HD;
+    // each head's maximum, warp weights and l first (one thread a head), then the elements: the
+    // same values and sums as computing them in every element, without 4 exponentials an element
+    // (the merge and store took 1.2 us a CTA at the end of its loop: OCTET_DECODE_PROF, session 19)
+    __shared__ float wf[4][16], wm[16], wl[16];
+    if (threadIdx.x < G) {
+        const int h = threadIdx.x;
         float mm = -INFINITY;
         for (int w = 0; w < 4; w++) mm = fmaxf(mm, sm_m[w][h]);
-        float ll = 0.0f, aa = 0.0f;
+        float ll = 0.0f;
         for (int w = 0; w < 4; w++) {
-            float f = sm_m[w][h] == -INFINITY ? 0.0f : __expf(sm_m[w][h] - mm);
+            const float f = sm_m[w][h] == -INFINITY ? 0.0f : __expf(sm_m[w][h] - mm);
+            wf[w][h] = f;
             ll += sm_l[w][h] * f;
-            aa += sm_acc[w][h][d] * f;
         }
+        wm[h] = mm;
+        wl[h] = ll;
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < G * HD; idx += blockDim.x) {
+        int h = idx / HD, d = idx % HD;
+        const float mm = wm[h], ll = wl[h];
+        float aa = 0.0f;
+        for (int w = 0; w < 4; w++) aa += sm_acc[w][h][d] * wf[w][h];
         int qh = g * G + h;
         if ((DYN ? n_use : n_splits) == 1) {
             out[((size_t)t * n_kv * G + qh) * HD + d] = __float2bfloat16_rn(ll > 0 ? aa * vscale / ll : 0.0f);
@@ -186,12 +199,10 @@ __device__ void split_arrive_combine(bf16 *out, const float *part, int *arrive, 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const float *base = part + ((size_t)s * n_kv * G + g * G) * n_splits * (HD + 2);  // head h: base + h·n_splits·(HD+2)
     float *w = scratch, *lv = scratch + G * n, *L = scratch + 2 * G * n;
-#pragma unroll 4
     for (int idx = tid; idx < G * n; idx += blockDim.x) {  // m and l of every (head, split), from L2
         const float *p = base + (size_t)(DYN ? (idx / n) * n_splits + idx % n : idx) * (HD + 2);
-        const float2 ml = __ldcg((const float2 *)p);
-        w[idx] = ml.x;
-        lv[idx] = ml.y;
+        w[idx] = __ldcg(p);
+        lv[idx] = __ldcg(p + 1);
     }
     __syncthreads();
     for (int h = warp; h < G; h += blockDim.x / 32) {  // a warp per head: M, the weights, Σ l·w
@@ -208,42 +219,13 @@ __device__ void split_arrive_combine(bf16 *out, const float *part, int *arrive, 
         if (lane == 0) L[h] = ls;
     }
     __syncthreads();
-    // Σ_i acc_i·w_i in split order for each (head, dim): a thread takes two pairs of dims (float2
-    // runs: rows are 8-byte aligned) and loads SAB splits' values of both before their FMAs, so the
-    // L2 latencies overlap (one dim at a time in rounds of 4 loads took 20+ us for 49 splits); the
-    // FMAs and their order are those of one dim at a time.
-    constexpr int SAB = 16, NP = HD / 2;  // splits a batch; dim pairs a head
-    for (int idx = tid; idx < G * NP; idx += 2 * blockDim.x) {
-        const int idx2 = idx + blockDim.x < G * NP ? idx + blockDim.x : idx;  // (a repeat is computed, not stored)
-        const int h0 = idx / NP, d0 = 2 * (idx % NP), h1 = idx2 / NP, d1 = 2 * (idx2 % NP);
-        const float *p0 = base + (size_t)h0 * n_splits * (HD + 2) + 2 + d0, *p1 = base + (size_t)h1 * n_splits * (HD + 2) + 2 + d1;
-        float a00 = 0.0f, a01 = 0.0f, a10 = 0.0f, a11 = 0.0f;
-        for (int i0 = 0; i0 < n; i0 += SAB) {
-            float2 x0[SAB], x1[SAB];
-#pragma unroll
-            for (int k = 0; k < SAB; k++) {
-                const size_t i = i0 + k < n ? i0 + k : n - 1;  // (past n: loaded, not used)
-                x0[k] = __ldcg((const float2 *)(p0 + i * (HD + 2)));
-                x1[k] = __ldcg((const float2 *)(p1 + i * (HD + 2)));
-            }
-#pragma unroll
-            for (int k = 0; k < SAB; k++) {
-                if (i0 + k < n) {
-                    const float w0 = w[h0 * n + i0 + k], w1 = w[h1 * n + i0 + k];
-                    a00 += x0[k].x * w0;
-                    a01 += x0[k].y * w0;
-                    a10 += x1[k].x * w1;
-                    a11 += x1[k].y * w1;
-                }
-            }
-        }
-        bf16 *o0 = out + ((size_t)t * n_kv * G + g * G + h0) * HD + d0, *o1 = out + ((size_t)t * n_kv * G + g * G + h1) * HD + d1;
-        o0[0] = __float2bfloat16_rn(L[h0] > 0 ? a00 / L[h0] : 0.0f);
-        o0[1] = __float2bfloat16_rn(L[h0] > 0 ? a01 / L[h0] : 0.0f);
-        if (idx2 != idx) {
-            o1[0] = __float2bfloat16_rn(L[h1] > 0 ? a10 / L[h1] : 0.0f);
-            o1[1] = __float2bfloat16_rn(L[h1] > 0 ? a11 / L[h1] : 0.0f);
-        }
+    for (int idx = tid; idx < G * HD; idx += blockDim.x) {
+        const int h = idx / HD, d = idx % HD;
+        const float *p = base + (size_t)h * n_splits * (HD + 2) + 2 + d;
+        float aa = 0.0f;
+#pragma unroll 4
+        for (int i = 0; i < n; i++) aa += __ldcg(p + (size_t)i * (HD + 2)) * w[h * n + i];
+        out[((size_t)t * n_kv * G + g * G + h) * HD + d] = __float2bfloat16_rn(L[h] > 0 ? aa / L[h] : 0.0f);
     }
 }
 
