@@ -13,12 +13,9 @@
 // outputs. The order of every sum is fixed by (cols, KSPLIT, UNROLL) alone, so a row's result
 // does not depend on n. Needs cols % 8 == 0 and 16-byte aligned rows; other shapes stay on
 // cuBLASLt.
-// PDL (kernel lab, OCTET_PDL=1; every skinny launch, fused epilogues included): launched as a
-// programmatic dependent (cuda_pdl.cuh), a CTA loads its first UNROLL runs of weights, which no
-// earlier kernel writes, before it waits for the previous kernel, so its start overlaps that
-// kernel's tail. It lets its own dependent launch only after that wait: triggered at entry, the
-// launches cascaded — each grid's waiting CTAs took the slots of the one before (session 12's
-// measurement: slower).
+// PDL (kernel lab, OCTET_PDL=1): launched as a programmatic dependent (cuda_pdl.cuh), a CTA
+// loads its first UNROLL runs of weights, which no earlier kernel writes, before it waits for
+// the previous kernel, so its start overlaps that kernel's tail.
 #pragma once
 
 #include "cuda_pdl.cuh"
@@ -74,7 +71,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
                                                      gemv_segs seg = gemv_segs() /*GEMV_QKV: the segments*/,
                                                      gemv_norm nrm = gemv_norm() /*NORM: x's rmsnorm*/) {
     static_assert(WARPS % KSPLIT == 0, "a CTA holds whole rows");
-    static_assert(EPI == GEMV_STORE || (KSPLIT == 1 && sizeof(OUT) == 2), "fused epilogues: bf16 out, a warp a row");
+    static_assert(EPI == GEMV_STORE || (KSPLIT == 1 && !PDL && sizeof(OUT) == 2), "fused epilogues: bf16 out, a warp a row, no PDL");
     static_assert(!NORM || EPI != GEMV_STORE, "NORM: the fused epilogues' launches");
     constexpr bool SW = EPI == GEMV_SWIGLU;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = warp % KSPLIT;
@@ -107,15 +104,13 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
     uint4 first[EARLY ? UNROLL : 1];  // PDL, NORM: the first runs, loaded before waiting for x
     bool have_first = false;
     if constexpr (EARLY) {
+        if constexpr (PDL) pdl_trigger();
         if (live && i + STRIDE * (UNROLL - 1) < runs) {
 #pragma unroll
             for (int u = 0; u < UNROLL; u++) first[u] = __ldcs(wr + i + STRIDE * u);
             have_first = true;
         }
-        if constexpr (PDL) {
-            pdl_wait();
-            pdl_trigger();
-        }
+        if constexpr (PDL) pdl_wait();
     }
     if constexpr (NORM) {  // each row of x normalised into gemv_xs, as k_rmsnorm would
         __shared__ float red[32];
@@ -242,40 +237,13 @@ static void gemv_launch_variant(cudaStream_t st, OUT *out, const bf16 *x, const 
 // segments, whose CTAs then make the grid) for n <= 8 rows of x; false when the shapes do not fit
 // (the caller composes the unfused ops instead).
 // NORM: x is normalised first (gemv_norm_fits must hold).
-// Launches kern as a programmatic dependent of the previous kernel in the stream.
-template <typename... A, typename... P>
-static void pdl_launch(void (*kern)(A...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, P... args) {
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    cudaLaunchKernelEx(&cfg, kern, ((A)args)...);
-}
-
-static inline bool gemv_pdl_on(void) {
-    static const bool on = getenv("OCTET_PDL") && atoi(getenv("OCTET_PDL")) == 1;  // (kernel lab) programmatic dependent launches
-    return on;
-}
-
 template <int EPI, bool NORM = false>
 static bool gemv_fused_launch(cudaStream_t st, bf16 *out, const bf16 *x, const bf16 *w, const bf16 *w2, int64_t rows,
                               int64_t cols, int n, gemv_segs seg = gemv_segs(), unsigned seg_ctas = 0, gemv_norm nrm = gemv_norm()) {
     if (n < 1 || n > 8 || cols % 8 || ((uintptr_t)w | (uintptr_t)x | (uintptr_t)w2) % 16 || rows > (int64_t)1 << 30) return false;
     dim3 grid(EPI == GEMV_QKV ? seg_ctas : (unsigned)((rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(GEMV_WARPS * 32);
     const size_t smem = NORM ? (size_t)n * cols * sizeof(bf16) : 0;
-    const bool pdl = gemv_pdl_on();
-#define GF(NR)                                                                                                                     \
-    if (pdl)                                                                                                                       \
-        pdl_launch(k_gemv<NR, bf16, GEMV_WARPS, GEMV_UNROLL, 1, true, EPI, NORM>, grid, block, smem, st, out, x, w, (int)rows,    \
-                   (int)cols, w2, seg, nrm);                                                                                       \
-    else                                                                                                                           \
-        k_gemv<NR, bf16, GEMV_WARPS, GEMV_UNROLL, 1, false, EPI, NORM><<<grid, block, smem, st>>>(out, x, w, (int)rows, (int)cols, w2, seg, nrm)
+#define GF(NR) k_gemv<NR, bf16, GEMV_WARPS, GEMV_UNROLL, 1, false, EPI, NORM><<<grid, block, smem, st>>>(out, x, w, (int)rows, (int)cols, w2, seg, nrm)
     switch (n) {
     case 1: GF(1); break;
     case 2: GF(2); break;
@@ -320,7 +288,7 @@ static inline bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf
 template <typename OUT>
 static bool gemv_launch(cudaStream_t st, OUT *out, const bf16 *x, const bf16 *w, int64_t rows, int64_t cols, int n) {
     if (n < 1 || n > 8 || cols % 8 || ((uintptr_t)w | (uintptr_t)x) % 16 || rows > (int64_t)1 << 30) return false;
-    const bool pdl = gemv_pdl_on();
+    static const bool pdl = getenv("OCTET_PDL") && atoi(getenv("OCTET_PDL")) == 1;  // (kernel lab) programmatic dependent launches
     // Small weights (<= 2048 rows: the 8B model's 1024-row K and V products) get 2 warps a row, so
     // the grid still fills the GPU: 6.8 -> 6.1 us at n = 1, 11.4 -> 7.0 at n = 4, 12.5 -> 8.5 at
     // n = 8 (gemv_bench, H200, 2026-11-30). The choice depends on the shape alone, so a row's
