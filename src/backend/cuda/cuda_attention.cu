@@ -411,6 +411,18 @@ static decode_mma_fn decode_prof_for(const struct kv_layer *l, int stages) {
     }
 }
 
+// The WIDE fused transposed kernel (OCTET_FUSED_WIDE=1, head_dim 128, bf16/e4m3; split_arrive_combine), or null.
+template <int HD>
+static decode_mma_fn decode_wide_for(const struct kv_layer *l, int stages) {
+    if constexpr (HD != 128) {
+        return nullptr;
+    } else {
+        if (l->dtype == DT_BF16) return stages == 2 ? k_decode_t<HD, DT_BF16, 2, true, false, false, true> : k_decode_t<HD, DT_BF16, 3, true, false, false, true>;
+        if (l->dtype == DT_E4M3) return stages == 2 ? k_decode_t<HD, DT_E4M3, 2, true, false, false, true> : k_decode_t<HD, DT_E4M3, 3, true, false, false, true>;
+        return nullptr;
+    }
+}
+
 // Decode on the transposed kernel (keys on the MMA's M side; cuda_decode_t.cuh) by default:
 // on the H200 B=1 L=128k fp8 78.6 -> 75.4 us, B=8 L=32k 164.7 -> 157.1, bf16 1-3 % faster
 // (bench/NOTES.md, session 13). OCTET_DECODE_T=0 selects the plain kernel.
@@ -470,8 +482,16 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     // L=128k took 101 us instead of 78 (fp8) and 165 instead of 134 (bf16) on the H200 — and so
     // do batches: at B=8 L=32k (8 splits) the fused combine took 157 us against 137 (fp8) and 292
     // against 255 (bf16) with k_combine (bench/NOTES.md, sessions 13 and 15).
+    // kernel lab: OCTET_FUSED_WIDE=1 fuses the combine for any batch and split count (WIDE instances);
+    // OCTET_COMBINE_OFF=1 (timing only: the output is wrong) leaves k_combine out
+    static const bool wide_env = cuda_env_int("OCTET_FUSED_WIDE", 0) == 1, comb_off = cuda_env_int("OCTET_COMBINE_OFF", 0) == 1;
+    decode_mma_fn wk = wide_env && fuse && tr && !dyn && 2 * G * n_splits + G <= 32 * HD ? decode_wide_for<HD>(l, stages) : nullptr;
+    if (wk) {
+        if (cuda_fail(c, cudaFuncSetAttribute(wk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring), "wide attr")) return;
+        kern = wk;
+    }
     int *arrive = nullptr;
-    if ((dyn && n_splits > 1) ||
+    if ((dyn && n_splits > 1) || (wk && n_splits > 1) ||
         (fuse && bt->n_seqs == 1 && n_splits > 1 && n_splits <= DECODE_FUSED_MAX && 2 * G * n_splits + G <= 32 * HD)) {
         const size_t cap = c->arrive_cap, cnt = (size_t)bt->n_seqs * l->n_kv_heads;
         if (!cuda_reserve(c, &c->d_arrive, &c->arrive_cap, cnt)) return;
@@ -496,7 +516,7 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
                                          min_split, nullptr, 0, arrive);
     if (CUDA_LAUNCHED(c, "attention decode (mma)")) return;
     if (pk) dprof_event(c, &dp, 1);
-    if (n_splits > 1 && (!arrive || (dyn && n_splits > DECODE_FUSED_MAX)))
+    if (n_splits > 1 && !comb_off && (!arrive || (dyn && n_splits > DECODE_FUSED_MAX)))
         launch_combine(c, out, bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart, dyn, c->cb.seq_lens, l->window, min_split);
     if (pk) {
         dprof_event(c, &dp, 2);
