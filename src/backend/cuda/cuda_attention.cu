@@ -417,6 +417,12 @@ static decode_mma_fn decode_wide_for(const struct kv_layer *l, int stages) {
     if constexpr (HD != 128) {
         return nullptr;
     } else {
+        static const bool prof = cuda_env_int("OCTET_DECODE_PROF", 0) == 1;  // (with its timeline)
+        if (prof) {
+            if (l->dtype == DT_BF16) return stages == 2 ? k_decode_t<HD, DT_BF16, 2, true, false, true, true> : k_decode_t<HD, DT_BF16, 3, true, false, true, true>;
+            if (l->dtype == DT_E4M3) return stages == 2 ? k_decode_t<HD, DT_E4M3, 2, true, false, true, true> : k_decode_t<HD, DT_E4M3, 3, true, false, true, true>;
+            return nullptr;
+        }
         if (l->dtype == DT_BF16) return stages == 2 ? k_decode_t<HD, DT_BF16, 2, true, false, false, true> : k_decode_t<HD, DT_BF16, 3, true, false, false, true>;
         if (l->dtype == DT_E4M3) return stages == 2 ? k_decode_t<HD, DT_E4M3, 2, true, false, false, true> : k_decode_t<HD, DT_E4M3, 3, true, false, false, true>;
         return nullptr;
@@ -505,7 +511,7 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     static const bool prof_on = cuda_env_int("OCTET_DECODE_PROF", 0) == 1;
     static decode_prof dp;
     const size_t n_ctas = (size_t)grid.x * grid.y * grid.z;
-    decode_mma_fn pk = prof_on && kern == plain && tr ? decode_prof_for<HD>(l, stages) : nullptr;
+    decode_mma_fn pk = prof_on && tr ? (wk ? wk : kern == plain ? decode_prof_for<HD>(l, stages) : nullptr) : nullptr;
     if (pk) {
         if (ring && cuda_fail(c, cudaFuncSetAttribute(pk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring), "prof attr")) return;
         if (!dprof_begin(c, &dp, n_ctas)) return;

@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     typedef mma_traits<DT> TR;
     pdl_trigger();
     if constexpr (PROF) {
-        if (threadIdx.x == 0) dprof_mark(0), dprof_mark(4);
+        if (threadIdx.x == 0) dprof_mark(0), dprof_mark(5);
     }
     constexpr int ES = DT == DT_BF16 ? 2 : 1, NJ = HD / 16;  // NJ: MMAs per block for Sᵀ and for Oᵀ
     const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
@@ -241,5 +241,8 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     if constexpr (FUSED) {
         if (DYN ? cta.n_use > 1 && cta.n_use <= DECODE_FUSED_MAX : n_splits > 1)
             split_arrive_combine<HD, DYN, WIDE>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits, cta.n_use);
+        if constexpr (PROF) {
+            if (threadIdx.x == 0) dprof_mark(4);
+        }
     }
 }
