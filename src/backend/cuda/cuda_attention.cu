@@ -411,24 +411,6 @@ static decode_mma_fn decode_prof_for(const struct kv_layer *l, int stages) {
     }
 }
 
-// The WIDE fused transposed kernel (OCTET_FUSED_WIDE=1, head_dim 128, bf16/e4m3; split_arrive_combine), or null.
-template <int HD>
-static decode_mma_fn decode_wide_for(const struct kv_layer *l, int stages) {
-    if constexpr (HD != 128) {
-        return nullptr;
-    } else {
-        static const bool prof = cuda_env_int("OCTET_DECODE_PROF", 0) == 1;  // (with its timeline)
-        if (prof) {
-            if (l->dtype == DT_BF16) return stages == 2 ? k_decode_t<HD, DT_BF16, 2, true, false, true, true> : k_decode_t<HD, DT_BF16, 3, true, false, true, true>;
-            if (l->dtype == DT_E4M3) return stages == 2 ? k_decode_t<HD, DT_E4M3, 2, true, false, true, true> : k_decode_t<HD, DT_E4M3, 3, true, false, true, true>;
-            return nullptr;
-        }
-        if (l->dtype == DT_BF16) return stages == 2 ? k_decode_t<HD, DT_BF16, 2, true, false, false, true> : k_decode_t<HD, DT_BF16, 3, true, false, false, true>;
-        if (l->dtype == DT_E4M3) return stages == 2 ? k_decode_t<HD, DT_E4M3, 2, true, false, false, true> : k_decode_t<HD, DT_E4M3, 3, true, false, false, true>;
-        return nullptr;
-    }
-}
-
 // Decode on the transposed kernel (keys on the MMA's M side; cuda_decode_t.cuh) by default:
 // on the H200 B=1 L=128k fp8 78.6 -> 75.4 us, B=8 L=32k 164.7 -> 157.1, bf16 1-3 % faster
 // (bench/NOTES.md, session 13). OCTET_DECODE_T=0 selects the plain kernel.
@@ -488,16 +470,8 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     // L=128k took 101 us instead of 78 (fp8) and 165 instead of 134 (bf16) on the H200 — and so
     // do batches: at B=8 L=32k (8 splits) the fused combine took 157 us against 137 (fp8) and 292
     // against 255 (bf16) with k_combine (bench/NOTES.md, sessions 13 and 15).
-    // kernel lab: OCTET_FUSED_WIDE=1 fuses the combine for any batch and split count (WIDE instances);
-    // OCTET_COMBINE_OFF=1 (timing only: the output is wrong) leaves k_combine out
-    static const bool wide_env = cuda_env_int("OCTET_FUSED_WIDE", 0) == 1, comb_off = cuda_env_int("OCTET_COMBINE_OFF", 0) == 1;
-    decode_mma_fn wk = wide_env && fuse && tr && !dyn && 2 * G * n_splits + G <= 32 * HD ? decode_wide_for<HD>(l, stages) : nullptr;
-    if (wk) {
-        if (cuda_fail(c, cudaFuncSetAttribute(wk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring), "wide attr")) return;
-        kern = wk;
-    }
     int *arrive = nullptr;
-    if ((dyn && n_splits > 1) || (wk && n_splits > 1) ||
+    if ((dyn && n_splits > 1) ||
         (fuse && bt->n_seqs == 1 && n_splits > 1 && n_splits <= DECODE_FUSED_MAX && 2 * G * n_splits + G <= 32 * HD)) {
         const size_t cap = c->arrive_cap, cnt = (size_t)bt->n_seqs * l->n_kv_heads;
         if (!cuda_reserve(c, &c->d_arrive, &c->arrive_cap, cnt)) return;
@@ -511,7 +485,7 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     static const bool prof_on = cuda_env_int("OCTET_DECODE_PROF", 0) == 1;
     static decode_prof dp;
     const size_t n_ctas = (size_t)grid.x * grid.y * grid.z;
-    decode_mma_fn pk = prof_on && tr ? (wk ? wk : kern == plain ? decode_prof_for<HD>(l, stages) : nullptr) : nullptr;
+    decode_mma_fn pk = prof_on && kern == plain && tr ? decode_prof_for<HD>(l, stages) : nullptr;
     if (pk) {
         if (ring && cuda_fail(c, cudaFuncSetAttribute(pk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring), "prof attr")) return;
         if (!dprof_begin(c, &dp, n_ctas)) return;
@@ -522,7 +496,7 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
                                          min_split, nullptr, 0, arrive);
     if (CUDA_LAUNCHED(c, "attention decode (mma)")) return;
     if (pk) dprof_event(c, &dp, 1);
-    if (n_splits > 1 && !comb_off && (!arrive || (dyn && n_splits > DECODE_FUSED_MAX)))
+    if (n_splits > 1 && (!arrive || (dyn && n_splits > DECODE_FUSED_MAX)))
         launch_combine(c, out, bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart, dyn, c->cb.seq_lens, l->window, min_split);
     if (pk) {
         dprof_event(c, &dp, 2);

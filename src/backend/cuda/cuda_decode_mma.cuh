@@ -181,18 +181,14 @@ __device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const
 // (weights exp(m_i − M), then Σ acc_i·w_i / Σ l_i·w_i), in split order — so no combine launch
 // follows. scratch holds 2·G·n_splits + G floats (the caller's shared memory, free by then).
 // DYN (SPLIT_DYN below): only the first n_use of the n_splits partials exist and arrive.
-// WIDE (kernel lab, OCTET_FUSED_WIDE=1: the fused combine for any batch and split count): one
-// thread fences before the arrival instead of all of them (bar.sync orders the CTA's stores
-// before it; the fence is cumulative), and the merge loads 16 splits ahead of its FMAs.
-template <int HD, bool DYN = false, bool WIDE = false>
+template <int HD, bool DYN = false>
 __device__ void split_arrive_combine(bf16 *out, const float *part, int *arrive, float *scratch, int t, int n_kv, int g, int G,
                                      int s, int n_splits, int n_use = 0) {
     const int n = DYN ? n_use : n_splits;
     __shared__ int last;
-    if constexpr (!WIDE) __threadfence();  // this CTA's partial is visible to the others before it arrives
+    __threadfence();  // this CTA's partial is visible to the others before it arrives
     __syncthreads();
     if (threadIdx.x == 0) {
-        if constexpr (WIDE) __threadfence();
         int *cnt = arrive + (size_t)s * n_kv + g;
         last = atomicAdd(cnt, 1) == n - 1;
         if (last) *cnt = 0;  // ready for the next launch (graph replays too)
@@ -223,53 +219,13 @@ __device__ void split_arrive_combine(bf16 *out, const float *part, int *arrive, 
         if (lane == 0) L[h] = ls;
     }
     __syncthreads();
-    if constexpr (WIDE) {
-        // Σ_i acc_i·w_i in split order for each (head, dim): a thread takes two pairs of dims (float2
-        // runs: rows are 8-byte aligned) and loads SAB splits' values of both before their FMAs, so the
-        // L2 latencies overlap (one dim at a time in rounds of 4 loads took 20+ us for 49 splits); the
-        // FMAs and their order are those of one dim at a time.
-        constexpr int SAB = 16, NP = HD / 2;  // splits a batch; dim pairs a head
-        for (int idx = tid; idx < G * NP; idx += 2 * blockDim.x) {
-            const int idx2 = idx + blockDim.x < G * NP ? idx + blockDim.x : idx;  // (a repeat is computed, not stored)
-            const int h0 = idx / NP, d0 = 2 * (idx % NP), h1 = idx2 / NP, d1 = 2 * (idx2 % NP);
-            const float *p0 = base + (size_t)h0 * n_splits * (HD + 2) + 2 + d0, *p1 = base + (size_t)h1 * n_splits * (HD + 2) + 2 + d1;
-            float a00 = 0.0f, a01 = 0.0f, a10 = 0.0f, a11 = 0.0f;
-            for (int i0 = 0; i0 < n; i0 += SAB) {
-                float2 x0[SAB], x1[SAB];
-#pragma unroll
-                for (int k = 0; k < SAB; k++) {
-                    const size_t i = i0 + k < n ? i0 + k : n - 1;  // (past n: loaded, not used)
-                    x0[k] = __ldcg((const float2 *)(p0 + i * (HD + 2)));
-                    x1[k] = __ldcg((const float2 *)(p1 + i * (HD + 2)));
-                }
-#pragma unroll
-                for (int k = 0; k < SAB; k++) {
-                    if (i0 + k < n) {
-                        const float w0 = w[h0 * n + i0 + k], w1 = w[h1 * n + i0 + k];
-                        a00 += x0[k].x * w0;
-                        a01 += x0[k].y * w0;
-                        a10 += x1[k].x * w1;
-                        a11 += x1[k].y * w1;
-                    }
-                }
-            }
-            bf16 *o0 = out + ((size_t)t * n_kv * G + g * G + h0) * HD + d0, *o1 = out + ((size_t)t * n_kv * G + g * G + h1) * HD + d1;
-            o0[0] = __float2bfloat16_rn(L[h0] > 0 ? a00 / L[h0] : 0.0f);
-            o0[1] = __float2bfloat16_rn(L[h0] > 0 ? a01 / L[h0] : 0.0f);
-            if (idx2 != idx) {
-                o1[0] = __float2bfloat16_rn(L[h1] > 0 ? a10 / L[h1] : 0.0f);
-                o1[1] = __float2bfloat16_rn(L[h1] > 0 ? a11 / L[h1] : 0.0f);
-            }
-        }
-    } else {
-        for (int idx = tid; idx < G * HD; idx += blockDim.x) {
-            const int h = idx / HD, d = idx % HD;
-            const float *p = base + (size_t)h * n_splits * (HD + 2) + 2 + d;
-            float aa = 0.0f;
+    for (int idx = tid; idx < G * HD; idx += blockDim.x) {
+        const int h = idx / HD, d = idx % HD;
+        const float *p = base + (size_t)h * n_splits * (HD + 2) + 2 + d;
+        float aa = 0.0f;
 #pragma unroll 4
-            for (int i = 0; i < n; i++) aa += __ldcg(p + (size_t)i * (HD + 2)) * w[h * n + i];
-            out[((size_t)t * n_kv * G + g * G + h) * HD + d] = __float2bfloat16_rn(L[h] > 0 ? aa / L[h] : 0.0f);
-        }
+        for (int i = 0; i < n; i++) aa += __ldcg(p + (size_t)i * (HD + 2)) * w[h * n + i];
+        out[((size_t)t * n_kv * G + g * G + h) * HD + d] = __float2bfloat16_rn(L[h] > 0 ? aa / L[h] : 0.0f);
     }
 }
 
@@ -304,7 +260,7 @@ __device__ __forceinline__ int split_busy(int pos, int lo, int n_splits, int min
 // An empty split (min_split, identity mode) writes m = −inf, l = 0, acc = 0; fused (FUSED): it
 // arrives too, and the last split's CTA combines (scratch in the unused cp.async ring, which
 // holds at least 64·HD floats).
-template <int HD, int STAGES, bool FUSED, bool WIDE = false>
+template <int HD, int STAGES, bool FUSED>
 __device__ void empty_split(bf16 *out, float *part, int *arrive, int t, int n_kv, int g, int G, int s, int split, int n_splits) {
     for (int idx = threadIdx.x; idx < G * (HD + 2); idx += blockDim.x) {
         int h = idx / (HD + 2), d = idx % (HD + 2);
@@ -313,7 +269,7 @@ __device__ void empty_split(bf16 *out, float *part, int *arrive, int t, int n_kv
     if constexpr (FUSED) {
         static_assert(!FUSED || STAGES >= 2, "the fused combine borrows the ring");
         extern __shared__ __align__(16) char ring_scratch[];
-        split_arrive_combine<HD, false, WIDE>(out, part, arrive, (float *)ring_scratch, t, n_kv, g, G, s, n_splits);
+        split_arrive_combine<HD>(out, part, arrive, (float *)ring_scratch, t, n_kv, g, G, s, n_splits);
     }
 }
 
@@ -324,7 +280,7 @@ struct decode_cta {
     int pos, lo, b0, b1, t;
     int n_use;  // DYN: the busy splits of this sequence
     float kscale, vscale;
-    template <int HD, int DT, int STAGES, bool FUSED, bool DYN = false, bool WIDE = false>
+    template <int HD, int DT, int STAGES, bool FUSED, bool DYN = false>
     __device__ __forceinline__ bool begin(bf16 *out, float *part, int *arrive, const int32_t *qstart, const int32_t *seq_lens,
                                           int window, const float *scales, int n_kv, int G, int n_splits, int min_split, int abs_split) {
         const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
@@ -337,7 +293,7 @@ struct decode_cta {
             if (b0 >= b1) return false;  // empty: no partial, no arrival
         }
         if ((min_split > 0 || abs_split > 0) && b0 >= b1) {
-            empty_split<HD, STAGES, FUSED, WIDE>(out, part, arrive, t, n_kv, g, G, s, split, n_splits);
+            empty_split<HD, STAGES, FUSED>(out, part, arrive, t, n_kv, g, G, s, split, n_splits);
             return false;
         }
         const bool fp8 = DT != DT_BF16;

@@ -1,8 +1,7 @@
 // cuda_decode_prof.cuh — kernel lab (OCTET_DECODE_PROF=1): a timeline of one decode launch, included
 // by cuda_attention.cu. The PROF instances of the transposed decode kernel (cuda_decode_t.cuh)
 // stamp the global timer at four points of every CTA — entry, the first block's bytes in shared
-// memory (warp 0), the end of the 4 warps' loops, the end of the merge and store (and, in the
-// fused combine's WIDE lab instances, a fifth after the arrival or the merge) — with the SM
+// memory (warp 0), the end of the 4 warps' loops, the end of the merge and store — with the SM
 // it ran on; the host then prints where a launch's time goes: how spread the CTAs' starts and
 // ends are (the tail of a one-wave grid), how long the first bytes take (the ramp), and, from
 // stream events, the split combine and the launch gaps beside the kernel. The default instances
@@ -13,7 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define DPROF_SLOTS 6  // [start, first bytes, loops done, stored, arrived/merged (fused), smid] a CTA
+#define DPROF_SLOTS 5  // [start, first bytes, loops done, stored, smid] a CTA
 
 __device__ unsigned long long *g_decode_prof;  // [CTAs][DPROF_SLOTS], CTA = (s, g, split) linear
 
@@ -26,7 +25,7 @@ __device__ __forceinline__ unsigned long long dprof_now() {
 __device__ __forceinline__ void dprof_mark(int slot) {
     const size_t cta = ((size_t)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
     unsigned long long v;
-    if (slot == 5) {
+    if (slot == 4) {
         unsigned int sm;
         asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
         v = sm;
@@ -73,8 +72,7 @@ static bool dprof_begin(struct cuda_backend *c, decode_prof *p, size_t n) {
 static void dprof_event(struct cuda_backend *c, decode_prof *p, int i) { cuda_fail(c, cudaEventRecord(p->ev[i], c->stream), "decode prof event"); }
 
 // After both: waits for them and prints one line (µs; times from the first CTA's start);
-// OCTET_DECODE_PROF_DUMP=FILE also writes each CTA as cta,smid,start,first bytes (from its start),loops done,stored,
-// arrived or merged (fused; else 0).
+// OCTET_DECODE_PROF_DUMP=FILE also writes each CTA as cta,smid,start,first bytes (from its start),loops done,stored.
 static void dprof_report(struct cuda_backend *c, decode_prof *p, size_t n, double bytes) {
     unsigned long long *h = (unsigned long long *)malloc(n * DPROF_SLOTS * sizeof *h);
     double *v = (double *)malloc(n * 4 * sizeof *v);
@@ -86,15 +84,13 @@ static void dprof_report(struct cuda_backend *c, decode_prof *p, size_t n, doubl
     }
     const char *dump = getenv("OCTET_DECODE_PROF_DUMP");  // a CSV of this launch's CTAs (overwritten by the next)
     FILE *df = dump && *dump ? fopen(dump, "w") : nullptr;
-    unsigned long long t0 = ~0ull, tend = 0, tstore = 0;
+    unsigned long long t0 = ~0ull, tend = 0;
     size_t busy = 0;
     for (size_t i = 0; i < n; i++) {
         const unsigned long long *r = h + i * DPROF_SLOTS;
         if (!r[3]) continue;  // an empty split (it left before its loop)
         if (r[0] < t0) t0 = r[0];
-        if (r[3] > tstore) tstore = r[3];
         if (r[3] > tend) tend = r[3];
-        if (r[4] > tend) tend = r[4];
         busy++;
     }
     double *st = v, *fb = v + n, *lp = v + 2 * n, *dur = v + 3 * n;
@@ -106,7 +102,7 @@ static void dprof_report(struct cuda_backend *c, decode_prof *p, size_t n, doubl
         fb[k] = r[1] ? (r[1] - r[0]) * 1e-3 : 0.0;
         lp[k] = (r[2] - t0) * 1e-3;
         dur[k] = (r[2] - r[0]) * 1e-3;
-        if (df) fprintf(df, "%zu,%llu,%.3f,%.3f,%.3f,%.3f,%.3f\n", i, r[5], st[k], fb[k], lp[k], (r[3] - t0) * 1e-3, r[4] ? (r[4] - t0) * 1e-3 : 0.0);
+        if (df) fprintf(df, "%zu,%llu,%.3f,%.3f,%.3f,%.3f\n", i, r[4], st[k], fb[k], lp[k], (r[3] - t0) * 1e-3);
         k++;
     }
     if (df) fclose(df);
@@ -122,10 +118,10 @@ static void dprof_report(struct cuda_backend *c, decode_prof *p, size_t n, doubl
         fprintf(stderr,
                 "decode prof: ctas %d busy of %zu; span %.2f us (%.0f GB/s); starts p50 %.2f max %.2f; first bytes p50 %.2f "
                 "max %.2f; loops done min %.2f p10 %.2f p50 %.2f p90 %.2f max %.2f; loop time min %.2f p50 %.2f max %.2f; "
-                "last store %.2f; events: kernel %.2f us, combine + gaps %.2f us\n",
+                "events: kernel %.2f us, combine + gaps %.2f us\n",
                 k, n, span, bytes / (span * 1e3), dprof_q(st, k, 0.5), st[k - 1], dprof_q(fb, k, 0.5), fb[k - 1], lp[0],
                 dprof_q(lp, k, 0.1), dprof_q(lp, k, 0.5), dprof_q(lp, k, 0.9), lp[k - 1], dur[0], dprof_q(dur, k, 0.5), dur[k - 1],
-                (tstore - t0) * 1e-3, e01 * 1e3, e12 * 1e3);
+                e01 * 1e3, e12 * 1e3);
     free(h);
     free(v);
 }

@@ -64,8 +64,7 @@ template <int HD, int DT> struct frags {
 }  // namespace dect
 
 // PROF (kernel lab, OCTET_DECODE_PROF=1; cuda_decode_prof.cuh): stamps the CTA's timeline.
-// WIDE (kernel lab, OCTET_FUSED_WIDE=1): split_arrive_combine's WIDE form.
-template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false, bool WIDE = false>
+template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false>
 __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                   const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                   int max_blocks, int lgr, int n_kv, int G, int window, float scale,
@@ -75,13 +74,13 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     typedef mma_traits<DT> TR;
     pdl_trigger();
     if constexpr (PROF) {
-        if (threadIdx.x == 0) dprof_mark(0), dprof_mark(5);
+        if (threadIdx.x == 0) dprof_mark(0), dprof_mark(4);
     }
     constexpr int ES = DT == DT_BF16 ? 2 : 1, NJ = HD / 16;  // NJ: MMAs per block for Sᵀ and for Oᵀ
     const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, c = lane & 3;
     decode_cta cta = {};
-    if (!cta.begin<HD, DT, STAGES, FUSED, DYN, WIDE>(out, part, arrive, qstart, seq_lens, window, scales, n_kv, G, n_splits, min_split,
+    if (!cta.begin<HD, DT, STAGES, FUSED, DYN>(out, part, arrive, qstart, seq_lens, window, scales, n_kv, G, n_splits, min_split,
                                                abs_split))
         return;
     const int pos = cta.pos, lo = cta.lo, b0 = cta.b0, b1 = cta.b1, t = cta.t;
@@ -240,9 +239,6 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     }
     if constexpr (FUSED) {
         if (DYN ? cta.n_use > 1 && cta.n_use <= DECODE_FUSED_MAX : n_splits > 1)
-            split_arrive_combine<HD, DYN, WIDE>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits, cta.n_use);
-        if constexpr (PROF) {
-            if (threadIdx.x == 0) dprof_mark(4);
-        }
+            split_arrive_combine<HD, DYN>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits, cta.n_use);
     }
 }
