@@ -16,7 +16,6 @@
 #include "cuda_prefill_fp8.cuh"
 #include "cuda_prefill_fp8_tma.cuh"
 #include "cuda_decode_prof.cuh"
-#include "cuda_decode_gsync.cuh"
 #include "cuda_decode_t.cuh"
 
 // ---------------------------------------------------------------- element access
@@ -412,18 +411,6 @@ static decode_mma_fn decode_prof_for(const struct kv_layer *l, int stages) {
     }
 }
 
-// The GS transposed kernel (OCTET_DECODE_GSYNC=1, head_dim 128, bf16/e4m3; cuda_decode_gsync.cuh), or null.
-template <int HD>
-static decode_mma_fn decode_gs_for(const struct kv_layer *l, int stages) {
-    if constexpr (HD != 128) {
-        return nullptr;
-    } else {
-        if (l->dtype == DT_BF16) return stages == 2 ? k_decode_t<HD, DT_BF16, 2, false, false, false, true> : k_decode_t<HD, DT_BF16, 3, false, false, false, true>;
-        if (l->dtype == DT_E4M3) return stages == 2 ? k_decode_t<HD, DT_E4M3, 2, false, false, false, true> : k_decode_t<HD, DT_E4M3, 3, false, false, false, true>;
-        return nullptr;
-    }
-}
-
 // Decode on the transposed kernel (keys on the MMA's M side; cuda_decode_t.cuh) by default:
 // on the H200 B=1 L=128k fp8 78.6 -> 75.4 us, B=8 L=32k 164.7 -> 157.1, bf16 1-3 % faster
 // (bench/NOTES.md, session 13). OCTET_DECODE_T=0 selects the plain kernel.
@@ -494,25 +481,6 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
         kern = plain;
     }
     dim3 grid(bt->n_seqs, l->n_kv_heads, n_splits);
-    // kernel lab: the combine behind a grid barrier, when the whole grid is resident at once
-    static const bool gs_env = cuda_env_int("OCTET_DECODE_GSYNC", 0) == 1;
-    static int *gsync = nullptr;
-    decode_mma_fn gk = gs_env && kern == plain && tr && !dyn && n_splits > 1 && n_splits <= 512 ? decode_gs_for<HD>(l, stages) : nullptr;
-    if (gk) {
-        int per = 0;
-        if (cuda_fail(c, cudaFuncSetAttribute(gk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring), "gsync attr") ||
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, gk, 128, ring) != cudaSuccess)
-            return;
-        if ((size_t)per * c->n_sm < (size_t)grid.x * grid.y * grid.z) gk = nullptr;  // (not co-resident: k_combine)
-    }
-    if (gk && !gsync &&
-        (cuda_fail(c, cudaMalloc((void **)&gsync, 2 * sizeof(int)), "cudaMalloc (gsync)") ||
-         cuda_fail(c, cudaMemsetAsync(gsync, 0, 2 * sizeof(int), c->stream), "gsync reset")))
-        return;
-    if (gk) {
-        kern = gk;
-        arrive = gsync;
-    }
     // kernel lab: the launch's timeline (the plain kernel and k_combine only)
     static const bool prof_on = cuda_env_int("OCTET_DECODE_PROF", 0) == 1;
     static decode_prof dp;
@@ -528,7 +496,7 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
                                          min_split, nullptr, 0, arrive);
     if (CUDA_LAUNCHED(c, "attention decode (mma)")) return;
     if (pk) dprof_event(c, &dp, 1);
-    if (n_splits > 1 && !gk && (!arrive || (dyn && n_splits > DECODE_FUSED_MAX)))
+    if (n_splits > 1 && (!arrive || (dyn && n_splits > DECODE_FUSED_MAX)))
         launch_combine(c, out, bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart, dyn, c->cb.seq_lens, l->window, min_split);
     if (pk) {
         dprof_event(c, &dp, 2);

@@ -64,9 +64,7 @@ template <int HD, int DT> struct frags {
 }  // namespace dect
 
 // PROF (kernel lab, OCTET_DECODE_PROF=1; cuda_decode_prof.cuh): stamps the CTA's timeline.
-// GS (kernel lab, OCTET_DECODE_GSYNC=1; cuda_decode_gsync.cuh): the splits combined behind a grid
-// barrier by the whole grid (arrive carries the barrier's two counters).
-template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false, bool GS = false>
+template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false>
 __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                   const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                   int max_blocks, int lgr, int n_kv, int G, int window, float scale,
@@ -83,10 +81,8 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, c = lane & 3;
     decode_cta cta = {};
     if (!cta.begin<HD, DT, STAGES, FUSED, DYN>(out, part, arrive, qstart, seq_lens, window, scales, n_kv, G, n_splits, min_split,
-                                               abs_split)) {
-        if constexpr (GS) gsync_combine<HD>(out, part, arrive, qstart, n_kv, G, n_splits);  // (an empty split arrives too)
+                                               abs_split))
         return;
-    }
     const int pos = cta.pos, lo = cta.lo, b0 = cta.b0, b1 = cta.b1, t = cta.t;
     const float kscale = cta.kscale, vscale = cta.vscale;
     const float sc2 = scale * kscale * 1.4426950408889634f;  // scores → log2 units
@@ -241,7 +237,6 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
         __syncthreads();
         if (threadIdx.x == 0) dprof_mark(3);
     }
-    if constexpr (GS) gsync_combine<HD>(out, part, arrive, qstart, n_kv, G, n_splits);
     if constexpr (FUSED) {
         if (DYN ? cta.n_use > 1 && cta.n_use <= DECODE_FUSED_MAX : n_splits > 1)
             split_arrive_combine<HD, DYN>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits, cta.n_use);
