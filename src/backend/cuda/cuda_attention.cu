@@ -486,6 +486,9 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     static decode_prof dp;
     const size_t n_ctas = (size_t)grid.x * grid.y * grid.z;
     decode_mma_fn pk = prof_on && kern == plain && tr ? decode_prof_for<HD>(l, stages) : nullptr;
+    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (pk && (cudaStreamIsCapturing(c->stream, &cap) != cudaSuccess || cap != cudaStreamCaptureStatusNone))
+        pk = nullptr;  // (its report synchronises: not inside a captured step)
     if (pk) {
         if (ring && cuda_fail(c, cudaFuncSetAttribute(pk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring), "prof attr")) return;
         if (!dprof_begin(c, &dp, n_ctas)) return;
