@@ -205,6 +205,90 @@ __global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, i
     }
 }
 
+// The split combine in one round of loads (kernel lab, OCTET_COMBINE_ONE=1): a CTA per (sequence,
+// query head) as k_combine, its threads in R = blockDim.x / (hd / V) rows of hd / V lanes, each lane
+// V dims. Row r takes splits r, r + R, ... P at a time: their m, l and V accumulator values are
+// all loaded before the first is used (one L2 round trip per P·R splits, where k_combine's
+// chain was five or more), merged into the row's own maximum Mr, Σ l·w and Σ acc·w; then the
+// rows are merged through shared memory: out = Σ_r acc_r·e^(Mr−M) / Σ_r l_r·e^(Mr−M). Empty
+// splits hold m = −inf, l = 0, acc = 0 (their weight is 0); dyn as in k_combine.
+template <int V>
+__global__ void __launch_bounds__(512) k_combine_one(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd,
+                                                     int n_splits, const int32_t *seq_lens, int window, int min_split, int dyn) {
+    constexpr int P = 16;  // splits a lane loads at once
+    pdl_trigger();  // the output projection's GEMM may launch (it waits for this grid's results)
+    extern __shared__ float sm1[];  // [R][hd] row accumulators, then [R] maxima, [R] sums
+    const int s = blockIdx.x, qh = blockIdx.y, tid = threadIdx.x;
+    const int lanes = hd / V, R = blockDim.x / lanes, r = tid / lanes, d = (tid % lanes) * V;
+    const int t = qstart[s];
+    const size_t stride = (size_t)hd + 2;
+    const float *pp = part + ((size_t)s * n_heads + qh) * n_splits * stride;  // [n_splits][m, l, acc[hd]]
+    int n = n_splits;
+    if (dyn) {
+        const int pos = seq_lens[s] - 1, lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+        const int busy = split_busy(pos, lo, n_splits, min_split);
+        if (busy <= DECODE_FUSED_MAX) return;
+        n = busy;  // (pp keeps the partials' stride)
+    }
+    float *sM = sm1 + (size_t)R * hd, *sL = sM + R;
+    float mr = -INFINITY, lr = 0.0f, ar[V];
+#pragma unroll
+    for (int j = 0; j < V; j++) ar[j] = 0.0f;
+    if (r < R) {
+        for (int i0 = r; i0 < n; i0 += P * R) {
+            float mi[P], li[P], vi[P][V];
+#pragma unroll
+            for (int k = 0; k < P; k++) {
+                const int i = i0 + k * R;
+                mi[k] = -INFINITY, li[k] = 0.0f;
+#pragma unroll
+                for (int j = 0; j < V; j++) vi[k][j] = 0.0f;
+                if (i < n) {
+                    const float *p = pp + (size_t)i * stride;
+                    mi[k] = p[0], li[k] = p[1];
+                    if constexpr (V == 2) {
+                        const float2 v2 = *(const float2 *)(p + 2 + d);
+                        vi[k][0] = v2.x, vi[k][1] = v2.y;
+                    } else {
+                        vi[k][0] = p[2 + d];
+                    }
+                }
+            }
+            float mx = mr;
+#pragma unroll
+            for (int k = 0; k < P; k++) mx = fmaxf(mx, mi[k]);
+            if (mx == -INFINITY) continue;  // all empty so far
+            const float f = mr == -INFINITY ? 0.0f : __expf(mr - mx);
+            lr *= f;
+#pragma unroll
+            for (int j = 0; j < V; j++) ar[j] *= f;
+#pragma unroll
+            for (int k = 0; k < P; k++) {
+                const float w = mi[k] == -INFINITY ? 0.0f : __expf(mi[k] - mx);
+                lr += li[k] * w;
+#pragma unroll
+                for (int j = 0; j < V; j++) ar[j] += vi[k][j] * w;
+            }
+            mr = mx;
+        }
+#pragma unroll
+        for (int j = 0; j < V; j++) sm1[(size_t)r * hd + d + j] = ar[j];
+        if (d == 0) sM[r] = mr, sL[r] = lr;
+    }
+    __syncthreads();
+    for (int dd = tid; dd < hd; dd += blockDim.x) {
+        float M = -INFINITY;
+        for (int k = 0; k < R; k++) M = fmaxf(M, sM[k]);
+        float L = 0.0f, acc = 0.0f;
+        for (int k = 0; k < R; k++) {
+            const float w = sM[k] == -INFINITY ? 0.0f : __expf(sM[k] - M);
+            L += sL[k] * w;
+            acc += sm1[(size_t)k * hd + dd] * w;
+        }
+        out[((size_t)t * n_heads + qh) * hd + dd] = __float2bfloat16_rn(L > 0 ? acc / L : 0.0f);
+    }
+}
+
 // ---------------------------------------------------------------- prefill (tiled, SIMT)
 
 // One CTA = (sequence, query tile, KV head). THR = HD/32 threads own one query row
@@ -360,6 +444,20 @@ static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_
     int threads = (groups * hd + 31) / 32 * 32;  // whole warps; the kernel uses threads / hd groups
     size_t smem = ((size_t)n_splits + (size_t)(threads / hd) * hd) * sizeof(float);
     static const int skip = cuda_env_int("OCTET_COMBINE_SKIP", 1) != 0;
+    static const bool one = cuda_env_int("OCTET_COMBINE_ONE", 0) == 1;
+    const int v = hd % 2 == 0 ? 2 : 1, lanes = hd / v;
+    if (one && lanes <= 512) {
+        const int rows = 512 / lanes;
+        const size_t sm = ((size_t)rows * hd + 2 * (size_t)rows) * sizeof(float);
+        if (v == 2)
+            k_combine_one<2><<<dim3(n_seqs, n_heads), rows * lanes, sm, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd,
+                                                                                     n_splits, seq_lens, window, min_split, dyn);
+        else
+            k_combine_one<1><<<dim3(n_seqs, n_heads), rows * lanes, sm, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd,
+                                                                                     n_splits, seq_lens, window, min_split, dyn);
+        CUDA_LAUNCHED(c, "attention combine");
+        return;
+    }
     k_combine<<<dim3(n_seqs, n_heads), threads, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits, skip,
                                                                    seq_lens, window, min_split, dyn);
     CUDA_LAUNCHED(c, "attention combine");
