@@ -447,9 +447,7 @@ static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_
     static const bool one = cuda_env_int("OCTET_COMBINE_ONE", 0) == 1;
     const int v = hd % 2 == 0 ? 2 : 1, lanes = hd / v;
     if (one && lanes <= 512) {
-        // rows: as few as load every split in one round (P = 16 each), at most 512 threads
-        int rows = (n_splits + 15) / 16;
-        if (rows > 512 / lanes) rows = 512 / lanes;
+        const int rows = 512 / lanes;
         const size_t sm = ((size_t)rows * hd + 2 * (size_t)rows) * sizeof(float);
         if (v == 2)
             k_combine_one<2><<<dim3(n_seqs, n_heads), rows * lanes, sm, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd,

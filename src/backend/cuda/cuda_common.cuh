@@ -135,11 +135,8 @@ bool cuda_fuse_mode(void);
 // tokens as 2^lgr sub-blocks: sub-block j of a sequence (tokens 16j .. 16j + 15) of KV head g lies
 // at row 16·(j mod 2^lgr) of block bt[j >> lgr] ([n_blocks][n_kv][kv_block_tokens][head_dim]),
 // so its offset in units of 16 rows is returned (multiply by 16·head_dim·element size).
-__device__ __forceinline__ size_t kv_sub_block_of(int32_t e /* bt[j >> lgr] */, int j, int n_kv, int g, int lgr) {
-    return ((((size_t)e * n_kv + g) << lgr) + (j & ((1 << lgr) - 1)));
-}
 __device__ __forceinline__ size_t kv_sub_block(const int32_t *bt, int j, int n_kv, int g, int lgr) {
-    return kv_sub_block_of(bt[j >> lgr], j, n_kv, g, lgr);
+    return ((((size_t)bt[j >> lgr] * n_kv + g) << lgr) + (j & ((1 << lgr) - 1)));
 }
 
 // RoPE of one pair (x0, x1) at position pos with the pair's inverse frequency: the angle in double,

@@ -92,11 +92,9 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     constexpr int ROWB = HD * ES, BLK_BYTES = 16 * ROWB;
     extern __shared__ __align__(16) char ring_t[];  // [4 warps][STAGES][K, V][BLK_BYTES], swizzled rows
     char *my_ring = ring_t + (size_t)warp * STAGES * 2 * BLK_BYTES;
-    // the block table entry (a cache block of 16 << lgr tokens) of a 16-token sub-block
-    auto entry = [&](int blk) { return blk < b1 ? bt[blk >> lgr] : 0; };
-    auto issue = [&](int blk, int stage, int e /* entry(blk) */) {
+    auto issue = [&](int blk, int stage) {
         if (blk < b1) {
-            const size_t base = kv_sub_block_of(e, blk, n_kv, g, lgr) * BLK_BYTES;
+            size_t base = kv_sub_block(bt, blk, n_kv, g, lgr) * BLK_BYTES;  // blk: 16-token sub-block
             const char *kg = K + base, *vg = V + base;
             char *ks = my_ring + (size_t)stage * 2 * BLK_BYTES, *vs = ks + BLK_BYTES;
 #pragma unroll
@@ -109,10 +107,7 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
         cp_async_commit();
     };
 #pragma unroll
-    for (int i = 0; i < STAGES - 1; i++) issue(b0 + warp + 4 * i, i, entry(b0 + warp + 4 * i));
-    // The entry of the next block to issue is loaded one iteration ahead: issued where it is used,
-    // its L2 round trip stood between each iteration's copies and their addresses.
-    int next_e = entry(b0 + warp + 4 * (STAGES - 1));
+    for (int i = 0; i < STAGES - 1; i++) issue(b0 + warp + 4 * i, i);
 
     // Qᵀ as B fragments: head gr (zero past G), dims c·HD/4 + 4j + {0,1} and {2,3}
     uint32_t qb[NJ][2];
@@ -135,8 +130,7 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     dect::frags<HD, DT> f;
     int stage = 0;
     for (int blk = b0 + warp; blk < b1; blk += 4) {
-        issue(blk + 4 * (STAGES - 1), (stage + STAGES - 1) % STAGES, next_e);
-        next_e = entry(blk + 4 * STAGES);
+        issue(blk + 4 * (STAGES - 1), (stage + STAGES - 1) % STAGES);
         cp_async_wait<STAGES - 1>();
         __syncwarp();
         if constexpr (PROF) {
