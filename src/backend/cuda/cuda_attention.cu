@@ -143,81 +143,25 @@ __global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf
     merge_warps_store<HD>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits);
 }
 
-// Combines the splits of one (sequence, query head): weights exp(m_i − M) computed once
-// into shared memory by the whole CTA; then blockDim.x / hd groups of hd threads each sum
-// every ngrp-th split for one output dim, and group 0 adds the groups' sums. skip (the default;
-// OCTET_COMBINE_SKIP=0 turns it off): splits of weight 0 — empty ones, which short contexts leave
-// most of in a grid planned for the table's width — are not read (their terms are 0·0, so the
-// sums are unchanged). On the H200 at depth 4096 (ncu, dummy:llama-3.1-8b) the combine took
-// 6.19 -> 4.91 us (bf16) and 6.64 -> 5.06 us (fp8) a layer (bench/NOTES.md, session 14).
+// Combines the splits of one (sequence, query head) in one round of loads: a CTA per (sequence,
+// query head), its threads in R rows of hd / V lanes (V = 2 dims a lane when hd is even). Row r takes
+// splits r, r + R, ..., up to P = 16 of them at once: their m, l and accumulator values are all
+// loaded before the first is used, then merged into the row's own maximum M_r, Σ l·w and Σ acc·w
+// (w = e^(m − M_r)); the rows are merged through shared memory: out = Σ_r acc_r·e^(M_r − M) /
+// Σ_r l_r·e^(M_r − M). Empty splits hold m = −inf, l = 0, acc = 0 (weight 0). The launch picks as
+// few rows as load every split in one round. It replaced a combine that summed the splits four at a
+// time after a pass for the maximum and one for the weights (five or more dependent L2 round trips;
+// the skip of empty splits it needed is moot here): on the H200 B=1 L=128k fp8 74.8 -> 72.7 us, 8k
+// 14.9 -> 13.2-14.1, bf16 alike, B=8 L=32k level to -2 us (bench/NOTES.md, session 20).
 // dyn (kernel lab, OCTET_COMBINE_DYN=1: the DYN decode kernel ran): a sequence's busy splits follow
 // from seq_lens, window and min_split; with at most DECODE_FUSED_MAX of them the decode kernel has
 // combined them already (the CTA leaves), else only the busy ones are read.
-__global__ void k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd, int n_splits, int skip,
-                          const int32_t *seq_lens, int window, int min_split, int dyn) {
-    pdl_trigger();  // the output projection's GEMM may launch (it waits for this grid's results)
-    extern __shared__ float w[];  // [n_splits] weights, then [ngrp][hd] partial sums
-    __shared__ float red[32];
-    const int s = blockIdx.x, qh = blockIdx.y, tid = threadIdx.x, nw = blockDim.x / 32, ngrp = blockDim.x / hd;
-    float *gsum = w + n_splits;
-    const float *pp = part + ((size_t)s * n_heads + qh) * n_splits * (hd + 2);
-    if (dyn) {
-        const int pos = seq_lens[s] - 1, lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-        const int busy = split_busy(pos, lo, n_splits, min_split);
-        if (busy <= DECODE_FUSED_MAX) return;
-        n_splits = busy;  // (pp keeps the partials' stride)
-    }
-    float mm = -INFINITY;
-    for (int i = tid; i < n_splits; i += blockDim.x) mm = fmaxf(mm, pp[(size_t)i * (hd + 2)]);
-    for (int o = 16; o > 0; o >>= 1) mm = fmaxf(mm, __shfl_xor_sync(0xffffffff, mm, o));
-    if ((tid & 31) == 0) red[tid >> 5] = mm;
-    __syncthreads();
-    mm = -INFINITY;
-    for (int i = 0; i < nw; i++) mm = fmaxf(mm, red[i]);
-    __syncthreads();
-    float ls = 0.0f;
-    for (int i = tid; i < n_splits; i += blockDim.x) {
-        const float *p = pp + (size_t)i * (hd + 2);
-        float f = p[0] == -INFINITY ? 0.0f : __expf(p[0] - mm);
-        w[i] = f;
-        ls += p[1] * f;
-    }
-    for (int o = 16; o > 0; o >>= 1) ls += __shfl_xor_sync(0xffffffff, ls, o);
-    if ((tid & 31) == 0) red[tid >> 5] = ls;
-    __syncthreads();
-    float ll = 0.0f;
-    for (int i = 0; i < nw; i++) ll += red[i];
-    const int grp = tid / hd, d = tid % hd;
-    if (grp < ngrp) {
-        float aa = 0.0f;
-#pragma unroll 4
-        for (int i = grp; i < n_splits; i += ngrp) {
-            const float wi = w[i];
-            if (!skip || wi != 0.0f) aa += pp[(size_t)i * (hd + 2) + 2 + d] * wi;
-        }
-        gsum[grp * hd + d] = aa;
-    }
-    __syncthreads();
-    if (grp == 0) {
-        float aa = 0.0f;
-        for (int k = 0; k < ngrp; k++) aa += gsum[k * hd + d];
-        out[((size_t)qstart[s] * n_heads + qh) * hd + d] = __float2bfloat16_rn(ll > 0 ? aa / ll : 0.0f);
-    }
-}
-
-// The split combine in one round of loads (kernel lab, OCTET_COMBINE_ONE=1): a CTA per (sequence,
-// query head) as k_combine, its threads in R = blockDim.x / (hd / V) rows of hd / V lanes, each lane
-// V dims. Row r takes splits r, r + R, ... P at a time: their m, l and V accumulator values are
-// all loaded before the first is used (one L2 round trip per P·R splits, where k_combine's
-// chain was five or more), merged into the row's own maximum Mr, Σ l·w and Σ acc·w; then the
-// rows are merged through shared memory: out = Σ_r acc_r·e^(Mr−M) / Σ_r l_r·e^(Mr−M). Empty
-// splits hold m = −inf, l = 0, acc = 0 (their weight is 0); dyn as in k_combine.
 template <int V>
-__global__ void __launch_bounds__(512) k_combine_one(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd,
-                                                     int n_splits, const int32_t *seq_lens, int window, int min_split, int dyn) {
+__global__ void __launch_bounds__(512) k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd,
+                                                 int n_splits, const int32_t *seq_lens, int window, int min_split, int dyn) {
     constexpr int P = 16;  // splits a lane loads at once
     pdl_trigger();  // the output projection's GEMM may launch (it waits for this grid's results)
-    extern __shared__ float sm1[];  // [R][hd] row accumulators, then [R] maxima, [R] sums
+    extern __shared__ float shm[];  // [R][hd] row accumulators, then [R] maxima, [R] sums
     const int s = blockIdx.x, qh = blockIdx.y, tid = threadIdx.x;
     const int lanes = hd / V, R = blockDim.x / lanes, r = tid / lanes, d = (tid % lanes) * V;
     const int t = qstart[s];
@@ -230,7 +174,7 @@ __global__ void __launch_bounds__(512) k_combine_one(bf16 *out, const float *par
         if (busy <= DECODE_FUSED_MAX) return;
         n = busy;  // (pp keeps the partials' stride)
     }
-    float *sM = sm1 + (size_t)R * hd, *sL = sM + R;
+    float *sM = shm + (size_t)R * hd, *sL = sM + R;
     float mr = -INFINITY, lr = 0.0f, ar[V];
 #pragma unroll
     for (int j = 0; j < V; j++) ar[j] = 0.0f;
@@ -272,7 +216,7 @@ __global__ void __launch_bounds__(512) k_combine_one(bf16 *out, const float *par
             mr = mx;
         }
 #pragma unroll
-        for (int j = 0; j < V; j++) sm1[(size_t)r * hd + d + j] = ar[j];
+        for (int j = 0; j < V; j++) shm[(size_t)r * hd + d + j] = ar[j];
         if (d == 0) sM[r] = mr, sL[r] = lr;
     }
     __syncthreads();
@@ -283,7 +227,7 @@ __global__ void __launch_bounds__(512) k_combine_one(bf16 *out, const float *par
         for (int k = 0; k < R; k++) {
             const float w = sM[k] == -INFINITY ? 0.0f : __expf(sM[k] - M);
             L += sL[k] * w;
-            acc += sm1[(size_t)k * hd + dd] * w;
+            acc += shm[(size_t)k * hd + dd] * w;
         }
         out[((size_t)t * n_heads + qh) * hd + dd] = __float2bfloat16_rn(L > 0 ? acc / L : 0.0f);
     }
@@ -432,34 +376,27 @@ static void plan_splits(struct cuda_backend *c, const struct kv_layer *l, int n_
     *per_split_out = per_split;
 }
 
-// Launches the split combine: COMBINE_GROUPS groups of HD threads sum interleaved splits
-// (so each thread's chain of dependent loads is n_splits / COMBINE_GROUPS long).
-#define COMBINE_GROUPS 4
-// dyn: after the DYN decode kernel (k_combine then needs seq_lens, window and min_split).
+// Launches the split combine (k_combine): as few rows of hd / V lanes as load every split in one
+// round, at most 512 threads. dyn: after the DYN decode kernel (k_combine then needs seq_lens,
+// window and min_split).
 static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_heads, int hd, int n_splits,
                            const int32_t *qstart /* [n_seqs] output row of each */, bool dyn = false,
                            const int32_t *seq_lens = nullptr, int window = 0, int min_split = 0) {
-    int groups = COMBINE_GROUPS;
-    while (groups > 1 && groups * hd > 1024) groups--;
-    int threads = (groups * hd + 31) / 32 * 32;  // whole warps; the kernel uses threads / hd groups
-    size_t smem = ((size_t)n_splits + (size_t)(threads / hd) * hd) * sizeof(float);
-    static const int skip = cuda_env_int("OCTET_COMBINE_SKIP", 1) != 0;
-    static const bool one = cuda_env_int("OCTET_COMBINE_ONE", 0) == 1;
     const int v = hd % 2 == 0 ? 2 : 1, lanes = hd / v;
-    if (one && lanes <= 512) {
-        const int rows = 512 / lanes;
-        const size_t sm = ((size_t)rows * hd + 2 * (size_t)rows) * sizeof(float);
-        if (v == 2)
-            k_combine_one<2><<<dim3(n_seqs, n_heads), rows * lanes, sm, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd,
-                                                                                     n_splits, seq_lens, window, min_split, dyn);
-        else
-            k_combine_one<1><<<dim3(n_seqs, n_heads), rows * lanes, sm, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd,
-                                                                                     n_splits, seq_lens, window, min_split, dyn);
-        CUDA_LAUNCHED(c, "attention combine");
+    if (lanes > 512) {
+        cuda_fail(c, cudaErrorInvalidValue, "attention combine: head_dim above 1024");
         return;
     }
-    k_combine<<<dim3(n_seqs, n_heads), threads, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits, skip,
-                                                                   seq_lens, window, min_split, dyn);
+    int rows = (n_splits + 15) / 16;
+    if (rows > 512 / lanes) rows = 512 / lanes;
+    const size_t smem = ((size_t)rows * hd + 2 * (size_t)rows) * sizeof(float);
+    const dim3 grid(n_seqs, n_heads);
+    if (v == 2)
+        k_combine<2><<<grid, rows * lanes, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits, seq_lens, window,
+                                                             min_split, dyn);
+    else
+        k_combine<1><<<grid, rows * lanes, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits, seq_lens, window,
+                                                             min_split, dyn);
     CUDA_LAUNCHED(c, "attention combine");
 }
 

@@ -7,11 +7,6 @@
 // stream events, the split combine and the launch gaps beside the kernel. The default instances
 // are untouched (PROF is a template parameter), and a PROF launch synchronises the stream, so
 // its printout describes a launch alone, not back-to-back ones.
-// OCTET_DECODE_PROF_ARRIVE=k (with PROF): after its store, thread 0 of every CTA also arrives on a
-// counter of its own (the results are unchanged; k_combine still merges) the way an in-kernel
-// combine would — 1: __threadfence() then a relaxed atomicAdd; 2: fence.acq_rel.gpu then a relaxed
-// atomicAdd; 3: atom.add.release.gpu alone; 4: a relaxed atomicAdd alone — to see which of them
-// slows the other CTAs' loops (every in-kernel combine so far did, by 12-16 % at 128k).
 #pragma once
 
 #include <stdio.h>
@@ -20,27 +15,6 @@
 #define DPROF_SLOTS 5  // [start, first bytes, loops done, stored, smid] a CTA
 
 __device__ unsigned long long *g_decode_prof;  // [CTAs][DPROF_SLOTS], CTA = (s, g, split) linear
-__device__ int *g_dprof_cnt;                   // [1] the arrival counter of OCTET_DECODE_PROF_ARRIVE
-__device__ int g_dprof_arrive;                 // its variant (0: none)
-
-// thread 0, after the CTA's store: one arrival in variant g_dprof_arrive
-__device__ __forceinline__ void dprof_arrive() {
-    const int k = g_dprof_arrive;
-    int *cnt = g_dprof_cnt;
-    if (k == 1) {
-        __threadfence();
-        atomicAdd(cnt, 1);
-    } else if (k == 2) {
-        asm volatile("fence.acq_rel.gpu;" ::: "memory");
-        atomicAdd(cnt, 1);
-    } else if (k == 3) {
-        int old;
-        asm volatile("atom.add.release.gpu.s32 %0, [%1], 1;" : "=r"(old) : "l"(cnt) : "memory");
-        (void)old;
-    } else if (k == 4) {
-        atomicAdd(cnt, 1);
-    }
-}
 
 __device__ __forceinline__ unsigned long long dprof_now() {
     unsigned long long t;
@@ -74,7 +48,6 @@ struct decode_prof {
     unsigned long long *buf = nullptr;  // device [cap][DPROF_SLOTS]
     size_t cap = 0;
     cudaEvent_t ev[3] = {};
-    int *cnt = nullptr;  // device [1]: OCTET_DECODE_PROF_ARRIVE's counter
 };
 
 // Before the decode launch: a buffer for n CTAs, the first event.
@@ -90,14 +63,6 @@ static bool dprof_begin(struct cuda_backend *c, decode_prof *p, size_t n) {
             cuda_fail(c, cudaMemcpyToSymbol(g_decode_prof, &p->buf, sizeof p->buf), "decode prof symbol"))
             return false;
         p->cap = n;
-    }
-    if (!p->cnt) {
-        const int k = atoi(getenv("OCTET_DECODE_PROF_ARRIVE") ? getenv("OCTET_DECODE_PROF_ARRIVE") : "0");
-        if (cuda_fail(c, cudaMalloc((void **)&p->cnt, sizeof(int)), "cudaMalloc (decode prof counter)") ||
-            cuda_fail(c, cudaMemcpyToSymbol(g_dprof_cnt, &p->cnt, sizeof p->cnt), "decode prof counter symbol") ||
-            cuda_fail(c, cudaMemcpyToSymbol(g_dprof_arrive, &k, sizeof k), "decode prof arrive symbol"))
-            return false;
-        if (k) fprintf(stderr, "decode prof: arrival variant %d after each CTA's store\n", k);
     }
     return !cuda_fail(c, cudaMemsetAsync(p->buf, 0, n * DPROF_SLOTS * sizeof *p->buf, c->stream), "decode prof reset") &&
            !cuda_fail(c, cudaEventRecord(p->ev[0], c->stream), "decode prof event");

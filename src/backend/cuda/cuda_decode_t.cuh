@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     merge_warps_store<HD, DYN>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits, cta.n_use);
     if constexpr (PROF) {
         __syncthreads();
-        if (threadIdx.x == 0) dprof_mark(3), dprof_arrive();
+        if (threadIdx.x == 0) dprof_mark(3);
     }
     if constexpr (FUSED) {
         if (DYN ? cta.n_use > 1 && cta.n_use <= DECODE_FUSED_MAX : n_splits > 1)
