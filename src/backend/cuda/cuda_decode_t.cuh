@@ -65,7 +65,7 @@ template <int HD, int DT> struct frags {
 
 // PROF (kernel lab, OCTET_DECODE_PROF=1; cuda_decode_prof.cuh): stamps the CTA's timeline.
 template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false>
-__global__ void __launch_bounds__(128, DT == DT_BF16 ? 1 : 5) k_decode_t(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
+__global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                   const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                   int max_blocks, int lgr, int n_kv, int G, int window, float scale,
                                                   const float *scales, int n_splits, int min_split,
