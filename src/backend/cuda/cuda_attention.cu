@@ -144,25 +144,25 @@ __global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf
 }
 
 // Combines the splits of one (sequence, query head) in one round of loads: a CTA per (sequence,
-// query head), its threads in R rows of hd / V lanes (V = 2 dims a lane when hd is even). Row r takes
+// query head), its threads in R rows of hd / 2 lanes (2 dims a lane; head_dim is even). Row r takes
 // splits r, r + R, ..., up to P = 16 of them at once: their m, l and accumulator values are all
 // loaded before the first is used, then merged into the row's own maximum M_r, Σ l·w and Σ acc·w
 // (w = e^(m − M_r)); the rows are merged through shared memory: out = Σ_r acc_r·e^(M_r − M) /
 // Σ_r l_r·e^(M_r − M). Empty splits hold m = −inf, l = 0, acc = 0 (weight 0). The launch picks as
 // few rows as load every split in one round. It replaced a combine that summed the splits four at a
 // time after a pass for the maximum and one for the weights (five or more dependent L2 round trips;
-// the skip of empty splits it needed is moot here): on the H200 B=1 L=128k fp8 74.8 -> 72.7 us, 8k
-// 14.9 -> 13.2-14.1, bf16 alike, B=8 L=32k level to -2 us (bench/NOTES.md, session 20).
+// the skip of empty splits it needed is moot here): on the H200 B=1 L=128k fp8 73.8/74.0 -> 71.7/72.1
+// us, B=8 L=32k 133.2/132.0 -> 131.7/130.7, 8k 14.5 -> 13.4/13.7, bf16 alike (bench/NOTES.md, session 20).
 // dyn (kernel lab, OCTET_COMBINE_DYN=1: the DYN decode kernel ran): a sequence's busy splits follow
 // from seq_lens, window and min_split; with at most DECODE_FUSED_MAX of them the decode kernel has
 // combined them already (the CTA leaves), else only the busy ones are read.
-template <int V>
 __global__ void __launch_bounds__(512) k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd,
                                                  int n_splits, const int32_t *seq_lens, int window, int min_split, int dyn) {
     constexpr int P = 16;  // splits a lane loads at once
     pdl_trigger();  // the output projection's GEMM may launch (it waits for this grid's results)
     extern __shared__ float shm[];  // [R][hd] row accumulators, then [R] maxima, [R] sums
     const int s = blockIdx.x, qh = blockIdx.y, tid = threadIdx.x;
+    constexpr int V = 2;  // dims a lane
     const int lanes = hd / V, R = blockDim.x / lanes, r = tid / lanes, d = (tid % lanes) * V;
     const int t = qstart[s];
     const size_t stride = (size_t)hd + 2;
@@ -190,12 +190,8 @@ __global__ void __launch_bounds__(512) k_combine(bf16 *out, const float *part, c
                 if (i < n) {
                     const float *p = pp + (size_t)i * stride;
                     mi[k] = p[0], li[k] = p[1];
-                    if constexpr (V == 2) {
-                        const float2 v2 = *(const float2 *)(p + 2 + d);
-                        vi[k][0] = v2.x, vi[k][1] = v2.y;
-                    } else {
-                        vi[k][0] = p[2 + d];
-                    }
+                    const float2 v2 = *(const float2 *)(p + 2 + d);  // (8-byte aligned: hd + 2 is even)
+                    vi[k][0] = v2.x, vi[k][1] = v2.y;
                 }
             }
             float mx = mr;
@@ -376,27 +372,22 @@ static void plan_splits(struct cuda_backend *c, const struct kv_layer *l, int n_
     *per_split_out = per_split;
 }
 
-// Launches the split combine (k_combine): as few rows of hd / V lanes as load every split in one
+// Launches the split combine (k_combine): as few rows of hd / 2 lanes as load every split in one
 // round, at most 512 threads. dyn: after the DYN decode kernel (k_combine then needs seq_lens,
 // window and min_split).
 static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_heads, int hd, int n_splits,
                            const int32_t *qstart /* [n_seqs] output row of each */, bool dyn = false,
                            const int32_t *seq_lens = nullptr, int window = 0, int min_split = 0) {
-    const int v = hd % 2 == 0 ? 2 : 1, lanes = hd / v;
-    if (lanes > 512) {
-        cuda_fail(c, cudaErrorInvalidValue, "attention combine: head_dim above 1024");
+    const int lanes = hd / 2;
+    if (hd % 2 || lanes > 512) {  // (model configs are checked: even, at most 512)
+        cuda_fail(c, cudaErrorInvalidValue, "attention combine: head_dim must be even and at most 1024");
         return;
     }
     int rows = (n_splits + 15) / 16;
     if (rows > 512 / lanes) rows = 512 / lanes;
     const size_t smem = ((size_t)rows * hd + 2 * (size_t)rows) * sizeof(float);
-    const dim3 grid(n_seqs, n_heads);
-    if (v == 2)
-        k_combine<2><<<grid, rows * lanes, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits, seq_lens, window,
-                                                             min_split, dyn);
-    else
-        k_combine<1><<<grid, rows * lanes, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits, seq_lens, window,
-                                                             min_split, dyn);
+    k_combine<<<dim3(n_seqs, n_heads), rows * lanes, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits,
+                                                                        seq_lens, window, min_split, dyn);
     CUDA_LAUNCHED(c, "attention combine");
 }
 
