@@ -437,6 +437,15 @@ static decode_mma_fn decode_prof_for(const struct kv_layer *l, int stages) {
     }
 }
 
+// The PDLW transposed kernel (OCTET_DECODE_PDL=1; ring depth 2 only) for a layer's cache type.
+template <int HD>
+static decode_mma_fn decode_pdl_for(const struct kv_layer *l, int stages) {
+    if (stages != 2) return nullptr;
+    if (l->dtype == DT_BF16) return k_decode_t<HD, DT_BF16, 2, false, false, false, true>;
+    if (l->dtype == DT_E4M3) return k_decode_t<HD, DT_E4M3, 2, false, false, false, true>;
+    return k_decode_t<HD, DT_E5M2, 2, false, false, false, true>;
+}
+
 // Decode on the transposed kernel (keys on the MMA's M side; cuda_decode_t.cuh) by default:
 // on the H200 B=1 L=128k fp8 78.6 -> 75.4 us, B=8 L=32k 164.7 -> 157.1, bf16 1-3 % faster
 // (bench/NOTES.md, session 13). OCTET_DECODE_T=0 selects the plain kernel.
@@ -520,10 +529,37 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
         if (!dprof_begin(c, &dp, n_ctas)) return;
         kern = pk;
     }
-    kern<<<grid, 128, ring, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, c->cb.qstart, c->cb.seq_lens,
-                                         c->cb.btab, bt->max_blocks_per_seq, kv_sub_lg(l), l->n_kv_heads, G, l->window, scale, sc, n_splits,
-                                         min_split, nullptr, 0, arrive);
-    if (CUDA_LAUNCHED(c, "attention decode (mma)")) return;
+    // kernel lab (OCTET_DECODE_PDL=1): the plain transposed kernel as a programmatic dependent of
+    // the kernel before it (PDLW in cuda_decode_t.cuh), so its start overlaps that kernel's end
+    static const bool pdl_env = cuda_env_int("OCTET_DECODE_PDL", 0) == 1;
+    decode_mma_fn wk = pdl_env && !pk && kern == plain && tr ? decode_pdl_for<HD>(l, stages) : nullptr;
+    if (wk) {
+        static bool wk_attr[3];
+        if (!wk_attr[di]) {
+            if (cuda_fail(c, cudaFuncSetAttribute(wk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring), "decode pdl attr")) return;
+            wk_attr[di] = true;
+        }
+        cudaLaunchAttribute attr[1];
+        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[0].val.programmaticStreamSerializationAllowed = 1;
+        cudaLaunchConfig_t cfg = {};
+        cfg.gridDim = grid;
+        cfg.blockDim = dim3(128);
+        cfg.dynamicSmemBytes = ring;
+        cfg.stream = c->stream;
+        cfg.attrs = attr;
+        cfg.numAttrs = 1;
+        if (cuda_fail(c, cudaLaunchKernelEx(&cfg, wk, (bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, c->cb.qstart, c->cb.seq_lens,
+                                            c->cb.btab, bt->max_blocks_per_seq, kv_sub_lg(l), l->n_kv_heads, G, l->window, scale, sc,
+                                            n_splits, min_split, (const int32_t *)nullptr, 0, (int *)nullptr),
+                      "attention decode (mma, pdl)"))
+            return;
+    } else {
+        kern<<<grid, 128, ring, c->stream>>>((bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, c->cb.qstart, c->cb.seq_lens,
+                                             c->cb.btab, bt->max_blocks_per_seq, kv_sub_lg(l), l->n_kv_heads, G, l->window, scale, sc,
+                                             n_splits, min_split, nullptr, 0, arrive);
+        if (CUDA_LAUNCHED(c, "attention decode (mma)")) return;
+    }
     if (pk) dprof_event(c, &dp, 1);
     if (n_splits > 1 && (!arrive || (dyn && n_splits > DECODE_FUSED_MAX)))
         launch_combine(c, out, bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart, dyn, c->cb.seq_lens, l->window, min_split);

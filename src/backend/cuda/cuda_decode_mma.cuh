@@ -281,7 +281,9 @@ struct decode_cta {
     int pos, lo, b0, b1, t;
     int n_use;  // DYN: the busy splits of this sequence
     float kscale, vscale;
-    template <int HD, int DT, int STAGES, bool FUSED, bool DYN = false>
+    // WAIT (a programmatic dependent, cuda_pdl.cuh): an empty split waits for the kernel before
+    // it ends before writing its empty partial (that kernel may still read the partials: k_combine).
+    template <int HD, int DT, int STAGES, bool FUSED, bool DYN = false, bool WAIT = false>
     __device__ __forceinline__ bool begin(bf16 *out, float *part, int *arrive, const int32_t *qstart, const int32_t *seq_lens,
                                           int window, const float *scales, int n_kv, int G, int n_splits, int min_split, int abs_split) {
         const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
@@ -294,6 +296,7 @@ struct decode_cta {
             if (b0 >= b1) return false;  // empty: no partial, no arrival
         }
         if ((min_split > 0 || abs_split > 0) && b0 >= b1) {
+            if constexpr (WAIT) pdl_wait();
             empty_split<HD, STAGES, FUSED>(out, part, arrive, t, n_kv, g, G, s, split, n_splits);
             return false;
         }

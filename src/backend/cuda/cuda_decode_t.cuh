@@ -64,7 +64,13 @@ template <int HD, int DT> struct frags {
 }  // namespace dect
 
 // PROF (kernel lab, OCTET_DECODE_PROF=1; cuda_decode_prof.cuh): stamps the CTA's timeline.
-template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false>
+// PDLW (kernel lab, OCTET_DECODE_PDL=1): launched as a programmatic dependent of the kernel before
+// it (cuda_pdl.cuh) — in a decode step the RoPE + kv_write launch, which writes Q and the newest
+// token's K and V — so the CTA's start, its split plan, block-table reads and first copies overlap
+// that kernel's end. Before pdl_wait() a CTA reads only what the host uploaded and cache blocks
+// older than the step; the split holding the newest block waits before its first copy, every
+// other split just before Q; an empty split waits before writing its empty partial.
+template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false, bool PDLW = false>
 __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                   const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                   int max_blocks, int lgr, int n_kv, int G, int window, float scale,
@@ -80,8 +86,8 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, c = lane & 3;
     decode_cta cta = {};
-    if (!cta.begin<HD, DT, STAGES, FUSED, DYN>(out, part, arrive, qstart, seq_lens, window, scales, n_kv, G, n_splits, min_split,
-                                               abs_split))
+    if (!cta.begin<HD, DT, STAGES, FUSED, DYN, PDLW>(out, part, arrive, qstart, seq_lens, window, scales, n_kv, G, n_splits,
+                                                     min_split, abs_split))
         return;
     const int pos = cta.pos, lo = cta.lo, b0 = cta.b0, b1 = cta.b1, t = cta.t;
     const float kscale = cta.kscale, vscale = cta.vscale;
@@ -106,8 +112,15 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
         }
         cp_async_commit();
     };
+    const bool hot = PDLW && b1 > pos / 16;  // this split holds the newest block (PDLW)
+    if constexpr (PDLW) {
+        if (hot) pdl_wait();
+    }
 #pragma unroll
     for (int i = 0; i < STAGES - 1; i++) issue(b0 + warp + 4 * i, i);
+    if constexpr (PDLW) {
+        if (!hot) pdl_wait();  // Q next
+    }
 
     // Qᵀ as B fragments: head gr (zero past G), dims c·HD/4 + 4j + {0,1} and {2,3}
     uint32_t qb[NJ][2];
