@@ -156,9 +156,10 @@ __global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf
 // dyn (kernel lab, OCTET_COMBINE_DYN=1: the DYN decode kernel ran): a sequence's busy splits follow
 // from seq_lens, window and min_split; with at most DECODE_FUSED_MAX of them the decode kernel has
 // combined them already (the CTA leaves), else only the busy ones are read.
+#define COMBINE_SPLITS 16  // splits one row of lanes loads in a round (k_combine and its launch)
 __global__ void __launch_bounds__(512) k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd,
                                                  int n_splits, const int32_t *seq_lens, int window, int min_split, int dyn) {
-    constexpr int P = 16;  // splits a lane loads at once
+    constexpr int P = COMBINE_SPLITS;  // splits a lane loads at once
     pdl_trigger();  // the output projection's GEMM may launch (it waits for this grid's results)
     extern __shared__ float shm[];  // [R][hd] row accumulators, then [R] maxima, [R] sums
     const int s = blockIdx.x, qh = blockIdx.y, tid = threadIdx.x;
@@ -383,7 +384,7 @@ static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_
         cuda_fail(c, cudaErrorInvalidValue, "attention combine: head_dim must be even and at most 1024");
         return;
     }
-    int rows = (n_splits + 15) / 16;
+    int rows = (n_splits + COMBINE_SPLITS - 1) / COMBINE_SPLITS;
     if (rows > 512 / lanes) rows = 512 / lanes;
     const size_t smem = ((size_t)rows * hd + 2 * (size_t)rows) * sizeof(float);
     k_combine<<<dim3(n_seqs, n_heads), rows * lanes, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits,
