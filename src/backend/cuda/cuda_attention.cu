@@ -438,7 +438,8 @@ static decode_mma_fn decode_prof_for(const struct kv_layer *l, int stages) {
     }
 }
 
-// The PDLW transposed kernel (OCTET_DECODE_PDL=1; ring depth 2 only) for a layer's cache type.
+// The PDLW transposed kernel (the default at ring depth 2; OCTET_DECODE_PDL=0 turns it off) for a
+// layer's cache type.
 template <int HD>
 static decode_mma_fn decode_pdl_for(const struct kv_layer *l, int stages) {
     if (stages != 2) return nullptr;
@@ -530,9 +531,12 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
         if (!dprof_begin(c, &dp, n_ctas)) return;
         kern = pk;
     }
-    // kernel lab (OCTET_DECODE_PDL=1): the plain transposed kernel as a programmatic dependent of
-    // the kernel before it (PDLW in cuda_decode_t.cuh), so its start overlaps that kernel's end
-    static const bool pdl_env = cuda_env_int("OCTET_DECODE_PDL", 0) == 1;
+    // The plain transposed kernel runs as a programmatic dependent of the kernel before it (PDLW in
+    // cuda_decode_t.cuh), so its start overlaps that kernel's end: on the H200 B=1 L=128k fp8
+    // 72.7/72.9 -> 71.5/71.4 us, bf16 -0.9 to -1.1, B=8 L=32k -0.8 to -1.2, B=1 L=8k -1.1 to -1.4;
+    // steps at depth 16384 -0.05 ms a token (bench/NOTES.md, session 21). OCTET_DECODE_PDL=0: an
+    // ordinary launch.
+    static const bool pdl_env = cuda_env_int("OCTET_DECODE_PDL", 1) == 1;
     decode_mma_fn wk = pdl_env && !pk && kern == plain && tr ? decode_pdl_for<HD>(l, stages) : nullptr;
     if (wk) {
         static bool wk_attr[3];

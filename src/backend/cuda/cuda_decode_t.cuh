@@ -64,7 +64,7 @@ template <int HD, int DT> struct frags {
 }  // namespace dect
 
 // PROF (kernel lab, OCTET_DECODE_PROF=1; cuda_decode_prof.cuh): stamps the CTA's timeline.
-// PDLW (kernel lab, OCTET_DECODE_PDL=1): launched as a programmatic dependent of the kernel before
+// PDLW (the default launch; OCTET_DECODE_PDL=0 turns it off): a programmatic dependent of the kernel before
 // it (cuda_pdl.cuh) — in a decode step the RoPE + kv_write launch, which writes Q and the newest
 // token's K and V — so the CTA's start, its split plan, block-table reads and first copies overlap
 // that kernel's end. Before pdl_wait() a CTA reads only what the host uploaded and cache blocks

@@ -52,7 +52,7 @@ __global__ void k_kv_write(void *kc, void *vc, const bf16 *k, const bf16 *v, con
 // one): one thread per (token, head of Q then K, pair of dims). Pairs below half are the rotated
 // ones (as k_rope: (i, i + half) or (2i, 2i + 1)); the rest cover the dims past n_rot two at a time.
 // A K head's thread stores its two K and V elements as k_kv_write does (kv_store), so the pages
-// get the same bytes as rope, rope, kv_write. TRIG (with the decode lab OCTET_DECODE_PDL=1):
+// get the same bytes as rope, rope, kv_write. TRIG (the default; OCTET_DECODE_PDL=0 turns it off):
 // pdl_trigger() first, so the decode kernel after it, a programmatic dependent, may launch while
 // this grid still runs (cuda_pdl.cuh; it waits for this grid before it reads Q or the newest block).
 template <bool TRIG = false>
@@ -177,7 +177,7 @@ extern "C" void cuda_rope_kv_write(struct backend *b, void *q, void *k, const vo
     const double *freqs = cuda_rope_freqs(c, rt);
     if (!freqs) return;
     long n = (long)bt->n_tokens * (n_heads + l->n_kv_heads) * (l->head_dim / 2);
-    static const bool trig = cuda_env_int("OCTET_DECODE_PDL", 0) == 1;  // (kernel lab; cuda_decode_t.cuh's PDLW)
+    static const bool trig = cuda_env_int("OCTET_DECODE_PDL", 1) == 1;  // (cuda_decode_t.cuh's PDLW)
     (trig ? k_rope_kv_write<true> : k_rope_kv_write<false>)<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>(
         (bf16 *)q, (bf16 *)k, (const bf16 *)v, l->k, l->v, c->cb.pos, c->cb.slot, freqs, bt->n_tokens, n_heads, l->n_kv_heads,
         l->head_dim, rt->n_rot / 2, rt->neox, rt->attn_factor, l->kv_block_tokens, (int)l->dtype, sc, sc + KV_MAX_HEADS, ko);
