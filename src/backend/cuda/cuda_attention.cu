@@ -722,14 +722,16 @@ static void launch_prefill_fp8_nwg(struct cuda_backend *c, void *out, const void
 template <int HD>
 static void launch_prefill_fp8(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G,
                                const struct attn_params *p, const float *sc, const struct batch *bt) {
-    // The TMA / warp-specialised / ping-pong kernel where it fits (head_dim 128, two-level or
-    // single): 395 against 243 TFLOP/s at 16k on the H200 (bench/NOTES.md, session 15).
+    // The TMA / warp-specialised / ping-pong kernel where it fits (head_dim 128, every accumulation
+    // mode): 395 against 243 TFLOP/s at 16k on the H200 (bench/NOTES.md, session 15; every:N joined
+    // it in session 21).
     // OCTET_FP8_TMA=0 selects the kernels below (as setting one of their lab switches does).
     static int tma = -1;
     if (tma < 0)
         tma = cuda_env_int("OCTET_FP8_TMA", getenv("OCTET_FP8_WG") ? 0 : 1);
-    if (HD == 128 && tma == 1 && p->fp8_accum <= 1 && fp8tma_fits(l, G)) {
-        launch_prefill_fp8_tma(c, out, q, l, G, p->softmax_scale, sc, bt, p->fp8_accum < 0 ? 2 : 0);
+    if (HD == 128 && tma == 1 && fp8tma_fits(l, G)) {
+        const int acc = p->fp8_accum < 0 ? 2 : p->fp8_accum > 1 ? 1 : 0;  // (every:1 is two-level)
+        launch_prefill_fp8_tma(c, out, q, l, G, p->softmax_scale, sc, bt, acc, acc == 1 ? p->fp8_accum : 1);
         return;
     }
     static const int nwg = cuda_env_int("OCTET_FP8_WG", 2) == 1 ? 1 : 2;

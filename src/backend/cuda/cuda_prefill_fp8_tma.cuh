@@ -1,5 +1,5 @@
 // cuda_prefill_fp8_tma.cuh — the FP8 wgmma prefill built the FA3 way (the default at head_dim
-// 128 with two-level and single accumulation; OCTET_FP8_TMA=0 selects the older kernel), included by
+// 128 in every accumulation mode; OCTET_FP8_TMA=0 selects the older kernel), included by
 // cuda_attention.cu after cuda_prefill_fp8.cuh, whose Q load, row set-up, softmax and output
 // store (fp8pf::) it shares. Owns: the TMA tensor maps of a layer's cache, the copy warp (TMA),
 // the mbarrier pipeline, the producer's V transpose from a swizzled stage, the two
@@ -21,8 +21,9 @@
 //   warpgroups 1 and 2, the consumers (232 registers), 64 query rows each: per tile, under a
 //     named-barrier turn that alternates between them (ping-pong), Q·Kᵀ(t) and P·V(t−1) are
 //     issued together; then S(t)'s softmax runs while P·V(t−1) and the other warpgroup's MMAs
-//     are in flight; then T(t−1) is folded (two-level: o = o·α(t−1) + T; single: T ·= α(t))
-//     and P(t) packed into the registers P·V(t−1) read.
+//     are in flight; then T(t−1) is folded (two-level: o = o·α(t−1) + T; every:N: after absolute
+//     tiles N−1, 2N−1, … o = o·A + T, A the product of the α since the last promotion; then T ·= α(t)
+//     for every:N and single) and P(t) packed into the registers P·V(t−1) read.
 // Stages: K and raw V in 3 ring slots (mbarriers kfull/vfull with TMA byte counts or the copy
 // warp's 32 arrivals, kempty from the consumers after their Q·Kᵀ, vempty from the transposers),
 // Vᵀ in 2 (tfull from the transposers, tempty after P·V). The query tiles run longest first.
@@ -180,12 +181,17 @@ template <bool ON> struct phase_clock {
 // wait for P·V(i − 1) sits before the softmax: with o, T, S and P live (≈ 228 of 232 registers)
 // ptxas reuses P's registers for the softmax's temporaries, so a warpgroup's own P·V never runs
 // under its softmax (bench/NOTES.md).
+// ACC: 0 two-level, 1 every:N (n_every tiles), 2 single — the older kernel's modes (cuda_prefill_fp8.cuh,
+// softmax_pv), with tile t's rescale and P·V(t) a tile apart. every:N rescales o once a promotion by
+// the product of the tiles' α (the older kernel: by each α in turn, o·α·α·α — the same up to float
+// rounding; the CPU emulation needs no rescale, it knows the exact max): 504 → 632 TFLOP/s at 16k on
+// the H200 against rescaling o every tile (bench/NOTES.md, session 21).
 template <int ACC, bool PROF = false>
 __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
                                                          const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
                                                          int window, float scale, const float *scales, int lab,
-                                                         unsigned long long *prof) {
+                                                         int n_every, unsigned long long *prof) {
     using namespace fp8tma;
     extern __shared__ uint8_t fp8tma_smem_raw[];
     // (an offset into the shared array, not integer arithmetic on its address, so that the
@@ -277,19 +283,25 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     const float vscale = scales[KV_MAX_HEADS + g];
     const uint8_t *qw = Qs + wg * Q_BYTES;
 
-    float o[ACC == 0 ? HD / 2 : 1], tacc[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha_prev[2] = {1.0f, 1.0f};
+    float o[ACC != 2 ? HD / 2 : 1], tacc[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha_prev[2] = {1.0f, 1.0f};
 #pragma unroll
     for (int j = 0; j < HD / 2; j++) tacc[j] = 0.0f;
 #pragma unroll
-    for (int j = 0; j < (ACC == 0 ? HD / 2 : 1); j++) o[j] = 0.0f;
+    for (int j = 0; j < (ACC != 2 ? HD / 2 : 1); j++) o[j] = 0.0f;
+    // every:N: tile t's P·V starts T afresh at the CTA's first tile and at multiples of N, and T is
+    // promoted into o after tiles N−1, 2N−1, … and the last (absolute tile indices). ph = t % N of
+    // the next tile whose P·V is issued; amul = the α product since the last promotion.
+    int ph = ACC == 1 ? t0 % n_every : 0;
+    float amul[2] = {1.0f, 1.0f};
     uint32_t pa[BN / 32][4];
     phase_clock<PROF> pc;
     pc.start();
-    auto pv_issue = [&](int i) {  // T (+)= P(i)·Vᵀ(i) (two-level starts T from zero each tile)
+    auto pv_issue = [&](int i) {  // T (+)= P(i)·Vᵀ(i) (two-level starts T from zero each tile, every:N when fresh)
         const uint8_t *vt = Vt + (i & 1) * TILE_BYTES;
+        const int sd0 = ACC == 0 || (ACC == 1 && (i == 0 || ph == 0)) ? 0 : 1;
 #pragma unroll
         for (int kk = 0; kk < BN / 32; kk++)
-            fp8pf::rs<HD>(tacc, pa[kk], wgmma_desc(vt + kk * 256, 128, BN * 8), ACC == 0 && kk == 0 ? 0 : 1);
+            fp8pf::rs<HD>(tacc, pa[kk], wgmma_desc(vt + kk * 256, 128, BN * 8), kk == 0 ? sd0 : 1);
         wgmma_commit();
     };
     // one tile i; FIRST (tile 0) has no P·V(i − 1) to issue or fold. (Two instances rather than
@@ -327,8 +339,17 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
 #pragma unroll
                 for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], alpha_prev[(j >> 1) & 1], tacc[j]);
             }
+            if constexpr (ACC == 1) {
+                if (ph == n_every - 1) {
+#pragma unroll
+                    for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], amul[(j >> 1) & 1], tacc[j]);
+                    amul[0] = amul[1] = 1.0f;
+                }
+                ph = ph + 1 == n_every ? 0 : ph + 1;
+            }
         }
         pc.mark(5);
+        if constexpr (ACC == 1) amul[0] *= alpha[0], amul[1] *= alpha[1];
         if constexpr (ACC != 0) {
 #pragma unroll
             for (int j = 0; j < HD / 2; j++) tacc[j] *= alpha[(j >> 1) & 1];
@@ -351,9 +372,13 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
 #pragma unroll
         for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], alpha_prev[(j >> 1) & 1], tacc[j]);
     }
+    if constexpr (ACC == 1) {  // (the last tile is always promoted)
+#pragma unroll
+        for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], amul[(j >> 1) & 1], tacc[j]);
+    }
     fp8pf::rows2 ro;  // (the rows' tokens and heads again: not kept live through the tile loop)
     ro.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
-    fp8pf::store_rows<HD>(out, ACC == 0 ? o : tacc, l, ro.on, ro.tok, ro.head, n_heads, g, G, vscale, c);
+    fp8pf::store_rows<HD>(out, ACC != 2 ? o : tacc, l, ro.on, ro.tok, ro.head, n_heads, g, G, vscale, c);
 }
 
 // ---------------------------------------------------------------- host side
@@ -397,9 +422,9 @@ static bool fp8tma_fits(const struct kv_layer *l, int G) {
     return l->head_dim == 128 && 64 % G == 0 && bs % 8 == 0 && (fp8tma::BN % bs == 0 || bs % fp8tma::BN == 0);
 }
 
-// acc: 0 two-level, 2 single (every:N stays on the older kernel)
+// acc: 0 two-level, 1 every:N (n_every tiles), 2 single
 static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G, float scale,
-                                   const float *sc, const struct batch *bt, int acc) {
+                                   const float *sc, const struct batch *bt, int acc, int n_every) {
     const int rows = l->kv_block_tokens < fp8tma::BN ? l->kv_block_tokens : fp8tma::BN;
     CUtensorMap km, vm;
     if (!fp8tma_map(c, &km, l->k, l, rows) || !fp8tma_map(c, &vm, l->v, l, rows)) return;
@@ -411,11 +436,11 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
          cuda_fail(c, cudaMemsetAsync(prof, 0, 32 * sizeof *prof, c->stream), "prof reset")))
         return;
     typedef decltype(&k_prefill_fp8_tma<0>) tma_fn;
-    static const tma_fn kerns[4] = {k_prefill_fp8_tma<0, false>, k_prefill_fp8_tma<0, true>, k_prefill_fp8_tma<2, false>,
-                                    k_prefill_fp8_tma<2, true>};  // [acc][prof]
-    const int which = (acc != 0) * 2 + prof_on;
+    static const tma_fn kerns[6] = {k_prefill_fp8_tma<0, false>, k_prefill_fp8_tma<0, true>, k_prefill_fp8_tma<1, false>,
+                                    k_prefill_fp8_tma<1, true>,  k_prefill_fp8_tma<2, false>, k_prefill_fp8_tma<2, true>};  // [acc][prof]
+    const int which = acc * 2 + prof_on;
     const tma_fn kern = kerns[which];
-    static bool attr_set[4] = {};
+    static bool attr_set[6] = {};
     if (!attr_set[which]) {
         if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma::SMEM), "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
             return;
@@ -425,7 +450,7 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
     dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
     kern<<<grid, 384, fp8tma::SMEM, c->stream>>>(km, vm, (bf16 *)out, (const bf16 *)q, c->cb.qstart, c->cb.pos, c->cb.btab,
                                                  bt->max_blocks_per_seq, l->n_kv_heads, G, l->kv_block_tokens, rows, l->window, scale, sc, lab,
-                                                 prof);
+                                                 n_every, prof);
     if (CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma, TMA)") || !prof_on) return;
     unsigned long long h[32];
     if (cuda_fail(c, cudaMemcpyAsync(h, prof, sizeof h, cudaMemcpyDeviceToHost, c->stream), "prof copy") ||
