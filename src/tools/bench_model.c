@@ -14,6 +14,7 @@
 #include "../base/check.h"
 #include "../engine/sampler.h"
 #include "../model/model.h"
+#include "bench_ids.h"
 #include "cli.h"
 #include "tools.h"
 
@@ -32,7 +33,7 @@ static int fill(struct runner *r, int depth, bool with_one, float *lg) {
     if (!n) return OCT_OK;
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n);
     if (!ids) return err_set(OCT_ENOMEM, "out of memory");
-    for (int i = 0; i < n; i++) ids[i] = (int32_t)(((int64_t)i * 104729 + 7) % r->m->cfg.n_vocab);  // 64-bit: depths past 20,504
+    for (int i = 0; i < n; i++) ids[i] = bench_fill_id(i, r->m->cfg.n_vocab);
     int rc = runner_feed(r, ids, n, false, lg);
     free(ids);
     return rc;
@@ -43,7 +44,7 @@ static int run_pp(struct runner *r, int n, int depth, int reps, double *out) {
     int32_t *ids = malloc(sizeof(int32_t) * n);
     float *lg = backend_host_alloc(r->b, sizeof(float) * (size_t)r->m->cfg.n_vocab);
     if (!ids || !lg) { free(ids); backend_host_free(r->b, lg); return err_set(OCT_ENOMEM, "out of memory"); }
-    for (int i = 0; i < n; i++) ids[i] = (int32_t)(((int64_t)i * 7919 + 13) % r->m->cfg.n_vocab);
+    for (int i = 0; i < n; i++) ids[i] = bench_prompt_id(i, r->m->cfg.n_vocab);
     int rc = OCT_OK;
     for (int k = 0; k < reps && rc == OCT_OK; k++) {
         if ((rc = fill(r, depth, false, lg)) < 0) break;
