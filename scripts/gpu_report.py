@@ -169,6 +169,10 @@ def load(argv):
     tp = {c["name"]: c["result"]["output_throughput"] for c in j["configs"] if c.get("result")}
     print("load: " + ", ".join(f"{n} {v:.1f} output tok/s" for n, v in tp.items())
           + (f"; fp8/auto = {tp['fp8'] / tp['auto']:.3f}" if "fp8" in tp and "auto" in tp else ""))
+    for c in j["configs"]:  # failed requests make the rates meaningless: name them
+        if c.get("failed"):
+            errs = sorted({e for e in c.get("errors", []) if e})
+            print(f"load {c['name']}: {c['failed']} of {c.get('completed', 0) + c['failed']} requests FAILED ({'; '.join(errs)[:200]}): not a throughput measurement")
 
 
 def pd(argv):

@@ -32,6 +32,9 @@ expect "step: the last forward pass only" '^step ncu_step_sample: 300.0 us in 7 
 expect "itl fits" '^itl fp8: slope 1.527e-05 ms/token, intercept 5.87 ms' itl $G/sweep_llama-3.1-8b_v6/sweep.json
 expect "itl ratio" '^itl fp8/auto slope = 0.507, break-even 2398$' itl $G/sweep_llama-3.1-8b_v6/sweep.json
 expect "load" 'fp8/auto = 1.228$' load $G/throughput_llama-3.1-8b_s12/throughput.json
+expect "load failures named" '^load auto: 6 of 8 requests FAILED \(server error in stream: backend cuda: gemv rmsnorm \+ Q\|K\|V: invalid argument\): not a throughput' load $G/throughput_llama-3.1-8b_s21_failed/throughput.json
+n=$(python3 "$R" load $G/throughput_llama-3.1-8b_s12/throughput.json | grep -c FAILED)
+[ "$n" = 0 ] && ok || bad "load: a run without failures printed $n FAILED lines"
 expect "pd identical" 'prefill vs decode \(--batch-invariant\), dummy:llama-3.1-8b fp8: .*rel. diff 0.00e\+00 \(identical\)' pd $G/2026-11-30_prefill_vs_decode_s13.jsonl
 expect "pd block size" '^prefill vs decode \(--batch-invariant, 64-token blocks\), dummy:llama-3.1-8b fp8: .*rel. diff 0.00e\+00 \(identical\)$' pd tests/data/pd_bs_sample.jsonl
 expect "pd vs 16-token blocks" '^  64- vs 16-token blocks \(default, bf16, step 256\): 100.25 vs 100.5, rel. diff 2.49e-03$' pd tests/data/pd_bs_sample.jsonl

@@ -258,12 +258,18 @@ static bool gemv_fused_launch(cudaStream_t st, bf16 *out, const bf16 *x, const b
     return true;
 }
 
+// The NORM launches' dynamic shared memory (the n normalised rows of x) must leave room under the
+// 48 KB a CTA gets without opting in for the kernel's static shared memory (ptxas: 128 bytes, the
+// rmsnorm's reduction): the rows alone at exactly 48 KB (n = 6 at 4096 columns) failed every launch
+// with "invalid argument" — found by the load benchmark on the H200 (session 21), where 6-row decode
+// steps occur; such steps now take k_rmsnorm and the plain fused GEMM.
+#define GEMV_NORM_SMEM_MAX (47 * 1024)
 // Whether the fused launches can normalise n rows of x of cols with the norm weight nw: the
 // rows fit k_rmsnorm's vector path in at most the CTA's threads, and the CTA's shared memory.
 static inline bool gemv_norm_fits(const bf16 *x, const bf16 *nw, int64_t cols, int n) {
     const int T = rms_threads(cols);
     return cols % 8 == 0 && cols / 8 <= (int64_t)RMS_VEC * T && T <= GEMV_WARPS * 32 && ((uintptr_t)x | (uintptr_t)nw) % 16 == 0 &&
-           (size_t)n * cols * sizeof(bf16) <= 48 * 1024;
+           (size_t)n * cols * sizeof(bf16) <= GEMV_NORM_SMEM_MAX;
 }
 
 // Q, K and V products of one x in one launch (GEMV_QKV); false when the shapes do not fit.
