@@ -672,18 +672,25 @@ static bool launch_decode(struct cuda_backend *c, void *out, const void *q, cons
     return false;
 }
 
+// False (nothing launched) when a cache block's K and V in f32 exceed the shared memory a CTA may
+// opt in to (227 KB on the H200: e.g. 128-token blocks at head_dim 256, 256-token blocks at 128);
+// the caller then takes the generic kernel, which needs none.
 template <int HD>
-static void launch_prefill(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G, float scale,
+static bool launch_prefill(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G, float scale,
                            const float *sc, const struct batch *bt) {
     constexpr int ROWS = 128 / (HD / 32);
     int qt = ROWS / G;
     dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
     size_t smem = 2 * (size_t)l->kv_block_tokens * HD * sizeof(float);
-    if (smem > 48 * 1024) cudaFuncSetAttribute(k_prefill<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (smem > c->smem_optin) return false;
+    if (smem > 48 * 1024 &&
+        cuda_fail(c, cudaFuncSetAttribute(k_prefill<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "attention prefill: smem attr"))
+        return true;  // (the error is latched)
     k_prefill<HD><<<grid, 128, smem, c->stream>>>((bf16 *)out, (const bf16 *)q, l->k, l->v, (int)l->dtype, c->cb.qstart,
                                                  c->cb.pos, c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G,
                                                  l->kv_block_tokens, l->window, scale, sc);
     CUDA_LAUNCHED(c, "attention prefill");
+    return true;
 }
 
 // FP8 (e4m3) prefill on wgmma (the older kernel). NWG: consumer warpgroups a CTA (1 or 2).
@@ -789,10 +796,10 @@ extern "C" void cuda_attention(struct backend *b, void *out, const void *q, cons
         return;
     }
     if ((hd == 64 || hd == 128 || hd == 256) && (128 / (hd / 32)) % G == 0) {
-        if (hd == 64) launch_prefill<64>(c, out, q, l, G, p->softmax_scale, sc, bt);
-        else if (hd == 128) launch_prefill<128>(c, out, q, l, G, p->softmax_scale, sc, bt);
-        else launch_prefill<256>(c, out, q, l, G, p->softmax_scale, sc, bt);
-        return;
+        const bool done = hd == 64    ? launch_prefill<64>(c, out, q, l, G, p->softmax_scale, sc, bt)
+                          : hd == 128 ? launch_prefill<128>(c, out, q, l, G, p->softmax_scale, sc, bt)
+                                      : launch_prefill<256>(c, out, q, l, G, p->softmax_scale, sc, bt);
+        if (done) return;
     }
 generic:
     if (hd > 512) { if (!c->error) { c->error = OCT_EUNSUP; snprintf(c->msg, sizeof c->msg, "attention: head_dim %d > 512", hd); } return; }

@@ -669,6 +669,7 @@ extern "C" struct backend *backend_cuda_create(int device_index) {
         return nullptr;
     }
     c->n_sm = prop.multiProcessorCount;
+    c->smem_optin = prop.sharedMemPerBlockOptin;
     const char *ge = getenv("OCTET_CUDA_GRAPHS");
     c->graphs_on = !(ge && ge[0] == '0');
     return &c->base;

@@ -49,6 +49,7 @@ struct gemm_plan {
 struct cuda_backend {
     struct backend base;
     int device, n_sm;
+    size_t smem_optin;  // the most shared memory a CTA may opt in to (cudaDeviceProp::sharedMemPerBlockOptin)
     cudaStream_t stream;
     cublasLtHandle_t lt;
     void *workspace;
