@@ -440,15 +440,7 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
             wk_attr[di] = true;
         }
         cudaLaunchAttribute attr[1];
-        attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[0].val.programmaticStreamSerializationAllowed = 1;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = grid;
-        cfg.blockDim = dim3(128);
-        cfg.dynamicSmemBytes = ring;
-        cfg.stream = c->stream;
-        cfg.attrs = attr;
-        cfg.numAttrs = 1;
+        const cudaLaunchConfig_t cfg = pdl_config(grid, dim3(128), ring, c->stream, attr);
         if (cuda_fail(c, cudaLaunchKernelEx(&cfg, wk, (bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, c->cb.qstart, c->cb.seq_lens,
                                             c->cb.btab, bt->max_blocks_per_seq, kv_sub_lg(l), l->n_kv_heads, G, l->window, scale, sc,
                                             n_splits, min_split, (const int32_t *)nullptr, 0, (int *)nullptr),
