@@ -464,12 +464,6 @@ static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, void *xn
 static void cu_matmul_add(struct backend *b, void *x, void *scratch, const void *in, const struct weight *w, int n) {
     struct cuda_backend *c = cb_of(b);
     if (CUDA_SKIP(c) || !n) return;
-    cudaError_t e;
-    if (fused_fast(c, n) && cuda_wo_prefetch() >= 1 &&
-        gemv_add_pf_launch(c->stream, (bf16 *)x, (const bf16 *)in, (const bf16 *)w->dev, w->rows, w->cols, n, &e)) {
-        cuda_fail(c, e, "gemv + residual add (prefetching)");
-        return;
-    }
     if (fused_fast(c, n) && gemv_fused_launch<GEMV_ADD>(c->stream, (bf16 *)x, (const bf16 *)in, (const bf16 *)w->dev, nullptr,
                                                         w->rows, w->cols, n)) {
         CUDA_LAUNCHED(c, "gemv + residual add");
@@ -640,11 +634,6 @@ static const struct backend_ops cuda_ops = {
     .logits = cu_logits,
     .kv_budget_default = cu_kv_budget_default,
 };
-
-int cuda_wo_prefetch(void) {
-    static const int v = cuda_env_int("OCTET_WO_PF", 0);
-    return v;
-}
 
 bool cuda_fuse_mode(void) {
     static const bool on = cuda_env_int("OCTET_FUSE", 1) != 0;

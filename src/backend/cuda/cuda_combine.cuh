@@ -1,7 +1,7 @@
 // cuda_combine.cuh — the split-KV combine of the decode kernels (flash-decoding's second step),
 // included by cuda_attention.cu after the decode kernels: the kernel k_combine, which merges each
 // (sequence, query head)'s split partials [n_splits][m, l, acc[hd]] into its bf16 output row, and
-// its launch. (Split out of cuda_attention.cu to keep that file under 800 lines.)
+// its launch. (Split out of cuda_attention.cu to keep that file under 800 lines; unchanged.)
 #pragma once
 
 // Combines the splits of one (sequence, query head) in one round of loads: a CTA per (sequence,
@@ -22,7 +22,6 @@ __global__ void __launch_bounds__(512) k_combine(bf16 *out, const float *part, c
                                                  int n_splits, const int32_t *seq_lens, int window, int min_split, int dyn) {
     constexpr int P = COMBINE_SPLITS;  // splits a lane loads at once
     pdl_trigger();  // the output projection's GEMM may launch (it waits for this grid's results)
-    pdl_wait();     // (launched as a programmatic dependent of the decode kernel: its partials)
     extern __shared__ float shm[];  // [R][hd] row accumulators, then [R] maxima, [R] sums
     const int s = blockIdx.x, qh = blockIdx.y, tid = threadIdx.x;
     constexpr int V = 2;  // dims a lane
@@ -106,14 +105,6 @@ static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_
     int rows = (n_splits + COMBINE_SPLITS - 1) / COMBINE_SPLITS;
     if (rows > 512 / lanes) rows = 512 / lanes;
     const size_t smem = ((size_t)rows * hd + 2 * (size_t)rows) * sizeof(float);
-    if (cuda_wo_prefetch() >= 2) {  // (kernel lab) a programmatic dependent of the decode kernel
-        cudaLaunchAttribute attr[1];
-        const cudaLaunchConfig_t cfg = pdl_config(dim3(n_seqs, n_heads), dim3(rows * lanes), smem, c->stream, attr);
-        cuda_fail(c, cudaLaunchKernelEx(&cfg, k_combine, (bf16 *)out, (const float *)c->d_part, qstart, n_heads, hd, n_splits,
-                                        seq_lens, window, min_split, (int)dyn),
-                  "attention combine (pdl)");
-        return;
-    }
     k_combine<<<dim3(n_seqs, n_heads), rows * lanes, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits,
                                                                         seq_lens, window, min_split, dyn);
     CUDA_LAUNCHED(c, "attention combine");

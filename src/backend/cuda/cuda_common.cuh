@@ -131,10 +131,6 @@ bool cuda_identity_mode(const struct cuda_backend *c);
 // split combine inside the decode kernel (cuda_decode_mma.cuh): on by default, OCTET_FUSE=0 turns
 // them off.
 bool cuda_fuse_mode(void);
-// Kernel lab, OCTET_WO_PF: 1 — x += in·Wᵀ of n <= 8 rows as k_gemv_add_pf, a programmatic dependent
-// that prefetches its weights (cuda_gemv.cuh); 2 — also the split combine as a programmatic
-// dependent of the decode kernel, so the prefetch can start under attention (cuda_combine.cuh).
-int cuda_wo_prefetch(void);
 
 // The 16-token kernels (decode, bf16 prefill) stream a cache block of kv_block_tokens = 16·2^lgr
 // tokens as 2^lgr sub-blocks: sub-block j of a sequence (tokens 16j .. 16j + 15) of KV head g lies

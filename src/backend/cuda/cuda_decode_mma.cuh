@@ -13,8 +13,6 @@
 // (Q converted from bf16); a BF16 cache runs bf16 MMAs directly.
 #pragma once
 
-#include "cuda_cp_async.cuh"
-
 template <int DT> struct mma_traits;
 template <> struct mma_traits<DT_BF16> {
     typedef uint16_t E;  // bf16 bits
@@ -57,6 +55,12 @@ template <int N> __device__ __forceinline__ void load_words(uint32_t *w, const v
            w[0] = v.x; w[1] = v.y; w[2] = v.z; w[3] = v.w; w[4] = u.x; w[5] = u.y; w[6] = u.z; w[7] = u.w; }
 }
 
+__device__ __forceinline__ void cp_async16(void *smem, const void *gmem) {
+    unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(gmem));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
 
 // Element i (16-bit for bf16, 8-bit for fp8) of a word array, as the low bits of a word.
 template <int DT> __device__ __forceinline__ uint32_t elem_bits(const uint32_t *w, int i) {

@@ -18,7 +18,6 @@
 // the previous kernel, so its start overlaps that kernel's tail.
 #pragma once
 
-#include "cuda_cp_async.cuh"
 #include "cuda_pdl.cuh"
 #include "cuda_rmsnorm.cuh"
 
@@ -264,83 +263,6 @@ static inline bool gemv_norm_fits(const bf16 *x, const bf16 *nw, int64_t cols, i
     const int T = rms_threads(cols);
     return cols % 8 == 0 && cols / 8 <= (int64_t)RMS_VEC * T && T <= GEMV_WARPS * 32 && ((uintptr_t)x | (uintptr_t)nw) % 16 == 0 &&
            (size_t)n * cols * sizeof(bf16) <= GEMV_NORM_SMEM_MAX;
-}
-
-// x += in·Wᵀ with the weights prefetched (kernel lab, OCTET_WO_PF >= 1): launched as a programmatic
-// dependent (cuda_pdl.cuh) of the kernel before it — in a decode step the split combine or the
-// decode kernel, both of which trigger at entry — each warp copies its whole weight row into
-// shared memory (cp.async) before pdl_wait(), so the projection's weight stream runs under the
-// attention kernels instead of after them. Then the row's products with in and the add, as
-// GEMV_ADD: a lane sums its runs in k_gemv's order (lane, lane + 32, ...) and the warp reduces
-// with k_gemv's shuffles, so the outputs equal the GEMV_ADD launch's bit for bit.
-// Why: at depth 256 a step's Q|K|V → RoPE + kv_write → attention → combine leaves HBM idle for
-// ≈ 10 µs a layer, and wo (32 MB on Llama-3.1-8B) then streams in a launch of its own; the k_gemv
-// launches of a step cost ≈ 3 µs each beyond their bytes at 4.47 TB/s (gemv_step_probe, session 22).
-#define GEMV_PF_WARPS 4                // weight rows a CTA (a warp each)
-#define GEMV_PF_SMEM_MAX (48 * 1024)  // the rows' shared memory, without opting in: cols <= 6144
-template <int NR>
-__global__ void __launch_bounds__(GEMV_PF_WARPS * 32) k_gemv_add_pf(bf16 *out /*[NR][rows], += */, const bf16 *x /*[NR][cols]*/,
-                                                                   const bf16 *w /*[rows][cols]*/, int rows, int cols) {
-    extern __shared__ uint4 gemv_pf[];  // [GEMV_PF_WARPS][runs] each warp's weight row
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, row = blockIdx.x * GEMV_PF_WARPS + warp;
-    const int runs = cols / 8;
-    uint4 *mine = gemv_pf + (size_t)warp * runs;
-    const bool live = row < rows;
-    if (live) {
-        const uint4 *wr = (const uint4 *)(w + (size_t)row * cols);
-        for (int i = lane; i < runs; i += 32) cp_async16(mine + i, wr + i);
-    }
-    cp_async_commit();
-    pdl_wait();          // x and out are written by earlier kernels
-    cp_async_wait<0>();  // (a lane reads back only the runs it copied)
-    if (!live) return;
-    const uint4 *xr = (const uint4 *)x;
-    float acc[NR];
-#pragma unroll
-    for (int r = 0; r < NR; r++) acc[r] = 0.0f;
-#pragma unroll 4
-    for (int i = lane; i < runs; i += 32) {
-        const uint4 wv = mine[i];
-#pragma unroll
-        for (int r = 0; r < NR; r++) gemv_dot8(acc[r], wv, __ldg(xr + (size_t)r * runs + i));
-    }
-#pragma unroll
-    for (int r = 0; r < NR; r++)
-#pragma unroll
-        for (int o = 16; o > 0; o >>= 1) acc[r] += __shfl_xor_sync(0xffffffff, acc[r], o);
-    if (lane == 0) {
-#pragma unroll
-        for (int r = 0; r < NR; r++) {
-            bf16 *o = out + (size_t)r * rows + row;
-            *o = __float2bfloat16_rn(__bfloat162float(*o) + __bfloat162float(__float2bfloat16_rn(acc[r])));
-        }
-    }
-}
-
-// The launch of k_gemv_add_pf for n <= 8 rows of x; false when the shapes do not fit (the caller
-// takes the GEMV_ADD launch), else true with the launch's result in *err.
-static inline bool gemv_add_pf_launch(cudaStream_t st, bf16 *out, const bf16 *x, const bf16 *w, int64_t rows, int64_t cols, int n,
-                                      cudaError_t *err) {
-    const size_t smem = (size_t)GEMV_PF_WARPS * cols * sizeof(bf16);
-    if (n < 1 || n > 8 || cols % 8 || smem > GEMV_PF_SMEM_MAX || ((uintptr_t)w | (uintptr_t)x) % 16 || rows > (int64_t)1 << 30)
-        return false;
-    cudaLaunchAttribute attr[1];
-    const cudaLaunchConfig_t cfg = pdl_config(dim3((unsigned)((rows + GEMV_PF_WARPS - 1) / GEMV_PF_WARPS)), dim3(GEMV_PF_WARPS * 32), smem, st, attr);
-    cudaError_t e;
-#define PF(NR) e = cudaLaunchKernelEx(&cfg, k_gemv_add_pf<NR>, out, x, w, (int)rows, (int)cols)
-    switch (n) {
-    case 1: PF(1); break;
-    case 2: PF(2); break;
-    case 3: PF(3); break;
-    case 4: PF(4); break;
-    case 5: PF(5); break;
-    case 6: PF(6); break;
-    case 7: PF(7); break;
-    default: PF(8); break;
-    }
-#undef PF
-    *err = e;
-    return true;
 }
 
 // Q, K and V products of one x in one launch (GEMV_QKV); false when the shapes do not fit.
