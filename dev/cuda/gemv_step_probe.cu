@@ -1,18 +1,21 @@
 // gemv_step_probe.cu — where a decode step's skinny GEMMs lose time between kernels (bench/NOTES.md,
 // session 22). gemv_bench's fits put a fixed ≈ 4.3 µs on every k_gemv launch (t = t0 + bytes /
 // 4.47 TB/s over the 8B shapes), ≈ 0.55 ms of a step's 129 launches; this probe asks whether the
-// first touch of a weight's pages (address translation) is part of it. Three parts:
+// first touch of a weight's pages (address translation) or the launch boundary is part of it. Three parts:
 //  1. Dependent-load latency (one thread, a pointer chain): inside one 2 MB page (DRAM latency),
 //     and across P pages of a 9 GB buffer in random order — first pass (pages never touched) and a
 //     second pass on other lines of the same pages (translations cached if P fits the TLBs).
 //  2. A step's GEMVs emulated: Llama-3.1-8B's 32 layers × (Q|K|V 6144, wo 4096, gate|up 28672,
-//     down 4096 rows) + the output projection, every weight its own buffer (16.06 GB, as a served
+//     down 4096 rows) + the output projection, every weight its own buffer (15.01 GB, as a served
 //     model), captured in one CUDA graph; milliseconds a replay for: k_gemv itself; this file's
-//     copy of its loop (plain); the same with the next GEMV's pages touched at the start
-//     (one prefetch.global.L2 or one load per 2 MB page, spread over the CTAs); and k_gemv over
-//     one layer's weights used 32 times (436 MB of pages: few distinct translations).
-//  3. A timeline of the plain replay: per kernel, the gap between the previous kernel's last CTA
-//     end and its first CTA start, the first data's latency in its CTAs, and its span.
+//     copy of its loop, launched the ordinary way or as a programmatic dependent of the GEMV
+//     before it (its first weights loaded before the wait; the trigger at entry or after the
+//     loop); and k_gemv over one layer's weights used 32 times (436 MB of pages).
+//     (Session 22's first version also touched the next GEMV's pages at the start, by
+//     prefetch.global.L2 or by a load per 2 MB page: 4.2 and 3.7 µs a kernel over the bytes
+//     against the plain 3.0 — removed.)
+//  3. A timeline of the ordinary and the PDL replays: per kernel, the gap between the previous
+//     kernel's last CTA end and its first CTA start, the first data's latency in its CTAs, its span.
 // Prints a table, then one JSON object per line. Build: make CUDA=1 gpu-tests; run:
 // build/gpu/gemv_step_probe [replays]
 #include <algorithm>
@@ -59,40 +62,43 @@ __global__ void k_flush(const unsigned char *f, uint64_t *sink) {
     if (a == 0x9e3779b9u) *sink = a;
 }
 
-// ---- part 2: k_gemv's default loop (NR = 1, 8 warps, 4 runs in flight, a warp a row), with the
-// next weight's pages touched first (TOUCH 1: prefetch.global.L2, 2: a load whose value is only
-// folded in at the end) and a timeline (PROF: [start, first data, end] of each CTA).
-struct probe_prof { unsigned long long *t; };  // [kernels][ctas_max][3]
-template <int TOUCH, bool PROF>
-__global__ void __launch_bounds__(256) k_probe(float *out, const bf16 *x, const bf16 *w, int rows, int cols, const unsigned char *next,
-                                               int next_pages, unsigned long long *prof /*[ctas][3] of this kernel*/) {
+// ---- part 2: k_gemv's default loop (NR = 1, 8 warps, 4 runs in flight, a warp a row), launched the
+// ordinary way or as a programmatic dependent of the GEMV before it (PDLM 1: trigger at entry,
+// 2: trigger after the loop; both load their first 4 runs before griddepcontrol.wait), with a
+// timeline (PROF: [start, first data, end] of each CTA).
+template <int PDLM, bool PROF>
+__global__ void __launch_bounds__(256) k_probe(float *out, const bf16 *x, const bf16 *w, int rows, int cols,
+                                               unsigned long long *prof /*[ctas][3] of this kernel*/) {
     unsigned long long t_start = PROF ? now_ns() : 0;
-    unsigned int touched = 0;
-    if (TOUCH && next) {
-        for (int p = blockIdx.x * 8 + (threadIdx.x >> 5); p < next_pages && (threadIdx.x & 31) == 0; p += gridDim.x * 8) {
-            const unsigned char *a = next + (size_t)p * PAGE;
-            if (TOUCH == 1) asm volatile("prefetch.global.L2 [%0];" ::"l"(a));
-            else touched ^= __ldcg((const unsigned int *)a);
-        }
-    }
+    if (PDLM == 1) pdl_trigger();
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, row = blockIdx.x * 8 + warp;
     float acc = 0;
-    if (row < rows) {
-        const uint4 *wr = (const uint4 *)(w + (size_t)row * cols), *xr = (const uint4 *)x;
-        const int runs = cols / 8;
+    const bool live = row < rows;
+    const uint4 *wr = (const uint4 *)(w + (size_t)(live ? row : 0) * cols), *xr = (const uint4 *)x;
+    const int runs = cols / 8;
+    uint4 pre[4];
+    if (PDLM) {
+#pragma unroll
+        for (int u = 0; u < 4; u++) pre[u] = __ldcs(wr + lane + 32 * u);  // (cols >= 1024 here)
+        pdl_wait();
+    }
+    if (live) {
         bool first = true;
         for (int i = lane; i + 32 * 3 < runs; i += 32 * 4) {
             uint4 wv[4];
 #pragma unroll
-            for (int u = 0; u < 4; u++) wv[u] = __ldcs(wr + i + 32 * u);
+            for (int u = 0; u < 4; u++) wv[u] = PDLM && first ? pre[u] : __ldcs(wr + i + 32 * u);
 #pragma unroll
             for (int u = 0; u < 4; u++) gemv_dot8(acc, wv[u], __ldg(xr + i + 32 * u));
             if (PROF && first && threadIdx.x == 0 && acc != 12345.f) prof[blockIdx.x * 3 + 1] = now_ns();  // (after the data)
             first = false;
         }
+        if (PDLM == 2) pdl_trigger();
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffff, acc, o);
-        if (lane == 0) out[row] = acc + (touched == 0x9e3779b9u ? 1e-30f : 0.f);
+        if (lane == 0) out[row] = acc;
+    } else if (PDLM == 2) {
+        pdl_trigger();
     }
     if (PROF) {
         __syncthreads();
@@ -114,20 +120,21 @@ static double mediand(std::vector<double> v) {
     return v.empty() ? 0 : v[v.size() / 2];
 }
 
-enum { V_KGEMV, V_PLAIN, V_PREFETCH, V_LOAD, V_ONE_LAYER, V_PROF, N_VARIANTS };
-static const char *vnames[] = {"k_gemv", "probe plain", "probe + prefetch.L2 next pages", "probe + load next pages",
-                               "k_gemv, one layer's weights x32", "probe plain, timeline"};
+enum { V_KGEMV, V_PLAIN, V_PDL_ENTRY, V_PDL_LATE, V_ONE_LAYER, V_PROF, V_PROF_PDL, N_VARIANTS };
+static const char *vnames[] = {"k_gemv", "probe plain", "probe, PDL (trigger at entry)", "probe, PDL (trigger after the loop)",
+                               "k_gemv, one layer's weights x32", "probe plain, timeline", "probe, PDL at entry, timeline"};
 
-static void launch(int v, cudaStream_t st, float *out, const bf16 *x, const gemv_op &op, const gemv_op *next, unsigned long long *prof) {
-    const unsigned char *np = next ? (const unsigned char *)next->w : nullptr;
-    const int pages = next ? (int)(((size_t)next->rows * next->cols * 2 + PAGE - 1) / PAGE) : 0;
+static void launch(int v, cudaStream_t st, float *out, const bf16 *x, const gemv_op &op, unsigned long long *prof) {
     dim3 grid((op.rows + 7) / 8), block(256);
+    cudaLaunchAttribute attr[1];
+    const cudaLaunchConfig_t cfg = pdl_config(grid, block, 0, st, attr);
     switch (v) {
     case V_KGEMV: case V_ONE_LAYER: gemv_launch_variant<float, 8, 4, 1>(st, out, x, op.w, op.rows, op.cols, 1); break;
-    case V_PLAIN: k_probe<0, false><<<grid, block, 0, st>>>(out, x, op.w, op.rows, op.cols, nullptr, 0, nullptr); break;
-    case V_PREFETCH: k_probe<1, false><<<grid, block, 0, st>>>(out, x, op.w, op.rows, op.cols, np, pages, nullptr); break;
-    case V_LOAD: k_probe<2, false><<<grid, block, 0, st>>>(out, x, op.w, op.rows, op.cols, np, pages, nullptr); break;
-    default: k_probe<0, true><<<grid, block, 0, st>>>(out, x, op.w, op.rows, op.cols, nullptr, 0, prof); break;
+    case V_PLAIN: k_probe<0, false><<<grid, block, 0, st>>>(out, x, op.w, op.rows, op.cols, nullptr); break;
+    case V_PDL_ENTRY: CK(cudaLaunchKernelEx(&cfg, k_probe<1, false>, out, x, op.w, op.rows, op.cols, (unsigned long long *)nullptr)); break;
+    case V_PDL_LATE: CK(cudaLaunchKernelEx(&cfg, k_probe<2, false>, out, x, op.w, op.rows, op.cols, (unsigned long long *)nullptr)); break;
+    case V_PROF_PDL: CK(cudaLaunchKernelEx(&cfg, k_probe<1, true>, out, x, op.w, op.rows, op.cols, prof)); break;
+    default: k_probe<0, true><<<grid, block, 0, st>>>(out, x, op.w, op.rows, op.cols, prof); break;
     }
 }
 
@@ -245,9 +252,9 @@ int main(int argc, char **argv) {
     // the probe's loop against k_gemv's on one weight: the same sums, so the same outputs
     {
         std::vector<float> a(H), b(H);
-        launch(V_KGEMV, st, dout, dx, ops[1], nullptr, nullptr);
+        launch(V_KGEMV, st, dout, dx, ops[1], nullptr);
         CK(cudaMemcpyAsync(a.data(), dout, H * 4, cudaMemcpyDeviceToHost, st));
-        launch(V_LOAD, st, dout, dx, ops[1], &ops[2], nullptr);
+        launch(V_PDL_ENTRY, st, dout, dx, ops[1], nullptr);
         CK(cudaMemcpyAsync(b.data(), dout, H * 4, cudaMemcpyDeviceToHost, st));
         CK(cudaStreamSynchronize(st));
         int diff = 0;
@@ -267,7 +274,7 @@ int main(int argc, char **argv) {
         cudaGraphExec_t ge;
         CK(cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal));
         for (int k = 0; k < nk; k++)
-            launch(v, st, dout, dx, seq[k], &seq[(k + 1) % nk], dprof + (size_t)k * cmax * 3);
+            launch(v, st, dout, dx, seq[k], dprof + (size_t)k * cmax * 3);
         CK(cudaStreamEndCapture(st, &g));
         CK(cudaGraphInstantiate(&ge, g, 0));
         std::vector<float> t;
@@ -285,7 +292,7 @@ int main(int argc, char **argv) {
         snprintf(line, sizeof line, "{\"part\":\"step\",\"variant\":\"%s\",\"ms\":%.4f,\"TBps\":%.3f,\"us_over_per_kernel\":%.3f,\"kernels\":%d,\"GB\":%.3f}\n",
                  vnames[v], ms, tbs, over, nk, total_bytes / 1e9);
         emit(line);
-        if (v == V_PROF) {  // the last replay's timeline
+        if (v == V_PROF || v == V_PROF_PDL) {  // the last replay's timeline
             std::vector<unsigned long long> h((size_t)nk * cmax * 3);
             CK(cudaMemcpy(h.data(), dprof, h.size() * 8, cudaMemcpyDeviceToHost));
             const char *kn[5] = {"q|k|v", "wo", "gate|up", "down", "output"};
@@ -309,15 +316,16 @@ int main(int argc, char **argv) {
                 tail[kind].push_back(ends.back() - ends[(size_t)(ends.size() * 0.9)]);
                 prev_end = e_max;
             }
-            printf("\ntimeline (plain probe, one replay; medians over layers, ns): gap = previous kernel's last CTA end to "
+            printf("\ntimeline (%s, one replay; medians over layers, ns): gap = previous kernel's last CTA end to "
                    "this kernel's first CTA start; first data = a CTA's start to its first 4 runs' arrival (median CTA); "
-                   "tail = the last 10%% of CTA ends\n| kernel | gap | first data | span | tail | bytes / 4.47 TB/s |\n|---|---:|---:|---:|---:|---:|\n");
+                   "tail = the last 10%% of CTA ends\n| kernel | gap | first data | span | tail | bytes / 4.47 TB/s |\n|---|---:|---:|---:|---:|---:|\n",
+                   vnames[v]);
             for (int kind = 0; kind < 5; kind++) {
                 const double ideal = (kind == 4 ? (double)V * H : (double)shp[kind][0] * shp[kind][1]) * 2 / 4.47e12 * 1e9;
                 printf("| %s | %.0f | %.0f | %.0f | %.0f | %.0f |\n", kn[kind], mediand(gap[kind]), mediand(ramp[kind]), mediand(span[kind]),
                        mediand(tail[kind]), ideal);
-                snprintf(line, sizeof line, "{\"part\":\"timeline\",\"kernel\":\"%s\",\"gap_ns\":%.0f,\"first_data_ns\":%.0f,\"span_ns\":%.0f,\"tail_ns\":%.0f,\"ideal_ns\":%.0f}\n",
-                         kn[kind], mediand(gap[kind]), mediand(ramp[kind]), mediand(span[kind]), mediand(tail[kind]), ideal);
+                snprintf(line, sizeof line, "{\"part\":\"timeline\",\"variant\":\"%s\",\"kernel\":\"%s\",\"gap_ns\":%.0f,\"first_data_ns\":%.0f,\"span_ns\":%.0f,\"tail_ns\":%.0f,\"ideal_ns\":%.0f}\n",
+                         vnames[v], kn[kind], mediand(gap[kind]), mediand(ramp[kind]), mediand(span[kind]), mediand(tail[kind]), ideal);
                 emit(line);
             }
         }
