@@ -432,6 +432,11 @@ static bool fused_fast(struct cuda_backend *c, int n) {
 // The rmsnorm before Q|K|V and before SwiGLU runs inside their skinny GEMM (gemv_norm: the sums
 // scaled by the norm's r at the end, without k_rmsnorm's bf16 rounding of the normalised x) when
 // the row is whole aligned runs; OCTET_FUSE_NORM=0 launches k_rmsnorm first.
+// (kernel lab) OCTET_GEMV_NA=1: the fused-norm GEMVs stream their weights past the L1.
+static bool gemv_norm_na(void) {
+    static const bool on = cuda_env_int("OCTET_GEMV_NA", 0) == 1;
+    return on;
+}
 static bool fused_norm(struct cuda_backend *c, const void *x, const struct weight *norm, int64_t cols, int n) {
     static const bool on = cuda_env_int("OCTET_FUSE_NORM", 1) != 0;
     return on && fused_fast(c, n) && norm->cols == cols && gemv_norm_fits((const bf16 *)x, (const bf16 *)norm->dev, cols);
@@ -447,7 +452,8 @@ static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, void *xn
     const bool same_cols = wk->cols == wq->cols && wv->cols == wq->cols;
     if (same_cols && fused_norm(c, x, norm, wq->cols, n)) {
         const gemv_norm nrm = {(const bf16 *)norm->dev, eps};
-        if (gemv_qkv_launch<true>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm)) {
+        if (gemv_norm_na() ? gemv_qkv_launch<2>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm)
+                            : gemv_qkv_launch<1>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm)) {
             CUDA_LAUNCHED(c, "gemv rmsnorm + Q|K|V");
             return;
         }
@@ -482,8 +488,10 @@ static void cu_matmul_swiglu(struct backend *b, void *gate, void *up, void *xn, 
     const bool same = wg->rows == wu->rows && wg->cols == wu->cols;
     if (same && fused_norm(c, x, norm, wg->cols, n)) {
         const gemv_norm nrm = {(const bf16 *)norm->dev, eps};
-        if (gemv_fused_launch<GEMV_SWIGLU, true>(c->stream, (bf16 *)gate, (const bf16 *)x, (const bf16 *)wg->dev, (const bf16 *)wu->dev,
-                                                 wg->rows, wg->cols, n, gemv_segs(), 0, nrm)) {
+        if (gemv_norm_na() ? gemv_fused_launch<GEMV_SWIGLU, 2>(c->stream, (bf16 *)gate, (const bf16 *)x, (const bf16 *)wg->dev,
+                                                               (const bf16 *)wu->dev, wg->rows, wg->cols, n, gemv_segs(), 0, nrm)
+                           : gemv_fused_launch<GEMV_SWIGLU, 1>(c->stream, (bf16 *)gate, (const bf16 *)x, (const bf16 *)wg->dev,
+                                                               (const bf16 *)wu->dev, wg->rows, wg->cols, n, gemv_segs(), 0, nrm)) {
             CUDA_LAUNCHED(c, "gemv rmsnorm + SwiGLU");
             return;
         }

@@ -78,6 +78,15 @@ __device__ __forceinline__ void gemv_dotf8(float &acc, uint4 w, const float (&xg
     }
 }
 
+// A weight run streamed past the L1 (kernel lab, NORM 2: x and g, read from the L1 every run, stay there).
+__device__ __forceinline__ uint4 ld_no_l1(const uint4 *p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
 __device__ __forceinline__ void gemv_dot8(float &acc, uint4 w, uint4 x) {
     const __nv_bfloat162 *wp = (const __nv_bfloat162 *)&w, *xp = (const __nv_bfloat162 *)&x;
 #pragma unroll
@@ -89,7 +98,7 @@ __device__ __forceinline__ void gemv_dot8(float &acc, uint4 w, uint4 x) {
 }
 
 template <int NR, typename OUT, int WARPS = GEMV_WARPS, int UNROLL = GEMV_UNROLL, int KSPLIT = GEMV_KSPLIT, bool PDL = false,
-          int EPI = GEMV_STORE, bool NORM = false>
+          int EPI = GEMV_STORE, int NORM = 0>
 __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, const bf16 *x /*[NR][cols]*/,
                                                      const bf16 *w /*[rows][cols]*/, int rows, int cols,
                                                      const bf16 *w2 = nullptr /*[rows][cols], GEMV_SWIGLU's up weight*/,
@@ -165,10 +174,10 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
             uint4 wv[UNROLL], wv2[SW ? UNROLL : 1];
 #pragma unroll
             for (int u = 0; u < UNROLL; u++)  // streamed once: do not keep in L2
-                wv[u] = PDL && have_first ? first[u % (PDL ? UNROLL : 1)] : __ldcs(wr + i + STRIDE * u);
+                wv[u] = PDL && have_first ? first[u % (PDL ? UNROLL : 1)] : NORM == 2 ? ld_no_l1(wr + i + STRIDE * u) : __ldcs(wr + i + STRIDE * u);
             if constexpr (SW) {
 #pragma unroll
-                for (int u = 0; u < UNROLL; u++) wv2[u] = __ldcs(wr2 + i + STRIDE * u);
+                for (int u = 0; u < UNROLL; u++) wv2[u] = NORM == 2 ? ld_no_l1(wr2 + i + STRIDE * u) : __ldcs(wr2 + i + STRIDE * u);
             }
             have_first = false;
 #pragma unroll
@@ -257,7 +266,7 @@ static void gemv_launch_variant(cudaStream_t st, OUT *out, const bf16 *x, const 
 // segments, whose CTAs then make the grid) for n <= 8 rows of x; false when the shapes do not fit
 // (the caller composes the unfused ops instead).
 // NORM: x is normalised first (gemv_norm_fits must hold).
-template <int EPI, bool NORM = false>
+template <int EPI, int NORM = 0>
 static bool gemv_fused_launch(cudaStream_t st, bf16 *out, const bf16 *x, const bf16 *w, const bf16 *w2, int64_t rows,
                               int64_t cols, int n, gemv_segs seg = gemv_segs(), unsigned seg_ctas = 0, gemv_norm nrm = gemv_norm()) {
     if (n < 1 || n > 8 || cols % 8 || ((uintptr_t)w | (uintptr_t)x | (uintptr_t)w2) % 16 || rows > (int64_t)1 << 30) return false;
@@ -284,7 +293,7 @@ static inline bool gemv_norm_fits(const bf16 *x, const bf16 *nw, int64_t cols) {
 
 // Q, K and V products of one x in one launch (GEMV_QKV); false when the shapes do not fit.
 // NORM: of x's rmsnorm (nrm; gemv_norm_fits checked by the caller).
-template <bool NORM = false>
+template <int NORM = 0>
 static inline bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf16 *x, const bf16 *const w[3], const int64_t rows[3],
                             int64_t cols, int n, gemv_norm nrm = gemv_norm()) {
     gemv_segs seg = {};
