@@ -14,7 +14,6 @@
 #include "cuda_common.cuh"
 #include "cuda_gemm_inv.cuh"
 #include "cuda_gemv.cuh"
-#include "cuda_rmsnorm.cuh"
 
 bool cuda_fail(struct cuda_backend *c, cudaError_t e, const char *what) {
     if (e == cudaSuccess) return false;
@@ -429,17 +428,11 @@ static bool fused_fast(struct cuda_backend *c, int n) {
     return n <= 8 && cuda_fuse_mode() && gemv_enabled() && !cuda_identity_mode(c);
 }
 
-// The rmsnorm before Q|K|V and before SwiGLU runs inside their skinny GEMM (gemv_norm: the sums
-// scaled by the norm's r at the end, without k_rmsnorm's bf16 rounding of the normalised x) when
-// the row is whole aligned runs; OCTET_FUSE_NORM=0 launches k_rmsnorm first.
-// (kernel lab) OCTET_GEMV_NA=1: the fused-norm GEMVs stream their weights past the L1.
-static bool gemv_norm_na(void) {
-    static const bool on = cuda_env_int("OCTET_GEMV_NA", 0) == 1;
-    return on;
-}
+// The rmsnorm before Q|K|V and before SwiGLU runs inside their skinny GEMM (gemv_norm, the
+// same bf16 values as k_rmsnorm's) when the row fits; OCTET_FUSE_NORM=0 launches k_rmsnorm first.
 static bool fused_norm(struct cuda_backend *c, const void *x, const struct weight *norm, int64_t cols, int n) {
     static const bool on = cuda_env_int("OCTET_FUSE_NORM", 1) != 0;
-    return on && fused_fast(c, n) && norm->cols == cols && gemv_norm_fits((const bf16 *)x, (const bf16 *)norm->dev, cols);
+    return on && fused_fast(c, n) && norm->cols == cols && gemv_norm_fits((const bf16 *)x, (const bf16 *)norm->dev, cols, n);
 }
 
 static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, void *xn, const void *x, const struct weight *norm, float eps,
@@ -451,9 +444,8 @@ static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, void *xn
     const int64_t rows[3] = {wq->rows, wk->rows, wv->rows};
     const bool same_cols = wk->cols == wq->cols && wv->cols == wq->cols;
     if (same_cols && fused_norm(c, x, norm, wq->cols, n)) {
-        const gemv_norm nrm = {(const bf16 *)norm->dev, eps};
-        if (gemv_norm_na() ? gemv_qkv_launch<2>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm)
-                            : gemv_qkv_launch<1>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm)) {
+        const gemv_norm nrm = {(const bf16 *)norm->dev, eps, rms_threads(wq->cols)};
+        if (gemv_qkv_launch<true>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm)) {
             CUDA_LAUNCHED(c, "gemv rmsnorm + Q|K|V");
             return;
         }
@@ -487,11 +479,9 @@ static void cu_matmul_swiglu(struct backend *b, void *gate, void *up, void *xn, 
     if (CUDA_SKIP(c) || !n) return;
     const bool same = wg->rows == wu->rows && wg->cols == wu->cols;
     if (same && fused_norm(c, x, norm, wg->cols, n)) {
-        const gemv_norm nrm = {(const bf16 *)norm->dev, eps};
-        if (gemv_norm_na() ? gemv_fused_launch<GEMV_SWIGLU, 2>(c->stream, (bf16 *)gate, (const bf16 *)x, (const bf16 *)wg->dev,
-                                                               (const bf16 *)wu->dev, wg->rows, wg->cols, n, gemv_segs(), 0, nrm)
-                           : gemv_fused_launch<GEMV_SWIGLU, 1>(c->stream, (bf16 *)gate, (const bf16 *)x, (const bf16 *)wg->dev,
-                                                               (const bf16 *)wu->dev, wg->rows, wg->cols, n, gemv_segs(), 0, nrm)) {
+        const gemv_norm nrm = {(const bf16 *)norm->dev, eps, rms_threads(wg->cols)};
+        if (gemv_fused_launch<GEMV_SWIGLU, true>(c->stream, (bf16 *)gate, (const bf16 *)x, (const bf16 *)wg->dev, (const bf16 *)wu->dev,
+                                                 wg->rows, wg->cols, n, gemv_segs(), 0, nrm)) {
             CUDA_LAUNCHED(c, "gemv rmsnorm + SwiGLU");
             return;
         }

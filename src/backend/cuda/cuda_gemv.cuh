@@ -19,6 +19,7 @@
 #pragma once
 
 #include "cuda_pdl.cuh"
+#include "cuda_rmsnorm.cuh"
 
 // Epilogues (EPI): store the product; add it into out (the residual add after a projection);
 // or, with a second weight, out = silu(x·w) ⊙ (x·w2) (SwiGLU). Each rounds the product to bf16
@@ -31,18 +32,14 @@
 #define GEMV_SWIGLU 2
 #define GEMV_QKV 3
 
-// NORM (the fused epilogues' launches): x is the residual stream and the product is of its
-// RMSNorm, taken as Σ_k W[k]·(x[k]·g[k]) · r with r = 1/sqrt(Σ x² / cols + eps): every warp adds
-// up Σ x² of the x runs it multiplies anyway (a warp reads all of each row), so no pass over x,
-// no shared memory and no barrier come before the weight stream, and r scales the sum at the end.
-// The values differ from rmsnorm then the GEMM by the bf16 rounding of the normalised x that the
-// separate kernel stores (≈ 1e-6 NMSE; test_cuda_ops). Why: the earlier prologue — each CTA
-// normalising x into shared memory behind two barriers before its main loop — cost ≈ 4 µs a
-// launch (ncu in steps at depth 256: Q|K|V 17.2 µs against a plain GEMV's 13.2, bench/NOTES.md,
-// session 22).
+// NORM (the fused epilogues' launches): x is the residual stream and each CTA first normalises
+// its n rows into shared memory with k_rmsnorm's arithmetic (cuda_rmsnorm.cuh, the same T
+// threads), so the products equal rmsnorm then the GEMM bit for bit and the rmsnorm launch goes.
+// The CTA's first weight runs are loaded before it (they do not depend on x).
 struct gemv_norm {
-    const bf16 *w = nullptr;  // [cols] the norm's weight g
+    const bf16 *w = nullptr;  // [cols] the norm's weight
     float eps = 0;
+    int threads = 0;          // T: k_rmsnorm's threads for a row of cols (rms_threads)
 };
 
 struct gemv_segs {
@@ -56,37 +53,6 @@ struct gemv_segs {
 #define GEMV_UNROLL 4   // default: 16-byte weight loads in flight per lane
 #define GEMV_KSPLIT 1   // default: warps per weight row (2 for weights of <= 2048 rows)
 
-// NORM: xg = x ⊙ g of one 16-byte run as floats, and Σ x² of the run added into ss.
-__device__ __forceinline__ void gemv_xg8(float (&xg)[8], float &ss, uint4 x, uint4 g) {
-    const __nv_bfloat162 *xp = (const __nv_bfloat162 *)&x, *gp = (const __nv_bfloat162 *)&g;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float2 a = __bfloat1622float2(xp[i]), b = __bfloat1622float2(gp[i]);
-        ss = fmaf(a.x, a.x, ss);
-        ss = fmaf(a.y, a.y, ss);
-        xg[2 * i] = a.x * b.x;
-        xg[2 * i + 1] = a.y * b.y;
-    }
-}
-__device__ __forceinline__ void gemv_dotf8(float &acc, uint4 w, const float (&xg)[8]) {
-    const __nv_bfloat162 *wp = (const __nv_bfloat162 *)&w;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float2 a = __bfloat1622float2(wp[i]);
-        acc = fmaf(a.x, xg[2 * i], acc);
-        acc = fmaf(a.y, xg[2 * i + 1], acc);
-    }
-}
-
-// A weight run streamed past the L1 (kernel lab, NORM 2: x and g, read from the L1 every run, stay there).
-__device__ __forceinline__ uint4 ld_no_l1(const uint4 *p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
-
 __device__ __forceinline__ void gemv_dot8(float &acc, uint4 w, uint4 x) {
     const __nv_bfloat162 *wp = (const __nv_bfloat162 *)&w, *xp = (const __nv_bfloat162 *)&x;
 #pragma unroll
@@ -98,7 +64,7 @@ __device__ __forceinline__ void gemv_dot8(float &acc, uint4 w, uint4 x) {
 }
 
 template <int NR, typename OUT, int WARPS = GEMV_WARPS, int UNROLL = GEMV_UNROLL, int KSPLIT = GEMV_KSPLIT, bool PDL = false,
-          int EPI = GEMV_STORE, int NORM = 0>
+          int EPI = GEMV_STORE, bool NORM = false>
 __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, const bf16 *x /*[NR][cols]*/,
                                                      const bf16 *w /*[rows][cols]*/, int rows, int cols,
                                                      const bf16 *w2 = nullptr /*[rows][cols], GEMV_SWIGLU's up weight*/,
@@ -119,71 +85,78 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
     }
     const int row = blk * (WARPS / KSPLIT) + warp / KSPLIT;
     const bool live = row < rows;
-    static_assert(!NORM || KSPLIT == 1, "NORM: a warp a row (it sums x² over the whole row)");
-    if constexpr (KSPLIT == 1) {  // (with KSPLIT > 1 every warp reaches the barrier)
+    if constexpr (KSPLIT == 1 && !NORM) {  // (with KSPLIT > 1 or NORM every warp reaches the barriers)
         if (!live) return;
     }
     const int runs = cols / 8;     // 16-byte runs per row
     const uint4 *wr = (const uint4 *)(w + (size_t)(live ? row : 0) * cols);
     const uint4 *wr2 = SW ? (const uint4 *)(w2 + (size_t)(live ? row : 0) * cols) : nullptr;
     const uint4 *xr = (const uint4 *)x;
-    const uint4 *gr = NORM ? (const uint4 *)nrm.w : nullptr;
-    float acc[NR], acc2[SW ? NR : 1], ss[NORM ? NR : 1];
+    extern __shared__ uint4 gemv_xs[];  // NORM: [NR][runs] the normalised rows of x
+    float acc[NR], acc2[SW ? NR : 1];
 #pragma unroll
     for (int r = 0; r < NR; r++) acc[r] = 0.0f;
-#pragma unroll
-    for (int r = 0; r < (NORM ? NR : 1); r++) ss[r] = 0.0f;
 #pragma unroll
     for (int r = 0; r < (SW ? NR : 1); r++) acc2[r] = 0.0f;
     constexpr int STRIDE = 32 * KSPLIT;  // the row's KSPLIT warps interleave their runs
     int i = part * 32 + lane;
-    uint4 first[PDL ? UNROLL : 1];  // PDL: the first runs, loaded before waiting for x
+    constexpr bool EARLY = PDL || NORM;
+    uint4 first[EARLY ? UNROLL : 1];  // PDL, NORM: the first runs, loaded before waiting for x
     bool have_first = false;
-    if constexpr (PDL) {
-        pdl_trigger();
+    if constexpr (EARLY) {
+        if constexpr (PDL) pdl_trigger();
         if (live && i + STRIDE * (UNROLL - 1) < runs) {
 #pragma unroll
             for (int u = 0; u < UNROLL; u++) first[u] = __ldcs(wr + i + STRIDE * u);
             have_first = true;
         }
-        pdl_wait();
+        if constexpr (PDL) pdl_wait();
     }
-    auto xload = [&](int r, int k) -> uint4 { return __ldg(xr + (size_t)r * runs + k); };  // run k of row r of x
-    // run k of every row r against the weight runs w (and w2): NORM multiplies x ⊙ g and sums x²
-    auto runs_dot = [&](int k, uint4 w, uint4 w2) {
-        if constexpr (NORM) {
-            const uint4 g = __ldg(gr + k);
-#pragma unroll
-            for (int r = 0; r < NR; r++) {
-                float xg[8];
-                gemv_xg8(xg, ss[r], xload(r, k), g);
-                gemv_dotf8(acc[r], w, xg);
-                if constexpr (SW) gemv_dotf8(acc2[r], w2, xg);
-            }
-        } else {
-#pragma unroll
-            for (int r = 0; r < NR; r++) {
-                const uint4 xv = xload(r, k);
-                gemv_dot8(acc[r], w, xv);
-                if constexpr (SW) gemv_dot8(acc2[r], w2, xv);
-            }
+    if constexpr (NORM) {  // each row of x normalised into gemv_xs, as k_rmsnorm would
+        __shared__ float red[32];
+#pragma unroll 1
+        for (int r = 0; r < NR; r++) {
+            uint4 xv[RMS_VEC], nv[RMS_VEC];
+            const float ss = rms_partial(x + (size_t)r * cols, nrm.w, runs, nrm.threads, xv, nv);
+            const float sc = rsqrtf(rms_reduce(ss, nrm.threads, red) / cols + nrm.eps);
+            rms_store((bf16 *)(gemv_xs + (size_t)r * runs), xv, nv, sc, runs, nrm.threads);
         }
+        __syncthreads();
+        if (!live) return;
+    }
+    auto xload = [&](int r, int k) -> uint4 {  // run k of row r of x (normalised: from shared memory)
+        if constexpr (NORM) return gemv_xs[(size_t)r * runs + k];
+        else return __ldg(xr + (size_t)r * runs + k);
     };
     if (live) {
         for (; i + STRIDE * (UNROLL - 1) < runs; i += STRIDE * UNROLL) {
             uint4 wv[UNROLL], wv2[SW ? UNROLL : 1];
 #pragma unroll
             for (int u = 0; u < UNROLL; u++)  // streamed once: do not keep in L2
-                wv[u] = PDL && have_first ? first[u % (PDL ? UNROLL : 1)] : NORM == 2 ? ld_no_l1(wr + i + STRIDE * u) : __ldcs(wr + i + STRIDE * u);
+                wv[u] = EARLY && have_first ? first[u % (EARLY ? UNROLL : 1)] : __ldcs(wr + i + STRIDE * u);
             if constexpr (SW) {
 #pragma unroll
-                for (int u = 0; u < UNROLL; u++) wv2[u] = NORM == 2 ? ld_no_l1(wr2 + i + STRIDE * u) : __ldcs(wr2 + i + STRIDE * u);
+                for (int u = 0; u < UNROLL; u++) wv2[u] = __ldcs(wr2 + i + STRIDE * u);
             }
             have_first = false;
 #pragma unroll
-            for (int u = 0; u < UNROLL; u++) runs_dot(i + STRIDE * u, wv[u], SW ? wv2[u % (SW ? UNROLL : 1)] : wv[u]);
+            for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+                for (int r = 0; r < NR; r++) {
+                    uint4 xv = xload(r, i + STRIDE * u);
+                    gemv_dot8(acc[r], wv[u], xv);
+                    if constexpr (SW) gemv_dot8(acc2[r], wv2[u], xv);
+                }
         }
-        for (; i < runs; i += STRIDE) runs_dot(i, __ldcs(wr + i), SW ? __ldcs(wr2 + i) : make_uint4(0, 0, 0, 0));
+        for (; i < runs; i += STRIDE) {
+            uint4 wv = __ldcs(wr + i);
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+                uint4 xv = xload(r, i);
+                gemv_dot8(acc[r], wv, xv);
+                if constexpr (SW) gemv_dot8(acc2[r], __ldcs(wr2 + i), xv);
+            }
+        }
     }
 #pragma unroll
     for (int r = 0; r < NR; r++)
@@ -191,16 +164,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
         for (int o = 16; o > 0; o >>= 1) {
             acc[r] += __shfl_xor_sync(0xffffffff, acc[r], o);
             if constexpr (SW) acc2[r] += __shfl_xor_sync(0xffffffff, acc2[r], o);
-            if constexpr (NORM) ss[r] += __shfl_xor_sync(0xffffffff, ss[r], o);
         }
-    if constexpr (NORM) {  // the RMSNorm's scale of each row of x
-#pragma unroll
-        for (int r = 0; r < NR; r++) {
-            const float sc = rsqrtf(ss[r] / cols + nrm.eps);
-            acc[r] *= sc;
-            if constexpr (SW) acc2[r] *= sc;
-        }
-    }
     if constexpr (KSPLIT > 1) {  // the row's warps add their sums in a fixed order
         __shared__ float red[WARPS][NR];
         if (lane == 0) {
@@ -266,12 +230,13 @@ static void gemv_launch_variant(cudaStream_t st, OUT *out, const bf16 *x, const 
 // segments, whose CTAs then make the grid) for n <= 8 rows of x; false when the shapes do not fit
 // (the caller composes the unfused ops instead).
 // NORM: x is normalised first (gemv_norm_fits must hold).
-template <int EPI, int NORM = 0>
+template <int EPI, bool NORM = false>
 static bool gemv_fused_launch(cudaStream_t st, bf16 *out, const bf16 *x, const bf16 *w, const bf16 *w2, int64_t rows,
                               int64_t cols, int n, gemv_segs seg = gemv_segs(), unsigned seg_ctas = 0, gemv_norm nrm = gemv_norm()) {
     if (n < 1 || n > 8 || cols % 8 || ((uintptr_t)w | (uintptr_t)x | (uintptr_t)w2) % 16 || rows > (int64_t)1 << 30) return false;
     dim3 grid(EPI == GEMV_QKV ? seg_ctas : (unsigned)((rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(GEMV_WARPS * 32);
-#define GF(NR) k_gemv<NR, bf16, GEMV_WARPS, GEMV_UNROLL, 1, false, EPI, NORM><<<grid, block, 0, st>>>(out, x, w, (int)rows, (int)cols, w2, seg, nrm)
+    const size_t smem = NORM ? (size_t)n * cols * sizeof(bf16) : 0;
+#define GF(NR) k_gemv<NR, bf16, GEMV_WARPS, GEMV_UNROLL, 1, false, EPI, NORM><<<grid, block, smem, st>>>(out, x, w, (int)rows, (int)cols, w2, seg, nrm)
     switch (n) {
     case 1: GF(1); break;
     case 2: GF(2); break;
@@ -286,14 +251,23 @@ static bool gemv_fused_launch(cudaStream_t st, bf16 *out, const bf16 *x, const b
     return true;
 }
 
-// Whether the fused launches can normalise x (of cols) with the norm weight nw: whole aligned runs.
-static inline bool gemv_norm_fits(const bf16 *x, const bf16 *nw, int64_t cols) {
-    return cols % 8 == 0 && ((uintptr_t)x | (uintptr_t)nw) % 16 == 0;
+// The NORM launches' dynamic shared memory (the n normalised rows of x) must leave room under the
+// 48 KB a CTA gets without opting in for the kernel's static shared memory (ptxas: 128 bytes, the
+// rmsnorm's reduction): the rows alone at exactly 48 KB (n = 6 at 4096 columns) failed every launch
+// with "invalid argument" — found by the load benchmark on the H200 (session 21), where 6-row decode
+// steps occur; such steps now take k_rmsnorm and the plain fused GEMM.
+#define GEMV_NORM_SMEM_MAX (47 * 1024)
+// Whether the fused launches can normalise n rows of x of cols with the norm weight nw: the
+// rows fit k_rmsnorm's vector path in at most the CTA's threads, and the CTA's shared memory.
+static inline bool gemv_norm_fits(const bf16 *x, const bf16 *nw, int64_t cols, int n) {
+    const int T = rms_threads(cols);
+    return cols % 8 == 0 && cols / 8 <= (int64_t)RMS_VEC * T && T <= GEMV_WARPS * 32 && ((uintptr_t)x | (uintptr_t)nw) % 16 == 0 &&
+           (size_t)n * cols * sizeof(bf16) <= GEMV_NORM_SMEM_MAX;
 }
 
 // Q, K and V products of one x in one launch (GEMV_QKV); false when the shapes do not fit.
 // NORM: of x's rmsnorm (nrm; gemv_norm_fits checked by the caller).
-template <int NORM = 0>
+template <bool NORM = false>
 static inline bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf16 *x, const bf16 *const w[3], const int64_t rows[3],
                             int64_t cols, int n, gemv_norm nrm = gemv_norm()) {
     gemv_segs seg = {};

@@ -1,6 +1,6 @@
-// cuda_rmsnorm.cuh — the arithmetic of one RMSNorm row in 16-byte runs, for k_rmsnorm
-// (cuda_backend.cu). (Until session 22 the skinny GEMM's normalising prologue shared it; the GEMM
-// now scales its sums instead, cuda_gemv.cuh NORM.) A row of dim (% 8 == 0, 16-byte aligned) is
+// cuda_rmsnorm.cuh — the arithmetic of one RMSNorm row in 16-byte runs, shared by k_rmsnorm
+// (cuda_backend.cu) and the skinny GEMM's normalising prologue (cuda_gemv.cuh, NORM), so both
+// produce the same bf16 values bit for bit. A row of dim (% 8 == 0, 16-byte aligned) is
 // normalised by T threads (a multiple of 32, rms_threads below), thread t holding runs t and t + T.
 #pragma once
 
