@@ -623,9 +623,9 @@ static void launch_prefill_fp8(struct cuda_backend *c, void *out, const void *q,
     static int tma = -1;
     if (tma < 0)
         tma = cuda_env_int("OCTET_FP8_TMA", getenv("OCTET_FP8_WG") ? 0 : 1);
-    if (HD == 128 && tma == 1 && fp8tma_fits(l, G)) {
+    if ((HD == 128 || HD == 64) && tma == 1 && fp8tma_fits(l, G)) {
         const int acc = p->fp8_accum < 0 ? 2 : p->fp8_accum > 1 ? 1 : 0;  // (every:1 is two-level)
-        launch_prefill_fp8_tma(c, out, q, l, G, p->softmax_scale, sc, bt, acc, acc == 1 ? p->fp8_accum : 1);
+        launch_prefill_fp8_tma<HD == 64 ? 64 : 128>(c, out, q, l, G, p->softmax_scale, sc, bt, acc, acc == 1 ? p->fp8_accum : 1);
         return;
     }
     static const int nwg = cuda_env_int("OCTET_FP8_WG", 2) == 1 ? 1 : 2;

@@ -40,14 +40,16 @@
 
 namespace fp8tma {
 
-constexpr int HD = 128, BN = 128, KS = 3;  // head_dim, keys a tile, K/raw-V ring slots
-constexpr int Q_BYTES = 64 * HD, TILE_BYTES = BN * HD;
-// shared memory from a 1024-byte-aligned base (128-byte swizzle atoms): Q of both consumers,
-// K ring, raw V ring, Vᵀ pair, Q scales, mbarriers
-constexpr int OFF_K = 2 * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_VT = OFF_V + KS * TILE_BYTES;
-constexpr int OFF_QS = OFF_VT + 2 * TILE_BYTES, OFF_BAR = OFF_QS + 128 * 4;
+constexpr int BN = 128, KS = 3;  // keys a tile, K/raw-V ring slots
 constexpr int N_BARS = 4 * KS + 4;
-constexpr int SMEM = OFF_BAR + N_BARS * 8 + 1024;  // (+ the alignment slack)
+// shared memory from a 1024-byte-aligned base (swizzle atoms: 8 rows of HD bytes): Q of both
+// consumers, K ring, raw V ring, Vᵀ pair, Q scales, mbarriers
+template <int HD> struct lay {
+    static constexpr int Q_BYTES = 64 * HD, TILE_BYTES = BN * HD;
+    static constexpr int OFF_K = 2 * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_VT = OFF_V + KS * TILE_BYTES;
+    static constexpr int OFF_QS = OFF_VT + 2 * TILE_BYTES, OFF_BAR = OFF_QS + 128 * 4;
+    static constexpr int SMEM = OFF_BAR + N_BARS * 8 + 1024;  // (+ the alignment slack)
+};
 enum { BAR_Q = 2, BAR_TURN = 4 };   // named barriers (0 is __syncthreads)
 __device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 __device__ __forceinline__ void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
@@ -84,14 +86,18 @@ __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, uint
                  "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(sa(b))
                  : "memory");
 }
-// wgmma descriptor of a K-major operand in 128-byte-swizzled rows (8-row atoms of 1024 bytes);
-// the k-step's 32 bytes are added to the start address
-__device__ __forceinline__ uint64_t desc_sw128(const void *smem) {
-    return (uint64_t)((sa(smem) & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) | ((uint64_t)1 << 62);
+// wgmma descriptor of a K-major operand in HD-byte swizzled rows: head_dim 128, 128-byte swizzle
+// (8-row atoms of 1024 bytes, mode 1); head_dim 64, 64-byte swizzle (atoms of 512 bytes, mode 2).
+// The k-step's 32 bytes are added to the start address.
+template <int HD> __device__ __forceinline__ uint64_t desc_sw(const void *smem) {
+    static_assert(HD == 64 || HD == 128, "TMA kernel: head_dim 64 or 128");
+    return (uint64_t)((sa(smem) & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(8 * HD >> 4) << 32) |
+           ((uint64_t)(HD == 128 ? 1 : 2) << 62);
 }
 
 // Vᵀ (the older kernel's core-matrix layout and key permutation, as fp8pf::transpose_v writes it)
-// from a raw stage in 128-byte swizzled rows (key r's 16-byte chunk j at r·128 + (j ^ r%8)·16),
+// from a raw stage in HD-byte swizzled rows (head_dim 128: key r's 16-byte chunk j at
+// r·128 + (j ^ r%8)·16; head_dim 64: at r·64 + (j ^ (r/2)%4)·16, TMA's 64-byte swizzle),
 // keys past klim (tile-relative) as 0, with the matrix-transpose loads and stores: per unit of
 // 16 keys × 32 bytes, one
 // ldmatrix.x4.trans (8 × 8 16-bit matrices: byte pairs of one key, 2 keys a register after the
@@ -103,10 +109,13 @@ __device__ __forceinline__ uint64_t desc_sw128(const void *smem) {
 // rows are Vᵀ rows (one d each); each stmatrix matrix mixes even and odd d (rows j < 4: d = 2j
 // (+1), j ≥ 4: 2j + 1 (−1)) so its 8 rows hit 32 banks. Emulated bit for bit against transpose_sw
 // (every lane, every unit) against session 15's transpose before it ran.
+template <int HD>
 __device__ __forceinline__ void transpose_ldsm(const uint8_t *vr, uint8_t *vt, int warp, int lane, int nwarp, int klim) {
     const int m = lane >> 3, j = lane & 7, c = lane & 3;
-    const uint32_t x = (uint32_t)((m >> 1) ^ j);                           // the row's chunk 2s + (m>>1), swizzled by key % 8 = j
-    const uint32_t ld0 = sa(vr) + (uint32_t)(((m & 1) * 8 + j) * 128);      // key (m&1)·8 + j of the unit
+    // the row's chunk 2s + (m>>1), swizzled by the key's row bits: key % 8 = j (128-byte rows), or
+    // (key / 2) % 4 = (j / 2) % 4 (64-byte rows; a unit's keys start at multiples of 16)
+    const uint32_t x = (uint32_t)((m >> 1) ^ (HD == 128 ? j : (j >> 1) & 3));
+    const uint32_t ld0 = sa(vr) + (uint32_t)(((m & 1) * 8 + j) * HD);       // key (m&1)·8 + j of the unit
     const int dr = 16 * (m >> 1) + 2 * j + ((m & 1) ^ (j >> 2));            // the stmatrix row's d within the unit
     const uint32_t st0 = sa(vt) + (uint32_t)((dr >> 3) * 1024 + (dr & 7) * 16);
     const uint32_t s0 = (lane >> 2) < 4 ? 0x6420u : 0x7531u, s1 = s0 ^ 0x1111u;  // even-d / odd-d bytes (swapped for rows j >= 4)
@@ -127,7 +136,7 @@ __device__ __forceinline__ void transpose_ldsm(const uint8_t *vr, uint8_t *vt, i
             for (int u = 0; u < 2; u++)
                 asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
                              : "=r"(r[u][0]), "=r"(r[u][1]), "=r"(r[u][2]), "=r"(r[u][3])
-                             : "r"(ld0 + (uint32_t)kg * 2048u + ((((uint32_t)(2 * (s + u))) ^ x) << 4))
+                             : "r"(ld0 + (uint32_t)(kg * 16 * HD) + ((((uint32_t)(2 * (s + u))) ^ x) << 4))
                              : "memory");
 #pragma unroll
             for (int u = 0; u < 2; u++) {
@@ -167,8 +176,9 @@ template <bool ON> struct phase_clock {
     }
 };
 
-// ACC: 0 two-level, 2 single. kmap / vmap: the layer's K and V cache as 4-d tensors
-// {head_dim bytes, kv_block_tokens, n_kv_heads, n_blocks}, boxes of {128, rows, 1, 1}, swizzled.
+// HD: head_dim, 128 or 64 (the kernel lab's OCTET_FP8_TMA_D64=1). ACC: 0 two-level, 2 single. kmap /
+// vmap: the layer's K and V cache as 4-d tensors {head_dim bytes, kv_block_tokens, n_kv_heads,
+// n_blocks}, boxes of {head_dim, rows, 1, 1}, swizzled.
 // Measured and removed (bench/NOTES.md): a cp.async copy warp instead of TMA (session 16: 270
 // against 473 TFLOP/s at 16-token blocks), the softmax's max and sum in 4 chains each instead of
 // one (session 17: 633 against 632 at 128-token blocks).
@@ -186,20 +196,21 @@ template <bool ON> struct phase_clock {
 // the product of the tiles' α (the older kernel: by each α in turn, o·α·α·α — the same up to float
 // rounding; the CPU emulation needs no rescale, it knows the exact max): 504 → 632 TFLOP/s at 16k on
 // the H200 against rescaling o every tile (bench/NOTES.md, session 21).
-template <int ACC, bool PROF = false>
+template <int HD, int ACC, bool PROF = false>
 __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
                                                          const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
                                                          int window, float scale, const float *scales, int lab,
                                                          int n_every, unsigned long long *prof) {
     using namespace fp8tma;
+    typedef lay<HD> L;
     extern __shared__ uint8_t fp8tma_smem_raw[];
     // (an offset into the shared array, not integer arithmetic on its address, so that the
     // compiler keeps every access in the shared space: 32-bit LDS/STS, not generic LD/ST)
     uint8_t *sm = fp8tma_smem_raw + ((1024u - (sa(fp8tma_smem_raw) & 1023u)) & 1023u);
-    uint8_t *Qs = sm, *Ks = sm + OFF_K, *Vs = sm + OFF_V, *Vt = sm + OFF_VT;
-    float *qscale_s = (float *)(sm + OFF_QS);
-    uint64_t *bars = (uint64_t *)(sm + OFF_BAR);
+    uint8_t *Qs = sm, *Ks = sm + L::OFF_K, *Vs = sm + L::OFF_V, *Vt = sm + L::OFF_VT;
+    float *qscale_s = (float *)(sm + L::OFF_QS);
+    uint64_t *bars = (uint64_t *)(sm + L::OFF_BAR);
     uint64_t *kfull = bars, *vfull = bars + KS, *kempty = bars + 2 * KS, *tfull = bars + 3 * KS, *tempty = tfull + 2, *vempty = tempty + 2;
     // Producer warp 0 issues the copies alone (it waits for free slots itself) and warps 1-3
     // transpose: 395 against 300 TFLOP/s at 16k d128 with all four warps transposing and thread 0
@@ -243,8 +254,8 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
                     mbar_expect_tx(&vfull[st], bytes);
                     for (int j = 0; j < nb; j++) {
                         const int kp = t * BN + j * rows_box, blk = bt[kp / bs], r0 = kp % bs;
-                        tma_load(Ks + st * TILE_BYTES + j * rows_box * HD, &kmap, &kfull[st], 0, r0, g, blk);
-                        tma_load(Vs + st * TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
+                        tma_load(Ks + st * L::TILE_BYTES + j * rows_box * HD, &kmap, &kfull[st], 0, r0, g, blk);
+                        tma_load(Vs + st * L::TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
                     }
                     pc.mark(1);
                 }
@@ -260,7 +271,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
             pc.mark(0);
             if (i >= 2) mbar_wait(&tempty[b], ((i >> 1) - 1) & 1, spin);  // P·V(i − 2) done with Vᵀ slot b
             pc.mark(1);
-            transpose_ldsm(Vs + st * TILE_BYTES, Vt + b * TILE_BYTES, (ptid >> 5) - 1, ptid & 31, 3, p_last - (t0 + i) * BN);
+            transpose_ldsm<HD>(Vs + st * L::TILE_BYTES, Vt + b * L::TILE_BYTES, (ptid >> 5) - 1, ptid & 31, 3, p_last - (t0 + i) * BN);
             fence_proxy_async();  // Vᵀ (generic-proxy stores) visible to the wgmma
             mbar_arrive(&tfull[b]);
             mbar_arrive(&vempty[st]);
@@ -281,7 +292,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     fp8tma::bar_sync(BAR_Q + wg, 128);      // this warpgroup's Q rows and scales written
     rw.scales(qscale_s, warp, rr, scales[g], scale);
     const float vscale = scales[KV_MAX_HEADS + g];
-    const uint8_t *qw = Qs + wg * Q_BYTES;
+    const uint8_t *qw = Qs + wg * L::Q_BYTES;
 
     float o[ACC != 2 ? HD / 2 : 1], tacc[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha_prev[2] = {1.0f, 1.0f};
 #pragma unroll
@@ -297,7 +308,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     phase_clock<PROF> pc;
     pc.start();
     auto pv_issue = [&](int i) {  // T (+)= P(i)·Vᵀ(i) (two-level starts T from zero each tile, every:N when fresh)
-        const uint8_t *vt = Vt + (i & 1) * TILE_BYTES;
+        const uint8_t *vt = Vt + (i & 1) * L::TILE_BYTES;
         const int sd0 = ACC == 0 || (ACC == 1 && (i == 0 || ph == 0)) ? 0 : 1;
 #pragma unroll
         for (int kk = 0; kk < BN / 32; kk++)
@@ -318,7 +329,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 32; kk++)
-            fp8pf::ss<BN>(sacc, wgmma_desc(qw + kk * 256, 128, HD * 8), desc_sw128(Ks + st * TILE_BYTES + kk * 32), kk > 0);
+            fp8pf::ss<BN>(sacc, wgmma_desc(qw + kk * 256, 128, HD * 8), desc_sw<HD>(Ks + st * L::TILE_BYTES + kk * 32), kk > 0);
         wgmma_commit();
         if constexpr (!FIRST) pv_issue(i - 1);
         if (pingpong && (wg == 0 || i + 1 < n)) fp8tma::bar_arrive(BAR_TURN + (wg ^ 1), 256);  // (turns balance: n each way)
@@ -389,7 +400,8 @@ typedef CUresult (*fp8tma_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint3
                                      CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
 // A layer's K or V cache as {head_dim bytes, kv_block_tokens, n_kv_heads, n_blocks}, boxes of
-// {128 bytes, rows, 1, 1} in 128-byte swizzle. False (message latched) if it cannot be encoded.
+// {head_dim bytes, rows, 1, 1} in head_dim-byte swizzle (128 or 64). False (message latched) if it
+// cannot be encoded.
 static bool fp8tma_map(struct cuda_backend *c, CUtensorMap *map, void *base, const struct kv_layer *l, int rows) {
     static fp8tma_encode_fn encode = NULL;
     if (!encode) {
@@ -405,9 +417,10 @@ static bool fp8tma_map(struct cuda_backend *c, CUtensorMap *map, void *base, con
     const cuuint64_t hd = (cuuint64_t)l->head_dim, bs = (cuuint64_t)l->kv_block_tokens;
     const cuuint64_t dims[4] = {hd, bs, (cuuint64_t)l->n_kv_heads, (cuuint64_t)l->n_blocks};
     const cuuint64_t strides[3] = {hd, hd * bs, hd * bs * (cuuint64_t)l->n_kv_heads};
-    const cuuint32_t box[4] = {128, (cuuint32_t)rows, 1, 1}, es[4] = {1, 1, 1, 1};
+    const cuuint32_t box[4] = {(cuuint32_t)hd, (cuuint32_t)rows, 1, 1}, es[4] = {1, 1, 1, 1};
     CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, base, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+                        hd == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) {
         if (!c->error) { c->error = OCT_EUNSUP; snprintf(c->msg, sizeof c->msg, "fp8 prefill (TMA): cuTensorMapEncodeTiled failed (%d)", (int)r); }
         return false;
@@ -415,14 +428,18 @@ static bool fp8tma_map(struct cuda_backend *c, CUtensorMap *map, void *base, con
     return true;
 }
 
-// Whether the TMA kernel covers this layer: head_dim 128, whole 128-byte swizzle atoms per box
+// Whether the TMA kernel covers this layer: head_dim 128 (or 64 under the kernel lab's
+// OCTET_FP8_TMA_D64=1: written in session 22, not yet run on a GPU), whole swizzle atoms per box
 // (kv_block_tokens a multiple of 8) and tiles made of whole boxes.
 static bool fp8tma_fits(const struct kv_layer *l, int G) {
+    static const bool d64 = cuda_env_int("OCTET_FP8_TMA_D64", 0) == 1;
     const int bs = l->kv_block_tokens;
-    return l->head_dim == 128 && 64 % G == 0 && bs % 8 == 0 && (fp8tma::BN % bs == 0 || bs % fp8tma::BN == 0);
+    return (l->head_dim == 128 || (d64 && l->head_dim == 64)) && 64 % G == 0 && bs % 8 == 0 &&
+           (fp8tma::BN % bs == 0 || bs % fp8tma::BN == 0);
 }
 
 // acc: 0 two-level, 1 every:N (n_every tiles), 2 single
+template <int HD>
 static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G, float scale,
                                    const float *sc, const struct batch *bt, int acc, int n_every) {
     const int rows = l->kv_block_tokens < fp8tma::BN ? l->kv_block_tokens : fp8tma::BN;
@@ -435,20 +452,20 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
         (cuda_fail(c, cudaMalloc((void **)&prof, 32 * sizeof *prof), "cudaMalloc (prof)") ||
          cuda_fail(c, cudaMemsetAsync(prof, 0, 32 * sizeof *prof, c->stream), "prof reset")))
         return;
-    typedef decltype(&k_prefill_fp8_tma<0>) tma_fn;
-    static const tma_fn kerns[6] = {k_prefill_fp8_tma<0, false>, k_prefill_fp8_tma<0, true>, k_prefill_fp8_tma<1, false>,
-                                    k_prefill_fp8_tma<1, true>,  k_prefill_fp8_tma<2, false>, k_prefill_fp8_tma<2, true>};  // [acc][prof]
+    typedef decltype(&k_prefill_fp8_tma<HD, 0>) tma_fn;
+    static const tma_fn kerns[6] = {k_prefill_fp8_tma<HD, 0, false>, k_prefill_fp8_tma<HD, 0, true>, k_prefill_fp8_tma<HD, 1, false>,
+                                    k_prefill_fp8_tma<HD, 1, true>,  k_prefill_fp8_tma<HD, 2, false>, k_prefill_fp8_tma<HD, 2, true>};  // [acc][prof]
     const int which = acc * 2 + prof_on;
     const tma_fn kern = kerns[which];
     static bool attr_set[6] = {};
     if (!attr_set[which]) {
-        if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma::SMEM), "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
+        if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma::lay<HD>::SMEM), "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
             return;
         attr_set[which] = true;
     }
     const int qt = 128 / G;
     dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    kern<<<grid, 384, fp8tma::SMEM, c->stream>>>(km, vm, (bf16 *)out, (const bf16 *)q, c->cb.qstart, c->cb.pos, c->cb.btab,
+    kern<<<grid, 384, fp8tma::lay<HD>::SMEM, c->stream>>>(km, vm, (bf16 *)out, (const bf16 *)q, c->cb.qstart, c->cb.pos, c->cb.btab,
                                                  bt->max_blocks_per_seq, l->n_kv_heads, G, l->kv_block_tokens, rows, l->window, scale, sc, lab,
                                                  n_every, prof);
     if (CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma, TMA)") || !prof_on) return;
