@@ -524,6 +524,16 @@ static void fused_case(int n) {
     for (size_t i = 0; i < (size_t)n * dim; i++) da = fmax(da, fabs((double)ua[i] - res[1][0][i]));
     for (size_t i = 0; i < (size_t)n * dim; i++) da = fmax(da, fabs((double)uq[i] - res[1][2][i]));
     for (size_t i = 0; i < (size_t)n * ffn; i++) dg = fmax(dg, fabs((double)ug[i] - res[1][1][i]));
+    // (kernel lab OCTET_GEMV_DEFER=1: SwiGLU scales its sums by the norm instead of rounding the
+    // normalised x to bf16 first — the same values up to that rounding: NMSE 1.5-1.7e-5 on the
+    // H200, session 22 — so it is compared by NMSE, the rest bit for bit)
+    const char *defer = getenv("OCTET_GEMV_DEFER");
+    if (defer && atoi(defer) == 1 && n <= 8) {
+        char nm[96];
+        snprintf(nm, sizeof nm, "fused (deferred norm) vs unfused gpu swiglu, n=%d", n);
+        record(nm, nmse(res[1][1], ug, (size_t)n * ffn), 5e-5, NULL);
+        dg = 0;
+    }
     char name[96];
     snprintf(name, sizeof name, "fused matmul_add [%d x %d] vs cpu", n, dim);
     record(name, nmse(res[1][0], res[0][0], (size_t)n * dim), 1e-4, NULL);

@@ -36,6 +36,12 @@
 // its n rows into shared memory with k_rmsnorm's arithmetic (cuda_rmsnorm.cuh, the same T
 // threads), so the products equal rmsnorm then the GEMM bit for bit and the rmsnorm launch goes.
 // The CTA's first weight runs are loaded before it (they do not depend on x).
+// DEFER (kernel lab, OCTET_GEMV_DEFER=1, SwiGLU only): the product of x's RMSNorm taken as
+// r·Σ_k W[k]·(x[k]·g[k]), r = 1/sqrt(Σ x²/cols + eps) — each warp sums x² of the runs it reads
+// anyway and scales its sums at the end: no prologue, no shared memory, no barrier; the values
+// lose k_rmsnorm's bf16 rounding of the normalised x. Measured with both fused-norm GEMVs on it
+// (session 22, ncu in steps at depth 256): SwiGLU 62.2 → 59.1 µs, but Q|K|V 17.2 → 22.3, so that
+// form was reverted; this lab runs it for SwiGLU alone (not yet run on a GPU).
 struct gemv_norm {
     const bf16 *w = nullptr;  // [cols] the norm's weight
     float eps = 0;
@@ -53,6 +59,28 @@ struct gemv_segs {
 #define GEMV_UNROLL 4   // default: 16-byte weight loads in flight per lane
 #define GEMV_KSPLIT 1   // default: warps per weight row (2 for weights of <= 2048 rows)
 
+// DEFER: xg = x ⊙ g of one 16-byte run as floats, and Σ x² of the run added into ss.
+__device__ __forceinline__ void gemv_xg8(float (&xg)[8], float &ss, uint4 x, uint4 g) {
+    const __nv_bfloat162 *xp = (const __nv_bfloat162 *)&x, *gp = (const __nv_bfloat162 *)&g;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float2 a = __bfloat1622float2(xp[i]), b = __bfloat1622float2(gp[i]);
+        ss = fmaf(a.x, a.x, ss);
+        ss = fmaf(a.y, a.y, ss);
+        xg[2 * i] = a.x * b.x;
+        xg[2 * i + 1] = a.y * b.y;
+    }
+}
+__device__ __forceinline__ void gemv_dotf8(float &acc, uint4 w, const float (&xg)[8]) {
+    const __nv_bfloat162 *wp = (const __nv_bfloat162 *)&w;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float2 a = __bfloat1622float2(wp[i]);
+        acc = fmaf(a.x, xg[2 * i], acc);
+        acc = fmaf(a.y, xg[2 * i + 1], acc);
+    }
+}
+
 __device__ __forceinline__ void gemv_dot8(float &acc, uint4 w, uint4 x) {
     const __nv_bfloat162 *wp = (const __nv_bfloat162 *)&w, *xp = (const __nv_bfloat162 *)&x;
 #pragma unroll
@@ -64,7 +92,7 @@ __device__ __forceinline__ void gemv_dot8(float &acc, uint4 w, uint4 x) {
 }
 
 template <int NR, typename OUT, int WARPS = GEMV_WARPS, int UNROLL = GEMV_UNROLL, int KSPLIT = GEMV_KSPLIT, bool PDL = false,
-          int EPI = GEMV_STORE, bool NORM = false>
+          int EPI = GEMV_STORE, bool NORM = false, bool DEFER = false>
 __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, const bf16 *x /*[NR][cols]*/,
                                                      const bf16 *w /*[rows][cols]*/, int rows, int cols,
                                                      const bf16 *w2 = nullptr /*[rows][cols], GEMV_SWIGLU's up weight*/,
@@ -73,6 +101,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
     static_assert(WARPS % KSPLIT == 0, "a CTA holds whole rows");
     static_assert(EPI == GEMV_STORE || (KSPLIT == 1 && !PDL && sizeof(OUT) == 2), "fused epilogues: bf16 out, a warp a row, no PDL");
     static_assert(!NORM || EPI != GEMV_STORE, "NORM: the fused epilogues' launches");
+    static_assert(!DEFER || (!NORM && KSPLIT == 1 && EPI != GEMV_STORE), "DEFER: a warp a row, instead of NORM");
     constexpr bool SW = EPI == GEMV_SWIGLU;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = warp % KSPLIT;
     int blk = blockIdx.x;
@@ -93,9 +122,12 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
     const uint4 *wr2 = SW ? (const uint4 *)(w2 + (size_t)(live ? row : 0) * cols) : nullptr;
     const uint4 *xr = (const uint4 *)x;
     extern __shared__ uint4 gemv_xs[];  // NORM: [NR][runs] the normalised rows of x
-    float acc[NR], acc2[SW ? NR : 1];
+    float acc[NR], acc2[SW ? NR : 1], ss[DEFER ? NR : 1];
 #pragma unroll
     for (int r = 0; r < NR; r++) acc[r] = 0.0f;
+#pragma unroll
+    for (int r = 0; r < (DEFER ? NR : 1); r++) ss[r] = 0.0f;
+    const uint4 *gr = (const uint4 *)nrm.w;  // DEFER: the norm's weight in runs
 #pragma unroll
     for (int r = 0; r < (SW ? NR : 1); r++) acc2[r] = 0.0f;
     constexpr int STRIDE = 32 * KSPLIT;  // the row's KSPLIT warps interleave their runs
@@ -139,22 +171,47 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
                 for (int u = 0; u < UNROLL; u++) wv2[u] = __ldcs(wr2 + i + STRIDE * u);
             }
             have_first = false;
+            if constexpr (DEFER) {
 #pragma unroll
-            for (int u = 0; u < UNROLL; u++)
+                for (int u = 0; u < UNROLL; u++) {
+                    const uint4 g = __ldg(gr + i + STRIDE * u);
 #pragma unroll
-                for (int r = 0; r < NR; r++) {
-                    uint4 xv = xload(r, i + STRIDE * u);
-                    gemv_dot8(acc[r], wv[u], xv);
-                    if constexpr (SW) gemv_dot8(acc2[r], wv2[u], xv);
+                    for (int r = 0; r < NR; r++) {
+                        float xg[8];
+                        gemv_xg8(xg, ss[r], xload(r, i + STRIDE * u), g);
+                        gemv_dotf8(acc[r], wv[u], xg);
+                        if constexpr (SW) gemv_dotf8(acc2[r], wv2[u], xg);
+                    }
                 }
+            } else {
+#pragma unroll
+                for (int u = 0; u < UNROLL; u++)
+#pragma unroll
+                    for (int r = 0; r < NR; r++) {
+                        uint4 xv = xload(r, i + STRIDE * u);
+                        gemv_dot8(acc[r], wv[u], xv);
+                        if constexpr (SW) gemv_dot8(acc2[r], wv2[u], xv);
+                    }
+            }
         }
         for (; i < runs; i += STRIDE) {
             uint4 wv = __ldcs(wr + i);
+            if constexpr (DEFER) {
+                const uint4 g = __ldg(gr + i), wv2 = SW ? __ldcs(wr2 + i) : wv;
 #pragma unroll
-            for (int r = 0; r < NR; r++) {
-                uint4 xv = xload(r, i);
-                gemv_dot8(acc[r], wv, xv);
-                if constexpr (SW) gemv_dot8(acc2[r], __ldcs(wr2 + i), xv);
+                for (int r = 0; r < NR; r++) {
+                    float xg[8];
+                    gemv_xg8(xg, ss[r], xload(r, i), g);
+                    gemv_dotf8(acc[r], wv, xg);
+                    if constexpr (SW) gemv_dotf8(acc2[r], wv2, xg);
+                }
+            } else {
+#pragma unroll
+                for (int r = 0; r < NR; r++) {
+                    uint4 xv = xload(r, i);
+                    gemv_dot8(acc[r], wv, xv);
+                    if constexpr (SW) gemv_dot8(acc2[r], __ldcs(wr2 + i), xv);
+                }
             }
         }
     }
@@ -164,7 +221,16 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
         for (int o = 16; o > 0; o >>= 1) {
             acc[r] += __shfl_xor_sync(0xffffffff, acc[r], o);
             if constexpr (SW) acc2[r] += __shfl_xor_sync(0xffffffff, acc2[r], o);
+            if constexpr (DEFER) ss[r] += __shfl_xor_sync(0xffffffff, ss[r], o);
         }
+    if constexpr (DEFER) {  // the RMSNorm's scale r of each row of x, on the finished sums
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            const float sc = rsqrtf(ss[r] / cols + nrm.eps);
+            acc[r] *= sc;
+            if constexpr (SW) acc2[r] *= sc;
+        }
+    }
     if constexpr (KSPLIT > 1) {  // the row's warps add their sums in a fixed order
         __shared__ float red[WARPS][NR];
         if (lane == 0) {
@@ -230,13 +296,13 @@ static void gemv_launch_variant(cudaStream_t st, OUT *out, const bf16 *x, const 
 // segments, whose CTAs then make the grid) for n <= 8 rows of x; false when the shapes do not fit
 // (the caller composes the unfused ops instead).
 // NORM: x is normalised first (gemv_norm_fits must hold).
-template <int EPI, bool NORM = false>
+template <int EPI, bool NORM = false, bool DEFER = false>
 static bool gemv_fused_launch(cudaStream_t st, bf16 *out, const bf16 *x, const bf16 *w, const bf16 *w2, int64_t rows,
                               int64_t cols, int n, gemv_segs seg = gemv_segs(), unsigned seg_ctas = 0, gemv_norm nrm = gemv_norm()) {
     if (n < 1 || n > 8 || cols % 8 || ((uintptr_t)w | (uintptr_t)x | (uintptr_t)w2) % 16 || rows > (int64_t)1 << 30) return false;
     dim3 grid(EPI == GEMV_QKV ? seg_ctas : (unsigned)((rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(GEMV_WARPS * 32);
     const size_t smem = NORM ? (size_t)n * cols * sizeof(bf16) : 0;
-#define GF(NR) k_gemv<NR, bf16, GEMV_WARPS, GEMV_UNROLL, 1, false, EPI, NORM><<<grid, block, smem, st>>>(out, x, w, (int)rows, (int)cols, w2, seg, nrm)
+#define GF(NR) k_gemv<NR, bf16, GEMV_WARPS, GEMV_UNROLL, 1, false, EPI, NORM, DEFER><<<grid, block, smem, st>>>(out, x, w, (int)rows, (int)cols, w2, seg, nrm)
     switch (n) {
     case 1: GF(1); break;
     case 2: GF(2); break;
