@@ -126,10 +126,10 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
 #pragma unroll
     for (int r = 0; r < NR; r++) acc[r] = 0.0f;
 #pragma unroll
+    for (int r = 0; r < (SW ? NR : 1); r++) acc2[r] = 0.0f;
+#pragma unroll
     for (int r = 0; r < (DEFER ? NR : 1); r++) ss[r] = 0.0f;
     const uint4 *gr = (const uint4 *)nrm.w;  // DEFER: the norm's weight in runs
-#pragma unroll
-    for (int r = 0; r < (SW ? NR : 1); r++) acc2[r] = 0.0f;
     constexpr int STRIDE = 32 * KSPLIT;  // the row's KSPLIT warps interleave their runs
     int i = part * 32 + lane;
     constexpr bool EARLY = PDL || NORM;
