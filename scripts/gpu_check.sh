@@ -32,7 +32,7 @@
 #          ordinary way instead of as a programmatic dependent of the kernel before it; commas join settings);
 #   depth  OCTET_COMBINE_DYN=1 (the combine decided per sequence from its busy splits: none for
 #          one, inside the decode kernel up to 16), OCTET_DECODE_T=0,
-#          OCTET_DECODE_MIN_SPLIT=0, OCTET_DECODE_PDL=0, OCTET_GEMV_DEFER=1, and ncu kernel times at depth 4096;
+#          OCTET_DECODE_MIN_SPLIT=0, OCTET_DECODE_PDL=0, OCTET_GEMV_DEFER=0 (SwiGLU with its norm prologue), and ncu kernel times at depth 4096;
 #   ops    every fallback and switch: OCTET_GEMV=0, OCTET_FP8_WG=1 (one consumer warpgroup per FP8
 #          prefill CTA of the older kernel), OCTET_FP8_TMA=0 (the FP8
 #          prefill's older kernels at head_dim 128 instead of the TMA one), OCTET_FP8_TMA_LAB=1
@@ -41,7 +41,7 @@
 #          their fused add, SwiGLU and Q|K|V, and the separate split combine), OCTET_FUSE_NORM=0
 #          (k_rmsnorm before Q|K|V and SwiGLU), OCTET_DECODE_T=0,
 #          OCTET_COMBINE_DYN=1, OCTET_DECODE_PDL=0, OCTET_FP8_TMA_D64=1 (the TMA prefill at head_dim 64),
-#          OCTET_GEMV_DEFER=1 (SwiGLU's rmsnorm scaled onto its sums);
+#          OCTET_GEMV_DEFER=0 (SwiGLU with the NORM prologue instead of its rmsnorm scaled onto its sums);
 #   (OCTET_LAB_OPS, OCTET_LAB_DEPTH and OCTET_LAB_FP8 replace the ops, depth and fp8prefill
 #   lists, so a call can run only the variants it needs: each ops run takes about a minute)
 #   golden OCTET_PDL=1 and OCTET_FUSE=0; pd the unfused ops; fp8prefill OCTET_FP8_WG=1,
@@ -86,7 +86,7 @@ if has ops; then
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
   if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks and the lab variant must be right too
-    for v in ${OCTET_LAB_OPS-OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_TMA=0 OCTET_FP8_TMA_LAB=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_FUSE_NORM=0 OCTET_DECODE_T=0 OCTET_COMBINE_DYN=1 OCTET_DECODE_PDL=0 OCTET_FP8_TMA_D64=1 OCTET_GEMV_DEFER=1}; do
+    for v in ${OCTET_LAB_OPS-OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_TMA=0 OCTET_FP8_TMA_LAB=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_FUSE_NORM=0 OCTET_DECODE_T=0 OCTET_COMBINE_DYN=1 OCTET_DECODE_PDL=0 OCTET_FP8_TMA_D64=1 OCTET_GEMV_DEFER=0}; do
       env $v "$BIN/gpu/test_cuda_ops" "$OUT/ops_${v#OCTET_}.json" > "$OUT/ops_${v#OCTET_}.log" 2>&1
       say "ops vs cpu ($v): $(tail -n 1 "$OUT/ops_${v#OCTET_}.log")"
     done
@@ -252,7 +252,7 @@ fi
 if has depth; then  # decode at context depths, bf16 vs fp8 in one process, measured in turn (paired), with the
   # server's table width (128k): where fp8 starts to pay (the ITL study's break-even) without the server;
   # OCTET_LAB adds split-plan variants and, with ncu present, per-kernel times of one decode step at depth 4096
-  for v in default ${OCTET_LAB:+${OCTET_LAB_DEPTH-OCTET_COMBINE_DYN=1 OCTET_DECODE_T=0 OCTET_DECODE_MIN_SPLIT=0 OCTET_DECODE_PDL=0 OCTET_GEMV_DEFER=1}}; do
+  for v in default ${OCTET_LAB:+${OCTET_LAB_DEPTH-OCTET_COMBINE_DYN=1 OCTET_DECODE_T=0 OCTET_DECODE_MIN_SPLIT=0 OCTET_DECODE_PDL=0 OCTET_GEMV_DEFER=0}}; do
     run_variant "$v" "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype auto,fp8 \
       --pp 512 --tg 32 --reps 5 --depth 256,1024,4096,16384 2>>"$OUT/depth.log" | grep '^{' \
       | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/depth.jsonl"

@@ -430,9 +430,12 @@ static bool fused_fast(struct cuda_backend *c, int n) {
 
 // The rmsnorm before Q|K|V and before SwiGLU runs inside their skinny GEMM (gemv_norm, the
 // same bf16 values as k_rmsnorm's) when the row fits; OCTET_FUSE_NORM=0 launches k_rmsnorm first.
-static bool fused_norm(struct cuda_backend *c, const void *x, const struct weight *norm, int64_t cols, int n) {
+static bool fuse_norm_on(void) {
     static const bool on = cuda_env_int("OCTET_FUSE_NORM", 1) != 0;
-    return on && fused_fast(c, n) && norm->cols == cols && gemv_norm_fits((const bf16 *)x, (const bf16 *)norm->dev, cols, n);
+    return on;
+}
+static bool fused_norm(struct cuda_backend *c, const void *x, const struct weight *norm, int64_t cols, int n) {
+    return fuse_norm_on() && fused_fast(c, n) && norm->cols == cols && gemv_norm_fits((const bf16 *)x, (const bf16 *)norm->dev, cols, n);
 }
 
 static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, void *xn, const void *x, const struct weight *norm, float eps,
@@ -478,8 +481,11 @@ static void cu_matmul_swiglu(struct backend *b, void *gate, void *up, void *xn, 
     struct cuda_backend *c = cb_of(b);
     if (CUDA_SKIP(c) || !n) return;
     const bool same = wg->rows == wu->rows && wg->cols == wu->cols;
-    static const bool defer = cuda_env_int("OCTET_GEMV_DEFER", 0) == 1;  // (kernel lab; cuda_gemv.cuh DEFER)
-    if (defer && same && fused_fast(c, n) && norm->cols == wg->cols && (uintptr_t)norm->dev % 16 == 0) {  // (the launch checks the rest)
+    // The rmsnorm scaled onto the sums (cuda_gemv.cuh DEFER; no shared memory, so every n <= 8):
+    // steps at depth 256 4.52 -> 4.41 ms a token (H200, session 23). OCTET_GEMV_DEFER=0: the NORM prologue.
+    static const bool defer = cuda_env_int("OCTET_GEMV_DEFER", 1) != 0;
+    if (defer && same && fuse_norm_on() && fused_fast(c, n) && norm->cols == wg->cols &&
+        (uintptr_t)norm->dev % 16 == 0) {  // (the launch checks the rest)
         const gemv_norm nrm = {(const bf16 *)norm->dev, eps, 0};
         if (gemv_fused_launch<GEMV_SWIGLU, false, true>(c->stream, (bf16 *)gate, (const bf16 *)x, (const bf16 *)wg->dev,
                                                         (const bf16 *)wu->dev, wg->rows, wg->cols, n, gemv_segs(), 0, nrm)) {

@@ -36,12 +36,13 @@
 // its n rows into shared memory with k_rmsnorm's arithmetic (cuda_rmsnorm.cuh, the same T
 // threads), so the products equal rmsnorm then the GEMM bit for bit and the rmsnorm launch goes.
 // The CTA's first weight runs are loaded before it (they do not depend on x).
-// DEFER (kernel lab, OCTET_GEMV_DEFER=1, SwiGLU only): the product of x's RMSNorm taken as
-// r·Σ_k W[k]·(x[k]·g[k]), r = 1/sqrt(Σ x²/cols + eps) — each warp sums x² of the runs it reads
-// anyway and scales its sums at the end: no prologue, no shared memory, no barrier; the values
-// lose k_rmsnorm's bf16 rounding of the normalised x. Measured with both fused-norm GEMVs on it
-// (session 22, ncu in steps at depth 256): SwiGLU 62.2 → 59.1 µs, but Q|K|V 17.2 → 22.3, so that
-// form was reverted; this lab runs it for SwiGLU alone (not yet run on a GPU).
+// DEFER (SwiGLU's launch, the default; OCTET_GEMV_DEFER=0 takes NORM): the product of x's RMSNorm
+// taken as r·Σ_k W[k]·(x[k]·g[k]), r = 1/sqrt(Σ x²/cols + eps) — each warp sums x² of the runs it
+// reads anyway and scales its sums at the end: no prologue, no shared memory, no barrier; the
+// values lose k_rmsnorm's bf16 rounding of the normalised x (nearer the CPU's: NMSE 9.2e-6 vs
+// 1.47e-5). Measured by ncu in steps at depth 256 (H200): SwiGLU 62.2 → 58.4 µs, steps 4.52 →
+// 4.41 ms a token (session 23). On Q|K|V the same form was slower (17.2 → 22.3 µs, session 22,
+// cause not found), so Q|K|V keeps NORM.
 struct gemv_norm {
     const bf16 *w = nullptr;  // [cols] the norm's weight
     float eps = 0;
