@@ -176,7 +176,7 @@ template <bool ON> struct phase_clock {
     }
 };
 
-// HD: head_dim, 128 or 64 (the kernel lab's OCTET_FP8_TMA_D64=1). ACC: 0 two-level, 2 single. kmap /
+// HD: head_dim, 128 or 64. ACC: 0 two-level, 2 single. kmap /
 // vmap: the layer's K and V cache as 4-d tensors {head_dim bytes, kv_block_tokens, n_kv_heads,
 // n_blocks}, boxes of {head_dim, rows, 1, 1}, swizzled.
 // Measured and removed (bench/NOTES.md): a cp.async copy warp instead of TMA (session 16: 270
@@ -428,11 +428,11 @@ static bool fp8tma_map(struct cuda_backend *c, CUtensorMap *map, void *base, con
     return true;
 }
 
-// Whether the TMA kernel covers this layer: head_dim 128 (or 64 under the kernel lab's
-// OCTET_FP8_TMA_D64=1: written in session 22, not yet run on a GPU), whole swizzle atoms per box
-// (kv_block_tokens a multiple of 8) and tiles made of whole boxes.
+// Whether the TMA kernel covers this layer: head_dim 128 or 64 (OCTET_FP8_TMA_D64=0 sends 64 to
+// the older kernel: two-level 201 → 422 TFLOP/s at 16k, 0.45 → 0.94× cuDNN BF16, H200 session 23),
+// whole swizzle atoms per box (kv_block_tokens a multiple of 8) and tiles made of whole boxes.
 static bool fp8tma_fits(const struct kv_layer *l, int G) {
-    static const bool d64 = cuda_env_int("OCTET_FP8_TMA_D64", 0) == 1;
+    static const bool d64 = cuda_env_int("OCTET_FP8_TMA_D64", 1) != 0;
     const int bs = l->kv_block_tokens;
     return (l->head_dim == 128 || (d64 && l->head_dim == 64)) && 64 % G == 0 && bs % 8 == 0 &&
            (fp8tma::BN % bs == 0 || bs % fp8tma::BN == 0);
