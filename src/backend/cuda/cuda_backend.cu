@@ -465,14 +465,12 @@ static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, void *xn
 }
 
 // Kernel lab OCTET_L2_PF=MB (0, off, by default): for decode steps (n <= 8) the first MB of the
-// weight are prefetched into the L2 cache by bulk prefetches of 16 KB a thread on a side stream,
-// forked from the main stream here (after Q|K|V: the output projection's weight, read after
-// attention, whose kernels leave the memory mostly idle at short contexts) and joined before the
-// next GEMM. (One warp issuing them moved only ≈ 0.28 TB/s: +1.9 ms a token at 16 MB, session 23.)
-#define L2_PF_CHUNK (16 << 10)
+// weight are prefetched into the L2 cache by one warp of bulk prefetches on a side stream, forked
+// from the main stream here (after Q|K|V: the output projection's weight, read after attention,
+// whose kernels leave the memory mostly idle at short contexts) and joined before the next GEMM.
 __global__ void k_l2_prefetch(const char *p, size_t bytes) {
-    const size_t chunk = L2_PF_CHUNK, stride = (size_t)gridDim.x * blockDim.x * chunk;
-    for (size_t o = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) * chunk; o < bytes; o += stride) {
+    const size_t chunk = 64 << 10;
+    for (size_t o = (size_t)threadIdx.x * chunk; o < bytes; o += (size_t)blockDim.x * chunk) {
         const unsigned n = (unsigned)(bytes - o < chunk ? bytes - o : chunk);  // (a multiple of 16)
         asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + o), "r"(n) : "memory");
     }
@@ -489,8 +487,7 @@ static void cu_prefetch(struct backend *b, const struct weight *w) {
     size_t bytes = (size_t)w->rows * w->cols * sizeof(bf16);
     if (bytes > mb << 20) bytes = mb << 20;
     if (CUDA_OK(c, cudaEventRecord(c->pf_fork, c->stream)) && CUDA_OK(c, cudaStreamWaitEvent(c->pf_stream, c->pf_fork, 0))) {
-        const size_t warps = (bytes / L2_PF_CHUNK + 32) / 32;  // a chunk a thread, at most a CTA an SM
-        k_l2_prefetch<<<(unsigned)(warps < (size_t)c->n_sm ? warps : c->n_sm), 32, 0, c->pf_stream>>>((const char *)w->dev, bytes & ~(size_t)15);
+        k_l2_prefetch<<<1, 32, 0, c->pf_stream>>>((const char *)w->dev, bytes & ~(size_t)15);
         c->pf_pending = !CUDA_LAUNCHED(c, "L2 prefetch") && CUDA_OK(c, cudaEventRecord(c->pf_join, c->pf_stream));
     }
 }
