@@ -130,10 +130,6 @@ struct backend_ops {
     void (*rope_kv_write)(struct backend *b, void *q /*[n_tokens][n_heads][hd]*/, void *k /*[n_tokens][n_kv][hd]*/,
                           const void *v /*[n_tokens][n_kv][hd]*/, int n_heads, const struct rope_table *rt,
                           struct kv_layer *l, const struct batch *bt);
-    // Optional hint: w is read by a coming op of this step; the backend may start moving it nearer
-    // (the CUDA backend's kernel lab OCTET_L2_PF: into the L2 cache beside the kernels between).
-    // No effect on any value.
-    void (*prefetch)(struct backend *b, const struct weight *w);
     // host_out = x · wᵀ in f32 (the logits of the sampled rows), synchronous.
     void (*logits)(struct backend *b, float *host_out /*[n][w.rows]*/, const void *x /*[n][w.cols]*/,
                    const struct weight *w, int n);

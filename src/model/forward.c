@@ -96,7 +96,6 @@ int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, 
             op->matmul(b, f->k, f->xn, &w->wk, n);                   // [n][n_kv*hd]
             op->matmul(b, f->v, f->xn, &w->wv, n);
         }
-        if (op->prefetch) op->prefetch(b, &w->wo);                   // (read after attention)
         if (op->rope_kv_write) {                                     // RoPE, then quantize into the pages
             op->rope_kv_write(b, f->q, f->k, f->v, c->n_heads, &f->rope, &kv->layers[l], bt);
         } else {

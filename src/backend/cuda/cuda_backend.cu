@@ -464,43 +464,9 @@ static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, void *xn
     cu_matmul(b, v, x, wv, n);
 }
 
-// Kernel lab OCTET_L2_PF=MB (0, off, by default): for decode steps (n <= 8) the first MB of the
-// weight are prefetched into the L2 cache by one warp of bulk prefetches on a side stream, forked
-// from the main stream here (after Q|K|V: the output projection's weight, read after attention,
-// whose kernels leave the memory mostly idle at short contexts) and joined before the next GEMM.
-__global__ void k_l2_prefetch(const char *p, size_t bytes) {
-    const size_t chunk = 64 << 10;
-    for (size_t o = (size_t)threadIdx.x * chunk; o < bytes; o += (size_t)blockDim.x * chunk) {
-        const unsigned n = (unsigned)(bytes - o < chunk ? bytes - o : chunk);  // (a multiple of 16)
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + o), "r"(n) : "memory");
-    }
-}
-
-static void cu_prefetch(struct backend *b, const struct weight *w) {
-    struct cuda_backend *c = cb_of(b);
-    static const size_t mb = (size_t)cuda_env_int("OCTET_L2_PF", 0);
-    if (!mb || CUDA_SKIP(c) || c->cb.n_tokens > 8 || (uintptr_t)w->dev % 16) return;
-    if (!c->pf_stream && (cuda_fail(c, cudaStreamCreateWithFlags(&c->pf_stream, cudaStreamNonBlocking), "cudaStreamCreate") ||
-                          cuda_fail(c, cudaEventCreateWithFlags(&c->pf_fork, cudaEventDisableTiming), "cudaEventCreate") ||
-                          cuda_fail(c, cudaEventCreateWithFlags(&c->pf_join, cudaEventDisableTiming), "cudaEventCreate")))
-        return;
-    size_t bytes = (size_t)w->rows * w->cols * sizeof(bf16);
-    if (bytes > mb << 20) bytes = mb << 20;
-    if (CUDA_OK(c, cudaEventRecord(c->pf_fork, c->stream)) && CUDA_OK(c, cudaStreamWaitEvent(c->pf_stream, c->pf_fork, 0))) {
-        k_l2_prefetch<<<1, 32, 0, c->pf_stream>>>((const char *)w->dev, bytes & ~(size_t)15);
-        c->pf_pending = !CUDA_LAUNCHED(c, "L2 prefetch") && CUDA_OK(c, cudaEventRecord(c->pf_join, c->pf_stream));
-    }
-}
-
-static void pf_join(struct cuda_backend *c) {  // the main stream waits for the side stream (a capture joins it)
-    if (c->pf_pending) CUDA_OK(c, cudaStreamWaitEvent(c->stream, c->pf_join, 0));
-    c->pf_pending = false;
-}
-
 static void cu_matmul_add(struct backend *b, void *x, void *scratch, const void *in, const struct weight *w, int n) {
     struct cuda_backend *c = cb_of(b);
     if (CUDA_SKIP(c) || !n) return;
-    pf_join(c);
     if (fused_fast(c, n) && gemv_fused_launch<GEMV_ADD>(c->stream, (bf16 *)x, (const bf16 *)in, (const bf16 *)w->dev, nullptr,
                                                         w->rows, w->cols, n)) {
         CUDA_LAUNCHED(c, "gemv + residual add");
@@ -571,7 +537,6 @@ static void cu_logits(struct backend *b, float *host_out, const void *x, const s
     struct cuda_backend *c = cb_of(b);
     size_t need = (size_t)n * w->rows;
     bool timed = false;
-    if (!CUDA_SKIP(c)) pf_join(c);
     if (c->replaying) {
         c->replaying = false;
         if (step_timing() && !c->tev[0])
@@ -637,9 +602,6 @@ static void cu_destroy(struct backend *b) {
     cudaFree(c->d_pseudo); cudaFree(c->d_arrive);
     if (c->h_meta) cudaFreeHost(c->h_meta);
     if (c->h_stage) cudaFreeHost(c->h_stage);
-    if (c->pf_stream) cudaStreamDestroy(c->pf_stream);
-    if (c->pf_fork) cudaEventDestroy(c->pf_fork);
-    if (c->pf_join) cudaEventDestroy(c->pf_join);
     cudaStreamDestroy(c->stream);
     free(c);
 }
@@ -684,7 +646,6 @@ static const struct backend_ops cuda_ops = {
     .matmul_add = cu_matmul_add,
     .matmul_swiglu = cu_matmul_swiglu,
     .rope_kv_write = cuda_rope_kv_write,
-    .prefetch = cu_prefetch,
     .logits = cu_logits,
     .kv_budget_default = cu_kv_budget_default,
 };

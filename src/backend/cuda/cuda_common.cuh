@@ -95,11 +95,6 @@ struct cuda_backend {
     // of the host's time outside the backend (sampling, the engine) and inside it up to the launch
     double h_ret, h_begin, h_outside, h_inside, h_launch, h_sync;
     int h_n;
-    // OCTET_L2_PF (kernel lab, cu_prefetch): a side stream issuing L2 prefetches of a weight beside
-    // the kernels that run before it is read; the main stream waits for pf_join before its next GEMM
-    cudaStream_t pf_stream;
-    cudaEvent_t pf_fork, pf_join;
-    bool pf_pending;
 };
 
 // Ops return at once when an error is latched or a captured graph replays the step.
