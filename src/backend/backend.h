@@ -21,7 +21,7 @@ struct rope_table;
 // One engine step, flattened over sequences (vLLM's vocabulary).
 struct batch {
     int n_tokens;
-    const int32_t *token_ids;    // [n_tokens]
+    const int32_t *token_ids;    // [n_tokens]; -1-j: the id logits_argmax last picked for its row j
     const int32_t *positions;    // [n_tokens] absolute position in its sequence
     const int32_t *slot_mapping; // [n_tokens] block*kv_block_tokens + offset where K/V go
     int n_seqs;
@@ -32,6 +32,9 @@ struct batch {
     int n_logits;
     const int32_t *logits_rows;  // [n_logits] token indices whose logits are returned
 };
+
+// The most rows one logits_argmax call picks for (and later batches may name by -1-j).
+#define BACKEND_FEED_ROWS 1024
 
 // How attention treats an FP8 cache.
 enum attn_fp8_math {
@@ -133,6 +136,16 @@ struct backend_ops {
     // host_out = x · wᵀ in f32 (the logits of the sampled rows), synchronous.
     void (*logits)(struct backend *b, float *host_out /*[n][w.rows]*/, const void *x /*[n][w.cols]*/,
                    const struct weight *w, int n);
+    // Optional (asynchronous scheduling; NULL: the engine samples from the logits). The greedy id
+    // of each row of x · wᵀ — logits_argmax's pick (base/argmax.h) — into host_ids by the time sync
+    // returns, without waiting: host_ids must be host_alloc memory. A later batch's token id -1-j
+    // stands for the id this call picked for row j, so that batch can be queued before the ids
+    // reach the host. n <= BACKEND_FEED_ROWS.
+    void (*logits_argmax)(struct backend *b, int32_t *host_ids /*[n]*/, const void *x /*[n][w.cols]*/,
+                          const struct weight *w, int n);
+    // Optional beside logits_argmax (NULL: sync): waits until the call writing host_ids is done,
+    // not for what was queued after it; returns the sticky error, if any.
+    int (*wait_ids)(struct backend *b, const int32_t *host_ids);
     // Default KV budget in bytes, given what is allocated so far (call after the weights
     // and activations): CPU a quarter of RAM; GPU utilization × total − memory in use.
     size_t (*kv_budget_default)(struct backend *b, double gpu_memory_utilization);

@@ -45,6 +45,13 @@ struct engine {
     float *logits;                  // [max_num_seqs][n_vocab]
     struct sample_job *jobs;        // [max_num_seqs] the step's sequences that sample
     struct threadpool *tp;          // samples them in parallel (NULL: one at a time)
+    // asynchronous scheduling: greedy decode steps launched before the previous one is read back
+    bool async;                     // o.async_scheduling and the backend picks greedy ids itself
+    struct inflight {
+        int n;                      // sequences (0: no step in flight)
+        struct request **r;         // [max_num_seqs] (NULL: left the engine since the launch)
+        int32_t *ids;               // [max_num_seqs] host_alloc: the step's greedy picks
+    } fl[2];                        // fl[0] the step to read back next, fl[1] the one launched after it
 };
 
 // A sequence that samples this step: its logits row in, its token event (id, logprobs) out.
@@ -61,6 +68,7 @@ void engine_options_default(struct engine_options *o) {
     o->max_num_seqs = 64;
     o->enable_chunked_prefill = true;
     o->enable_prefix_caching = true;
+    o->async_scheduling = true;
     o->gpu_memory_utilization = 0.9;
 }
 
@@ -100,7 +108,15 @@ static void free_blocks(struct engine *e, struct request *r) {
     r->last_hash = 0;
 }
 
+// A request leaving the engine leaves the steps in flight too (their rows for it are dropped).
+static void inflight_drop(struct engine *e, const struct request *r) {
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < e->fl[k].n; i++)
+            if (e->fl[k].r[i] == r) e->fl[k].r[i] = NULL;
+}
+
 static void request_free(struct engine *e, struct request *r) {
+    inflight_drop(e, r);
     free_blocks(e, r);
     sampler_free(&r->sampler);
     req_handle_unref(r->h);
@@ -263,6 +279,131 @@ static void sample_task(void *ctx, int i, int thread) {
     sample_job_run(e, &e->jobs[i]);
 }
 
+// r's n scheduled tokens are computed: count the prompt's share, commit full blocks.
+static void computed(struct engine *e, struct request *r, int n, long long *prompt) {
+    int before = r->n_computed;
+    r->n_computed += n;
+    if (before < r->n_prompt) *prompt += (r->n_computed < r->n_prompt ? r->n_computed : r->n_prompt) - before;
+    prefix_commit(e, r);
+}
+
+// Appends r's new token, emits it, and retires r when it is done.
+static void emit(struct engine *e, struct request *r, const struct gen_event *ev) {
+    int id = ev->token;
+    r->tokens[r->n_tokens++] = id;
+    r->n_generated++;
+    req_handle_push(r->h, ev);
+    const char *why = NULL;
+    if (!r->ignore_eos && tokenizer_is_eog(e->m->tok, id)) why = "stop";
+    else if (r->n_generated >= r->max_tokens || r->n_tokens >= e->plan.max_model_len) why = "length";
+    if (why) {
+        list_remove(&e->running, r);
+        finish(e, r, why);
+    }
+}
+
+static void count_tokens(struct engine *e, long long prompt, long long gen) {
+    pthread_mutex_lock(&e->mu);
+    e->stats.prompt_tokens_total += prompt;
+    e->stats.generation_tokens_total += gen;
+    pthread_mutex_unlock(&e->mu);
+}
+
+// ---- asynchronous scheduling ----
+// A step of greedy decodes (every running request, one token each, no logprobs) is launched
+// without waiting for its ids (forward_launch_greedy). While it runs, the next one is launched
+// behind it on the device — each sequence's token named as the running step's pick for its row —
+// and only then is the first read back, so the GPU does not idle while the host emits tokens,
+// schedules and uploads the next batch. A sequence that will stop by length is left out of the
+// step ahead; one that stops on a token (EOS, not known in advance) had that step compute one
+// token more for it, which is dropped (its K/V went to its own blocks, freed after, and any later
+// use of them is queued after that step).
+
+static bool plain_greedy(const struct request *r) { return r->sampler.p.temperature == 0 && r->top_logprobs < 0; }
+
+// The step arrays' entry i: r decodes token tok at position p.
+static void put_decode(struct engine *e, int i, const struct request *r, int32_t tok, int p) {
+    e->qstart[i] = i;
+    e->tok[i] = tok;
+    e->pos[i] = p;
+    e->slot[i] = r->blocks[p / e->bs] * e->bs + p % e->bs;
+    e->seq_lens[i] = p + 1;
+    memcpy(e->btab + (size_t)i * e->max_blocks_per_seq, r->blocks, (size_t)r->n_blocks * sizeof(int32_t));
+    e->rows[i] = i;
+}
+
+// Whether the scheduled step may be launched without waiting: all running requests, each
+// decoding one greedy token.
+static bool async_ok(struct engine *e, int n_sched) {
+    if (!e->async || n_sched > BACKEND_FEED_ROWS || n_sched != list_len(e->running)) return false;
+    for (int i = 0; i < n_sched; i++) {
+        const struct request *r = e->sched[i];
+        if (e->sched_n[i] != 1 || r->n_computed + 1 != r->n_tokens || !plain_greedy(r)) return false;
+    }
+    return true;
+}
+
+// Launches the step after the one in flight (fl[0]) into fl[1]; returns its size (0: none —
+// a waiting request can be admitted, a running one is not in fl[0], every sequence stops by
+// length, or the pool is short: the next step is then scheduled as usual).
+static int launch_ahead(struct engine *e) {
+    struct inflight *cur = &e->fl[0], *nx = &e->fl[1];
+    nx->n = 0;
+    if (e->waiting && list_len(e->running) < e->o.max_num_seqs) return 0;
+    int live = 0, n = 0;
+    for (int i = 0; i < cur->n; i++) live += cur->r[i] != NULL;
+    if (live != list_len(e->running)) return 0;
+    for (int i = 0; i < cur->n; i++) {
+        struct request *r = cur->r[i];
+        if (!r || atomic_load(&r->h->aborted)) continue;
+        if (r->n_generated + 1 >= r->max_tokens || r->n_tokens + 1 >= e->plan.max_model_len) continue;  // ends at this pick
+        int p = r->n_computed + 1;  // (fl[0] computes position n_computed; its pick goes after it)
+        if (!reserve(e, r, p + 1)) return 0;
+        put_decode(e, n, r, -1 - i, p);
+        nx->r[n++] = r;
+    }
+    if (!n) return 0;
+    e->qstart[n] = n;
+    struct batch bt = {.n_tokens = n, .token_ids = e->tok, .positions = e->pos, .slot_mapping = e->slot, .n_seqs = n,
+                       .query_start = e->qstart, .seq_lens = e->seq_lens, .block_tables = e->btab,
+                       .max_blocks_per_seq = e->max_blocks_per_seq, .n_logits = n, .logits_rows = e->rows};
+    TRY(forward_launch_greedy(&e->fw, &e->kv, &bt, nx->ids));
+    nx->n = n;
+    pthread_mutex_lock(&e->mu);
+    e->stats.steps_ahead_total++;
+    pthread_mutex_unlock(&e->mu);
+    return n;
+}
+
+// With a step in flight: launches the one after it when it can, then reads the first back and
+// emits its tokens; the step launched ahead (if any) is then the one in flight.
+static int step_inflight(struct engine *e) {
+    int n = e->fl[0].n, rc = launch_ahead(e);
+    if (rc >= 0) rc = forward_wait_ids(&e->fw, e->fl[0].ids);
+    if (rc < 0) {
+        forward_wait(&e->fw);  // (nothing queued may outlive the requests it writes for)
+        e->fl[0].n = e->fl[1].n = 0;
+        return rc;
+    }
+    long long prompt = 0, gen = 0;
+    for (int i = 0; i < e->fl[0].n; i++) {
+        struct request *r = e->fl[0].r[i];
+        if (!r) continue;
+        computed(e, r, 1, &prompt);
+        struct gen_event ev = {.kind = GEN_TOKEN, .token = e->fl[0].ids[i]};
+        emit(e, r, &ev);  // (a request that ends leaves fl[1] too)
+        gen++;
+    }
+    count_tokens(e, prompt, gen);
+    struct inflight t = e->fl[0];
+    e->fl[0] = e->fl[1];
+    e->fl[1] = t;
+    e->fl[1].n = 0;
+    return n;
+}
+
+// ---- a scheduled step ----
+
 static int step(struct engine *e) {
     int n_sched = schedule(e);
     if (n_sched == 0) return 0;
@@ -284,6 +425,12 @@ static int step(struct engine *e) {
     struct batch bt = {.n_tokens = nt, .token_ids = e->tok, .positions = e->pos, .slot_mapping = e->slot,
                        .n_seqs = n_sched, .query_start = e->qstart, .seq_lens = e->seq_lens, .block_tables = e->btab,
                        .max_blocks_per_seq = e->max_blocks_per_seq, .n_logits = nl, .logits_rows = e->rows};
+    if (async_ok(e, n_sched)) {  // launched; read back by step_inflight
+        TRY(forward_launch_greedy(&e->fw, &e->kv, &bt, e->fl[0].ids));
+        memcpy(e->fl[0].r, e->sched, sizeof(struct request *) * (size_t)n_sched);
+        e->fl[0].n = n_sched;
+        return n_sched;
+    }
     int rc = forward_run(&e->fw, &e->kv, &bt, e->logits);
     if (rc < 0) return rc;
     int nj = 0, nv = e->m->cfg.n_vocab;
@@ -291,10 +438,7 @@ static int step(struct engine *e) {
     bool heavy = false;  // a draw with temperature or logprobs (greedy alone takes ~20 us)
     for (int i = 0; i < n_sched; i++) {
         struct request *r = e->sched[i];
-        int before = r->n_computed;
-        r->n_computed += e->sched_n[i];
-        if (before < r->n_prompt) prompt += (r->n_computed < r->n_prompt ? r->n_computed : r->n_prompt) - before;
-        prefix_commit(e, r);
+        computed(e, r, e->sched_n[i], &prompt);
         if (r->n_computed != r->n_tokens) continue;
         e->jobs[nj] = (struct sample_job){.r = r, .lg = e->logits + (size_t)nj * nv};
         heavy |= r->sampler.p.temperature > 0 || r->top_logprobs >= 0;
@@ -304,25 +448,8 @@ static int step(struct engine *e) {
     // several sequences draw (same draws: each has its own sampler)
     if (e->tp && nj > 1 && heavy) threadpool_run(e->tp, nj, sample_task, e);
     else for (int j = 0; j < nj; j++) sample_job_run(e, &e->jobs[j]);
-    for (int j = 0; j < nj; j++) {
-        struct request *r = e->jobs[j].r;
-        int id = e->jobs[j].ev.token;
-        r->tokens[r->n_tokens++] = id;
-        r->n_generated++;
-        gen++;
-        req_handle_push(r->h, &e->jobs[j].ev);
-        const char *why = NULL;
-        if (!r->ignore_eos && tokenizer_is_eog(e->m->tok, id)) why = "stop";
-        else if (r->n_generated >= r->max_tokens || r->n_tokens >= e->plan.max_model_len) why = "length";
-        if (why) {
-            list_remove(&e->running, r);
-            finish(e, r, why);
-        }
-    }
-    pthread_mutex_lock(&e->mu);
-    e->stats.prompt_tokens_total += prompt;
-    e->stats.generation_tokens_total += gen;
-    pthread_mutex_unlock(&e->mu);
+    for (int j = 0; j < nj; j++, gen++) emit(e, e->jobs[j].r, &e->jobs[j].ev);
+    count_tokens(e, prompt, gen);
     return n_sched;
 }
 
@@ -365,13 +492,15 @@ static void *engine_main(void *arg) {
         if (stop) break;
         reap_aborted(e, &e->running);
         reap_aborted(e, &e->waiting);
-        int rc = step(e);
+        int rc = e->fl[0].n ? step_inflight(e) : step(e);
         if (rc < 0) {  // a backend failure fails everything in flight; the engine stays up
             while (e->running) { struct request *r = e->running; list_remove(&e->running, r); struct gen_event ev = {.kind = GEN_ERROR}; snprintf(ev.error, sizeof ev.error, "%s", err_msg()); req_handle_push(r->h, &ev); request_free(e, r); }
         }
         publish_stats(e);
         if (rc == 0 && e->waiting && !e->running) usleep(1000);
     }
+    if (e->fl[0].n) forward_wait(&e->fw);  // (its rows are dropped: nothing reads them)
+    e->fl[0].n = e->fl[1].n = 0;
     // shutdown: everything still here ends with "abort"
     while (e->running) { struct request *r = e->running; list_remove(&e->running, r); finish(e, r, "abort"); }
     while (e->waiting) { struct request *r = e->waiting; list_remove(&e->waiting, r); finish(e, r, "abort"); }
@@ -461,7 +590,14 @@ int engine_create(struct engine **out, struct model *m, const struct engine_opti
     e->sched = malloc(sizeof(struct request *) * S); e->sched_n = malloc(sizeof(int) * S);
     e->logits = backend_host_alloc(e->b, sizeof(float) * (size_t)S * c->n_vocab);  // (pinned on a GPU: the copy is one DMA)
     e->jobs = malloc(sizeof(struct sample_job) * S);
-    if (rc == OCT_OK && (!e->tok || !e->pos || !e->slot || !e->rows || !e->qstart || !e->seq_lens || !e->btab || !e->sched || !e->sched_n || !e->logits || !e->jobs))
+    bool fl_ok = true;
+    for (int k = 0; k < 2; k++) {
+        e->fl[k].r = malloc(sizeof(struct request *) * S);
+        e->fl[k].ids = backend_host_alloc(e->b, sizeof(int32_t) * (size_t)S);
+        fl_ok = fl_ok && e->fl[k].r && e->fl[k].ids;
+    }
+    e->async = o->async_scheduling && e->b->ops->logits_argmax;
+    if (rc == OCT_OK && (!e->tok || !e->pos || !e->slot || !e->rows || !e->qstart || !e->seq_lens || !e->btab || !e->sched || !e->sched_n || !e->logits || !e->jobs || !fl_ok))
         rc = err_set(OCT_ENOMEM, "engine: out of memory for step buffers");
     int st = o->sample_threads > 0 ? o->sample_threads : strcmp(e->b->ops->name, "cpu") ? 8 : 1;
     if (st > S) st = S;
@@ -473,6 +609,7 @@ int engine_create(struct engine **out, struct model *m, const struct engine_opti
     if (rc == OCT_OK && pthread_create(&e->thread, NULL, engine_main, e) != 0) rc = err_set(OCT_ENOMEM, "engine: cannot start its thread");
     if (rc < 0) {
         backend_host_free(e->b, e->logits);
+        for (int k = 0; k < 2; k++) { backend_host_free(e->b, e->fl[k].ids); free(e->fl[k].r); }
         kv_pool_free(&e->pool); kv_cache_free(&e->kv); forward_free(&e->fw); e->b->ops->destroy(e->b);
         free(e->tok); free(e->pos); free(e->slot); free(e->rows); free(e->qstart); free(e->seq_lens); free(e->btab);
         free(e->sched); free(e->sched_n); free(e->jobs);
@@ -493,6 +630,7 @@ void engine_destroy(struct engine *e) {
     pthread_mutex_unlock(&e->mu);
     pthread_join(e->thread, NULL);
     backend_host_free(e->b, e->logits);
+    for (int k = 0; k < 2; k++) { backend_host_free(e->b, e->fl[k].ids); free(e->fl[k].r); }
     kv_pool_free(&e->pool);
     kv_cache_free(&e->kv);
     forward_free(&e->fw);

@@ -34,6 +34,8 @@ struct engine_options {
     bool batch_invariant;           // --batch-invariant (struct backend.batch_invariant)
     int sample_threads;             // threads sampling a step's sequences (0 = 1 on the CPU backend,
                                     // whose pool is busy with the forward pass; else up to 8)
+    bool async_scheduling;          // default true: greedy decode steps launched before the previous
+                                    // one is read back (engine.c; --no-async-scheduling)
 };
 
 void engine_options_default(struct engine_options *o);
@@ -104,6 +106,7 @@ struct engine_stats {
     long long prompt_tokens_total, generation_tokens_total;
     long long preemptions_total, prefix_cache_queries_total, prefix_cache_hits_total; // in tokens
     long long requests_finished_total;
+    long long steps_ahead_total;    // decode steps launched before the previous one was read back
     int n_blocks_total, n_blocks_free;
 };
 void engine_stats_get(struct engine *e, struct engine_stats *s);

@@ -36,26 +36,6 @@ void sampler_free(struct sampler *s) {
     s->idx = NULL;
 }
 
-// The first index of the largest logit (NaNs never win; a NaN at index 0 gives 0). Two passes:
-// the maximum in 8 independent lanes, then the first index holding it. The one-pass loop
-// (logits[i] > logits[best]) chained every compare on the load before it: 0.5 ms over a 128k
-// vocabulary on a 2-core EPYC, paid by every greedy decode step while the GPU waits; this takes
-// ~0.02 ms (bench/NOTES.md, session 14).
-int logits_argmax(const float *logits, int n) {
-    if (n <= 0) return 0;
-    float lane[8];
-    for (int j = 0; j < 8; j++) lane[j] = logits[0];
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) lane[j] = logits[i + j] > lane[j] ? logits[i + j] : lane[j];
-    float m = lane[0];
-    for (int j = 1; j < 8; j++) m = lane[j] > m ? lane[j] : m;
-    for (; i < n; i++) m = logits[i] > m ? logits[i] : m;
-    if (m != m) return 0;  // logits[0] is NaN and nothing compares above it
-    for (i = 0; i < n; i++) if (logits[i] == m) return i;
-    return 0;
-}
-
 void logits_log_norm(const float *logits, int n, float *max, double *log_sum) {
     float m = logits[logits_argmax(logits, n)];
     double sum = 0;

@@ -6,6 +6,7 @@
 
 #include <stdint.h>
 
+#include "../base/argmax.h"  // logits_argmax
 #include "../base/rng.h"
 
 struct sampling_params {
@@ -40,7 +41,6 @@ void logits_log_norm(const float *logits, int n_vocab, float *max, double *log_s
 // The ids of the k largest logits into ids[], largest first, the lower id first on ties; returns
 // min(k, n_vocab). One pass over the logits.
 int logits_top_k(const float *logits, int n_vocab, int k, int32_t *ids);
-int logits_argmax(const float *logits, int n_vocab);
 // probs = softmax(logits / temperature) (temperature > 0), as the sampler draws from it: a fast
 // e^x (relative error below 2.5e-7) and a double sum. Returns logits_argmax (the likeliest id).
 int logits_softmax(const float *logits, int n_vocab, float temperature, float *probs);

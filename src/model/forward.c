@@ -74,7 +74,9 @@ static void proj_add(struct forward *f, const void *in, const struct weight *w, 
     b->ops->add(b, f->x, f->proj, (int64_t)n * w->rows);
 }
 
-int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, float *logits_out) {
+// The step's work, queued: logits into logits_out (synchronous in every backend) or, with ids_out,
+// the greedy ids (asynchronous where the backend can be).
+static int forward_issue(struct forward *f, struct kv_cache *kv, const struct batch *bt, float *logits_out, int32_t *ids_out) {
     struct backend *b = f->b;
     const struct backend_ops *op = b->ops;
     const struct model *m = f->m;
@@ -124,9 +126,32 @@ int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, 
     if (bt->n_logits > 0) {
         op->gather_rows(b, f->last, f->x, c->dim, bt);               // only the sampled rows
         op->rmsnorm(b, f->last, f->last, &m->output_norm, bt->n_logits, c->norm_eps);
-        op->logits(b, logits_out, f->last, &m->output, bt->n_logits);
+        if (ids_out) op->logits_argmax(b, ids_out, f->last, &m->output, bt->n_logits);
+        else op->logits(b, logits_out, f->last, &m->output, bt->n_logits);
     }
-    int rc = op->sync(b);
+    return OCT_OK;
+}
+
+int forward_wait(struct forward *f) {
+    int rc = f->b->ops->sync(f->b);
+    if (rc < 0) return err_wrap(rc, "backend %s: ", f->b->ops->name);
+    return OCT_OK;
+}
+
+int forward_wait_ids(struct forward *f, const int32_t *ids) {
+    const struct backend_ops *op = f->b->ops;
+    int rc = op->wait_ids ? op->wait_ids(f->b, ids) : op->sync(f->b);
     if (rc < 0) return err_wrap(rc, "backend %s: ", op->name);
     return OCT_OK;
+}
+
+int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, float *logits_out) {
+    TRY(forward_issue(f, kv, bt, logits_out, NULL));
+    return forward_wait(f);
+}
+
+int forward_launch_greedy(struct forward *f, struct kv_cache *kv, const struct batch *bt, int32_t *ids_out) {
+    if (!f->b->ops->logits_argmax) return err_set(OCT_EUNSUP, "backend %s: no greedy ids on the device", f->b->ops->name);
+    if (bt->n_logits > BACKEND_FEED_ROWS) return err_set(OCT_EINVAL, "forward: greedy ids for %d rows (at most %d)", bt->n_logits, BACKEND_FEED_ROWS);
+    return forward_issue(f, kv, bt, NULL, ids_out);
 }

@@ -46,5 +46,15 @@ void forward_free(struct forward *f);
 // bt->slot_mapping), and returns bt->n_logits rows of logits as f32 in logits_out
 // [n_logits][n_vocab]. bt->n_tokens <= max_tokens, bt->n_logits <= max_logits.
 int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, float *logits_out);
+// The same step with each logits row's greedy id (logits_argmax's pick) into ids_out [n_logits]
+// (backend host_alloc memory) instead of the logits, queued without waiting where the backend
+// can (the backend's logits_argmax; OCT_EUNSUP without it): the ids are valid after
+// forward_wait. A later batch may name them as token ids -1-j (struct batch), so it can be
+// launched before they reach the host.
+int forward_launch_greedy(struct forward *f, struct kv_cache *kv, const struct batch *bt, int32_t *ids_out);
+// Waits for the queued work; the backend's error, if any.
+int forward_wait(struct forward *f);
+// Waits only until the forward_launch_greedy that writes ids is done (later launches may run on).
+int forward_wait_ids(struct forward *f, const int32_t *ids);
 
 #endif

@@ -119,6 +119,7 @@ int metrics_render(struct metrics *m, const struct engine_stats *es, struct text
     rc |= counter(o, m, "octet:prefix_cache_queries_total", "Prefix-cache queries, in tokens.", es->prefix_cache_queries_total);
     rc |= counter(o, m, "octet:prefix_cache_hits_total", "Prefix-cache hits, in tokens.", es->prefix_cache_hits_total);
     rc |= counter(o, m, "octet:engine_requests_finished_total", "Requests the engine finished (any reason).", es->requests_finished_total);
+    rc |= counter(o, m, "octet:steps_ahead_total", "Greedy decode steps launched before the previous step was read back (asynchronous scheduling).", es->steps_ahead_total);
     rc |= counter(o, m, "octet:http_requests_total", "HTTP requests answered.", m->http_requests_total);
     rc |= counter(o, m, "octet:http_errors_total", "HTTP requests answered with a 4xx or 5xx status.", m->http_errors_total);
     rc |= head(o, "vllm:request_success_total", "counter", "Count of successfully processed requests.");

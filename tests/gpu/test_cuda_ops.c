@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "../../src/backend/backend.h"
+#include "../../src/base/argmax.h"
 #include "../../src/base/check.h"
 #include "../../src/base/half.h"
 #include "../../src/base/rng.h"
@@ -655,6 +656,62 @@ TEST(rope_kv_write_fused) {
     rope_kv_case(DT_E5M2, 96, false, true, 1);
 }
 
+// Greedy ids on the device (asynchronous scheduling): each row's pick equals logits_argmax over
+// the same backend's logits at the 8B vocabulary — a tie between two equal weight rows going to the
+// lower index, a NaN logit never picked, a NaN at index 0 giving 0 — and a later batch's get_rows
+// reads token -1-j as pick j.
+static void get_rows_of(const int32_t *tok, int nt, const struct weight *table, float *out) {
+    int32_t pos[4] = {0, 1, 2, 3}, qs[2] = {0, nt}, sl[1] = {nt}, bt0[1] = {0};
+    struct batch b = {.n_tokens = nt, .token_ids = tok, .positions = pos, .slot_mapping = pos, .n_seqs = 1, .query_start = qs,
+                      .seq_lens = sl, .block_tables = bt0, .max_blocks_per_seq = 1};
+    void *d = gpu->ops->alloc(gpu, (size_t)nt * table->cols * 2);
+    CHECK_OK(gpu->ops->batch_begin(gpu, &b));
+    gpu->ops->get_rows(gpu, d, table, &b);
+    gpu->ops->download_f32(gpu, out, d, (size_t)nt * table->cols);
+    gpu->ops->free(gpu, d);
+}
+TEST(greedy_ids) {
+    const int n = 5, dim = 256, V = 128256;
+    struct weight w = make_weight(V, dim, 0.05f);
+    float *x = rand_vec((size_t)n * dim, 1.0f), *lg = malloc((size_t)n * V * sizeof(float));
+    uint16_t *h = (uint16_t *)w.data;
+    for (int r = 0; r < n; r++)  // rows 7+r and 900+r equal x[r]: row r's largest logit, twice
+        for (int k = 0; k < dim; k++) h[(size_t)(7 + r) * dim + k] = h[(size_t)(900 + r) * dim + k] = f32_to_bf16(x[r * dim + k]);
+    h[(size_t)50 * dim] = 0x7fc0;  // a NaN weight: logit 50 is NaN in every row
+    CHECK_OK(gpu->ops->weight_upload(gpu, &w));
+    void *dx = to_dev(gpu, x, (size_t)n * dim);
+    int32_t *ids = backend_host_alloc(gpu, (size_t)n * sizeof(int32_t));
+    gpu->ops->logits(gpu, lg, dx, &w, n);
+    gpu->ops->logits_argmax(gpu, ids, dx, &w, n);
+    CHECK_OK(gpu->ops->wait_ids(gpu, ids));
+    int bad = 0, tie = 0;
+    for (int r = 0; r < n; r++) {
+        bad += ids[r] != logits_argmax(lg + (size_t)r * V, V);
+        tie += ids[r] == 7 + r;
+    }
+    record("greedy ids == logits_argmax, 5 rows of 128256 (ties, NaN): rows differing", bad, 0, NULL);
+    record("greedy ids: the tie's lower index, rows not taking it", n - tie, 0, NULL);
+    // the feed: tokens -1 and -3 are picks 0 and 2
+    int32_t fed[3] = {-1, -3, 42}, named[3] = {ids[0], ids[2], 42};
+    float *a = malloc(3 * dim * sizeof(float)), *b = malloc(3 * dim * sizeof(float));
+    get_rows_of(fed, 3, &w, a);
+    get_rows_of(named, 3, &w, b);
+    record("get_rows of tokens -1-j == of the picks themselves", memcmp(a, b, 3 * dim * sizeof(float)) ? 1 : 0, 0, NULL);
+    // a NaN logit at index 0: pick 0, as logits_argmax
+    gpu->ops->weight_release(gpu, &w);
+    h[0] = 0x7fc0;
+    CHECK_OK(gpu->ops->weight_upload(gpu, &w));
+    gpu->ops->logits_argmax(gpu, ids, dx, &w, n);
+    CHECK_OK(gpu->ops->wait_ids(gpu, ids));
+    int nz = 0;
+    for (int r = 0; r < n; r++) nz += ids[r] != 0;
+    record("greedy ids with logit 0 NaN: rows not picking 0", nz, 0, NULL);
+    gpu->ops->weight_release(gpu, &w);
+    backend_host_free(gpu, ids);
+    gpu->ops->free(gpu, dx);
+    free(a); free(b); free(x); free(lg); free((void *)w.data);
+}
+
 int main(int argc, char **argv) {
     setenv("OCTET_CUDA_GRAPHS", "0", 1);  // raw ops, no forward pass: nothing to capture
     cpu = backend_cpu_create(0);
@@ -670,6 +727,7 @@ int main(int argc, char **argv) {
     RUN(fused_projections);
     RUN(rmsnorm_shapes);
     RUN(rope_kv_write_fused);
+    RUN(greedy_ids);
     if (argc > 1) json_dump_file(report, argv[1], JSON_INDENT(1));
     json_decref(report);
     gpu->ops->destroy(gpu);

@@ -12,6 +12,10 @@ struct cpu_backend {
     int n_threads;
     float *scratch;         // [n_threads][scratch_floats] per-thread rows
     size_t scratch_floats;
+    float *lg;              // logits_argmax: [lg_floats] the rows' logits
+    size_t lg_floats;
+    int32_t feed[BACKEND_FEED_ROWS];  // logits_argmax's last picks (batch token ids -1-j)
+    int error;              // a failed logits_argmax's code, returned (once) by sync
 };
 
 // Per-thread scratch of at least n floats (grown between runs only).

@@ -6,6 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../base/argmax.h"
+#include "../../base/check.h"
 #include "../../base/half.h"
 #include "../../model/model.h"
 #include "../../model/rope.h"
@@ -36,7 +38,12 @@ static void *cpu_alloc(struct backend *b, size_t bytes) { return calloc(1, bytes
 static void cpu_free(struct backend *b, void *p) { free(p); }
 static void cpu_copy(struct backend *b, void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
 static void cpu_download_f32(struct backend *b, float *dst, const void *src, size_t n) { memcpy(dst, src, n * 4); }
-static int cpu_sync(struct backend *b) { return 0; }
+static int cpu_sync(struct backend *b) {
+    struct cpu_backend *c = (struct cpu_backend *)b;
+    int rc = c->error;
+    c->error = 0;
+    return rc;
+}
 static int cpu_batch_begin(struct backend *b, const struct batch *bt) { return 0; }
 
 static int cpu_weight_upload(struct backend *b, struct weight *w) {
@@ -51,14 +58,18 @@ static void cpu_destroy(struct backend *b) {
     struct cpu_backend *c = (struct cpu_backend *)b;
     threadpool_free(c->tp);
     free(c->scratch);
+    free(c->lg);
     free(c);
 }
 
 static void cpu_get_rows(struct backend *b, void *out, const struct weight *table, const struct batch *bt) {
+    const struct cpu_backend *c = (const struct cpu_backend *)b;
     float *o = out;
     for (int t = 0; t < bt->n_tokens; t++) {
         float *dst = o + (size_t)t * table->cols;
-        const float *row = cpu_weight_row(table, bt->token_ids[t], dst);
+        int32_t id = bt->token_ids[t];
+        if (id < 0) id = -1 - id < BACKEND_FEED_ROWS ? c->feed[-1 - id] : 0;  // (logits_argmax's pick)
+        const float *row = cpu_weight_row(table, id, dst);
         if (row != dst) memcpy(dst, row, (size_t)table->cols * sizeof(float));
     }
 }
@@ -128,6 +139,21 @@ static void cpu_logits(struct backend *b, float *host_out, const void *x, const 
     cpu_matmul(b, host_out, x, w, n);  // activations are f32 host memory already
 }
 
+// Synchronous here: the logits, then each row's pick, kept for the next batch as well.
+static void cpu_logits_argmax(struct backend *b, int32_t *host_ids, const void *x, const struct weight *w, int n) {
+    struct cpu_backend *c = (struct cpu_backend *)b;
+    size_t need = (size_t)n * w->rows;
+    if (n > BACKEND_FEED_ROWS) { c->error = err_set(OCT_EINVAL, "cpu: greedy ids for %d rows (at most %d)", n, BACKEND_FEED_ROWS); return; }
+    if (need > c->lg_floats) {
+        float *p = realloc(c->lg, need * sizeof(float));
+        if (!p) { c->error = err_set(OCT_ENOMEM, "cpu: no memory for %d rows of logits", n); return; }
+        c->lg = p;
+        c->lg_floats = need;
+    }
+    cpu_matmul(b, c->lg, x, w, n);
+    for (int i = 0; i < n; i++) host_ids[i] = c->feed[i] = logits_argmax(c->lg + (size_t)i * w->rows, (int)w->rows);
+}
+
 static size_t cpu_kv_budget_default(struct backend *b, double util) {
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     size_t ram = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : (size_t)8 << 30;
@@ -158,6 +184,7 @@ static const struct backend_ops cpu_ops = {
     .add = cpu_add,
     .gather_rows = cpu_gather_rows,
     .logits = cpu_logits,
+    .logits_argmax = cpu_logits_argmax,
     .kv_budget_default = cpu_kv_budget_default,
 };
 

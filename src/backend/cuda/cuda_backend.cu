@@ -1,8 +1,8 @@
 // cuda_backend.cu — the CUDA backend's table: device memory, BF16 weights (converted at
 // upload), batch metadata upload, GEMMs through cuBLASLt (handle and workspace owned
 // here, plans cached per shape; decode-sized products, n <= 8, on the skinny GEMM of
-// cuda_gemv.cuh), and the elementwise kernels (get_rows, rmsnorm, rope,
-// silu_mul, add, gather_rows) and the fused projections (matmul_qkv, matmul_add,
+// cuda_gemv.cuh), the logits (all of them, or each row's greedy id: cuda_greedy.cuh), and the
+// elementwise kernels (get_rows, rmsnorm, rope, silu_mul, add, gather_rows) and the fused projections (matmul_qkv, matmul_add,
 // matmul_swiglu: one launch for decode steps unless OCTET_FUSE=0). Activations are BF16; math inside kernels is f32
 // (RoPE angles in f64, as the CPU computes them, so long positions agree).
 #include <math.h>
@@ -14,6 +14,7 @@
 #include "cuda_common.cuh"
 #include "cuda_gemm_inv.cuh"
 #include "cuda_gemv.cuh"
+#include "cuda_greedy.cuh"
 
 bool cuda_fail(struct cuda_backend *c, cudaError_t e, const char *what) {
     if (e == cudaSuccess) return false;
@@ -163,21 +164,26 @@ static int cu_batch_begin(struct backend *b, const struct batch *bt) {
     size_t nt = bt->n_tokens, ns = bt->n_seqs, nb = (size_t)ns * bt->max_blocks_per_seq;
     size_t need = nt * 4 + (ns + 1) + ns + nb + bt->n_logits;
     if (need > c->meta_cap) {
+        cudaStreamSynchronize(c->stream);  // (a step in flight may still read them)
         if (c->h_meta) cudaFreeHost(c->h_meta);
         if (c->d_meta) cudaFree(c->d_meta);
         c->h_meta = c->d_meta = nullptr;
         c->meta_cap = 0;
         size_t cap = need * 2;
-        if (cuda_fail(c, cudaMallocHost((void **)&c->h_meta, cap * 4), "cudaMallocHost") ||
+        if (cuda_fail(c, cudaMallocHost((void **)&c->h_meta, 2 * cap * 4), "cudaMallocHost") ||  // (two halves)
             cuda_fail(c, cudaMalloc((void **)&c->d_meta, cap * 4), "cudaMalloc"))
             return err_set(OCT_ENOMEM, "cuda: %s", c->msg);
         c->meta_cap = cap;
         c->meta_gen++;
     }
     if (step_timing()) c->h_begin = host_now();
-    // the previous step's copy must be done before the staging buffer is rewritten
-    if (cuda_fail(c, cudaStreamSynchronize(c->stream), "stream")) return err_set(c->error, "%s", c->msg);
-    int32_t *h = c->h_meta, *d = c->d_meta;
+    // Two staging halves, one a step: a half is rewritten once the copy from it two steps ago is
+    // done, so a step can be queued while the one before it runs (asynchronous scheduling).
+    for (int k = 0; k < 2 && !c->meta_ev[1]; k++)
+        if (cuda_fail(c, cudaEventCreateWithFlags(&c->meta_ev[k], cudaEventDisableTiming), "cudaEventCreate")) return err_set(c->error, "%s", c->msg);
+    c->meta_half ^= 1;
+    if (cuda_fail(c, cudaEventSynchronize(c->meta_ev[c->meta_half]), "stream")) return err_set(c->error, "%s", c->msg);
+    int32_t *h = c->h_meta + (size_t)c->meta_half * c->meta_cap, *d = c->d_meta;
     struct cuda_batch *m = &c->cb;
     size_t o = 0;
 #define PUT(field, src, count) do { m->field = d + o; if (count) memcpy(h + o, (src), (count) * 4); o += (count); } while (0)
@@ -204,7 +210,8 @@ static int cu_batch_begin(struct backend *b, const struct batch *bt) {
     m->n_logits = bt->n_logits;
     m->max_blocks_per_seq = bt->max_blocks_per_seq;
     if (step_timing() && c->tev[4]) cudaEventRecord(c->tev[4], c->stream);
-    if (cuda_fail(c, cudaMemcpyAsync(d, h, o * 4, cudaMemcpyHostToDevice, c->stream), "upload batch"))
+    if (cuda_fail(c, cudaMemcpyAsync(d, h, o * 4, cudaMemcpyHostToDevice, c->stream), "upload batch") ||
+        cuda_fail(c, cudaEventRecord(c->meta_ev[c->meta_half], c->stream), "cudaEventRecord"))
         return err_set(c->error, "%s", c->msg);
     graph_step_begin(c, bt);
     return OCT_OK;
@@ -212,9 +219,11 @@ static int cu_batch_begin(struct backend *b, const struct batch *bt) {
 
 // ---------------------------------------------------------------- elementwise kernels
 
-__global__ void k_get_rows(bf16 *out, const bf16 *table, const int32_t *ids, int dim) {
-    int t = blockIdx.x;
-    const bf16 *src = table + (size_t)ids[t] * dim;
+// ids[t] < 0: the greedy pick -1-ids[t] of the last logits_argmax (feed, cuda_greedy.cuh).
+__global__ void k_get_rows(bf16 *out, const bf16 *table, const int32_t *ids, const int32_t *feed, int dim) {
+    int t = blockIdx.x, id = ids[t];
+    if (id < 0) id = -1 - id < BACKEND_FEED_ROWS ? feed[-1 - id] : 0;
+    const bf16 *src = table + (size_t)id * dim;
     for (int i = threadIdx.x; i < dim; i += blockDim.x) out[(size_t)t * dim + i] = src[i];
 }
 
@@ -282,7 +291,7 @@ static unsigned blocks_for(long n, int threads) { return (unsigned)((n + threads
 static void cu_get_rows(struct backend *b, void *out, const struct weight *table, const struct batch *bt) {
     struct cuda_backend *c = cb_of(b);
     if (CUDA_SKIP(c) || !bt->n_tokens) return;
-    k_get_rows<<<bt->n_tokens, 256, 0, c->stream>>>((bf16 *)out, (const bf16 *)table->dev, c->cb.tok, (int)table->cols);
+    k_get_rows<<<bt->n_tokens, 256, 0, c->stream>>>((bf16 *)out, (const bf16 *)table->dev, c->cb.tok, c->d_ids, (int)table->cols);
     CUDA_LAUNCHED(c, "get_rows");
 }
 
@@ -533,26 +542,27 @@ static void step_timing_done(struct cuda_backend *c) {  // after the step's copy
     c->tev[2] = t;
 }
 
-static void cu_logits(struct backend *b, float *host_out, const void *x, const struct weight *w, int n) {
-    struct cuda_backend *c = cb_of(b);
+// The step's logits into d_logits, f32 [n][w.rows]: the captured graph replayed, or the GEMM
+// queued (and a capture ended and its graph run). *timed: OCTET_STEP_TIMING's events were recorded.
+static bool logits_issue(struct cuda_backend *c, const void *x, const struct weight *w, int n, bool *timed) {
     size_t need = (size_t)n * w->rows;
-    bool timed = false;
+    *timed = false;
     if (c->replaying) {
         c->replaying = false;
         if (step_timing() && !c->tev[0])
             for (int i = 0; i < 5; i++) cudaEventCreate(&c->tev[i]);
-        timed = step_timing() && c->tev[0] && cudaEventRecord(c->tev[0], c->stream) == cudaSuccess;
-        double h0 = timed ? host_now() : 0;
-        if (timed && c->h_ret > 0) {
+        *timed = step_timing() && c->tev[0] && cudaEventRecord(c->tev[0], c->stream) == cudaSuccess;
+        double h0 = *timed ? host_now() : 0;
+        if (*timed && c->h_ret > 0) {
             c->h_outside += c->h_begin - c->h_ret;
             c->h_inside += h0 - c->h_begin;
             c->h_n++;
         }
         cuda_fail(c, cudaGraphLaunch(c->cur->exec, c->stream), "graph launch");
-        if (timed) c->h_launch += host_now() - h0;
-        if (timed) cudaEventRecord(c->tev[1], c->stream);
+        if (*timed) c->h_launch += host_now() - h0;
+        if (*timed) cudaEventRecord(c->tev[1], c->stream);
     } else {
-        if (!c->capturing && (c->error || !cuda_reserve(c, &c->d_logits, &c->logits_cap, need))) return;
+        if (!c->capturing && (c->error || !cuda_reserve(c, &c->d_logits, &c->logits_cap, need))) return false;
         if (!c->error) gemm(c, c->d_logits, CUDA_R_32F, x, w, n);  // f32 logits: no bf16 rounding of near-ties
     }
     if (c->capturing) {  // the step's ops are recorded: instantiate, then run it
@@ -565,18 +575,48 @@ static void cu_logits(struct backend *b, float *host_out, const void *x, const s
             c->graphs_on = false;
             cudaGetLastError();
             if (!c->error) cuda_fail(c, e, "graph capture");
-            return;
+            return false;
         }
         c->cur->state = 2;
         cuda_fail(c, cudaGraphLaunch(c->cur->exec, c->stream), "graph launch");
     }
-    if (c->error) return;
+    return !c->error;
+}
+
+static void cu_logits(struct backend *b, float *host_out, const void *x, const struct weight *w, int n) {
+    struct cuda_backend *c = cb_of(b);
+    size_t need = (size_t)n * w->rows;
+    bool timed;
+    if (!logits_issue(c, x, w, n, &timed)) return;
     CUDA_OK(c, cudaMemcpyAsync(host_out, c->d_logits, need * sizeof(float), cudaMemcpyDeviceToHost, c->stream));
     if (timed) cudaEventRecord(c->tev[2], c->stream);
     const double hs = timed ? host_now() : 0;
     if (CUDA_OK(c, cudaStreamSynchronize(c->stream)) && timed) step_timing_done(c);
     if (step_timing()) c->h_ret = timed ? host_now() : 0;
     if (timed) c->h_sync += c->h_ret - hs;
+}
+
+static void cu_logits_argmax(struct backend *b, int32_t *host_ids, const void *x, const struct weight *w, int n) {
+    struct cuda_backend *c = cb_of(b);
+    bool timed;
+    if (n > BACKEND_FEED_ROWS && !c->error) {
+        c->error = OCT_EINVAL;
+        snprintf(c->msg, sizeof c->msg, "greedy ids for %d rows (at most %d)", n, BACKEND_FEED_ROWS);
+    }
+    if (logits_issue(c, x, w, n, &timed)) greedy_ids_launch(c, host_ids, c->d_logits, (int)w->rows, n);
+}
+
+// Waits for the copy of the greedy ids into host_ids (not for steps queued after it).
+static int cu_wait_ids(struct backend *b, const int32_t *host_ids) {
+    struct cuda_backend *c = cb_of(b);
+    for (int j = 1; j <= 2; j++) {  // the latest call first
+        const int k = (c->ids_next + j) & 1;
+        if (c->ids_host[k] == host_ids) {
+            cuda_fail(c, cudaEventSynchronize(c->ids_ev[k]), "greedy ids");
+            return c->error ? err_set(c->error, "%s", c->msg) : OCT_OK;
+        }
+    }
+    return cu_sync(b);
 }
 
 // ---------------------------------------------------------------- table
@@ -599,7 +639,11 @@ static void cu_destroy(struct backend *b) {
     for (int i = 0; i < c->n_graphs; i++) if (c->graphs[i].exec) cudaGraphExecDestroy(c->graphs[i].exec);
     if (c->lt) cublasLtDestroy(c->lt);
     cudaFree(c->workspace); cudaFree(c->d_meta); cudaFree(c->d_inv_freq); cudaFree(c->d_part); cudaFree(c->d_logits);
-    cudaFree(c->d_pseudo); cudaFree(c->d_arrive);
+    cudaFree(c->d_pseudo); cudaFree(c->d_arrive); cudaFree(c->d_ids); cudaFree(c->d_keys);
+    for (int i = 0; i < 2; i++) {
+        if (c->ids_ev[i]) cudaEventDestroy(c->ids_ev[i]);
+        if (c->meta_ev[i]) cudaEventDestroy(c->meta_ev[i]);
+    }
     if (c->h_meta) cudaFreeHost(c->h_meta);
     if (c->h_stage) cudaFreeHost(c->h_stage);
     cudaStreamDestroy(c->stream);
@@ -647,6 +691,8 @@ static const struct backend_ops cuda_ops = {
     .matmul_swiglu = cu_matmul_swiglu,
     .rope_kv_write = cuda_rope_kv_write,
     .logits = cu_logits,
+    .logits_argmax = cu_logits_argmax,
+    .wait_ids = cu_wait_ids,
     .kv_budget_default = cu_kv_budget_default,
 };
 
@@ -676,7 +722,13 @@ extern "C" struct backend *backend_cuda_create(int device_index) {
     bool bad = cuda_fail(c, cudaSetDevice(device_index), "cudaSetDevice") ||
                cuda_fail(c, cudaGetDeviceProperties(&prop, device_index), "cudaGetDeviceProperties") ||
                cuda_fail(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreate") ||
-               cuda_fail(c, cudaMalloc(&c->workspace, c->workspace_bytes), "cudaMalloc(workspace)");
+               cuda_fail(c, cudaMalloc(&c->workspace, c->workspace_bytes), "cudaMalloc(workspace)") ||
+               // (before any step: a captured get_rows keeps the pointer to the greedy picks)
+               cuda_fail(c, cudaMalloc((void **)&c->d_ids, BACKEND_FEED_ROWS * sizeof(int32_t)), "cudaMalloc") ||
+               cuda_fail(c, cudaMalloc((void **)&c->d_keys, BACKEND_FEED_ROWS * sizeof(unsigned long long)), "cudaMalloc") ||
+               cuda_fail(c, cudaMemset(c->d_keys, 0, BACKEND_FEED_ROWS * sizeof(unsigned long long)), "cudaMemset") ||
+               cuda_fail(c, cudaEventCreateWithFlags(&c->ids_ev[0], cudaEventDisableTiming), "cudaEventCreate") ||
+               cuda_fail(c, cudaEventCreateWithFlags(&c->ids_ev[1], cudaEventDisableTiming), "cudaEventCreate");
     if (!bad && cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS) { bad = true; snprintf(c->msg, sizeof c->msg, "cublasLtCreate failed"); }
     if (bad) {
         err_set(OCT_EIO, "cuda: %s", c->msg);

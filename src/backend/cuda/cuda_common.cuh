@@ -95,6 +95,16 @@ struct cuda_backend {
     // of the host's time outside the backend (sampling, the engine) and inside it up to the launch
     double h_ret, h_begin, h_outside, h_inside, h_launch, h_sync;
     int h_n;
+    // asynchronous scheduling (cuda_greedy.cuh): the last greedy picks on the device, their
+    // argmax keys, and for the last two logits_argmax calls the host buffer and its copy's event
+    int32_t *d_ids;                 // [BACKEND_FEED_ROWS]
+    unsigned long long *d_keys;     // [BACKEND_FEED_ROWS] zero between steps
+    const int32_t *ids_host[2];
+    cudaEvent_t ids_ev[2];
+    int ids_next;
+    // the metadata staging's two halves (batch_begin alternates) and their copies' events
+    int meta_half;
+    cudaEvent_t meta_ev[2];
 };
 
 // Ops return at once when an error is latched or a captured graph replays the step.
