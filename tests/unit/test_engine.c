@@ -182,6 +182,19 @@ TEST(preemption_loses_nothing) {
     CHECK_EQ_INT(st.n_blocks_free, st.n_blocks_total);
 }
 
+// Aborts h's request, drains its events (the last must be "abort"), releases it and checks that
+// every block came back; *st: the engine's counters after it.
+static void abort_and_drain(struct engine *e, struct req_handle *h, struct engine_stats *st) {
+    struct gen_event ev;
+    req_abort(h);
+    while (req_next(h, &ev, 10000) == 1 && ev.kind == GEN_TOKEN) {}
+    CHECK(ev.kind == GEN_FINISHED && !strcmp(ev.finish_reason, "abort"));
+    req_release(h);
+    usleep(20000);
+    engine_stats_get(e, st);
+    CHECK_EQ_INT(st->n_blocks_free, st->n_blocks_total);
+}
+
 TEST(abort_and_errors) {
     struct engine_options o = base_opts();
     struct engine *e;
@@ -194,14 +207,8 @@ TEST(abort_and_errors) {
     CHECK_EQ_INT(req_next(h, &ev, 10000), 1);
     CHECK_EQ_INT(ev.kind, GEN_TOKEN);
     CHECK(ev.n_top == 3 && ev.top_logprobs[0] >= ev.top_logprobs[1] && ev.logprob <= 0);
-    req_abort(h);
-    while (req_next(h, &ev, 10000) == 1 && ev.kind == GEN_TOKEN) {}
-    CHECK(ev.kind == GEN_FINISHED && !strcmp(ev.finish_reason, "abort"));
-    req_release(h);
-    usleep(20000);
     struct engine_stats st;
-    engine_stats_get(e, &st);
-    CHECK_EQ_INT(st.n_blocks_free, st.n_blocks_total);
+    abort_and_drain(e, h, &st);
     g.max_tokens = 250;  // prompt + 250 > 256
     CHECK(engine_submit(e, &g) == NULL && strstr(err_msg(), "maximum context length is 256"));
     g.max_tokens = 0;
@@ -323,14 +330,8 @@ TEST(async_abort_frees_blocks) {
     CHECK(h != NULL);
     struct gen_event ev;
     for (int k = 0; k < 5; k++) CHECK(req_next(h, &ev, 10000) == 1 && ev.kind == GEN_TOKEN && ev.token == expect[1][k]);
-    req_abort(h);
-    while (req_next(h, &ev, 10000) == 1 && ev.kind == GEN_TOKEN) {}
-    CHECK(ev.kind == GEN_FINISHED && !strcmp(ev.finish_reason, "abort"));
-    req_release(h);
-    usleep(20000);
     struct engine_stats st;
-    engine_stats_get(e, &st);
-    CHECK_EQ_INT(st.n_blocks_free, st.n_blocks_total);
+    abort_and_drain(e, h, &st);
     CHECK(st.steps_ahead_total > 0);
     engine_destroy(e);
 }
