@@ -23,7 +23,8 @@
 # B=1 L=128k and L=4k, bf16 vs fp8, and of the FP8 prefill at 16k (about 1 minute, opt-in);
 # model = whole-model pp64/tg64 on dummy:llama-3.1-8b, also with --batch-invariant
 # (with OCTET_LAB also under OCTET_GEMV=0, cuBLASLt for the decode GEMMs instead of the skinny GEMM); gemv = the decode GEMM's tuning variants at the 8B
-# shapes beside the copy rate (dev/cuda/gemv_bench.cu; about 20 s, not in the default list).
+# shapes beside the copy rate (dev/cuda/gemv_bench.cu; about 20 s, not in the default list);
+# async = the same greedy completions from a server with and without asynchronous scheduling.
 # Binaries come from $OCTET_BIN (default build/); carried shared libraries from $OCTET_LIB.
 # OCTET_LAB=1 (the kernel lab) adds, beside the defaults:
 #   attn   decode variants at B=1 L=128k, B=8 L=32k, B=1 L=4k, one environment setting each from
@@ -50,7 +51,7 @@ set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 REPORT="$(dirname "$0")/gpu_report.py"  # the summary lines and tables from each stage's raw output
 shift
-STAGES=${*:-probe ops golden kld attn model fp8prefill needle ttft pd}
+STAGES=${*:-probe ops golden kld attn model fp8prefill needle ttft pd async}
 mkdir -p "$OUT"
 BIN=${OCTET_BIN:-build}
 [ -n "${OCTET_LIB:-}" ] && export LD_LIBRARY_PATH="$OCTET_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -298,6 +299,40 @@ if has itl; then  # the seed's single-request ITL study (about 2.5 minutes)
     --input-lens 256,1024,4096,16384,32768,65536,130944 --output-len 128 --serve-args "--kv-cache-memory 40000000000" \
     --output-dir "$OUT/sweep_llama-3.1-8b" --quiet > "$OUT/itl.log" 2>&1
   python3 "$REPORT" itl "$OUT/sweep_llama-3.1-8b/sweep.json" | tee -a "$summary"
+fi
+if has async; then  # asynchronous scheduling: the same greedy completions with and without it
+  # (3 concurrent requests of 100-180 tokens; ASYNC_MODEL, default dummy:llama-3.1-8b; about 1 minute)
+  for a in async-scheduling no-async-scheduling; do
+    "$BIN/octet" serve --model "${ASYNC_MODEL:-dummy:llama-3.1-8b}" --port "${ASYNC_PORT:-18123}" --kv-cache-memory 8000000000 \
+      --"$a" > "$OUT/serve_$a.log" 2>&1 &
+    pid=$!
+    python3 - "${ASYNC_PORT:-18123}" "$OUT/async_$a.json" <<'PY'  # (urllib: a system curl may not run beside OCTET_LIB)
+import concurrent.futures, json, sys, time, urllib.request
+base = f"http://127.0.0.1:{sys.argv[1]}"
+for _ in range(300):
+    try:
+        model = json.load(urllib.request.urlopen(base + "/v1/models", timeout=2))["data"][0]["id"]; break
+    except Exception:
+        time.sleep(0.5)
+def complete(k):
+    body = json.dumps({"model": model, "prompt": ["Once upon a time", "Lily and Tom went", "The cat sat on"][k],
+                       "max_tokens": 100 + 40 * k, "temperature": 0}).encode()
+    req = urllib.request.Request(base + "/v1/completions", body, {"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req, timeout=120))["choices"][0]["text"]
+with concurrent.futures.ThreadPoolExecutor(3) as ex:
+    texts = list(ex.map(complete, range(3)))
+ahead = [l.split()[-1] for l in urllib.request.urlopen(base + "/metrics").read().decode().splitlines() if l.startswith("octet:steps_ahead_total")]
+json.dump({"texts": texts, "steps_ahead": float(ahead[0]) if ahead else -1}, open(sys.argv[2], "w"))
+PY
+    kill $pid; wait $pid 2>/dev/null
+  done
+  say "$(python3 - "$OUT/async_async-scheduling.json" "$OUT/async_no-async-scheduling.json" <<'PY'
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+same = sum(x == y for x, y in zip(a["texts"], b["texts"]))
+print(f"async scheduling: {same} of {len(b['texts'])} completions identical without it; steps launched ahead {a['steps_ahead']:.0f} (without: {b['steps_ahead']:.0f})")
+PY
+)"
 fi
 if has load; then  # throughput under load, scaled down to LOAD_PROMPTS requests (default 24: about 5 minutes)
   "$BIN/octet" bench sweep --throughput --model dummy:llama-3.1-8b --kv-cache-dtype auto,fp8 --num-prompts "${LOAD_PROMPTS:-24}" \

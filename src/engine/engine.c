@@ -2,7 +2,8 @@
 // min(tokens wanted − tokens computed, budget); prefill chunks and decode steps are the
 // same case), preempt the newest running request when blocks run out, run the batch,
 // sample (the step's sequences in parallel on GPU backends), emit events, commit full blocks
-// to the prefix cache, retire finished requests.
+// to the prefix cache, retire finished requests; with asynchronous scheduling, greedy decode
+// steps are launched one ahead of reading the previous one back.
 #include "engine.h"
 
 #include <math.h>
