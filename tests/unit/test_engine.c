@@ -269,9 +269,13 @@ TEST(parallel_sampling_same_draws) {
 #define AS_MAX 60
 static int as_tok[2][N_REQ][AS_MAX + 1], as_n[2][N_REQ];
 static char as_why[2][N_REQ][8];
-static int run_async(bool on, int slot, struct engine_stats *st) {
+// mixed: every third request draws with temperature (seeded), half the requests arrive after the
+// first has a token, and a pool of 14 blocks forces preemption — so steps switch between launched
+// ahead and synchronous ones.
+static int run_async(bool on, int slot, struct engine_stats *st, bool mixed) {
     struct engine_options o = base_opts();
     o.async_scheduling = on;
+    if (mixed) o.num_kv_blocks = 14;
     struct engine *e;
     if (engine_create(&e, model, &o) < 0) return -1;
     struct req_handle *h[N_REQ];
@@ -279,12 +283,18 @@ static int run_async(bool on, int slot, struct engine_stats *st) {
         struct gen_request g = {.prompt = prompts[q], .n_prompt = prompt_len[q], .max_tokens = 4 + (q * 11) % (AS_MAX - 4),
                                 .ignore_eos = false, .top_logprobs = -1};
         sampling_params_default(&g.sp);
-        g.sp.temperature = 0;
+        g.sp.temperature = mixed && q % 3 == 2 ? 0.8f : 0;
+        g.sp.seed = 7 + (uint64_t)q;
+        if (mixed && q == N_REQ / 2) {  // the rest arrive once the first request has its first token
+            struct gen_event ev;
+            if (req_next(h[0], &ev, 20000) != 1 || ev.kind != GEN_TOKEN) return -1;
+            as_tok[slot][0][0] = ev.token;
+        }
         if (!(h[q] = engine_submit(e, &g))) return -1;
     }
     for (int q = 0; q < N_REQ; q++) {
         struct gen_event ev;
-        as_n[slot][q] = 0;
+        as_n[slot][q] = mixed && q == 0;  // (its first token came above)
         while (req_next(h[q], &ev, 20000) == 1 && ev.kind == GEN_TOKEN)
             if (as_n[slot][q] <= AS_MAX) as_tok[slot][q][as_n[slot][q]++] = ev.token;
         snprintf(as_why[slot][q], sizeof as_why[slot][q], "%s", ev.kind == GEN_FINISHED ? ev.finish_reason : "error");
@@ -295,15 +305,9 @@ static int run_async(bool on, int slot, struct engine_stats *st) {
     engine_destroy(e);
     return 0;
 }
-TEST(async_scheduling_same_events) {
-    struct engine_stats st[2];
-    // stories260K's greedy text does not reach its EOS within the context: its most frequent
-    // token (426) ends generation for this test instead, so stops happen at unpredictable steps
-    uint8_t *eog = model->tok->eog, was = eog[426];
-    eog[426] = 1;
-    CHECK_OK(run_async(false, 0, &st[0]));
-    CHECK_OK(run_async(true, 1, &st[1]));
-    eog[426] = was;
+// Slots 0 (without) and 1 (with asynchronous scheduling) hold the same events; returns how many
+// requests ended on a stop token.
+static int check_same_events(void) {
     int stops = 0;
     for (int q = 0; q < N_REQ; q++) {
         CHECK_EQ_INT(as_n[1][q], as_n[0][q]);
@@ -311,12 +315,37 @@ TEST(async_scheduling_same_events) {
         CHECK_MSG(!strcmp(as_why[1][q], as_why[0][q]), "request %d ended \"%s\" with async scheduling, \"%s\" without", q, as_why[1][q], as_why[0][q]);
         stops += !strcmp(as_why[0][q], "stop");
     }
+    return stops;
+}
+TEST(async_scheduling_same_events) {
+    struct engine_stats st[2];
+    // stories260K's greedy text does not reach its EOS within the context: its most frequent
+    // token (426) ends generation for this test instead, so stops happen at unpredictable steps
+    uint8_t *eog = model->tok->eog, was = eog[426];
+    eog[426] = 1;
+    CHECK_OK(run_async(false, 0, &st[0], false));
+    CHECK_OK(run_async(true, 1, &st[1], false));
+    eog[426] = was;
+    int stops = check_same_events();
     CHECK_MSG(stops > 0 && stops < N_REQ, "expected some requests to end on EOS and some by length, got %d stops", stops);
     CHECK_EQ_INT(st[0].steps_ahead_total, 0);
     CHECK_MSG(st[1].steps_ahead_total > 0, "no step was launched ahead");
     CHECK_EQ_INT(st[1].generation_tokens_total, st[0].generation_tokens_total);
     CHECK_EQ_INT(st[1].n_blocks_free, st[1].n_blocks_total);
 }
+
+// The same with sampled requests among the greedy ones, late arrivals and preemption.
+TEST(async_scheduling_mixed_steps) {
+    struct engine_stats st[2];
+    CHECK_OK(run_async(false, 0, &st[0], true));
+    CHECK_OK(run_async(true, 1, &st[1], true));
+    check_same_events();
+    CHECK_MSG(st[1].steps_ahead_total > 0, "no step was launched ahead");
+    CHECK_MSG(st[1].preemptions_total > 0, "expected preemptions, got %lld", st[1].preemptions_total);
+    CHECK_EQ_INT(st[1].generation_tokens_total, st[0].generation_tokens_total);
+    CHECK_EQ_INT(st[1].n_blocks_free, st[1].n_blocks_total);
+}
+
 
 // A greedy request aborted while its steps run ahead: it ends with "abort" and frees its blocks.
 TEST(async_abort_frees_blocks) {
@@ -347,6 +376,7 @@ int main(void) {
     RUN(abort_and_errors);
     RUN(parallel_sampling_same_draws);
     RUN(async_scheduling_same_events);
+    RUN(async_scheduling_mixed_steps);
     RUN(async_abort_frees_blocks);
     model_free(model);
     return test_summary("engine");
