@@ -47,7 +47,7 @@ struct engine {
     struct sample_job *jobs;        // [max_num_seqs] the step's sequences that sample
     struct threadpool *tp;          // samples them in parallel (NULL: one at a time)
     // asynchronous scheduling: greedy decode steps launched before the previous one is read back
-    bool async;                     // o.async_scheduling and the backend picks greedy ids itself
+    bool async;                     // o.async_scheduling, for this backend
     struct inflight {
         int n;                      // sequences (0: no step in flight)
         struct request **r;         // [max_num_seqs] (NULL: left the engine since the launch)
@@ -69,7 +69,7 @@ void engine_options_default(struct engine_options *o) {
     o->max_num_seqs = 64;
     o->enable_chunked_prefill = true;
     o->enable_prefix_caching = true;
-    o->async_scheduling = true;
+    o->async_scheduling = ENGINE_ASYNC_AUTO;
     o->gpu_memory_utilization = 0.9;
 }
 
@@ -597,7 +597,9 @@ int engine_create(struct engine **out, struct model *m, const struct engine_opti
         e->fl[k].ids = backend_host_alloc(e->b, sizeof(int32_t) * (size_t)S);
         fl_ok = fl_ok && e->fl[k].r && e->fl[k].ids;
     }
-    e->async = o->async_scheduling && e->b->ops->logits_argmax;
+    // (a backend that runs steps in place — no wait_ids — would only deliver each token a step later)
+    e->async = e->b->ops->logits_argmax &&
+               (o->async_scheduling == ENGINE_ASYNC_ALWAYS || (o->async_scheduling == ENGINE_ASYNC_AUTO && e->b->ops->wait_ids));
     if (rc == OCT_OK && (!e->tok || !e->pos || !e->slot || !e->rows || !e->qstart || !e->seq_lens || !e->btab || !e->sched || !e->sched_n || !e->logits || !e->jobs || !fl_ok))
         rc = err_set(OCT_ENOMEM, "engine: out of memory for step buffers");
     int st = o->sample_threads > 0 ? o->sample_threads : strcmp(e->b->ops->name, "cpu") ? 8 : 1;

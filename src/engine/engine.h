@@ -34,9 +34,13 @@ struct engine_options {
     bool batch_invariant;           // --batch-invariant (struct backend.batch_invariant)
     int sample_threads;             // threads sampling a step's sequences (0 = 1 on the CPU backend,
                                     // whose pool is busy with the forward pass; else up to 8)
-    bool async_scheduling;          // default true: greedy decode steps launched before the previous
-                                    // one is read back (engine.c; --no-async-scheduling)
+    int async_scheduling;           // greedy decode steps launched before the previous one is read
+                                    // back (engine.c): ENGINE_ASYNC_AUTO (default) where the backend
+                                    // runs a step while the host goes on (CUDA); ENGINE_ASYNC_ALWAYS
+                                    // also where it runs it in place (the CPU: tests); ENGINE_ASYNC_OFF
 };
+
+enum { ENGINE_ASYNC_OFF = 0, ENGINE_ASYNC_AUTO = 1, ENGINE_ASYNC_ALWAYS = 2 };
 
 void engine_options_default(struct engine_options *o);
 

@@ -29,8 +29,8 @@ static void usage(void) {
             "  --enable-chunked-prefill | --no-enable-chunked-prefill   (default on)\n"
             "  --enable-prefix-caching | --no-enable-prefix-caching     (default on)\n"
             "  --async-scheduling | --no-async-scheduling   launch a greedy decode step before the previous\n"
-            "                               one's tokens are read back (default on where the backend picks\n"
-            "                               greedy ids itself)\n"
+            "                               one's tokens are read back (default on where the backend runs\n"
+            "                               steps asynchronously: CUDA)\n"
             "  --kv-cache-memory BYTES      KV pool budget (default: a quarter of RAM on the CPU; on a GPU what\n"
             "                               --gpu-memory-utilization leaves after weights and activations)\n"
             "  --gpu-memory-utilization F   share of the GPU's memory octet may use in all (default 0.9)\n"
@@ -48,8 +48,8 @@ static int parse_serve_flag(struct engine_options *eo, struct server_options *so
     else if (!strcmp(f, "--no-enable-chunked-prefill")) eo->enable_chunked_prefill = false;
     else if (!strcmp(f, "--enable-prefix-caching")) eo->enable_prefix_caching = true;
     else if (!strcmp(f, "--no-enable-prefix-caching")) eo->enable_prefix_caching = false;
-    else if (!strcmp(f, "--async-scheduling")) eo->async_scheduling = true;
-    else if (!strcmp(f, "--no-async-scheduling")) eo->async_scheduling = false;
+    else if (!strcmp(f, "--async-scheduling")) eo->async_scheduling = ENGINE_ASYNC_AUTO;
+    else if (!strcmp(f, "--no-async-scheduling")) eo->async_scheduling = ENGINE_ASYNC_OFF;
     else if (!strcmp(f, "--gpu-memory-utilization")) {
         double d;
         if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;

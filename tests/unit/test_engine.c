@@ -89,6 +89,7 @@ static struct engine_options base_opts(void) {
     o.max_model_len = 256;
     o.n_threads = 2;
     o.num_kv_blocks = 256;
+    o.async_scheduling = ENGINE_ASYNC_ALWAYS;  // (the CPU backend runs the steps launched ahead in place)
     return o;
 }
 
@@ -274,7 +275,7 @@ static char as_why[2][N_REQ][8];
 // ahead and synchronous ones.
 static int run_async(bool on, int slot, struct engine_stats *st, bool mixed) {
     struct engine_options o = base_opts();
-    o.async_scheduling = on;
+    o.async_scheduling = on ? ENGINE_ASYNC_ALWAYS : ENGINE_ASYNC_OFF;
     if (mixed) o.num_kv_blocks = 14;
     struct engine *e;
     if (engine_create(&e, model, &o) < 0) return -1;
