@@ -457,7 +457,11 @@ static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, void *xn
     const bool same_cols = wk->cols == wq->cols && wv->cols == wq->cols;
     if (same_cols && fused_norm(c, x, norm, wq->cols, n)) {
         const gemv_norm nrm = {(const bf16 *)norm->dev, eps, rms_threads(wq->cols)};
-        if (gemv_qkv_launch<true>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm)) {
+        // (kernel lab) OCTET_QKV_RPW=2: two rows a warp, so the launch's 768 CTAs (8B, 54 registers:
+        // four CTAs an SM, 528 at once) become 384 in one wave and the rmsnorm prologue runs half as often
+        static const int rpw = cuda_env_int("OCTET_QKV_RPW", 1);
+        if (rpw == 2 ? gemv_qkv_launch<true, 2>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm)
+                     : gemv_qkv_launch<true>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm)) {
             CUDA_LAUNCHED(c, "gemv rmsnorm + Q|K|V");
             return;
         }

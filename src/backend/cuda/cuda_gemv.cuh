@@ -93,7 +93,7 @@ __device__ __forceinline__ void gemv_dot8(float &acc, uint4 w, uint4 x) {
 }
 
 template <int NR, typename OUT, int WARPS = GEMV_WARPS, int UNROLL = GEMV_UNROLL, int KSPLIT = GEMV_KSPLIT, bool PDL = false,
-          int EPI = GEMV_STORE, bool NORM = false, bool DEFER = false>
+          int EPI = GEMV_STORE, bool NORM = false, bool DEFER = false, int RPW = 1>
 __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, const bf16 *x /*[NR][cols]*/,
                                                      const bf16 *w /*[rows][cols]*/, int rows, int cols,
                                                      const bf16 *w2 = nullptr /*[rows][cols], GEMV_SWIGLU's up weight*/,
@@ -103,6 +103,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
     static_assert(EPI == GEMV_STORE || (KSPLIT == 1 && !PDL && sizeof(OUT) == 2), "fused epilogues: bf16 out, a warp a row, no PDL");
     static_assert(!NORM || EPI != GEMV_STORE, "NORM: the fused epilogues' launches");
     static_assert(!DEFER || (!NORM && KSPLIT == 1 && EPI != GEMV_STORE), "DEFER: a warp a row, instead of NORM");
+    static_assert(RPW == 1 || (KSPLIT == 1 && (EPI == GEMV_STORE || EPI == GEMV_QKV) && !DEFER), "RPW: stored products, a warp its rows");
     constexpr bool SW = EPI == GEMV_SWIGLU;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = warp % KSPLIT;
     int blk = blockIdx.x;
@@ -113,19 +114,34 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
         w = seg.w[sg];
         rows = seg.rows[sg];
     }
-    const int row = blk * (WARPS / KSPLIT) + warp / KSPLIT;
-    const bool live = row < rows;
+    // RPW rows a warp, WARPS / KSPLIT apart (the CTA's first row block, then the next); their
+    // loads in flight together, each row's sum in the same order as with RPW = 1
+    int rowq[RPW];
+    bool liveq[RPW];
+#pragma unroll
+    for (int q = 0; q < RPW; q++) {
+        rowq[q] = (blk * RPW + q) * (WARPS / KSPLIT) + warp / KSPLIT;
+        liveq[q] = rowq[q] < rows;
+    }
+    const int row = rowq[0];
+    const bool live = liveq[0];
     if constexpr (KSPLIT == 1 && !NORM) {  // (with KSPLIT > 1 or NORM every warp reaches the barriers)
         if (!live) return;
     }
     const int runs = cols / 8;     // 16-byte runs per row
-    const uint4 *wr = (const uint4 *)(w + (size_t)(live ? row : 0) * cols);
+    const uint4 *wrq[RPW];         // (a row past the end reads row 0 and stores nothing)
+#pragma unroll
+    for (int q = 0; q < RPW; q++) wrq[q] = (const uint4 *)(w + (size_t)(liveq[q] ? rowq[q] : 0) * cols);
+    const uint4 *wr = wrq[0];
     const uint4 *wr2 = SW ? (const uint4 *)(w2 + (size_t)(live ? row : 0) * cols) : nullptr;
     const uint4 *xr = (const uint4 *)x;
     extern __shared__ uint4 gemv_xs[];  // NORM: [NR][runs] the normalised rows of x
-    float acc[NR], acc2[SW ? NR : 1], ss[DEFER ? NR : 1];
+    float accq[RPW][NR], acc2[SW ? NR : 1], ss[DEFER ? NR : 1];
+    float (&acc)[NR] = accq[0];
 #pragma unroll
-    for (int r = 0; r < NR; r++) acc[r] = 0.0f;
+    for (int q = 0; q < RPW; q++)
+#pragma unroll
+        for (int r = 0; r < NR; r++) accq[q][r] = 0.0f;
 #pragma unroll
     for (int r = 0; r < (SW ? NR : 1); r++) acc2[r] = 0.0f;
 #pragma unroll
@@ -185,6 +201,11 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
                     }
                 }
             } else {
+                uint4 wvq[RPW > 1 ? RPW - 1 : 1][UNROLL];  // the further rows' runs
+#pragma unroll
+                for (int q = 1; q < RPW; q++)
+#pragma unroll
+                    for (int u = 0; u < UNROLL; u++) wvq[q - 1][u] = __ldcs(wrq[q] + i + STRIDE * u);
 #pragma unroll
                 for (int u = 0; u < UNROLL; u++)
 #pragma unroll
@@ -192,6 +213,8 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
                         uint4 xv = xload(r, i + STRIDE * u);
                         gemv_dot8(acc[r], wv[u], xv);
                         if constexpr (SW) gemv_dot8(acc2[r], wv2[u], xv);
+#pragma unroll
+                        for (int q = 1; q < RPW; q++) gemv_dot8(accq[q][r], wvq[q - 1][u], xv);
                     }
             }
         }
@@ -207,15 +230,26 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
                     if constexpr (SW) gemv_dotf8(acc2[r], wv2, xg);
                 }
             } else {
+                uint4 wvq[RPW > 1 ? RPW - 1 : 1];
+#pragma unroll
+                for (int q = 1; q < RPW; q++) wvq[q - 1] = __ldcs(wrq[q] + i);
 #pragma unroll
                 for (int r = 0; r < NR; r++) {
                     uint4 xv = xload(r, i);
                     gemv_dot8(acc[r], wv, xv);
                     if constexpr (SW) gemv_dot8(acc2[r], __ldcs(wr2 + i), xv);
+#pragma unroll
+                    for (int q = 1; q < RPW; q++) gemv_dot8(accq[q][r], wvq[q - 1], xv);
                 }
             }
         }
     }
+#pragma unroll
+    for (int q = 1; q < RPW; q++)
+#pragma unroll
+        for (int r = 0; r < NR; r++)
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) accq[q][r] += __shfl_xor_sync(0xffffffff, accq[q][r], o);
 #pragma unroll
     for (int r = 0; r < NR; r++)
 #pragma unroll
@@ -248,6 +282,16 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
             acc[r] = s;
         }
     }
+#pragma unroll
+    for (int q = 1; q < RPW; q++)  // (plain or Q|K|V stores only)
+        if (lane == 0 && liveq[q]) {
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+                OUT *o = out + (size_t)r * rows + rowq[q];
+                if constexpr (sizeof(OUT) == 4) *o = accq[q][r];
+                else *o = __float2bfloat16_rn(accq[q][r]);
+            }
+        }
     if (lane == 0 && live) {
 #pragma unroll
         for (int r = 0; r < NR; r++) {
@@ -297,13 +341,14 @@ static void gemv_launch_variant(cudaStream_t st, OUT *out, const bf16 *x, const 
 // segments, whose CTAs then make the grid) for n <= 8 rows of x; false when the shapes do not fit
 // (the caller composes the unfused ops instead).
 // NORM: x is normalised first (gemv_norm_fits must hold).
-template <int EPI, bool NORM = false, bool DEFER = false>
+// RPW: rows a warp (Q|K|V; seg's CTAs counted with GEMV_WARPS · RPW rows each).
+template <int EPI, bool NORM = false, bool DEFER = false, int RPW = 1>
 static bool gemv_fused_launch(cudaStream_t st, bf16 *out, const bf16 *x, const bf16 *w, const bf16 *w2, int64_t rows,
                               int64_t cols, int n, gemv_segs seg = gemv_segs(), unsigned seg_ctas = 0, gemv_norm nrm = gemv_norm()) {
     if (n < 1 || n > 8 || cols % 8 || ((uintptr_t)w | (uintptr_t)x | (uintptr_t)w2) % 16 || rows > (int64_t)1 << 30) return false;
-    dim3 grid(EPI == GEMV_QKV ? seg_ctas : (unsigned)((rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(GEMV_WARPS * 32);
+    dim3 grid(EPI == GEMV_QKV ? seg_ctas : (unsigned)((rows + GEMV_WARPS * RPW - 1) / (GEMV_WARPS * RPW))), block(GEMV_WARPS * 32);
     const size_t smem = NORM ? (size_t)n * cols * sizeof(bf16) : 0;
-#define GF(NR) k_gemv<NR, bf16, GEMV_WARPS, GEMV_UNROLL, 1, false, EPI, NORM, DEFER><<<grid, block, smem, st>>>(out, x, w, (int)rows, (int)cols, w2, seg, nrm)
+#define GF(NR) k_gemv<NR, bf16, GEMV_WARPS, GEMV_UNROLL, 1, false, EPI, NORM, DEFER, RPW><<<grid, block, smem, st>>>(out, x, w, (int)rows, (int)cols, w2, seg, nrm)
     switch (n) {
     case 1: GF(1); break;
     case 2: GF(2); break;
@@ -334,7 +379,7 @@ static inline bool gemv_norm_fits(const bf16 *x, const bf16 *nw, int64_t cols, i
 
 // Q, K and V products of one x in one launch (GEMV_QKV); false when the shapes do not fit.
 // NORM: of x's rmsnorm (nrm; gemv_norm_fits checked by the caller).
-template <bool NORM = false>
+template <bool NORM = false, int RPW = 1>
 static inline bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf16 *x, const bf16 *const w[3], const int64_t rows[3],
                             int64_t cols, int n, gemv_norm nrm = gemv_norm()) {
     gemv_segs seg = {};
@@ -345,9 +390,9 @@ static inline bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf
         seg.w[k] = w[k];
         seg.rows[k] = (int)rows[k];
         seg.cta0[k] = (int)ctas;
-        ctas += (unsigned)((rows[k] + GEMV_WARPS - 1) / GEMV_WARPS);
+        ctas += (unsigned)((rows[k] + GEMV_WARPS * RPW - 1) / (GEMV_WARPS * RPW));
     }
-    return gemv_fused_launch<GEMV_QKV, NORM>(st, out[0], x, w[0], nullptr, rows[0], cols, n, seg, ctas, nrm);
+    return gemv_fused_launch<GEMV_QKV, NORM, false, RPW>(st, out[0], x, w[0], nullptr, rows[0], cols, n, seg, ctas, nrm);
 }
 
 // True when the skinny path takes this product (and launches it); false: use cuBLASLt.
