@@ -133,6 +133,13 @@ struct backend_ops {
     void (*rope_kv_write)(struct backend *b, void *q /*[n_tokens][n_heads][hd]*/, void *k /*[n_tokens][n_kv][hd]*/,
                           const void *v /*[n_tokens][n_kv][hd]*/, int n_heads, const struct rope_table *rt,
                           struct kv_layer *l, const struct batch *bt);
+    // matmul_qkv, then rope_kv_write on its q, k, v (l's layer, the batch's positions and slots)
+    // in one pass — where the backend takes this step (true); false: nothing was done, the caller
+    // composes the two (n = bt->n_tokens).
+    bool (*matmul_qkv_rope)(struct backend *b, void *q /*[n][wq.rows]*/, void *k /*[n][wk.rows]*/, void *v /*[n][wv.rows]*/,
+                            void *xn, const void *x /*[n][wq.cols]*/, const struct weight *norm, float eps,
+                            const struct weight *wq, const struct weight *wk, const struct weight *wv, int n_heads,
+                            const struct rope_table *rt, struct kv_layer *l, const struct batch *bt);
     // host_out = x · wᵀ in f32 (the logits of the sampled rows), synchronous.
     void (*logits)(struct backend *b, float *host_out /*[n][w.rows]*/, const void *x /*[n][w.cols]*/,
                    const struct weight *w, int n);

@@ -90,20 +90,25 @@ static int forward_issue(struct forward *f, struct kv_cache *kv, const struct ba
     op->get_rows(b, f->x, &m->token_embd, bt);                       // x = embed(tokens)
     for (int l = 0; l < c->n_layers; l++) {
         const struct layer_weights *w = &m->layers[l];
-        if (op->matmul_qkv) {                                        // (the norm inside)
-            op->matmul_qkv(b, f->q, f->k, f->v, f->xn, f->x, &w->attn_norm, c->norm_eps, &w->wq, &w->wk, &w->wv, n);
-        } else {
-            op->rmsnorm(b, f->xn, f->x, &w->attn_norm, n, c->norm_eps);
-            op->matmul(b, f->q, f->xn, &w->wq, n);                   // [n][n_heads*hd]
-            op->matmul(b, f->k, f->xn, &w->wk, n);                   // [n][n_kv*hd]
-            op->matmul(b, f->v, f->xn, &w->wv, n);
-        }
-        if (op->rope_kv_write) {                                     // RoPE, then quantize into the pages
-            op->rope_kv_write(b, f->q, f->k, f->v, c->n_heads, &f->rope, &kv->layers[l], bt);
-        } else {
-            op->rope(b, f->q, c->n_heads, c->head_dim, &f->rope, bt);
-            op->rope(b, f->k, c->n_kv_heads, c->head_dim, &f->rope, bt);
-            op->kv_write(b, &kv->layers[l], f->k, f->v, bt);
+        // q, k, v; RoPE on q and k; k and v into the pages — in one pass where the backend can
+        const bool one_pass = op->matmul_qkv_rope && op->matmul_qkv_rope(b, f->q, f->k, f->v, f->xn, f->x, &w->attn_norm, c->norm_eps,
+                                                                         &w->wq, &w->wk, &w->wv, c->n_heads, &f->rope, &kv->layers[l], bt);
+        if (!one_pass) {
+            if (op->matmul_qkv) {                                    // (the norm inside)
+                op->matmul_qkv(b, f->q, f->k, f->v, f->xn, f->x, &w->attn_norm, c->norm_eps, &w->wq, &w->wk, &w->wv, n);
+            } else {
+                op->rmsnorm(b, f->xn, f->x, &w->attn_norm, n, c->norm_eps);
+                op->matmul(b, f->q, f->xn, &w->wq, n);               // [n][n_heads*hd]
+                op->matmul(b, f->k, f->xn, &w->wk, n);               // [n][n_kv*hd]
+                op->matmul(b, f->v, f->xn, &w->wv, n);
+            }
+            if (op->rope_kv_write) {                                 // RoPE, then quantize into the pages
+                op->rope_kv_write(b, f->q, f->k, f->v, c->n_heads, &f->rope, &kv->layers[l], bt);
+            } else {
+                op->rope(b, f->q, c->n_heads, c->head_dim, &f->rope, bt);
+                op->rope(b, f->k, c->n_kv_heads, c->head_dim, &f->rope, bt);
+                op->kv_write(b, &kv->layers[l], f->k, f->v, bt);
+            }
         }
         if (f->probe) {
             TRY(probe(f, l, PROBE_Q, f->q, n, c->n_heads * c->head_dim));

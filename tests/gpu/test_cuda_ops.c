@@ -656,6 +656,74 @@ TEST(rope_kv_write_fused) {
     rope_kv_case(DT_E5M2, 96, false, true, 1);
 }
 
+// matmul_qkv_rope (Q|K|V, RoPE and the cache write in the skinny GEMM's launch) vs matmul_qkv then
+// rope_kv_write on the same GPU: q, k, v and both caches' bytes identical, n decode tokens of n
+// sequences (Llama-3.1-8B's heads over a 1024-wide x); a neox RoPE on part of head_dim is declined.
+static void qkv_rope_case(enum dtype dt, int n_rot, bool neox, bool offsets, int n) {
+    const int dim = 1024, hd = 128, nh = 32, nkv = 8, bs = 16, mb = 64, qd = nh * hd, kd = nkv * hd;
+    struct tb *t = malloc(sizeof *t);
+    int nq[8], ctx[8];
+    for (int s = 0; s < n; s++) { nq[s] = 1; ctx[s] = 300 + 97 * s; }
+    make_batch(t, n, nq, ctx, bs, mb);
+    struct rope_config rc = {.theta = 500000, .n_rot = n_rot, .neox = neox, .scaling = ROPE_SCALING_LLAMA3, .factor = 8,
+                             .orig_max_pos = 8192, .low_freq_factor = 1, .high_freq_factor = 4};
+    struct rope_table rt;
+    rope_table_init(&rt, &rc);
+    struct weight w[4] = {make_weight(qd, dim, 0.05f), make_weight(kd, dim, 0.05f), make_weight(kd, dim, 0.05f), make_weight(1, dim, 1.0f)};
+    for (int k = 0; k < 4; k++) CHECK_OK(gpu->ops->weight_upload(gpu, &w[k]));
+    float *x = rand_vec((size_t)n * dim, 2.0f), *ko = offsets ? rand_vec((size_t)kd, 1.0f) : NULL, *out[2][3];
+    size_t bytes = (size_t)mb * n * kd * bs * dtype_size(dt);
+    char *pages[2][2];
+    bool took = false;
+    CHECK_OK(gpu->ops->batch_begin(gpu, &t->b));
+    for (int i = 0; i < 2; i++) {  // 0: matmul_qkv, rope_kv_write; 1: the one pass
+        struct kv_layer L = {.dtype = dt, .n_kv_heads = nkv, .head_dim = hd, .kv_block_tokens = bs, .n_blocks = mb * n};
+        for (int h = 0; h < nkv; h++) { L.k_scale[h] = 0.5f + 0.25f * h; L.v_scale[h] = 0.125f * (h + 1); }
+        L.k_offset = ko;
+        L.k = gpu->ops->alloc(gpu, bytes);
+        L.v = gpu->ops->alloc(gpu, bytes);
+        char *zero = calloc(1, bytes);
+        gpu->ops->upload(gpu, L.k, zero, bytes);
+        gpu->ops->upload(gpu, L.v, zero, bytes);
+        free(zero);
+        void *dx = to_dev(gpu, x, (size_t)n * dim), *xn = gpu->ops->alloc(gpu, (size_t)n * dim * 4), *d[3];
+        const int wd[3] = {qd, kd, kd};
+        for (int k = 0; k < 3; k++) d[k] = gpu->ops->alloc(gpu, (size_t)n * wd[k] * 4);
+        if (i == 0) {
+            gpu->ops->matmul_qkv(gpu, d[0], d[1], d[2], xn, dx, &w[3], 1e-5f, &w[0], &w[1], &w[2], n);
+            gpu->ops->rope_kv_write(gpu, d[0], d[1], d[2], nh, &rt, &L, &t->b);
+        } else {
+            took = gpu->ops->matmul_qkv_rope(gpu, d[0], d[1], d[2], xn, dx, &w[3], 1e-5f, &w[0], &w[1], &w[2], nh, &rt, &L, &t->b);
+        }
+        for (int k = 0; k < 3; k++) out[i][k] = to_host(gpu, d[k], (size_t)n * wd[k]);
+        for (int kv = 0; kv < 2; kv++) gpu->ops->download(gpu, pages[i][kv] = malloc(bytes), kv ? L.v : L.k, bytes);
+        CHECK_OK(gpu->ops->sync(gpu));
+        for (int k = 0; k < 3; k++) gpu->ops->free(gpu, d[k]);
+        gpu->ops->free(gpu, dx); gpu->ops->free(gpu, xn); gpu->ops->free(gpu, L.k); gpu->ops->free(gpu, L.v);
+    }
+    char name[128];
+    snprintf(name, sizeof name, "matmul_qkv_rope (%s, n_rot %d%s%s, n=%d)", dtype_name(dt), n_rot, neox ? " neox" : "", offsets ? ", K offsets" : "", n);
+    if (neox && n_rot < hd) {
+        record(strcat(name, " declined"), took, 0, NULL);
+    } else {
+        int diff = !took;
+        for (int k = 0; k < 3; k++) diff += memcmp(out[0][k], out[1][k], (size_t)n * (k ? kd : qd) * 4) != 0;
+        diff += (memcmp(pages[0][0], pages[1][0], bytes) != 0) + (memcmp(pages[0][1], pages[1][1], bytes) != 0);
+        record(strcat(name, " = matmul_qkv, rope_kv_write"), diff, 0, NULL);
+    }
+    for (int i = 0; i < 2; i++) { for (int k = 0; k < 3; k++) free(out[i][k]); free(pages[i][0]); free(pages[i][1]); }
+    for (int k = 0; k < 4; k++) { gpu->ops->weight_release(gpu, &w[k]); free((void *)w[k].data); }
+    free(x); free(ko); free(t);
+}
+TEST(qkv_rope_fused) {
+    qkv_rope_case(DT_BF16, 128, true, false, 1);
+    qkv_rope_case(DT_E4M3, 128, true, true, 1);
+    qkv_rope_case(DT_E4M3, 128, true, false, 8);
+    qkv_rope_case(DT_E5M2, 64, false, true, 4);
+    qkv_rope_case(DT_F32, 128, false, false, 3);
+    qkv_rope_case(DT_E4M3, 64, true, false, 2);
+}
+
 // Greedy ids on the device (asynchronous scheduling): each row's pick equals logits_argmax over
 // the same backend's logits at the 8B vocabulary — a tie between two equal weight rows going to the
 // lower index, a NaN logit never picked, a NaN at index 0 giving 0 — and a later batch's get_rows
@@ -714,6 +782,7 @@ TEST(greedy_ids) {
 
 int main(int argc, char **argv) {
     setenv("OCTET_CUDA_GRAPHS", "0", 1);  // raw ops, no forward pass: nothing to capture
+    setenv("OCTET_QKV_ROPE", "1", 0);     // (kernel lab: matmul_qkv_rope takes steps only when set)
     cpu = backend_cpu_create(0);
     gpu = backend_cuda_create(0);
     if (!gpu) { fprintf(stderr, "%s\n", err_msg()); return 1; }
@@ -727,6 +796,7 @@ int main(int argc, char **argv) {
     RUN(fused_projections);
     RUN(rmsnorm_shapes);
     RUN(rope_kv_write_fused);
+    RUN(qkv_rope_fused);
     RUN(greedy_ids);
     if (argc > 1) json_dump_file(report, argv[1], JSON_INDENT(1));
     json_decref(report);

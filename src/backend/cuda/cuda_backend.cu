@@ -468,13 +468,57 @@ static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, void *xn
     }
     cu_rmsnorm(b, xn, x, norm, n, eps);
     x = xn;
-    if (fused_fast(c, n) && same_cols && gemv_qkv_launch(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n)) {
+    if (fused_fast(c, n) && same_cols && gemv_qkv_launch<false>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n)) {
         CUDA_LAUNCHED(c, "gemv Q|K|V");
         return;
     }
     cu_matmul(b, q, x, wq, n);
     cu_matmul(b, k, x, wk, n);
     cu_matmul(b, v, x, wv, n);
+}
+
+// matmul_qkv, then RoPE and the cache write in the same launch (gemv_rope) — kernel lab
+// OCTET_QKV_ROPE=1 (=2: the decode kernel after it launched early, a programmatic dependent);
+// false where the fused launch does not take the step (the forward pass composes the ops).
+static bool cu_matmul_qkv_rope(struct backend *b, void *q, void *k, void *v, void *xn, const void *x, const struct weight *norm,
+                               float eps, const struct weight *wq, const struct weight *wk, const struct weight *wv, int n_heads,
+                               const struct rope_table *rt, struct kv_layer *l, const struct batch *bt) {
+    static const int mode = cuda_env_int("OCTET_QKV_ROPE", 0);
+    struct cuda_backend *c = cb_of(b);
+    const int n = bt->n_tokens;
+    (void)xn;
+    if (!mode || CUDA_SKIP(c) || !n || wk->cols != wq->cols || wv->cols != wq->cols || !fused_norm(c, x, norm, wq->cols, n) ||
+        wq->rows != (int64_t)n_heads * l->head_dim)
+        return false;
+    const float *sc = cuda_layer_scales(c, l), *ko = cuda_layer_offsets(c, l);
+    const double *freqs = cuda_rope_freqs(c, rt);
+    if (!sc || !freqs || (l->k_offset && !ko)) return false;
+    gemv_rope rp;
+    rp.pos = c->cb.pos;
+    rp.slot = c->cb.slot;
+    rp.inv_freq = freqs;
+    rp.kc = l->k;
+    rp.vc = l->v;
+    rp.ks = sc;
+    rp.vs = sc + KV_MAX_HEADS;
+    rp.ko = ko;
+    rp.hd = l->head_dim;
+    rp.half = rt->n_rot / 2;
+    rp.neox = rt->neox;
+    rp.n_kv = l->n_kv_heads;
+    rp.bs = l->kv_block_tokens;
+    rp.dt = (int)l->dtype;
+    rp.trig = mode == 2;
+    rp.attn_factor = rt->attn_factor;
+    bf16 *const outs[3] = {(bf16 *)q, (bf16 *)k, (bf16 *)v};
+    const bf16 *const ws[3] = {(const bf16 *)wq->dev, (const bf16 *)wk->dev, (const bf16 *)wv->dev};
+    const int64_t rows[3] = {wq->rows, wk->rows, wv->rows};
+    const gemv_norm nrm = {(const bf16 *)norm->dev, eps, rms_threads(wq->cols)};
+    static const int rpw = cuda_env_int("OCTET_QKV_RPW", 1);
+    const bool ok = rpw == 2 ? gemv_qkv_launch<true, 2, true>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm, rp)
+                             : gemv_qkv_launch<true, 1, true>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm, rp);
+    if (ok) CUDA_LAUNCHED(c, "gemv rmsnorm + Q|K|V + RoPE + kv_write");
+    return ok;
 }
 
 static void cu_matmul_add(struct backend *b, void *x, void *scratch, const void *in, const struct weight *w, int n) {
@@ -694,6 +738,7 @@ static const struct backend_ops cuda_ops = {
     .matmul_add = cu_matmul_add,
     .matmul_swiglu = cu_matmul_swiglu,
     .rope_kv_write = cuda_rope_kv_write,
+    .matmul_qkv_rope = cu_matmul_qkv_rope,
     .logits = cu_logits,
     .logits_argmax = cu_logits_argmax,
     .wait_ids = cu_wait_ids,

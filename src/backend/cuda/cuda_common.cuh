@@ -21,6 +21,7 @@ extern "C" {
 
 typedef __nv_bfloat16 bf16;
 
+#include "cuda_kv_store.cuh"
 #include "cuda_pdl.cuh"
 
 struct cuda_batch {            // device mirror of struct batch (one allocation)
@@ -150,16 +151,6 @@ __device__ __forceinline__ size_t kv_sub_block(const int32_t *bt, int j, int n_k
     return ((((size_t)bt[j >> lgr] * n_kv + g) << lgr) + (j & ((1 << lgr) - 1)));
 }
 
-// RoPE of one pair (x0, x1) at position pos with the pair's inverse frequency: the angle in double,
-// as the CPU backend (k_rope and k_rope_kv_write share it, so their numbers agree).
-__device__ __forceinline__ void rope_pair(bf16 &x0, bf16 &x1, int pos, double inv_freq, float attn_factor) {
-    double s, cs;
-    sincos((double)pos * inv_freq, &s, &cs);
-    const float c = (float)cs * attn_factor, sn = (float)s * attn_factor;
-    const float a = __bfloat162float(x0), b = __bfloat162float(x1);
-    x0 = __float2bfloat16_rn(a * c - b * sn);
-    x1 = __float2bfloat16_rn(a * sn + b * c);
-}
 // The device copy of a rope table's inverse frequencies (uploaded when the table changes), or NULL
 // after latching an error.
 const double *cuda_rope_freqs(struct cuda_backend *c, const struct rope_table *rt);
@@ -167,6 +158,9 @@ const double *cuda_rope_freqs(struct cuda_backend *c, const struct rope_table *r
 // The device copy of a layer's K and V scales ([2][KV_MAX_HEADS] floats: K's, then V's), uploaded
 // when they change (cuda_kv_write.cu); NULL after latching an error.
 float *cuda_layer_scales(struct cuda_backend *c, const struct kv_layer *l);
+// The device copy of l->k_offset ([n_kv][hd] floats; uploaded when it changes), NULL when the
+// layer has none or after latching an error.
+const float *cuda_layer_offsets(struct cuda_backend *c, const struct kv_layer *l);
 
 extern "C" void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt);
 // q and k roped in place (as rope on each) and k, v written into l's pages (as kv_write): one launch

@@ -18,6 +18,7 @@
 // the previous kernel, so its start overlaps that kernel's tail.
 #pragma once
 
+#include "cuda_kv_store.cuh"
 #include "cuda_pdl.cuh"
 #include "cuda_rmsnorm.cuh"
 
@@ -54,6 +55,23 @@ struct gemv_segs {
     const bf16 *w[3];      // [rows[s]][cols] each
     int rows[3];
     int cta0[3];           // the segment's first CTA
+};
+
+// ROPE (GEMV_QKV with NORM; kernel lab OCTET_QKV_ROPE): RoPE on Q and K and the cache write of K
+// and V in the epilogue, as rope_kv_write after the products (cuda_kv_write.cu; the same element
+// arithmetic, cuda_kv_store.cuh), so a decode step loses a launch a layer. A CTA's R = WARPS · RPW
+// rows of Q or K are R / 2 rotation pairs: with neox pairs (j, j + hd / 2) its slots i < R / 2 take
+// rows j of a head and the rest rows j + hd / 2 (needs n_rot = hd); with interleaved pairs (2j, 2j + 1)
+// the rows stay in order. The products meet in shared memory, rounded to bf16 as stored, then each
+// thread rotates a pair of one token and stores it (and K's into the pages); V's go to the pages as
+// they are. Every row of every segment live (rows % R == 0) so that the barrier is reached by all.
+struct gemv_rope {
+    const int32_t *pos = nullptr, *slot = nullptr;  // [n tokens] each (the batch's)
+    const double *inv_freq = nullptr;               // [n_rot / 2]
+    void *kc = nullptr, *vc = nullptr;              // the layer's pages
+    const float *ks = nullptr, *vs = nullptr, *ko = nullptr;  // [n_kv] scales; [n_kv][hd] K offsets or NULL
+    int hd = 0, half = 0, neox = 0, n_kv = 0, bs = 0, dt = 0, trig = 0;
+    float attn_factor = 1;
 };
 
 #define GEMV_WARPS 8    // default: warps per CTA
@@ -93,22 +111,27 @@ __device__ __forceinline__ void gemv_dot8(float &acc, uint4 w, uint4 x) {
 }
 
 template <int NR, typename OUT, int WARPS = GEMV_WARPS, int UNROLL = GEMV_UNROLL, int KSPLIT = GEMV_KSPLIT, bool PDL = false,
-          int EPI = GEMV_STORE, bool NORM = false, bool DEFER = false, int RPW = 1>
+          int EPI = GEMV_STORE, bool NORM = false, bool DEFER = false, int RPW = 1, bool ROPE = false>
 __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, const bf16 *x /*[NR][cols]*/,
                                                      const bf16 *w /*[rows][cols]*/, int rows, int cols,
                                                      const bf16 *w2 = nullptr /*[rows][cols], GEMV_SWIGLU's up weight*/,
                                                      gemv_segs seg = gemv_segs() /*GEMV_QKV: the segments*/,
-                                                     gemv_norm nrm = gemv_norm() /*NORM: x's rmsnorm*/) {
+                                                     gemv_norm nrm = gemv_norm() /*NORM: x's rmsnorm*/,
+                                                     gemv_rope rp = gemv_rope() /*ROPE: RoPE and the cache write*/) {
     static_assert(WARPS % KSPLIT == 0, "a CTA holds whole rows");
     static_assert(EPI == GEMV_STORE || (KSPLIT == 1 && !PDL && sizeof(OUT) == 2), "fused epilogues: bf16 out, a warp a row, no PDL");
     static_assert(!NORM || EPI != GEMV_STORE, "NORM: the fused epilogues' launches");
     static_assert(!DEFER || (!NORM && KSPLIT == 1 && EPI != GEMV_STORE), "DEFER: a warp a row, instead of NORM");
     static_assert(RPW == 1 || (KSPLIT == 1 && (EPI == GEMV_STORE || EPI == GEMV_QKV) && !DEFER), "RPW: stored products, a warp its rows");
+    static_assert(!ROPE || (EPI == GEMV_QKV && NORM), "ROPE: the fused rmsnorm + Q|K|V launch");
     constexpr bool SW = EPI == GEMV_SWIGLU;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = warp % KSPLIT;
-    int blk = blockIdx.x;
+    int blk = blockIdx.x, sg = 0;
+    if constexpr (ROPE) {
+        if (rp.trig) pdl_trigger();  // the decode kernel after it may launch (it waits before reading Q)
+    }
     if constexpr (EPI == GEMV_QKV) {  // this CTA's segment: its weight, output and rows
-        const int sg = blk >= seg.cta0[2] ? 2 : blk >= seg.cta0[1] ? 1 : 0;
+        sg = blk >= seg.cta0[2] ? 2 : blk >= seg.cta0[1] ? 1 : 0;
         blk -= seg.cta0[sg];
         out = (OUT *)seg.out[sg];
         w = seg.w[sg];
@@ -116,11 +139,22 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
     }
     // RPW rows a warp, WARPS / KSPLIT apart (the CTA's first row block, then the next); their
     // loads in flight together, each row's sum in the same order as with RPW = 1
+    constexpr int R = WARPS / KSPLIT * RPW;  // rows a CTA
+    // ROPE: slot i of the CTA's rows -> its row in the segment (neox pairs of Q and K: see gemv_rope)
+    auto row_of = [&](int i) -> int {
+        if constexpr (ROPE) {
+            if (sg < 2 && rp.neox) {
+                const int per_head = rp.hd / R, p = blk % per_head;
+                return (blk / per_head) * rp.hd + p * (R / 2) + i % (R / 2) + (i >= R / 2 ? rp.half : 0);
+            }
+        }
+        return blk * R + i;
+    };
     int rowq[RPW];
     bool liveq[RPW];
 #pragma unroll
     for (int q = 0; q < RPW; q++) {
-        rowq[q] = (blk * RPW + q) * (WARPS / KSPLIT) + warp / KSPLIT;
+        rowq[q] = row_of(q * (WARPS / KSPLIT) + warp / KSPLIT);
         liveq[q] = rowq[q] < rows;
     }
     const int row = rowq[0];
@@ -282,17 +316,54 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
             acc[r] = s;
         }
     }
+    if constexpr (ROPE) {  // the products by slot, as stored (bf16), then rotated and written
+        __shared__ float rs[R][NR];
+        if (lane == 0) {
 #pragma unroll
-    for (int q = 1; q < RPW; q++)  // (plain or Q|K|V stores only)
-        if (lane == 0 && liveq[q]) {
+            for (int q = 0; q < RPW; q++)
 #pragma unroll
-            for (int r = 0; r < NR; r++) {
-                OUT *o = out + (size_t)r * rows + rowq[q];
-                if constexpr (sizeof(OUT) == 4) *o = accq[q][r];
-                else *o = __float2bfloat16_rn(accq[q][r]);
+                for (int r = 0; r < NR; r++) rs[q * WARPS + warp][r] = __bfloat162float(__float2bfloat16_rn(accq[q][r]));
+        }
+        __syncthreads();
+        if (sg == 2) {  // V: stored, and into the pages
+            for (int e = threadIdx.x; e < R * NR; e += WARPS * 32) {
+                const int i = e % R, r = e / R, rw = row_of(i), s = rp.slot[r];
+                const bf16 v = __float2bfloat16_rn(rs[i][r]);
+                out[(size_t)r * rows + rw] = v;
+                if (s >= 0) v_store(rp.vc, kv_index(s, rw / rp.hd, rw % rp.hd, rp.n_kv, rp.bs, rp.hd), v, rp.dt, rp.vs[rw / rp.hd]);
+            }
+        } else {  // Q, K: a pair of one token a thread
+            for (int e = threadIdx.x; e < R / 2 * NR; e += WARPS * 32) {
+                const int pi = e % (R / 2), r = e / (R / 2);
+                const int ia = rp.neox ? pi : 2 * pi, ib = rp.neox ? pi + R / 2 : 2 * pi + 1;
+                const int ra = row_of(ia), rb = row_of(ib), h = ra / rp.hd, da = ra % rp.hd;
+                const int j = rp.neox ? da : da / 2;  // the pair's index (rotated below half)
+                bf16 x0 = __float2bfloat16_rn(rs[ia][r]), x1 = __float2bfloat16_rn(rs[ib][r]);
+                if (j < rp.half) rope_pair(x0, x1, rp.pos[r], rp.inv_freq[j], rp.attn_factor);
+                out[(size_t)r * rows + ra] = x0;
+                out[(size_t)r * rows + rb] = x1;
+                const int s = rp.slot[r];
+                if (sg == 1 && s >= 0) {
+                    const int db = rb % rp.hd;
+                    const float *kof = rp.ko ? rp.ko + (size_t)h * rp.hd : nullptr;
+                    k_store(rp.kc, kv_index(s, h, da, rp.n_kv, rp.bs, rp.hd), x0, rp.dt, rp.ks[h], kof ? kof + da : nullptr);
+                    k_store(rp.kc, kv_index(s, h, db, rp.n_kv, rp.bs, rp.hd), x1, rp.dt, rp.ks[h], kof ? kof + db : nullptr);
+                }
             }
         }
-    if (lane == 0 && live) {
+    } else {
+#pragma unroll
+        for (int q = 1; q < RPW; q++)  // (plain or Q|K|V stores only)
+            if (lane == 0 && liveq[q]) {
+#pragma unroll
+                for (int r = 0; r < NR; r++) {
+                    OUT *o = out + (size_t)r * rows + rowq[q];
+                    if constexpr (sizeof(OUT) == 4) *o = accq[q][r];
+                    else *o = __float2bfloat16_rn(accq[q][r]);
+                }
+            }
+    }
+    if (!ROPE && lane == 0 && live) {
 #pragma unroll
         for (int r = 0; r < NR; r++) {
             OUT *o = out + (size_t)r * rows + row;
@@ -316,7 +387,7 @@ static void gemv_launch_nr(cudaStream_t st, OUT *out, const bf16 *x, const bf16 
         cudaLaunchAttribute attr[1];
         const cudaLaunchConfig_t cfg = pdl_config(grid, block, 0, st, attr);
         cudaLaunchKernelEx(&cfg, k_gemv<NR, OUT, WARPS, UNROLL, KSPLIT, PDL>, out, x, w, rows, cols, (const bf16 *)nullptr,
-                           gemv_segs(), gemv_norm());
+                           gemv_segs(), gemv_norm(), gemv_rope());
     } else {
         k_gemv<NR, OUT, WARPS, UNROLL, KSPLIT, PDL><<<grid, block, 0, st>>>(out, x, w, rows, cols);
     }
@@ -342,13 +413,14 @@ static void gemv_launch_variant(cudaStream_t st, OUT *out, const bf16 *x, const 
 // (the caller composes the unfused ops instead).
 // NORM: x is normalised first (gemv_norm_fits must hold).
 // RPW: rows a warp (Q|K|V; seg's CTAs counted with GEMV_WARPS · RPW rows each).
-template <int EPI, bool NORM = false, bool DEFER = false, int RPW = 1>
+template <int EPI, bool NORM = false, bool DEFER = false, int RPW = 1, bool ROPE = false>
 static bool gemv_fused_launch(cudaStream_t st, bf16 *out, const bf16 *x, const bf16 *w, const bf16 *w2, int64_t rows,
-                              int64_t cols, int n, gemv_segs seg = gemv_segs(), unsigned seg_ctas = 0, gemv_norm nrm = gemv_norm()) {
+                              int64_t cols, int n, gemv_segs seg = gemv_segs(), unsigned seg_ctas = 0, gemv_norm nrm = gemv_norm(),
+                              gemv_rope rp = gemv_rope()) {
     if (n < 1 || n > 8 || cols % 8 || ((uintptr_t)w | (uintptr_t)x | (uintptr_t)w2) % 16 || rows > (int64_t)1 << 30) return false;
     dim3 grid(EPI == GEMV_QKV ? seg_ctas : (unsigned)((rows + GEMV_WARPS * RPW - 1) / (GEMV_WARPS * RPW))), block(GEMV_WARPS * 32);
     const size_t smem = NORM ? (size_t)n * cols * sizeof(bf16) : 0;
-#define GF(NR) k_gemv<NR, bf16, GEMV_WARPS, GEMV_UNROLL, 1, false, EPI, NORM, DEFER, RPW><<<grid, block, smem, st>>>(out, x, w, (int)rows, (int)cols, w2, seg, nrm)
+#define GF(NR) k_gemv<NR, bf16, GEMV_WARPS, GEMV_UNROLL, 1, false, EPI, NORM, DEFER, RPW, ROPE><<<grid, block, smem, st>>>(out, x, w, (int)rows, (int)cols, w2, seg, nrm, rp)
     switch (n) {
     case 1: GF(1); break;
     case 2: GF(2); break;
@@ -379,9 +451,16 @@ static inline bool gemv_norm_fits(const bf16 *x, const bf16 *nw, int64_t cols, i
 
 // Q, K and V products of one x in one launch (GEMV_QKV); false when the shapes do not fit.
 // NORM: of x's rmsnorm (nrm; gemv_norm_fits checked by the caller).
-template <bool NORM = false, int RPW = 1>
+// ROPE: RoPE and the cache write in the epilogue (rp; false when the shapes do not fit it).
+template <bool NORM = false, int RPW = 1, bool ROPE = false>
 static inline bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf16 *x, const bf16 *const w[3], const int64_t rows[3],
-                            int64_t cols, int n, gemv_norm nrm = gemv_norm()) {
+                            int64_t cols, int n, gemv_norm nrm = gemv_norm(), gemv_rope rp = gemv_rope()) {
+    if constexpr (ROPE) {
+        constexpr int R = GEMV_WARPS * RPW;
+        const bool fits = rp.hd > 0 && rp.hd % R == 0 && (!rp.neox || rp.half * 2 == rp.hd) && rows[1] == rows[2] &&
+                          rows[1] == (int64_t)rp.n_kv * rp.hd && rows[0] % rp.hd == 0;
+        if (!fits) return false;
+    }
     gemv_segs seg = {};
     unsigned ctas = 0;
     for (int k = 0; k < 3; k++) {
@@ -392,7 +471,7 @@ static inline bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf
         seg.cta0[k] = (int)ctas;
         ctas += (unsigned)((rows[k] + GEMV_WARPS * RPW - 1) / (GEMV_WARPS * RPW));
     }
-    return gemv_fused_launch<GEMV_QKV, NORM, false, RPW>(st, out[0], x, w[0], nullptr, rows[0], cols, n, seg, ctas, nrm);
+    return gemv_fused_launch<GEMV_QKV, NORM, false, RPW, ROPE>(st, out[0], x, w[0], nullptr, rows[0], cols, n, seg, ctas, nrm, rp);
 }
 
 // True when the skinny path takes this product (and launches it); false: use cuBLASLt.

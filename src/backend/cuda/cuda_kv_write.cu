@@ -12,28 +12,7 @@
 
 // ---------------------------------------------------------------- kv_write
 
-// Same rule as src/base/fp8.c: RNE, saturating to ±max, NaN → 0x7F; IEEE division.
-__device__ static uint8_t to_fp8(float x, float scale, __nv_fp8_interpretation_t kind) {
-    if (isnan(x)) return 0x7F;
-    float y = __fdiv_rn(x, scale);
-    if (isnan(y)) return 0x7F;
-    return (uint8_t)__nv_cvt_float_to_fp8(y, __NV_SATFINITE, kind);
-}
-
-// One element pair's K and V into the pages at dst (cache element index): ko_d is the K offset of
-// the element's channel (subtracted in f32, as the CPU does, before an FP8 store) or NULL.
-__device__ __forceinline__ void kv_store(void *kc, void *vc, size_t dst, bf16 kb, bf16 vb, int dt, float ks, float vs,
-                                         const float *ko_d) {
-    float kv = __bfloat162float(kb), vv = __bfloat162float(vb);
-    if (ko_d && (dt == DT_E4M3 || dt == DT_E5M2)) kv = __fsub_rn(kv, *ko_d);
-    switch (dt) {
-    case DT_F32: ((float *)kc)[dst] = kv; ((float *)vc)[dst] = vv; break;
-    case DT_F16: ((__half *)kc)[dst] = __float2half_rn(kv); ((__half *)vc)[dst] = __float2half_rn(vv); break;
-    case DT_BF16: ((bf16 *)kc)[dst] = kb; ((bf16 *)vc)[dst] = vb; break;
-    case DT_E4M3: ((uint8_t *)kc)[dst] = to_fp8(kv, ks, __NV_E4M3); ((uint8_t *)vc)[dst] = to_fp8(vv, vs, __NV_E4M3); break;
-    case DT_E5M2: ((uint8_t *)kc)[dst] = to_fp8(kv, ks, __NV_E5M2); ((uint8_t *)vc)[dst] = to_fp8(vv, vs, __NV_E5M2); break;
-    }
-}
+// (to_fp8, k_store, v_store, kv_store: cuda_kv_store.cuh)
 
 // ko: [n_kv][hd] K offsets subtracted (in f32, as the CPU does) before an FP8 store, or NULL
 __global__ void k_kv_write(void *kc, void *vc, const bf16 *k, const bf16 *v, const int32_t *slot, int n_tokens,
@@ -44,7 +23,7 @@ __global__ void k_kv_write(void *kc, void *vc, const bf16 *k, const bf16 *v, con
     int t = (int)(idx / per_tok), h = (int)((idx % per_tok) / hd), d = (int)(idx % hd);
     int s = slot[t];
     if (s < 0) return;
-    size_t dst = (((size_t)(s / bs) * n_kv + h) * bs + s % bs) * hd + d;
+    size_t dst = kv_index(s, h, d, n_kv, bs, hd);
     kv_store(kc, vc, dst, k[idx], v[idx], dt, ks[h], vs[h], ko ? ko + h * hd + d : nullptr);
 }
 
@@ -128,8 +107,7 @@ float *cuda_layer_scales(struct cuda_backend *c, const struct kv_layer *l) {
     return s->dev;
 }
 
-// The device copy of l->k_offset (NULL when the layer has none).
-static const float *layer_offsets(struct cuda_backend *c, const struct kv_layer *l) {
+const float *cuda_layer_offsets(struct cuda_backend *c, const struct kv_layer *l) {
     if (!l->k_offset) return nullptr;
     struct scale_slot *s = find_slot(l);
     if (!s) { cuda_fail(c, cudaErrorInvalidValue, "kv_write: K offsets of a layer without scales"); return nullptr; }
@@ -151,7 +129,7 @@ extern "C" void cuda_kv_write(struct backend *b, struct kv_layer *l, const void 
     if (CUDA_SKIP(c) || !bt->n_tokens) return;
     float *sc = cuda_layer_scales(c, l);
     if (!sc) return;
-    const float *ko = layer_offsets(c, l);
+    const float *ko = cuda_layer_offsets(c, l);
     if (l->k_offset && !ko) return;
     long n = (long)bt->n_tokens * l->n_kv_heads * l->head_dim;
     k_kv_write<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>(l->k, l->v, (const bf16 *)k, (const bf16 *)v, c->cb.slot,
@@ -172,7 +150,7 @@ extern "C" void cuda_rope_kv_write(struct backend *b, void *q, void *k, const vo
     }
     float *sc = cuda_layer_scales(c, l);
     if (!sc) return;
-    const float *ko = layer_offsets(c, l);
+    const float *ko = cuda_layer_offsets(c, l);
     if (l->k_offset && !ko) return;
     const double *freqs = cuda_rope_freqs(c, rt);
     if (!freqs) return;

@@ -1,0 +1,74 @@
+// cuda_kv_store.cuh — the per-element arithmetic of writing K and V into the paged cache and of
+// RoPE, shared by every kernel that does either (cuda_kv_write.cu's kv_write and rope_kv_write,
+// and the skinny GEMM's Q|K|V launch with RoPE and the cache write in its epilogue,
+// cuda_gemv.cuh), so that all of them give the CPU backend's bytes.
+// The includer defines bf16 (__nv_bfloat16).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <stdint.h>
+
+extern "C" {
+#include "../../base/dtype.h"
+}
+
+// Same rule as src/base/fp8.c: RNE, saturating to ±max, NaN → 0x7F; IEEE division.
+__device__ __forceinline__ uint8_t to_fp8(float x, float scale, __nv_fp8_interpretation_t kind) {
+    if (isnan(x)) return 0x7F;
+    float y = __fdiv_rn(x, scale);
+    if (isnan(y)) return 0x7F;
+    return (uint8_t)__nv_cvt_float_to_fp8(y, __NV_SATFINITE, kind);
+}
+
+// One element of K (kb, roped) into the K pages at dst (cache element index) as dtype dt with the
+// head's scale ks; ko_d: the element's channel K offset (subtracted in f32, as the CPU does,
+// before an FP8 store) or NULL.
+__device__ __forceinline__ void k_store(void *kc, size_t dst, bf16 kb, int dt, float ks, const float *ko_d) {
+    float kv = __bfloat162float(kb);
+    if (ko_d && (dt == DT_E4M3 || dt == DT_E5M2)) kv = __fsub_rn(kv, *ko_d);
+    switch (dt) {
+    case DT_F32: ((float *)kc)[dst] = kv; break;
+    case DT_F16: ((__half *)kc)[dst] = __float2half_rn(kv); break;
+    case DT_BF16: ((bf16 *)kc)[dst] = kb; break;
+    case DT_E4M3: ((uint8_t *)kc)[dst] = to_fp8(kv, ks, __NV_E4M3); break;
+    case DT_E5M2: ((uint8_t *)kc)[dst] = to_fp8(kv, ks, __NV_E5M2); break;
+    }
+}
+
+// One element of V into the V pages, as k_store without the offset.
+__device__ __forceinline__ void v_store(void *vc, size_t dst, bf16 vb, int dt, float vs) {
+    const float vv = __bfloat162float(vb);
+    switch (dt) {
+    case DT_F32: ((float *)vc)[dst] = vv; break;
+    case DT_F16: ((__half *)vc)[dst] = __float2half_rn(vv); break;
+    case DT_BF16: ((bf16 *)vc)[dst] = vb; break;
+    case DT_E4M3: ((uint8_t *)vc)[dst] = to_fp8(vv, vs, __NV_E4M3); break;
+    case DT_E5M2: ((uint8_t *)vc)[dst] = to_fp8(vv, vs, __NV_E5M2); break;
+    }
+}
+
+// One element pair's K and V into the pages at dst.
+__device__ __forceinline__ void kv_store(void *kc, void *vc, size_t dst, bf16 kb, bf16 vb, int dt, float ks, float vs,
+                                         const float *ko_d) {
+    k_store(kc, dst, kb, dt, ks, ko_d);
+    v_store(vc, dst, vb, dt, vs);
+}
+
+// Element d of KV head h of the token in slot s: its index in a cache laid out
+// [n_blocks][n_kv][bs][hd] (docs/kv_format.md).
+__device__ __forceinline__ size_t kv_index(int s, int h, int d, int n_kv, int bs, int hd) {
+    return (((size_t)(s / bs) * n_kv + h) * bs + s % bs) * hd + d;
+}
+
+// RoPE of one pair (x0, x1) at position pos with the pair's inverse frequency: the angle in double,
+// as the CPU backend (k_rope, k_rope_kv_write and the GEMM's epilogue share it, so their numbers agree).
+__device__ __forceinline__ void rope_pair(bf16 &x0, bf16 &x1, int pos, double inv_freq, float attn_factor) {
+    double s, cs;
+    sincos((double)pos * inv_freq, &s, &cs);
+    const float c = (float)cs * attn_factor, sn = (float)s * attn_factor;
+    const float a = __bfloat162float(x0), b = __bfloat162float(x1);
+    x0 = __float2bfloat16_rn(a * c - b * sn);
+    x1 = __float2bfloat16_rn(a * sn + b * c);
+}
