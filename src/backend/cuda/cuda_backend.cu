@@ -447,6 +447,16 @@ static bool fused_norm(struct cuda_backend *c, const void *x, const struct weigh
     return fuse_norm_on() && fused_fast(c, n) && norm->cols == cols && gemv_norm_fits((const bf16 *)x, (const bf16 *)norm->dev, cols, n);
 }
 
+// Rows a warp of the fused rmsnorm + Q|K|V launch: two for up to 4 rows of x, so that the 8B's
+// launch is 384 CTAs in one wave (60-80 registers: three or four CTAs an SM) instead of 768 over
+// 528 slots (54 registers at n = 1) — on the H200 steps at depth 256 -0.035 to -0.052 ms a token
+// in four paired rounds, bf16 and fp8 alike (bench/NOTES.md, session 24); more rows keep one (two
+// rows a warp would need 91-109 registers, two CTAs an SM). OCTET_QKV_RPW=1 or 2 forces it.
+static int qkv_rows_a_warp(int n) {
+    static const int env = cuda_env_int("OCTET_QKV_RPW", 0);
+    return env == 1 || env == 2 ? env : n <= 4 ? 2 : 1;
+}
+
 static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, void *xn, const void *x, const struct weight *norm, float eps,
                           const struct weight *wq, const struct weight *wk, const struct weight *wv, int n) {
     struct cuda_backend *c = cb_of(b);
@@ -457,9 +467,7 @@ static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, void *xn
     const bool same_cols = wk->cols == wq->cols && wv->cols == wq->cols;
     if (same_cols && fused_norm(c, x, norm, wq->cols, n)) {
         const gemv_norm nrm = {(const bf16 *)norm->dev, eps, rms_threads(wq->cols)};
-        // (kernel lab) OCTET_QKV_RPW=2: two rows a warp, so the launch's 768 CTAs (8B, 54 registers:
-        // four CTAs an SM, 528 at once) become 384 in one wave and the rmsnorm prologue runs half as often
-        static const int rpw = cuda_env_int("OCTET_QKV_RPW", 1);
+        const int rpw = qkv_rows_a_warp(n);
         if (rpw == 2 ? gemv_qkv_launch<true, 2>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm)
                      : gemv_qkv_launch<true>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm)) {
             CUDA_LAUNCHED(c, "gemv rmsnorm + Q|K|V");
@@ -478,7 +486,8 @@ static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, void *xn
 }
 
 // matmul_qkv, then RoPE and the cache write in the same launch (gemv_rope) — kernel lab
-// OCTET_QKV_ROPE=1 (=2: the decode kernel after it launched early, a programmatic dependent);
+// OCTET_QKV_ROPE=1 (=2: the decode kernel after it, a programmatic dependent, may launch when every
+// CTA has started; =3: when every CTA has finished its products);
 // false where the fused launch does not take the step (the forward pass composes the ops).
 static bool cu_matmul_qkv_rope(struct backend *b, void *q, void *k, void *v, void *xn, const void *x, const struct weight *norm,
                                float eps, const struct weight *wq, const struct weight *wk, const struct weight *wv, int n_heads,
@@ -508,14 +517,13 @@ static bool cu_matmul_qkv_rope(struct backend *b, void *q, void *k, void *v, voi
     rp.n_kv = l->n_kv_heads;
     rp.bs = l->kv_block_tokens;
     rp.dt = (int)l->dtype;
-    rp.trig = mode == 2;
+    rp.trig = mode == 2 ? 1 : mode == 3 ? 2 : 0;
     rp.attn_factor = rt->attn_factor;
     bf16 *const outs[3] = {(bf16 *)q, (bf16 *)k, (bf16 *)v};
     const bf16 *const ws[3] = {(const bf16 *)wq->dev, (const bf16 *)wk->dev, (const bf16 *)wv->dev};
     const int64_t rows[3] = {wq->rows, wk->rows, wv->rows};
     const gemv_norm nrm = {(const bf16 *)norm->dev, eps, rms_threads(wq->cols)};
-    static const int rpw = cuda_env_int("OCTET_QKV_RPW", 1);
-    const bool ok = rpw == 2 ? gemv_qkv_launch<true, 2, true>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm, rp)
+    const bool ok = qkv_rows_a_warp(n) == 2 ? gemv_qkv_launch<true, 2, true>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm, rp)
                              : gemv_qkv_launch<true, 1, true>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm, rp);
     if (ok) CUDA_LAUNCHED(c, "gemv rmsnorm + Q|K|V + RoPE + kv_write");
     return ok;

@@ -70,7 +70,8 @@ struct gemv_rope {
     const double *inv_freq = nullptr;               // [n_rot / 2]
     void *kc = nullptr, *vc = nullptr;              // the layer's pages
     const float *ks = nullptr, *vs = nullptr, *ko = nullptr;  // [n_kv] scales; [n_kv][hd] K offsets or NULL
-    int hd = 0, half = 0, neox = 0, n_kv = 0, bs = 0, dt = 0, trig = 0;
+    int hd = 0, half = 0, neox = 0, n_kv = 0, bs = 0, dt = 0;
+    int trig = 0;  // pdl_trigger(): 0 never, 1 at the start, 2 after the products
     float attn_factor = 1;
 };
 
@@ -128,7 +129,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = warp % KSPLIT;
     int blk = blockIdx.x, sg = 0;
     if constexpr (ROPE) {
-        if (rp.trig) pdl_trigger();  // the decode kernel after it may launch (it waits before reading Q)
+        if (rp.trig == 1) pdl_trigger();  // the decode kernel after it may launch (it waits before reading Q)
     }
     if constexpr (EPI == GEMV_QKV) {  // this CTA's segment: its weight, output and rows
         sg = blk >= seg.cta0[2] ? 2 : blk >= seg.cta0[1] ? 1 : 0;
@@ -317,6 +318,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
         }
     }
     if constexpr (ROPE) {  // the products by slot, as stored (bf16), then rotated and written
+        if (rp.trig == 2) pdl_trigger();
         __shared__ float rs[R][NR];
         if (lane == 0) {
 #pragma unroll
