@@ -782,7 +782,6 @@ TEST(greedy_ids) {
 
 int main(int argc, char **argv) {
     setenv("OCTET_CUDA_GRAPHS", "0", 1);  // raw ops, no forward pass: nothing to capture
-    setenv("OCTET_QKV_ROPE", "1", 0);     // (kernel lab: matmul_qkv_rope takes steps only when set)
     cpu = backend_cpu_create(0);
     gpu = backend_cuda_create(0);
     if (!gpu) { fprintf(stderr, "%s\n", err_msg()); return 1; }

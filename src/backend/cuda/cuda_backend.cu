@@ -485,18 +485,17 @@ static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, void *xn
     cu_matmul(b, v, x, wv, n);
 }
 
-// matmul_qkv, then RoPE and the cache write in the same launch (gemv_rope) — kernel lab
-// OCTET_QKV_ROPE=1 (=2: the decode kernel after it, a programmatic dependent, may launch when every
-// CTA has started; =3: when every CTA has finished its products);
-// false where the fused launch does not take the step (the forward pass composes the ops).
+// matmul_qkv, then RoPE and the cache write in the same launch (gemv_rope in cuda_gemv.cuh) for
+// decode steps; OCTET_QKV_ROPE=0 turns it off. False where the fused launch does not take the step
+// (the forward pass composes the ops).
 static bool cu_matmul_qkv_rope(struct backend *b, void *q, void *k, void *v, void *xn, const void *x, const struct weight *norm,
                                float eps, const struct weight *wq, const struct weight *wk, const struct weight *wv, int n_heads,
                                const struct rope_table *rt, struct kv_layer *l, const struct batch *bt) {
-    static const int mode = cuda_env_int("OCTET_QKV_ROPE", 0);
+    static const bool on = cuda_env_int("OCTET_QKV_ROPE", 1) != 0;
     struct cuda_backend *c = cb_of(b);
     const int n = bt->n_tokens;
     (void)xn;
-    if (!mode || CUDA_SKIP(c) || !n || wk->cols != wq->cols || wv->cols != wq->cols || !fused_norm(c, x, norm, wq->cols, n) ||
+    if (!on || CUDA_SKIP(c) || !n || wk->cols != wq->cols || wv->cols != wq->cols || !fused_norm(c, x, norm, wq->cols, n) ||
         wq->rows != (int64_t)n_heads * l->head_dim)
         return false;
     const float *sc = cuda_layer_scales(c, l), *ko = cuda_layer_offsets(c, l);
@@ -517,7 +516,6 @@ static bool cu_matmul_qkv_rope(struct backend *b, void *q, void *k, void *v, voi
     rp.n_kv = l->n_kv_heads;
     rp.bs = l->kv_block_tokens;
     rp.dt = (int)l->dtype;
-    rp.trig = mode == 2 ? 1 : mode == 3 ? 2 : 0;
     rp.attn_factor = rt->attn_factor;
     bf16 *const outs[3] = {(bf16 *)q, (bf16 *)k, (bf16 *)v};
     const bf16 *const ws[3] = {(const bf16 *)wq->dev, (const bf16 *)wk->dev, (const bf16 *)wv->dev};

@@ -57,9 +57,13 @@ struct gemv_segs {
     int cta0[3];           // the segment's first CTA
 };
 
-// ROPE (GEMV_QKV with NORM; kernel lab OCTET_QKV_ROPE): RoPE on Q and K and the cache write of K
-// and V in the epilogue, as rope_kv_write after the products (cuda_kv_write.cu; the same element
-// arithmetic, cuda_kv_store.cuh), so a decode step loses a launch a layer. A CTA's R = WARPS · RPW
+// ROPE (GEMV_QKV with NORM; the default for decode steps, OCTET_QKV_ROPE=0 turns it off): RoPE on Q
+// and K and the cache write of K and V in the epilogue, as rope_kv_write after the products
+// (cuda_kv_write.cu; the same element arithmetic, cuda_kv_store.cuh), so a decode step loses a
+// launch a layer. Each CTA triggers the decode kernel after it (a programmatic dependent) once its
+// products are summed: on the H200 steps at depth 256 -0.03 ms a token against Q|K|V then
+// rope_kv_write; triggering at the CTA's start instead cost fp8 +0.08 ms (bf16 -0.08), and not
+// triggering at all lost what the decode kernel's early start had hidden (bench/NOTES.md, session 24). A CTA's R = WARPS · RPW
 // rows of Q or K are R / 2 rotation pairs: with neox pairs (j, j + hd / 2) its slots i < R / 2 take
 // rows j of a head and the rest rows j + hd / 2 (needs n_rot = hd); with interleaved pairs (2j, 2j + 1)
 // the rows stay in order. The products meet in shared memory, rounded to bf16 as stored, then each
@@ -71,7 +75,6 @@ struct gemv_rope {
     void *kc = nullptr, *vc = nullptr;              // the layer's pages
     const float *ks = nullptr, *vs = nullptr, *ko = nullptr;  // [n_kv] scales; [n_kv][hd] K offsets or NULL
     int hd = 0, half = 0, neox = 0, n_kv = 0, bs = 0, dt = 0;
-    int trig = 0;  // pdl_trigger(): 0 never, 1 at the start, 2 after the products
     float attn_factor = 1;
 };
 
@@ -128,9 +131,6 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
     constexpr bool SW = EPI == GEMV_SWIGLU;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = warp % KSPLIT;
     int blk = blockIdx.x, sg = 0;
-    if constexpr (ROPE) {
-        if (rp.trig == 1) pdl_trigger();  // the decode kernel after it may launch (it waits before reading Q)
-    }
     if constexpr (EPI == GEMV_QKV) {  // this CTA's segment: its weight, output and rows
         sg = blk >= seg.cta0[2] ? 2 : blk >= seg.cta0[1] ? 1 : 0;
         blk -= seg.cta0[sg];
@@ -318,7 +318,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
         }
     }
     if constexpr (ROPE) {  // the products by slot, as stored (bf16), then rotated and written
-        if (rp.trig == 2) pdl_trigger();
+        pdl_trigger();  // the decode kernel after it, a programmatic dependent, may launch (it waits before reading Q)
         __shared__ float rs[R][NR];
         if (lane == 0) {
 #pragma unroll
