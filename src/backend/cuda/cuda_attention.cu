@@ -393,8 +393,10 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     // a token to -61/-67 us in one call, +75/+37 us in the next (within the 0.1 ms drift between
     // processes); the ITL break-even went from 8,375 to 1,485 tokens (bench/NOTES.md, session 12).
     // bf16: off (no gain measured). OCTET_DECODE_MIN_SPLIT=N overrides both (0: off).
-    static const int min_split_env = cuda_env_int("OCTET_DECODE_MIN_SPLIT", -1);
-    const int min_split = min_split_env >= 0 ? min_split_env : l->dtype == DT_BF16 ? 0 : 16;
+    // (kernel lab) OCTET_DECODE_MIN_SPLIT_FP8=N: FP8 caches only.
+    static const int min_split_env = cuda_env_int("OCTET_DECODE_MIN_SPLIT", -1),
+                     min_split_fp8 = cuda_env_int("OCTET_DECODE_MIN_SPLIT_FP8", min_split_env >= 0 ? min_split_env : 16);
+    const int min_split = l->dtype == DT_BF16 ? (min_split_env >= 0 ? min_split_env : 0) : min_split_fp8;
     // By default (OCTET_FUSE=0: off) the last CTA of each (sequence, KV head) combines the splits
     // of a one-sequence step, when there are at most 16 of them (and their weights fit the
     // kernel's shared scratch); arrival counters start at zero and are reset by it. More splits go
