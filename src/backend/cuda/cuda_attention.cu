@@ -388,14 +388,16 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     size_t need = (size_t)bt->n_seqs * l->n_kv_heads * G * n_splits * (HD + 2);
     if (n_splits > 1 && !cuda_reserve(c, &c->d_part, &c->part_cap, need)) return;
     // Every busy split takes at least min_split blocks of its context, so short contexts use fewer,
-    // fuller splits (the rest write empty partials and leave). FP8 caches: 16 — in captured decode
-    // steps with a 128k table on dummy:llama-3.1-8b, fp8 minus bf16 at 1k/4k went from +56/+30 us
-    // a token to -61/-67 us in one call, +75/+37 us in the next (within the 0.1 ms drift between
-    // processes); the ITL break-even went from 8,375 to 1,485 tokens (bench/NOTES.md, session 12).
-    // bf16: off (no gain measured). OCTET_DECODE_MIN_SPLIT=N overrides both (0: off).
-    // (kernel lab) OCTET_DECODE_MIN_SPLIT_FP8=N: FP8 caches only.
+    // fuller splits (the rest write empty partials and leave). FP8 caches: 8 — 16 from session 12
+    // (in captured decode steps with a 128k table on dummy:llama-3.1-8b the ITL break-even went from
+    // 8,375 to 1,485 tokens against none) until session 24, when the decode kernel began to start
+    // under the Q|K|V launch's epilogue (gemv_rope): fp8 steps at depths 256 / 1024 / 4096 took
+    // 4.368 / 4.400 / 4.538 ms with 16, 4.352 / 4.387 / 4.512 with 8 (means of two rounds, H200), and the
+    // ITL study's break-even fell from 3,178-3,496 tokens to 1,641 (bench/NOTES.md, session 24).
+    // bf16: off (no gain measured). OCTET_DECODE_MIN_SPLIT=N overrides both (0: off),
+    // OCTET_DECODE_MIN_SPLIT_FP8=N the FP8 caches' alone.
     static const int min_split_env = cuda_env_int("OCTET_DECODE_MIN_SPLIT", -1),
-                     min_split_fp8 = cuda_env_int("OCTET_DECODE_MIN_SPLIT_FP8", min_split_env >= 0 ? min_split_env : 16);
+                     min_split_fp8 = cuda_env_int("OCTET_DECODE_MIN_SPLIT_FP8", min_split_env >= 0 ? min_split_env : 8);
     const int min_split = l->dtype == DT_BF16 ? (min_split_env >= 0 ? min_split_env : 0) : min_split_fp8;
     // By default (OCTET_FUSE=0: off) the last CTA of each (sequence, KV head) combines the splits
     // of a one-sequence step, when there are at most 16 of them (and their weights fit the

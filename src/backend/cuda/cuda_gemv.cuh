@@ -5,7 +5,8 @@
 // Why: a decode step is bound by reading the weights once; cuBLASLt's M=1 kernels reached
 // about 2.4 TB/s on the H200 (bench/NOTES.md), 57 % of the copy rate. Measured: tg64 on
 // dummy:llama-3.1-8b 6.30 -> 5.76 ms/token (H200, 2026-11-30).
-// Shape: KSPLIT warps share one weight row (KSPLIT = 1: a warp per row), WARPS warps per CTA;
+// Shape: KSPLIT warps share one weight row (KSPLIT = 1: a warp per row; or one warp RPW rows, their
+// loads in flight together: the fused Q|K|V launch for n <= 4, cuda_backend.cu), WARPS warps per CTA;
 // each lane streams 16-byte runs (8 weights) of its row, UNROLL runs in flight before any
 // math, and multiplies them with the same 8 columns of each of the n rows of x (read through
 // the L1 cache: every warp of the grid reads all of x). Partial sums reduce across the warp
@@ -60,15 +61,17 @@ struct gemv_segs {
 // ROPE (GEMV_QKV with NORM; the default for decode steps, OCTET_QKV_ROPE=0 turns it off): RoPE on Q
 // and K and the cache write of K and V in the epilogue, as rope_kv_write after the products
 // (cuda_kv_write.cu; the same element arithmetic, cuda_kv_store.cuh), so a decode step loses a
-// launch a layer. Each CTA triggers the decode kernel after it (a programmatic dependent) once its
-// products are summed: on the H200 steps at depth 256 -0.03 ms a token against Q|K|V then
-// rope_kv_write; triggering at the CTA's start instead cost fp8 +0.08 ms (bf16 -0.08), and not
-// triggering at all lost what the decode kernel's early start had hidden (bench/NOTES.md, session 24). A CTA's R = WARPS · RPW
-// rows of Q or K are R / 2 rotation pairs: with neox pairs (j, j + hd / 2) its slots i < R / 2 take
-// rows j of a head and the rest rows j + hd / 2 (needs n_rot = hd); with interleaved pairs (2j, 2j + 1)
-// the rows stay in order. The products meet in shared memory, rounded to bf16 as stored, then each
-// thread rotates a pair of one token and stores it (and K's into the pages); V's go to the pages as
-// they are. Every row of every segment live (rows % R == 0) so that the barrier is reached by all.
+// launch a layer. A CTA's R = WARPS · RPW rows of Q or K are R / 2 rotation pairs: with neox pairs
+// (j, j + hd / 2) its slots i < R / 2 take rows j of a head and the rest rows j + hd / 2 (needs
+// n_rot = hd); with interleaved pairs (2j, 2j + 1) the rows stay in order. The products meet in
+// shared memory, rounded to bf16 as stored, then each thread rotates a pair of one token and
+// stores it (and K's into the pages); V's go to the pages as they are. Every row of every segment
+// is live (rows % R == 0), so that the barrier is reached by all.
+// Each CTA triggers the decode kernel after it (a programmatic dependent) once its products are
+// summed. On the H200, steps at depths 256 / 1024 / 4096 against Q|K|V then rope_kv_write: bf16
+// -0.06 / -0.09 / -0.05 ms a token, fp8 -0.07 / -0.05 / +0.03 (the last undone by FP8's smaller
+// minimum split, cuda_attention.cu). Triggering at the CTA's start cost fp8 +0.08 ms at depth 256
+// (bf16 -0.08); not triggering at all lost more than the launch saved (bench/NOTES.md, session 24).
 struct gemv_rope {
     const int32_t *pos = nullptr, *slot = nullptr;  // [n tokens] each (the batch's)
     const double *inv_freq = nullptr;               // [n_rot / 2]
