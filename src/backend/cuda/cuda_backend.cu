@@ -449,9 +449,10 @@ static bool fused_norm(struct cuda_backend *c, const void *x, const struct weigh
 
 // Rows a warp of the fused rmsnorm + Q|K|V launch: two for up to 4 rows of x, so that the 8B's
 // launch is 384 CTAs in one wave (60-80 registers: three or four CTAs an SM) instead of 768 over
-// 528 slots (54 registers at n = 1) — on the H200 steps at depth 256 -0.035 to -0.052 ms a token
-// in four paired rounds, bf16 and fp8 alike (bench/NOTES.md, session 24); more rows keep one (two
-// rows a warp would need 91-109 registers, two CTAs an SM). OCTET_QKV_RPW=1 or 2 forces it.
+// 528 slots (54 registers at n = 1) — on the H200 steps at depth 256 -0.037/-0.034, -0.043/-0.042
+// and -0.033/-0.017 ms a token (bf16/fp8; three calls, means of two rounds; bench/NOTES.md, session
+// 24); more rows keep one (two rows a warp would need 91-109 registers, two CTAs an SM).
+// OCTET_QKV_RPW=1 or 2 forces it.
 static int qkv_rows_a_warp(int n) {
     static const int env = cuda_env_int("OCTET_QKV_RPW", 0);
     return env == 1 || env == 2 ? env : n <= 4 ? 2 : 1;
