@@ -69,9 +69,10 @@ struct gemv_segs {
 // is live (rows % R == 0), so that the barrier is reached by all.
 // Each CTA triggers the decode kernel after it (a programmatic dependent) once its products are
 // summed. On the H200, steps at depths 256 / 1024 / 4096 against Q|K|V then rope_kv_write: bf16
-// -0.06 / -0.09 / -0.05 ms a token, fp8 -0.07 / -0.05 / +0.03 (the last undone by FP8's smaller
-// minimum split, cuda_attention.cu). Triggering at the CTA's start cost fp8 +0.08 ms at depth 256
-// (bf16 -0.08); not triggering at all lost more than the launch saved (bench/NOTES.md, session 24).
+// -0.07 / -0.09 / -0.07 ms a token, fp8 -0.07 / -0.06 / +0.01 (the last undone by FP8's smaller
+// minimum split, cuda_attention.cu). Triggered at the CTA's start: fp8 +0.10 to +0.13 ms a token at
+// depth 256 (bf16 -0.03 to -0.05); not triggered: level with the unfused path, whose RoPE launch
+// let the decode kernel start early (bench/NOTES.md, session 24).
 struct gemv_rope {
     const int32_t *pos = nullptr, *slot = nullptr;  // [n tokens] each (the batch's)
     const double *inv_freq = nullptr;               // [n_rot / 2]
