@@ -447,36 +447,45 @@ static bool fused_norm(struct cuda_backend *c, const void *x, const struct weigh
     return fuse_norm_on() && fused_fast(c, n) && norm->cols == cols && gemv_norm_fits((const bf16 *)x, (const bf16 *)norm->dev, cols, n);
 }
 
-// Rows a warp of the fused rmsnorm + Q|K|V launch: two for up to 4 rows of x, so that the 8B's
-// launch is 384 CTAs in one wave (60-80 registers: three or four CTAs an SM) instead of 768 over
-// 528 slots (54 registers at n = 1) — on the H200 steps at depth 256 -0.037/-0.034, -0.043/-0.042
-// and -0.033/-0.017 ms a token (bf16/fp8; three calls, means of two rounds; bench/NOTES.md, session
-// 24); more rows keep one (two rows a warp would need 91-109 registers, two CTAs an SM).
-// OCTET_QKV_RPW=1 or 2 forces it.
+// Rows a warp of the fused rmsnorm + Q|K|V launch: two for up to 4 rows of x (the 8B's launch: 384
+// CTAs of 60-80 registers in one wave, not 768 of 54 over 528 slots; steps at depth 256 -0.02 to
+// -0.04 ms a token on the H200, bench/NOTES.md session 24). OCTET_QKV_RPW=1 or 2 forces it.
 static int qkv_rows_a_warp(int n) {
     static const int env = cuda_env_int("OCTET_QKV_RPW", 0);
     return env == 1 || env == 2 ? env : n <= 4 ? 2 : 1;
+}
+
+// The fused rmsnorm + Q|K|V launch; false when the shapes do not fit it (nothing launched).
+static bool qkv_norm_launch(struct cuda_backend *c, void *q, void *k, void *v, const void *x, const struct weight *norm, float eps,
+                            const struct weight *wq, const struct weight *wk, const struct weight *wv, int n, const gemv_rope *rp) {
+    if (wk->cols != wq->cols || wv->cols != wq->cols || !fused_norm(c, x, norm, wq->cols, n)) return false;
+    bf16 *const outs[3] = {(bf16 *)q, (bf16 *)k, (bf16 *)v};
+    const bf16 *const ws[3] = {(const bf16 *)wq->dev, (const bf16 *)wk->dev, (const bf16 *)wv->dev};
+    const int64_t rows[3] = {wq->rows, wk->rows, wv->rows};
+    const gemv_norm nrm = {(const bf16 *)norm->dev, eps, rms_threads(wq->cols)};
+    const bf16 *xb = (const bf16 *)x;
+    const bool two = qkv_rows_a_warp(n) == 2;  // (rp: RoPE and the cache write too)
+    if (rp)
+        return two ? gemv_qkv_launch<true, 2, true>(c->stream, outs, xb, ws, rows, wq->cols, n, nrm, *rp)
+                   : gemv_qkv_launch<true, 1, true>(c->stream, outs, xb, ws, rows, wq->cols, n, nrm, *rp);
+    return two ? gemv_qkv_launch<true, 2>(c->stream, outs, xb, ws, rows, wq->cols, n, nrm)
+               : gemv_qkv_launch<true>(c->stream, outs, xb, ws, rows, wq->cols, n, nrm);
 }
 
 static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, void *xn, const void *x, const struct weight *norm, float eps,
                           const struct weight *wq, const struct weight *wk, const struct weight *wv, int n) {
     struct cuda_backend *c = cb_of(b);
     if (CUDA_SKIP(c) || !n) return;
+    if (qkv_norm_launch(c, q, k, v, x, norm, eps, wq, wk, wv, n, nullptr)) {
+        CUDA_LAUNCHED(c, "gemv rmsnorm + Q|K|V");
+        return;
+    }
+    cu_rmsnorm(b, xn, x, norm, n, eps);
+    x = xn;
     bf16 *const outs[3] = {(bf16 *)q, (bf16 *)k, (bf16 *)v};
     const bf16 *const ws[3] = {(const bf16 *)wq->dev, (const bf16 *)wk->dev, (const bf16 *)wv->dev};
     const int64_t rows[3] = {wq->rows, wk->rows, wv->rows};
     const bool same_cols = wk->cols == wq->cols && wv->cols == wq->cols;
-    if (same_cols && fused_norm(c, x, norm, wq->cols, n)) {
-        const gemv_norm nrm = {(const bf16 *)norm->dev, eps, rms_threads(wq->cols)};
-        const int rpw = qkv_rows_a_warp(n);
-        if (rpw == 2 ? gemv_qkv_launch<true, 2>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm)
-                     : gemv_qkv_launch<true>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm)) {
-            CUDA_LAUNCHED(c, "gemv rmsnorm + Q|K|V");
-            return;
-        }
-    }
-    cu_rmsnorm(b, xn, x, norm, n, eps);
-    x = xn;
     if (fused_fast(c, n) && same_cols && gemv_qkv_launch<false>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n)) {
         CUDA_LAUNCHED(c, "gemv Q|K|V");
         return;
@@ -486,9 +495,8 @@ static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, void *xn
     cu_matmul(b, v, x, wv, n);
 }
 
-// matmul_qkv, then RoPE and the cache write in the same launch (gemv_rope in cuda_gemv.cuh) for
-// decode steps; OCTET_QKV_ROPE=0 turns it off. False where the fused launch does not take the step
-// (the forward pass composes the ops).
+// matmul_qkv, then RoPE and the cache write in the same launch (gemv_rope, cuda_gemv.cuh); false
+// where it does not take the step (the forward pass composes the ops). OCTET_QKV_ROPE=0: never.
 static bool cu_matmul_qkv_rope(struct backend *b, void *q, void *k, void *v, void *xn, const void *x, const struct weight *norm,
                                float eps, const struct weight *wq, const struct weight *wk, const struct weight *wv, int n_heads,
                                const struct rope_table *rt, struct kv_layer *l, const struct batch *bt) {
@@ -496,9 +504,7 @@ static bool cu_matmul_qkv_rope(struct backend *b, void *q, void *k, void *v, voi
     struct cuda_backend *c = cb_of(b);
     const int n = bt->n_tokens;
     (void)xn;
-    if (!on || CUDA_SKIP(c) || !n || wk->cols != wq->cols || wv->cols != wq->cols || !fused_norm(c, x, norm, wq->cols, n) ||
-        wq->rows != (int64_t)n_heads * l->head_dim)
-        return false;
+    if (!on || CUDA_SKIP(c) || !n || wq->rows != (int64_t)n_heads * l->head_dim || !fused_norm(c, x, norm, wq->cols, n)) return false;
     const float *sc = cuda_layer_scales(c, l), *ko = cuda_layer_offsets(c, l);
     const double *freqs = cuda_rope_freqs(c, rt);
     if (!sc || !freqs || (l->k_offset && !ko)) return false;
@@ -518,14 +524,9 @@ static bool cu_matmul_qkv_rope(struct backend *b, void *q, void *k, void *v, voi
     rp.bs = l->kv_block_tokens;
     rp.dt = (int)l->dtype;
     rp.attn_factor = rt->attn_factor;
-    bf16 *const outs[3] = {(bf16 *)q, (bf16 *)k, (bf16 *)v};
-    const bf16 *const ws[3] = {(const bf16 *)wq->dev, (const bf16 *)wk->dev, (const bf16 *)wv->dev};
-    const int64_t rows[3] = {wq->rows, wk->rows, wv->rows};
-    const gemv_norm nrm = {(const bf16 *)norm->dev, eps, rms_threads(wq->cols)};
-    const bool ok = qkv_rows_a_warp(n) == 2 ? gemv_qkv_launch<true, 2, true>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm, rp)
-                             : gemv_qkv_launch<true, 1, true>(c->stream, outs, (const bf16 *)x, ws, rows, wq->cols, n, nrm, rp);
-    if (ok) CUDA_LAUNCHED(c, "gemv rmsnorm + Q|K|V + RoPE + kv_write");
-    return ok;
+    if (!qkv_norm_launch(c, q, k, v, x, norm, eps, wq, wk, wv, n, &rp)) return false;
+    CUDA_LAUNCHED(c, "gemv rmsnorm + Q|K|V + RoPE + kv_write");
+    return true;
 }
 
 static void cu_matmul_add(struct backend *b, void *x, void *scratch, const void *in, const struct weight *w, int n) {

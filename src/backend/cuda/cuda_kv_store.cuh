@@ -22,31 +22,29 @@ __device__ __forceinline__ uint8_t to_fp8(float x, float scale, __nv_fp8_interpr
     return (uint8_t)__nv_cvt_float_to_fp8(y, __NV_SATFINITE, kind);
 }
 
-// One element of K (kb, roped) into the K pages at dst (cache element index) as dtype dt with the
-// head's scale ks; ko_d: the element's channel K offset (subtracted in f32, as the CPU does,
-// before an FP8 store) or NULL.
-__device__ __forceinline__ void k_store(void *kc, size_t dst, bf16 kb, int dt, float ks, const float *ko_d) {
-    float kv = __bfloat162float(kb);
-    if (ko_d && (dt == DT_E4M3 || dt == DT_E5M2)) kv = __fsub_rn(kv, *ko_d);
+// One value f into a cache at dst (cache element index) as dtype dt with the head's scale sc; raw
+// is the bf16 it came from, stored as it is in a bf16 cache.
+__device__ __forceinline__ void elem_store(void *cache, size_t dst, float f, bf16 raw, int dt, float sc) {
     switch (dt) {
-    case DT_F32: ((float *)kc)[dst] = kv; break;
-    case DT_F16: ((__half *)kc)[dst] = __float2half_rn(kv); break;
-    case DT_BF16: ((bf16 *)kc)[dst] = kb; break;
-    case DT_E4M3: ((uint8_t *)kc)[dst] = to_fp8(kv, ks, __NV_E4M3); break;
-    case DT_E5M2: ((uint8_t *)kc)[dst] = to_fp8(kv, ks, __NV_E5M2); break;
+    case DT_F32: ((float *)cache)[dst] = f; break;
+    case DT_F16: ((__half *)cache)[dst] = __float2half_rn(f); break;
+    case DT_BF16: ((bf16 *)cache)[dst] = raw; break;
+    case DT_E4M3: ((uint8_t *)cache)[dst] = to_fp8(f, sc, __NV_E4M3); break;
+    case DT_E5M2: ((uint8_t *)cache)[dst] = to_fp8(f, sc, __NV_E5M2); break;
     }
 }
 
-// One element of V into the V pages, as k_store without the offset.
+// One element of K (kb, roped) into the K pages; ko_d: the element's channel K offset (subtracted
+// in f32, as the CPU does, before an FP8 store) or NULL.
+__device__ __forceinline__ void k_store(void *kc, size_t dst, bf16 kb, int dt, float ks, const float *ko_d) {
+    float kv = __bfloat162float(kb);
+    if (ko_d && (dt == DT_E4M3 || dt == DT_E5M2)) kv = __fsub_rn(kv, *ko_d);
+    elem_store(kc, dst, kv, kb, dt, ks);
+}
+
+// One element of V into the V pages.
 __device__ __forceinline__ void v_store(void *vc, size_t dst, bf16 vb, int dt, float vs) {
-    const float vv = __bfloat162float(vb);
-    switch (dt) {
-    case DT_F32: ((float *)vc)[dst] = vv; break;
-    case DT_F16: ((__half *)vc)[dst] = __float2half_rn(vv); break;
-    case DT_BF16: ((bf16 *)vc)[dst] = vb; break;
-    case DT_E4M3: ((uint8_t *)vc)[dst] = to_fp8(vv, vs, __NV_E4M3); break;
-    case DT_E5M2: ((uint8_t *)vc)[dst] = to_fp8(vv, vs, __NV_E5M2); break;
-    }
+    elem_store(vc, dst, __bfloat162float(vb), vb, dt, vs);
 }
 
 // One element pair's K and V into the pages at dst.
