@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../base/check.h"
+#include "../base/rng.h"
 
 #define MAP_EMPTY (-1)
 #define MAP_DELETED (-2)
@@ -49,6 +50,25 @@ int kv_pool_init(struct kv_pool *p, int n_blocks, int kv_block_tokens) {
     for (int i = 0; i < p->map_cap; i++) p->map[i] = MAP_EMPTY;
     p->head = p->tail = -1;
     for (int i = 0; i < n_blocks; i++) queue_push_tail(p, i);  // ids 0, 1, 2... first
+    return OCT_OK;
+}
+
+int kv_pool_shuffle(struct kv_pool *p, uint64_t seed) {
+    if (p->n_free != p->n_blocks) return err_set(OCT_EINVAL, "kv pool: shuffle with %d of %d blocks in use", p->n_blocks - p->n_free, p->n_blocks);
+    int32_t *perm = malloc((size_t)p->n_blocks * sizeof(int32_t));
+    if (!perm) return err_set(OCT_ENOMEM, "kv pool: cannot shuffle %d blocks", p->n_blocks);
+    struct rng r;
+    rng_seed(&r, seed);
+    for (int i = 0; i < p->n_blocks; i++) perm[i] = i;
+    for (int i = p->n_blocks - 1; i > 0; i--) {
+        const int j = (int)(rng_next(&r) % (uint64_t)(i + 1));
+        const int32_t t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    p->head = p->tail = -1;
+    p->n_free = 0;
+    for (int i = 0; i < p->n_blocks; i++) queue_push_tail(p, perm[i]);
+    free(perm);
     return OCT_OK;
 }
 

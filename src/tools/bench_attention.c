@@ -48,8 +48,8 @@ static int fill_random(struct backend *b, void *dst, size_t n, float amp, uint64
 }
 
 int cmd_bench_attention(int argc, char **argv) {
-    static const char *const valued[] = {"--mode", "--batch", "--ctx", "--heads", "--kv-heads", "--head-dim", "--iters", "--reps", "--kv-cache-dtype", "--device", "--window", "--fp8-attention-accumulation", "--kv-block-tokens", NULL};
-    const char *mode = "decode", *dtype_s = "bf16", *device = "auto";
+    static const char *const valued[] = {"--mode", "--batch", "--ctx", "--heads", "--kv-heads", "--head-dim", "--iters", "--reps", "--kv-cache-dtype", "--device", "--window", "--fp8-attention-accumulation", "--kv-block-tokens", "--block-order", NULL};
+    const char *mode = "decode", *dtype_s = "bf16", *device = "auto", *order = "shuffled";
     int accum = 0;
     long batch = 1, ctx = 8192, heads = 32, kv_heads = 8, hd = 128, iters = 20, reps = 5, window = 0, bs_l = -1;  // bs_l -1: the backend's
     for (int i = 1; i < argc; i++) {
@@ -57,7 +57,8 @@ int cmd_bench_attention(int argc, char **argv) {
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
             fprintf(stderr, "usage: octet bench attention [--mode decode|prefill] [--batch B] [--ctx L] [--heads 32] [--kv-heads 8]\n"
                             "       [--head-dim 128] [--kv-cache-dtype bf16|fp8|fp8_e5m2|fp32] [--window W] [--device cpu|cuda] [--iters N] [--reps N]\n"
-                            "       [--fp8-attention-accumulation two-level|every:N|single] [--kv-block-tokens N (default: the backend's, 16 CPU / 64 CUDA)]\n");
+                            "       [--fp8-attention-accumulation two-level|every:N|single] [--kv-block-tokens N (default: the backend's, 16 CPU / 64 CUDA)]\n"
+                            "       [--block-order shuffled|sequential (the cache blocks' physical order; default shuffled)]\n");
             return 0;
         }
         if (!cli_known(f, valued) || !(v = cli_value(argc, argv, &i))) goto bad;
@@ -67,11 +68,14 @@ int cmd_bench_attention(int argc, char **argv) {
         if (dst) { if (cli_int(f, v, 0, 1L << 24, dst) < 0) goto bad; }
         else if (!strcmp(f, "--mode")) mode = v;
         else if (!strcmp(f, "--kv-cache-dtype")) dtype_s = v;
+        else if (!strcmp(f, "--block-order")) order = v;
         else if (!strcmp(f, "--fp8-attention-accumulation")) { if (cli_parse_accum(f, v, &accum) < 0) goto bad; }
         else device = v;
     }
     bool decode = !strcmp(mode, "decode");
     if (!decode && strcmp(mode, "prefill")) { err_set(OCT_EINVAL, "--mode: '%s' (decode or prefill)", mode); goto bad; }
+    const bool shuffled = !strcmp(order, "shuffled");
+    if (!shuffled && strcmp(order, "sequential")) { err_set(OCT_EINVAL, "--block-order: '%s' (shuffled or sequential)", order); goto bad; }
     enum dtype dt;
     if (kv_dtype_parse(dtype_s, DT_BF16, &dt) < 0) goto bad;
     if (batch < 1 || ctx < 1 || heads < 1 || kv_heads < 1 || heads % kv_heads || hd < 2 || iters < 1 || reps < 1 || kv_heads > KV_MAX_HEADS || (bs_l != -1 && (bs_l < 1 || bs_l > 1024))) {
@@ -102,11 +106,12 @@ int cmd_bench_attention(int argc, char **argv) {
         fprintf(stderr, "octet: cannot allocate the benchmark's buffers (%s)\n", err_msg());
         goto done;
     }
-    // shuffled physical blocks, as a long-running server's pool would hand out
+    // shuffled physical blocks, as a long-running server's pool would hand out (sequential: as a
+    // fresh server's pool hands a first long request its blocks, in order)
     for (int i = 0; i < n_blocks; i++) btab[i] = i;
     struct rng r;
     rng_seed(&r, 1);
-    for (int i = n_blocks - 1; i > 0; i--) { int j = (int)(rng_next(&r) % (uint64_t)(i + 1)); int32_t t = btab[i]; btab[i] = btab[j]; btab[j] = t; }
+    for (int i = shuffled ? n_blocks - 1 : 0; i > 0; i--) { int j = (int)(rng_next(&r) % (uint64_t)(i + 1)); int32_t t = btab[i]; btab[i] = btab[j]; btab[j] = t; }
     fill_random(b, q, (size_t)n_q * heads * hd, 1.0f, 2);
     for (long s = 0; s < batch; s++) {
         for (long t0 = 0; t0 < ctx; t0 += (long)chunk_tok) {
@@ -160,6 +165,7 @@ int cmd_bench_attention(int argc, char **argv) {
     char an[24];
     json_object_set_new(o, "accumulation", json_string(cli_accum_name(accum, an, sizeof an)));
     json_object_set_new(o, "kv_block_tokens", json_integer(bs));
+    json_object_set_new(o, "block_order", json_string(order));
     char *js = json_dumps(o, JSON_COMPACT);
     printf("%s\n", js);
     free(js);

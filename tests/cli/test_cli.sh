@@ -42,6 +42,11 @@ ba=$("$OCTET" bench attention --device cpu --mode prefill --ctx 64 --heads 4 --k
 if echo "$ba" | grep -q "| prefill | bf16 | B=1 L=64 H=4/2 d=8 |" && echo "$ba" | tail -n 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["kv_block_tokens"]==32 and d["TFLOPs"]>0 and d["us"]>0'; then ok; else bad "bench attention: $ba"; fi
 ba=$("$OCTET" bench attention --device cpu --kv-block-tokens 0 2>&1); rc=$?
 if [ $rc = 2 ] && echo "$ba" | grep -q "kv_block_tokens 0"; then ok; else bad "bench attention --kv-block-tokens 0: rc $rc $ba"; fi
+# --block-order: the JSON names it; a bad order is named
+ba=$("$OCTET" bench attention --device cpu --ctx 100 --heads 4 --kv-heads 2 --head-dim 8 --kv-block-tokens 16 --block-order sequential --iters 1 --reps 1 2>/dev/null)
+if echo "$ba" | tail -n 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["block_order"]=="sequential" and d["kv_GBps"]>0'; then ok; else bad "bench attention --block-order sequential: $ba"; fi
+ba=$("$OCTET" bench attention --device cpu --block-order random 2>&1); rc=$?
+if [ $rc = 2 ] && echo "$ba" | grep -q "block-order: 'random'"; then ok; else bad "bench attention --block-order random: rc $rc $ba"; fi
 # bench model --depth: one table row per test and depth, one JSON line per depth
 bm=$("$OCTET" bench model --model dummy:tiny --pp 16 --tg 4 --reps 1 --threads 2 --depth 0,48 2>/dev/null)
 if echo "$bm" | grep -q "| tg4 @ d48 |" && echo "$bm" | grep '^{' | python3 -c '
