@@ -162,6 +162,16 @@ def itl(argv):
         be = vs.get("break_even")
         print(f"itl fp8/auto slope = {fits['fp8']['slope_ms_per_token'] / fits['auto']['slope_ms_per_token']:.3f}"
               + (f" ± {se / 100:.3f}" if se is not None else "") + (f", break-even {be}" if be is not None else ""))
+        # between neighbouring lengths (not the goal's figure, which is the fit over every length: where
+        # the fit's ratio comes from — the long lengths' increments are the cache's reading rate)
+        pts = {c["name"]: {p["input_len"]: p["itl_ms"] for p in c["points"]} for c in j["configs"] if c["name"] in ("auto", "fp8")}
+        lens = sorted(set(pts["auto"]) & set(pts["fp8"]))
+        inc = []
+        for a, b in zip(lens, lens[1:]):
+            da, df = ((pts[n][b] - pts[n][a]) / (b - a) for n in ("auto", "fp8"))
+            inc.append(f"{a}->{b} {df / da:.3f}" if da > 0 else f"{a}->{b} -")
+        if inc:
+            print("itl fp8/auto increments: " + ", ".join(inc))
 
 
 def load(argv):
