@@ -81,7 +81,7 @@ gpu-tests: $(BUILD)/octet $(GPU_TEST_BIN) $(DEV_CUDA_BIN)
 $(BUILD)/gpu/%: dev/cuda/%.cu $(wildcard src/backend/cuda/*.cuh)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) $< -o $@
-$(BUILD)/gpu/%: tests/gpu/%.c $(BUILD)/liboctet.a tests/test.h
+$(BUILD)/gpu/%: tests/gpu/%.c $(BUILD)/liboctet.a tests/test.h $(wildcard tests/gpu/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/liboctet.a -o $@ $(LDLIBS)
 

@@ -2,7 +2,7 @@
 // upload), batch metadata upload, GEMMs through cuBLASLt (handle and workspace owned
 // here, plans cached per shape; decode-sized products, n <= 8, on the skinny GEMM of
 // cuda_gemv.cuh), the logits (all of them, or each row's greedy id: cuda_greedy.cuh), and the
-// elementwise kernels (get_rows, rmsnorm, rope, silu_mul, add, gather_rows) and the fused projections (matmul_qkv, matmul_add,
+// elementwise ops (get_rows, rmsnorm, rope, silu_mul, add, gather_rows; kernels in cuda_elementwise.cuh) and the fused projections (matmul_qkv, matmul_add,
 // matmul_swiglu: one launch for decode steps unless OCTET_FUSE=0). Activations are BF16; math inside kernels is f32
 // (RoPE angles in f64, as the CPU computes them, so long positions agree).
 #include <math.h>
@@ -219,72 +219,7 @@ static int cu_batch_begin(struct backend *b, const struct batch *bt) {
 
 // ---------------------------------------------------------------- elementwise kernels
 
-// ids[t] < 0: the greedy pick -1-ids[t] of the last logits_argmax (feed, cuda_greedy.cuh).
-__global__ void k_get_rows(bf16 *out, const bf16 *table, const int32_t *ids, const int32_t *feed, int dim) {
-    int t = blockIdx.x, id = ids[t];
-    if (id < 0) id = -1 - id < BACKEND_FEED_ROWS ? feed[-1 - id] : 0;
-    const bf16 *src = table + (size_t)id * dim;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) out[(size_t)t * dim + i] = src[i];
-}
-
-// k_rmsnorm, k_silu_mul and the attention kernels (which a decode GEMM follows) call
-// pdl_trigger() first: with OCTET_PDL=1 the GEMM after them launches early (cuda_pdl.cuh).
-// One CTA a row. Rows of 16-byte runs (dim % 8 == 0, aligned, dim <= 16 * blockDim.x): each
-// thread loads its <= RMS_VEC runs of x and of the weight at once and keeps them in registers,
-// so a row costs one memory latency, not one per loop trip. (The strided loop it replaces took
-// 14.7 us a row in a decode step of dummy:llama-3.1-8b on the H200, 0.95 ms of the 5.7 ms
-// step; bench/NOTES.md, session 14.) Other shapes take the strided loop.
-// The row arithmetic is cuda_rmsnorm.cuh's, which the skinny GEMM's NORM prologue shares.
-__global__ void __launch_bounds__(1024) k_rmsnorm(bf16 *out, const bf16 *x, const bf16 *w, int dim, float eps) {
-    pdl_trigger();
-    const bf16 *xr = x + (size_t)blockIdx.x * dim;
-    bf16 *o = out + (size_t)blockIdx.x * dim;  // (may be x itself: a thread writes only what it read)
-    const int runs = dim / 8, T = blockDim.x;
-    const bool vec = (dim & 7) == 0 && runs <= RMS_VEC * T && !(((uintptr_t)xr | (uintptr_t)o | (uintptr_t)w) & 15);
-    float ss = 0;
-    uint4 xv[RMS_VEC], wv[RMS_VEC];
-    if (vec) ss = rms_partial(xr, w, runs, T, xv, wv);
-    else
-        for (int i = threadIdx.x; i < dim; i += blockDim.x) { float v = __bfloat162float(xr[i]); ss += v * v; }
-    __shared__ float red[32];
-    const float r = rsqrtf(rms_reduce(ss, T, red) / dim + eps);
-    if (vec) rms_store(o, xv, wv, r, runs, T);
-    else
-        for (int i = threadIdx.x; i < dim; i += blockDim.x)
-            o[i] = __float2bfloat16_rn(__bfloat162float(xr[i]) * r * __bfloat162float(w[i]));
-}
-
-// One thread per (token, head, pair). Angles in double, as the CPU backend.
-__global__ void k_rope(bf16 *x, const int32_t *pos, const double *inv_freq, int n_tokens, int n_heads,
-                       int head_dim, int half, int neox, float attn_factor) {
-    long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    long total = (long)n_tokens * n_heads * half;
-    if (idx >= total) return;
-    int i = (int)(idx % half);
-    long th = idx / half;
-    int t = (int)(th / n_heads);
-    bf16 *hv = x + th * head_dim;
-    int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-    rope_pair(hv[a], hv[b], pos[t], inv_freq[i], attn_factor);
-}
-
-__global__ void k_silu_mul(bf16 *out, const bf16 *g, const bf16 *u, long n) {
-    pdl_trigger();
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float gv = __bfloat162float(g[i]);
-    out[i] = __float2bfloat16_rn(gv / (1.0f + expf(-gv)) * __bfloat162float(u[i]));
-}
-
-__global__ void k_add(bf16 *x, const bf16 *y, long n) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] = __float2bfloat16_rn(__bfloat162float(x[i]) + __bfloat162float(y[i]));
-}
-
-__global__ void k_gather(bf16 *out, const bf16 *x, const int32_t *rows, int dim) {
-    const bf16 *src = x + (size_t)rows[blockIdx.x] * dim;
-    for (int i = threadIdx.x; i < dim; i += blockDim.x) out[(size_t)blockIdx.x * dim + i] = src[i];
-}
+#include "cuda_elementwise.cuh"
 
 static unsigned blocks_for(long n, int threads) { return (unsigned)((n + threads - 1) / threads); }
 
