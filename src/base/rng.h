@@ -26,6 +26,16 @@ static inline uint64_t rng_next(struct rng *r) {
     return out;
 }
 
+// ids 0 … n−1 in a (Fisher–Yates) random order of r's stream.
+static inline void rng_permutation(struct rng *r, int32_t *ids, int n) {
+    for (int i = 0; i < n; i++) ids[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        const int j = (int)(rng_next(r) % (uint64_t)(i + 1));
+        const int32_t t = ids[i];
+        ids[i] = ids[j], ids[j] = t;
+    }
+}
+
 // Uniform in [0, 1) with 24 random bits.
 static inline float rng_float(struct rng *r) { return (float)(rng_next(r) >> 40) * (1.0f / 16777216.0f); }
 // Uniform in [0, 1) with 53 random bits.

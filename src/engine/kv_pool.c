@@ -59,12 +59,7 @@ int kv_pool_shuffle(struct kv_pool *p, uint64_t seed) {
     if (!perm) return err_set(OCT_ENOMEM, "kv pool: cannot shuffle %d blocks", p->n_blocks);
     struct rng r;
     rng_seed(&r, seed);
-    for (int i = 0; i < p->n_blocks; i++) perm[i] = i;
-    for (int i = p->n_blocks - 1; i > 0; i--) {
-        const int j = (int)(rng_next(&r) % (uint64_t)(i + 1));
-        const int32_t t = perm[i];
-        perm[i] = perm[j], perm[j] = t;
-    }
+    rng_permutation(&r, perm, p->n_blocks);
     p->head = p->tail = -1;
     p->n_free = 0;
     for (int i = 0; i < p->n_blocks; i++) queue_push_tail(p, perm[i]);

@@ -108,10 +108,10 @@ int cmd_bench_attention(int argc, char **argv) {
     }
     // shuffled physical blocks, as a long-running server's pool would hand out (sequential: as a
     // fresh server's pool hands a first long request its blocks, in order)
-    for (int i = 0; i < n_blocks; i++) btab[i] = i;
     struct rng r;
     rng_seed(&r, 1);
-    for (int i = shuffled ? n_blocks - 1 : 0; i > 0; i--) { int j = (int)(rng_next(&r) % (uint64_t)(i + 1)); int32_t t = btab[i]; btab[i] = btab[j]; btab[j] = t; }
+    if (shuffled) rng_permutation(&r, btab, n_blocks);
+    else for (int i = 0; i < n_blocks; i++) btab[i] = i;
     fill_random(b, q, (size_t)n_q * heads * hd, 1.0f, 2);
     for (long s = 0; s < batch; s++) {
         for (long t0 = 0; t0 < ctx; t0 += (long)chunk_tok) {

@@ -44,8 +44,7 @@ static double run_case(const struct setup *s, int *fails) {
     int n_blocks = max_blocks * s->n_seqs + 3;
     // shuffled physical blocks
     int32_t *perm = malloc(sizeof(int32_t) * n_blocks);
-    for (int i = 0; i < n_blocks; i++) perm[i] = i;
-    for (int i = n_blocks - 1; i > 0; i--) { int j = (int)(rng_next(&r) % (uint64_t)(i + 1)); int32_t t = perm[i]; perm[i] = perm[j]; perm[j] = t; }
+    rng_permutation(&r, perm, n_blocks);
     int32_t *btab = calloc((size_t)s->n_seqs * max_blocks, sizeof(int32_t));
     for (int q = 0, k = 0; q < s->n_seqs; q++) for (int i = 0; i < max_blocks; i++) btab[q * max_blocks + i] = perm[k++];
     int32_t *tok = calloc((size_t)n_tok, 4), *pos = malloc(4 * (size_t)n_tok), *slot = malloc(4 * (size_t)n_tok);
