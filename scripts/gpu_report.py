@@ -172,6 +172,11 @@ def itl(argv):
             inc.append(f"{a}->{b} {df / da:.3f}" if da > 0 else f"{a}->{b} -")
         if inc:
             print("itl fp8/auto increments: " + ", ".join(inc))
+        # each length's first and last quarter of the output (sweeps before session 26 lack them)
+        for c in j["configs"]:
+            q = [(p["input_len"], p["itl_quarters_ms"]) for p in c["points"] if p.get("itl_quarters_ms")]
+            if q:
+                print(f"itl {c['name']} quarters (first/last ms): " + ", ".join(f"{n} {v[0]:.3f}/{v[-1]:.3f}" for n, v in q))
 
 
 def load(argv):

@@ -75,6 +75,21 @@ double sweep_mean_itl_ms(const struct bench_outcome *o) {
     return (o->latency_s - o->ttft_s) / (o->output_len - 1) * 1000;
 }
 
+// The mean gap between token chunks in each quarter of the output, in order (null with fewer
+// than 4 gaps): a decode that starts slower than it ends (a clock governor recovering from a
+// power-capped prefill, say) shows here while the mean ITL hides it.
+static json_t *itl_quarters_json(const struct bench_outcome *o) {
+    if (o->n_itl < 4 || !o->itl_s) return json_null();
+    json_t *a = json_array();
+    for (int k = 0; k < 4; k++) {
+        int lo = o->n_itl * k / 4, hi = o->n_itl * (k + 1) / 4;
+        double sum = 0;
+        for (int i = lo; i < hi; i++) sum += o->itl_s[i];
+        json_array_append_new(a, json_real(sum / (hi - lo) * 1000));
+    }
+    return a;
+}
+
 void sweep_fit(struct sweep_result *r) {
     int n = r->n_out;
     r->x_ttft = calloc((size_t)n + 1, sizeof(double)); r->ttft_ms = calloc((size_t)n + 1, sizeof(double));
@@ -304,6 +319,7 @@ static int report_sweep(const struct sweep_args *a, const struct sweep_data *d, 
             json_object_set_new(p, "ttft_ms", json_real(q->ttft_s * 1000));
             json_object_set_new(p, "itl_ms", isnan(itl) ? json_null() : json_real(itl));
             json_object_set_new(p, "n_chunks", json_integer(q->n_itl + 1));
+            json_object_set_new(p, "itl_quarters_ms", itl_quarters_json(q));
             json_object_set_new(p, "e2el_ms", json_real(q->latency_s * 1000));
             json_array_append_new(pts, p);
         }

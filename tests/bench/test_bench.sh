@@ -106,6 +106,7 @@ if py_check "$sw/sweep.json" 'd["model"] == "dummy:tiny" and d["input_lens"] == 
    'd["configs"][1]["vs_first"]["slope_ratio_pct_se"] > 0' \
    'all(set(c["ttft_fit"]) >= {"a", "b", "c", "r2"} for c in d["configs"])' \
    'all(p["input_len"] in (32, 64, 128, 256) and p["ttft_ms"] > 0 and p["itl_ms"] > 0 for c in d["configs"] for p in c["points"])' \
+   'all(len(p["itl_quarters_ms"]) == 4 and all(v > 0 for v in p["itl_quarters_ms"]) for c in d["configs"] for p in c["points"])' \
    '"vs_first" not in d["configs"][0]' 'd["configs"][1]["vs_first"]["slope_ratio_pct"] is not None' \
    'd["configs"][1]["vs_first"]["break_even"] in ("never", "always") or float(d["configs"][1]["vs_first"]["break_even"]) > 0' \
    'd["model_info"]["head_dim"] == 32' 'd["plots"] == {"itl": "itl.png", "ttft": "ttft.png"}' 'd["advice"]["verdict"] in ("fp8", "fp8_above_break_even", "bf16")'; then ok
