@@ -32,6 +32,9 @@ expect "step: the last forward pass only" '^step ncu_step_sample: 300.0 us in 7 
 expect "itl fits" '^itl fp8: slope 1.527e-05 ms/token, intercept 5.87 ms' itl $G/sweep_llama-3.1-8b_v6/sweep.json
 expect "itl ratio" '^itl fp8/auto slope = 0.507, break-even 2398$' itl $G/sweep_llama-3.1-8b_v6/sweep.json
 expect "itl increments" '^itl fp8/auto increments: 256->1024 .*, 65536->130944 0.517$' itl $G/sweep_llama-3.1-8b_v17/sweep.json
+expect "itl quarters" '^itl fp8 quarters \(first/last ms\): 256 4.192/4.193, .*, 130944 6.232/6.225$' itl $G/sweep_llama-3.1-8b_v18/sweep.json
+n=$(python3 "$R" itl $G/sweep_llama-3.1-8b_v17/sweep.json | grep -c quarters)
+[ "$n" = 0 ] && ok || bad "itl: a sweep without itl_quarters_ms printed $n quarters lines"
 expect "load" 'fp8/auto = 1.228$' load $G/throughput_llama-3.1-8b_s12/throughput.json
 expect "load failures named" '^load auto: 6 of 8 requests FAILED \(server error in stream: backend cuda: gemv rmsnorm \+ Q\|K\|V: invalid argument\): not a throughput' load $G/throughput_llama-3.1-8b_s21_failed/throughput.json
 n=$(python3 "$R" load $G/throughput_llama-3.1-8b_s12/throughput.json | grep -c FAILED)
