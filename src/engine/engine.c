@@ -585,9 +585,6 @@ int engine_create(struct engine **out, struct model *m, const struct engine_opti
         rc = err_set(OCT_ENOMEM, "engine: a KV budget of %lld bytes holds no block of %d tokens", p->kv_budget_bytes, e->bs);
     if (rc == OCT_OK) rc = kv_cache_alloc(&e->kv, e->b, p->n_blocks);
     if (rc == OCT_OK) rc = kv_pool_init(&e->pool, p->n_blocks, e->bs);
-    // lab (bench/NOTES.md, session 25): the blocks of a fresh pool in a scattered order
-    const char *shuffle = getenv("OCTET_KV_POOL_SHUFFLE");
-    if (rc == OCT_OK && shuffle && atoi(shuffle) == 1) rc = kv_pool_shuffle(&e->pool, 0x6b76);
     e->tok = malloc(sizeof(int32_t) * T); e->pos = malloc(sizeof(int32_t) * T); e->slot = malloc(sizeof(int32_t) * T);
     e->rows = malloc(sizeof(int32_t) * S); e->qstart = malloc(sizeof(int32_t) * (S + 1)); e->seq_lens = malloc(sizeof(int32_t) * S);
     e->btab = malloc(sizeof(int32_t) * (size_t)S * e->max_blocks_per_seq);

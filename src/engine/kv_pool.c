@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "../base/check.h"
-#include "../base/rng.h"
 
 #define MAP_EMPTY (-1)
 #define MAP_DELETED (-2)
@@ -50,20 +49,6 @@ int kv_pool_init(struct kv_pool *p, int n_blocks, int kv_block_tokens) {
     for (int i = 0; i < p->map_cap; i++) p->map[i] = MAP_EMPTY;
     p->head = p->tail = -1;
     for (int i = 0; i < n_blocks; i++) queue_push_tail(p, i);  // ids 0, 1, 2... first
-    return OCT_OK;
-}
-
-int kv_pool_shuffle(struct kv_pool *p, uint64_t seed) {
-    if (p->n_free != p->n_blocks) return err_set(OCT_EINVAL, "kv pool: shuffle with %d of %d blocks in use", p->n_blocks - p->n_free, p->n_blocks);
-    int32_t *perm = malloc((size_t)p->n_blocks * sizeof(int32_t));
-    if (!perm) return err_set(OCT_ENOMEM, "kv pool: cannot shuffle %d blocks", p->n_blocks);
-    struct rng r;
-    rng_seed(&r, seed);
-    rng_permutation(&r, perm, p->n_blocks);
-    p->head = p->tail = -1;
-    p->n_free = 0;
-    for (int i = 0; i < p->n_blocks; i++) queue_push_tail(p, perm[i]);
-    free(perm);
     return OCT_OK;
 }
 

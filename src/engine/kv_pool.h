@@ -27,10 +27,6 @@ struct kv_pool {
 
 int kv_pool_init(struct kv_pool *p, int n_blocks, int kv_block_tokens);
 void kv_pool_free(struct kv_pool *p);
-// Puts the free queue in a pseudo-random order of the ids (seeded: the same order on every
-// machine) instead of 0, 1, 2…; only while every block is free (else OCT_EINVAL). So a first long
-// request gets scattered blocks, as a long-running server's would (OCTET_KV_POOL_SHUFFLE=1, a lab).
-int kv_pool_shuffle(struct kv_pool *p, uint64_t seed);
 // Takes the least recently freed block (refcount 1, its old prefix hash dropped).
 // Returns the id, or OCT_EFULL when none is free.
 int kv_pool_alloc(struct kv_pool *p);

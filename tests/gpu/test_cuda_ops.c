@@ -184,7 +184,7 @@ TEST(kv_write_and_attention) {
         attention_case("decode hd128 G3 B2", dts[d], 128, 4, 3, 0, 2, q2, c2);
         attention_case("decode hd64 G6 window 200", dts[d], 64, 2, 6, 200, 2, q2, c2);
         attention_case("decode hd128 G7 B3", dts[d], 128, 2, 7, 0, 3, q1, c1);
-        int q3[1] = {1}, c3[1] = {3000}, c6[1] = {40000};  // (40k tokens, one sequence: every split busy, OCTET_DECODE_POOL's case)
+        int q3[1] = {1}, c3[1] = {3000}, c6[1] = {40000};  // (40k tokens, one sequence: every split busy)
         attention_case("decode hd128 G4 B1 40k", dts[d], 128, 8, 4, 0, 1, q3, c6);
         attention_case("decode hd256 G2", dts[d], 256, 4, 2, 0, 1, q3, c3);
         attention_case("decode hd256 G2 window 512", dts[d], 256, 4, 2, 512, 1, q3, c3);

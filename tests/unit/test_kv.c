@@ -1,4 +1,4 @@
-// test_kv.c — kv_pool (allocation, refcounts, exhaustion, no leak, shuffled order), KV options parsing
+// test_kv.c — kv_pool (allocation, refcounts, exhaustion, no leak), KV options parsing
 // (dtypes, skip lists incl. sliding_window), per-layer planning and the scales file.
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,34 +39,6 @@ TEST(pool_alloc_ref_free) {
     CHECK_EQ_INT(p.n_free, 8);
     kv_pool_free(&p);
     CHECK(kv_pool_init(&p, 0, 4) < 0);
-}
-
-// kv_pool_shuffle: every id handed out once, not in order, the same order for the same seed; refused
-// while a block is in use
-TEST(pool_shuffle) {
-    struct kv_pool p, q;
-    CHECK_OK(kv_pool_init(&p, 64, 4));
-    CHECK_OK(kv_pool_init(&q, 64, 4));
-    CHECK_OK(kv_pool_shuffle(&p, 7));
-    CHECK_OK(kv_pool_shuffle(&q, 7));
-    CHECK_OK(kv_pool_check(&p));
-    int seen[64] = {0}, in_order = 0, same = 0;
-    for (int i = 0; i < 64; i++) {
-        const int id = kv_pool_alloc(&p);
-        CHECK(id >= 0 && id < 64);
-        if (id >= 0 && id < 64) seen[id]++;
-        in_order += id == i;
-        same += id == kv_pool_alloc(&q);
-    }
-    int once = 0;
-    for (int i = 0; i < 64; i++) once += seen[i] == 1;
-    CHECK_EQ_INT(once, 64);
-    CHECK(in_order < 64);
-    CHECK_EQ_INT(same, 64);
-    CHECK_EQ_INT(kv_pool_shuffle(&p, 7), OCT_EINVAL);
-    CHECK(strstr(err_msg(), "64 of 64 blocks in use") != NULL);
-    kv_pool_free(&p);
-    kv_pool_free(&q);
 }
 
 TEST(options_parse) {
@@ -170,7 +142,6 @@ TEST(plan_skip_layers_and_scales) {
 
 int main(void) {
     RUN(pool_alloc_ref_free);
-    RUN(pool_shuffle);
     RUN(options_parse);
     RUN(plan_skip_layers_and_scales);
     return test_summary("kv");

@@ -343,37 +343,6 @@ static decode_mma_fn decode_pdl_for(const struct kv_layer *l, int stages) {
     return k_decode_t<HD, DT_E5M2, 2, false, false, false, true>;
 }
 
-// The POOL transposed kernel (OCTET_DECODE_POOL=1, kernel lab: long contexts' blocks claimed from a
-// counter, dect::blk_run) for a layer's cache type; a programmatic dependent like PDLW.
-template <int HD>
-static decode_mma_fn decode_pool_for(const struct kv_layer *l) {
-    if (l->dtype == DT_BF16) return k_decode_t<HD, DT_BF16, 2, false, false, false, true, true>;
-    if (l->dtype == DT_E4M3) return k_decode_t<HD, DT_E4M3, 2, false, false, false, true, true>;
-    return k_decode_t<HD, DT_E5M2, 2, false, false, false, true, true>;
-}
-
-// OCTET_DECODE_POOL=1 (kernel lab): whether the pool kernel runs; its settings (the fixed share in
-// sixteenths, OCTET_DECODE_POOL_STATIC, default 12; the chunk in 16-token blocks,
-// OCTET_DECODE_POOL_CHUNK, default 2) go to the kernels' constant memory once.
-// (Asked first outside a captured step, where the settings' copy may run.)
-static bool decode_pool_on(struct cuda_backend *c) {
-    static int on = -1;
-    static int cfg[2];
-    cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-    if (on < 0 && cudaStreamIsCapturing(c->stream, &cap) == cudaSuccess && cap == cudaStreamCaptureStatusNone) {
-        on = cuda_env_int("OCTET_DECODE_POOL", 0) == 1;
-        cfg[0] = cuda_env_int("OCTET_DECODE_POOL_STATIC", 12), cfg[1] = cuda_env_int("OCTET_DECODE_POOL_CHUNK", 2);
-        if (on && (cfg[0] < 1 || cfg[0] > 15 || cfg[1] < 1)) {
-            fprintf(stderr, "octet: OCTET_DECODE_POOL_STATIC must be 1..15 and OCTET_DECODE_POOL_CHUNK >= 1; pool off\n");
-            on = 0;
-        }
-        if (on && cuda_fail(c, cudaMemcpyToSymbolAsync(dect::c_pool, cfg, sizeof cfg, 0, cudaMemcpyHostToDevice, c->stream),
-                            "decode pool settings"))
-            on = 0;
-    }
-    return on == 1;
-}
-
 // Decode on the transposed kernel (keys on the MMA's M side; cuda_decode_t.cuh) by default:
 // on the H200 B=1 L=128k fp8 78.6 -> 75.4 us, B=8 L=32k 164.7 -> 157.1, bf16 1-3 % faster
 // (bench/NOTES.md, session 13). OCTET_DECODE_T=0 selects the plain kernel.
@@ -468,24 +437,17 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     // ordinary launch.
     static const bool pdl_env = cuda_env_int("OCTET_DECODE_PDL", 1) == 1;
     decode_mma_fn wk = pdl_env && !pk && kern == plain && tr ? decode_pdl_for<HD>(l, stages) : nullptr;
-    const bool pool = wk && n_splits > 1 && decode_pool_on(c);
-    if (pool) {
-        wk = decode_pool_for<HD>(l);
-        const size_t cap = c->arrive_cap, cnt = (size_t)2 * bt->n_seqs * l->n_kv_heads;
-        if (!cuda_reserve(c, &c->d_arrive, &c->arrive_cap, cnt)) return;
-        if (c->arrive_cap != cap && cuda_fail(c, cudaMemsetAsync(c->d_arrive, 0, c->arrive_cap * sizeof(int), c->stream), "cudaMemset")) return;
-    }
     if (wk) {
-        static bool wk_attr[2][3];
-        if (!wk_attr[pool][di]) {
+        static bool wk_attr[3];
+        if (!wk_attr[di]) {
             if (cuda_fail(c, cudaFuncSetAttribute(wk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring), "decode pdl attr")) return;
-            wk_attr[pool][di] = true;
+            wk_attr[di] = true;
         }
         cudaLaunchAttribute attr[1];
         const cudaLaunchConfig_t cfg = pdl_config(grid, dim3(128), ring, c->stream, attr);
         if (cuda_fail(c, cudaLaunchKernelEx(&cfg, wk, (bf16 *)out, c->d_part, (const bf16 *)q, l->k, l->v, c->cb.qstart, c->cb.seq_lens,
                                             c->cb.btab, bt->max_blocks_per_seq, kv_sub_lg(l), l->n_kv_heads, G, l->window, scale, sc,
-                                            n_splits, min_split, (const int32_t *)nullptr, 0, pool ? c->d_arrive : nullptr),
+                                            n_splits, min_split, (const int32_t *)nullptr, 0, (int *)nullptr),
                       "attention decode (mma, pdl)"))
             return;
     } else {

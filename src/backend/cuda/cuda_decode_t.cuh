@@ -61,42 +61,6 @@ template <int HD, int DT> struct frags {
     }
 };
 
-// POOL (kernel lab, OCTET_DECODE_POOL=1): a warp's blocks when the context is long. The CTAs of a
-// (sequence, KV head) split its context unevenly in time — some SMs stream their equal shares
-// faster than others (session 19's timeline) — so each warp takes a fixed run of S blocks (the
-// first c_pool[0] sixteenths of the context, split evenly over every warp of every split) and then
-// claims chunks of c_pool[1] blocks of the rest from the (sequence, KV head)'s counter until none
-// are left; a claim is issued one chunk ahead of its use, so its latency hides behind the blocks
-// before it. Which blocks a split sums depends on the timing, so results may differ in the last
-// bits between runs (identity mode, --batch-invariant, never runs it).
-__constant__ int c_pool[2];  // {static sixteenths, chunk blocks}
-
-struct blk_run {
-    int cur, end, step;  // the run being handed out: cur, cur + step, ... < end
-    int pool0, pool1;    // claimed blocks: pool0 + ticket, ...; below pool1
-    int *ctr;            // the claim counter, null once the pool is empty (or without one)
-    int ticket;          // lane 0: the pending claim (its offset in the pool)
-    __device__ __forceinline__ void claim(int lane) {
-        if (ctr && lane == 0) ticket = atomicAdd(ctr, c_pool[1]);
-    }
-    // the next block of this warp, or −1
-    __device__ __forceinline__ int next(int lane) {
-        if (cur >= end && ctr) {
-            const int k = __shfl_sync(0xffffffff, ticket, 0);
-            if (pool0 + k < pool1) {
-                cur = pool0 + k, end = min(cur + c_pool[1], pool1), step = 1;
-                claim(lane);
-            } else {
-                ctr = nullptr;
-            }
-        }
-        if (cur >= end) return -1;
-        const int b = cur;
-        cur += step;
-        return b;
-    }
-};
-
 }  // namespace dect
 
 // PROF (kernel lab, OCTET_DECODE_PROF=1; cuda_decode_prof.cuh): stamps the CTA's timeline.
@@ -106,10 +70,7 @@ struct blk_run {
 // that kernel's end. Before pdl_wait() a CTA reads only what the host uploaded and cache blocks
 // older than the step; the split holding the newest block waits before its first copy, every
 // other split just before Q; an empty split waits before writing its empty partial.
-// POOL: long contexts share their blocks out as dect::blk_run says; arrive then holds each (sequence,
-// KV head)'s claim counter and split arrivals ([n_seqs·n_kv][2], zero between launches: the last
-// split to arrive resets both).
-template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false, bool PDLW = false, bool POOL = false>
+template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false, bool PDLW = false>
 __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                   const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                   int max_blocks, int lgr, int n_kv, int G, int window, float scale,
@@ -138,7 +99,7 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     extern __shared__ __align__(16) char ring_t[];  // [4 warps][STAGES][K, V][BLK_BYTES], swizzled rows
     char *my_ring = ring_t + (size_t)warp * STAGES * 2 * BLK_BYTES;
     auto issue = [&](int blk, int stage) {
-        if (POOL ? blk >= 0 : blk < b1) {
+        if (blk < b1) {
             size_t base = kv_sub_block(bt, blk, n_kv, g, lgr) * BLK_BYTES;  // blk: 16-token sub-block
             const char *kg = K + base, *vg = V + base;
             char *ks = my_ring + (size_t)stage * 2 * BLK_BYTES, *vs = ks + BLK_BYTES;
@@ -151,32 +112,15 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
         }
         cp_async_commit();
     };
-    // POOL: every split busy and at least 4 fixed blocks a warp, else the plain plan
-    dect::blk_run run = {b0 + warp, b1, 4, 0, 0, nullptr, 0};
-    if constexpr (POOL) {
-        static_assert(STAGES == 2 && !FUSED && !DYN, "the pool runs the plain depth-2 ring");
-        const int nb = pos / 16 - lo / 16 + 1, W = 4 * n_splits, S = nb * dect::c_pool[0] / (16 * W);
-        if (n_splits > 1 && abs_split == 0 && S >= 4 && split_busy(pos, lo, n_splits, min_split) == n_splits) {
-            const int wg = split * 4 + warp;
-            run = {lo / 16 + wg * S, lo / 16 + (wg + 1) * S, 1, lo / 16 + W * S, pos / 16 + 1, arrive + 2 * (s * n_kv + g), 0};
-        }
-    }
-    const bool hot = PDLW && !run.ctr && b1 > pos / 16;  // this split holds the newest block (PDLW; a pool's is in the pool)
+    const bool hot = PDLW && b1 > pos / 16;  // this split holds the newest block (PDLW)
     if constexpr (PDLW) {
         if (hot) pdl_wait();
     }
-    int blk = b0 + warp;
-    if constexpr (POOL) {
-        blk = run.next(lane);
-        issue(blk, 0);
-    } else {
 #pragma unroll
-        for (int i = 0; i < STAGES - 1; i++) issue(b0 + warp + 4 * i, i);
-    }
+    for (int i = 0; i < STAGES - 1; i++) issue(b0 + warp + 4 * i, i);
     if constexpr (PDLW) {
-        if (!hot) pdl_wait();  // Q next (and the pool's blocks)
+        if (!hot) pdl_wait();  // Q next
     }
-    if constexpr (POOL) run.claim(lane);
 
     // Qᵀ as B fragments: head gr (zero past G), dims c·HD/4 + 4j + {0,1} and {2,3}
     uint32_t qb[NJ][2];
@@ -198,14 +142,8 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // heads 2c, 2c+1 (m: log2 units; l: this lane's keys)
     dect::frags<HD, DT> f;
     int stage = 0;
-    while (POOL ? blk >= 0 : blk < b1) {
-        int nxt = blk + 4;
-        if constexpr (POOL) {
-            nxt = run.next(lane);
-            issue(nxt, stage ^ 1);
-        } else {
-            issue(blk + 4 * (STAGES - 1), (stage + STAGES - 1) % STAGES);
-        }
+    for (int blk = b0 + warp; blk < b1; blk += 4) {
+        issue(blk + 4 * (STAGES - 1), (stage + STAGES - 1) % STAGES);
         cp_async_wait<STAGES - 1>();
         __syncwarp();
         if constexpr (PROF) {
@@ -281,7 +219,6 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
             }
             TR::mma(o[jt], a, pb0, pb1);
         }
-        blk = nxt;
     }
     // each head's l over its column's 8 lanes; then the 4 warps merge through shared memory
 #pragma unroll
@@ -309,13 +246,6 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     }
     __syncthreads();
     merge_warps_store<HD, DYN>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits, cta.n_use);
-    if constexpr (POOL) {  // the last split to arrive (every claim made) zeroes the counter and arrivals
-        if (run.pool1 > 0 && threadIdx.x == 0) {
-            int *ctr = arrive + 2 * (s * n_kv + g);
-            __threadfence();
-            if (atomicAdd(ctr + 1, 1) == n_splits - 1) atomicExch(ctr, 0), atomicExch(ctr + 1, 0);
-        }
-    }
     if constexpr (PROF) {
         __syncthreads();
         if (threadIdx.x == 0) dprof_mark(3);

@@ -49,9 +49,6 @@ template <int HD> struct lay {
     static constexpr int OFF_K = 2 * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_VT = OFF_V + KS * TILE_BYTES;
     static constexpr int OFF_QS = OFF_VT + 2 * TILE_BYTES, OFF_BAR = OFF_QS + 128 * 4;
     static constexpr int SMEM = OFF_BAR + N_BARS * 8 + 1024;  // (+ the alignment slack)
-    // OSM: both consumers' two-level accumulators after the barriers, [HD/4 pairs][128 threads][2] floats each
-    static constexpr int OFF_O = (OFF_BAR + N_BARS * 8 + 15) / 16 * 16, O_BYTES = 128 * HD / 2 * 4;
-    static constexpr int SMEM_OSM = OFF_O + 2 * O_BYTES + 1024;
 };
 enum { BAR_Q = 2, BAR_TURN = 4 };   // named barriers (0 is __syncthreads)
 __device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
@@ -199,13 +196,7 @@ template <bool ON> struct phase_clock {
 // the product of the tiles' α (the older kernel: by each α in turn, o·α·α·α — the same up to float
 // rounding; the CPU emulation needs no rescale, it knows the exact max): 504 → 632 TFLOP/s at 16k on
 // the H200 against rescaling o every tile (bench/NOTES.md, session 21).
-// OSM (kernel lab, OCTET_FP8_TMA_LAB bit 4; two-level only): the FP32 accumulator o lives in shared
-// memory (each thread's 64 values as float pairs, consecutive threads adjacent: conflict-free
-// 8-byte accesses), folded there after each P·V. Why: with o, T, S and P all in registers (≈ 228
-// of 232) ptxas waits for P·V(i − 1) before the softmax to reuse P's registers (session 18's SASS);
-// o's 64 registers freed should let P·V(i − 1) run under softmax(i). Cost: 32 8-byte loads and
-// stores a thread a tile, 64 KB more shared memory (d128: 210 KB a CTA).
-template <int HD, int ACC, bool PROF = false, bool OSM = false>
+template <int HD, int ACC, bool PROF = false>
 __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
                                                          const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
@@ -227,7 +218,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     // first (the grid's y in reverse): 394 → 405 TFLOP/s at 16k, 256 → 281 at 4k (session 16).
     // Kernel lab (OCTET_FP8_TMA_LAB): bit 0 turns the consumers' ping-pong off (no difference
     // measured, sessions 15-16); bit 2 waits on the mbarriers without the suspend hint (the same);
-    // bit 3 runs the query tiles in the grid's order; bit 4 (two-level) selects the OSM instance.
+    // bit 3 runs the query tiles in the grid's order.
     const bool pingpong = !(lab & 1), spin = lab & 4;
     constexpr int n_tr = 96;  // transposing threads
     const int s = blockIdx.x, g = blockIdx.z;
@@ -303,32 +294,11 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     const float vscale = scales[KV_MAX_HEADS + g];
     const uint8_t *qw = Qs + wg * L::Q_BYTES;
 
-    static_assert(!OSM || ACC == 0, "OSM: two-level only");
-    float2 *osm = OSM ? (float2 *)(sm + L::OFF_O + wg * L::O_BYTES) + (tid & 127) : nullptr;  // pair p at osm[p·128]
-    float o[ACC != 2 && !OSM ? HD / 2 : 1], tacc[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha_prev[2] = {1.0f, 1.0f};
+    float o[ACC != 2 ? HD / 2 : 1], tacc[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha_prev[2] = {1.0f, 1.0f};
 #pragma unroll
     for (int j = 0; j < HD / 2; j++) tacc[j] = 0.0f;
 #pragma unroll
-    for (int j = 0; j < (ACC != 2 && !OSM ? HD / 2 : 1); j++) o[j] = 0.0f;
-    if constexpr (OSM) {
-#pragma unroll
-        for (int p = 0; p < HD / 4; p++) osm[p * 128] = make_float2(0.0f, 0.0f);
-    }
-    // two-level's fold o = o·α + T, in registers or (OSM) in shared memory; (j >> 1) & 1 picks the row
-    auto fold = [&](const float (&a)[2]) {
-        if constexpr (OSM) {
-#pragma unroll
-            for (int p = 0; p < HD / 4; p++) {
-                float2 v = osm[p * 128];
-                v.x = fmaf(v.x, a[p & 1], tacc[2 * p]);
-                v.y = fmaf(v.y, a[p & 1], tacc[2 * p + 1]);
-                osm[p * 128] = v;
-            }
-        } else {
-#pragma unroll
-            for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], a[(j >> 1) & 1], tacc[j]);
-        }
-    };
+    for (int j = 0; j < (ACC != 2 ? HD / 2 : 1); j++) o[j] = 0.0f;
     // every:N: tile t's P·V starts T afresh at the CTA's first tile and at multiples of N, and T is
     // promoted into o after tiles N−1, 2N−1, … and the last (absolute tile indices). ph = t % N of
     // the next tile whose P·V is issued; amul = the α product since the last promotion.
@@ -376,7 +346,10 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
             wgmma_wait<0>();
             fp8pf::fence_acc<HD>(tacc);
             mbar_arrive(&tempty[(i - 1) & 1]);
-            if constexpr (ACC == 0) fold(alpha_prev);
+            if constexpr (ACC == 0) {
+#pragma unroll
+                for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], alpha_prev[(j >> 1) & 1], tacc[j]);
+            }
             if constexpr (ACC == 1) {
                 if (ph == n_every - 1) {
 #pragma unroll
@@ -406,15 +379,9 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     pv_issue(n - 1);
     wgmma_wait<0>();
     fp8pf::fence_acc<HD>(tacc);
-    if constexpr (ACC == 0 && OSM) {  // (the result into T's registers for the store)
+    if constexpr (ACC == 0) {
 #pragma unroll
-        for (int p = 0; p < HD / 4; p++) {
-            const float2 v = osm[p * 128];
-            tacc[2 * p] = fmaf(v.x, alpha_prev[p & 1], tacc[2 * p]);
-            tacc[2 * p + 1] = fmaf(v.y, alpha_prev[p & 1], tacc[2 * p + 1]);
-        }
-    } else if constexpr (ACC == 0) {
-        fold(alpha_prev);
+        for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], alpha_prev[(j >> 1) & 1], tacc[j]);
     }
     if constexpr (ACC == 1) {  // (the last tile is always promoted)
 #pragma unroll
@@ -422,7 +389,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     }
     fp8pf::rows2 ro;  // (the rows' tokens and heads again: not kept live through the tile loop)
     ro.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
-    fp8pf::store_rows<HD>(out, ACC != 2 && !OSM ? o : tacc, l, ro.on, ro.tok, ro.head, n_heads, g, G, vscale, c);
+    fp8pf::store_rows<HD>(out, ACC != 2 ? o : tacc, l, ro.on, ro.tok, ro.head, n_heads, g, G, vscale, c);
 }
 
 // ---------------------------------------------------------------- host side
@@ -486,22 +453,19 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
          cuda_fail(c, cudaMemsetAsync(prof, 0, 32 * sizeof *prof, c->stream), "prof reset")))
         return;
     typedef decltype(&k_prefill_fp8_tma<HD, 0>) tma_fn;
-    static const tma_fn kerns[8] = {k_prefill_fp8_tma<HD, 0, false>, k_prefill_fp8_tma<HD, 0, true>, k_prefill_fp8_tma<HD, 1, false>,
-                                    k_prefill_fp8_tma<HD, 1, true>,  k_prefill_fp8_tma<HD, 2, false>, k_prefill_fp8_tma<HD, 2, true>,
-                                    k_prefill_fp8_tma<HD, 0, false, true>, k_prefill_fp8_tma<HD, 0, true, true>};  // [acc][prof], then OSM's [prof]
-    const bool osm = acc == 0 && (lab & 16);
-    const int which = osm ? 6 + prof_on : acc * 2 + prof_on;
+    static const tma_fn kerns[6] = {k_prefill_fp8_tma<HD, 0, false>, k_prefill_fp8_tma<HD, 0, true>, k_prefill_fp8_tma<HD, 1, false>,
+                                    k_prefill_fp8_tma<HD, 1, true>,  k_prefill_fp8_tma<HD, 2, false>, k_prefill_fp8_tma<HD, 2, true>};  // [acc][prof]
+    const int which = acc * 2 + prof_on;
     const tma_fn kern = kerns[which];
-    const int smem = osm ? fp8tma::lay<HD>::SMEM_OSM : fp8tma::lay<HD>::SMEM;
-    static bool attr_set[8] = {};
+    static bool attr_set[6] = {};
     if (!attr_set[which]) {
-        if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
+        if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma::lay<HD>::SMEM), "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
             return;
         attr_set[which] = true;
     }
     const int qt = 128 / G;
     dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    kern<<<grid, 384, smem, c->stream>>>(km, vm, (bf16 *)out, (const bf16 *)q, c->cb.qstart, c->cb.pos, c->cb.btab,
+    kern<<<grid, 384, fp8tma::lay<HD>::SMEM, c->stream>>>(km, vm, (bf16 *)out, (const bf16 *)q, c->cb.qstart, c->cb.pos, c->cb.btab,
                                                  bt->max_blocks_per_seq, l->n_kv_heads, G, l->kv_block_tokens, rows, l->window, scale, sc, lab,
                                                  n_every, prof);
     if (CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma, TMA)") || !prof_on) return;
