@@ -191,8 +191,8 @@ template <bool ON> struct phase_clock {
 // wait for P·V(i − 1) sits before the softmax, so a warpgroup's own P·V never runs under its
 // softmax (bench/NOTES.md). Not for want of registers, as session 18 read it: with o moved to
 // shared memory (64 registers freed, session 26) the SASS order was the same. The PTX has the
-// wait after the exponentials; ptxas hoists it, and the two-level fold after it (64 FMAs on T and
-// o that do not depend on the softmax) is what it can then interleave with the MUFU.
+// wait after the exponentials and ptxas hoists it — plausibly to interleave the two-level fold
+// after it (64 FMAs on T and o that do not depend on the softmax) with the MUFU work.
 // DEFER (kernel lab, OCTET_FP8_TMA_LAB bit 4; two-level only): the fold of T(i − 1) moves to the
 // next tile, under its Q·Kᵀ and before its P·V overwrites T, as FA3 rescales o there; after the
 // softmax only the wait, P's packing (which needs the exponentials) and Vᵀ's release remain. The
