@@ -307,6 +307,13 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     for (int j = 0; j < HD / 2; j++) tacc[j] = 0.0f;
 #pragma unroll
     for (int j = 0; j < (ACC != 2 ? HD / 2 : 1); j++) o[j] = 0.0f;
+    // o = o·a + T (a: one factor per row, picked by (j >> 1) & 1): two-level's fold, every:N's promotion
+    auto fold = [&](const float (&a)[2]) {
+        if constexpr (ACC != 2) {  // (single has no o)
+#pragma unroll
+            for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], a[(j >> 1) & 1], tacc[j]);
+        }
+    };
     // every:N: tile t's P·V starts T afresh at the CTA's first tile and at multiples of N, and T is
     // promoted into o after tiles N−1, 2N−1, … and the last (absolute tile indices). ph = t % N of
     // the next tile whose P·V is issued; amul = the α product since the last promotion.
@@ -340,8 +347,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
             fp8pf::ss<BN>(sacc, wgmma_desc(qw + kk * 256, 128, HD * 8), desc_sw<HD>(Ks + st * L::TILE_BYTES + kk * 32), kk > 0);
         wgmma_commit();
         if constexpr (!FIRST && DEFER) {  // T(i − 2), complete since tile i − 1 (at i = 1: T = 0 and o = 0, so o stays 0)
-#pragma unroll
-            for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], alpha_fold[(j >> 1) & 1], tacc[j]);
+            fold(alpha_fold);
             wgmma_fence();  // (T's registers read above, written by P·V(i − 1))
         }
         if constexpr (!FIRST) pv_issue(i - 1);
@@ -360,14 +366,10 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
             fp8pf::fence_acc<HD>(tacc);
             if constexpr (!DEFER) mbar_arrive(&tempty[(i - 1) & 1]);
             if constexpr (DEFER) alpha_fold[0] = alpha_prev[0], alpha_fold[1] = alpha_prev[1];
-            if constexpr (ACC == 0 && !DEFER) {
-#pragma unroll
-                for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], alpha_prev[(j >> 1) & 1], tacc[j]);
-            }
+            if constexpr (ACC == 0 && !DEFER) fold(alpha_prev);
             if constexpr (ACC == 1) {
                 if (ph == n_every - 1) {
-#pragma unroll
-                    for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], amul[(j >> 1) & 1], tacc[j]);
+                    fold(amul);
                     amul[0] = amul[1] = 1.0f;
                 }
                 ph = ph + 1 == n_every ? 0 : ph + 1;
@@ -390,22 +392,13 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     for (int i = 1; i < n; i++) tile(std::false_type(), i);
     if ((tid & 127) == 0) pc.flush(prof, wg, n);
     mbar_wait(&tfull[(n - 1) & 1], ((n - 1) >> 1) & 1, spin);
-    if constexpr (DEFER) {  // T(n − 2) (n = 1: zeros into zeros)
-#pragma unroll
-        for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], alpha_fold[(j >> 1) & 1], tacc[j]);
-    }
+    if constexpr (DEFER) fold(alpha_fold);  // T(n − 2) (n = 1: zeros into zeros)
     wgmma_fence();
     pv_issue(n - 1);
     wgmma_wait<0>();
     fp8pf::fence_acc<HD>(tacc);
-    if constexpr (ACC == 0) {
-#pragma unroll
-        for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], alpha_prev[(j >> 1) & 1], tacc[j]);
-    }
-    if constexpr (ACC == 1) {  // (the last tile is always promoted)
-#pragma unroll
-        for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], amul[(j >> 1) & 1], tacc[j]);
-    }
+    if constexpr (ACC == 0) fold(alpha_prev);
+    if constexpr (ACC == 1) fold(amul);  // (the last tile is always promoted)
     fp8pf::rows2 ro;  // (the rows' tokens and heads again: not kept live through the tile loop)
     ro.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
     fp8pf::store_rows<HD>(out, ACC != 2 ? o : tacc, l, ro.on, ro.tok, ro.head, n_heads, g, G, vscale, c);
