@@ -192,17 +192,18 @@ template <bool ON> struct phase_clock {
 // softmax (bench/NOTES.md). Not for want of registers, as session 18 read it: with o moved to
 // shared memory (64 registers freed, session 26) the SASS order was the same. The PTX has the
 // wait after the exponentials and ptxas hoists it — plausibly to interleave the two-level fold
-// after it (64 FMAs on T and o that do not depend on the softmax) with the MUFU work.
-// DEFER (kernel lab, OCTET_FP8_TMA_LAB bit 4; two-level only): the fold of T(i − 1) moves to the
-// next tile, under its Q·Kᵀ and before its P·V overwrites T, as FA3 rescales o there; after the
-// softmax only the wait, P's packing (which needs the exponentials) and Vᵀ's release remain. The
-// same operations on the same values in the same order per element: bit-identical results.
+// after it (64 FMAs on T and o that do not depend on the softmax) with the MUFU work. Moving
+// that fold to the next tile (DEFER, session 26) made ptxas serialise every wgmma ("insufficient
+// register resources", C7511): 628 → 573 TFLOP/s at 16k on the H200 (session 27).
+// LATE (kernel lab, OCTET_FP8_TMA_LAB bit 4): the wait stays after the exponentials behind a loop
+// that never runs (ptxas does not move code across it); same operations in the same order:
+// bit-identical results. ptxas: no serialisation, 36 bytes of spills instead of 8 (two-level).
 // ACC: 0 two-level, 1 every:N (n_every tiles), 2 single — the older kernel's modes (cuda_prefill_fp8.cuh,
 // softmax_pv), with tile t's rescale and P·V(t) a tile apart. every:N rescales o once a promotion by
 // the product of the tiles' α (the older kernel: by each α in turn, o·α·α·α — the same up to float
 // rounding; the CPU emulation needs no rescale, it knows the exact max): 504 → 632 TFLOP/s at 16k on
 // the H200 against rescaling o every tile (bench/NOTES.md, session 21).
-template <int HD, int ACC, bool PROF = false, bool DEFER = false>
+template <int HD, int ACC, bool PROF = false, bool LATE = false>
 __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
                                                          const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
@@ -224,7 +225,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     // first (the grid's y in reverse): 394 → 405 TFLOP/s at 16k, 256 → 281 at 4k (session 16).
     // Kernel lab (OCTET_FP8_TMA_LAB): bit 0 turns the consumers' ping-pong off (no difference
     // measured, sessions 15-16); bit 2 waits on the mbarriers without the suspend hint (the same);
-    // bit 3 runs the query tiles in the grid's order; bit 4 (two-level) selects the DEFER instance.
+    // bit 3 runs the query tiles in the grid's order; bit 4 selects the LATE instance.
     const bool pingpong = !(lab & 1), spin = lab & 4;
     constexpr int n_tr = 96;  // transposing threads
     const int s = blockIdx.x, g = blockIdx.z;
@@ -300,9 +301,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     const float vscale = scales[KV_MAX_HEADS + g];
     const uint8_t *qw = Qs + wg * L::Q_BYTES;
 
-    static_assert(!DEFER || ACC == 0, "DEFER: two-level only");
     float o[ACC != 2 ? HD / 2 : 1], tacc[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha_prev[2] = {1.0f, 1.0f};
-    float alpha_fold[2] = {1.0f, 1.0f};  // (DEFER) α(i − 1), for T(i − 1)'s fold in tile i + 1
 #pragma unroll
     for (int j = 0; j < HD / 2; j++) tacc[j] = 0.0f;
 #pragma unroll
@@ -346,10 +345,6 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         for (int kk = 0; kk < HD / 32; kk++)
             fp8pf::ss<BN>(sacc, wgmma_desc(qw + kk * 256, 128, HD * 8), desc_sw<HD>(Ks + st * L::TILE_BYTES + kk * 32), kk > 0);
         wgmma_commit();
-        if constexpr (!FIRST && DEFER) {  // T(i − 2), complete since tile i − 1 (at i = 1: T = 0 and o = 0, so o stays 0)
-            fold(alpha_fold);
-            wgmma_fence();  // (T's registers read above, written by P·V(i − 1))
-        }
         if constexpr (!FIRST) pv_issue(i - 1);
         if (pingpong && (wg == 0 || i + 1 < n)) fp8tma::bar_arrive(BAR_TURN + (wg ^ 1), 256);  // (turns balance: n each way)
         pc.mark(2);
@@ -362,11 +357,14 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         fp8pf::softmax_s<BN>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha);
         pc.mark(4);
         if constexpr (!FIRST) {  // P·V(i − 1) done: T folded, its P registers free for P(i)
+            // LATE: a loop that never runs (its count, lab >> 8, is 0) between the exponentials and
+            // this wait, so that ptxas cannot hoist the wait above them (it does by default)
+            if constexpr (LATE)
+                for (int k = 0; k < (lab >> 8); k++) asm volatile("nanosleep.u32 0;");
             wgmma_wait<0>();
             fp8pf::fence_acc<HD>(tacc);
-            if constexpr (!DEFER) mbar_arrive(&tempty[(i - 1) & 1]);
-            if constexpr (DEFER) alpha_fold[0] = alpha_prev[0], alpha_fold[1] = alpha_prev[1];
-            if constexpr (ACC == 0 && !DEFER) fold(alpha_prev);
+            mbar_arrive(&tempty[(i - 1) & 1]);
+            if constexpr (ACC == 0) fold(alpha_prev);
             if constexpr (ACC == 1) {
                 if (ph == n_every - 1) {
                     fold(amul);
@@ -382,7 +380,6 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
             for (int j = 0; j < HD / 2; j++) tacc[j] *= alpha[(j >> 1) & 1];
         }
         fp8pf::pack_p<BN>(sacc, pa);
-        if constexpr (!FIRST && DEFER) mbar_arrive(&tempty[(i - 1) & 1]);
         alpha_prev[0] = alpha[0];
         alpha_prev[1] = alpha[1];
         pc.mark(6);
@@ -392,7 +389,6 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     for (int i = 1; i < n; i++) tile(std::false_type(), i);
     if ((tid & 127) == 0) pc.flush(prof, wg, n);
     mbar_wait(&tfull[(n - 1) & 1], ((n - 1) >> 1) & 1, spin);
-    if constexpr (DEFER) fold(alpha_fold);  // T(n − 2) (n = 1: zeros into zeros)
     wgmma_fence();
     pv_issue(n - 1);
     wgmma_wait<0>();
@@ -467,7 +463,7 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
     typedef decltype(&k_prefill_fp8_tma<HD, 0>) tma_fn;
     static const tma_fn kerns[8] = {k_prefill_fp8_tma<HD, 0, false>, k_prefill_fp8_tma<HD, 0, true>, k_prefill_fp8_tma<HD, 1, false>,
                                     k_prefill_fp8_tma<HD, 1, true>,  k_prefill_fp8_tma<HD, 2, false>, k_prefill_fp8_tma<HD, 2, true>,
-                                    k_prefill_fp8_tma<HD, 0, false, true>, k_prefill_fp8_tma<HD, 0, true, true>};  // [acc][prof], DEFER's [prof]
+                                    k_prefill_fp8_tma<HD, 0, false, true>, k_prefill_fp8_tma<HD, 0, true, true>};  // [acc][prof], LATE's [prof]
     const int which = acc == 0 && (lab & 16) ? 6 + prof_on : acc * 2 + prof_on;
     const tma_fn kern = kerns[which];
     static bool attr_set[8] = {};
