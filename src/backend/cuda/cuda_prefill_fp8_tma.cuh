@@ -195,15 +195,17 @@ template <bool ON> struct phase_clock {
 // after it (64 FMAs on T and o that do not depend on the softmax) with the MUFU work. Moving
 // that fold to the next tile (DEFER, session 26) made ptxas serialise every wgmma ("insufficient
 // register resources", C7511): 628 → 573 TFLOP/s at 16k on the H200 (session 27).
-// LATE (kernel lab, OCTET_FP8_TMA_LAB bit 4): the wait stays after the exponentials behind a loop
-// that never runs (ptxas does not move code across it); same operations in the same order:
-// bit-identical results. ptxas: no serialisation, 36 bytes of spills instead of 8 (two-level).
+// Keeping the wait after the exponentials (LATE, session 27: a loop that never runs in front of
+// it, which ptxas does not move code across) gave the SASS order asked for, bit-identical
+// results, 36 bytes of spills instead of 8 — and 628 → 618 TFLOP/s at 16k, 745 → 726 at 64k: a
+// warpgroup's own P·V under its softmax is worth nothing while the other warpgroup's GEMMs
+// already fill that time (ping-pong). Both removed.
 // ACC: 0 two-level, 1 every:N (n_every tiles), 2 single — the older kernel's modes (cuda_prefill_fp8.cuh,
 // softmax_pv), with tile t's rescale and P·V(t) a tile apart. every:N rescales o once a promotion by
 // the product of the tiles' α (the older kernel: by each α in turn, o·α·α·α — the same up to float
 // rounding; the CPU emulation needs no rescale, it knows the exact max): 504 → 632 TFLOP/s at 16k on
 // the H200 against rescaling o every tile (bench/NOTES.md, session 21).
-template <int HD, int ACC, bool PROF = false, bool LATE = false>
+template <int HD, int ACC, bool PROF = false>
 __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
                                                          const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
@@ -225,7 +227,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     // first (the grid's y in reverse): 394 → 405 TFLOP/s at 16k, 256 → 281 at 4k (session 16).
     // Kernel lab (OCTET_FP8_TMA_LAB): bit 0 turns the consumers' ping-pong off (no difference
     // measured, sessions 15-16); bit 2 waits on the mbarriers without the suspend hint (the same);
-    // bit 3 runs the query tiles in the grid's order; bit 4 selects the LATE instance.
+    // bit 3 runs the query tiles in the grid's order.
     const bool pingpong = !(lab & 1), spin = lab & 4;
     constexpr int n_tr = 96;  // transposing threads
     const int s = blockIdx.x, g = blockIdx.z;
@@ -357,10 +359,6 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         fp8pf::softmax_s<BN>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha);
         pc.mark(4);
         if constexpr (!FIRST) {  // P·V(i − 1) done: T folded, its P registers free for P(i)
-            // LATE: a loop that never runs (its count, lab >> 8, is 0) between the exponentials and
-            // this wait, so that ptxas cannot hoist the wait above them (it does by default)
-            if constexpr (LATE)
-                for (int k = 0; k < (lab >> 8); k++) asm volatile("nanosleep.u32 0;");
             wgmma_wait<0>();
             fp8pf::fence_acc<HD>(tacc);
             mbar_arrive(&tempty[(i - 1) & 1]);
@@ -461,12 +459,11 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
          cuda_fail(c, cudaMemsetAsync(prof, 0, 32 * sizeof *prof, c->stream), "prof reset")))
         return;
     typedef decltype(&k_prefill_fp8_tma<HD, 0>) tma_fn;
-    static const tma_fn kerns[8] = {k_prefill_fp8_tma<HD, 0, false>, k_prefill_fp8_tma<HD, 0, true>, k_prefill_fp8_tma<HD, 1, false>,
-                                    k_prefill_fp8_tma<HD, 1, true>,  k_prefill_fp8_tma<HD, 2, false>, k_prefill_fp8_tma<HD, 2, true>,
-                                    k_prefill_fp8_tma<HD, 0, false, true>, k_prefill_fp8_tma<HD, 0, true, true>};  // [acc][prof], LATE's [prof]
-    const int which = acc == 0 && (lab & 16) ? 6 + prof_on : acc * 2 + prof_on;
+    static const tma_fn kerns[6] = {k_prefill_fp8_tma<HD, 0, false>, k_prefill_fp8_tma<HD, 0, true>, k_prefill_fp8_tma<HD, 1, false>,
+                                    k_prefill_fp8_tma<HD, 1, true>,  k_prefill_fp8_tma<HD, 2, false>, k_prefill_fp8_tma<HD, 2, true>};  // [acc][prof]
+    const int which = acc * 2 + prof_on;
     const tma_fn kern = kerns[which];
-    static bool attr_set[8] = {};
+    static bool attr_set[6] = {};
     if (!attr_set[which]) {
         if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma::lay<HD>::SMEM), "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
             return;
