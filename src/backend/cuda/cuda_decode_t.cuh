@@ -70,7 +70,10 @@ template <int HD, int DT> struct frags {
 // that kernel's end. Before pdl_wait() a CTA reads only what the host uploaded and cache blocks
 // older than the step; the split holding the newest block waits before its first copy, every
 // other split just before Q; an empty split waits before writing its empty partial.
-template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false, bool PDLW = false>
+// LAB (kernel lab, OCTET_DECODE_LAB=N, head_dim 128, the PDLW launch; the result is wrong by design): 1 streams
+// the ring and computes nothing, 2 computes the scores and the softmax but not Oᵀ (no V widening,
+// no P·V) — how much of a block's time is its arithmetic.
+template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false, bool PDLW = false, int LAB = 0>
 __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                   const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                   int max_blocks, int lgr, int n_kv, int G, int window, float scale,
@@ -153,6 +156,7 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
         f.load(ks, ks + BLK_BYTES, gr, c);
         __syncwarp();  // every lane has its words before the stage is refilled
         stage = (stage + 1) % STAGES;
+        if constexpr (LAB == 1) continue;
 
         // Sᵀ: two accumulator chains (even and odd chunks) for half the dependent latency
         float sa[4] = {0, 0, 0, 0}, sb[4] = {0, 0, 0, 0};
@@ -196,6 +200,7 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
                     p3 = fp8pf::ex2(x[3] - ms1);
         l[0] += p0 + p2;
         l[1] += p1 + p3;
+        if constexpr (LAB == 2) continue;
         // Pᵀ → B operand: lane (gr, c) wants keys 2c, 2c+1 (b0) and 2c+8, 2c+9 (b1) of head gr; lane
         // 4k + gr/2 holds keys k, k+8 of heads gr & ~1 (ev) and gr | 1 (od)
         const uint32_t ev = TR::q2(p0, p2), od = TR::q2(p1, p3);
