@@ -338,15 +338,6 @@ static decode_mma_fn decode_prof_for(const struct kv_layer *l, int stages) {
 template <int HD>
 static decode_mma_fn decode_pdl_for(const struct kv_layer *l, int stages) {
     if (stages != 2) return nullptr;
-    if constexpr (HD == 128) {  // kernel lab OCTET_DECODE_LAB=1|2|3 (LAB in cuda_decode_t.cuh: 1, 2 wrong results, timing only)
-        static const int lab = cuda_env_int("OCTET_DECODE_LAB", 0);
-        if (lab == 1 && l->dtype == DT_BF16) return k_decode_t<HD, DT_BF16, 2, false, false, false, true, 1>;
-        if (lab == 1 && l->dtype == DT_E4M3) return k_decode_t<HD, DT_E4M3, 2, false, false, false, true, 1>;
-        if (lab == 2 && l->dtype == DT_BF16) return k_decode_t<HD, DT_BF16, 2, false, false, false, true, 2>;
-        if (lab == 2 && l->dtype == DT_E4M3) return k_decode_t<HD, DT_E4M3, 2, false, false, false, true, 2>;
-        if (lab == 3 && l->dtype == DT_BF16) return k_decode_t<HD, DT_BF16, 2, false, false, false, true, 3>;
-        if (lab == 3 && l->dtype == DT_E4M3) return k_decode_t<HD, DT_E4M3, 2, false, false, false, true, 3>;
-    }
     if (l->dtype == DT_BF16) return k_decode_t<HD, DT_BF16, 2, false, false, false, true>;
     if (l->dtype == DT_E4M3) return k_decode_t<HD, DT_E4M3, 2, false, false, false, true>;
     return k_decode_t<HD, DT_E5M2, 2, false, false, false, true>;

@@ -70,11 +70,7 @@ template <int HD, int DT> struct frags {
 // that kernel's end. Before pdl_wait() a CTA reads only what the host uploaded and cache blocks
 // older than the step; the split holding the newest block waits before its first copy, every
 // other split just before Q; an empty split waits before writing its empty partial.
-// LAB (kernel lab, OCTET_DECODE_LAB=N, head_dim 128, the PDLW launch; the result is wrong by design): 1 streams
-// the ring and computes nothing, 2 computes the scores and the softmax but not Oᵀ (no V widening,
-// no P·V) — how much of a block's time is its arithmetic; 3 is the default kernel with each warp's
-// block-table entries read one iteration ahead of the copies that need them (BTP).
-template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false, bool PDLW = false, int LAB = 0>
+template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false, bool PDLW = false>
 __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                   const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                   int max_blocks, int lgr, int n_kv, int G, int window, float scale,
@@ -102,14 +98,9 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     constexpr int ROWB = HD * ES, BLK_BYTES = 16 * ROWB;
     extern __shared__ __align__(16) char ring_t[];  // [4 warps][STAGES][K, V][BLK_BYTES], swizzled rows
     char *my_ring = ring_t + (size_t)warp * STAGES * 2 * BLK_BYTES;
-    // BTP: the entry of the sub-block a warp copies next is read an iteration before the copy (e), so
-    // the copy's address does not wait for a dependent load
-    constexpr bool BTP = LAB == 3;
-    auto entry = [&](int j) { return j < b1 ? bt[j >> lgr] : 0; };
-    auto issue = [&](int blk, int stage, int e) {
+    auto issue = [&](int blk, int stage) {
         if (blk < b1) {
-            const size_t sub = BTP ? ((((size_t)e * n_kv + g) << lgr) + (blk & ((1 << lgr) - 1))) : kv_sub_block(bt, blk, n_kv, g, lgr);
-            size_t base = sub * BLK_BYTES;  // blk: 16-token sub-block
+            size_t base = kv_sub_block(bt, blk, n_kv, g, lgr) * BLK_BYTES;  // blk: 16-token sub-block
             const char *kg = K + base, *vg = V + base;
             char *ks = my_ring + (size_t)stage * 2 * BLK_BYTES, *vs = ks + BLK_BYTES;
 #pragma unroll
@@ -126,8 +117,7 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
         if (hot) pdl_wait();
     }
 #pragma unroll
-    for (int i = 0; i < STAGES - 1; i++) issue(b0 + warp + 4 * i, i, BTP ? entry(b0 + warp + 4 * i) : 0);
-    int e_next = BTP ? entry(b0 + warp + 4 * (STAGES - 1)) : 0;
+    for (int i = 0; i < STAGES - 1; i++) issue(b0 + warp + 4 * i, i);
     if constexpr (PDLW) {
         if (!hot) pdl_wait();  // Q next
     }
@@ -153,9 +143,7 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     dect::frags<HD, DT> f;
     int stage = 0;
     for (int blk = b0 + warp; blk < b1; blk += 4) {
-        const int e = e_next;
-        if constexpr (BTP) e_next = entry(blk + 4 * STAGES);
-        issue(blk + 4 * (STAGES - 1), (stage + STAGES - 1) % STAGES, e);
+        issue(blk + 4 * (STAGES - 1), (stage + STAGES - 1) % STAGES);
         cp_async_wait<STAGES - 1>();
         __syncwarp();
         if constexpr (PROF) {
@@ -165,7 +153,6 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
         f.load(ks, ks + BLK_BYTES, gr, c);
         __syncwarp();  // every lane has its words before the stage is refilled
         stage = (stage + 1) % STAGES;
-        if constexpr (LAB == 1) continue;
 
         // Sᵀ: two accumulator chains (even and odd chunks) for half the dependent latency
         float sa[4] = {0, 0, 0, 0}, sb[4] = {0, 0, 0, 0};
@@ -209,7 +196,6 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
                     p3 = fp8pf::ex2(x[3] - ms1);
         l[0] += p0 + p2;
         l[1] += p1 + p3;
-        if constexpr (LAB == 2) continue;
         // Pᵀ → B operand: lane (gr, c) wants keys 2c, 2c+1 (b0) and 2c+8, 2c+9 (b1) of head gr; lane
         // 4k + gr/2 holds keys k, k+8 of heads gr & ~1 (ev) and gr | 1 (od)
         const uint32_t ev = TR::q2(p0, p2), od = TR::q2(p1, p3);
