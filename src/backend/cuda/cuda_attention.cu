@@ -338,10 +338,12 @@ static decode_mma_fn decode_prof_for(const struct kv_layer *l, int stages) {
 template <int HD>
 static decode_mma_fn decode_pdl_for(const struct kv_layer *l, int stages) {
     if (stages != 2) return nullptr;
-    if constexpr (HD == 128) {  // kernel lab OCTET_DECODE_LAB=1 (LAB in cuda_decode_t.cuh: wrong results, timing only)
+    if constexpr (HD == 128) {  // kernel labs OCTET_DECODE_LAB=1 (wrong results, timing only) and =4 (LAB in cuda_decode_t.cuh)
         static const int lab = cuda_env_int("OCTET_DECODE_LAB", 0);
         if (lab == 1 && l->dtype == DT_BF16) return k_decode_t<HD, DT_BF16, 2, false, false, false, true, 1, 1>;
         if (lab == 1 && l->dtype == DT_E4M3) return k_decode_t<HD, DT_E4M3, 2, false, false, false, true, 1, 1>;
+        if (lab == 4 && l->dtype == DT_BF16) return k_decode_t<HD, DT_BF16, 2, false, false, false, true, 1, 4>;
+        if (lab == 4 && l->dtype == DT_E4M3) return k_decode_t<HD, DT_E4M3, 2, false, false, false, true, 1, 4>;
     }
     if (l->dtype == DT_BF16) return k_decode_t<HD, DT_BF16, 2, false, false, false, true>;
     if (l->dtype == DT_E4M3) return k_decode_t<HD, DT_E4M3, 2, false, false, false, true>;
@@ -358,7 +360,9 @@ static decode_mma_fn decode_sub_for(const struct kv_layer *l, int stages) {
     } else {
         static const int lab = cuda_env_int("OCTET_DECODE_LAB", 0);
         if (sub != 2 || stages != 2 || l->dtype != DT_E4M3) return nullptr;
-        return lab == 1 ? k_decode_t<HD, DT_E4M3, 2, false, false, false, true, 2, 1> : k_decode_t<HD, DT_E4M3, 2, false, false, false, true, 2>;
+        return lab == 1   ? k_decode_t<HD, DT_E4M3, 2, false, false, false, true, 2, 1>
+               : lab == 4 ? k_decode_t<HD, DT_E4M3, 2, false, false, false, true, 2, 4>
+                          : k_decode_t<HD, DT_E4M3, 2, false, false, false, true, 2>;
     }
 }
 

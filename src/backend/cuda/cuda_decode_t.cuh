@@ -74,7 +74,9 @@ template <int HD, int DT> struct frags {
 // consecutive 16-token sub-blocks (a warp's copies of one stage are SUB·BLK_BYTES of K and of V, one
 // run when they sit in one cache block) and the warp computes them one after the other.
 // LAB (kernel lab, OCTET_DECODE_LAB=1, head_dim 128, the PDLW launch; wrong results by design): the ring
-// is streamed and nothing computed — the request stream's own rate.
+// is streamed and nothing computed — the request stream's own rate. LAB=4 (right results): early refill — a
+// warp loads all of a stage's fragments into registers, then refills that stage before computing, so
+// two stages are in flight while it computes (the prologue fills every stage).
 template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false, bool PDLW = false, int SUB = 1,
           int LAB = 0>
 __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
@@ -127,7 +129,7 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
         if (hot) pdl_wait();
     }
 #pragma unroll
-    for (int i = 0; i < STAGES - 1; i++) issue(b0 + SUB * warp + STEP * i, i);
+    for (int i = 0; i < STAGES - (LAB == 4 ? 0 : 1); i++) issue(b0 + SUB * warp + STEP * i, i);
     if constexpr (PDLW) {
         if (!hot) pdl_wait();  // Q next
     }
@@ -150,10 +152,10 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
 #pragma unroll
     for (int i = 0; i < NJ; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // heads 2c, 2c+1 (m: log2 units; l: this lane's keys)
-    dect::frags<HD, DT> f;
+    dect::frags<HD, DT> fa[LAB == 4 ? SUB : 1];
     int stage = 0;
     for (int blk0 = b0 + SUB * warp; blk0 < b1; blk0 += STEP) {
-        issue(blk0 + STEP * (STAGES - 1), (stage + STAGES - 1) % STAGES);
+        if constexpr (LAB != 4) issue(blk0 + STEP * (STAGES - 1), (stage + STAGES - 1) % STAGES);
         cp_async_wait<STAGES - 1>();
         __syncwarp();
         if constexpr (PROF) {
@@ -164,15 +166,26 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
             continue;
         }
         const char *ks0 = my_ring + (size_t)stage * 2 * SUB * BLK_BYTES;
+        if constexpr (LAB == 4) {
+#pragma unroll
+            for (int u = 0; u < SUB; u++)
+                if (SUB == 1 || blk0 + u < b1) fa[u].load(ks0 + u * BLK_BYTES, ks0 + (SUB + u) * BLK_BYTES, gr, c);
+            __syncwarp();  // every lane has its words before the stage is refilled
+            issue(blk0 + STEP * STAGES, stage);
+            stage = (stage + 1) % STAGES;
+        }
 #pragma unroll
       for (int u = 0; u < SUB; u++) {
         const int blk = blk0 + u;
         if (SUB > 1 && blk >= b1) break;
-        const char *ks = ks0 + u * BLK_BYTES;
-        f.load(ks, ks + SUB * BLK_BYTES, gr, c);
-        if (u == SUB - 1 || (SUB > 1 && blk + 1 >= b1)) {
-            __syncwarp();  // every lane has its words before the stage is refilled
-            stage = (stage + 1) % STAGES;
+        dect::frags<HD, DT> &f = fa[LAB == 4 ? u : 0];
+        if constexpr (LAB != 4) {
+            const char *ks = ks0 + u * BLK_BYTES;
+            f.load(ks, ks + SUB * BLK_BYTES, gr, c);
+            if (u == SUB - 1 || (SUB > 1 && blk + 1 >= b1)) {
+                __syncwarp();  // every lane has its words before the stage is refilled
+                stage = (stage + 1) % STAGES;
+            }
         }
 
         // Sᵀ: two accumulator chains (even and odd chunks) for half the dependent latency
