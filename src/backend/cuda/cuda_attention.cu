@@ -338,32 +338,9 @@ static decode_mma_fn decode_prof_for(const struct kv_layer *l, int stages) {
 template <int HD>
 static decode_mma_fn decode_pdl_for(const struct kv_layer *l, int stages) {
     if (stages != 2) return nullptr;
-    if constexpr (HD == 128) {  // kernel labs OCTET_DECODE_LAB=1 (wrong results, timing only) and =4 (LAB in cuda_decode_t.cuh)
-        static const int lab = cuda_env_int("OCTET_DECODE_LAB", 0);
-        if (lab == 1 && l->dtype == DT_BF16) return k_decode_t<HD, DT_BF16, 2, false, false, false, true, 1, 1>;
-        if (lab == 1 && l->dtype == DT_E4M3) return k_decode_t<HD, DT_E4M3, 2, false, false, false, true, 1, 1>;
-        if (lab == 4 && l->dtype == DT_BF16) return k_decode_t<HD, DT_BF16, 2, false, false, false, true, 1, 4>;
-        if (lab == 4 && l->dtype == DT_E4M3) return k_decode_t<HD, DT_E4M3, 2, false, false, false, true, 1, 4>;
-    }
     if (l->dtype == DT_BF16) return k_decode_t<HD, DT_BF16, 2, false, false, false, true>;
     if (l->dtype == DT_E4M3) return k_decode_t<HD, DT_E4M3, 2, false, false, false, true>;
     return k_decode_t<HD, DT_E5M2, 2, false, false, false, true>;
-}
-
-// Kernel lab OCTET_DECODE_SUB=2: e4m3 caches at head_dim 128 take the PDLW kernel with two 16-token
-// sub-blocks a ring stage (SUB in cuda_decode_t.cuh; twice the ring, so fewer CTAs an SM), or null.
-template <int HD>
-static decode_mma_fn decode_sub_for(const struct kv_layer *l, int stages) {
-    static const int sub = cuda_env_int("OCTET_DECODE_SUB", 1);
-    if constexpr (HD != 128) {
-        return nullptr;
-    } else {
-        static const int lab = cuda_env_int("OCTET_DECODE_LAB", 0);
-        if (sub != 2 || stages != 2 || l->dtype != DT_E4M3) return nullptr;
-        return lab == 1   ? k_decode_t<HD, DT_E4M3, 2, false, false, false, true, 2, 1>
-               : lab == 4 ? k_decode_t<HD, DT_E4M3, 2, false, false, false, true, 2, 4>
-                          : k_decode_t<HD, DT_E4M3, 2, false, false, false, true, 2>;
-    }
 }
 
 // Decode on the transposed kernel (keys on the MMA's M side; cuda_decode_t.cuh) by default:
@@ -393,20 +370,11 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     static const bool dyn_env = cuda_env_int("OCTET_COMBINE_DYN", 0) == 1;
     const bool dyn = dyn_env && fuse && tr && 2 * G * DECODE_FUSED_MAX + G <= 32 * HD;
     if (dyn) kern = decode_dyn_for<HD>(l, stages);
-    static const bool pdl_env = cuda_env_int("OCTET_DECODE_PDL", 1) == 1;
-    const decode_mma_fn sub_k = pdl_env && tr && !dyn ? decode_sub_for<HD>(l, stages) : nullptr;
-    size_t ring = stages ? (size_t)4 * stages * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1) * (sub_k ? 2 : 1) : 0;
+    size_t ring = stages ? (size_t)4 * stages * 2 * 16 * HD * (l->dtype == DT_BF16 ? 2 : 1) : 0;
     // residency of this kernel instance (registers and shared memory decide it), asked once
     static int resident[3][5][2][2];
     int di = l->dtype == DT_BF16 ? 0 : l->dtype == DT_E4M3 ? 1 : 2;
-    if (sub_k) {
-        static int sub_res;
-        if (!sub_res) {
-            for (decode_mma_fn f : {sub_k, kern, plain}) cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring);
-            if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&sub_res, sub_k, 128, ring) != cudaSuccess || sub_res < 1) sub_res = 1;
-        }
-        resident[di][stages][fuse][tr] = sub_res;
-    } else if (!resident[di][stages][fuse][tr]) {
+    if (!resident[di][stages][fuse][tr]) {
         if (ring) {
             cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring);
             cudaFuncSetAttribute(plain, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring);  // (fused's fallback)
@@ -467,10 +435,11 @@ static void launch_decode_mma(struct cuda_backend *c, void *out, const void *q, 
     // 72.7/72.9 -> 71.5/71.4 us, bf16 -0.9 to -1.1, B=8 L=32k -0.8 to -1.2, B=1 L=8k -1.1 to -1.4;
     // steps at depth 16384 -0.05 ms a token (bench/NOTES.md, session 21). OCTET_DECODE_PDL=0: an
     // ordinary launch.
-    decode_mma_fn wk = pdl_env && !pk && kern == plain && tr ? (sub_k ? sub_k : decode_pdl_for<HD>(l, stages)) : nullptr;
+    static const bool pdl_env = cuda_env_int("OCTET_DECODE_PDL", 1) == 1;
+    decode_mma_fn wk = pdl_env && !pk && kern == plain && tr ? decode_pdl_for<HD>(l, stages) : nullptr;
     if (wk) {
         static bool wk_attr[3];
-        if (!wk_attr[di] && !sub_k) {
+        if (!wk_attr[di]) {
             if (cuda_fail(c, cudaFuncSetAttribute(wk, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring), "decode pdl attr")) return;
             wk_attr[di] = true;
         }

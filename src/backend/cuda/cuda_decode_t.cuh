@@ -70,15 +70,7 @@ template <int HD, int DT> struct frags {
 // that kernel's end. Before pdl_wait() a CTA reads only what the host uploaded and cache blocks
 // older than the step; the split holding the newest block waits before its first copy, every
 // other split just before Q; an empty split waits before writing its empty partial.
-// SUB (kernel lab, OCTET_DECODE_SUB=2; e4m3, head_dim 128, the PDLW launch): a ring stage holds SUB
-// consecutive 16-token sub-blocks (a warp's copies of one stage are SUB·BLK_BYTES of K and of V, one
-// run when they sit in one cache block) and the warp computes them one after the other.
-// LAB (kernel lab, OCTET_DECODE_LAB=1, head_dim 128, the PDLW launch; wrong results by design): the ring
-// is streamed and nothing computed — the request stream's own rate. LAB=4 (right results): early refill — a
-// warp loads all of a stage's fragments into registers, then refills that stage before computing, so
-// two stages are in flight while it computes (the prologue fills every stage).
-template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false, bool PDLW = false, int SUB = 1,
-          int LAB = 0>
+template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false, bool PDLW = false>
 __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                   const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                   int max_blocks, int lgr, int n_kv, int G, int window, float scale,
@@ -104,32 +96,28 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     const int32_t *bt = btab + (size_t)(seq_of ? seq_of[s] : s) * max_blocks;
     const char *K = (const char *)kc, *V = (const char *)vc;
     constexpr int ROWB = HD * ES, BLK_BYTES = 16 * ROWB;
-    extern __shared__ __align__(16) char ring_t[];  // [4 warps][STAGES][K, V][SUB][BLK_BYTES], swizzled rows
-    char *my_ring = ring_t + (size_t)warp * STAGES * 2 * SUB * BLK_BYTES;
+    extern __shared__ __align__(16) char ring_t[];  // [4 warps][STAGES][K, V][BLK_BYTES], swizzled rows
+    char *my_ring = ring_t + (size_t)warp * STAGES * 2 * BLK_BYTES;
     auto issue = [&](int blk, int stage) {
+        if (blk < b1) {
+            size_t base = kv_sub_block(bt, blk, n_kv, g, lgr) * BLK_BYTES;  // blk: 16-token sub-block
+            const char *kg = K + base, *vg = V + base;
+            char *ks = my_ring + (size_t)stage * 2 * BLK_BYTES, *vs = ks + BLK_BYTES;
 #pragma unroll
-        for (int u = 0; u < SUB; u++) {
-            if (blk + u < b1) {
-                size_t base = kv_sub_block(bt, blk + u, n_kv, g, lgr) * BLK_BYTES;  // blk: 16-token sub-block
-                const char *kg = K + base, *vg = V + base;
-                char *ks = my_ring + ((size_t)stage * 2 * SUB + u) * BLK_BYTES, *vs = ks + SUB * BLK_BYTES;
-#pragma unroll
-                for (int o = lane * 16; o < BLK_BYTES; o += 32 * 16) {
-                    int so = dect::swz<ROWB>(o / ROWB, o % ROWB);
-                    cp_async16(ks + so, kg + o);
-                    cp_async16(vs + so, vg + o);
-                }
+            for (int o = lane * 16; o < BLK_BYTES; o += 32 * 16) {
+                int so = dect::swz<ROWB>(o / ROWB, o % ROWB);
+                cp_async16(ks + so, kg + o);
+                cp_async16(vs + so, vg + o);
             }
         }
         cp_async_commit();
     };
-    constexpr int STEP = 4 * SUB;  // a warp's stride through the split's sub-blocks
     const bool hot = PDLW && b1 > pos / 16;  // this split holds the newest block (PDLW)
     if constexpr (PDLW) {
         if (hot) pdl_wait();
     }
 #pragma unroll
-    for (int i = 0; i < STAGES - (LAB == 4 ? 0 : 1); i++) issue(b0 + SUB * warp + STEP * i, i);
+    for (int i = 0; i < STAGES - 1; i++) issue(b0 + warp + 4 * i, i);
     if constexpr (PDLW) {
         if (!hot) pdl_wait();  // Q next
     }
@@ -152,41 +140,19 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
 #pragma unroll
     for (int i = 0; i < NJ; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // heads 2c, 2c+1 (m: log2 units; l: this lane's keys)
-    dect::frags<HD, DT> fa[LAB == 4 ? SUB : 1];
+    dect::frags<HD, DT> f;
     int stage = 0;
-    for (int blk0 = b0 + SUB * warp; blk0 < b1; blk0 += STEP) {
-        if constexpr (LAB != 4) issue(blk0 + STEP * (STAGES - 1), (stage + STAGES - 1) % STAGES);
+    for (int blk = b0 + warp; blk < b1; blk += 4) {
+        issue(blk + 4 * (STAGES - 1), (stage + STAGES - 1) % STAGES);
         cp_async_wait<STAGES - 1>();
         __syncwarp();
         if constexpr (PROF) {
-            if (threadIdx.x == 0 && blk0 == b0) dprof_mark(1);
+            if (threadIdx.x == 0 && blk == b0) dprof_mark(1);
         }
-        if constexpr (LAB == 1) {
-            stage = (stage + 1) % STAGES;
-            continue;
-        }
-        const char *ks0 = my_ring + (size_t)stage * 2 * SUB * BLK_BYTES;
-        if constexpr (LAB == 4) {
-#pragma unroll
-            for (int u = 0; u < SUB; u++)
-                if (SUB == 1 || blk0 + u < b1) fa[u].load(ks0 + u * BLK_BYTES, ks0 + (SUB + u) * BLK_BYTES, gr, c);
-            __syncwarp();  // every lane has its words before the stage is refilled
-            issue(blk0 + STEP * STAGES, stage);
-            stage = (stage + 1) % STAGES;
-        }
-#pragma unroll
-      for (int u = 0; u < SUB; u++) {
-        const int blk = blk0 + u;
-        if (SUB > 1 && blk >= b1) break;
-        dect::frags<HD, DT> &f = fa[LAB == 4 ? u : 0];
-        if constexpr (LAB != 4) {
-            const char *ks = ks0 + u * BLK_BYTES;
-            f.load(ks, ks + SUB * BLK_BYTES, gr, c);
-            if (u == SUB - 1 || (SUB > 1 && blk + 1 >= b1)) {
-                __syncwarp();  // every lane has its words before the stage is refilled
-                stage = (stage + 1) % STAGES;
-            }
-        }
+        const char *ks = my_ring + (size_t)stage * 2 * BLK_BYTES;
+        f.load(ks, ks + BLK_BYTES, gr, c);
+        __syncwarp();  // every lane has its words before the stage is refilled
+        stage = (stage + 1) % STAGES;
 
         // Sᵀ: two accumulator chains (even and odd chunks) for half the dependent latency
         float sa[4] = {0, 0, 0, 0}, sb[4] = {0, 0, 0, 0};
@@ -253,7 +219,6 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
             }
             TR::mma(o[jt], a, pb0, pb1);
         }
-      }
     }
     // each head's l over its column's 8 lanes; then the 4 warps merge through shared memory
 #pragma unroll
@@ -263,7 +228,7 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     // (in the ring's bytes, free once every warp has left its loop: 16 KB less shared memory a CTA)
     float(*sm_acc)[8][HD] = (float(*)[8][HD])ring_t;
     float(*sm_m)[16] = (float(*)[16])(ring_t + sizeof(float) * 4 * 8 * HD), (*sm_l)[16] = sm_m + 4;
-    static_assert(4 * STAGES * 2 * SUB * BLK_BYTES >= (int)sizeof(float) * (4 * 8 * HD + 2 * 4 * 16), "the merge fits the ring");
+    static_assert(4 * STAGES * 2 * BLK_BYTES >= (int)sizeof(float) * (4 * 8 * HD + 2 * 4 * 16), "the merge fits the ring");
     __syncthreads();
     if constexpr (PROF) {
         if (threadIdx.x == 0) dprof_mark(2);
