@@ -338,9 +338,12 @@ static decode_mma_fn decode_prof_for(const struct kv_layer *l, int stages) {
 template <int HD>
 static decode_mma_fn decode_pdl_for(const struct kv_layer *l, int stages) {
     if (stages != 2) return nullptr;
+    // kernel lab OCTET_DECODE_EARLY=1: FP8 caches refill a ring stage before computing it (EARLY)
+    static const bool early = cuda_env_int("OCTET_DECODE_EARLY", 0) == 1;
     if (l->dtype == DT_BF16) return k_decode_t<HD, DT_BF16, 2, false, false, false, true>;
-    if (l->dtype == DT_E4M3) return k_decode_t<HD, DT_E4M3, 2, false, false, false, true>;
-    return k_decode_t<HD, DT_E5M2, 2, false, false, false, true>;
+    if (l->dtype == DT_E4M3)
+        return early ? k_decode_t<HD, DT_E4M3, 2, false, false, false, true, true> : k_decode_t<HD, DT_E4M3, 2, false, false, false, true>;
+    return early ? k_decode_t<HD, DT_E5M2, 2, false, false, false, true, true> : k_decode_t<HD, DT_E5M2, 2, false, false, false, true>;
 }
 
 // Decode on the transposed kernel (keys on the MMA's M side; cuda_decode_t.cuh) by default:
