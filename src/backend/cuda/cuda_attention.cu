@@ -337,9 +337,13 @@ static decode_mma_fn decode_prof_for(const struct kv_layer *l, int stages) {
 // layer's cache type.
 template <int HD>
 static decode_mma_fn decode_pdl_for(const struct kv_layer *l, int stages) {
-    if (stages != 2) return nullptr;
-    // kernel lab OCTET_DECODE_EARLY=1: FP8 caches refill a ring stage before computing it (EARLY)
+    // kernel lab OCTET_DECODE_EARLY=1: FP8 caches refill a ring stage before computing it (EARLY); with
+    // OCTET_DECODE_STAGES=3 (e4m3, head_dim 128) three blocks a warp are in flight while it computes
     static const bool early = cuda_env_int("OCTET_DECODE_EARLY", 0) == 1;
+    if constexpr (HD == 128) {
+        if (early && stages == 3 && l->dtype == DT_E4M3) return k_decode_t<HD, DT_E4M3, 3, false, false, false, true, true>;
+    }
+    if (stages != 2) return nullptr;
     if (l->dtype == DT_BF16) return k_decode_t<HD, DT_BF16, 2, false, false, false, true>;
     if (l->dtype == DT_E4M3)
         return early ? k_decode_t<HD, DT_E4M3, 2, false, false, false, true, true> : k_decode_t<HD, DT_E4M3, 2, false, false, false, true>;

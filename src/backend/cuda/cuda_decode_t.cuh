@@ -74,7 +74,8 @@ template <int HD, int DT> struct frags {
 // soon as the stage's fragments are in its registers, before computing them, instead of at the top of
 // the next iteration — one more block in flight while it computes, in the same shared memory (the
 // prologue fills every stage). H200, B=1, session 28: fp8 25.41 / 40.68 / 70.24 -> 25.12 / 40.26 /
-// 69.67 us at 32k / 64k / 128k; bf16 level to 0.9 % slower, so it is not offered for bf16.
+// 69.67 us at 32k / 64k / 128k; bf16 level to 0.9 % slower, so it is not offered for bf16. With
+// OCTET_DECODE_STAGES=3 (e4m3, head_dim 128) three blocks are in flight while a warp computes.
 template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false, bool PDLW = false,
           bool EARLY = false>
 __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
