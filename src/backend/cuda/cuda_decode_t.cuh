@@ -70,12 +70,12 @@ template <int HD, int DT> struct frags {
 // that kernel's end. Before pdl_wait() a CTA reads only what the host uploaded and cache blocks
 // older than the step; the split holding the newest block waits before its first copy, every
 // other split just before Q; an empty split waits before writing its empty partial.
-// EARLY (kernel lab, OCTET_DECODE_EARLY=1: FP8 caches, the PDLW launch): a warp refills a ring stage as
+// EARLY (FP8 caches' default with PDLW; OCTET_DECODE_EARLY=0 turns it off): a warp refills a ring stage as
 // soon as the stage's fragments are in its registers, before computing them, instead of at the top of
 // the next iteration — one more block in flight while it computes, in the same shared memory (the
-// prologue fills every stage). H200, B=1, session 28: fp8 25.41 / 40.68 / 70.24 -> 25.12 / 40.26 /
-// 69.67 us at 32k / 64k / 128k; bf16 level to 0.9 % slower, so it is not offered for bf16. With
-// OCTET_DECODE_STAGES=3 (e4m3, head_dim 128) three blocks are in flight while a warp computes.
+// prologue fills every stage). H200, B=1: fp8 25.41 / 40.68 / 70.24 -> 25.12 / 40.26 / 69.67 us at
+// 32k / 64k / 128k (session 28), 25.56 / 41.07 / 71.65 -> 25.24 / 40.72 / 71.05 (session 29); bf16 level
+// to 0.9 % slower, so bf16 keeps the plain ring. At ring depth 3 it was slower at 64k and 128k (session 29).
 template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false, bool PDLW = false,
           bool EARLY = false>
 __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
