@@ -337,9 +337,8 @@ static decode_mma_fn decode_prof_for(const struct kv_layer *l, int stages) {
 // layer's cache type.
 template <int HD>
 static decode_mma_fn decode_pdl_for(const struct kv_layer *l, int stages) {
-    // FP8 caches refill a ring stage before computing it (EARLY in cuda_decode_t.cuh; OCTET_DECODE_EARLY=0
-    // turns it off): H200, session 29, B=1 fp8 25.56 / 41.07 / 71.65 -> 25.24 / 40.72 / 71.05 us at
-    // 32k / 64k / 128k, ITL slope ratio 0.520 -> 0.514 in one call (bench/NOTES.md, session 29)
+    // FP8 caches refill a ring stage before computing it (EARLY in cuda_decode_t.cuh, which has its
+    // timings; OCTET_DECODE_EARLY=0 turns it off): the ITL slope ratio 0.520 -> 0.514 (bench/NOTES.md, session 29)
     static const bool early = cuda_env_int("OCTET_DECODE_EARLY", 1) != 0;
     if (stages != 2) return nullptr;
     if (l->dtype == DT_BF16) return k_decode_t<HD, DT_BF16, 2, false, false, false, true>;
