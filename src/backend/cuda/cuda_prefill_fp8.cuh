@@ -123,9 +123,7 @@ template <int HD, int ACC, bool NARROW = false> struct acc_state {
 // chain, two shuffles and then 32 exponentials (≈ 1,430–1,590 cycles a tile whose 64 MUFU ops
 // need 512); side by side the phase is ≈ 200 cycles shorter (H200, bench/NOTES.md, session 18).
 // Per row the values and the order of the sum are unchanged.
-// MASK = false: the caller knows that no row of the warpgroup needs tile t masked (the TMA
-// kernel's clean tiles), so the per-thread test and its branch are left out.
-template <int BN, bool MASK = true>
+template <int BN>
 __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float (&row_sc)[2], const int (&row_lo)[2],
                                           const int (&row_pos)[2], float (&m)[2], float (&l)[2], float (&alpha)[2]) {
     constexpr int NJ = BN / 8;
@@ -133,7 +131,7 @@ __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float
     // row_sc (> 0, so the raw scores' max is the scaled scores' max): one FFMA and one ex2 per
     // score, P·256 as 2^(s·sc − m + 8); l sums P·256. Only tiles that cross a row's window
     // start or its position are masked (with causal rows, the diagonal tiles).
-    if (MASK && (t * BN < row_lo[0] || t * BN + BN - 1 > row_pos[0] || t * BN < row_lo[1] || t * BN + BN - 1 > row_pos[1])) {
+    if (t * BN < row_lo[0] || t * BN + BN - 1 > row_pos[0] || t * BN < row_lo[1] || t * BN + BN - 1 > row_pos[1]) {
         const int k0 = t * BN + 2 * c;
 #pragma unroll
         for (int j = 0; j < NJ; j++)

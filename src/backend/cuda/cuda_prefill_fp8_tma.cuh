@@ -34,7 +34,6 @@
 // emulation: 396/396 on the H200, session 15).
 #pragma once
 
-#include <climits>
 #include <type_traits>
 
 #include <cuda.h>  // CUtensorMap and cuTensorMapEncodeTiled's enums (types only; the function comes from cudart)
@@ -44,24 +43,16 @@ namespace fp8tma {
 constexpr int BN = 128, KS = 3;  // keys a tile, K/raw-V ring slots
 constexpr int N_BARS = 4 * KS + 4;
 // shared memory from a 1024-byte-aligned base (swizzle atoms: 8 rows of HD bytes): Q of both
-// consumers, K ring, raw V ring, Vᵀ pair, Q scales, the consumer warps' row bounds, mbarriers
+// consumers, K ring, raw V ring, Vᵀ pair, Q scales, mbarriers
 template <int HD> struct lay {
     static constexpr int Q_BYTES = 64 * HD, TILE_BYTES = BN * HD;
     static constexpr int OFF_K = 2 * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_VT = OFF_V + KS * TILE_BYTES;
-    static constexpr int OFF_QS = OFF_VT + 2 * TILE_BYTES, OFF_RED = OFF_QS + 128 * 4, OFF_BAR = OFF_RED + 16 * 4;
+    static constexpr int OFF_QS = OFF_VT + 2 * TILE_BYTES, OFF_BAR = OFF_QS + 128 * 4;
     static constexpr int SMEM = OFF_BAR + N_BARS * 8 + 1024;  // (+ the alignment slack)
 };
 enum { BAR_Q = 2, BAR_TURN = 4 };   // named barriers (0 is __syncthreads)
 __device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 __device__ __forceinline__ void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
-// the same, predicated inside one asm statement: no branch around them, so no reconvergence
-// after (the consumers' turns: a WARPSYNC and a branch-resolving stall a tile in session 30's SASS)
-__device__ __forceinline__ void bar_sync_if(bool p, int id, int n) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p bar.sync %0, %1;\n}\n" ::"r"(id), "r"(n), "r"((int)p) : "memory");
-}
-__device__ __forceinline__ void bar_arrive_if(bool p, int id, int n) {
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %2, 0;\n@p bar.arrive %0, %1;\n}\n" ::"r"(id), "r"(n), "r"((int)p) : "memory");
-}
 // registers moved between warpgroups (setmaxnreg): the producer gives, the consumers take
 template <int N> __device__ __forceinline__ void reg_dealloc() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N)); }
 template <int N> __device__ __forceinline__ void reg_alloc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N)); }
@@ -228,7 +219,6 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     uint8_t *sm = fp8tma_smem_raw + ((1024u - (sa(fp8tma_smem_raw) & 1023u)) & 1023u);
     uint8_t *Qs = sm, *Ks = sm + L::OFF_K, *Vs = sm + L::OFF_V, *Vt = sm + L::OFF_VT;
     float *qscale_s = (float *)(sm + L::OFF_QS);
-    int *red = (int *)(sm + L::OFF_RED);  // [consumer warp][least position, greatest window start]
     uint64_t *bars = (uint64_t *)(sm + L::OFF_BAR);
     uint64_t *kfull = bars, *vfull = bars + KS, *kempty = bars + 2 * KS, *tfull = bars + 3 * KS, *tempty = tfull + 2, *vempty = tempty + 2;
     // Producer warp 0 issues the copies alone (it waits for free slots itself) and warps 1-3
@@ -307,31 +297,9 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     fp8pf::load_q<HD>(Qs, qscale_s, q, tid, ct.q0, ct.n_q, ct.tok_per_cta, ct.t_begin, n_heads, g, G);
     fp8pf::rows2 rw;
     rw.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
-    {  // this warp's least position and greatest window start over its rows
-        int mp = INT_MAX, ml = 0;
-#pragma unroll
-        for (int h = 0; h < 2; h++)
-            if (rw.on[h]) mp = min(mp, rw.pos[h]), ml = max(ml, rw.lo[h]);
-        mp = __reduce_min_sync(0xffffffffu, mp);
-        ml = __reduce_max_sync(0xffffffffu, ml);
-        if (lane == 0) red[2 * warp] = mp, red[2 * warp + 1] = ml;
-    }
     fence_proxy_async();                   // Q visible to the wgmma
-    fp8tma::bar_sync(BAR_Q + wg, 128);      // this warpgroup's Q rows, scales and row bounds written
+    fp8tma::bar_sync(BAR_Q + wg, 128);      // this warpgroup's Q rows and scales written
     rw.scales(qscale_s, warp, rr, scales[g], scale);
-    // The warpgroup's clean tiles, [i_a, i_b): no row of its 64 needs a key masked (t·BN at or past
-    // every row's window start, t·BN + BN − 1 at or before every row's position), so they run the
-    // tile without the per-thread mask test and its branch (bench/NOTES.md, session 30: that test
-    // and its reconvergence held ≈ 130–180 cycles of every tile). Off rows (past the queries) are
-    // left out: their results are never stored, and they read only written keys in clean tiles.
-    int i_a, i_b;
-    {
-        int mp = INT_MAX, ml = 0;
-#pragma unroll
-        for (int w = 0; w < 4; w++) mp = min(mp, red[2 * (4 * wg + w)]), ml = max(ml, red[2 * (4 * wg + w) + 1]);
-        i_a = (ml + BN - 1) / BN - t0;
-        i_b = mp == INT_MAX ? 0 : (mp + 1) / BN - t0;
-    }
     const float vscale = scales[KV_MAX_HEADS + g];
     const uint8_t *qw = Qs + wg * L::Q_BYTES;
 
@@ -355,43 +323,32 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     uint32_t pa[BN / 32][4];
     phase_clock<PROF> pc;
     pc.start();
-    // the wgmma descriptors of Q, K ring slot 0 and Vᵀ slot 0, computed once: a tile's are these
-    // plus the slot's and the k-step's offsets (16-byte units), and the K slot and its phase are
-    // counted along (the per-tile i % KS and the descriptors' address arithmetic were ≈ 100
-    // uniform-datapath instructions in the issue phase, session 30's SASS)
-    const uint64_t qd0 = wgmma_desc(qw, 128, HD * 8), kd0 = desc_sw<HD>(Ks), vd0 = wgmma_desc(Vt, 128, BN * 8);
-    int kst = 0;
-    uint32_t kph = 0;
     auto pv_issue = [&](int i) {  // T (+)= P(i)·Vᵀ(i) (two-level starts T from zero each tile, every:N when fresh)
-        const uint64_t vd = vd0 + (uint64_t)((i & 1) * (L::TILE_BYTES >> 4));
+        const uint8_t *vt = Vt + (i & 1) * L::TILE_BYTES;
         const int sd0 = ACC == 0 || (ACC == 1 && (i == 0 || ph == 0)) ? 0 : 1;
 #pragma unroll
-        for (int kk = 0; kk < BN / 32; kk++) fp8pf::rs<HD>(tacc, pa[kk], vd + (uint64_t)(kk * 16), kk == 0 ? sd0 : 1);
+        for (int kk = 0; kk < BN / 32; kk++)
+            fp8pf::rs<HD>(tacc, pa[kk], wgmma_desc(vt + kk * 256, 128, BN * 8), kk == 0 ? sd0 : 1);
         wgmma_commit();
     };
-    // one tile i; FIRST (tile 0) has no P·V(i − 1) to issue or fold; MASK: a tile outside the
-    // clean ones. (Instances rather than branches: ptxas serialises every wgmma when a wait's
-    // group count depends on a branch.)
-    auto tile = [&](auto first, auto mask, int i) {
-        constexpr bool FIRST = decltype(first)::value, MASK = decltype(mask)::value;
-        const int st = kst;
-        mbar_wait(&kfull[st], kph, spin);
+    // one tile i; FIRST (tile 0) has no P·V(i − 1) to issue or fold. (Two instances rather than
+    // branches: ptxas serialises every wgmma when a wait's group count depends on a branch.)
+    auto tile = [&](auto first, int i) {
+        constexpr bool FIRST = decltype(first)::value;
+        const int st = i % KS;
+        mbar_wait(&kfull[st], (i / KS) & 1, spin);
+        if constexpr (!FIRST) mbar_wait(&tfull[(i - 1) & 1], ((i - 1) >> 1) & 1, spin);
         pc.mark(0);
         float sacc[BN / 2];
-        fp8tma::bar_sync_if(pingpong, BAR_TURN + wg, 256);
+        if (pingpong) fp8tma::bar_sync(BAR_TURN + wg, 256);
         pc.mark(1);
         wgmma_fence();
-        const uint64_t kd = kd0 + (uint64_t)(st * (L::TILE_BYTES >> 4));
 #pragma unroll
-        for (int kk = 0; kk < HD / 32; kk++) fp8pf::ss<BN>(sacc, qd0 + (uint64_t)(kk * 16), kd + (uint64_t)(kk * 2), kk > 0);
+        for (int kk = 0; kk < HD / 32; kk++)
+            fp8pf::ss<BN>(sacc, wgmma_desc(qw + kk * 256, 128, HD * 8), desc_sw<HD>(Ks + st * L::TILE_BYTES + kk * 32), kk > 0);
         wgmma_commit();
-        // Vᵀ(i − 1) waited for once Q·Kᵀ(i) is on its way, not before it
-        if constexpr (!FIRST) {
-            mbar_wait(&tfull[(i - 1) & 1], ((i - 1) >> 1) & 1, spin);
-            wgmma_fence();  // (after the wait's loop: else ptxas inserts one inside it and serialises every wgmma, C7520)
-            pv_issue(i - 1);
-        }
-        fp8tma::bar_arrive_if(pingpong && (wg == 0 || i + 1 < n), BAR_TURN + (wg ^ 1), 256);  // (turns balance: n each way)
+        if constexpr (!FIRST) pv_issue(i - 1);
+        if (pingpong && (wg == 0 || i + 1 < n)) fp8tma::bar_arrive(BAR_TURN + (wg ^ 1), 256);  // (turns balance: n each way)
         pc.mark(2);
         if constexpr (FIRST) wgmma_wait<0>();
         else wgmma_wait<1>();  // Q·Kᵀ(i) done, P·V(i − 1) may still run
@@ -399,7 +356,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         pc.mark(3);
         mbar_arrive(&kempty[st]);
         float alpha[2];
-        fp8pf::softmax_s<BN, MASK>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha);
+        fp8pf::softmax_s<BN>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha);
         pc.mark(4);
         if constexpr (!FIRST) {  // P·V(i − 1) done: T folded, its P registers free for P(i)
             wgmma_wait<0>();
@@ -423,18 +380,11 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
         fp8pf::pack_p<BN>(sacc, pa);
         alpha_prev[0] = alpha[0];
         alpha_prev[1] = alpha[1];
-        if (++kst == KS) kst = 0, kph ^= 1u;
         pc.mark(6);
     };
     if (pingpong && wg == 1) fp8tma::bar_arrive(BAR_TURN, 256);  // warpgroup 1 (wg 0) takes the first turn
-    tile(std::true_type(), std::true_type(), 0);
-    // three loops one after the other, not a branch per tile: with the masked and the clean tile in
-    // the two arms of an if, ptxas serialised every wgmma ("WG.AR in divergent path", C7520)
-    const int ia = max(1, min(i_a, n)), ib = max(ia, min(i_b, n));
-    int i = 1;
-    for (; i < ia; i++) tile(std::false_type(), std::true_type(), i);   // window start
-    for (; i < ib; i++) tile(std::false_type(), std::false_type(), i);  // clean
-    for (; i < n; i++) tile(std::false_type(), std::true_type(), i);    // the diagonal
+    tile(std::true_type(), 0);
+    for (int i = 1; i < n; i++) tile(std::false_type(), i);
     if ((tid & 127) == 0) pc.flush(prof, wg, n);
     mbar_wait(&tfull[(n - 1) & 1], ((n - 1) >> 1) & 1, spin);
     wgmma_fence();
