@@ -203,9 +203,9 @@ template <bool ON> struct phase_clock {
 // Session 30 (H200, 16k d128 two-level, 630 TFLOP/s here; bench/NOTES.md): slower or level, and
 // removed — clean tiles run without the mask test in a loop of their own (the later loops' index is
 // then not uniform, so the descriptors' arithmetic leaves the uniform datapath: 547), descriptors
-// precomputed in registers (spills: 578 with the above), the Vᵀ wait after the Q·Kᵀ issue (629),
-// P·V(i − 1) issued before Q·Kᵀ(i) and folded under it (614), the turn handed over after the row
-// maxima (592). Upper bounds from probes that break the results: no V transpose 637, no MUFU in
+// precomputed in registers (spills: 578 with the above and the next), the Vᵀ wait after the Q·Kᵀ
+// issue (alone: 629, level), P·V(i − 1) issued before Q·Kᵀ(i) and folded under it (614), the turn
+// handed over after the row maxima (592). Upper bounds from probes that break the results: no V transpose 637, no MUFU in
 // the exponentials 695, neither 726, no row sums 613, no max tree 682, no sums, maxima or MUFU 762
 // (its tile still ≈ 2,060 cycles) — so no trimming of this shape of kernel reaches the issue's
 // 1.5× cuDNN (≈ 980).
