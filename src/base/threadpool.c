@@ -24,7 +24,7 @@
 struct run {
     threadpool_fn fn;
     void *ctx;
-    int n_tasks;
+    atomic_int n_tasks;      // stored before the run is published; read by workers before they claim
     atomic_int done;
 };
 
@@ -42,15 +42,20 @@ struct threadpool {
 struct worker_arg { struct threadpool *tp; int id; };
 
 // Claims and runs tasks of generation gen until none are left or the run moved on.
+// The run's size is read before the claim: a claim that succeeds proves that gen was current
+// from that read to the claim (the generation only grows), so the index is one of run gen's
+// tasks, and run gen cannot finish, nor runs[gen & 1] be rewritten, until this task counts
+// itself done. Reading the size after the claim was wrong: a worker preempted between the two
+// could read the size of run gen + 2 and run one of its tasks unclaimed, letting that run
+// return while a task of it still ran.
 static void do_tasks(struct threadpool *tp, uint32_t gen, int thread) {
+    struct run *r = &tp->runs[gen & 1];
     for (;;) {
         uint64_t v = atomic_load(&tp->next);
         if ((uint32_t)(v >> 32) != gen) return;
-        if (!atomic_compare_exchange_weak(&tp->next, &v, v + 1)) continue;
-        // the claim succeeded while gen was current, so runs[gen & 1] is stable until we finish
-        struct run *r = &tp->runs[gen & 1];
         uint32_t idx = (uint32_t)v;
-        if ((int)idx >= r->n_tasks) return;
+        if ((int)idx >= atomic_load(&r->n_tasks)) return;
+        if (!atomic_compare_exchange_weak(&tp->next, &v, v + 1)) continue;
         r->fn(r->ctx, (int)idx, thread);
         atomic_fetch_add(&r->done, 1);
     }
@@ -123,7 +128,7 @@ void threadpool_run(struct threadpool *tp, int n_tasks, threadpool_fn fn, void *
     struct run *r = &tp->runs[gen & 1];
     r->fn = fn;
     r->ctx = ctx;
-    r->n_tasks = n_tasks;
+    atomic_store(&r->n_tasks, n_tasks);
     atomic_store(&r->done, 0);
     pthread_mutex_lock(&tp->mu);
     atomic_store(&tp->next, (uint64_t)gen << 32);  // publishes the run
