@@ -151,8 +151,8 @@ static void job_free(struct job *j) {
     if (!j) return;
     if (j->h) {
         if (!j->done) req_abort(j->h);
+        job_unlist(j);  // first: server_stop aborts the listed jobs' handles under s->mu
         req_release(j->h);
-        job_unlist(j);
     }
     if (!j->finished_counted) metrics_observe_finished(&j->s->m, now_s() - j->t_start, "abort");
     oai_response_free(&j->resp);
