@@ -1,5 +1,6 @@
 # octet — one Makefile. `make` builds build/octet; `make test` runs the quick tier;
-# `make test-full` rebuilds under ASan+UBSan (build-san/) and fuzzes the file parsers.
+# `make test-full` rebuilds under ASan+UBSan (build-san/), runs the threaded parts under TSan
+# (build-tsan/) and fuzzes the file parsers.
 # `make CUDA=1` adds the CUDA backend (src/backend/cuda/*.cu, nvcc, sm_90a) to the same
 # build/octet; `--device cpu|cuda` picks one at run time.
 
@@ -33,7 +34,7 @@ CONFIG_STAMP := $(BUILD)/config.cuda$(CUDA)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-full deps clean fuzz gpu-tests
+.PHONY: all test test-full test-tsan deps clean fuzz gpu-tests
 all: $(BUILD)/octet
 
 $(BUILD)/obj/%.o: %.c
@@ -90,7 +91,13 @@ test: $(BUILD)/octet $(TEST_BIN)
 
 test-full:
 	$(MAKE) SAN=1 test
+	$(MAKE) test-tsan
 	$(MAKE) fuzz
+
+# the engine tests and the server's load test under ThreadSanitizer (build-tsan/)
+test-tsan:
+	$(MAKE) BUILD=build-tsan OPT="-O1 -fsanitize=thread" LDFLAGS=-fsanitize=thread build-tsan/octet build-tsan/tests/test_engine
+	@bash tests/race/tsan_tier.sh build-tsan
 
 # libFuzzer harnesses (clang), each run for FUZZ_SECONDS on its seed corpus.
 FUZZ_SECONDS ?= 60
@@ -101,6 +108,6 @@ deps:
 	bash scripts/deps.sh
 
 clean:
-	rm -rf build build-san build-fuzz
+	rm -rf build build-san build-tsan build-fuzz
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/obj/src/main.d
