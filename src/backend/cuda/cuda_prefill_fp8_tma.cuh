@@ -24,6 +24,8 @@
 //     are in flight; then T(t−1) is folded (two-level: o = o·α(t−1) + T; every:N: after absolute
 //     tiles N−1, 2N−1, … o = o·A + T, A the product of the α since the last promotion; then T ·= α(t)
 //     for every:N and single) and P(t) packed into the registers P·V(t−1) read.
+// (Lab OCTET_FP8_TMA_NC=3, two-level at head_dim 128: three consumers, 512 threads, 192 rows; NC
+// above the kernel.)
 // Stages: K and raw V in 3 ring slots (mbarriers kfull/vfull with TMA byte counts or the copy
 // warp's 32 arrivals, kempty from the consumers after their Q·Kᵀ, vempty from the transposers),
 // Vᵀ in 2 (tfull from the transposers, tempty after P·V). The query tiles run longest first.
@@ -42,15 +44,15 @@ namespace fp8tma {
 
 constexpr int BN = 128, KS = 3;  // keys a tile, K/raw-V ring slots
 constexpr int N_BARS = 4 * KS + 4;
-// shared memory from a 1024-byte-aligned base (swizzle atoms: 8 rows of HD bytes): Q of both
+// shared memory from a 1024-byte-aligned base (swizzle atoms: 8 rows of HD bytes): Q of the NC
 // consumers, K ring, raw V ring, Vᵀ pair, Q scales, mbarriers
-template <int HD> struct lay {
+template <int HD, int NC = 2> struct lay {
     static constexpr int Q_BYTES = 64 * HD, TILE_BYTES = BN * HD;
-    static constexpr int OFF_K = 2 * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_VT = OFF_V + KS * TILE_BYTES;
-    static constexpr int OFF_QS = OFF_VT + 2 * TILE_BYTES, OFF_BAR = OFF_QS + 128 * 4;
+    static constexpr int OFF_K = NC * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_VT = OFF_V + KS * TILE_BYTES;
+    static constexpr int OFF_QS = OFF_VT + 2 * TILE_BYTES, OFF_BAR = OFF_QS + 64 * NC * 4;
     static constexpr int SMEM = OFF_BAR + N_BARS * 8 + 1024;  // (+ the alignment slack)
 };
-enum { BAR_Q = 2, BAR_TURN = 4 };   // named barriers (0 is __syncthreads)
+enum { BAR_Q = 2, BAR_TURN = 5 };   // named barriers (0 is __syncthreads): BAR_Q + wg, BAR_TURN + wg
 __device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 __device__ __forceinline__ void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 // registers moved between warpgroups (setmaxnreg): the producer gives, the consumers take
@@ -214,14 +216,23 @@ template <bool ON> struct phase_clock {
 // the product of the tiles' α (the older kernel: by each α in turn, o·α·α·α — the same up to float
 // rounding; the CPU emulation needs no rescale, it knows the exact max): 504 → 632 TFLOP/s at 16k on
 // the H200 against rescaling o every tile (bench/NOTES.md, session 21).
-template <int HD, int ACC, bool PROF = false>
-__global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
+// NC: consumer warpgroups (2, or 3 — lab OCTET_FP8_TMA_NC=3, two-level at head_dim 128 only: three
+// consumer warps a sub-partition to hide the softmax chain's latency, 192 query rows a CTA). At 512
+// threads the entry has 128 registers; ptxas honours the consumers' setmaxnreg.inc to 152 (o 64 + S
+// 64 + P 16 compile with 4 bytes of spills; the producer keeps 40: at 32 or 24 the transposers
+// spill 52 / 88 bytes). So no P·V under its own softmax, and T is taken in two 64-column halves
+// (n64 wgmmas into 32 registers) folded one after the other. Session 31 (H200, same binary, one call): 132/132
+// against the CPU emulation; 16k 673 against 632 TFLOP/s (1.07× cuDNN BF16), 64k 807 against 742
+// (1.35×), 4k level (370). Not the default yet: gpu_check's stages have not run with it.
+template <int HD, int ACC, bool PROF = false, int NC = 2>
+__global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
                                                          const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
                                                          int window, float scale, const float *scales, int lab,
                                                          int n_every, unsigned long long *prof) {
     using namespace fp8tma;
-    typedef lay<HD> L;
+    static_assert(NC == 2 || (NC == 3 && ACC == 0 && !PROF), "three consumers: two-level, no PROF");
+    typedef lay<HD, NC> L;
     extern __shared__ uint8_t fp8tma_smem_raw[];
     // (an offset into the shared array, not integer arithmetic on its address, so that the
     // compiler keeps every access in the shared space: 32-bit LDS/STS, not generic LD/ST)
@@ -241,11 +252,11 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     constexpr int n_tr = 96;  // transposing threads
     const int s = blockIdx.x, g = blockIdx.z;
     fp8pf::cta_tiles ct = {};
-    if (!ct.begin(qstart, pos_arr, 128, G, window, BN, !(lab & 8))) return;  // (the whole CTA, before any barrier)
+    if (!ct.begin(qstart, pos_arr, 64 * NC, G, window, BN, !(lab & 8))) return;  // (the whole CTA, before any barrier)
     const int n = ct.t1 - ct.t0 + 1, t0 = ct.t0, p_last = ct.p_last;
     if (threadIdx.x == 0) {
-        for (int i = 0; i < KS; i++) { mbar_init(&kfull[i], 1); mbar_init(&vfull[i], 1); mbar_init(&kempty[i], 256); }
-        for (int i = 0; i < 2; i++) { mbar_init(&tfull[i], n_tr); mbar_init(&tempty[i], 256); }
+        for (int i = 0; i < KS; i++) { mbar_init(&kfull[i], 1); mbar_init(&vfull[i], 1); mbar_init(&kempty[i], 128 * NC); }
+        for (int i = 0; i < 2; i++) { mbar_init(&tfull[i], n_tr); mbar_init(&tempty[i], 128 * NC); }
         for (int i = 0; i < KS; i++) mbar_init(&vempty[i], n_tr);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -300,7 +311,7 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     }
 
     // ---- consumers: warpgroups 1 and 2, 64 query rows each
-    fp8tma::reg_alloc<232>();
+    fp8tma::reg_alloc<NC == 2 ? 232 : 152>();
     const int tid = threadIdx.x - 128, wg = tid >> 7, warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
     const int n_heads = n_kv * G;
     fp8pf::load_q<HD>(Qs, qscale_s, q, tid, ct.q0, ct.n_q, ct.tok_per_cta, ct.t_begin, n_heads, g, G);
@@ -311,6 +322,52 @@ __global__ void __launch_bounds__(384, 1) k_prefill_fp8_tma(const __grid_constan
     rw.scales(qscale_s, warp, rr, scales[g], scale);
     const float vscale = scales[KV_MAX_HEADS + g];
     const uint8_t *qw = Qs + wg * L::Q_BYTES;
+    if constexpr (NC == 3) {  // per tile: Q·Kᵀ (under a turn that goes round the three), softmax, P, then
+        // T = P·Vᵀ in two 64-column halves, each folded into o (o = o·α + T, two-level's numbers)
+        float o3[HD / 2], m3[2] = {-INFINITY, -INFINITY}, l3[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int j = 0; j < HD / 2; j++) o3[j] = 0.0f;
+        if (pingpong && wg == NC - 1) fp8tma::bar_arrive(BAR_TURN, 256);  // warpgroup 1 (wg 0) takes the first turn
+        for (int i = 0; i < n; i++) {
+            const int st = i % KS;
+            mbar_wait(&kfull[st], (i / KS) & 1, spin);
+            float sacc[BN / 2];
+            if (pingpong) fp8tma::bar_sync(BAR_TURN + wg, 256);
+            wgmma_fence();
+#pragma unroll
+            for (int kk = 0; kk < HD / 32; kk++)
+                fp8pf::ss<BN>(sacc, wgmma_desc(qw + kk * 256, 128, HD * 8), desc_sw<HD>(Ks + st * L::TILE_BYTES + kk * 32), kk > 0);
+            wgmma_commit();
+            if (pingpong && (wg != NC - 1 || i + 1 < n)) fp8tma::bar_arrive(BAR_TURN + (wg + 1) % NC, 256);  // (n turns each)
+            wgmma_wait<0>();
+            fp8pf::fence_acc<BN>(sacc);
+            mbar_arrive(&kempty[st]);
+            float alpha[2];
+            fp8pf::softmax_s<BN>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m3, l3, alpha);
+            uint32_t pa3[BN / 32][4];
+            fp8pf::pack_p<BN>(sacc, pa3);
+            mbar_wait(&tfull[i & 1], (i >> 1) & 1, spin);
+            const uint8_t *vt = Vt + (i & 1) * L::TILE_BYTES;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {  // d in [h·HD/2, (h+1)·HD/2): o3[h·HD/4 ..] (8 columns a 4 registers)
+                float th[HD / 4];
+                wgmma_fence();
+#pragma unroll
+                for (int kk = 0; kk < BN / 32; kk++)
+                    fp8pf::rs<HD / 2>(th, pa3[kk], wgmma_desc(vt + h * (HD / 2) * BN + kk * 256, 128, BN * 8), kk > 0);
+                wgmma_commit();
+                wgmma_wait<0>();
+                fp8pf::fence_acc<HD / 2>(th);
+#pragma unroll
+                for (int j = 0; j < HD / 4; j++) o3[h * (HD / 4) + j] = fmaf(o3[h * (HD / 4) + j], alpha[(j >> 1) & 1], th[j]);
+            }
+            mbar_arrive(&tempty[i & 1]);
+        }
+        fp8pf::rows2 ro;
+        ro.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
+        fp8pf::store_rows<HD>(out, o3, l3, ro.on, ro.tok, ro.head, n_heads, g, G, vscale, c);
+        return;
+    }
 
     float o[ACC != 2 ? HD / 2 : 1], tacc[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha_prev[2] = {1.0f, 1.0f};
 #pragma unroll
@@ -470,17 +527,22 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
     typedef decltype(&k_prefill_fp8_tma<HD, 0>) tma_fn;
     static const tma_fn kerns[6] = {k_prefill_fp8_tma<HD, 0, false>, k_prefill_fp8_tma<HD, 0, true>, k_prefill_fp8_tma<HD, 1, false>,
                                     k_prefill_fp8_tma<HD, 1, true>,  k_prefill_fp8_tma<HD, 2, false>, k_prefill_fp8_tma<HD, 2, true>};  // [acc][prof]
-    const int which = acc * 2 + prof_on;
-    const tma_fn kern = kerns[which];
-    static bool attr_set[6] = {};
+    // lab: three consumer warpgroups (head_dim 128, two-level, no PROF)
+    static const bool nc3 = cuda_env_int("OCTET_FP8_TMA_NC", 2) == 3;
+    tma_fn kern3 = nullptr;
+    if constexpr (HD == 128) kern3 = k_prefill_fp8_tma<HD, 0, false, 3>;
+    const bool three = nc3 && acc == 0 && !prof_on && kern3;
+    const int which = three ? 6 : acc * 2 + prof_on, smem = three ? fp8tma::lay<HD, 3>::SMEM : fp8tma::lay<HD>::SMEM;
+    const tma_fn kern = three ? kern3 : kerns[which];
+    static bool attr_set[7] = {};
     if (!attr_set[which]) {
-        if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma::lay<HD>::SMEM), "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
+        if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem), "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
             return;
         attr_set[which] = true;
     }
-    const int qt = 128 / G;
+    const int qt = (three ? 192 : 128) / G;
     dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    kern<<<grid, 384, fp8tma::lay<HD>::SMEM, c->stream>>>(km, vm, (bf16 *)out, (const bf16 *)q, c->cb.qstart, c->cb.pos, c->cb.btab,
+    kern<<<grid, three ? 512 : 384, smem, c->stream>>>(km, vm, (bf16 *)out, (const bf16 *)q, c->cb.qstart, c->cb.pos, c->cb.btab,
                                                  bt->max_blocks_per_seq, l->n_kv_heads, G, l->kv_block_tokens, rows, l->window, scale, sc, lab,
                                                  n_every, prof);
     if (CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma, TMA)") || !prof_on) return;
