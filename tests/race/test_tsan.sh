@@ -4,7 +4,6 @@
 # happens in this run, so a claim protocol that is only wrong under rare preemption (the likely
 # cause of the server load test's segfault in CI on 2026-12-02) fails here every time.
 set -u
-BUILD=${BUILD:-build}
 . tests/lib.sh  # pass/fail counters, ok, bad
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 if cc -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=thread -pthread tests/unit/test_threadpool.c src/base/threadpool.c \

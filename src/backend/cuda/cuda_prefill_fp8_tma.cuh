@@ -310,7 +310,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
         return;
     }
 
-    // ---- consumers: warpgroups 1 and 2, 64 query rows each
+    // ---- consumers: warpgroups 1 .. NC, 64 query rows each
     fp8tma::reg_alloc<NC == 2 ? 232 : 152>();
     const int tid = threadIdx.x - 128, wg = tid >> 7, warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
     const int n_heads = n_kv * G;
@@ -327,7 +327,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
         float o3[HD / 2], m3[2] = {-INFINITY, -INFINITY}, l3[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int j = 0; j < HD / 2; j++) o3[j] = 0.0f;
-        if (pingpong && wg == NC - 1) fp8tma::bar_arrive(BAR_TURN, 256);  // warpgroup 1 (wg 0) takes the first turn
+        if (pingpong && wg == NC - 1) fp8tma::bar_arrive(BAR_TURN, 256);  // the last hands warpgroup 1 (wg 0) the first turn
         for (int i = 0; i < n; i++) {
             const int st = i % KS;
             mbar_wait(&kfull[st], (i / KS) & 1, spin);
