@@ -9,6 +9,7 @@
 #                            warp stall samples by opcode and the instructions that hold the most
 #   attn JSONL | fp8prefill JSONL | gemv JSONL | model JSONL | depth JSONL | pd JSONL
 #   needle JSON | ttft SWEEP_JSON MODEL | itl SWEEP_JSON | load THROUGHPUT_JSON
+#   same OPS_JSON OPS_JSON   which test_cuda_ops checks' GPU outputs hash alike in both runs
 import csv
 import json
 import statistics
@@ -262,7 +263,18 @@ def source(argv):
               f"{reasons(range(i0, i0 + n))}")
 
 
-KINDS = {f.__name__: f for f in (prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, step, itl, load, pd, source)}
+def same(argv):  # two test_cuda_ops JSON reports: which checks' GPU outputs are bit-identical (gpu_fnv1a)
+    def hashes(f):
+        return {r["check"]: r["detail"] for r in json.load(open(f))
+                if r.get("detail", "").startswith("gpu_fnv1a ")}
+    a, b = hashes(argv[1]), hashes(argv[2])
+    both = [k for k in a if k in b]
+    differ = [k for k in both if a[k] != b[k]]
+    print(f"same: {len(both) - len(differ)} of {len(both)} GPU outputs bit-identical"
+          + ("; differ: " + "; ".join(differ[:int(argv[3]) if len(argv) > 3 else 8]) if differ else ""))
+
+
+KINDS = {f.__name__: f for f in (prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, step, itl, load, pd, source, same)}
 
 if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[1] not in KINDS:

@@ -53,4 +53,15 @@ expect "needle" '^\| 8192 \| bf16 \| gpu decode \| 3.900e-03 \| 0.9862 \|' needl
 # a kind it does not know, and no file: a usage line naming the kinds, exit 1
 out=$(python3 "$R" bogus x 2>&1); rc=$?
 [ $rc = 1 ] && grep -q 'usage: gpu_report.py {prof|attn' <<<"$out" && ok || bad "unknown kind: rc $rc: $out"
+# same: two test_cuda_ops reports (made up here), compared by their outputs' hashes; records
+# without one, or in one report only, are left out
+T=$(mktemp -d)
+printf '%s\n' '[{"check":"a","nmse":0,"bound":1,"ok":true,"detail":"gpu_fnv1a 0000000000000001"},' \
+  '{"check":"b","nmse":0,"bound":1,"ok":true,"detail":"gpu_fnv1a 0000000000000002"},' \
+  '{"check":"c","nmse":0,"bound":1,"ok":true},{"check":"d","nmse":0,"bound":1,"ok":true,"detail":"gpu_fnv1a 0000000000000004"}]' > "$T/x.json"
+printf '%s\n' '[{"check":"a","nmse":0,"bound":1,"ok":true,"detail":"gpu_fnv1a 0000000000000001"},' \
+  '{"check":"b","nmse":0,"bound":1,"ok":true,"detail":"gpu_fnv1a 00000000000000ff"},{"check":"c","nmse":0,"bound":1,"ok":true}]' > "$T/y.json"
+expect "same" '^same: 1 of 2 GPU outputs bit-identical; differ: b$' same "$T/x.json" "$T/y.json"
+expect "same, identical" '^same: 3 of 3 GPU outputs bit-identical$' same "$T/x.json" "$T/x.json"
+rm -rf "$T"
 echo "gpu_report: $pass passed, $fail failed"
