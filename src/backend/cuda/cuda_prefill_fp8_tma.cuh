@@ -24,8 +24,9 @@
 //     are in flight; then T(t−1) is folded (two-level: o = o·α(t−1) + T; every:N: after absolute
 //     tiles N−1, 2N−1, … o = o·A + T, A the product of the α since the last promotion; then T ·= α(t)
 //     for every:N and single) and P(t) packed into the registers P·V(t−1) read.
-// (Lab OCTET_FP8_TMA_NC=3, two-level at head_dim 128: three consumers, 512 threads, 192 rows; NC
-// above the kernel.)
+// Two-level at head_dim 128 (the default mode) runs three consumers instead (512 threads, 192 rows,
+// no turn, no P·V under a warpgroup's own softmax: NC above the kernel; OCTET_FP8_TMA_NC=2 selects
+// the two above).
 // Stages: K and raw V in 3 ring slots (mbarriers kfull/vfull with TMA byte counts or the copy
 // warp's 32 arrivals, kempty from the consumers after their Q·Kᵀ, vempty from the transposers),
 // Vᵀ in 2 (tfull from the transposers, tempty after P·V). The query tiles run longest first.
@@ -216,14 +217,18 @@ template <bool ON> struct phase_clock {
 // the product of the tiles' α (the older kernel: by each α in turn, o·α·α·α — the same up to float
 // rounding; the CPU emulation needs no rescale, it knows the exact max): 504 → 632 TFLOP/s at 16k on
 // the H200 against rescaling o every tile (bench/NOTES.md, session 21).
-// NC: consumer warpgroups (2, or 3 — lab OCTET_FP8_TMA_NC=3, two-level at head_dim 128 only: three
+// NC: consumer warpgroups (2, or 3 — the default for two-level at head_dim 128 and only there: three
 // consumer warps a sub-partition to hide the softmax chain's latency, 192 query rows a CTA). At 512
 // threads the entry has 128 registers; ptxas honours the consumers' setmaxnreg.inc to 152 (o 64 + S
 // 64 + P 16 compile with 4 bytes of spills; the producer keeps 40: at 32 or 24 the transposers
 // spill 52 / 88 bytes). So no P·V under its own softmax, and T is taken in two 64-column halves
 // (n64 wgmmas into 32 registers) folded one after the other. Session 31 (H200, same binary, one call): 132/132
 // against the CPU emulation; 16k 673 against 632 TFLOP/s (1.07× cuDNN BF16), 64k 807 against 742
-// (1.35×), 4k level (370). Not the default yet: gpu_check's stages have not run with it.
+// (1.35×), 4k level (370). Session 32 (four calls): bit-identical to NC=2 in all 33 of test_cuda_ops'
+// FP8 prefill outputs; the Q·Kᵀ issues no longer take turns (with the ring, lab bit 4: 682 against
+// 695); 16k 695 against 632 (NC=2), 64k 817 against 747. Single does not fit (compiled, not run): o as the P·V
+// accumulator next to S, ptxas serialises the wgmmas and spills 772 bytes (C7512); every:N's T lives
+// across tiles beside o and S.
 template <int HD, int ACC, bool PROF = false, int NC = 2>
 __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
@@ -247,8 +252,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
     // first (the grid's y in reverse): 394 → 405 TFLOP/s at 16k, 256 → 281 at 4k (session 16).
     // Kernel lab (OCTET_FP8_TMA_LAB): bit 0 turns the consumers' ping-pong off (no difference
     // measured, sessions 15-16); bit 2 waits on the mbarriers without the suspend hint (the same);
-    // bit 3 runs the query tiles in the grid's order.
-    const bool pingpong = !(lab & 1), spin = lab & 4;
+    // bit 3 runs the query tiles in the grid's order; bit 4 puts three consumers' Q·Kᵀ issues back
+    // under a turn that goes round them (off by default: 682 against 695 TFLOP/s at 16k, session 32).
+    const bool pingpong = NC == 2 ? !(lab & 1) : (lab & 16) != 0, spin = lab & 4;
     constexpr int n_tr = 96;  // transposing threads
     const int s = blockIdx.x, g = blockIdx.z;
     fp8pf::cta_tiles ct = {};
@@ -322,7 +328,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
     rw.scales(qscale_s, warp, rr, scales[g], scale);
     const float vscale = scales[KV_MAX_HEADS + g];
     const uint8_t *qw = Qs + wg * L::Q_BYTES;
-    if constexpr (NC == 3) {  // per tile: Q·Kᵀ (under a turn that goes round the three), softmax, P, then
+    if constexpr (NC == 3) {  // per tile: Q·Kᵀ (lab: under a turn that goes round the three), softmax, P, then
         // T = P·Vᵀ in two 64-column halves, each folded into o (o = o·α + T, two-level's numbers)
         float o3[HD / 2], m3[2] = {-INFINITY, -INFINITY}, l3[2] = {0.0f, 0.0f};
 #pragma unroll
@@ -527,8 +533,9 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
     typedef decltype(&k_prefill_fp8_tma<HD, 0>) tma_fn;
     static const tma_fn kerns[6] = {k_prefill_fp8_tma<HD, 0, false>, k_prefill_fp8_tma<HD, 0, true>, k_prefill_fp8_tma<HD, 1, false>,
                                     k_prefill_fp8_tma<HD, 1, true>,  k_prefill_fp8_tma<HD, 2, false>, k_prefill_fp8_tma<HD, 2, true>};  // [acc][prof]
-    // lab: three consumer warpgroups (head_dim 128, two-level, no PROF)
-    static const bool nc3 = cuda_env_int("OCTET_FP8_TMA_NC", 2) == 3;
+    // three consumer warpgroups for two-level at head_dim 128 (OCTET_FP8_TMA_NC=2: two, as every
+    // other mode; PROF runs two)
+    static const bool nc3 = cuda_env_int("OCTET_FP8_TMA_NC", 3) == 3;
     tma_fn kern3 = nullptr;
     if constexpr (HD == 128) kern3 = k_prefill_fp8_tma<HD, 0, false, 3>;
     const bool three = nc3 && acc == 0 && !prof_on && kern3;
