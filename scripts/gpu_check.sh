@@ -92,9 +92,10 @@ if has ops; then
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
   if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks and the lab variant must be right too
     for v in ${OCTET_LAB_OPS-OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_TMA=0 OCTET_FP8_TMA_LAB=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_FUSE_NORM=0 OCTET_DECODE_T=0 OCTET_COMBINE_DYN=1 OCTET_DECODE_PDL=0 OCTET_FP8_TMA_D64=0 OCTET_FP8_TMA_NC=2 OCTET_FP8_TMA_LAB=16 OCTET_FP8_TMA_LAB=32 OCTET_GEMV_DEFER=0 OCTET_QKV_ROPE=0 OCTET_QKV_RPW=1 OCTET_DECODE_EARLY=0}; do
-      env $v "$BIN/gpu/test_cuda_ops" "$OUT/ops_${v#OCTET_}.json" > "$OUT/ops_${v#OCTET_}.log" 2>&1
-      say "ops vs cpu ($v): $(tail -n 1 "$OUT/ops_${v#OCTET_}.log")"
-      say "  ($v) $(python3 "$REPORT" same "$OUT/ops.json" "$OUT/ops_${v#OCTET_}.json" 4)"
+      f="$OUT/ops_$(tr '=,' '__' <<<"${v#OCTET_}")"  # (no '=' in file names: the device tool returns none such)
+      env $v "$BIN/gpu/test_cuda_ops" "$f.json" > "$f.log" 2>&1
+      say "ops vs cpu ($v): $(tail -n 1 "$f.log")"
+      say "  ($v) $(python3 "$REPORT" same "$OUT/ops.json" "$f.json" 4)"
     done
   fi
 fi
