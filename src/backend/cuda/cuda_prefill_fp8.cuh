@@ -252,8 +252,9 @@ __device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, i
 // e4m3 in the core-matrix layout; 2 threads a row (tid < 2·rows), the scales into qscale.
 // vec (lab, the TMA kernel's OCTET_FP8_TMA_LAB bit 5; written in session 32, not yet run): the
 // row half read as 16-byte loads into registers instead of 2-byte loads twice over — ncu (session
-// 32) put 6.8 % of the TMA kernel's stall samples at 16k on this function, 73 % of them lg_throttle.
-// The same values in the same arithmetic, so the same bytes. HD 64 or 128 (32 or 64 registers).
+// 32) put ≈ 13 % of the TMA kernel's stall samples at 16k in this function (the first pass's loads,
+// 73 % lg_throttle, and the waits on the second pass's). The same values in the same arithmetic,
+// so the same bytes. HD 64 or 128 (16 or 32 registers).
 template <int HD>
 __device__ __forceinline__ void load_q(uint8_t *Qs, float *qscale, const bf16 *q, int tid, int q0, int n_q, int tok_per_cta,
                                        int t_begin, int n_heads, int g, int G, bool vec = false) {
