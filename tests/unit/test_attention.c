@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../../src/backend/backend.h"
+#include "../../src/backend/cpu/cpu.h"
 #include "../../src/base/check.h"
 #include "../../src/base/fp8.h"
 #include "../../src/base/half.h"
@@ -268,7 +269,46 @@ TEST(k_offset_leaves_attention_unchanged) {
     b->ops->destroy(b);
 }
 
+// The wgmma model's MMA in its vector form (AVX2, where built) against its scalar form, bit for
+// bit: e4m3 rows times e4m3 P·256, 1-32 rows, head dims with and without an 8-column tail, and
+// columns of zeros, −0, and NaN in T or in a term (those take the scalar path inside the vector form).
+TEST(wgmma_model_vector_matches_scalar) {
+    struct rng r;
+    rng_seed(&r, 99);
+    static const int hds[6] = {8, 20, 64, 96, 128, 256};
+    float g[32 * 256], f[32], ta[256], tb[256];
+    int diff = 0, cases = 0;
+    for (int k = 0; k < 6; k++) {
+        const int hd = hds[k];
+        for (int trial = 0; trial < 40; trial++) {
+            const int n = 1 + (int)(rng_next(&r) % 32);
+            for (int i = 0; i < n * hd; i++) {
+                uint8_t b = (uint8_t)(rng_next(&r) & 0xff);
+                if ((b & 0x7f) == 0x7f) b = 0;  // (e4m3's NaN codes as zeros)
+                g[i] = fp8_e4m3_to_f32(b);
+            }
+            for (int j = 0; j < n; j++) f[j] = fp8_e4m3_to_f32((uint8_t)(rng_next(&r) % 0x7f)) * 256.0f;
+            for (int d = 0; d < hd; d++) ta[d] = tb[d] = 0.0f;
+            cpu_wgmma_mma_add(ta, g, f, n, hd, 0);  // a T that already holds one MMA's sum
+            memcpy(tb, ta, sizeof(float) * hd);
+            if (trial % 4 == 1) {  // special columns
+                for (int j = 0; j < n; j++) g[j * hd + 1] = 0.0f;
+                ta[1] = tb[1] = -0.0f;
+                ta[hd - 1] = tb[hd - 1] = NAN;
+                g[(n - 1) * hd + hd / 2] = NAN;
+            }
+            for (int i = 0; i < n * hd; i++) g[i] = -g[i];  // (a second MMA of other signs)
+            cpu_wgmma_mma_add(ta, g, f, n, hd, 0);
+            cpu_wgmma_mma_add(tb, g, f, n, hd, 1);
+            diff += memcmp(ta, tb, sizeof(float) * hd) != 0;
+            cases++;
+        }
+    }
+    CHECK_MSG(diff == 0, "%d of %d MMAs differ between the vector and scalar forms", diff, cases);
+}
+
 int main(void) {
+    RUN(wgmma_model_vector_matches_scalar);
     RUN(all_dtypes_and_shapes);
     RUN(k_offset_leaves_attention_unchanged);
     RUN(padding_slots_are_skipped);

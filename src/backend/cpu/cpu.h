@@ -32,6 +32,11 @@ void cpu_kv_write(struct backend *b, struct kv_layer *l, const void *k, const vo
 void cpu_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,
                    const struct attn_params *p, const struct batch *bt);
 
+// One MMA of the FP8 wgmma model (cpu_attention.c): t[0..hd) = t + Σ_j g[j]·f[j] (n ≤ 32 rows of
+// hd), every term and t cut to 14 significant bits; vec = 0 forces the scalar form, which the
+// vector form must match bit for bit (tests/unit/test_attention.c).
+void cpu_wgmma_mma_add(float *t, const float *g, const float *f, int n, int hd, int vec);
+
 // Attention softmax P is multiplied by this before rounding to e4m3 in the emulation
 // mode (a power of two: exact, and maps P's [0,1] into e4m3's normal range).
 #define ATTN_FP8_P_SCALE 256.0f
