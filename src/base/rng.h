@@ -3,7 +3,9 @@
 #ifndef OCTET_RNG_H
 #define OCTET_RNG_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 struct rng { uint64_t s[4]; };
 
@@ -41,11 +43,14 @@ static inline float rng_float(struct rng *r) { return (float)(rng_next(r) >> 40)
 // Uniform in [0, 1) with 53 random bits.
 static inline double rng_double(struct rng *r) { return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
 
-// FNV-1a of a string: a stable per-name seed component.
-static inline uint64_t rng_hash_str(const char *s) {
+// FNV-1a of n bytes (a test's output compared across runs) and of a string (a stable per-name
+// seed component).
+static inline uint64_t rng_hash_bytes(const void *p, size_t n) {
+    const unsigned char *b = (const unsigned char *)p;
     uint64_t h = 0xcbf29ce484222325ull;
-    while (*s) { h ^= (unsigned char)*s++; h *= 0x100000001b3ull; }
+    for (size_t i = 0; i < n; i++) { h ^= b[i]; h *= 0x100000001b3ull; }
     return h;
 }
+static inline uint64_t rng_hash_str(const char *s) { return rng_hash_bytes(s, strlen(s)); }
 
 #endif

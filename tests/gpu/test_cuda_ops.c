@@ -168,11 +168,8 @@ static void attention_case(const char *label, enum dtype dt, int hd, int n_kv, i
     snprintf(name, sizeof name, "attention %s %s%s", dtype_name(dt), label, math == ATTN_FP8_EMULATE ? " vs emulate" : "");
     // the GPU output's bytes hashed (FNV-1a) into the record's detail, so that two runs under
     // different kernel switches can be compared bit for bit (scripts/gpu_check.sh, OCTET_LAB)
-    uint64_t hsh = 0xcbf29ce484222325ull;
-    const unsigned char *ob = (const unsigned char *)out[1];
-    for (size_t i = 0; i < nout * sizeof(float); i++) { hsh ^= ob[i]; hsh *= 0x100000001b3ull; }
     char detail[40];
-    snprintf(detail, sizeof detail, "gpu_fnv1a %016llx", (unsigned long long)hsh);
+    snprintf(detail, sizeof detail, "gpu_fnv1a %016llx", (unsigned long long)rng_hash_bytes(out[1], nout * sizeof(float)));
     record(name, nmse(out[1], out[0], nout), bound, detail);
     free(out[0]); free(out[1]); free(k); free(v); free(q); free(pg); free(pc); free(t); free(w);
 }
