@@ -235,7 +235,10 @@ if start_server term --model dummy:tiny --max-model-len 8192 --num-kv-blocks 110
   for _ in $(seq 1 100); do [ -s "$tmp/term_long" ] && break; sleep 0.02; done
   curl -sN -m 30 -o "$tmp/term_short" -H 'Content-Type: application/json' "$URL$C" --data-binary "$(printf "$body" 20)" &
   c2=$!
-  sleep 0.05; t0=$(date +%s%N)
+  # (SIGTERM only once the short stream has begun: sent 50 ms after its curl started, it once came
+  # before the request was accepted, and the short stream never existed)
+  for _ in $(seq 1 100); do [ -s "$tmp/term_short" ] && break; sleep 0.02; done
+  t0=$(date +%s%N)
   kill -TERM "$SPID"; wait "$SPID"; rc=$?; wait "$c1" "$c2"
   t1=$(( ($(date +%s%N) - t0) / 1000000 ))
   [ "$rc" = 0 ] && ok || bad "SIGTERM exit code $rc"
