@@ -44,13 +44,12 @@
 #          OCTET_COMBINE_DYN=1, OCTET_DECODE_PDL=0, OCTET_FP8_TMA_D64=0 (head_dim 64 on the older FP8 prefill),
 #          OCTET_FP8_TMA_NC=2 (the TMA prefill's two-level at head_dim 128 with two consumer warpgroups, not three),
 #          OCTET_FP8_TMA_LAB=16 (its three consumers' Q·Kᵀ issues under a turn that goes round them),
-#          OCTET_FP8_TMA_LAB=32 (its Q read with 16-byte loads),
 #          OCTET_GEMV_DEFER=0 (SwiGLU with the NORM prologue instead of its rmsnorm scaled onto its sums),
 #          OCTET_DECODE_EARLY=0 (FP8 decode refilling a ring stage at the top of the next iteration, not early);
 #   (OCTET_LAB_OPS, OCTET_LAB_DEPTH and OCTET_LAB_FP8 replace the ops, depth and fp8prefill
 #   lists, so a call can run only the variants it needs: each ops run takes about a minute)
 #   golden OCTET_PDL=1 and OCTET_FUSE=0; pd the unfused ops; fp8prefill OCTET_FP8_WG=1,
-#          OCTET_FP8_TMA_LAB=1, OCTET_FP8_TMA_D64=0, OCTET_FP8_TMA_NC=2, OCTET_FP8_TMA_LAB=16 and =32; model OCTET_GEMV=0, OCTET_PDL=1 and OCTET_FUSE=0.
+#          OCTET_FP8_TMA_LAB=1, OCTET_FP8_TMA_D64=0, OCTET_FP8_TMA_NC=2, OCTET_FP8_TMA_LAB=16; model OCTET_GEMV=0, OCTET_PDL=1 and OCTET_FUSE=0.
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 REPORT="$(dirname "$0")/gpu_report.py"  # the summary lines and tables from each stage's raw output
@@ -91,7 +90,7 @@ if has ops; then
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
   if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks and the lab variant must be right too
-    for v in ${OCTET_LAB_OPS-OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_TMA=0 OCTET_FP8_TMA_LAB=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_FUSE_NORM=0 OCTET_DECODE_T=0 OCTET_COMBINE_DYN=1 OCTET_DECODE_PDL=0 OCTET_FP8_TMA_D64=0 OCTET_FP8_TMA_NC=2 OCTET_FP8_TMA_LAB=16 OCTET_FP8_TMA_LAB=32 OCTET_GEMV_DEFER=0 OCTET_QKV_ROPE=0 OCTET_QKV_RPW=1 OCTET_DECODE_EARLY=0}; do
+    for v in ${OCTET_LAB_OPS-OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_TMA=0 OCTET_FP8_TMA_LAB=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_FUSE_NORM=0 OCTET_DECODE_T=0 OCTET_COMBINE_DYN=1 OCTET_DECODE_PDL=0 OCTET_FP8_TMA_D64=0 OCTET_FP8_TMA_NC=2 OCTET_FP8_TMA_LAB=16 OCTET_GEMV_DEFER=0 OCTET_QKV_ROPE=0 OCTET_QKV_RPW=1 OCTET_DECODE_EARLY=0}; do
       f="$OUT/ops_$(tr '=,' '__' <<<"${v#OCTET_}")"  # (no '=' in file names: the device tool returns none such)
       env $v "$BIN/gpu/test_cuda_ops" "$f.json" > "$f.log" 2>&1
       say "ops vs cpu ($v): $(tail -n 1 "$f.log")"
@@ -203,7 +202,7 @@ fi
 if has fp8prefill; then
   # prefill attention, causal, 32q/8kv heads: bf16 (mma.sync) and fp8 (wgmma) per accumulation mode, cuDNN beside
   : > "$OUT/fp8prefill.jsonl"
-  for d in 64 128 256; do
+  for d in ${FP8PF_DIMS:-64 128 256}; do  # (FP8PF_DIMS: a subset of the head dims, for a short lab call)
     for L in 4096 16384 65536; do
       it=3; [ $L = 65536 ] && it=1
       # bf16 at head_dim 256 runs the SIMT prefill kernel (~2 TFLOP/s): only at 4k
@@ -213,8 +212,8 @@ if has fp8prefill; then
           --fp8-attention-accumulation $acc --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
       done
       # kernel lab: one consumer warpgroup per CTA (the older kernel's previous form); the TMA
-      # kernel's consumers without their ping-pong turns; head_dim 64 on the older kernel; two TMA consumers at two-level; three under a turn; Q by 16-byte loads
-      for v in ${OCTET_LAB:+${OCTET_LAB_FP8-WG=1 TMA_LAB=1 TMA_D64=0 TMA_NC=2 TMA_LAB=16 TMA_LAB=32}}; do
+      # kernel's consumers without their ping-pong turns; head_dim 64 on the older kernel; two TMA consumers at two-level; three under a turn
+      for v in ${OCTET_LAB:+${OCTET_LAB_FP8-WG=1 TMA_LAB=1 TMA_D64=0 TMA_NC=2 TMA_LAB=16}}; do
         env OCTET_FP8_$v "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype fp8 \
           --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 | sed "s/\"accumulation\":\"two-level\"/\"accumulation\":\"two-level $v\"/" >> "$OUT/fp8prefill.jsonl"
       done

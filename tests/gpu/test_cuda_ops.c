@@ -85,6 +85,9 @@ static double case_bound = 2e-5;
 static int case_bs = 16;  // kv_block_tokens of the next cases
 // Per-channel K offsets ([n_kv][hd], kv_layer.k_offset) for the next cases, or NULL.
 static const float *case_k_offset = NULL;
+// Elements by which the GPU's q starts into its buffer in the next cases (1: a bf16 q off 16-byte
+// alignment, which takes the FP8 prefill's 2-byte Q loads).
+static int case_q_shift = 0;
 
 // OCTET_IDENTITY=1 (the backend's identity mode): attention at head_dim 64/128 runs the
 // decode kernel's f16 math for every row, so e4m3 prefill is compared with exact math there.
@@ -155,11 +158,26 @@ static void attention_case(const char *label, enum dtype dt, int hd, int n_kv, i
     if (identity_mode() && (hd == 64 || hd == 128) && G <= 8) { math = ATTN_FP8_EXACT; bound = 2e-5; }
     struct attn_params ap = {n_kv * G, 1.0f / sqrtf((float)hd), math, case_acc};
     for (int i = 0; i < 2; i++) {
-        void *dq = to_dev(bk[i], q, nout), *dout = bk[i]->ops->alloc(bk[i], nout * 4);
+        const int sh = bk[i] == gpu ? case_q_shift : 0;
+        float *qs = sh ? calloc(nout + sh, sizeof(float)) : NULL;
+        if (qs) memcpy(qs + sh, q, nout * sizeof(float));
+        void *dq = to_dev(bk[i], qs ? qs : q, nout + sh), *dout = bk[i]->ops->alloc(bk[i], nout * 4);
+        free(qs);
         bk[i]->ops->batch_begin(bk[i], &t->b);
-        bk[i]->ops->attention(bk[i], dout, dq, &L[i], &ap, &t->b);
+        bk[i]->ops->attention(bk[i], dout, (char *)dq + (size_t)sh * dtype_size(bk[i]->ops->act_dtype), &L[i], &ap, &t->b);
         CHECK_OK(bk[i]->ops->sync(bk[i]));
         out[i] = to_host(bk[i], dout, nout);
+        if (sh) {  // the same q aligned (the 16-byte loads) must give the same bytes
+            void *da = to_dev(gpu, q, nout);
+            gpu->ops->attention(gpu, dout, da, &L[i], &ap, &t->b);
+            CHECK_OK(gpu->ops->sync(gpu));
+            float *oa = to_host(gpu, dout, nout);
+            char nm[200];
+            snprintf(nm, sizeof nm, "attention %s %s: bytes as with q aligned", dtype_name(dt), label);
+            record(nm, memcmp(oa, out[i], nout * sizeof(float)) ? 1.0 : 0.0, 0, NULL);
+            free(oa);
+            gpu->ops->free(gpu, da);
+        }
         bk[i]->ops->free(bk[i], dq);
         bk[i]->ops->free(bk[i], dout);
         bk[i]->ops->free(bk[i], L[i].k);
@@ -288,6 +306,33 @@ TEST(fp8_wgmma_prefill) {
         }
         case_bs = 16;
     }
+    case_acc = 0;
+    case_math = ATTN_FP8_EXACT;
+    case_bound = 2e-5;
+}
+
+// FP8 wgmma prefill with q off 16-byte alignment (its 2-byte Q loads; an aligned q takes 16-byte
+// loads): close to the CPU's emulation, and the same bytes as the same q aligned, at head dims
+// 128, 64 and 256 in each accumulation mode. (A test of its own, so that fp8_wgmma_prefill's
+// inputs, and so its output hashes, stay those of the runs before it.)
+TEST(fp8_prefill_unaligned_q) {
+    static const int accs[3] = {0, 4, ATTN_ACC_SINGLE};
+    static const char *const acc_names[3] = {"two-level", "every:4", "single"};
+    case_math = ATTN_FP8_EMULATE;
+    case_bound = WGMMA_BOUND;
+    case_q_shift = 1;
+    for (int a = 0; a < 3; a++) {
+        case_acc = accs[a];
+        char label[128];
+        int qb[2] = {200, 77}, cb[2] = {8192, 3000};
+        snprintf(label, sizeof label, "wgmma chunked prefill hd128 G4 L8192 unaligned q %s", acc_names[a]);
+        attention_case(label, DT_E4M3, 128, 8, 4, 0, 2, qb, cb);
+        snprintf(label, sizeof label, "wgmma chunked prefill hd64 G8 L8192 unaligned q %s", acc_names[a]);
+        attention_case(label, DT_E4M3, 64, 8, 8, 0, 2, qb, cb);
+        snprintf(label, sizeof label, "wgmma chunked prefill hd256 G2 L8192 unaligned q %s", acc_names[a]);
+        attention_case(label, DT_E4M3, 256, 4, 2, 0, 2, qb, cb);
+    }
+    case_q_shift = 0;
     case_acc = 0;
     case_math = ATTN_FP8_EXACT;
     case_bound = 2e-5;
@@ -713,6 +758,7 @@ int main(int argc, char **argv) {
     RUN_SEEDED(elementwise_and_gemm);
     RUN_SEEDED(kv_write_and_attention);
     RUN_SEEDED(fp8_wgmma_prefill);
+    RUN_SEEDED(fp8_prefill_unaligned_q);
     RUN_SEEDED(gemm_rows_invariant);
     RUN_SEEDED(prefill_decode_identity);
     RUN_SEEDED(fused_projections);

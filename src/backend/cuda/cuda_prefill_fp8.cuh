@@ -250,41 +250,39 @@ __device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, i
 }
 // Q of a CTA's query rows (row = (token, head of the KV head's group)): per-row scale amax/448,
 // e4m3 in the core-matrix layout; 2 threads a row (tid < 2·rows), the scales into qscale.
-// vec (lab, the TMA kernel's OCTET_FP8_TMA_LAB bit 5; written in session 32, not yet run): the
-// row half read as 16-byte loads into registers instead of 2-byte loads twice over — ncu (session
-// 32) put ≈ 13 % of the TMA kernel's stall samples at 16k in this function (the first pass's loads,
-// 73 % lg_throttle, and the waits on the second pass's). The same values in the same arithmetic,
-// so the same bytes. HD 64 or 128 (16 or 32 registers).
+// A row half (HD bytes from a multiple of HD bytes) is read as HD/16 16-byte loads into registers
+// when q is 16-byte aligned (always, from the engine's buffers): session 32's ncu put ≈ 13 % of
+// the TMA kernel's stall samples at 16k here when each thread read its half as 2-byte loads twice
+// over (73 % lg_throttle), and the 16-byte loads took 16k d128 two-level from 691 to 816 TFLOP/s
+// and 4k from 380 to 547 on the H200 (bench/NOTES.md, session 33), with the same bytes out. The
+// 2-byte form stays for an unaligned q (test_cuda_ops runs one); both give the same values.
 template <int HD>
 __device__ __forceinline__ void load_q(uint8_t *Qs, float *qscale, const bf16 *q, int tid, int q0, int n_q, int tok_per_cta,
-                                       int t_begin, int n_heads, int g, int G, bool vec = false) {
+                                       int t_begin, int n_heads, int g, int G) {
     int row = tid >> 1, half = tid & 1, qi = q0 + row / G;
     bool on = row < tok_per_cta * G && qi < n_q;
     const bf16 *src = q + ((size_t)(t_begin + (on ? qi : q0)) * n_heads + g * G + row % G) * HD + half * (HD / 2);
-    if constexpr (HD <= 128) {
-        // (a row half is HD bytes from a multiple of HD bytes: 16-byte aligned when q is; uniform)
-        if (vec && ((uintptr_t)q & 15) == 0) {
-            uint32_t w[HD / 4];  // the half's HD/2 bf16, two a word (element 2k in the low 16 bits)
+    if (((uintptr_t)q & 15) == 0) {  // (uniform)
+        uint32_t w[HD / 4];  // the half's HD/2 bf16, two a word (element 2k in the low 16 bits)
 #pragma unroll
-            for (int k = 0; k < HD / 16; k++) {
-                const uint4 u = on ? __ldg(reinterpret_cast<const uint4 *>(src) + k) : make_uint4(0u, 0u, 0u, 0u);
-                w[4 * k] = u.x, w[4 * k + 1] = u.y, w[4 * k + 2] = u.z, w[4 * k + 3] = u.w;
-            }
-            float va = 0.0f;
-#pragma unroll
-            for (int k = 0; k < HD / 4; k++) va = fmaxf(fmaxf(va, fabsf(__uint_as_float(w[k] << 16))), fabsf(__uint_as_float(w[k] & 0xffff0000u)));
-            va = fmaxf(va, __shfl_xor_sync(0xffffffff, va, 1));
-            const float vs = va > 0.0f ? va / 448.0f : 1.0f;
-#pragma unroll
-            for (int i = 0; i < HD / 2; i += 4) {
-                const uint32_t a = w[i / 2], b = w[i / 2 + 1];
-                *(uint32_t *)(Qs + cm_off(row, half * (HD / 2) + i, HD)) =
-                    pack4_e4m3(__uint_as_float(a << 16) / vs, __uint_as_float(a & 0xffff0000u) / vs, __uint_as_float(b << 16) / vs,
-                               __uint_as_float(b & 0xffff0000u) / vs);
-            }
-            if (!half) qscale[row] = vs;
-            return;
+        for (int k = 0; k < HD / 16; k++) {
+            const uint4 u = on ? __ldg(reinterpret_cast<const uint4 *>(src) + k) : make_uint4(0u, 0u, 0u, 0u);
+            w[4 * k] = u.x, w[4 * k + 1] = u.y, w[4 * k + 2] = u.z, w[4 * k + 3] = u.w;
         }
+        float va = 0.0f;
+#pragma unroll
+        for (int k = 0; k < HD / 4; k++) va = fmaxf(fmaxf(va, fabsf(__uint_as_float(w[k] << 16))), fabsf(__uint_as_float(w[k] & 0xffff0000u)));
+        va = fmaxf(va, __shfl_xor_sync(0xffffffff, va, 1));
+        const float vs = va > 0.0f ? va / 448.0f : 1.0f;
+#pragma unroll
+        for (int i = 0; i < HD / 2; i += 4) {
+            const uint32_t a = w[i / 2], b = w[i / 2 + 1];
+            *(uint32_t *)(Qs + cm_off(row, half * (HD / 2) + i, HD)) =
+                pack4_e4m3(__uint_as_float(a << 16) / vs, __uint_as_float(a & 0xffff0000u) / vs, __uint_as_float(b << 16) / vs,
+                           __uint_as_float(b & 0xffff0000u) / vs);
+        }
+        if (!half) qscale[row] = vs;
+        return;
     }
     float amax = 0.0f;
     if (on)

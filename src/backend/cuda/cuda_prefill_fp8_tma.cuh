@@ -254,7 +254,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
     // measured, sessions 15-16); bit 2 waits on the mbarriers without the suspend hint (the same);
     // bit 3 runs the query tiles in the grid's order; bit 4 puts three consumers' Q·Kᵀ issues back
     // under a turn that goes round them (off by default: 682 against 695 TFLOP/s at 16k, session 32);
-    // bit 5 reads Q with 16-byte loads (fp8pf::load_q's vec; written in session 32, not yet run).
     const bool pingpong = NC == 2 ? !(lab & 1) : (lab & 16) != 0, spin = lab & 4;
     constexpr int n_tr = 96;  // transposing threads
     const int s = blockIdx.x, g = blockIdx.z;
@@ -321,7 +320,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
     fp8tma::reg_alloc<NC == 2 ? 232 : 152>();
     const int tid = threadIdx.x - 128, wg = tid >> 7, warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
     const int n_heads = n_kv * G;
-    fp8pf::load_q<HD>(Qs, qscale_s, q, tid, ct.q0, ct.n_q, ct.tok_per_cta, ct.t_begin, n_heads, g, G, (lab & 32) != 0);
+    fp8pf::load_q<HD>(Qs, qscale_s, q, tid, ct.q0, ct.n_q, ct.tok_per_cta, ct.t_begin, n_heads, g, G);
     fp8pf::rows2 rw;
     rw.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
     fence_proxy_async();                   // Q visible to the wgmma
