@@ -271,11 +271,25 @@ TEST(kv_write_and_attention) {
     free(ko);
 }
 
+// the accumulation modes the FP8 prefill tests run
+static const int accs[3] = {0, 4, ATTN_ACC_SINGLE};
+static const char *const acc_names[3] = {"two-level", "every:4", "single"};
+
+// A chunked FP8 prefill (200 and 77 new tokens after 8192 and 3000 cached) at head dims 128 (G4),
+// 64 (G8) and 256 (G2); what goes into the labels before the accumulation mode.
+static void chunked_head_dims(const char *what, const char *acc_name) {
+    int qb[2] = {200, 77}, cb[2] = {8192, 3000};
+    static const int hds[3] = {128, 64, 256}, gs[3] = {4, 8, 2}, kvs[3] = {8, 8, 4};
+    for (int i = 0; i < 3; i++) {
+        char label[128];
+        snprintf(label, sizeof label, "wgmma chunked prefill hd%d G%d L8192%s %s", hds[i], gs[i], what, acc_name);
+        attention_case(label, DT_E4M3, hds[i], kvs[i], gs[i], 0, 2, qb, cb);
+    }
+}
+
 // FP8 wgmma prefill against the CPU's FP8 emulation: lengths, head dims, windows, GQA
 // groups and each accumulation mode (every mode must stay close at these lengths).
 TEST(fp8_wgmma_prefill) {
-    static const int accs[3] = {0, 4, ATTN_ACC_SINGLE};
-    static const char *const acc_names[3] = {"two-level", "every:4", "single"};
     case_math = ATTN_FP8_EMULATE;
     case_bound = WGMMA_BOUND;
     for (int a = 0; a < 3; a++) {
@@ -284,13 +298,8 @@ TEST(fp8_wgmma_prefill) {
         int qa[1] = {1024}, ca[1] = {1024};
         snprintf(label, sizeof label, "wgmma prefill hd128 G4 L1024 %s", acc_names[a]);
         attention_case(label, DT_E4M3, 128, 8, 4, 0, 1, qa, ca);
-        int qb[2] = {200, 77}, cb[2] = {8192, 3000};  // chunked: most of the context cached
-        snprintf(label, sizeof label, "wgmma chunked prefill hd128 G4 L8192 %s", acc_names[a]);
-        attention_case(label, DT_E4M3, 128, 8, 4, 0, 2, qb, cb);
-        snprintf(label, sizeof label, "wgmma chunked prefill hd64 G8 L8192 %s", acc_names[a]);
-        attention_case(label, DT_E4M3, 64, 8, 8, 0, 2, qb, cb);
-        snprintf(label, sizeof label, "wgmma chunked prefill hd256 G2 L8192 %s", acc_names[a]);
-        attention_case(label, DT_E4M3, 256, 4, 2, 0, 2, qb, cb);
+        chunked_head_dims("", acc_names[a]);
+        int qb[2] = {200, 77}, cb[2] = {8192, 3000};
         snprintf(label, sizeof label, "wgmma chunked prefill hd128 G1 window 1000 %s", acc_names[a]);
         attention_case(label, DT_E4M3, 128, 4, 1, 1000, 2, qb, cb);
         int qc[1] = {64}, cc[1] = {32768};
@@ -316,21 +325,12 @@ TEST(fp8_wgmma_prefill) {
 // 128, 64 and 256 in each accumulation mode. (A test of its own, so that fp8_wgmma_prefill's
 // inputs, and so its output hashes, stay those of the runs before it.)
 TEST(fp8_prefill_unaligned_q) {
-    static const int accs[3] = {0, 4, ATTN_ACC_SINGLE};
-    static const char *const acc_names[3] = {"two-level", "every:4", "single"};
     case_math = ATTN_FP8_EMULATE;
     case_bound = WGMMA_BOUND;
     case_q_shift = 1;
     for (int a = 0; a < 3; a++) {
         case_acc = accs[a];
-        char label[128];
-        int qb[2] = {200, 77}, cb[2] = {8192, 3000};
-        snprintf(label, sizeof label, "wgmma chunked prefill hd128 G4 L8192 unaligned q %s", acc_names[a]);
-        attention_case(label, DT_E4M3, 128, 8, 4, 0, 2, qb, cb);
-        snprintf(label, sizeof label, "wgmma chunked prefill hd64 G8 L8192 unaligned q %s", acc_names[a]);
-        attention_case(label, DT_E4M3, 64, 8, 8, 0, 2, qb, cb);
-        snprintf(label, sizeof label, "wgmma chunked prefill hd256 G2 L8192 unaligned q %s", acc_names[a]);
-        attention_case(label, DT_E4M3, 256, 4, 2, 0, 2, qb, cb);
+        chunked_head_dims(" unaligned q", acc_names[a]);
     }
     case_q_shift = 0;
     case_acc = 0;
