@@ -148,15 +148,20 @@ __global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf
 
 // One CTA = (sequence, query tile, KV head). THR = HD/32 threads own one query row
 // (32 dims each: q and the accumulator in registers); ROWS = 128/THR rows per CTA =
-// ROWS/G query tokens × G heads. Keys stream through shared memory one block at a time.
+// ROWS/G query tokens × G heads. Keys stream through shared memory in chunks of sub tokens (a
+// whole block, or with OCTET_PREFILL_CHUNK=16 16-token parts of a block whose size is a multiple of
+// 16), one key at a time, so the chunk size does not change the numbers. Why the lab (session 33,
+// written after the device budget was spent, not yet run): at the CUDA default of 64-token blocks a
+// whole block of f32 K and V at head_dim 256 is 128 KB, one CTA an SM, and a 16k prompt of
+// dummy:gemma-hd256 took 8.1 s in bf16 against 4.6 s on 2026-11-30 with 16-token blocks.
 template <int HD>
 __global__ void __launch_bounds__(128) k_prefill(bf16 *out, const bf16 *q, const void *kc, const void *vc, int dt,
                                                  const int32_t *qstart, const int32_t *pos_arr, const int32_t *btab,
                                                  int max_blocks, int n_kv, int G, int bs, int window, float scale,
-                                                 const float *scales) {
+                                                 const float *scales, int sub) {
     constexpr int THR = HD / 32, ROWS = 128 / THR;
     extern __shared__ float smem[];
-    float *sk = smem, *sv = smem + (size_t)bs * HD;  // [bs][HD] each
+    float *sk = smem, *sv = smem + (size_t)sub * HD;  // [sub][HD] each
     const int s = blockIdx.x, tile = blockIdx.y, g = blockIdx.z;
     const int QT = ROWS / G;
     const int t_begin = qstart[s], n_q = qstart[s + 1] - t_begin;
@@ -178,16 +183,17 @@ __global__ void __launch_bounds__(128) k_prefill(bf16 *out, const bf16 *q, const
     const int p_first = pos_arr[t_begin + q0], p_last = pos_arr[t_begin + min(q0 + QT, n_q) - 1];
     const int k_lo = window > 0 && p_first - window + 1 > 0 ? p_first - window + 1 : 0;
     const int32_t *bt = btab + (size_t)s * max_blocks;
-    for (int blk = k_lo / bs; blk <= p_last / bs; blk++) {
-        size_t base = ((size_t)bt[blk] * n_kv + g) * bs * HD;
+    for (int ch = k_lo / sub; ch <= p_last / sub; ch++) {
+        const int kp0 = ch * sub;
+        size_t base = (((size_t)bt[kp0 / bs] * n_kv + g) * bs + kp0 % bs) * HD;
         __syncthreads();
-        for (int i = threadIdx.x; i < bs * HD; i += blockDim.x) {
+        for (int i = threadIdx.x; i < sub * HD; i += blockDim.x) {
             sk[i] = load_any(kc, base + i, dt);
             sv[i] = load_any(vc, base + i, dt);
         }
         __syncthreads();
-        for (int j = 0; j < bs; j++) {
-            int kp = blk * bs + j;
+        for (int j = 0; j < sub; j++) {
+            int kp = kp0 + j;
             const float *kr = sk + (size_t)j * HD + part * 32;
             float d = 0.0f;
 #pragma unroll
@@ -567,23 +573,25 @@ static bool launch_decode(struct cuda_backend *c, void *out, const void *q, cons
     return false;
 }
 
-// False (nothing launched) when a cache block's K and V in f32 exceed the shared memory a CTA may
-// opt in to (227 KB on the H200: e.g. 128-token blocks at head_dim 256, 256-token blocks at 128);
-// the caller then takes the generic kernel, which needs none.
+// False (nothing launched) when a chunk's K and V in f32 exceed the shared memory a CTA may opt in
+// to (227 KB on the H200: whole 128-token blocks at head_dim 256, 256-token ones at 128; a 16-token
+// chunk needs 32 KB at 256); the caller then takes the generic kernel, which needs none.
 template <int HD>
 static bool launch_prefill(struct cuda_backend *c, void *out, const void *q, const struct kv_layer *l, int G, float scale,
                            const float *sc, const struct batch *bt) {
     constexpr int ROWS = 128 / (HD / 32);
     int qt = ROWS / G;
     dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    size_t smem = 2 * (size_t)l->kv_block_tokens * HD * sizeof(float);
+    static const bool chunk16 = cuda_env_int("OCTET_PREFILL_CHUNK", 0) == 16;  // (lab, above k_prefill)
+    const int sub = chunk16 && l->kv_block_tokens % 16 == 0 ? 16 : l->kv_block_tokens;
+    size_t smem = 2 * (size_t)sub * HD * sizeof(float);
     if (smem > c->smem_optin) return false;
     if (smem > 48 * 1024 &&
         cuda_fail(c, cudaFuncSetAttribute(k_prefill<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem), "attention prefill: smem attr"))
         return true;  // (the error is latched)
     k_prefill<HD><<<grid, 128, smem, c->stream>>>((bf16 *)out, (const bf16 *)q, l->k, l->v, (int)l->dtype, c->cb.qstart,
                                                  c->cb.pos, c->cb.btab, bt->max_blocks_per_seq, l->n_kv_heads, G,
-                                                 l->kv_block_tokens, l->window, scale, sc);
+                                                 l->kv_block_tokens, l->window, scale, sc, sub);
     CUDA_LAUNCHED(c, "attention prefill");
     return true;
 }
