@@ -229,6 +229,10 @@ template <bool ON> struct phase_clock {
 // 695); 16k 695 against 632 (NC=2), 64k 817 against 747. Single does not fit (compiled, not run): o as the P·V
 // accumulator next to S, ptxas serialises the wgmmas and spills 772 bytes (C7512); every:N's T lives
 // across tiles beside o and S.
+// Session 34 (H200, 16k two-level, ≈ 812–815 TFLOP/s here; bench/NOTES.md): upper bounds from probes
+// that break the results — no softmax at all (S packed as P) 1,210, no MUFU in the exponentials 933,
+// no fold (o = T) 895, no row sums 882 — and a quarter of the exponentials on the FMA pipe (degree-3
+// polynomial) 781, slower. The descriptors as a base plus the offset / 16: bit-identical, +0.5–1 %.
 template <int HD, int ACC, bool PROF = false, int NC = 2>
 __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
@@ -333,16 +337,21 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
         float o3[HD / 2], m3[2] = {-INFINITY, -INFINITY}, l3[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int j = 0; j < HD / 2; j++) o3[j] = 0.0f;
+        // the descriptors of Q, of K's first slot and of Vᵀ's first slot: every other operand is one of
+        // these plus its byte offset / 16 (the address field, bits 0-13, holds any shared address
+        // / 16 without carrying into the next field)
+        const uint64_t qd = wgmma_desc(qw, 128, HD * 8), kd = desc_sw<HD>(Ks), vd = wgmma_desc(Vt, 128, BN * 8);
         if (pingpong && wg == NC - 1) fp8tma::bar_arrive(BAR_TURN, 256);  // the last hands warpgroup 1 (wg 0) the first turn
+        int st = 0;          // K's ring slot, i % KS
+        uint32_t kpar = 0;   // its phase parity, (i / KS) & 1
         for (int i = 0; i < n; i++) {
-            const int st = i % KS;
-            mbar_wait(&kfull[st], (i / KS) & 1, spin);
+            mbar_wait(&kfull[st], kpar, spin);
             float sacc[BN / 2];
             if (pingpong) fp8tma::bar_sync(BAR_TURN + wg, 256);
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < HD / 32; kk++)
-                fp8pf::ss<BN>(sacc, wgmma_desc(qw + kk * 256, 128, HD * 8), desc_sw<HD>(Ks + st * L::TILE_BYTES + kk * 32), kk > 0);
+                fp8pf::ss<BN>(sacc, qd + (uint64_t)(kk * 16), kd + (uint64_t)(st * (L::TILE_BYTES >> 4) + kk * 2), kk > 0);
             wgmma_commit();
             if (pingpong && (wg != NC - 1 || i + 1 < n)) fp8tma::bar_arrive(BAR_TURN + (wg + 1) % NC, 256);  // (n turns each)
             wgmma_wait<0>();
@@ -353,14 +362,13 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
             uint32_t pa3[BN / 32][4];
             fp8pf::pack_p<BN>(sacc, pa3);
             mbar_wait(&tfull[i & 1], (i >> 1) & 1, spin);
-            const uint8_t *vt = Vt + (i & 1) * L::TILE_BYTES;
 #pragma unroll
             for (int h = 0; h < 2; h++) {  // d in [h·HD/2, (h+1)·HD/2): o3[h·HD/4 ..] (8 columns a 4 registers)
                 float th[HD / 4];
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BN / 32; kk++)
-                    fp8pf::rs<HD / 2>(th, pa3[kk], wgmma_desc(vt + h * (HD / 2) * BN + kk * 256, 128, BN * 8), kk > 0);
+                    fp8pf::rs<HD / 2>(th, pa3[kk], vd + (uint64_t)(((i & 1) * L::TILE_BYTES + h * (HD / 2) * BN + kk * 256) >> 4), kk > 0);
                 wgmma_commit();
                 wgmma_wait<0>();
                 fp8pf::fence_acc<HD / 2>(th);
@@ -368,6 +376,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
                 for (int j = 0; j < HD / 4; j++) o3[h * (HD / 4) + j] = fmaf(o3[h * (HD / 4) + j], alpha[(j >> 1) & 1], th[j]);
             }
             mbar_arrive(&tempty[i & 1]);
+            if (++st == KS) st = 0, kpar ^= 1;
         }
         fp8pf::rows2 ro;
         ro.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
@@ -395,12 +404,13 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
     uint32_t pa[BN / 32][4];
     phase_clock<PROF> pc;
     pc.start();
+    // (descriptors as in the three consumers' loop: a base plus the byte offset / 16)
+    const uint64_t qd = wgmma_desc(qw, 128, HD * 8), kd = desc_sw<HD>(Ks), vd = wgmma_desc(Vt, 128, BN * 8);
     auto pv_issue = [&](int i) {  // T (+)= P(i)·Vᵀ(i) (two-level starts T from zero each tile, every:N when fresh)
-        const uint8_t *vt = Vt + (i & 1) * L::TILE_BYTES;
         const int sd0 = ACC == 0 || (ACC == 1 && (i == 0 || ph == 0)) ? 0 : 1;
 #pragma unroll
         for (int kk = 0; kk < BN / 32; kk++)
-            fp8pf::rs<HD>(tacc, pa[kk], wgmma_desc(vt + kk * 256, 128, BN * 8), kk == 0 ? sd0 : 1);
+            fp8pf::rs<HD>(tacc, pa[kk], vd + (uint64_t)(((i & 1) * L::TILE_BYTES + kk * 256) >> 4), kk == 0 ? sd0 : 1);
         wgmma_commit();
     };
     // one tile i; FIRST (tile 0) has no P·V(i − 1) to issue or fold. (Two instances rather than
@@ -417,7 +427,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 32; kk++)
-            fp8pf::ss<BN>(sacc, wgmma_desc(qw + kk * 256, 128, HD * 8), desc_sw<HD>(Ks + st * L::TILE_BYTES + kk * 32), kk > 0);
+            fp8pf::ss<BN>(sacc, qd + (uint64_t)(kk * 16), kd + (uint64_t)(st * (L::TILE_BYTES >> 4) + kk * 2), kk > 0);
         wgmma_commit();
         if constexpr (!FIRST) pv_issue(i - 1);
         if (pingpong && (wg == 0 || i + 1 < n)) fp8tma::bar_arrive(BAR_TURN + (wg ^ 1), 256);  // (turns balance: n each way)
