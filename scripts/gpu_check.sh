@@ -46,7 +46,7 @@
 #          OCTET_FP8_TMA_LAB=16 (its three consumers' Q·Kᵀ issues under a turn that goes round them),
 #          OCTET_GEMV_DEFER=0 (SwiGLU with the NORM prologue instead of its rmsnorm scaled onto its sums),
 #          OCTET_DECODE_EARLY=0 (FP8 decode refilling a ring stage at the top of the next iteration, not early),
-#          OCTET_PREFILL_CHUNK=16 (the SIMT prefill — bf16 / e5m2 at head_dim 256 — streaming 16-token parts of each block);
+#          OCTET_PREFILL_CHUNK=0 (the SIMT prefill — bf16 / e5m2 at head_dim 256 — streaming whole blocks, not 16-token parts);
 #   (OCTET_LAB_OPS, OCTET_LAB_DEPTH and OCTET_LAB_FP8 replace the ops, depth and fp8prefill
 #   lists, so a call can run only the variants it needs: each ops run takes about a minute)
 #   golden OCTET_PDL=1 and OCTET_FUSE=0; pd the unfused ops; fp8prefill OCTET_FP8_WG=1,
@@ -91,7 +91,7 @@ if has ops; then
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
   if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks and the lab variant must be right too
-    for v in ${OCTET_LAB_OPS-OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_TMA=0 OCTET_FP8_TMA_LAB=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_FUSE_NORM=0 OCTET_DECODE_T=0 OCTET_COMBINE_DYN=1 OCTET_DECODE_PDL=0 OCTET_FP8_TMA_D64=0 OCTET_FP8_TMA_NC=2 OCTET_FP8_TMA_LAB=16 OCTET_GEMV_DEFER=0 OCTET_QKV_ROPE=0 OCTET_QKV_RPW=1 OCTET_DECODE_EARLY=0 OCTET_PREFILL_CHUNK=16}; do
+    for v in ${OCTET_LAB_OPS-OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_TMA=0 OCTET_FP8_TMA_LAB=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_FUSE_NORM=0 OCTET_DECODE_T=0 OCTET_COMBINE_DYN=1 OCTET_DECODE_PDL=0 OCTET_FP8_TMA_D64=0 OCTET_FP8_TMA_NC=2 OCTET_FP8_TMA_LAB=16 OCTET_GEMV_DEFER=0 OCTET_QKV_ROPE=0 OCTET_QKV_RPW=1 OCTET_DECODE_EARLY=0 OCTET_PREFILL_CHUNK=0}; do
       f="$OUT/ops_$(tr '=,' '__' <<<"${v#OCTET_}")"  # (no '=' in file names: the device tool returns none such)
       env $v "$BIN/gpu/test_cuda_ops" "$f.json" > "$f.log" 2>&1
       say "ops vs cpu ($v): $(tail -n 1 "$f.log")"

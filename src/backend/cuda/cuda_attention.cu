@@ -148,12 +148,12 @@ __global__ void __launch_bounds__(128) k_decode(bf16 *out, float *part, const bf
 
 // One CTA = (sequence, query tile, KV head). THR = HD/32 threads own one query row
 // (32 dims each: q and the accumulator in registers); ROWS = 128/THR rows per CTA =
-// ROWS/G query tokens × G heads. Keys stream through shared memory in chunks of sub tokens (a
-// whole block, or with OCTET_PREFILL_CHUNK=16 16-token parts of a block whose size is a multiple of
-// 16), one key at a time, so the chunk size does not change the numbers. Why the lab (session 33,
-// written after the device budget was spent, not yet run): at the CUDA default of 64-token blocks a
-// whole block of f32 K and V at head_dim 256 is 128 KB, one CTA an SM, and a 16k prompt of
-// dummy:gemma-hd256 took 8.1 s in bf16 against 4.6 s on 2026-11-30 with 16-token blocks.
+// ROWS/G query tokens × G heads. Keys stream through shared memory in chunks of sub tokens:
+// 16-token parts of a block whose size is a multiple of 16 (else, or with OCTET_PREFILL_CHUNK=0, the
+// whole block), one key at a time, so the chunk size does not change the numbers. Why: at the CUDA
+// default of 64-token blocks a whole block of f32 K and V at head_dim 256 is 128 KB, one CTA an SM;
+// with 16-token parts (32 KB) bf16 d256 prefill went 1.07 → 1.85 TFLOP/s at 4k and 1.10 → 1.94 at
+// 16k, and dummy:gemma-hd256's bf16 TTFT at 16k 8.1 → 5.0 s (H200, bench/NOTES.md, session 34).
 template <int HD>
 __global__ void __launch_bounds__(128) k_prefill(bf16 *out, const bf16 *q, const void *kc, const void *vc, int dt,
                                                  const int32_t *qstart, const int32_t *pos_arr, const int32_t *btab,
@@ -582,7 +582,7 @@ static bool launch_prefill(struct cuda_backend *c, void *out, const void *q, con
     constexpr int ROWS = 128 / (HD / 32);
     int qt = ROWS / G;
     dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    static const bool chunk16 = cuda_env_int("OCTET_PREFILL_CHUNK", 0) == 16;  // (lab, above k_prefill)
+    static const bool chunk16 = cuda_env_int("OCTET_PREFILL_CHUNK", 16) == 16;  // (0: whole blocks; above k_prefill)
     const int sub = chunk16 && l->kv_block_tokens % 16 == 0 ? 16 : l->kv_block_tokens;
     size_t smem = 2 * (size_t)sub * HD * sizeof(float);
     if (smem > c->smem_optin) return false;
