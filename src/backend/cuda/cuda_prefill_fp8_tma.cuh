@@ -232,7 +232,9 @@ template <bool ON> struct phase_clock {
 // Session 34 (H200, 16k two-level, ≈ 812–815 TFLOP/s here; bench/NOTES.md): upper bounds from probes
 // that break the results — no softmax at all (S packed as P) 1,210, no MUFU in the exponentials 933,
 // no fold (o = T) 895, no row sums 882 — and a quarter of the exponentials on the FMA pipe (degree-3
-// polynomial) 781, slower. The descriptors as a base plus the offset / 16: bit-identical, +0.5–1 %.
+// polynomial) 781, slower. The descriptors as a base plus the offset / 16: bit-identical, +0.5–1 %
+// (three consumers only: in the two-consumer loop the descriptors held live took ptxas from 8 to
+// 84–120 bytes of spills at head_dim 128, and every:4 measured 697 at 16k against session 33's 737).
 template <int HD, int ACC, bool PROF = false, int NC = 2>
 __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
@@ -404,13 +406,12 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
     uint32_t pa[BN / 32][4];
     phase_clock<PROF> pc;
     pc.start();
-    // (descriptors as in the three consumers' loop: a base plus the byte offset / 16)
-    const uint64_t qd = wgmma_desc(qw, 128, HD * 8), kd = desc_sw<HD>(Ks), vd = wgmma_desc(Vt, 128, BN * 8);
     auto pv_issue = [&](int i) {  // T (+)= P(i)·Vᵀ(i) (two-level starts T from zero each tile, every:N when fresh)
+        const uint8_t *vt = Vt + (i & 1) * L::TILE_BYTES;
         const int sd0 = ACC == 0 || (ACC == 1 && (i == 0 || ph == 0)) ? 0 : 1;
 #pragma unroll
         for (int kk = 0; kk < BN / 32; kk++)
-            fp8pf::rs<HD>(tacc, pa[kk], vd + (uint64_t)(((i & 1) * L::TILE_BYTES + kk * 256) >> 4), kk == 0 ? sd0 : 1);
+            fp8pf::rs<HD>(tacc, pa[kk], wgmma_desc(vt + kk * 256, 128, BN * 8), kk == 0 ? sd0 : 1);
         wgmma_commit();
     };
     // one tile i; FIRST (tile 0) has no P·V(i − 1) to issue or fold. (Two instances rather than
@@ -427,7 +428,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 32; kk++)
-            fp8pf::ss<BN>(sacc, qd + (uint64_t)(kk * 16), kd + (uint64_t)(st * (L::TILE_BYTES >> 4) + kk * 2), kk > 0);
+            fp8pf::ss<BN>(sacc, wgmma_desc(qw + kk * 256, 128, HD * 8), desc_sw<HD>(Ks + st * L::TILE_BYTES + kk * 32), kk > 0);
         wgmma_commit();
         if constexpr (!FIRST) pv_issue(i - 1);
         if (pingpong && (wg == 0 || i + 1 < n)) fp8tma::bar_arrive(BAR_TURN + (wg ^ 1), 256);  // (turns balance: n each way)
