@@ -123,7 +123,9 @@ template <int HD, int ACC, bool NARROW = false> struct acc_state {
 // chain, two shuffles and then 32 exponentials (≈ 1,430–1,590 cycles a tile whose 64 MUFU ops
 // need 512); side by side the phase is ≈ 200 cycles shorter (H200, bench/NOTES.md, session 18).
 // Per row the values and the order of the sum are unchanged.
-template <int BN>
+// LSUM = false leaves l to the caller (only m and alpha are updated): the three-consumer TMA loop
+// takes each tile's sum from the tensor core instead, as Σ of the e4m3 P (cuda_prefill_fp8_tma.cuh).
+template <int BN, bool LSUM = true>
 __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float (&row_sc)[2], const int (&row_lo)[2],
                                           const int (&row_pos)[2], float (&m)[2], float (&l)[2], float (&alpha)[2]) {
     constexpr int NJ = BN / 8;
@@ -186,11 +188,13 @@ __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float
             for (int e = 0; e < 2; e++) {
                 const float x = fmaf(sacc[4 * j + 2 * h + e], row_sc[h], off[h]);
                 const float p = ex2(x);
-                sum[h] += p;
+                if constexpr (LSUM) sum[h] += p;
                 sacc[4 * j + 2 * h + e] = p;
             }
+    if constexpr (LSUM) {
 #pragma unroll
-    for (int h = 0; h < 2; h++) l[h] = l[h] * alpha[h] + sum[h];
+        for (int h = 0; h < 2; h++) l[h] = l[h] * alpha[h] + sum[h];
+    }
 }
 // P (sacc after softmax_s) as e4m3 wgmma A fragments, in Vᵀ's key order
 template <int BN> __device__ __forceinline__ void pack_p(const float *sacc, uint32_t (&pa)[BN / 32][4]) {
@@ -366,14 +370,17 @@ __device__ __forceinline__ void transpose_v(const uint8_t *vr, uint8_t *vt, int 
 }
 
 // The thread's rows' outputs (bf16): acc · vscale / l (l sums P·256, as acc does), l summed over
-// the row's 4 lanes.
-template <int HD>
+// the row's 4 lanes (QUAD; false: each lane holds the row's whole l already, as the tensor core's
+// row sums give it).
+template <int HD, bool QUAD = true>
 __device__ __forceinline__ void store_rows(bf16 *out, const float *acc, float (&l)[2], const bool (&on)[2], const int (&tok)[2],
                                            const int (&head)[2], int n_heads, int g, int G, float vscale, int c) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        l[h] += __shfl_xor_sync(0xffffffff, l[h], 1);
-        l[h] += __shfl_xor_sync(0xffffffff, l[h], 2);
+        if constexpr (QUAD) {
+            l[h] += __shfl_xor_sync(0xffffffff, l[h], 1);
+            l[h] += __shfl_xor_sync(0xffffffff, l[h], 2);
+        }
         if (!on[h]) continue;
         bf16 *orow = out + ((size_t)tok[h] * n_heads + g * G + head[h]) * HD;
         float f = l[h] > 0.0f ? vscale / l[h] : 0.0f;

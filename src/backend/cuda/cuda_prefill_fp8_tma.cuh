@@ -34,7 +34,8 @@
 // ldmatrix transposes 483 (474-483 at 16-token blocks, 621-633 at 64 and 128).
 // The numbers are those of the older kernel: the same tiles at the same absolute key positions,
 // the same softmax and the same fold per tile (checked by test_cuda_ops against the CPU's FP8
-// emulation: 396/396 on the H200, session 15).
+// emulation: 396/396 on the H200, session 15) — except the three consumers' row sums l, which
+// since session 35 are Σ of the e4m3 P a tile from the tensor core, not Σ of the FP32 P.
 #pragma once
 
 #include <type_traits>
@@ -46,12 +47,14 @@ namespace fp8tma {
 constexpr int BN = 128, KS = 3;  // keys a tile, K/raw-V ring slots
 constexpr int N_BARS = 4 * KS + 4;
 // shared memory from a 1024-byte-aligned base (swizzle atoms: 8 rows of HD bytes): Q of the NC
-// consumers, K ring, raw V ring, Vᵀ pair, Q scales, mbarriers
+// consumers, K ring, raw V ring, Vᵀ pair, Q scales, mbarriers, and (three consumers) 256 bytes of
+// e4m3 ones: the B operand of the n8 MMA that sums each row's P
 template <int HD, int NC = 2> struct lay {
     static constexpr int Q_BYTES = 64 * HD, TILE_BYTES = BN * HD;
     static constexpr int OFF_K = NC * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_VT = OFF_V + KS * TILE_BYTES;
     static constexpr int OFF_QS = OFF_VT + 2 * TILE_BYTES, OFF_BAR = OFF_QS + 64 * NC * 4;
-    static constexpr int SMEM = OFF_BAR + N_BARS * 8 + 1024;  // (+ the alignment slack)
+    static constexpr int OFF_ONE = (OFF_BAR + N_BARS * 8 + 127) / 128 * 128, ONE_BYTES = NC == 3 ? 256 : 0;
+    static constexpr int SMEM = OFF_ONE + ONE_BYTES + 1024;  // (+ the alignment slack)
 };
 enum { BAR_Q = 2, BAR_TURN = 5 };   // named barriers (0 is __syncthreads): BAR_Q + wg, BAR_TURN + wg
 __device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
@@ -235,6 +238,15 @@ template <bool ON> struct phase_clock {
 // polynomial) 781, slower. The descriptors as a base plus the offset / 16: bit-identical, +0.5–1 %
 // (three consumers only: in the two-consumer loop the descriptors held live took ptxas from 8 to
 // 84–120 bytes of spills at head_dim 128, and every:4 measured 697 at 16k against session 33's 737).
+// Session 35 (H200; bench/NOTES.md): the three consumers' row sums from the tensor core (an m64n8k32
+// of P against e4m3 ones, beside P·V's first half) instead of 64 FADDs a thread a tile, and their
+// descriptors' low words in 32 bits: the loop 760 → 673 SASS instructions, 16k 817–824 → 855–859
+// TFLOP/s, 64k 839–847 → 868 (the descriptors alone +1.6 %, bit-identical). l then sums the e4m3
+// weights P·V used instead of the FP32 P: the needle errors against float64 moved −1 % to +2 %
+// (8k–128k), the KLD against bf16 on dummy:llama-3.1-8b −0.1 % / +0.6 % (2k / 8k context). As a
+// wider P·V half (n72) the same sums measured 4.5 % slower (session 34). Packed f16x2 / bf16x2
+// exponentials are no way round the MUFU: they compile to two MUFU.EX2.F16 and run at its f32
+// rate, 16 values a cycle an SM (dev/cuda/pipe_rate.cu).
 template <int HD, int ACC, bool PROF = false, int NC = 2>
 __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
@@ -271,6 +283,12 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
         for (int i = 0; i < 2; i++) { mbar_init(&tfull[i], n_tr); mbar_init(&tempty[i], 128 * NC); }
         for (int i = 0; i < KS; i++) mbar_init(&vempty[i], n_tr);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    if constexpr (L::ONE_BYTES > 0) {  // the ones block (e4m3 1.0 = 0x38), made visible to the wgmma's async proxy
+        if (threadIdx.x < L::ONE_BYTES / 4) {
+            ((uint32_t *)(sm + L::OFF_ONE))[threadIdx.x] = 0x38383838u;
+            fence_proxy_async();
+        }
     }
     __syncthreads();
 
@@ -335,17 +353,29 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
     const float vscale = scales[KV_MAX_HEADS + g];
     const uint8_t *qw = Qs + wg * L::Q_BYTES;
     if constexpr (NC == 3) {  // per tile: Q·Kᵀ (lab: under a turn that goes round the three), softmax, P, then
-        // T = P·Vᵀ in two 64-column halves, each folded into o (o = o·α + T, two-level's numbers)
+        // T = P·Vᵀ in two 64-column halves, each folded into o (o = o·α + T, two-level's numbers), and
+        // the rows' sums of P from the tensor core: P against a ones column (m64n8k32 beside the first
+        // half), l = l·α + Σ e4m3(P) a tile — the weights P·V used, so o / l normalises exactly what
+        // was summed. (The FADD sums of the FP32 P, which the other loops keep, cost ≈ 5 % at 16k
+        // against this n8 MMA: H200, session 35, above the kernel.)
         float o3[HD / 2], m3[2] = {-INFINITY, -INFINITY}, l3[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int j = 0; j < HD / 2; j++) o3[j] = 0.0f;
-        // the descriptors of Q, of K's first slot and of Vᵀ's first slot: every other operand is one of
-        // these plus its byte offset / 16 (the address field, bits 0-13, holds any shared address
-        // / 16 without carrying into the next field)
-        const uint64_t qd = wgmma_desc(qw, 128, HD * 8), kd = desc_sw<HD>(Ks), vd = wgmma_desc(Vt, 128, BN * 8);
+        // The descriptors' low words (start address / 16 in bits 0-13, which hold any shared address
+        // without carrying, and the leading byte offset) as a base plus the operand's byte offset /
+        // 16, their high words (stride, swizzle) constants; the warpgroup index goes through a shuffle
+        // so that ptxas knows it uniform and keeps Q's descriptors in uniform registers (session 35:
+        // 32 fewer SASS instructions a tile, bit-identical, 16k +1.6 %).
+        const int wgu = __shfl_sync(0xffffffffu, wg, 0);
+        const uint32_t qlo = (uint32_t)wgmma_desc(Qs + wgu * L::Q_BYTES, 128, HD * 8), klo = (uint32_t)desc_sw<HD>(Ks),
+                       vlo = (uint32_t)wgmma_desc(Vt, 128, BN * 8), olo = (uint32_t)wgmma_desc(sm + L::OFF_ONE, 128, 256);
+        constexpr uint32_t QHI = (uint32_t)(HD * 8 >> 4), KHI = (uint32_t)(8 * HD >> 4) | ((uint32_t)(HD == 128 ? 1 : 2) << 30),
+                           VHI = (uint32_t)(BN * 8 >> 4), OHI = 256 >> 4;
+        auto dj = [](uint32_t lo, uint32_t hi) { return ((uint64_t)hi << 32) | (uint64_t)lo; };
         if (pingpong && wg == NC - 1) fp8tma::bar_arrive(BAR_TURN, 256);  // the last hands warpgroup 1 (wg 0) the first turn
         int st = 0;          // K's ring slot, i % KS
         uint32_t kpar = 0;   // its phase parity, (i / KS) & 1
+        uint32_t kof = 0, vof = 0;  // K's slot and Vᵀ's slot ((i & 1)) as byte offsets / 16
         for (int i = 0; i < n; i++) {
             mbar_wait(&kfull[st], kpar, spin);
             float sacc[BN / 2];
@@ -353,36 +383,48 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
             wgmma_fence();
 #pragma unroll
             for (int kk = 0; kk < HD / 32; kk++)
-                fp8pf::ss<BN>(sacc, qd + (uint64_t)(kk * 16), kd + (uint64_t)(st * (L::TILE_BYTES >> 4) + kk * 2), kk > 0);
+                fp8pf::ss<BN>(sacc, dj(qlo + (uint32_t)(kk * 16), QHI), dj(klo + kof + (uint32_t)(kk * 2), KHI), kk > 0);
             wgmma_commit();
             if (pingpong && (wg != NC - 1 || i + 1 < n)) fp8tma::bar_arrive(BAR_TURN + (wg + 1) % NC, 256);  // (n turns each)
             wgmma_wait<0>();
             fp8pf::fence_acc<BN>(sacc);
             mbar_arrive(&kempty[st]);
             float alpha[2];
-            fp8pf::softmax_s<BN>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m3, l3, alpha);
+            fp8pf::softmax_s<BN, false>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m3, l3, alpha);
             uint32_t pa3[BN / 32][4];
             fp8pf::pack_p<BN>(sacc, pa3);
             mbar_wait(&tfull[i & 1], (i >> 1) & 1, spin);
+            float ts[4];  // the n8 MMA's rows rr and rr + 8 (its 8 columns equal): Σ e4m3(P) a row
 #pragma unroll
             for (int h = 0; h < 2; h++) {  // d in [h·HD/2, (h+1)·HD/2): o3[h·HD/4 ..] (8 columns a 4 registers)
                 float th[HD / 4];
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < BN / 32; kk++)
-                    fp8pf::rs<HD / 2>(th, pa3[kk], vd + (uint64_t)(((i & 1) * L::TILE_BYTES + h * (HD / 2) * BN + kk * 256) >> 4), kk > 0);
+                    fp8pf::rs<HD / 2>(th, pa3[kk], dj(vlo + vof + (uint32_t)((h * (HD / 2) * BN + kk * 256) >> 4), VHI), kk > 0);
+                if (h == 0) {
+#pragma unroll
+                    for (int kk = 0; kk < BN / 32; kk++) wgmma_rs_n8(ts, pa3[kk], dj(olo, OHI), kk > 0);
+                }
                 wgmma_commit();
                 wgmma_wait<0>();
                 fp8pf::fence_acc<HD / 2>(th);
+                if (h == 0) {
+                    wgmma_fence_acc4(ts);
+                    l3[0] = fmaf(l3[0], alpha[0], ts[0]);  // row rr (columns 2c, 2c + 1)
+                    l3[1] = fmaf(l3[1], alpha[1], ts[2]);  // row rr + 8
+                }
 #pragma unroll
                 for (int j = 0; j < HD / 4; j++) o3[h * (HD / 4) + j] = fmaf(o3[h * (HD / 4) + j], alpha[(j >> 1) & 1], th[j]);
             }
             mbar_arrive(&tempty[i & 1]);
             if (++st == KS) st = 0, kpar ^= 1;
+            kof = (uint32_t)st * (uint32_t)(L::TILE_BYTES >> 4);
+            vof ^= (uint32_t)(L::TILE_BYTES >> 4);
         }
         fp8pf::rows2 ro;
         ro.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
-        fp8pf::store_rows<HD>(out, o3, l3, ro.on, ro.tok, ro.head, n_heads, g, G, vscale, c);
+        fp8pf::store_rows<HD, false>(out, o3, l3, ro.on, ro.tok, ro.head, n_heads, g, G, vscale, c);
         return;
     }
 
