@@ -246,7 +246,10 @@ template <bool ON> struct phase_clock {
 // (8k–128k), the KLD against bf16 on dummy:llama-3.1-8b −0.1 % / +0.6 % (2k / 8k context). As a
 // wider P·V half (n72) the same sums measured 4.5 % slower (session 34). Packed f16x2 / bf16x2
 // exponentials are no way round the MUFU: they compile to two MUFU.EX2.F16 and run at its f32
-// rate, 16 values a cycle an SM (dev/cuda/pipe_rate.cu).
+// rate, 16 values a cycle an SM (dev/cuda/pipe_rate.cu). The same n8 MMA in the two-consumer loop
+// (beside P·V(i − 1), l folded with it in every mode) measured −4.5 % at head_dim 64 two-level, −1 %
+// to level for every:4 and +1.5 % for single at 128: not kept there (its FADDs run under the other
+// warpgroup's MMAs).
 template <int HD, int ACC, bool PROF = false, int NC = 2>
 __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
