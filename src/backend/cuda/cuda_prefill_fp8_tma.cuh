@@ -250,6 +250,9 @@ template <bool ON> struct phase_clock {
 // (beside P·V(i − 1), l folded with it in every mode) measured −4.5 % at head_dim 64 two-level, −1 %
 // to level for every:4 and +1.5 % for single at 128: not kept there (its FADDs run under the other
 // warpgroup's MMAs).
+// Session 36 (H200; bench/NOTES.md): P against the running max with no max tree (redo with the exact
+// max when a P byte reached 0x7E) was correct and 11 % slower at 16k: one row of 64 whose max rose
+// by ≥ 0.75 sent the warpgroup round again in 25 % of the tiles of the bench's random scores.
 template <int HD, int ACC, bool PROF = false, int NC = 2>
 __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
