@@ -25,9 +25,9 @@
 //     tiles N−1, 2N−1, … o = o·A + T, A the product of the α since the last promotion; then T ·= α(t)
 //     for every:N and single) and P(t) packed into the registers P·V(t−1) read.
 // Two-level at head_dim 128 (the default mode) runs three consumers instead (512 threads, 192 rows,
-// no turn, no P·V under a warpgroup's own softmax: NC above the kernel; OCTET_FP8_TMA_NC=2 selects
-// the two above).
-// Stages: K and raw V in 3 ring slots (mbarriers kfull/vfull with TMA byte counts or the copy
+// no ping-pong, no P·V under a warpgroup's own softmax; instead the softmax takes turns among a
+// sub-partition's three consumer warps: NC above the kernel; OCTET_FP8_TMA_NC=2 selects the two above).
+// Stages: K and raw V in 3 ring slots (4 for three consumers; mbarriers kfull/vfull with TMA byte counts or the copy
 // warp's 32 arrivals, kempty from the consumers after their Q·Kᵀ, vempty from the transposers),
 // Vᵀ in 2 (tfull from the transposers, tempty after P·V). The query tiles run longest first.
 // H200, 16k d128 two-level (bench/NOTES.md, sessions 15-16): 4-byte transposes 397 TFLOP/s,
@@ -44,12 +44,16 @@
 
 namespace fp8tma {
 
-constexpr int BN = 128, KS = 3;  // keys a tile, K/raw-V ring slots
-constexpr int N_BARS = 4 * KS + 4;
+constexpr int BN = 128;  // keys a tile
+// K / raw-V ring slots: 3 for two consumers, 4 for three (+0.5 % at 16k with the exponentials'
+// turns, session 37; level without them)
+template <int NC> struct ring { static constexpr int KS = NC == 3 ? 4 : 3; };
+constexpr int N_BARS = 4 * 4 + 4;  // (room for 4 slots)
 // shared memory from a 1024-byte-aligned base (swizzle atoms: 8 rows of HD bytes): Q of the NC
 // consumers, K ring, raw V ring, Vᵀ pair, Q scales, mbarriers, and (three consumers) 256 bytes of
 // e4m3 ones: the B operand of the n8 MMA that sums each row's P
 template <int HD, int NC = 2> struct lay {
+    static constexpr int KS = ring<NC>::KS;
     static constexpr int Q_BYTES = 64 * HD, TILE_BYTES = BN * HD;
     static constexpr int OFF_K = NC * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_VT = OFF_V + KS * TILE_BYTES;
     static constexpr int OFF_QS = OFF_VT + 2 * TILE_BYTES, OFF_BAR = OFF_QS + 64 * NC * 4;
@@ -253,6 +257,12 @@ template <bool ON> struct phase_clock {
 // Session 36 (H200; bench/NOTES.md): P against the running max with no max tree (redo with the exact
 // max when a P byte reached 0x7E) was correct and 11 % slower at 16k: one row of 64 whose max rose
 // by ≥ 0.75 sent the warpgroup round again in 25 % of the tiles of the bench's random scores.
+// Session 37 (H200; bench/NOTES.md): the softmax's turns among a sub-partition's three warps (at the
+// consumer loop) and 4 ring slots: 16k 860–862 → 887–889 TFLOP/s (+3 %; 891 = 1.49× the same call's
+// cuDNN), 64k +1.3 %, 4k +1 %, bit-identical. Measured level or slower in the same session: P·V in four n32
+// quarters with two in flight, Vᵀ in 3 slots, the mbarrier waits without the suspend hint, the turn
+// taken before the Q·Kᵀ issue (−15 %) or a warpgroup at a time (−1 %). Probes: no V transpose +6 %,
+// no n8 row-sum MMAs +3 %, P against the running max without its redo +5 %.
 template <int HD, int ACC, bool PROF = false, int NC = 2>
 __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
@@ -262,6 +272,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
     using namespace fp8tma;
     static_assert(NC == 2 || (NC == 3 && ACC == 0 && !PROF), "three consumers: two-level, no PROF");
     typedef lay<HD, NC> L;
+    constexpr int KS = L::KS;
     extern __shared__ uint8_t fp8tma_smem_raw[];
     // (an offset into the shared array, not integer arithmetic on its address, so that the
     // compiler keeps every access in the shared space: 32-bit LDS/STS, not generic LD/ST)
@@ -277,8 +288,11 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
     // Kernel lab (OCTET_FP8_TMA_LAB): bit 0 turns the consumers' ping-pong off (no difference
     // measured, sessions 15-16); bit 2 waits on the mbarriers without the suspend hint (the same);
     // bit 3 runs the query tiles in the grid's order; bit 4 puts three consumers' Q·Kᵀ issues back
-    // under a turn that goes round them (off by default: 682 against 695 TFLOP/s at 16k, session 32);
+    // under a turn that goes round them (off by default: 682 against 695 TFLOP/s at 16k, session 32;
+    // it takes the exponentials' turns off, whose barriers it shares); bit 5 takes the three
+    // consumers' exponential turns off;
     const bool pingpong = NC == 2 ? !(lab & 1) : (lab & 16) != 0, spin = lab & 4;
+    const bool turns = NC == 3 && !(lab & (16 | 32));
     constexpr int n_tr = 96;  // transposing threads
     const int s = blockIdx.x, g = blockIdx.z;
     fp8pf::cta_tiles ct = {};
@@ -379,6 +393,19 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
                            VHI = (uint32_t)(BN * 8 >> 4), OHI = 256 >> 4;
         auto dj = [](uint32_t lo, uint32_t hi) { return ((uint64_t)hi << 32) | (uint64_t)lo; };
         if (pingpong && wg == NC - 1) fp8tma::bar_arrive(BAR_TURN, 256);  // the last hands warpgroup 1 (wg 0) the first turn
+        // The softmax takes turns among the three consumer warps of a sub-partition (warp k of each
+        // warpgroup: they share its MUFU): warp (w, k) waits on named barrier tok(w, k) — 64 threads,
+        // itself and the arrival of warp (w − 1, k) — before its max tree and arrives on tok(w + 1, k)
+        // after packing P. ptxas places that arrival about half-way through the 64 exponentials
+        // (SASS, session 37), so the next warp's max tree runs under this warp's last exponentials.
+        // H200, session 37 (bench/NOTES.md; medians of three rounds in each of two calls, HEAD before
+        // → this): 16k 860–862 → 887–889 TFLOP/s, 64k 875–876 → 886–888, 4k 562–567 → 566–574;
+        // OCTET_FP8_TMA_LAB=32 (no turns) 857 at 16k. With the arrival pinned after every exponential (a dependency on each packed word) 737, and
+        // after 16 / 32 / 48 of them 847 / 812 / 798 — so the overlap, not the exclusion, pays.
+        const int kw = __shfl_sync(0xffffffffu, warp & 3, 0);
+        auto tok = [](int w, int k) { const int j = 4 * w + k; return j == 0 ? 1 : 4 + j; };  // ids 1, 5 .. 15
+        const int tok_mine = tok(wgu, kw), tok_next = tok((wgu + 1) % NC, kw);
+        if (turns && wgu == NC - 1 && n > 0) fp8tma::bar_arrive(tok(0, kw), 64);  // warpgroup 1 starts
         int st = 0;          // K's ring slot, i % KS
         uint32_t kpar = 0;   // its phase parity, (i / KS) & 1
         uint32_t kof = 0, vof = 0;  // K's slot and Vᵀ's slot ((i & 1)) as byte offsets / 16
@@ -396,9 +423,11 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
             fp8pf::fence_acc<BN>(sacc);
             mbar_arrive(&kempty[st]);
             float alpha[2];
+            if (turns) fp8tma::bar_sync(tok_mine, 64);
             fp8pf::softmax_s<BN, false>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m3, l3, alpha);
             uint32_t pa3[BN / 32][4];
             fp8pf::pack_p<BN>(sacc, pa3);
+            if (turns && (wgu != NC - 1 || i + 1 < n)) fp8tma::bar_arrive(tok_next, 64);  // (n turns each)
             mbar_wait(&tfull[i & 1], (i >> 1) & 1, spin);
             float ts[4];  // the n8 MMA's rows rr and rr + 8 (its 8 columns equal): Σ e4m3(P) a row
 #pragma unroll
