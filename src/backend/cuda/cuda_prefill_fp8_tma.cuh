@@ -396,12 +396,14 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
         // The softmax takes turns among the three consumer warps of a sub-partition (warp k of each
         // warpgroup: they share its MUFU): warp (w, k) waits on named barrier tok(w, k) — 64 threads,
         // itself and the arrival of warp (w − 1, k) — before its max tree and arrives on tok(w + 1, k)
-        // after packing P. ptxas places that arrival about half-way through the 64 exponentials
-        // (SASS, session 37), so the next warp's max tree runs under this warp's last exponentials.
+        // after packing P. ptxas moves that arrival up into the exponentials (after ≈ 33 of the 64 here;
+        // written before the packing it lands after ≈ 7: level), so a warp's turn is its max tree and
+        // its first exponentials, and the next warp's max tree runs under its remaining ones.
         // H200, session 37 (bench/NOTES.md; medians of three rounds in each of two calls, HEAD before
         // → this): 16k 860–862 → 887–889 TFLOP/s, 64k 875–876 → 886–888, 4k 562–567 → 566–574;
-        // OCTET_FP8_TMA_LAB=32 (no turns) 857 at 16k. With the arrival pinned after every exponential (a dependency on each packed word) 737, and
-        // after 16 / 32 / 48 of them 847 / 812 / 798 — so the overlap, not the exclusion, pays.
+        // OCTET_FP8_TMA_LAB=32 (no turns) 857 at 16k. The wait placed after the max tree: 828; the
+        // arrival pinned after 16 / 32 / 48 / all 64 exponentials (a dependency on the packed words):
+        // 847 / 812 / 798 / 737 — staggering the max trees seems to be what pays, not MUFU exclusion.
         const int kw = __shfl_sync(0xffffffffu, warp & 3, 0);
         auto tok = [](int w, int k) { const int j = 4 * w + k; return j == 0 ? 1 : 4 + j; };  // ids 1, 5 .. 15
         const int tok_mine = tok(wgu, kw), tok_next = tok((wgu + 1) % NC, kw);
