@@ -60,7 +60,8 @@ template <int HD, int NC = 2> struct lay {
     static constexpr int OFF_ONE = (OFF_BAR + N_BARS * 8 + 127) / 128 * 128, ONE_BYTES = NC == 3 ? 256 : 0;
     static constexpr int SMEM = OFF_ONE + ONE_BYTES + 1024;  // (+ the alignment slack)
 };
-enum { BAR_Q = 2, BAR_TURN = 5 };   // named barriers (0 is __syncthreads): BAR_Q + wg, BAR_TURN + wg
+enum { BAR_Q = 2, BAR_TURN = 5 };   // named barriers (0 is __syncthreads): BAR_Q + wg, BAR_TURN + wg; the three
+// consumers' softmax turns take 1 and 5-15 (the turns are off under BAR_TURN's lab bit)
 __device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 __device__ __forceinline__ void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
 // registers moved between warpgroups (setmaxnreg): the producer gives, the consumers take
