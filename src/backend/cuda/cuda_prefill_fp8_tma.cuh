@@ -400,11 +400,9 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
         // after packing P. ptxas moves that arrival up into the exponentials (after ≈ 33 of the 64 here;
         // written before the packing it lands after ≈ 7: level), so a warp's turn is its max tree and
         // its first exponentials, and the next warp's max tree runs under its remaining ones.
-        // H200, session 37 (bench/NOTES.md; medians of three rounds in each of two calls, HEAD before
-        // → this): 16k 860–862 → 887–889 TFLOP/s, 64k 875–876 → 886–888, 4k 562–567 → 566–574;
-        // OCTET_FP8_TMA_LAB=32 (no turns) 857 at 16k. The wait placed after the max tree: 828; the
-        // arrival pinned after 16 / 32 / 48 / all 64 exponentials (a dependency on the packed words):
-        // 847 / 812 / 798 / 737 — staggering the max trees seems to be what pays, not MUFU exclusion.
+        // The wait must come before the max tree (after it: 828 at 16k), and pinning the arrival after
+        // more exponentials was slower (737 after all 64): staggering the max trees seems to be what
+        // pays, not MUFU exclusion (H200, session 37; figures above the kernel and in bench/NOTES.md).
         const int kw = __shfl_sync(0xffffffffu, warp & 3, 0);
         auto tok = [](int w, int k) { const int j = 4 * w + k; return j == 0 ? 1 : 4 + j; };  // ids 1, 5 .. 15
         const int tok_mine = tok(wgu, kw), tok_next = tok((wgu + 1) % NC, kw);
