@@ -1,7 +1,8 @@
 // bench_attention.c — `octet bench attention`: times one layer's paged attention op on a
 // backend at a given shape (decode: one query per sequence against --ctx cached tokens;
-// prefill: causal over --ctx tokens), and prints µs, the K+V bytes read and GB/s (decode)
-// or TFLOP/s (prefill, FLOPs = 4·L²·d·H/2), as a table line and JSON. The cache holds
+// prefill: causal over --ctx tokens, or its last --queries tokens against the whole context, as a
+// chunk of a chunked prefill), and prints µs, the K+V bytes read and GB/s (decode)
+// or TFLOP/s (prefill, FLOPs = 4·(N·L − N²/2)·d·H for N queries: 4·L²·d·H/2 for all L), as a table line and JSON. The cache holds
 // random data written through the backend's own kv_write. Timing: warm-up, then --iters
 // back-to-back launches between two syncs (launch overhead hides behind the queue), the
 // median of --reps such rounds.
@@ -48,23 +49,24 @@ static int fill_random(struct backend *b, void *dst, size_t n, float amp, uint64
 }
 
 int cmd_bench_attention(int argc, char **argv) {
-    static const char *const valued[] = {"--mode", "--batch", "--ctx", "--heads", "--kv-heads", "--head-dim", "--iters", "--reps", "--kv-cache-dtype", "--device", "--window", "--fp8-attention-accumulation", "--kv-block-tokens", "--block-order", NULL};
+    static const char *const valued[] = {"--mode", "--batch", "--ctx", "--heads", "--kv-heads", "--head-dim", "--iters", "--reps", "--kv-cache-dtype", "--device", "--window", "--fp8-attention-accumulation", "--kv-block-tokens", "--block-order", "--queries", NULL};
     const char *mode = "decode", *dtype_s = "bf16", *device = "auto", *order = "shuffled";
     int accum = 0;
-    long batch = 1, ctx = 8192, heads = 32, kv_heads = 8, hd = 128, iters = 20, reps = 5, window = 0, bs_l = -1;  // bs_l -1: the backend's
+    long batch = 1, ctx = 8192, heads = 32, kv_heads = 8, hd = 128, iters = 20, reps = 5, window = 0, bs_l = -1, nq_l = -1;  // bs_l -1: the backend's
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v;
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
             fprintf(stderr, "usage: octet bench attention [--mode decode|prefill] [--batch B] [--ctx L] [--heads 32] [--kv-heads 8]\n"
                             "       [--head-dim 128] [--kv-cache-dtype bf16|fp8|fp8_e5m2|fp32] [--window W] [--device cpu|cuda] [--iters N] [--reps N]\n"
                             "       [--fp8-attention-accumulation two-level|every:N|single] [--kv-block-tokens N (default: the backend's, 16 CPU / 64 CUDA)]\n"
-                            "       [--block-order shuffled|sequential (the cache blocks' physical order; default shuffled)]\n");
+                            "       [--block-order shuffled|sequential (the cache blocks' physical order; default shuffled)]\n"
+                            "       [--queries N (prefill: the last N of the --ctx positions query, a chunked prefill's chunk; default all)]\n");
             return 0;
         }
         if (!cli_known(f, valued) || !(v = cli_value(argc, argv, &i))) goto bad;
         long *dst = !strcmp(f, "--batch") ? &batch : !strcmp(f, "--ctx") ? &ctx : !strcmp(f, "--heads") ? &heads
                   : !strcmp(f, "--kv-heads") ? &kv_heads : !strcmp(f, "--head-dim") ? &hd : !strcmp(f, "--iters") ? &iters
-                  : !strcmp(f, "--reps") ? &reps : !strcmp(f, "--window") ? &window : !strcmp(f, "--kv-block-tokens") ? &bs_l : NULL;
+                  : !strcmp(f, "--reps") ? &reps : !strcmp(f, "--window") ? &window : !strcmp(f, "--kv-block-tokens") ? &bs_l : !strcmp(f, "--queries") ? &nq_l : NULL;
         if (dst) { if (cli_int(f, v, 0, 1L << 24, dst) < 0) goto bad; }
         else if (!strcmp(f, "--mode")) mode = v;
         else if (!strcmp(f, "--kv-cache-dtype")) dtype_s = v;
@@ -74,6 +76,12 @@ int cmd_bench_attention(int argc, char **argv) {
     }
     bool decode = !strcmp(mode, "decode");
     if (!decode && strcmp(mode, "prefill")) { err_set(OCT_EINVAL, "--mode: '%s' (decode or prefill)", mode); goto bad; }
+    if (nq_l == -1) nq_l = ctx;
+    if (nq_l < 1 || nq_l > ctx || (decode && nq_l != ctx)) {
+        err_set(OCT_EINVAL, "--queries %ld: prefill only, 1 to --ctx (%ld)", nq_l, ctx);
+        goto bad;
+    }
+    const long nql = nq_l;  // prefill: queries a sequence, its last positions
     const bool shuffled = !strcmp(order, "shuffled");
     if (!shuffled && strcmp(order, "sequential")) { err_set(OCT_EINVAL, "--block-order: '%s' (shuffled or sequential)", order); goto bad; }
     enum dtype dt;
@@ -87,7 +95,7 @@ int cmd_bench_attention(int argc, char **argv) {
     if (!b) { fprintf(stderr, "octet: %s\n", err_msg()); return 1; }
     const int bs = bs_l > 0 ? (int)bs_l : b->ops->kv_block_tokens;
     int blocks_per_seq = (int)((ctx + bs - 1) / bs), n_blocks = blocks_per_seq * (int)batch;
-    int n_q = decode ? (int)batch : (int)(batch * ctx);
+    int n_q = decode ? (int)batch : (int)(batch * nql);
     struct kv_layer L = {.dtype = dt, .n_kv_heads = (int)kv_heads, .head_dim = (int)hd, .kv_block_tokens = bs,
                          .n_blocks = n_blocks, .window = (int)window};
     for (int h = 0; h < kv_heads; h++) L.k_scale[h] = L.v_scale[h] = 1.0f;
@@ -133,9 +141,9 @@ int cmd_bench_attention(int argc, char **argv) {
     }
     for (long s = 0; s < batch; s++) {
         sl[s] = (int32_t)ctx;
-        qs[s] = decode ? (int32_t)s : (int32_t)(s * ctx);
+        qs[s] = decode ? (int32_t)s : (int32_t)(s * nql);
         if (decode) { qpos[s] = (int32_t)(ctx - 1); qslot[s] = -1; }
-        else for (long p = 0; p < ctx; p++) { qpos[s * ctx + p] = (int32_t)p; qslot[s * ctx + p] = -1; }
+        else for (long p = 0; p < nql; p++) { qpos[s * nql + p] = (int32_t)(ctx - nql + p); qslot[s * nql + p] = -1; }
     }
     qs[batch] = n_q;
     struct batch bt = {.n_tokens = n_q, .token_ids = qtok, .positions = qpos, .slot_mapping = qslot, .n_seqs = (int)batch,
@@ -154,8 +162,11 @@ int cmd_bench_attention(int argc, char **argv) {
     qsort(ts, (size_t)reps, sizeof(double), cmp_d);
     double us = ts[reps / 2] * 1e6;
     double kv_bytes = 2.0 * batch * kv_heads * (window > 0 && window < ctx ? window : ctx) * hd * dtype_size(dt);
-    double flops = 4.0 * batch * heads * hd * (double)ctx * ctx / 2;
-    printf("| %s | %s | %s | B=%ld L=%ld H=%ld/%ld d=%ld | %.1f us | ", b->ops->name, mode, dtype_name(dt), batch, ctx, heads, kv_heads, hd, us);
+    double flops = 4.0 * batch * heads * hd * ((double)nql * ctx - (double)nql * nql / 2);
+    char qn[32] = "";  // (a chunk: its queries)
+    if (!decode && nql < ctx) snprintf(qn, sizeof qn, " Q=%ld", nql);
+    printf("| %s | %s | %s | B=%ld L=%ld%s H=%ld/%ld d=%ld | %.1f us | ", b->ops->name, mode, dtype_name(dt), batch, ctx, qn, heads,
+           kv_heads, hd, us);
     if (decode) printf("%.1f GB/s |\n", kv_bytes / (us * 1e-6) / 1e9);
     else printf("%.1f TFLOP/s |\n", flops / (us * 1e-6) / 1e12);
     json_t *o = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:f}", "backend", b->ops->name, "mode", mode,
@@ -165,6 +176,7 @@ int cmd_bench_attention(int argc, char **argv) {
     char an[24];
     json_object_set_new(o, "accumulation", json_string(cli_accum_name(accum, an, sizeof an)));
     json_object_set_new(o, "kv_block_tokens", json_integer(bs));
+    if (!decode) json_object_set_new(o, "queries", json_integer(nql));
     json_object_set_new(o, "block_order", json_string(order));
     char *js = json_dumps(o, JSON_COMPACT);
     printf("%s\n", js);

@@ -42,6 +42,11 @@ ba=$("$OCTET" bench attention --device cpu --mode prefill --ctx 64 --heads 4 --k
 if echo "$ba" | grep -q "| prefill | bf16 | B=1 L=64 H=4/2 d=8 |" && echo "$ba" | tail -n 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["kv_block_tokens"]==32 and d["TFLOPs"]>0 and d["us"]>0'; then ok; else bad "bench attention: $ba"; fi
 ba=$("$OCTET" bench attention --device cpu --kv-block-tokens 0 2>&1); rc=$?
 if [ $rc = 2 ] && echo "$ba" | grep -q "kv_block_tokens 0"; then ok; else bad "bench attention --kv-block-tokens 0: rc $rc $ba"; fi
+# --queries: a chunk (the last N positions) against the whole context, its FLOPs 4·(N·L − N²/2)·d·H; out of range named
+ba=$("$OCTET" bench attention --device cpu --mode prefill --ctx 64 --queries 16 --heads 4 --kv-heads 2 --head-dim 8 --iters 1 --reps 1 2>/dev/null)
+if echo "$ba" | grep -q "| prefill | bf16 | B=1 L=64 Q=16 H=4/2 d=8 |" && echo "$ba" | tail -n 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["queries"]==16 and abs(d["TFLOPs"]*1e12*d["us"]*1e-6-4*(16*64-128)*8*4)<1e-3*4*896*32'; then ok; else bad "bench attention --queries 16: $ba"; fi
+ba=$("$OCTET" bench attention --device cpu --mode prefill --ctx 64 --queries 65 2>&1); rc=$?
+if [ $rc = 2 ] && echo "$ba" | grep -q "queries 65"; then ok; else bad "bench attention --queries 65: rc $rc $ba"; fi
 # --block-order: the JSON names it; a bad order is named
 ba=$("$OCTET" bench attention --device cpu --ctx 100 --heads 4 --kv-heads 2 --head-dim 8 --kv-block-tokens 16 --block-order sequential --iters 1 --reps 1 2>/dev/null)
 if echo "$ba" | tail -n 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["block_order"]=="sequential" and d["kv_GBps"]>0'; then ok; else bad "bench attention --block-order sequential: $ba"; fi

@@ -320,6 +320,34 @@ TEST(fp8_wgmma_prefill) {
     case_bound = 2e-5;
 }
 
+// FP8 wgmma prefill whose V is transposed ahead of the kernel (cuda_prefill_vt.cuh; here for
+// sequences of at least 512 query tokens, the defaults lowered for the CPU's sake) beside a sequence
+// whose V the kernel transposes itself, in one batch: against the CPU's emulation at head dims 128
+// (block sizes 16 and 256) and 64, in each mode.
+TEST(fp8_prefill_vt_pass) {
+    setenv("OCTET_FP8_VT_MIN_Q", "512", 1);
+    setenv("OCTET_FP8_VT_MIN_CTX", "1", 1);
+    case_math = ATTN_FP8_EMULATE;
+    case_bound = WGMMA_BOUND;
+    int qs[3] = {520, 77, 1024}, cs[3] = {4096, 3000, 1024};
+    static const int hds[3] = {128, 128, 64}, gs[3] = {4, 4, 8}, bss[3] = {16, 256, 16};
+    for (int a = 0; a < 3; a++) {
+        case_acc = accs[a];
+        for (int i = 0; i < 3; i++) {
+            char label[128];
+            case_bs = bss[i];
+            snprintf(label, sizeof label, "wgmma prefill Vt pass hd%d G%d bs%d %s", hds[i], gs[i], bss[i], acc_names[a]);
+            attention_case(label, DT_E4M3, hds[i], 8, gs[i], 0, 3, qs, cs);
+        }
+    }
+    case_bs = 16;
+    case_acc = 0;
+    case_math = ATTN_FP8_EXACT;
+    case_bound = 2e-5;
+    unsetenv("OCTET_FP8_VT_MIN_Q");
+    unsetenv("OCTET_FP8_VT_MIN_CTX");
+}
+
 // FP8 wgmma prefill with q off 16-byte alignment (its 2-byte Q loads; an aligned q takes 16-byte
 // loads): close to the CPU's emulation, and the same bytes as the same q aligned, at head dims
 // 128, 64 and 256 in each accumulation mode. (A test of its own, so that fp8_wgmma_prefill's
@@ -759,6 +787,7 @@ int main(int argc, char **argv) {
     RUN_SEEDED(kv_write_and_attention);
     RUN_SEEDED(fp8_wgmma_prefill);
     RUN_SEEDED(fp8_prefill_unaligned_q);
+    RUN_SEEDED(fp8_prefill_vt_pass);
     RUN_SEEDED(gemm_rows_invariant);
     RUN_SEEDED(prefill_decode_identity);
     RUN_SEEDED(fused_projections);

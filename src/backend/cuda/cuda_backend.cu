@@ -158,11 +158,28 @@ static void graph_step_begin(struct cuda_backend *c, const struct batch *bt) {
         c->capturing = true;
 }
 
-// Packs the batch's arrays into one pinned buffer and one copy; derives tok_seq.
+// Which sequences' V the FP8 prefill transposes ahead of its kernel (cuda_prefill_vt.cuh): those
+// with at least OCTET_FP8_VT_MIN_Q query tokens (default 2048; 0 turns the pass off) and a context
+// of at least OCTET_FP8_VT_MIN_CTX (default 8192), each taking ceil(seq_len / 128) tiles. Writes
+// the tile starts (n_seqs + 1) and returns the total.
+static int vt_plan(const struct batch *bt, int32_t *start) {
+    // (read each step, not once: tests/gpu/test_cuda_ops.c lowers them for its small cases)
+    const int min_q = cuda_env_int("OCTET_FP8_VT_MIN_Q", 2048), min_ctx = cuda_env_int("OCTET_FP8_VT_MIN_CTX", 8192);
+    int n = 0;
+    for (int s = 0; s < bt->n_seqs; s++) {
+        start[s] = n;
+        const int nq = bt->query_start[s + 1] - bt->query_start[s];
+        if (min_q > 0 && nq >= min_q && bt->seq_lens[s] >= min_ctx) n += (bt->seq_lens[s] + 127) / 128;
+    }
+    start[bt->n_seqs] = n;
+    return n;
+}
+
+// Packs the batch's arrays into one pinned buffer and one copy; derives tok_seq and vt_start.
 static int cu_batch_begin(struct backend *b, const struct batch *bt) {
     struct cuda_backend *c = cb_of(b);
     size_t nt = bt->n_tokens, ns = bt->n_seqs, nb = (size_t)ns * bt->max_blocks_per_seq;
-    size_t need = nt * 4 + (ns + 1) + ns + nb + bt->n_logits;
+    size_t need = nt * 4 + (ns + 1) + ns + nb + bt->n_logits + (ns + 1);
     if (need > c->meta_cap) {
         cudaStreamSynchronize(c->stream);  // (a step in flight may still read them)
         if (c->h_meta) cudaFreeHost(c->h_meta);
@@ -205,6 +222,9 @@ static int cu_batch_begin(struct backend *b, const struct batch *bt) {
         if (nq > m->max_q) m->max_q = nq;
     }
     o += nt;
+    m->vt_start = d + o;
+    m->vt_tiles = vt_plan(bt, h + o);
+    o += ns + 1;
     m->n_tokens = (int)nt;
     m->n_seqs = (int)ns;
     m->n_logits = bt->n_logits;
@@ -629,7 +649,7 @@ static void cu_destroy(struct backend *b) {
     c->n_plans = 0;
     for (int i = 0; i < c->n_graphs; i++) if (c->graphs[i].exec) cudaGraphExecDestroy(c->graphs[i].exec);
     if (c->lt) cublasLtDestroy(c->lt);
-    cudaFree(c->workspace); cudaFree(c->d_meta); cudaFree(c->d_inv_freq); cudaFree(c->d_part); cudaFree(c->d_logits);
+    cudaFree(c->workspace); cudaFree(c->d_meta); cudaFree(c->d_inv_freq); cudaFree(c->d_part); cudaFree(c->d_vt); cudaFree(c->d_logits);
     cudaFree(c->d_pseudo); cudaFree(c->d_arrive); cudaFree(c->d_ids); cudaFree(c->d_keys);
     for (int i = 0; i < 2; i++) {
         if (c->ids_ev[i]) cudaEventDestroy(c->ids_ev[i]);

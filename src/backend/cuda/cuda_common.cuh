@@ -29,6 +29,10 @@ struct cuda_batch {            // device mirror of struct batch (one allocation)
     int32_t *tok, *pos, *slot, *qstart, *seq_lens, *btab, *rows, *tok_seq;
     int max_ctx;               // largest seq_len in the batch
     int max_q;                 // most query tokens of one sequence in the batch
+    // the FP8 prefill's Vᵀ tiles (cuda_prefill_vt.cuh): sequence s owns 128-key tiles
+    // [vt_start[s], vt_start[s + 1]) of the pre-transposed V (none: its kernel transposes V itself)
+    int32_t *vt_start;         // [n_seqs + 1]
+    int vt_tiles;              // vt_start[n_seqs]
 };
 
 // A captured decode step for one (batch size, block-table width); state 0 new, 1 warmed
@@ -69,6 +73,8 @@ struct cuda_backend {
     // split-KV decode scratch
     float *d_part;              // [n_parts][n_heads][head_dim + 2]
     size_t part_cap;            // floats
+    uint8_t *d_vt;              // the FP8 prefill's pre-transposed V: [vt_tiles][n_kv_heads][head_dim·128 bytes]
+    size_t vt_cap;              // bytes
     int32_t *d_pseudo;          // identity mode: [2][n_tokens] pseudo-sequence starts and lengths
     int *d_arrive;              // the fused combine: [n_seqs][n_kv_heads] split arrival counters (zero between launches)
     size_t arrive_cap;          // ints

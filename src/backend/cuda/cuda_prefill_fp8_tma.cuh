@@ -97,6 +97,13 @@ __device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, uint
                  "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(sa(b))
                  : "memory");
 }
+// `bytes` contiguous bytes (a multiple of 16, both ends 16-byte aligned) into shared memory,
+// completing them on mbarrier b
+__device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *b) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(sa(dst)), "l"(src),
+                 "r"(bytes), "r"(sa(b))
+                 : "memory");
+}
 // wgmma descriptor of a K-major operand in HD-byte swizzled rows: head_dim 128, 128-byte swizzle
 // (8-row atoms of 1024 bytes, mode 1); head_dim 64, 64-byte swizzle (atoms of 512 bytes, mode 2).
 // The k-step's 32 bytes are added to the start address.
@@ -269,7 +276,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
                                                          const int32_t *btab, int max_blocks, int n_kv, int G, int bs, int rows_box,
                                                          int window, float scale, const float *scales, int lab,
-                                                         int n_every, unsigned long long *prof) {
+                                                         int n_every, unsigned long long *prof, const uint8_t *vtg,
+                                                         const int32_t *vt_start) {
     using namespace fp8tma;
     static_assert(NC == 2 || (NC == 3 && ACC == 0 && !PROF), "three consumers: two-level, no PROF");
     typedef lay<HD, NC> L;
@@ -299,10 +307,16 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
     fp8pf::cta_tiles ct = {};
     if (!ct.begin(qstart, pos_arr, 64 * NC, G, window, BN, !(lab & 8))) return;  // (the whole CTA, before any barrier)
     const int n = ct.t1 - ct.t0 + 1, t0 = ct.t0, p_last = ct.p_last;
+    // pre: this sequence's Vᵀ tiles come from k_prefill_vt (cuda_prefill_vt.cuh) — the copy warp
+    // loads each into the raw-V ring slot beside its K (vfull), the consumers read it there and free
+    // the slot after P·V (vempty), and the transposers sit out
+    const int vt0 = vtg ? vt_start[s] : 0;
+    const bool pre = __shfl_sync(0xffffffffu, vtg && vt_start[s + 1] > vt0 ? 1 : 0, 0) != 0;
+    const uint8_t *vt_seq = pre ? vtg + ((size_t)vt0 * n_kv + g) * L::TILE_BYTES : nullptr;  // tile t at + t·n_kv·TILE_BYTES
     if (threadIdx.x == 0) {
         for (int i = 0; i < KS; i++) { mbar_init(&kfull[i], 1); mbar_init(&vfull[i], 1); mbar_init(&kempty[i], 128 * NC); }
         for (int i = 0; i < 2; i++) { mbar_init(&tfull[i], n_tr); mbar_init(&tempty[i], 128 * NC); }
-        for (int i = 0; i < KS; i++) mbar_init(&vempty[i], n_tr);
+        for (int i = 0; i < KS; i++) mbar_init(&vempty[i], pre ? 128 * NC : n_tr);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     if constexpr (L::ONE_BYTES > 0) {  // the ones block (e4m3 1.0 = 0x38), made visible to the wgmma's async proxy
@@ -331,11 +345,12 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
                     pc.mark(0);
                     const uint32_t bytes = (uint32_t)(nb * rows_box * HD);
                     mbar_expect_tx(&kfull[st], bytes);
-                    mbar_expect_tx(&vfull[st], bytes);
+                    mbar_expect_tx(&vfull[st], pre ? (uint32_t)L::TILE_BYTES : bytes);
+                    if (pre) bulk_load(Vs + st * L::TILE_BYTES, vt_seq + (size_t)t * n_kv * L::TILE_BYTES, L::TILE_BYTES, &vfull[st]);
                     for (int j = 0; j < nb; j++) {
                         const int kp = t * BN + j * rows_box, blk = bt[kp / bs], r0 = kp % bs;
                         tma_load(Ks + st * L::TILE_BYTES + j * rows_box * HD, &kmap, &kfull[st], 0, r0, g, blk);
-                        tma_load(Vs + st * L::TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
+                        if (!pre) tma_load(Vs + st * L::TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
                     }
                     pc.mark(1);
                 }
@@ -343,6 +358,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
             }
             return;
         }
+        if (pre) return;
         phase_clock<PROF> pc;
         pc.start();
         for (int i = 0; i < n; i++) {
@@ -389,7 +405,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
         // 32 fewer SASS instructions a tile, bit-identical, 16k +1.6 %).
         const int wgu = __shfl_sync(0xffffffffu, wg, 0);
         const uint32_t qlo = (uint32_t)wgmma_desc(Qs + wgu * L::Q_BYTES, 128, HD * 8), klo = (uint32_t)desc_sw<HD>(Ks),
-                       vlo = (uint32_t)wgmma_desc(Vt, 128, BN * 8), olo = (uint32_t)wgmma_desc(sm + L::OFF_ONE, 128, 256);
+                       vlo = (uint32_t)wgmma_desc(pre ? Vs : Vt, 128, BN * 8), olo = (uint32_t)wgmma_desc(sm + L::OFF_ONE, 128, 256);
         constexpr uint32_t QHI = (uint32_t)(HD * 8 >> 4), KHI = (uint32_t)(8 * HD >> 4) | ((uint32_t)(HD == 128 ? 1 : 2) << 30),
                            VHI = (uint32_t)(BN * 8 >> 4), OHI = 256 >> 4;
         auto dj = [](uint32_t lo, uint32_t hi) { return ((uint64_t)hi << 32) | (uint64_t)lo; };
@@ -429,7 +445,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
             uint32_t pa3[BN / 32][4];
             fp8pf::pack_p<BN>(sacc, pa3);
             if (turns && (wgu != NC - 1 || i + 1 < n)) fp8tma::bar_arrive(tok_next, 64);  // (n turns each)
-            mbar_wait(&tfull[i & 1], (i >> 1) & 1, spin);
+            if (pre) mbar_wait(&vfull[st], kpar, spin);
+            else mbar_wait(&tfull[i & 1], (i >> 1) & 1, spin);
             float ts[4];  // the n8 MMA's rows rr and rr + 8 (its 8 columns equal): Σ e4m3(P) a row
 #pragma unroll
             for (int h = 0; h < 2; h++) {  // d in [h·HD/2, (h+1)·HD/2): o3[h·HD/4 ..] (8 columns a 4 registers)
@@ -453,10 +470,10 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
 #pragma unroll
                 for (int j = 0; j < HD / 4; j++) o3[h * (HD / 4) + j] = fmaf(o3[h * (HD / 4) + j], alpha[(j >> 1) & 1], th[j]);
             }
-            mbar_arrive(&tempty[i & 1]);
+            mbar_arrive(pre ? &vempty[st] : &tempty[i & 1]);
             if (++st == KS) st = 0, kpar ^= 1;
             kof = (uint32_t)st * (uint32_t)(L::TILE_BYTES >> 4);
-            vof ^= (uint32_t)(L::TILE_BYTES >> 4);
+            vof = pre ? kof : vof ^ (uint32_t)(L::TILE_BYTES >> 4);
         }
         fp8pf::rows2 ro;
         ro.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
@@ -484,8 +501,12 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
     uint32_t pa[BN / 32][4];
     phase_clock<PROF> pc;
     pc.start();
+    auto v_wait = [&](int i) {  // tile i's Vᵀ in place
+        if (pre) mbar_wait(&vfull[i % KS], (i / KS) & 1, spin);
+        else mbar_wait(&tfull[i & 1], (i >> 1) & 1, spin);
+    };
     auto pv_issue = [&](int i) {  // T (+)= P(i)·Vᵀ(i) (two-level starts T from zero each tile, every:N when fresh)
-        const uint8_t *vt = Vt + (i & 1) * L::TILE_BYTES;
+        const uint8_t *vt = pre ? Vs + (i % KS) * L::TILE_BYTES : Vt + (i & 1) * L::TILE_BYTES;
         const int sd0 = ACC == 0 || (ACC == 1 && (i == 0 || ph == 0)) ? 0 : 1;
 #pragma unroll
         for (int kk = 0; kk < BN / 32; kk++)
@@ -498,7 +519,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
         constexpr bool FIRST = decltype(first)::value;
         const int st = i % KS;
         mbar_wait(&kfull[st], (i / KS) & 1, spin);
-        if constexpr (!FIRST) mbar_wait(&tfull[(i - 1) & 1], ((i - 1) >> 1) & 1, spin);
+        if constexpr (!FIRST) v_wait(i - 1);
         pc.mark(0);
         float sacc[BN / 2];
         if (pingpong) fp8tma::bar_sync(BAR_TURN + wg, 256);
@@ -522,7 +543,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
         if constexpr (!FIRST) {  // P·V(i − 1) done: T folded, its P registers free for P(i)
             wgmma_wait<0>();
             fp8pf::fence_acc<HD>(tacc);
-            mbar_arrive(&tempty[(i - 1) & 1]);
+            mbar_arrive(pre ? &vempty[(i - 1) % KS] : &tempty[(i - 1) & 1]);
             if constexpr (ACC == 0) fold(alpha_prev);
             if constexpr (ACC == 1) {
                 if (ph == n_every - 1) {
@@ -547,7 +568,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
     tile(std::true_type(), 0);
     for (int i = 1; i < n; i++) tile(std::false_type(), i);
     if ((tid & 127) == 0) pc.flush(prof, wg, n);
-    mbar_wait(&tfull[(n - 1) & 1], ((n - 1) >> 1) & 1, spin);
+    v_wait(n - 1);
     wgmma_fence();
     pv_issue(n - 1);
     wgmma_wait<0>();
@@ -558,6 +579,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
     ro.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
     fp8pf::store_rows<HD>(out, ACC != 2 ? o : tacc, l, ro.on, ro.tok, ro.head, n_heads, g, G, vscale, c);
 }
+
+#include "cuda_prefill_vt.cuh"  // (the Vᵀ pass: its kernel uses transpose_ldsm above, its launch is used below)
 
 // ---------------------------------------------------------------- host side
 
@@ -612,6 +635,7 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
     const int rows = l->kv_block_tokens < fp8tma::BN ? l->kv_block_tokens : fp8tma::BN;
     CUtensorMap km, vm;
     if (!fp8tma_map(c, &km, l->k, l, rows) || !fp8tma_map(c, &vm, l->v, l, rows)) return;
+    const uint8_t *vtg = launch_prefill_vt<HD>(c, l, bt);  // (cuda_prefill_vt.cuh)
     static const int lab = cuda_env_int("OCTET_FP8_TMA_LAB", 0);
     static const bool prof_on = cuda_env_int("OCTET_FP8_TMA_PROF", 0) == 1;  // kernel lab (PROF above the kernel)
     static unsigned long long *prof = nullptr;  // (lab: one buffer for the process, zeroed after each print)
@@ -640,7 +664,7 @@ static void launch_prefill_fp8_tma(struct cuda_backend *c, void *out, const void
     dim3 grid(bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
     kern<<<grid, three ? 512 : 384, smem, c->stream>>>(km, vm, (bf16 *)out, (const bf16 *)q, c->cb.qstart, c->cb.pos, c->cb.btab,
                                                  bt->max_blocks_per_seq, l->n_kv_heads, G, l->kv_block_tokens, rows, l->window, scale, sc, lab,
-                                                 n_every, prof);
+                                                 n_every, prof, vtg, c->cb.vt_start);
     if (CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma, TMA)") || !prof_on) return;
     unsigned long long h[32];
     if (cuda_fail(c, cudaMemcpyAsync(h, prof, sizeof h, cudaMemcpyDeviceToHost, c->stream), "prof copy") ||
