@@ -3,7 +3,8 @@
 // cuda_attention.cu after cuda_prefill_fp8.cuh, whose Q load, row set-up, softmax and output
 // store (fp8pf::) it shares. Owns: the TMA tensor maps of a layer's cache, the copy warp (TMA),
 // the mbarrier pipeline, the producer's V transpose from a swizzled stage, the two
-// consumers' ping-pong.
+// consumers' ping-pong. For long prefills V comes transposed already (cuda_prefill_vt.cuh): the
+// copy warp bulk-loads each tile of Vᵀ into the raw-V ring slot and the transposers sit out.
 //
 // Why (bench/NOTES.md, session 15): per score the older kernel issues ≈ 27 instructions
 // (an SM has 8 issue slots per score at the FP8 tensor rate), ≈ 4 of them computing cp.async
@@ -271,6 +272,8 @@ template <bool ON> struct phase_clock {
 // quarters with two in flight, Vᵀ in 3 slots, the mbarrier waits without the suspend hint, the turn
 // taken before the Q·Kᵀ issue (−15 %) or a warpgroup at a time (−1 %). Probes: no V transpose +6 %,
 // no n8 row-sum MMAs +3 %, P against the running max without its redo +5 %.
+// Session 38 (H200; bench/NOTES.md): V transposed by a pass ahead of the kernel for long prefills (vtg,
+// cuda_prefill_vt.cuh): 16k 885 → 909 TFLOP/s (+2.7 %), 64k +4.4 %, bit-identical; not the probe's +6 %.
 template <int HD, int ACC, bool PROF = false, int NC = 2>
 __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
