@@ -274,6 +274,9 @@ template <bool ON> struct phase_clock {
 // no n8 row-sum MMAs +3 %, P against the running max without its redo +5 %.
 // Session 38 (H200; bench/NOTES.md): V transposed by a pass ahead of the kernel for long prefills (vtg,
 // cuda_prefill_vt.cuh): 16k 885 → 909 TFLOP/s (+2.7 %), 64k +4.4 %, bit-identical; not the probe's +6 %.
+// Session 39 (H200; bench/NOTES.md): a persistent form — one CTA an SM taking (sequence, query tile, KV
+// head) items from an atomic counter, its ring running on from item to item — was bit-identical and level
+// (16k 926 → 928, 64k 934 → 924 TFLOP/s), and five ring slots −1.7 % at 16k: both removed.
 template <int HD, int ACC, bool PROF = false, int NC = 2>
 __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
@@ -384,23 +387,12 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
     fp8tma::reg_alloc<NC == 2 ? 232 : 152>();
     const int tid = threadIdx.x - 128, wg = tid >> 7, warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
     const int n_heads = n_kv * G;
-    fp8pf::load_q<HD>(Qs, qscale_s, q, tid, ct.q0, ct.n_q, ct.tok_per_cta, ct.t_begin, n_heads, g, G);
-    fp8pf::rows2 rw;
-    rw.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
-    fence_proxy_async();                   // Q visible to the wgmma
-    fp8tma::bar_sync(BAR_Q + wg, 128);      // this warpgroup's Q rows and scales written
-    rw.scales(qscale_s, warp, rr, scales[g], scale);
-    const float vscale = scales[KV_MAX_HEADS + g];
-    const uint8_t *qw = Qs + wg * L::Q_BYTES;
     if constexpr (NC == 3) {  // per tile: Q·Kᵀ (lab: under a turn that goes round the three), softmax, P, then
         // T = P·Vᵀ in two 64-column halves, each folded into o (o = o·α + T, two-level's numbers), and
         // the rows' sums of P from the tensor core: P against a ones column (m64n8k32 beside the first
         // half), l = l·α + Σ e4m3(P) a tile — the weights P·V used, so o / l normalises exactly what
         // was summed. (The FADD sums of the FP32 P, which the other loops keep, cost ≈ 5 % at 16k
         // against this n8 MMA: H200, session 35, above the kernel.)
-        float o3[HD / 2], m3[2] = {-INFINITY, -INFINITY}, l3[2] = {0.0f, 0.0f};
-#pragma unroll
-        for (int j = 0; j < HD / 2; j++) o3[j] = 0.0f;
         // The descriptors' low words (start address / 16 in bits 0-13, which hold any shared address
         // without carrying, and the leading byte offset) as a base plus the operand's byte offset /
         // 16, their high words (stride, swizzle) constants; the warpgroup index goes through a shuffle
@@ -425,64 +417,90 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
         const int kw = __shfl_sync(0xffffffffu, warp & 3, 0);
         auto tok = [](int w, int k) { const int j = 4 * w + k; return j == 0 ? 1 : 4 + j; };  // ids 1, 5 .. 15
         const int tok_mine = tok(wgu, kw), tok_next = tok((wgu + 1) % NC, kw);
-        if (turns && wgu == NC - 1 && n > 0) fp8tma::bar_arrive(tok(0, kw), 64);  // warpgroup 1 starts
         int st = 0;          // K's ring slot, i % KS
         uint32_t kpar = 0;   // its phase parity, (i / KS) & 1
         uint32_t kof = 0, vof = 0;  // K's slot and Vᵀ's slot ((i & 1)) as byte offsets / 16
-        for (int i = 0; i < n; i++) {
-            mbar_wait(&kfull[st], kpar, spin);
-            float sacc[BN / 2];
-            if (pingpong) fp8tma::bar_sync(BAR_TURN + wg, 256);
-            wgmma_fence();
+        // The CTA's rows (ci, KV head gi) as a function called once: the same numbers as the code written
+        // inline, and 1–2 % faster (16k 911 → 921, 64k 917 → 934 TFLOP/s; H200, session 39). ptxas
+        // schedules the two differently (4,168 SASS instructions each); nothing in the source says why.
+        auto run = [&](const fp8pf::cta_tiles &ci, int gi) {
+            const int n = ci.t1 - ci.t0 + 1, t0 = ci.t0;
+            fp8pf::load_q<HD>(Qs, qscale_s, q, tid, ci.q0, ci.n_q, ci.tok_per_cta, ci.t_begin, n_heads, gi, G);
+            fp8pf::rows2 rw;
+            rw.setup(warp, rr, ci.q0, ci.n_q, ci.tok_per_cta, G, ci.t_begin, pos_arr, window);
+            fence_proxy_async();                   // Q visible to the wgmma
+            fp8tma::bar_sync(BAR_Q + wg, 128);      // this warpgroup's Q rows and scales written
+            rw.scales(qscale_s, warp, rr, scales[gi], scale);
+            const float vscale = scales[KV_MAX_HEADS + gi];
+            float o3[HD / 2], m3[2] = {-INFINITY, -INFINITY}, l3[2] = {0.0f, 0.0f};
 #pragma unroll
-            for (int kk = 0; kk < HD / 32; kk++)
-                fp8pf::ss<BN>(sacc, dj(qlo + (uint32_t)(kk * 16), QHI), dj(klo + kof + (uint32_t)(kk * 2), KHI), kk > 0);
-            wgmma_commit();
-            if (pingpong && (wg != NC - 1 || i + 1 < n)) fp8tma::bar_arrive(BAR_TURN + (wg + 1) % NC, 256);  // (n turns each)
-            wgmma_wait<0>();
-            fp8pf::fence_acc<BN>(sacc);
-            mbar_arrive(&kempty[st]);
-            float alpha[2];
-            if (turns) fp8tma::bar_sync(tok_mine, 64);
-            fp8pf::softmax_s<BN, false>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m3, l3, alpha);
-            uint32_t pa3[BN / 32][4];
-            fp8pf::pack_p<BN>(sacc, pa3);
-            if (turns && (wgu != NC - 1 || i + 1 < n)) fp8tma::bar_arrive(tok_next, 64);  // (n turns each)
-            if (pre) mbar_wait(&vfull[st], kpar, spin);
-            else mbar_wait(&tfull[i & 1], (i >> 1) & 1, spin);
-            float ts[4];  // the n8 MMA's rows rr and rr + 8 (its 8 columns equal): Σ e4m3(P) a row
-#pragma unroll
-            for (int h = 0; h < 2; h++) {  // d in [h·HD/2, (h+1)·HD/2): o3[h·HD/4 ..] (8 columns a 4 registers)
-                float th[HD / 4];
+            for (int j = 0; j < HD / 2; j++) o3[j] = 0.0f;
+            if (turns && wgu == NC - 1 && n > 0) fp8tma::bar_arrive(tok(0, kw), 64);  // warpgroup 1 starts
+            for (int i = 0; i < n; i++) {
+                mbar_wait(&kfull[st], kpar, spin);
+                float sacc[BN / 2];
+                if (pingpong) fp8tma::bar_sync(BAR_TURN + wg, 256);
                 wgmma_fence();
 #pragma unroll
-                for (int kk = 0; kk < BN / 32; kk++)
-                    fp8pf::rs<HD / 2>(th, pa3[kk], dj(vlo + vof + (uint32_t)((h * (HD / 2) * BN + kk * 256) >> 4), VHI), kk > 0);
-                if (h == 0) {
-#pragma unroll
-                    for (int kk = 0; kk < BN / 32; kk++) wgmma_rs_n8(ts, pa3[kk], dj(olo, OHI), kk > 0);
-                }
+                for (int kk = 0; kk < HD / 32; kk++)
+                    fp8pf::ss<BN>(sacc, dj(qlo + (uint32_t)(kk * 16), QHI), dj(klo + kof + (uint32_t)(kk * 2), KHI), kk > 0);
                 wgmma_commit();
+                if (pingpong && (wg != NC - 1 || i + 1 < n)) fp8tma::bar_arrive(BAR_TURN + (wg + 1) % NC, 256);  // (n turns each)
                 wgmma_wait<0>();
-                fp8pf::fence_acc<HD / 2>(th);
-                if (h == 0) {
-                    wgmma_fence_acc4(ts);
-                    l3[0] = fmaf(l3[0], alpha[0], ts[0]);  // row rr (columns 2c, 2c + 1)
-                    l3[1] = fmaf(l3[1], alpha[1], ts[2]);  // row rr + 8
-                }
+                fp8pf::fence_acc<BN>(sacc);
+                mbar_arrive(&kempty[st]);
+                float alpha[2];
+                if (turns) fp8tma::bar_sync(tok_mine, 64);
+                fp8pf::softmax_s<BN, false>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m3, l3, alpha);
+                uint32_t pa3[BN / 32][4];
+                fp8pf::pack_p<BN>(sacc, pa3);
+                if (turns && (wgu != NC - 1 || i + 1 < n)) fp8tma::bar_arrive(tok_next, 64);  // (n turns each)
+                if (pre) mbar_wait(&vfull[st], kpar, spin);
+                else mbar_wait(&tfull[i & 1], (i >> 1) & 1, spin);
+                float ts[4];  // the n8 MMA's rows rr and rr + 8 (its 8 columns equal): Σ e4m3(P) a row
 #pragma unroll
-                for (int j = 0; j < HD / 4; j++) o3[h * (HD / 4) + j] = fmaf(o3[h * (HD / 4) + j], alpha[(j >> 1) & 1], th[j]);
+                for (int h = 0; h < 2; h++) {  // d in [h·HD/2, (h+1)·HD/2): o3[h·HD/4 ..] (8 columns a 4 registers)
+                    float th[HD / 4];
+                    wgmma_fence();
+#pragma unroll
+                    for (int kk = 0; kk < BN / 32; kk++)
+                        fp8pf::rs<HD / 2>(th, pa3[kk], dj(vlo + vof + (uint32_t)((h * (HD / 2) * BN + kk * 256) >> 4), VHI), kk > 0);
+                    if (h == 0) {
+#pragma unroll
+                        for (int kk = 0; kk < BN / 32; kk++) wgmma_rs_n8(ts, pa3[kk], dj(olo, OHI), kk > 0);
+                    }
+                    wgmma_commit();
+                    wgmma_wait<0>();
+                    fp8pf::fence_acc<HD / 2>(th);
+                    if (h == 0) {
+                        wgmma_fence_acc4(ts);
+                        l3[0] = fmaf(l3[0], alpha[0], ts[0]);  // row rr (columns 2c, 2c + 1)
+                        l3[1] = fmaf(l3[1], alpha[1], ts[2]);  // row rr + 8
+                    }
+#pragma unroll
+                    for (int j = 0; j < HD / 4; j++) o3[h * (HD / 4) + j] = fmaf(o3[h * (HD / 4) + j], alpha[(j >> 1) & 1], th[j]);
+                }
+                mbar_arrive(pre ? &vempty[st] : &tempty[i & 1]);
+                if (++st == KS) st = 0, kpar ^= 1;
+                kof = (uint32_t)st * (uint32_t)(L::TILE_BYTES >> 4);
+                vof = pre ? kof : vof ^ (uint32_t)(L::TILE_BYTES >> 4);
             }
-            mbar_arrive(pre ? &vempty[st] : &tempty[i & 1]);
-            if (++st == KS) st = 0, kpar ^= 1;
-            kof = (uint32_t)st * (uint32_t)(L::TILE_BYTES >> 4);
-            vof = pre ? kof : vof ^ (uint32_t)(L::TILE_BYTES >> 4);
-        }
-        fp8pf::rows2 ro;
-        ro.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
-        fp8pf::store_rows<HD, false>(out, o3, l3, ro.on, ro.tok, ro.head, n_heads, g, G, vscale, c);
+            fp8pf::rows2 ro;
+            ro.setup(warp, rr, ci.q0, ci.n_q, ci.tok_per_cta, G, ci.t_begin, pos_arr, window);
+            fp8pf::store_rows<HD, false>(out, o3, l3, ro.on, ro.tok, ro.head, n_heads, gi, G, vscale, c);
+        };
+        run(ct, g);
         return;
     }
+    fp8pf::load_q<HD>(Qs, qscale_s, q, tid, ct.q0, ct.n_q, ct.tok_per_cta, ct.t_begin, n_heads, g, G);
+    fp8pf::rows2 rw;
+    rw.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
+    fence_proxy_async();                   // Q visible to the wgmma
+    fp8tma::bar_sync(BAR_Q + wg, 128);      // this warpgroup's Q rows and scales written
+    rw.scales(qscale_s, warp, rr, scales[g], scale);
+    const float vscale = scales[KV_MAX_HEADS + g];
+    const uint8_t *qw = Qs + wg * L::Q_BYTES;
+
 
     float o[ACC != 2 ? HD / 2 : 1], tacc[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha_prev[2] = {1.0f, 1.0f};
 #pragma unroll
