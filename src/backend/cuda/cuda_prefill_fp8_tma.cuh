@@ -387,6 +387,16 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
     fp8tma::reg_alloc<NC == 2 ? 232 : 152>();
     const int tid = threadIdx.x - 128, wg = tid >> 7, warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
     const int n_heads = n_kv * G;
+    // this warpgroup's Q rows of ci (e4m3, per-row scales) into shared memory, its threads' rows rw set
+    // up against KV head gi; returns the head's V descale
+    auto q_rows = [&](fp8pf::rows2 &rw, const fp8pf::cta_tiles &ci, int gi) {
+        fp8pf::load_q<HD>(Qs, qscale_s, q, tid, ci.q0, ci.n_q, ci.tok_per_cta, ci.t_begin, n_heads, gi, G);
+        rw.setup(warp, rr, ci.q0, ci.n_q, ci.tok_per_cta, G, ci.t_begin, pos_arr, window);
+        fence_proxy_async();                   // Q visible to the wgmma
+        fp8tma::bar_sync(BAR_Q + wg, 128);      // this warpgroup's Q rows and scales written
+        rw.scales(qscale_s, warp, rr, scales[gi], scale);
+        return scales[KV_MAX_HEADS + gi];
+    };
     if constexpr (NC == 3) {  // per tile: Q·Kᵀ (lab: under a turn that goes round the three), softmax, P, then
         // T = P·Vᵀ in two 64-column halves, each folded into o (o = o·α + T, two-level's numbers), and
         // the rows' sums of P from the tensor core: P against a ones column (m64n8k32 beside the first
@@ -425,13 +435,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
         // schedules the two differently (4,168 SASS instructions each); nothing in the source says why.
         auto run = [&](const fp8pf::cta_tiles &ci, int gi) {
             const int n = ci.t1 - ci.t0 + 1, t0 = ci.t0;
-            fp8pf::load_q<HD>(Qs, qscale_s, q, tid, ci.q0, ci.n_q, ci.tok_per_cta, ci.t_begin, n_heads, gi, G);
             fp8pf::rows2 rw;
-            rw.setup(warp, rr, ci.q0, ci.n_q, ci.tok_per_cta, G, ci.t_begin, pos_arr, window);
-            fence_proxy_async();                   // Q visible to the wgmma
-            fp8tma::bar_sync(BAR_Q + wg, 128);      // this warpgroup's Q rows and scales written
-            rw.scales(qscale_s, warp, rr, scales[gi], scale);
-            const float vscale = scales[KV_MAX_HEADS + gi];
+            const float vscale = q_rows(rw, ci, gi);
             float o3[HD / 2], m3[2] = {-INFINITY, -INFINITY}, l3[2] = {0.0f, 0.0f};
 #pragma unroll
             for (int j = 0; j < HD / 2; j++) o3[j] = 0.0f;
@@ -492,13 +497,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
         run(ct, g);
         return;
     }
-    fp8pf::load_q<HD>(Qs, qscale_s, q, tid, ct.q0, ct.n_q, ct.tok_per_cta, ct.t_begin, n_heads, g, G);
     fp8pf::rows2 rw;
-    rw.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
-    fence_proxy_async();                   // Q visible to the wgmma
-    fp8tma::bar_sync(BAR_Q + wg, 128);      // this warpgroup's Q rows and scales written
-    rw.scales(qscale_s, warp, rr, scales[g], scale);
-    const float vscale = scales[KV_MAX_HEADS + g];
+    const float vscale = q_rows(rw, ct, g);
     const uint8_t *qw = Qs + wg * L::Q_BYTES;
 
 
