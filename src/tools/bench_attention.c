@@ -52,7 +52,7 @@ int cmd_bench_attention(int argc, char **argv) {
     static const char *const valued[] = {"--mode", "--batch", "--ctx", "--heads", "--kv-heads", "--head-dim", "--iters", "--reps", "--kv-cache-dtype", "--device", "--window", "--fp8-attention-accumulation", "--kv-block-tokens", "--block-order", "--queries", NULL};
     const char *mode = "decode", *dtype_s = "bf16", *device = "auto", *order = "shuffled";
     int accum = 0;
-    long batch = 1, ctx = 8192, heads = 32, kv_heads = 8, hd = 128, iters = 20, reps = 5, window = 0, bs_l = -1, nq_l = -1;  // bs_l -1: the backend's
+    long batch = 1, ctx = 8192, heads = 32, kv_heads = 8, hd = 128, iters = 20, reps = 5, window = 0, bs_l = -1, nql = -1;  // bs_l -1: the backend's; nql (prefill): the queries a sequence, its last positions
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v;
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
@@ -66,7 +66,7 @@ int cmd_bench_attention(int argc, char **argv) {
         if (!cli_known(f, valued) || !(v = cli_value(argc, argv, &i))) goto bad;
         long *dst = !strcmp(f, "--batch") ? &batch : !strcmp(f, "--ctx") ? &ctx : !strcmp(f, "--heads") ? &heads
                   : !strcmp(f, "--kv-heads") ? &kv_heads : !strcmp(f, "--head-dim") ? &hd : !strcmp(f, "--iters") ? &iters
-                  : !strcmp(f, "--reps") ? &reps : !strcmp(f, "--window") ? &window : !strcmp(f, "--kv-block-tokens") ? &bs_l : !strcmp(f, "--queries") ? &nq_l : NULL;
+                  : !strcmp(f, "--reps") ? &reps : !strcmp(f, "--window") ? &window : !strcmp(f, "--kv-block-tokens") ? &bs_l : !strcmp(f, "--queries") ? &nql : NULL;
         if (dst) { if (cli_int(f, v, 0, 1L << 24, dst) < 0) goto bad; }
         else if (!strcmp(f, "--mode")) mode = v;
         else if (!strcmp(f, "--kv-cache-dtype")) dtype_s = v;
@@ -76,12 +76,11 @@ int cmd_bench_attention(int argc, char **argv) {
     }
     bool decode = !strcmp(mode, "decode");
     if (!decode && strcmp(mode, "prefill")) { err_set(OCT_EINVAL, "--mode: '%s' (decode or prefill)", mode); goto bad; }
-    if (nq_l == -1) nq_l = ctx;
-    if (nq_l < 1 || nq_l > ctx || (decode && nq_l != ctx)) {
-        err_set(OCT_EINVAL, "--queries %ld: prefill only, 1 to --ctx (%ld)", nq_l, ctx);
+    if (nql == -1) nql = ctx;
+    if (nql < 1 || nql > ctx || (decode && nql != ctx)) {
+        err_set(OCT_EINVAL, "--queries %ld: prefill only, 1 to --ctx (%ld)", nql, ctx);
         goto bad;
     }
-    const long nql = nq_l;  // prefill: queries a sequence, its last positions
     const bool shuffled = !strcmp(order, "shuffled");
     if (!shuffled && strcmp(order, "sequential")) { err_set(OCT_EINVAL, "--block-order: '%s' (shuffled or sequential)", order); goto bad; }
     enum dtype dt;
