@@ -277,6 +277,9 @@ template <bool ON> struct phase_clock {
 // Session 39 (H200; bench/NOTES.md): a persistent form — one CTA an SM taking (sequence, query tile, KV
 // head) items from an atomic counter, its ring running on from item to item — was bit-identical and level
 // (16k 926 → 928, 64k 934 → 924 TFLOP/s), and five ring slots −1.7 % at 16k: both removed.
+// Session 40 (H200; bench/NOTES.md): a form for batches that all take the Vᵀ pass — no transposing code,
+// the producer at 32 registers and the consumers at 160 — was 2 % slower at 16k with P·V in halves, and with
+// P·V as one n128 (64 registers, 48 bytes of spills) it hung in the bench; both removed.
 template <int HD, int ACC, bool PROF = false, int NC = 2>
 __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
