@@ -1,5 +1,5 @@
 // cuda_ops_fp8_prefill.h — test_cuda_ops.c's FP8 wgmma prefill tests against the CPU's FP8 emulation
-// (lengths, head dims, windows, GQA, block sizes, unaligned q, the Vᵀ pass), in each accumulation mode.
+// (lengths, head dims, windows, GQA, block sizes, unaligned q, tiny q, the Vᵀ pass), in each accumulation mode.
 // Included by test_cuda_ops.c after attention_case and its case_* settings, which these tests drive.
 #pragma once
 
@@ -17,6 +17,19 @@ static void chunked_head_dims(const char *what, const char *acc_name) {
         snprintf(label, sizeof label, "wgmma chunked prefill hd%d G%d L8192%s %s", hds[i], gs[i], what, acc_name);
         attention_case(label, DT_E4M3, hds[i], kvs[i], gs[i], 0, 2, qb, cb);
     }
+}
+
+// chunked_head_dims in each accumulation mode against the CPU's FP8 emulation (then the defaults back)
+static void chunked_every_mode(const char *what) {
+    case_math = ATTN_FP8_EMULATE;
+    case_bound = WGMMA_BOUND;
+    for (int a = 0; a < 3; a++) {
+        case_acc = accs[a];
+        chunked_head_dims(what, acc_names[a]);
+    }
+    case_acc = 0;
+    case_math = ATTN_FP8_EXACT;
+    case_bound = 2e-5;
 }
 
 // FP8 wgmma prefill against the CPU's FP8 emulation: lengths, head dims, windows, GQA
@@ -52,6 +65,14 @@ TEST(fp8_wgmma_prefill) {
     case_bound = 2e-5;
 }
 
+// Q rows of amplitude 1e-37 (bf16 subnormals among them): a scale amax/448 whose reciprocal
+// overflows, for which the Q quantisation (fp8pf::q_div) divides instead of multiplying by it.
+TEST(fp8_prefill_tiny_q) {
+    case_q_amp = 1e-37f;
+    chunked_every_mode(" tiny q");
+    case_q_amp = 1.0f;
+}
+
 // FP8 wgmma prefill whose V is transposed ahead of the kernel (cuda_prefill_vt.cuh; here for
 // sequences of at least 512 query tokens, the defaults lowered for the CPU's sake) beside a sequence
 // whose V the kernel transposes itself, in one batch: against the CPU's emulation at head dims 128
@@ -85,15 +106,7 @@ TEST(fp8_prefill_vt_pass) {
 // 128, 64 and 256 in each accumulation mode. (A test of its own, so that fp8_wgmma_prefill's
 // inputs, and so its output hashes, stay those of the runs before it.)
 TEST(fp8_prefill_unaligned_q) {
-    case_math = ATTN_FP8_EMULATE;
-    case_bound = WGMMA_BOUND;
     case_q_shift = 1;
-    for (int a = 0; a < 3; a++) {
-        case_acc = accs[a];
-        chunked_head_dims(" unaligned q", acc_names[a]);
-    }
+    chunked_every_mode(" unaligned q");
     case_q_shift = 0;
-    case_acc = 0;
-    case_math = ATTN_FP8_EXACT;
-    case_bound = 2e-5;
 }

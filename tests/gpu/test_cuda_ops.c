@@ -88,6 +88,9 @@ static const float *case_k_offset = NULL;
 // Elements by which the GPU's q starts into its buffer in the next cases (1: a bf16 q off 16-byte
 // alignment, which takes the FP8 prefill's 2-byte Q loads).
 static int case_q_shift = 0;
+// The amplitude of the next cases' random q (1e-37: rows whose FP8 scale amax/448 is so small that its
+// reciprocal overflows, which the FP8 prefill's Q quantisation divides for; fp8_prefill_tiny_q).
+static float case_q_amp = 1.0f;
 
 // OCTET_IDENTITY=1 (the backend's identity mode): attention at head_dim 64/128 runs the
 // decode kernel's f16 math for every row, so e4m3 prefill is compared with exact math there.
@@ -119,7 +122,7 @@ static void attention_case(const char *label, enum dtype dt, int hd, int n_kv, i
     int total = 0;
     for (int s = 0; s < n_seqs; s++) total += ctx[s];
     float *k = rand_vec((size_t)total * n_kv * hd, 3.0f), *v = rand_vec((size_t)total * n_kv * hd, 2.0f);
-    float *q = rand_vec((size_t)t->b.n_tokens * n_kv * G * hd, 1.0f);
+    float *q = rand_vec((size_t)t->b.n_tokens * n_kv * G * hd, case_q_amp);
     // chunks of at most 8192 tokens per kv_write batch
     int off = 0;
     for (int s = 0; s < n_seqs; s++)
@@ -271,7 +274,7 @@ TEST(kv_write_and_attention) {
     free(ko);
 }
 
-#include "cuda_ops_fp8_prefill.h"  // fp8_wgmma_prefill, fp8_prefill_unaligned_q, fp8_prefill_vt_pass
+#include "cuda_ops_fp8_prefill.h"  // fp8_wgmma_prefill, fp8_prefill_unaligned_q, fp8_prefill_tiny_q, fp8_prefill_vt_pass
 
 // Rows of a product computed with n = 1 and inside a larger n: equal bit for bit for n <= 8
 // (the skinny GEMM: 1024 rows take its 2-warps-a-row form, 4096 its 1-warp form), and for any
@@ -694,6 +697,7 @@ int main(int argc, char **argv) {
     RUN_SEEDED(kv_write_and_attention);
     RUN_SEEDED(fp8_wgmma_prefill);
     RUN_SEEDED(fp8_prefill_unaligned_q);
+    RUN_SEEDED(fp8_prefill_tiny_q);
     RUN_SEEDED(fp8_prefill_vt_pass);
     RUN_SEEDED(gemm_rows_invariant);
     RUN_SEEDED(prefill_decode_identity);
