@@ -504,7 +504,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __g
     const float vscale = q_rows(rw, ct, g);
     const uint8_t *qw = Qs + wg * L::Q_BYTES;
 
-
     float o[ACC != 2 ? HD / 2 : 1], tacc[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha_prev[2] = {1.0f, 1.0f};
 #pragma unroll
     for (int j = 0; j < HD / 2; j++) tacc[j] = 0.0f;
