@@ -280,6 +280,10 @@ template <bool ON> struct phase_clock {
 // Session 40 (H200; bench/NOTES.md): a form for batches that all take the Vᵀ pass — no transposing code,
 // the producer at 32 registers and the consumers at 160 — was 2 % slower at 16k with P·V in halves, and with
 // P·V as one n128 (64 registers, 48 bytes of spills) it hung in the bench; both removed.
+// Session 41 (H200; bench/NOTES.md): Q·Kᵀ as two n64 groups, the max tree begun on the first while the
+// second runs, was 3–5 % slower (Q read twice); Q·Kᵀ with Q's fragments in registers spilled 88–212 bytes at
+// 152 registers and was level at 160 (producer at 32): both removed. softmax_s's mask test as one warp
+// vote (a uniform branch instead of divergent ones and their reconvergence): 16k +1.8 %, bit-identical, kept.
 template <int HD, int ACC, bool PROF = false, int NC = 2>
 __global__ void __launch_bounds__(128 * (NC + 1), 1) k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                                                          bf16 *out, const bf16 *q, const int32_t *qstart, const int32_t *pos_arr,
