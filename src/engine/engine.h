@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "kv_cache.h"
+#include "../model/kv_cache.h"
 #include "sampler.h"
 
 struct model;

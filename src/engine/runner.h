@@ -6,7 +6,7 @@
 #define OCTET_RUNNER_H
 
 #include "../model/forward.h"
-#include "kv_cache.h"
+#include "../model/kv_cache.h"
 #include "kv_pool.h"
 
 struct runner_options {

@@ -3,7 +3,7 @@
 #include "forward.h"
 
 #include "../base/check.h"
-#include "../engine/kv_cache.h"
+#include "kv_cache.h"
 
 #include <math.h>
 #include <stdlib.h>

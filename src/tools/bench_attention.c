@@ -17,7 +17,7 @@
 #include "../base/check.h"
 #include "../base/half.h"
 #include "../base/rng.h"
-#include "../engine/kv_cache.h"
+#include "../model/kv_cache.h"
 #include "cli.h"
 #include "tools.h"
 

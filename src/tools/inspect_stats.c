@@ -10,7 +10,7 @@
 
 #include "../base/check.h"
 #include "../base/fp8.h"
-#include "../engine/kv_cache.h"
+#include "../model/kv_cache.h"
 
 int inspect_stats_init(struct inspect_stats *s, const struct model_config *c, enum dtype dt, const struct kv_cache *kv) {
     memset(s, 0, sizeof *s);

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "../../src/base/check.h"
-#include "../../src/engine/kv_cache.h"
+#include "../../src/model/kv_cache.h"
 #include "../../src/engine/kv_pool.h"
 #include "../../src/model/model.h"
 #include "../test.h"

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "../base/check.h"
-#include "../model/model.h"
+#include "model.h"
 
 void kv_options_default(struct kv_options *o) {
     memset(o, 0, sizeof *o);

@@ -8,7 +8,7 @@
 #include <stdbool.h>
 
 #include "../backend/backend.h"
-#include "../model/config.h"
+#include "config.h"
 
 struct model;
 
