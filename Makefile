@@ -34,7 +34,7 @@ CONFIG_STAMP := $(BUILD)/config.cuda$(CUDA)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-full test-tsan deps clean fuzz gpu-tests
+.PHONY: all test test-full test-tsan deps clean fuzz gpu-tests lint
 all: $(BUILD)/octet
 
 $(BUILD)/obj/%.o: %.c
@@ -103,6 +103,11 @@ test-tsan:
 FUZZ_SECONDS ?= 60
 fuzz:
 	@BUILD=build-fuzz FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh
+
+# the house rules (scripts/lint.sh): no session/call history in tracked text, no OCTET_* environment
+# reads in src/, src/ lines <= 120 columns and files <= 800 lines
+lint:
+	@bash scripts/lint.sh
 
 deps:
 	bash scripts/deps.sh
