@@ -1,56 +1,37 @@
 #!/usr/bin/env bash
-# gpu_check.sh OUTDIR [stage...] — everything octet checks and measures on the GPU
-# machine, in one call: (re)build if the carried binaries don't run, every CUDA op vs
-# the CPU backend (NMSE bounds, kv_write byte-exact), greedy golden on stories260K (CUDA
-# vs CPU tokens), FP8-vs-BF16 KLD on a dummy model, then the benchmarks (decode attention
-# vs cuDNN's BF16 attention through PyTorch, measured side by side). Writes logs, JSON
-# and a short table into OUTDIR. Stages: probe ops golden kld attn model fp8prefill needle
-# (default: all). probe = the wgmma/mma.sync FP8 accumulation probe and a SASS check for
-# QGMMA; fp8prefill = FP8 wgmma prefill attention per accumulation mode vs cuDNN BF16;
-# needle = `eval needle --level attention` on the GPU at 8k-128k; ttft = TTFT sweeps (auto vs
-# fp8) on dummy:llama-3.1-8b and dummy:gemma-hd256 and their quadratic coefficients; pd =
-# perplexity of one text computed by token-by-token decoding vs one chunked prefill
-# (by default and with --batch-invariant, where they must be identical; PD_BS=N adds both with
-# N-token cache blocks, each compared with the default blocks); itl = the ITL
-# sweep on dummy:llama-3.1-8b (slopes, intercepts); load = throughput under load (24 requests);
-# depth = decode ms/token at depths 256-16384, bf16 vs fp8 measured in turn in one process (their
-# paired difference), with a 128k block table (as the ITL study's server has); step = ncu kernel
-# times of one captured decode step summed by kernel (depths 256 and 4096, or STEP_DEPTHS; bf16 and fp8);
-# timing = a greedy decode token split into the captured step, the logits' copy and the host's share
-# (OCTET_STEP_TIMING=1, about 15 s); source = ncu's per-SASS stall samples of the FP8 prefill at 16k
-# (opt-in, about 40 s). timing, itl,
-# load, depth and step are not in the default list (about 2.5, 5, 1.5 and 3 minutes); prof = ncu sections (throughput, occupancy, warp stalls) of the decode kernel at
-# B=1 L=128k and L=4k, bf16 vs fp8, and of the FP8 prefill at 16k (about 1 minute, opt-in);
-# model = whole-model pp64/tg64 on dummy:llama-3.1-8b, also with --batch-invariant
-# (with OCTET_LAB also under OCTET_GEMV=0, cuBLASLt for the decode GEMMs instead of the skinny GEMM); gemv = the decode GEMM's tuning variants at the 8B
-# shapes beside the copy rate (dev/cuda/gemv_bench.cu; about 20 s, not in the default list);
-# async = the same greedy completions from a server with and without asynchronous scheduling.
-# Binaries come from $OCTET_BIN (default build/); carried shared libraries from $OCTET_LIB.
-# OCTET_LAB=1 (the kernel lab) adds, beside the defaults:
-#   attn   decode variants at B=1 L=128k, B=8 L=32k, B=1 L=4k, one environment setting each from
-#          OCTET_LAB_VARIANTS (default: OCTET_DECODE_T=0, the plain decode kernel;
-#          OCTET_DECODE_STAGES=2; OCTET_DECODE_MIN_SPLIT=0; OCTET_DECODE_PDL=0, the decode kernel launched the
-#          ordinary way instead of as a programmatic dependent of the kernel before it; commas join settings);
-#   depth  OCTET_COMBINE_DYN=1 (the combine decided per sequence from its busy splits: none for
-#          one, inside the decode kernel up to 16), OCTET_DECODE_T=0,
-#          OCTET_DECODE_MIN_SPLIT=0, OCTET_DECODE_PDL=0, OCTET_GEMV_DEFER=0 (SwiGLU with its norm prologue), and ncu kernel times at depth 4096;
-#   ops    every fallback and switch: OCTET_GEMV=0, OCTET_FP8_WG=1 (one consumer warpgroup per FP8
-#          prefill CTA of the older kernel), OCTET_FP8_TMA=0 (the FP8
-#          prefill's older kernels at head_dim 128 instead of the TMA one), OCTET_FP8_TMA_LAB=1
-#          (the TMA prefill's consumers without their ping-pong turns), OCTET_DECODE_MIN_SPLIT=0, OCTET_PDL=1 (decode GEMMs as programmatic dependent launches),
-#          OCTET_IDENTITY=1 (the --batch-invariant kernels), OCTET_FUSE=0 (decode GEMMs without
-#          their fused add, SwiGLU and Q|K|V, and the separate split combine), OCTET_FUSE_NORM=0
-#          (k_rmsnorm before Q|K|V and SwiGLU), OCTET_DECODE_T=0,
-#          OCTET_COMBINE_DYN=1, OCTET_DECODE_PDL=0, OCTET_FP8_TMA_D64=0 (head_dim 64 on the older FP8 prefill),
-#          OCTET_FP8_TMA_NC=2 (the TMA prefill's two-level at head_dim 128 with two consumer warpgroups, not three),
-#          OCTET_FP8_TMA_LAB=16 (its three consumers' Q·Kᵀ issues under a turn that goes round them),
-#          OCTET_GEMV_DEFER=0 (SwiGLU with the NORM prologue instead of its rmsnorm scaled onto its sums),
-#          OCTET_DECODE_EARLY=0 (FP8 decode refilling a ring stage at the top of the next iteration, not early),
-#          OCTET_PREFILL_CHUNK=0 (the SIMT prefill — bf16 / e5m2 at head_dim 256 — streaming whole blocks, not 16-token parts);
-#   (OCTET_LAB_OPS, OCTET_LAB_DEPTH and OCTET_LAB_FP8 replace the ops, depth and fp8prefill
-#   lists, so a call can run only the variants it needs: each ops run takes about a minute)
-#   golden OCTET_PDL=1 and OCTET_FUSE=0; pd the unfused ops; fp8prefill OCTET_FP8_WG=1,
-#          OCTET_FP8_TMA_LAB=1, OCTET_FP8_TMA_D64=0, OCTET_FP8_TMA_NC=2, OCTET_FP8_TMA_LAB=16; model OCTET_GEMV=0, OCTET_PDL=1 and OCTET_FUSE=0.
+# gpu_check.sh OUTDIR [stage...] — everything octet checks and measures on the GPU machine, in
+# one call. Writes logs, JSON and summary.txt (the short table of every stage) into OUTDIR and
+# exits non-zero when a stage fails (a test fails, a binary does not run, a given file is missing).
+# Binaries come from $OCTET_BIN (default build/; rebuilt with CUDA=1 when they do not run), carried
+# shared libraries from $OCTET_LIB, the cuDNN peer from $PEER (default .peer/peer_attention.py).
+#
+# Default stages:
+#   probe       the wgmma / mma.sync FP8 accumulation probe and a SASS count of QGMMA / HMMA
+#   ops         every CUDA op and every attention kernel-table entry vs the CPU backend (test_cuda_ops)
+#   golden      stories260K greedy tokens, CUDA vs CPU; calibrated e4m3 with K offsets, GPU vs CPU ppl
+#   kld         FP8-vs-BF16 KLD on dummy:llama-3.2-1b
+#   attn        decode attention at B=1 L=128k, B=8 L=32k, B=8 L=8k, B=1 L=4k beside cuDNN BF16
+#   model       whole-model pp64 / tg64 on dummy:llama-3.1-8b, also with --batch-invariant
+#   fp8prefill  FP8 prefill per accumulation mode at 4k/16k/64k (FP8PF_DIMS, default 64 128 256) beside cuDNN
+#   needle      `eval needle --level attention` at 8k-128k
+#   ttft        TTFT sweeps (auto vs fp8) on dummy:llama-3.1-8b and dummy:gemma-hd256
+#   pd          perplexity by token-by-token decoding vs one chunked prefill, default and
+#               --batch-invariant (where they must be identical); PD_BS=N adds N-token cache blocks
+#   async       the same greedy completions from a server with and without asynchronous scheduling
+# Opt-in stages:
+#   compare     this build beside a second one (BASE_BIN, e.g. the previous commit's build) in one
+#               call: test_cuda_ops of each, then decode attention (B=1 L=128k, B=8 L=32k), FP8
+#               prefill (d128, 4k/16k/64k) and whole-model tg64, the builds alternating round by
+#               round (COMPARE_ROUNDS, default 3); medians and new/base ratios (about 4 minutes)
+#   itl         the single-request ITL study on dummy:llama-3.1-8b (about 2.5 minutes)
+#   load        throughput under load, LOAD_PROMPTS requests (default 24; about 5 minutes)
+#   depth       decode ms/token at depths 256-16384, bf16 vs fp8 in one process (paired)
+#   step        ncu kernel times of one captured decode step, summed by kernel (STEP_DEPTHS)
+#   timing      a greedy decode token split into the captured step, the logits' copy and the
+#               host's share (needs a `make CUDA=1 STEP_TIMING=1` build)
+#   prof        ncu sections of the decode kernel and the FP8 prefill
+#   source      ncu's per-SASS stall samples of the FP8 prefill at 16k
+#   gemv        the decode GEMM's variants at the 8B shapes beside the copy rate (dev/cuda/gemv_bench.cu)
 set -u
 OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 REPORT="$(dirname "$0")/gpu_report.py"  # the summary lines and tables from each stage's raw output
@@ -60,11 +41,14 @@ mkdir -p "$OUT"
 BIN=${OCTET_BIN:-build}
 [ -n "${OCTET_LIB:-}" ] && export LD_LIBRARY_PATH="$OCTET_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 PEER=${PEER:-.peer/peer_attention.py}
+if [ -n "${PEER_REQUIRED:-}" ] && [ ! -f "$PEER" ]; then echo "gpu_check: peer $PEER not found" >&2; exit 2; fi
 MODEL=${MODEL:-../shared/models/stories260K.gguf}
 [ -f "$MODEL" ] || MODEL=.peer/stories260K.gguf
 summary="$OUT/summary.txt"
 : > "$summary"
 say() { echo "$*" | tee -a "$summary"; }
+FAILED=""
+failed() { FAILED="$FAILED $1"; say "FAILED: $1"; }
 has() { case " $STAGES " in *" $1 "*) return 0;; esac; return 1; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version,clocks.sm --format=csv,noheader > "$OUT/gpu.txt" 2>&1
@@ -89,15 +73,8 @@ fi
 if has ops; then
   "$BIN/gpu/test_cuda_ops" "$OUT/ops.json" > "$OUT/ops.log" 2>&1
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
+  grep -qE ' 0 failed' <(tail -n 1 "$OUT/ops.log") || failed ops
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
-  if [ -n "${OCTET_LAB:-}" ]; then  # the fallbacks and the lab variant must be right too
-    for v in ${OCTET_LAB_OPS-OCTET_GEMV=0 OCTET_FP8_WG=1 OCTET_FP8_TMA=0 OCTET_FP8_TMA_LAB=1 OCTET_DECODE_MIN_SPLIT=0 OCTET_PDL=1 OCTET_IDENTITY=1 OCTET_FUSE=0 OCTET_FUSE_NORM=0 OCTET_DECODE_T=0 OCTET_COMBINE_DYN=1 OCTET_DECODE_PDL=0 OCTET_FP8_TMA_D64=0 OCTET_FP8_TMA_NC=2 OCTET_FP8_TMA_LAB=16 OCTET_GEMV_DEFER=0 OCTET_QKV_ROPE=0 OCTET_QKV_RPW=1 OCTET_DECODE_EARLY=0 OCTET_PREFILL_CHUNK=0}; do
-      f="$OUT/ops_$(tr '=,' '__' <<<"${v#OCTET_}")"  # (no '=' in file names: the device tool returns none such)
-      env $v "$BIN/gpu/test_cuda_ops" "$f.json" > "$f.log" 2>&1
-      say "ops vs cpu ($v): $(tail -n 1 "$f.log")"
-      say "  ($v) $(python3 "$REPORT" same "$OUT/ops.json" "$f.json" 4)"
-    done
-  fi
 fi
 
 if has golden; then
@@ -113,16 +90,7 @@ if has golden; then
     done
   done
   say "golden stories260K greedy cuda==cpu (fp32, bf16 caches): $ok passed, $bad failed; fp8 cache identical for $fp8_same of 3 prompts"
-  # the lab's programmatic dependent launches and fused projections inside captured decode steps
-  for v in ${OCTET_LAB:+OCTET_PDL=1 OCTET_FUSE=0}; do
-    ok=0; bad=0
-    for p in "Once upon a time" "The little dog" "Lily wanted to"; do
-      a=$("$BIN/octet" generate --model "$MODEL" --prompt "$p" --max-tokens 32 --kv-cache-dtype bf16 --device cpu --json 2>>"$OUT/golden.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
-      b=$(env "$v" "$BIN/octet" generate --model "$MODEL" --prompt "$p" --max-tokens 32 --kv-cache-dtype bf16 --device cuda --json 2>>"$OUT/golden.log" | python3 -c 'import json,sys; print(json.load(sys.stdin)["tokens"])')
-      if [ -n "$a" ] && [ "$a" = "$b" ]; then ok=$((ok+1)); else bad=$((bad+1)); fi
-    done
-    say "golden with $v (bf16 cache): $ok passed, $bad failed"
-  done
+  [ $bad -eq 0 ] || failed golden
   # calibrated e4m3 with per-channel K offsets, end to end: the GPU's perplexity vs the CPU's
   head -c 12380 tests/data/heldout.txt > "$OUT/calib.txt"; tail -c +12381 tests/data/heldout.txt > "$OUT/eval.txt"
   "$BIN/octet" calibrate --model "$MODEL" --file "$OUT/calib.txt" --k-offset mean --output "$OUT/ko.json" >/dev/null 2>>"$OUT/golden.log"
@@ -189,12 +157,6 @@ if has attn; then
     set -- $shape
     for dt in bf16 fp8; do
       "$BIN/octet" bench attention --device cuda --batch $1 --ctx $2 --kv-cache-dtype $dt --iters 50 --reps 7 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/attn.jsonl"
-      if [ "$2" != 8192 ] && [ -n "${OCTET_LAB:-}" ]; then  # kernel lab: variants named by their environment
-        for v in ${OCTET_LAB_VARIANTS:-OCTET_DECODE_T=0 OCTET_DECODE_STAGES=2 OCTET_DECODE_MIN_SPLIT=0 OCTET_DECODE_PDL=0}; do
-          env ${v//,/ } "$BIN/octet" bench attention --device cuda --batch $1 --ctx $2 --kv-cache-dtype $dt \
-            --iters 50 --reps 7 2>>"$OUT/attn.log" | tail -n 1 | sed "s/\"backend\":\"cuda\"/\"backend\":\"cuda $v\"/" >> "$OUT/attn.jsonl"
-        done
-      fi
     done
     [ -f "$PEER" ] && python3 "$PEER" --mode decode --batch $1 --len $2 --json 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/attn.jsonl"
   done
@@ -211,12 +173,6 @@ if has fp8prefill; then
       for acc in two-level every:4 single; do
         "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype fp8 \
           --fp8-attention-accumulation $acc --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
-      done
-      # kernel lab: one consumer warpgroup per CTA (the older kernel's previous form); the TMA
-      # kernel's consumers without their ping-pong turns; head_dim 64 on the older kernel; two TMA consumers at two-level; three under a turn
-      for v in ${OCTET_LAB:+${OCTET_LAB_FP8-WG=1 TMA_LAB=1 TMA_D64=0 TMA_NC=2 TMA_LAB=16}}; do
-        env OCTET_FP8_$v "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype fp8 \
-          --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 | sed "s/\"accumulation\":\"two-level\"/\"accumulation\":\"two-level $v\"/" >> "$OUT/fp8prefill.jsonl"
       done
       [ -f "$PEER" ] && python3 "$PEER" --mode prefill --len $L --head-dim $d --json 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
     done
@@ -242,39 +198,26 @@ if has gemv; then  # the decode GEMM's tuning variants at Llama-3.1-8B's shapes 
   grep '^{' "$OUT/gemv.log" > "$OUT/gemv.jsonl"
   python3 "$REPORT" gemv "$OUT/gemv.jsonl" | tee -a "$summary"
 fi
-# run_variant V CMD...: runs CMD with variant V: "default", an environment setting (NAME=VALUE)
-# or an octet flag (--flag)
+# run_variant V CMD...: runs CMD as it is ("default") or with the octet flag V added
 run_variant() {
   local v=$1; shift
-  case "$v" in default) "$@" ;; --*) "$@" "$v" ;; *) env "$v" "$@" ;; esac
+  case "$v" in default) "$@" ;; *) "$@" "$v" ;; esac
 }
-if has model; then  # whole-model decode and prefill speed (CUDA graphs on) and the cost of --batch-invariant;
-  # OCTET_LAB adds cuBLASLt-only decode GEMMs and programmatic dependent launch
-  for v in default --batch-invariant ${OCTET_LAB:+OCTET_GEMV=0 OCTET_PDL=1 OCTET_FUSE=0}; do
+if has model; then  # whole-model decode and prefill speed (CUDA graphs on) and the cost of --batch-invariant
+  for v in default --batch-invariant; do
     run_variant "$v" "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 \
       2>>"$OUT/model.log" | tail -n 1 | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/model.jsonl"
   done
   python3 "$REPORT" model "$OUT/model.jsonl" | tee -a "$summary"
 fi
 if has depth; then  # decode at context depths, bf16 vs fp8 in one process, measured in turn (paired), with the
-  # server's table width (128k): where fp8 starts to pay (the ITL study's break-even) without the server;
-  # OCTET_LAB adds split-plan variants and, with ncu present, per-kernel times of one decode step at depth 4096
-  for v in default ${OCTET_LAB:+${OCTET_LAB_DEPTH-OCTET_COMBINE_DYN=1 OCTET_DECODE_T=0 OCTET_DECODE_MIN_SPLIT=0 OCTET_DECODE_PDL=0 OCTET_GEMV_DEFER=0}}; do
+  # server's table width (128k): where fp8 starts to pay (the ITL study's break-even) without the server
+  for v in default; do
     run_variant "$v" "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype auto,fp8 \
       --pp 512 --tg 32 --reps 5 --depth 256,1024,4096,16384 2>>"$OUT/depth.log" | grep '^{' \
       | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/depth.jsonl"
   done
   python3 "$REPORT" depth "$OUT/depth.jsonl" | tee -a "$summary"
-  if [ -n "${OCTET_LAB:-}" ] && command -v ncu >/dev/null; then
-    for v in default OCTET_COMBINE_DYN=1; do
-      for dt in auto fp8; do
-        run_variant "$v" ncu --clock-control none --print-units base -k regex:'k_decode|k_combine' -c 64 --metrics gpu__time_duration.sum \
-          --csv "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype $dt \
-          --pp 1 --tg 2 --reps 1 --depth 4096 > "$OUT/ncu_${v/=/-}_$dt.csv" 2>>"$OUT/depth.log"
-      done
-    done
-    python3 "$REPORT" ncu_times "$OUT"/ncu_*_auto.csv "$OUT"/ncu_*_fp8.csv | tee -a "$summary"
-  fi
 fi
 if has step; then  # where a decode step's time goes: ncu kernel times of the last captured step of a short
   # run (every kernel, summed by name) at depths 256 and 4096, bf16 and fp8 (about 3 minutes, opt-in)
@@ -292,9 +235,9 @@ if has step; then  # where a decode step's time goes: ncu kernel times of the la
   fi
 fi
 if has timing; then  # where a greedy decode token's wall time goes: the captured step on the GPU, the
-  # logits' copy, and the GPU's idle time waiting for the host (OCTET_STEP_TIMING=1; about 15 s, opt-in)
+  # logits' copy, and the GPU's idle time waiting for the host (a STEP_TIMING=1 build; about 15 s, opt-in)
   for dt in auto fp8; do
-    OCTET_STEP_TIMING=1 "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 \
+    "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 \
       --kv-cache-dtype $dt --pp 64 --tg 64 --reps 3 --depth 256 2>"$OUT/timing_$dt.log" | tail -n 1 > "$OUT/timing_$dt.json"
     say "timing $dt d256: tg $(python3 -c 'import json,sys; print("%.3f ms/token" % json.load(open(sys.argv[1]))["tg_ms_per_token"])' "$OUT/timing_$dt.json" 2>&1); $(grep -o 'graph [0-9].*' "$OUT/timing_$dt.log")"
     grep -o 'host between.*' "$OUT/timing_$dt.log" | sed "s/^/timing $dt d256: /" | tee -a "$summary"
@@ -312,7 +255,7 @@ if has async; then  # asynchronous scheduling: the same greedy completions with 
     "$BIN/octet" serve --model "${ASYNC_MODEL:-dummy:llama-3.1-8b}" --port "${ASYNC_PORT:-18123}" --kv-cache-memory 8000000000 \
       --"$a" > "$OUT/serve_$a.log" 2>&1 &
     pid=$!
-    python3 - "${ASYNC_PORT:-18123}" "$OUT/async_$a.json" <<'PY'  # (urllib: a system curl may not run beside OCTET_LIB)
+    python3 - "${ASYNC_PORT:-18123}" "$OUT/async_$a.json" <<'PY'  # (urllib: a system curl may not run beside the carried libraries)
 import concurrent.futures, json, sys, time, urllib.request
 base = f"http://127.0.0.1:{sys.argv[1]}"
 for _ in range(300):
@@ -348,10 +291,9 @@ if has load; then  # throughput under load, scaled down to LOAD_PROMPTS requests
 fi
 if has pd; then  # by default and with --batch-invariant, whose two numbers must be equal
   # PD_BS=N adds both modes with N-token cache blocks (default-bsN, identity-bsN)
-  for mode in default identity ${OCTET_LAB:+unfused} ${PD_BS:+default-bs$PD_BS identity-bs$PD_BS}; do
+  for mode in default identity ${PD_BS:+default-bs$PD_BS identity-bs$PD_BS}; do
     for dt in bf16 fp8; do
       for step in 1 256; do
-        env OCTET_FUSE=$([ $mode = unfused ] && echo 0 || echo 1) \
         "$BIN/octet" eval ppl --model dummy:llama-3.1-8b $(case $mode in identity*) echo --batch-invariant;; esac) \
           $(case $mode in *-bs*) echo --kv-block-tokens "${mode#*-bs}";; esac) \
           --device cuda --file tests/data/heldout.txt --ctx 256 --chunks 1 --kv-cache-dtype $dt --max-num-batched-tokens $step \
@@ -361,4 +303,41 @@ if has pd; then  # by default and with --batch-invariant, whose two numbers must
   done
   python3 "$REPORT" pd "$OUT/pd.jsonl" | tee -a "$summary"
 fi
-say "done: $(date -u +%T)"
+if has compare; then  # this build (new) beside BASE_BIN (base), alternating round by round
+  BASE=${BASE_BIN:?compare needs BASE_BIN, the folder of the build to compare against}
+  [ -x "$BASE/octet" ] || { failed "compare: $BASE/octet not found"; BASE=""; }
+fi
+if has compare && [ -n "$BASE" ]; then
+  : > "$OUT/compare.jsonl"
+  for b in base new; do
+    d=$BIN; [ $b = base ] && d=$BASE
+    "$d/gpu/test_cuda_ops" "$OUT/ops_$b.json" > "$OUT/ops_$b.log" 2>&1
+    say "compare ops ($b): $(tail -n 1 "$OUT/ops_$b.log")"
+    [ $b = new ] && { grep -qE ' 0 failed' <(tail -n 1 "$OUT/ops_$b.log") || failed "compare ops"; }
+  done
+  say "compare ops: $(python3 "$REPORT" same "$OUT/ops_base.json" "$OUT/ops_new.json" 4)"
+  tag() { sed "s/^{/{\"build\":\"$1\",\"measure\":\"$2\",/"; }  # tag BUILD MEASURE < json line
+  for r in $(seq 1 "${COMPARE_ROUNDS:-3}"); do
+    order="base new"; [ $((r % 2)) = 0 ] && order="new base"
+    for b in $order; do
+      d=$BIN; [ $b = base ] && d=$BASE
+      for shape in "1 131072" "8 32768"; do
+        set -- $shape
+        for dt in bf16 fp8; do
+          "$d/octet" bench attention --device cuda --batch $1 --ctx $2 --kv-cache-dtype $dt --iters 50 --reps 7 \
+            2>>"$OUT/compare.log" | tail -n 1 | tag $b "decode B=$1 L=$2 $dt" >> "$OUT/compare.jsonl"
+        done
+      done
+      for L in 4096 16384 65536; do
+        it=3; [ $L = 65536 ] && it=1
+        "$d/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim 128 --kv-cache-dtype fp8 \
+          --iters $it --reps 3 2>>"$OUT/compare.log" | tail -n 1 | tag $b "fp8 prefill d128 L=$L" >> "$OUT/compare.jsonl"
+      done
+      "$d/octet" bench model --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 2>>"$OUT/compare.log" \
+        | tail -n 1 | tag $b "model pp64/tg64" >> "$OUT/compare.jsonl"
+    done
+  done
+  python3 "$REPORT" compare "$OUT/compare.jsonl" | tee -a "$summary"
+fi
+say "done: $(date -u +%T)${FAILED:+; failed:$FAILED}"
+[ -z "$FAILED" ]

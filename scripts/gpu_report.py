@@ -159,7 +159,7 @@ def itl(argv):
         print(f"itl {n}: slope {f['slope_ms_per_token']:.3e} ms/token, intercept {f['intercept_ms']:.2f} ms (R2 {f['r2']:.3f})")
     if "fp8" in fits and "auto" in fits:
         vs = next((c.get("vs_first") for c in j["configs"] if c["name"] == "fp8"), None) or {}
-        se = vs.get("slope_ratio_pct_se")  # (sweeps before session 14 lack it)
+        se = vs.get("slope_ratio_pct_se")  # (older sweeps lack it)
         be = vs.get("break_even")
         print(f"itl fp8/auto slope = {fits['fp8']['slope_ms_per_token'] / fits['auto']['slope_ms_per_token']:.3f}"
               + (f" ± {se / 100:.3f}" if se is not None else "") + (f", break-even {be}" if be is not None else ""))
@@ -173,7 +173,7 @@ def itl(argv):
             inc.append(f"{a}->{b} {df / da:.3f}" if da > 0 else f"{a}->{b} -")
         if inc:
             print("itl fp8/auto increments: " + ", ".join(inc))
-        # each length's first and last quarter of the output (sweeps before session 26 lack them)
+        # each length's first and last quarter of the output (older sweeps lack them)
         for c in j["configs"]:
             q = [(p["input_len"], p["itl_quarters_ms"]) for p in c["points"] if p.get("itl_quarters_ms")]
             if q:
@@ -194,11 +194,7 @@ def load(argv):
 def pd(argv):
     rows = [json.loads(l) for l in open(argv[1]) if l.startswith("{")]
     by = {(r.get("mode", "default"), r["kv"], r["step"]): r["ppl"] for r in rows}
-    for kv in ("bf16", "fp8"):  # the default (fused) vs OCTET_FUSE=0, token by token: rounding-level differences only
-        a, b = by.get(("unfused", kv, 1)), by.get(("default", kv, 1))
-        if a and b:
-            print(f"OCTET_FUSE=0 vs default, dummy:llama-3.1-8b {kv} token-by-token ppl: {a!r} vs {b!r}, rel. diff {abs(a-b)/b:.2e}")
-    modes = sorted({m for m, _, _ in by if m != "unfused"}, key=lambda m: (len(m), m))  # default, identity, then -bsN
+    modes = sorted({m for m, _, _ in by}, key=lambda m: (len(m), m))  # default, identity, then -bsN
     for mode in modes:
         base, _, bs = mode.partition("-bs")
         name = ("--batch-invariant" if base == "identity" else base) + (f", {bs}-token blocks" if bs else "")
@@ -263,6 +259,29 @@ def source(argv):
               f"{reasons(range(i0, i0 + n))}")
 
 
+def compare(argv):  # compare.jsonl from gpu_check.sh's compare stage: medians per (measure, build), new / base
+    rows = [json.loads(l) for l in open(argv[1]) if l.strip().startswith("{")]
+    def value(r):  # (number, unit): decode µs, prefill TFLOP/s, model tg ms/token and pp tok/s
+        if "TFLOPs" in r: return r["TFLOPs"], "TFLOP/s"
+        if "us" in r: return r["us"], "us"
+        return 1000 / r["tg_tok_s_median"], "tg ms/token"
+    def median(v):
+        v = sorted(v); n = len(v)
+        return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+    print("| measure | unit | base (median) | new (median) | new / base | rounds |")
+    print("|---|---|---:|---:|---:|---:|")
+    worst = 0.0
+    for m in dict.fromkeys(r["measure"] for r in rows):
+        got = {b: [value(r)[0] for r in rows if r["measure"] == m and r["build"] == b] for b in ("base", "new")}
+        unit = value(next(r for r in rows if r["measure"] == m))[1]
+        if not got["base"] or not got["new"]:
+            print(f"| {m} | {unit} | missing | missing | - | - |"); worst = float("inf"); continue
+        a, b = median(got["base"]), median(got["new"])
+        print(f"| {m} | {unit} | {a:.1f} | {b:.1f} | {b / a:.3f} | {min(len(got['base']), len(got['new']))} |")
+        worst = max(worst, abs(b / a - 1))
+    print(f"compare: largest change {worst * 100:.1f} %")
+
+
 def same(argv):  # two test_cuda_ops JSON reports: which checks' GPU outputs are bit-identical (gpu_fnv1a)
     def hashes(f):
         return {r["check"]: r["detail"] for r in json.load(open(f))
@@ -274,7 +293,7 @@ def same(argv):  # two test_cuda_ops JSON reports: which checks' GPU outputs are
           + ("; differ: " + "; ".join(differ[:int(argv[3]) if len(argv) > 3 else 8]) if differ else ""))
 
 
-KINDS = {f.__name__: f for f in (prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, step, itl, load, pd, source, same)}
+KINDS = {f.__name__: f for f in (prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, step, itl, load, pd, source, same, compare)}
 
 if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[1] not in KINDS:
