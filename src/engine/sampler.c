@@ -113,8 +113,8 @@ static int cut(const struct sampler *s, int nc, int n) {
 
 // Sorts only the tokens of probability >= theta (a prefix of the whole sorted order: every other
 // token is less probable than all of them), lowering theta until the filters' cut falls inside
-// them (theta = 0 takes every token). Same cut, same order as sorting the whole vocabulary: with
-// top_p = 0.95 over 128k logits a token took 18-27 ms, most of it sorting (bench/NOTES.md, session 14).
+// them (theta = 0 takes every token). Same cut, same order as sorting the whole vocabulary, which
+// cost tens of ms a token over 128k logits (bench/host/RESULTS.md).
 static int filter(struct sampler *s, int n, float p_max) {
     float theta = p_max / 16;
     if (s->p.min_p > 0 && s->p.min_p * p_max < theta) theta = s->p.min_p * p_max;  // (min_p's cut then fits)
