@@ -6,8 +6,10 @@
 #   - an OCTET_* environment variable read in src/ (tuning lives in struct cuda_tuning, user
 #     choices are flags; a string literal naming one is how such a read starts);
 #   - a source line in src/ over 120 columns;
-#   - a file in src/ over 800 lines.
+#   - a file in src/ over 800 lines;
+#   - a bench/ record named in src/, docs/ or the README that does not exist.
 set -u
+shopt -s lastpipe  # (report runs at the end of pipelines and must set fail here)
 cd "$(dirname "$0")/.."
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
   files() { git ls-files -- "$@"; }
@@ -44,6 +46,13 @@ done | report "a source line over 120 columns"
 files src | grep -E '\.(c|h|cu|cuh)$' | while IFS= read -r f; do
   n=$(wc -l < "$f"); [ "$n" -gt 800 ] && echo "$f: $n lines"
 done | report "a file in src/ over 800 lines (split it by what it owns)"
+
+# 5. records cited by the code and docs exist
+files src docs README.md | grep -vE '\.(png|gguf|bin)$' | while IFS= read -r f; do
+  grep -oHnE 'bench/[A-Za-z0-9_./-]*[A-Za-z0-9_]\.(md|json|jsonl|tsv|txt|png|csv)' "$f" 2>/dev/null | while IFS= read -r hit; do
+    path=${hit#*:*:}; [ -e "$path" ] || echo "$hit (missing)"
+  done
+done | report "cites a bench record that does not exist"
 
 if [ $fail -eq 0 ]; then echo "lint: 1 passed, 0 failed"; else echo "lint: 0 passed, 1 failed"; fi
 exit $fail
