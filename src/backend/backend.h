@@ -164,6 +164,9 @@ struct backend {
     // chunked prefill and token-by-token decoding give identical logits). The CPU backend
     // always is; the CUDA backend then runs its invariant GEMM and attention (slower).
     bool batch_invariant;
+    // --enforce-eager (vLLM's name): every step runs eagerly; the CUDA backend then captures no
+    // decode steps into CUDA graphs. Tools that time single ops set it too.
+    bool enforce_eager;
 };
 
 // CPU backend with n_threads workers (0 = all cores).

@@ -559,6 +559,7 @@ int engine_create(struct engine **out, struct model *m, const struct engine_opti
     e->max_blocks_per_seq = (mml + e->bs - 1) / e->bs;
     e->salt = cache_salt(&e->kv);
     e->b->batch_invariant = o->batch_invariant;
+    e->b->enforce_eager = o->enforce_eager;
     int T = e->o.max_num_batched_tokens, S = e->o.max_num_seqs;
     rc = forward_init(&e->fw, m, e->b, T, S);
     e->fw.fp8_math = o->fp8_math;

@@ -32,6 +32,7 @@ struct engine_options {
     enum attn_fp8_math fp8_math;
     int fp8_accum;                  // --fp8-attention-accumulation (struct attn_params.fp8_accum)
     bool batch_invariant;           // --batch-invariant (struct backend.batch_invariant)
+    bool enforce_eager;             // --enforce-eager (struct backend.enforce_eager)
     int sample_threads;             // threads sampling a step's sequences (0 = 1 on the CPU backend,
                                     // whose pool is busy with the forward pass; else up to 8)
     int async_scheduling;           // greedy decode steps launched before the previous one is read

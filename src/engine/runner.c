@@ -27,6 +27,7 @@ int runner_init(struct runner *r, struct model *m, const struct runner_options *
     if (rp < 0) { r->b->ops->destroy(r->b); r->b = NULL; return rp; }
     r->max_blocks = (r->max_ctx + r->kv.kv_block_tokens - 1) / r->kv.kv_block_tokens;
     r->b->batch_invariant = o->batch_invariant;
+    r->b->enforce_eager = o->enforce_eager;
     int rc = forward_init(&r->fw, m, r->b, step, step);
     if (rc == OCT_OK) rc = kv_cache_alloc(&r->kv, r->b, r->max_blocks);
     if (rc == OCT_OK) rc = kv_pool_init(&r->pool, r->max_blocks, r->kv.kv_block_tokens);

@@ -18,6 +18,7 @@ struct runner_options {
     enum attn_fp8_math fp8_math;
     int fp8_accum;          // --fp8-attention-accumulation (struct attn_params.fp8_accum)
     bool batch_invariant;   // --batch-invariant (struct backend.batch_invariant)
+    bool enforce_eager;     // --enforce-eager (struct backend.enforce_eager)
 };
 
 void runner_options_default(struct runner_options *o);

@@ -84,6 +84,8 @@ int cli_parse_model_flag(struct cli_model_args *a, int argc, char **argv, int *i
         TRY(cli_parse_accum(f, v, &a->ro.fp8_accum));
     } else if (!strcmp(f, "--batch-invariant")) {
         a->ro.batch_invariant = true;
+    } else if (!strcmp(f, "--enforce-eager")) {
+        a->ro.enforce_eager = true;
     } else {
         return 0;
     }
@@ -107,7 +109,8 @@ void cli_print_model_flags(void) {
             "                               tensor-core attention accumulates P.V over KV tiles\n"
             "  --batch-invariant            a token's logits do not depend on how its step was batched:\n"
             "                               chunked prefill == token-by-token decoding, bit for bit (the\n"
-            "                               CPU always is; on the GPU it costs speed, see docs/architecture.md)\n");
+            "                               CPU always is; on the GPU it costs speed, see docs/architecture.md)\n"
+            "  --enforce-eager              run every step eagerly: no CUDA graphs of decode steps\n");
 }
 
 int cli_parse_accum(const char *flag, const char *v, int *out) {

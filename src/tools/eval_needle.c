@@ -124,9 +124,9 @@ static int eval_attention(int argc, char **argv) {
         usage();
         return 2;
     }
-    setenv("OCTET_CUDA_GRAPHS", "0", 1);  // single ops, not forward steps: nothing to capture
     struct backend *b = backend_create(a.device, (int)a.threads);
     if (!b) { fprintf(stderr, "octet eval needle: %s\n", err_msg()); return 1; }
+    b->enforce_eager = true;  // single ops, not forward steps: nothing to capture
     bool gpu = strcmp(b->ops->name, "cpu") != 0;
     static const enum dtype dts[4] = {DT_F32, DT_BF16, DT_E4M3, DT_E5M2};
     json_t *rows = json_array();

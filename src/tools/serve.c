@@ -98,6 +98,7 @@ int cmd_serve(int argc, char **argv) {
     eo.fp8_math = a.ro.fp8_math;
     eo.fp8_accum = a.ro.fp8_accum;
     eo.batch_invariant = a.ro.batch_invariant;
+    eo.enforce_eager = a.ro.enforce_eager;
     if (a.ro.max_ctx > 0) eo.max_model_len = a.ro.max_ctx;
     for (int i = 1; i < argc; i++)  // runner_options has a default here; only an explicit flag overrides the engine's
         if (!strcmp(argv[i], "--max-num-batched-tokens")) eo.max_num_batched_tokens = a.ro.max_step_tokens;

@@ -2,9 +2,10 @@
 // upload), batch metadata upload, GEMMs through cuBLASLt (handle and workspace owned
 // here, plans cached per shape; decode-sized products, n <= 8, on the skinny GEMM of
 // cuda_gemv.cuh), the logits (all of them, or each row's greedy id: cuda_greedy.cuh), and the
-// elementwise ops (get_rows, rmsnorm, rope, silu_mul, add, gather_rows; kernels in cuda_elementwise.cuh) and the fused projections (matmul_qkv, matmul_add,
-// matmul_swiglu: one launch for decode steps unless OCTET_FUSE=0). Activations are BF16; math inside kernels is f32
-// (RoPE angles in f64, as the CPU computes them, so long positions agree).
+// elementwise ops (get_rows, rmsnorm, rope, silu_mul, add, gather_rows; kernels in
+// cuda_elementwise.cuh) and the fused projections (matmul_qkv, matmul_add, matmul_swiglu: one launch
+// for decode steps). Activations are BF16; math inside kernels is f32 (RoPE angles in f64, as the
+// CPU computes them, so long positions agree). Owns struct cuda_tuning's defaults.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,13 +113,17 @@ static void *cu_host_alloc(struct backend *b, size_t bytes) {
 static void cu_host_free(struct backend *b, void *p) { if (p) cudaFreeHost(p); }
 static void cu_weight_release(struct backend *b, struct weight *w) { if (w->dev) cudaFree(w->dev); w->dev = nullptr; }
 
-// OCTET_STEP_TIMING=1 (a measurement switch): where a replayed decode step's wall time goes — the
-// graph on the GPU, the logits' copy to the host, and the GPU's idle time since the previous
-// step's copy, split by host clocks into the time outside the backend (the caller's sampling and
-// scheduling) and inside it before the graph launch (batch_begin's upload, the forward pass's walk).
+// Step timing, compiled in by `make CUDA=1 STEP_TIMING=1` (instrumentation): where a replayed decode
+// step's wall time goes — the graph on the GPU, the logits' copy to the host, and the GPU's idle time
+// since the previous step's copy, split by host clocks into the time outside the backend (the
+// caller's sampling and scheduling) and inside it before the graph launch (batch_begin's upload,
+// the forward pass's walk); printed when the backend is destroyed.
 static bool step_timing(void) {
-    static const bool on = cuda_env_int("OCTET_STEP_TIMING", 0) == 1;
-    return on;
+#ifdef CUDA_STEP_TIMING
+    return true;
+#else
+    return false;
+#endif
 }
 static double host_now(void) {
     struct timespec ts;
@@ -131,7 +136,7 @@ static void graph_step_begin(struct cuda_backend *c, const struct batch *bt) {
     c->capturing = c->replaying = c->fixed_plan = false;
     c->cur = nullptr;
     bool decode = c->cb.max_q == 1 && bt->n_tokens == bt->n_seqs && bt->n_logits == bt->n_seqs;
-    if (!c->graphs_on || !decode || c->error) return;
+    if (!c->graphs_on || c->base.enforce_eager || !decode || c->error) return;
     c->fixed_plan = true;
     struct decode_graph *g = nullptr;
     for (int i = 0; i < c->n_graphs; i++)
@@ -159,12 +164,11 @@ static void graph_step_begin(struct cuda_backend *c, const struct batch *bt) {
 }
 
 // Which sequences' V the FP8 prefill transposes ahead of its kernel (cuda_prefill_vt.cuh): those
-// with at least OCTET_FP8_VT_MIN_Q query tokens (default 2048; 0 turns the pass off) and a context
-// of at least OCTET_FP8_VT_MIN_CTX (default 8192), each taking ceil(seq_len / 128) tiles. Writes
-// the tile starts (n_seqs + 1) and returns the total.
-static int vt_plan(const struct batch *bt, int32_t *start) {
-    // (read each step, not once: tests/gpu/test_cuda_ops.c lowers them for its small cases)
-    const int min_q = cuda_env_int("OCTET_FP8_VT_MIN_Q", 2048), min_ctx = cuda_env_int("OCTET_FP8_VT_MIN_CTX", 8192);
+// with at least tune.fp8_vt_min_q query tokens (0 turns the pass off) and a context of at least
+// tune.fp8_vt_min_ctx, each taking ceil(seq_len / 128) tiles. Writes the tile starts (n_seqs + 1)
+// and returns the total. The pass costs a launch, which short prefills do not win back.
+static int vt_plan(const struct cuda_backend *c, const struct batch *bt, int32_t *start) {
+    const int min_q = c->tune.fp8_vt_min_q, min_ctx = c->tune.fp8_vt_min_ctx;
     int n = 0;
     for (int s = 0; s < bt->n_seqs; s++) {
         start[s] = n;
@@ -223,7 +227,7 @@ static int cu_batch_begin(struct backend *b, const struct batch *bt) {
     }
     o += nt;
     m->vt_start = d + o;
-    m->vt_tiles = vt_plan(bt, h + o);
+    m->vt_tiles = vt_plan(c, bt, h + o);
     o += ns + 1;
     m->n_tokens = (int)nt;
     m->n_seqs = (int)ns;
@@ -345,12 +349,6 @@ static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t 
     return p;
 }
 
-// Skinny products (n <= 8) on k_gemv; OCTET_GEMV=0: all on cuBLASLt.
-static bool gemv_enabled(void) {
-    static const bool on = cuda_env_int("OCTET_GEMV", 1) != 0;
-    return on;
-}
-
 static void gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const void *x, const struct weight *w, int n) {
     if (CUDA_SKIP(c) || n == 0) return;
     if (cuda_identity_mode(c)) {  // every n on the batch-invariant GEMM
@@ -363,12 +361,11 @@ static void gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, con
                  "be a multiple of 8)", (long long)w->rows, (long long)w->cols);
         return;
     }
-    if (gemv_enabled()) {
-        bool done = out_type == CUDA_R_32F
-                        ? gemv_launch(c->stream, (float *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n)
-                        : gemv_launch(c->stream, (bf16 *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n);
-        if (done) { CUDA_LAUNCHED(c, "gemv"); return; }
-    }
+    // skinny products (n <= 8) on the skinny GEMM (cuda_gemv.cuh), the rest on cuBLASLt
+    const bool done = out_type == CUDA_R_32F
+                          ? gemv_launch(c->stream, (float *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n)
+                          : gemv_launch(c->stream, (bf16 *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n);
+    if (done) { CUDA_LAUNCHED(c, "gemv"); return; }
     struct gemm_plan *p = plan_for(c, w->rows, w->cols, n, out_type);
     if (!p) return;
     float alpha = 1.0f, beta = 0.0f;
@@ -386,29 +383,18 @@ static void cu_matmul(struct backend *b, void *out, const void *x, const struct 
 
 // ---------------------------------------------------------------- fused projections
 // Decode steps (n <= 8) run one skinny-GEMM launch with the add or SwiGLU in its epilogue; other
-// steps, OCTET_FUSE=0, the batch-invariant mode and shapes the skinny GEMM does not take compose
-// the unfused ops.
-static bool fused_fast(struct cuda_backend *c, int n) {
-    return n <= 8 && cuda_fuse_mode() && gemv_enabled() && !cuda_identity_mode(c);
-}
+// steps, the batch-invariant mode and shapes the skinny GEMM does not take compose the unfused ops.
+static bool fused_fast(struct cuda_backend *c, int n) { return n <= 8 && !cuda_identity_mode(c); }
 
-// The rmsnorm before Q|K|V and before SwiGLU runs inside their skinny GEMM (gemv_norm, the
-// same bf16 values as k_rmsnorm's) when the row fits; OCTET_FUSE_NORM=0 launches k_rmsnorm first.
-static bool fuse_norm_on(void) {
-    static const bool on = cuda_env_int("OCTET_FUSE_NORM", 1) != 0;
-    return on;
-}
+// The rmsnorm before Q|K|V and before SwiGLU runs inside their skinny GEMM (gemv_norm, the same bf16
+// values as k_rmsnorm's) when the row fits.
 static bool fused_norm(struct cuda_backend *c, const void *x, const struct weight *norm, int64_t cols, int n) {
-    return fuse_norm_on() && fused_fast(c, n) && norm->cols == cols && gemv_norm_fits((const bf16 *)x, (const bf16 *)norm->dev, cols, n);
+    return fused_fast(c, n) && norm->cols == cols && gemv_norm_fits((const bf16 *)x, (const bf16 *)norm->dev, cols, n);
 }
 
 // Rows a warp of the fused rmsnorm + Q|K|V launch: two for up to 4 rows of x (the 8B's launch: 384
-// CTAs of 60-80 registers in one wave, not 768 of 54 over 528 slots; steps at depth 256 -0.02 to
-// -0.04 ms a token on the H200, bench/NOTES.md session 24). OCTET_QKV_RPW=1 or 2 forces it.
-static int qkv_rows_a_warp(int n) {
-    static const int env = cuda_env_int("OCTET_QKV_RPW", 0);
-    return env == 1 || env == 2 ? env : n <= 4 ? 2 : 1;
-}
+// CTAs of 60-80 registers in one wave, not 768 of 54 over 528 slots).
+static int qkv_rows_a_warp(int n) { return n <= 4 ? 2 : 1; }
 
 // The fused rmsnorm + Q|K|V launch; false when the shapes do not fit it (nothing launched).
 static bool qkv_norm_launch(struct cuda_backend *c, void *q, void *k, void *v, const void *x, const struct weight *norm, float eps,
@@ -451,15 +437,14 @@ static void cu_matmul_qkv(struct backend *b, void *q, void *k, void *v, void *xn
 }
 
 // matmul_qkv, then RoPE and the cache write in the same launch (gemv_rope, cuda_gemv.cuh); false
-// where it does not take the step (the forward pass composes the ops). OCTET_QKV_ROPE=0: never.
+// where it does not take the step (the forward pass composes the ops).
 static bool cu_matmul_qkv_rope(struct backend *b, void *q, void *k, void *v, void *xn, const void *x, const struct weight *norm,
                                float eps, const struct weight *wq, const struct weight *wk, const struct weight *wv, int n_heads,
                                const struct rope_table *rt, struct kv_layer *l, const struct batch *bt) {
-    static const bool on = cuda_env_int("OCTET_QKV_ROPE", 1) != 0;
     struct cuda_backend *c = cb_of(b);
     const int n = bt->n_tokens;
     (void)xn;
-    if (!on || CUDA_SKIP(c) || !n || wq->rows != (int64_t)n_heads * l->head_dim || !fused_norm(c, x, norm, wq->cols, n)) return false;
+    if (CUDA_SKIP(c) || !n || wq->rows != (int64_t)n_heads * l->head_dim || !fused_norm(c, x, norm, wq->cols, n)) return false;
     const float *sc = cuda_layer_scales(c, l), *ko = cuda_layer_offsets(c, l);
     const double *freqs = cuda_rope_freqs(c, rt);
     if (!sc || !freqs || (l->k_offset && !ko)) return false;
@@ -501,10 +486,9 @@ static void cu_matmul_swiglu(struct backend *b, void *gate, void *up, void *xn, 
     struct cuda_backend *c = cb_of(b);
     if (CUDA_SKIP(c) || !n) return;
     const bool same = wg->rows == wu->rows && wg->cols == wu->cols;
-    // The rmsnorm scaled onto the sums (cuda_gemv.cuh DEFER; no shared memory, so every n <= 8):
-    // steps at depth 256 4.52 -> 4.41 ms a token (H200, session 23). OCTET_GEMV_DEFER=0: the NORM prologue.
-    static const bool defer = cuda_env_int("OCTET_GEMV_DEFER", 1) != 0;
-    if (defer && same && fuse_norm_on() && fused_fast(c, n) && norm->cols == wg->cols &&
+    // The rmsnorm scaled onto the sums (cuda_gemv.cuh DEFER; no shared memory, so every n <= 8), or,
+    // where that does not fit, normalised in the GEMM's prologue.
+    if (same && fused_fast(c, n) && norm->cols == wg->cols &&
         (uintptr_t)norm->dev % 16 == 0) {  // (the launch checks the rest)
         const gemv_norm nrm = {(const bf16 *)norm->dev, eps, 0};
         if (gemv_fused_launch<GEMV_SWIGLU, false, true>(c->stream, (bf16 *)gate, (const bf16 *)x, (const bf16 *)wg->dev,
@@ -554,7 +538,7 @@ static void step_timing_done(struct cuda_backend *c) {  // after the step's copy
 }
 
 // The step's logits into d_logits, f32 [n][w.rows]: the captured graph replayed, or the GEMM
-// queued (and a capture ended and its graph run). *timed: OCTET_STEP_TIMING's events were recorded.
+// queued (and a capture ended and its graph run). *timed: step timing's events were recorded.
 static bool logits_issue(struct cuda_backend *c, const void *x, const struct weight *w, int n, bool *timed) {
     size_t need = (size_t)n * w->rows;
     *timed = false;
@@ -673,9 +657,8 @@ static const struct backend_ops cuda_ops = {
     .name = "cuda",
     .destroy = cu_destroy,
     .act_dtype = DT_BF16,
-    // 64: the FP8 TMA prefill copies a box per block (16-token blocks hold it to 473 TFLOP/s at 16k
-    // against 635 with 64; pp4096 at depth 16k 23.7k → 26.4k tok/s), and the decode kernels read a
-    // block as 16-token runs at the same speed (H200, bench/NOTES.md session 17)
+    // 64: the FP8 TMA prefill copies a box per block (≈ 250 cycles each, so 16-token blocks cost it a
+    // quarter of its rate), and the decode kernels read a block as 16-token runs at the same speed
     .kv_block_tokens = 64,
     .alloc = cu_alloc,
     .free = cu_free,
@@ -707,11 +690,6 @@ static const struct backend_ops cuda_ops = {
     .wait_ids = cu_wait_ids,
     .kv_budget_default = cu_kv_budget_default,
 };
-
-bool cuda_fuse_mode(void) {
-    static const bool on = cuda_env_int("OCTET_FUSE", 1) != 0;
-    return on;
-}
 
 extern "C" bool backend_cuda_available(void) {
     int n = 0;
@@ -749,7 +727,26 @@ extern "C" struct backend *backend_cuda_create(int device_index) {
     }
     c->n_sm = prop.multiProcessorCount;
     c->smem_optin = prop.sharedMemPerBlockOptin;
-    const char *ge = getenv("OCTET_CUDA_GRAPHS");
-    c->graphs_on = !(ge && ge[0] == '0');
+    c->graphs_on = true;
+    c->tune = cuda_tuning_default();
+    if (!cuda_attention_init(c)) {
+        err_set(OCT_EIO, "cuda: %s", c->msg);
+        cudaStreamDestroy(c->stream);
+        free(c);
+        return nullptr;
+    }
     return &c->base;
+}
+
+extern "C" struct cuda_tuning cuda_tuning_default(void) {
+    struct cuda_tuning t = {};
+    t.fp8_vt_min_q = 2048;
+    t.fp8_vt_min_ctx = 8192;
+    t.decode_min_split_fp8 = 8;
+    t.decode_min_split_bf16 = 0;
+    t.attn_kernel = NULL;
+    return t;
+}
+extern "C" void cuda_tuning_get(const struct backend *b, struct cuda_tuning *out) { *out = ((const struct cuda_backend *)b)->tune; }
+extern "C" void cuda_tuning_set(struct backend *b, const struct cuda_tuning *t) { ((struct cuda_backend *)b)->tune = *t;
 }

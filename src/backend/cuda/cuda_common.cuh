@@ -1,7 +1,7 @@
 // cuda_common.cuh — private to the CUDA backend: its state, error latching, bf16/fp8
 // helpers and the kernels' entry points shared between cuda_backend.cu (memory, GEMMs,
-// elementwise ops), cuda_kv_write.cu (kv_write, rope_kv_write, per-layer scales) and cuda_attention.cu
-// (decode and prefill attention).
+// elementwise ops), cuda_kv_write.cu (kv_write, rope_kv_write, per-layer scales) and the attention
+// translation units (cuda_attention.cu and its families, cuda_attention.cuh).
 // Invariant: every op runs on `stream`; the first failure is latched in `error` and
 // reported by sync(); later ops become no-ops.
 #pragma once
@@ -10,13 +10,16 @@
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 
 extern "C" {
 #include "../../base/check.h"
 #include "../../model/model.h"
 #include "../../model/rope.h"
 #include "../backend.h"
+#include "cuda_tuning.h"
 }
 
 typedef __nv_bfloat16 bf16;
@@ -88,12 +91,12 @@ struct cuda_backend {
     // of a shape runs eagerly (allocations, uploads), the second is captured, later ones replay
     struct decode_graph graphs[64];
     int n_graphs;
-    bool graphs_on;             // OCTET_CUDA_GRAPHS=0 turns them off
+    bool graphs_on;             // off after a capture failed (and under --enforce-eager: base.enforce_eager)
     bool capturing, replaying;  // this step: recording ops / ops are no-ops (the graph runs)
     bool fixed_plan;            // decode step: split-KV plan from the table width, not the contexts
     struct decode_graph *cur;
     unsigned meta_gen;          // bumped when the metadata buffer moves (graphs then go stale)
-    // OCTET_STEP_TIMING=1: events around each replayed decode step (start, graph done, logits
+    // step timing (STEP_TIMING=1 builds): events around each replayed decode step (start, graph done, logits
     // copied, the previous step's copy) and their sums, printed when the backend is destroyed
     cudaEvent_t tev[5];         // (and [4]: before batch_begin's metadata upload)
     double t_graph, t_copy, t_idle, t_upload;
@@ -112,6 +115,10 @@ struct cuda_backend {
     // the metadata staging's two halves (batch_begin alternates) and their copies' events
     int meta_half;
     cudaEvent_t meta_ev[2];
+    // tuning (cuda_tuning.h) and what the attention families set up once (cuda_attention_init)
+    struct cuda_tuning tune;
+    int decode_resident[2][3];  // [head_dim 64, 128][bf16, e4m3, e5m2]: CTAs of the decode kernel an SM holds
+    void *tma_encode;           // cuTensorMapEncodeTiled, from cudart's driver entry point
 };
 
 // Ops return at once when an error is latched or a captured graph replays the step.
@@ -134,20 +141,23 @@ template <typename T> static inline bool cuda_reserve(struct cuda_backend *c, T 
     return true;
 }
 
-// The integer value of environment setting `name` (the kernel lab's switches), or `unset`.
-static inline int cuda_env_int(const char *name, int unset) {
-    const char *e = getenv(name);
-    return e && *e ? atoi(e) : unset;
+// Latches the first error with a message (printf-style); later errors are dropped.
+__attribute__((format(printf, 3, 4))) static inline void cuda_latch(struct cuda_backend *c, int code, const char *fmt, ...) {
+    if (c->error) return;
+    c->error = code;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->msg, sizeof c->msg, fmt, ap);
+    va_end(ap);
 }
 
-// --batch-invariant (struct backend.batch_invariant; OCTET_IDENTITY=1 forces it on): batch-invariant
-// GEMMs and decode-kernel attention for every query row, so prefill and decode give identical
-// numbers (cuda_gemm_inv.cuh, cuda_attention.cu).
+// --batch-invariant (struct backend.batch_invariant): batch-invariant GEMMs and decode-kernel
+// attention for every query row, so prefill and decode give identical numbers (cuda_gemm_inv.cuh,
+// cuda_decode.cu).
 bool cuda_identity_mode(const struct cuda_backend *c);
-// Fused projections (cuda_backend.cu), RoPE + kv_write in one launch (cuda_kv_write.cu) and the
-// split combine inside the decode kernel (cuda_decode_mma.cuh): on by default, OCTET_FUSE=0 turns
-// them off.
-bool cuda_fuse_mode(void);
+// Sets up the attention kernels (shared-memory limits, the decode kernel's residency) once, at the
+// backend's creation; false with the error latched.
+bool cuda_attention_init(struct cuda_backend *c);
 
 // The 16-token kernels (decode, bf16 prefill) stream a cache block of kv_block_tokens = 16·2^lgr
 // tokens as 2^lgr sub-blocks: sub-block j of a sequence (tokens 16j .. 16j + 15) of KV head g lies

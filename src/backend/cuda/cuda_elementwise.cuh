@@ -12,12 +12,12 @@ __global__ void k_get_rows(bf16 *out, const bf16 *table, const int32_t *ids, con
 }
 
 // k_rmsnorm, k_silu_mul and the attention kernels (which a decode GEMM follows) call
-// pdl_trigger() first: with OCTET_PDL=1 the GEMM after them launches early (cuda_pdl.cuh).
+// pdl_trigger() first, so that a GEMM launched as their programmatic dependent may start early
+// (cuda_pdl.cuh; gemv_bench's PDL variants).
 // One CTA a row. Rows of 16-byte runs (dim % 8 == 0, aligned, dim <= 16 * blockDim.x): each
 // thread loads its <= RMS_VEC runs of x and of the weight at once and keeps them in registers,
-// so a row costs one memory latency, not one per loop trip. (The strided loop it replaces took
-// 14.7 us a row in a decode step of dummy:llama-3.1-8b on the H200, 0.95 ms of the 5.7 ms
-// step; bench/NOTES.md, session 14.) Other shapes take the strided loop.
+// so a row costs one memory latency, not one per loop trip (a strided loop of dependent loads
+// costs five times as long). Other shapes take the strided loop.
 // The row arithmetic is cuda_rmsnorm.cuh's, which the skinny GEMM's NORM prologue shares.
 __global__ void __launch_bounds__(1024) k_rmsnorm(bf16 *out, const bf16 *x, const bf16 *w, int dim, float eps) {
     pdl_trigger();

@@ -1,5 +1,4 @@
-// cuda_gemm_inv.cuh — a batch-invariant GEMM for the identity mode (kernel lab,
-// OCTET_IDENTITY=1; included by cuda_backend.cu): out[n][rows] = x[n][cols] · W[rows][cols]ᵀ,
+// cuda_gemm_inv.cuh — the batch-invariant GEMM of --batch-invariant (included by cuda_backend.cu): out[n][rows] = x[n][cols] · W[rows][cols]ᵀ,
 // BF16 in, f32 accumulation, BF16 or f32 out, for any n. Every output element is the same
 // sum in the same order whatever n is and whichever rows share its tile, so a token's
 // projections in a 2048-row prefill equal those of its 1-row decode step bit for bit.

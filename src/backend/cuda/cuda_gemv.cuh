@@ -1,10 +1,9 @@
-// cuda_gemv.cuh — a skinny GEMM for decode steps (the default for n <= 8; OCTET_GEMV=0 sends
-// them to cuBLASLt; included by cuda_backend.cu and by dev/cuda/gemv_bench.cu, which times its
-// tuning variants): out[n][rows] = x[n][cols] · W[rows][cols]ᵀ for n <= 8 rows of x, BF16
-// weights and activations, f32 accumulation, BF16 or f32 output.
-// Why: a decode step is bound by reading the weights once; cuBLASLt's M=1 kernels reached
-// about 2.4 TB/s on the H200 (bench/NOTES.md), 57 % of the copy rate. Measured: tg64 on
-// dummy:llama-3.1-8b 6.30 -> 5.76 ms/token (H200, 2026-11-30).
+// cuda_gemv.cuh — a skinny GEMM for decode steps (every product of n <= 8 rows it takes; included by
+// cuda_backend.cu and by dev/cuda/gemv_bench.cu, which times its tuning variants): out[n][rows] =
+// x[n][cols] · W[rows][cols]ᵀ for n <= 8 rows of x, BF16 weights and activations, f32
+// accumulation, BF16 or f32 output.
+// Why: a decode step is bound by reading the weights once, and cuBLASLt's M=1 kernels read them at
+// about 57 % of the copy rate (bench/decode_attention/RESULTS.md has the whole-model figures).
 // Shape: KSPLIT warps share one weight row (KSPLIT = 1: a warp per row; or one warp RPW rows, their
 // loads in flight together: the fused Q|K|V launch for n <= 4, cuda_backend.cu), WARPS warps per CTA;
 // each lane streams 16-byte runs (8 weights) of its row, UNROLL runs in flight before any
@@ -14,8 +13,8 @@
 // outputs. The order of every sum is fixed by (cols, KSPLIT, UNROLL) alone, so a row's result
 // does not depend on n. Needs cols % 8 == 0 and 16-byte aligned rows; other shapes stay on
 // cuBLASLt.
-// PDL (kernel lab, OCTET_PDL=1): launched as a programmatic dependent (cuda_pdl.cuh), a CTA
-// loads its first UNROLL runs of weights, which no earlier kernel writes, before it waits for
+// PDL (dev/cuda/gemv_bench.cu's variants only): launched as a programmatic dependent (cuda_pdl.cuh),
+// a CTA loads its first UNROLL runs of weights, which no earlier kernel writes, before it waits for
 // the previous kernel, so its start overlaps that kernel's tail.
 #pragma once
 
@@ -26,7 +25,7 @@
 // Epilogues (EPI): store the product; add it into out (the residual add after a projection);
 // or, with a second weight, out = silu(x·w) ⊙ (x·w2) (SwiGLU). Each rounds the product to bf16
 // first, as the separate matmul then add / silu_mul kernels do, so the fused forms give the
-// unfused GPU path's numbers (the default; OCTET_FUSE=0 runs the unfused ops).
+// unfused GPU path's numbers.
 // GEMV_QKV stores the products of up to three weights sharing x (Q, K and V) from one launch:
 // the grid's CTAs are split into segments, each with its own weight, output and row count.
 #define GEMV_STORE 0
@@ -38,13 +37,12 @@
 // its n rows into shared memory with k_rmsnorm's arithmetic (cuda_rmsnorm.cuh, the same T
 // threads), so the products equal rmsnorm then the GEMM bit for bit and the rmsnorm launch goes.
 // The CTA's first weight runs are loaded before it (they do not depend on x).
-// DEFER (SwiGLU's launch, the default; OCTET_GEMV_DEFER=0 takes NORM): the product of x's RMSNorm
+// DEFER (SwiGLU's launch): the product of x's RMSNorm
 // taken as r·Σ_k W[k]·(x[k]·g[k]), r = 1/sqrt(Σ x²/cols + eps) — each warp sums x² of the runs it
 // reads anyway and scales its sums at the end: no prologue, no shared memory, no barrier; the
 // values lose k_rmsnorm's bf16 rounding of the normalised x (nearer the CPU's: NMSE 9.2e-6 vs
-// 1.47e-5). Measured by ncu in steps at depth 256 (H200): SwiGLU 62.2 → 58.4 µs, steps 4.52 →
-// 4.41 ms a token (session 23). On Q|K|V the same form was slower (17.2 → 22.3 µs, session 22,
-// cause not found), so Q|K|V keeps NORM.
+// 1.47e-5), and SwiGLU runs ≈ 6 % faster than with NORM. On Q|K|V the same form is slower (cause
+// not found), so Q|K|V keeps NORM.
 struct gemv_norm {
     const bf16 *w = nullptr;  // [cols] the norm's weight
     float eps = 0;
@@ -58,7 +56,7 @@ struct gemv_segs {
     int cta0[3];           // the segment's first CTA
 };
 
-// ROPE (GEMV_QKV with NORM; the default for decode steps, OCTET_QKV_ROPE=0 turns it off): RoPE on Q
+// ROPE (GEMV_QKV with NORM; decode steps): RoPE on Q
 // and K and the cache write of K and V in the epilogue, as rope_kv_write after the products
 // (cuda_kv_write.cu; the same element arithmetic, cuda_kv_store.cuh), so a decode step loses a
 // launch a layer. A CTA's R = WARPS · RPW rows of Q or K are R / 2 rotation pairs: with neox pairs
@@ -68,11 +66,8 @@ struct gemv_segs {
 // stores it (and K's into the pages); V's go to the pages as they are. Every row of every segment
 // is live (rows % R == 0), so that the barrier is reached by all.
 // Each CTA triggers the decode kernel after it (a programmatic dependent) once its products are
-// summed. On the H200, steps at depths 256 / 1024 / 4096 against Q|K|V then rope_kv_write: bf16
-// -0.07 / -0.09 / -0.07 ms a token, fp8 -0.07 / -0.06 / +0.01 (the last undone by FP8's smaller
-// minimum split, cuda_attention.cu). Triggered at the CTA's start: fp8 +0.10 to +0.13 ms a token at
-// depth 256 (bf16 -0.03 to -0.05); not triggered: level with the unfused path, whose RoPE launch
-// let the decode kernel start early (bench/NOTES.md, session 24).
+// summed: triggered at the CTA's start, the decode kernel's CTAs take SM slots the products still
+// need.
 struct gemv_rope {
     const int32_t *pos = nullptr, *slot = nullptr;  // [n tokens] each (the batch's)
     const double *inv_freq = nullptr;               // [n_rot / 2]
@@ -444,8 +439,8 @@ static bool gemv_fused_launch(cudaStream_t st, bf16 *out, const bf16 *x, const b
 // The NORM launches' dynamic shared memory (the n normalised rows of x) must leave room under the
 // 48 KB a CTA gets without opting in for the kernel's static shared memory (ptxas: 128 bytes, the
 // rmsnorm's reduction): the rows alone at exactly 48 KB (n = 6 at 4096 columns) failed every launch
-// with "invalid argument" — found by the load benchmark on the H200 (session 21), where 6-row decode
-// steps occur; such steps now take k_rmsnorm and the plain fused GEMM.
+// with "invalid argument" (6-row decode steps at 4096 columns occur under load); such steps take
+// k_rmsnorm and the plain fused GEMM.
 #define GEMV_NORM_SMEM_MAX (47 * 1024)
 // Whether the fused launches can normalise n rows of x of cols with the norm weight nw: the
 // rows fit k_rmsnorm's vector path in at most the CTA's threads, and the CTA's shared memory.
@@ -484,18 +479,11 @@ static inline bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf
 template <typename OUT>
 static bool gemv_launch(cudaStream_t st, OUT *out, const bf16 *x, const bf16 *w, int64_t rows, int64_t cols, int n) {
     if (n < 1 || n > 8 || cols % 8 || ((uintptr_t)w | (uintptr_t)x) % 16 || rows > (int64_t)1 << 30) return false;
-    static const bool pdl = getenv("OCTET_PDL") && atoi(getenv("OCTET_PDL")) == 1;  // (kernel lab) programmatic dependent launches
     // Small weights (<= 2048 rows: the 8B model's 1024-row K and V products) get 2 warps a row, so
     // the grid still fills the GPU: 6.8 -> 6.1 us at n = 1, 11.4 -> 7.0 at n = 4, 12.5 -> 8.5 at
     // n = 8 (gemv_bench, H200, 2026-11-30). The choice depends on the shape alone, so a row's
     // result still does not depend on n.
-    if (rows <= 2048) {
-        if (pdl) gemv_launch_variant<OUT, GEMV_WARPS, GEMV_UNROLL, 2, true>(st, out, x, w, (int)rows, (int)cols, n);
-        else gemv_launch_variant<OUT, GEMV_WARPS, GEMV_UNROLL, 2>(st, out, x, w, (int)rows, (int)cols, n);
-    } else if (pdl) {
-        gemv_launch_variant<OUT, GEMV_WARPS, GEMV_UNROLL, GEMV_KSPLIT, true>(st, out, x, w, (int)rows, (int)cols, n);
-    } else {
-        gemv_launch_variant<OUT, GEMV_WARPS, GEMV_UNROLL, GEMV_KSPLIT>(st, out, x, w, (int)rows, (int)cols, n);
-    }
+    if (rows <= 2048) gemv_launch_variant<OUT, GEMV_WARPS, GEMV_UNROLL, 2>(st, out, x, w, (int)rows, (int)cols, n);
+    else gemv_launch_variant<OUT, GEMV_WARPS, GEMV_UNROLL, GEMV_KSPLIT>(st, out, x, w, (int)rows, (int)cols, n);
     return true;
 }

@@ -31,15 +31,13 @@ __global__ void k_kv_write(void *kc, void *vc, const bf16 *k, const bf16 *v, con
 // one): one thread per (token, head of Q then K, pair of dims). Pairs below half are the rotated
 // ones (as k_rope: (i, i + half) or (2i, 2i + 1)); the rest cover the dims past n_rot two at a time.
 // A K head's thread stores its two K and V elements as k_kv_write does (kv_store), so the pages
-// get the same bytes as rope, rope, kv_write. TRIG (the default; OCTET_DECODE_PDL=0 turns it off):
-// pdl_trigger() first, so the decode kernel after it, a programmatic dependent, may launch while
+// get the same bytes as rope, rope, kv_write. pdl_trigger() first, so the decode kernel after it, a programmatic dependent, may launch while
 // this grid still runs (cuda_pdl.cuh; it waits for this grid before it reads Q or the newest block).
-template <bool TRIG = false>
 __global__ void k_rope_kv_write(bf16 *q /*[n_tokens][n_heads][hd]*/, bf16 *k /*[n_tokens][n_kv][hd]*/, const bf16 *v, void *kc,
                                 void *vc, const int32_t *pos, const int32_t *slot, const double *inv_freq, int n_tokens, int n_heads,
                                 int n_kv, int hd, int half, int neox, float attn_factor, int bs, int dt, const float *ks,
                                 const float *vs, const float *ko) {
-    if constexpr (TRIG) pdl_trigger();
+    pdl_trigger();
     const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     const int pairs = hd / 2, nh = n_heads + n_kv;
     if (idx >= (long)n_tokens * nh * pairs) return;
@@ -142,12 +140,6 @@ extern "C" void cuda_rope_kv_write(struct backend *b, void *q, void *k, const vo
                                    struct kv_layer *l, const struct batch *bt) {
     struct cuda_backend *c = (struct cuda_backend *)b;
     if (CUDA_SKIP(c) || !bt->n_tokens) return;
-    if (!cuda_fuse_mode()) {  // OCTET_FUSE=0: the three ops
-        b->ops->rope(b, q, n_heads, l->head_dim, rt, bt);
-        b->ops->rope(b, k, l->n_kv_heads, l->head_dim, rt, bt);
-        cuda_kv_write(b, l, k, v, bt);
-        return;
-    }
     float *sc = cuda_layer_scales(c, l);
     if (!sc) return;
     const float *ko = cuda_layer_offsets(c, l);
@@ -155,8 +147,7 @@ extern "C" void cuda_rope_kv_write(struct backend *b, void *q, void *k, const vo
     const double *freqs = cuda_rope_freqs(c, rt);
     if (!freqs) return;
     long n = (long)bt->n_tokens * (n_heads + l->n_kv_heads) * (l->head_dim / 2);
-    static const bool trig = cuda_env_int("OCTET_DECODE_PDL", 1) == 1;  // (cuda_decode_t.cuh's PDLW)
-    (trig ? k_rope_kv_write<true> : k_rope_kv_write<false>)<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>(
+    k_rope_kv_write<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>(
         (bf16 *)q, (bf16 *)k, (const bf16 *)v, l->k, l->v, c->cb.pos, c->cb.slot, freqs, bt->n_tokens, n_heads, l->n_kv_heads,
         l->head_dim, rt->n_rot / 2, rt->neox, rt->attn_factor, l->kv_block_tokens, (int)l->dtype, sc, sc + KV_MAX_HEADS, ko);
     CUDA_LAUNCHED(c, "rope + kv_write");
