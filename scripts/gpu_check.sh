@@ -21,7 +21,7 @@
 # Opt-in stages:
 #   compare     this build beside a second one (BASE_BIN, e.g. the previous commit's build) in one
 #               call: test_cuda_ops of each, then decode attention (B=1 L=128k, B=8 L=32k), FP8
-#               prefill (d128, 4k/16k/64k) and whole-model tg64, the builds alternating round by
+#               prefill (d128 4k/16k/64k, every:4 and single at 16k, d64 16k) and whole-model tg64, the builds alternating round by
 #               round (COMPARE_ROUNDS, default 3); medians and new/base ratios (about 4 minutes)
 #   itl         the single-request ITL study on dummy:llama-3.1-8b (about 2.5 minutes)
 #   load        throughput under load, LOAD_PROMPTS requests (default 24; about 5 minutes)
@@ -333,6 +333,13 @@ if has compare && [ -n "$BASE" ]; then
         "$d/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim 128 --kv-cache-dtype fp8 \
           --iters $it --reps 3 2>>"$OUT/compare.log" | tail -n 1 | tag $b "fp8 prefill d128 L=$L" >> "$OUT/compare.jsonl"
       done
+      for acc in every:4 single; do  # (the two-consumer loops; d64 two-level below)
+        "$d/octet" bench attention --device cuda --mode prefill --ctx 16384 --head-dim 128 --kv-cache-dtype fp8 \
+          --fp8-attention-accumulation $acc --iters 3 --reps 3 2>>"$OUT/compare.log" | tail -n 1 \
+          | tag $b "fp8 prefill d128 L=16384 $acc" >> "$OUT/compare.jsonl"
+      done
+      "$d/octet" bench attention --device cuda --mode prefill --ctx 16384 --head-dim 64 --kv-cache-dtype fp8 \
+        --iters 3 --reps 3 2>>"$OUT/compare.log" | tail -n 1 | tag $b "fp8 prefill d64 L=16384" >> "$OUT/compare.jsonl"
       "$d/octet" bench model --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 2>>"$OUT/compare.log" \
         | tail -n 1 | tag $b "model pp64/tg64" >> "$OUT/compare.jsonl"
     done

@@ -284,7 +284,7 @@ def compare(argv):  # compare.jsonl from gpu_check.sh's compare stage: medians p
 
 def same(argv):  # two test_cuda_ops JSON reports: which checks' GPU outputs are bit-identical (gpu_fnv1a)
     def hashes(f):
-        return {r["check"]: r["detail"] for r in json.load(open(f))
+        return {r["check"]: r["detail"].split()[1] for r in json.load(open(f))  # (the hash; a kernel name may follow)
                 if r.get("detail", "").startswith("gpu_fnv1a ")}
     a, b = hashes(argv[1]), hashes(argv[2])
     both = [k for k in a if k in b]

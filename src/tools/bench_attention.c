@@ -17,6 +17,7 @@
 #include "../base/check.h"
 #include "../base/half.h"
 #include "../base/rng.h"
+#include "../backend/cuda/cuda_tuning.h"
 #include "../model/kv_cache.h"
 #include "cli.h"
 #include "tools.h"
@@ -52,6 +53,7 @@ int cmd_bench_attention(int argc, char **argv) {
     static const char *const valued[] = {"--mode", "--batch", "--ctx", "--heads", "--kv-heads", "--head-dim", "--iters", "--reps", "--kv-cache-dtype", "--device", "--window", "--fp8-attention-accumulation", "--kv-block-tokens", "--block-order", "--queries", NULL};
     const char *mode = "decode", *dtype_s = "bf16", *device = "auto", *order = "shuffled";
     int accum = 0;
+    bool list = false;  // --list: which attention kernel the shape takes, then exit
     long batch = 1, ctx = 8192, heads = 32, kv_heads = 8, hd = 128, iters = 20, reps = 5, window = 0, bs_l = -1, nql = -1;  // bs_l -1: the backend's; nql (prefill): the queries a sequence, its last positions
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v;
@@ -60,9 +62,11 @@ int cmd_bench_attention(int argc, char **argv) {
                             "       [--head-dim 128] [--kv-cache-dtype bf16|fp8|fp8_e5m2|fp32] [--window W] [--device cpu|cuda] [--iters N] [--reps N]\n"
                             "       [--fp8-attention-accumulation two-level|every:N|single] [--kv-block-tokens N (default: the backend's, 16 CPU / 64 CUDA)]\n"
                             "       [--block-order shuffled|sequential (the cache blocks' physical order; default shuffled)]\n"
-                            "       [--queries N (prefill: the last N of the --ctx positions query, a chunked prefill's chunk; default all)]\n");
+                            "       [--queries N (prefill: the last N of the --ctx positions query, a chunked prefill's chunk; default all)]\n"
+                            "       [--list (print the backend's attention kernels and which one this shape takes, then exit)]\n");
             return 0;
         }
+        if (!strcmp(f, "--list")) { list = true; continue; }
         if (!cli_known(f, valued) || !(v = cli_value(argc, argv, &i))) goto bad;
         long *dst = !strcmp(f, "--batch") ? &batch : !strcmp(f, "--ctx") ? &ctx : !strcmp(f, "--heads") ? &heads
                   : !strcmp(f, "--kv-heads") ? &kv_heads : !strcmp(f, "--head-dim") ? &hd : !strcmp(f, "--iters") ? &iters
@@ -89,9 +93,9 @@ int cmd_bench_attention(int argc, char **argv) {
         err_set(OCT_EINVAL, "bad shape: batch %ld ctx %ld heads %ld/%ld head_dim %ld kv_block_tokens %ld", batch, ctx, heads, kv_heads, hd, bs_l);
         goto bad;
     }
-    setenv("OCTET_CUDA_GRAPHS", "0", 1);  // one op in a loop, not a forward step: no graphs
     struct backend *b = backend_create(device, 0);
     if (!b) { fprintf(stderr, "octet: %s\n", err_msg()); return 1; }
+    b->enforce_eager = true;  // one op in a loop, not a forward step: no graphs
     const int bs = bs_l > 0 ? (int)bs_l : b->ops->kv_block_tokens;
     int blocks_per_seq = (int)((ctx + bs - 1) / bs), n_blocks = blocks_per_seq * (int)batch;
     int n_q = decode ? (int)batch : (int)(batch * nql);
@@ -120,7 +124,7 @@ int cmd_bench_attention(int argc, char **argv) {
     if (shuffled) rng_permutation(&r, btab, n_blocks);
     else for (int i = 0; i < n_blocks; i++) btab[i] = i;
     fill_random(b, q, (size_t)n_q * heads * hd, 1.0f, 2);
-    for (long s = 0; s < batch; s++) {
+    for (long s = 0; s < batch && !list; s++) {
         for (long t0 = 0; t0 < ctx; t0 += (long)chunk_tok) {
             int m = (int)(ctx - t0 < (long)chunk_tok ? ctx - t0 : (long)chunk_tok);
             fill_random(b, kin, (size_t)m * kv_heads * hd, 2.0f, 100 + (uint64_t)(s * 7919 + t0));
@@ -149,6 +153,18 @@ int cmd_bench_attention(int argc, char **argv) {
                        .query_start = qs, .seq_lens = sl, .block_tables = btab, .max_blocks_per_seq = blocks_per_seq};
     struct attn_params ap = {(int)heads, 1.0f / sqrtf((float)hd), ATTN_FP8_EXACT, accum};
     if (b->ops->batch_begin(b, &bt) < 0 || b->ops->sync(b) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); goto done; }
+    const bool on_cuda = !strcmp(b->ops->name, "cuda");
+    const char *kernel = on_cuda ? cuda_attention_pick(b, &L, &ap, &bt) : "cpu";  // (the CPU has one kernel)
+    if (list) {
+        printf("attention kernels of the %s backend, in preference order (* = this shape's):\n", b->ops->name);
+        if (!on_cuda) printf("* cpu\n");
+        for (int i = 0; on_cuda && i < cuda_attention_kernel_count(); i++) {
+            const char *name = cuda_attention_kernel_name(i);
+            printf("%c %s\n", kernel && !strcmp(kernel, name) ? '*' : ' ', name);
+        }
+        rc = 0;
+        goto done;
+    }
     for (int i = 0; i < 3; i++) b->ops->attention(b, out, q, &L, &ap, &bt);
     if (b->ops->sync(b) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); goto done; }
     double *ts = calloc((size_t)reps, sizeof(double));
@@ -177,6 +193,7 @@ int cmd_bench_attention(int argc, char **argv) {
     json_object_set_new(o, "kv_block_tokens", json_integer(bs));
     if (!decode) json_object_set_new(o, "queries", json_integer(nql));
     json_object_set_new(o, "block_order", json_string(order));
+    json_object_set_new(o, "kernel", json_string(kernel ? kernel : "none"));
     char *js = json_dumps(o, JSON_COMPACT);
     printf("%s\n", js);
     free(js);

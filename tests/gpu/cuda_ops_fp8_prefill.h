@@ -78,8 +78,12 @@ TEST(fp8_prefill_tiny_q) {
 // whose V the kernel transposes itself, in one batch: against the CPU's emulation at head dims 128
 // (block sizes 16 and 256) and 64, in each mode.
 TEST(fp8_prefill_vt_pass) {
-    setenv("OCTET_FP8_VT_MIN_Q", "512", 1);
-    setenv("OCTET_FP8_VT_MIN_CTX", "1", 1);
+    struct cuda_tuning saved, t;
+    cuda_tuning_get(gpu, &saved);
+    t = saved;
+    t.fp8_vt_min_q = 512;
+    t.fp8_vt_min_ctx = 1;
+    cuda_tuning_set(gpu, &t);
     case_math = ATTN_FP8_EMULATE;
     case_bound = WGMMA_BOUND;
     int qs[3] = {520, 77, 1024}, cs[3] = {4096, 3000, 1024};
@@ -97,8 +101,7 @@ TEST(fp8_prefill_vt_pass) {
     case_acc = 0;
     case_math = ATTN_FP8_EXACT;
     case_bound = 2e-5;
-    unsetenv("OCTET_FP8_VT_MIN_Q");
-    unsetenv("OCTET_FP8_VT_MIN_CTX");
+    cuda_tuning_set(gpu, &saved);
 }
 
 // FP8 wgmma prefill with q off 16-byte alignment (its 2-byte Q loads; an aligned q takes 16-byte

@@ -2,6 +2,7 @@
 // real shapes (run by scripts/gpu_check.sh on the GPU machine; built with `make CUDA=1
 // gpu-tests`). Inputs are bf16-representable so both backends see the same numbers;
 // kv_write must be byte-identical; other ops are bounded by NMSE (bf16 activations).
+// Every entry of the attention kernel table is checked on the shapes it fits (attention_table).
 // Prints one line per check, a JSON summary to the file in argv[1], and "N passed, N failed".
 #include <jansson.h>
 #include <math.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #include "../../src/backend/backend.h"
+#include "../../src/backend/cuda/cuda_tuning.h"
 #include "../../src/base/argmax.h"
 #include "../../src/base/check.h"
 #include "../../src/base/half.h"
@@ -92,12 +94,22 @@ static int case_q_shift = 0;
 // reciprocal overflows, which the FP8 prefill's Q quantisation divides for; fp8_prefill_tiny_q).
 static float case_q_amp = 1.0f;
 
-// OCTET_IDENTITY=1 (the backend's identity mode): attention at head_dim 64/128 runs the
-// decode kernel's f16 math for every row, so e4m3 prefill is compared with exact math there.
-static bool identity_mode(void) {
-    const char *e = getenv("OCTET_IDENTITY");
-    return e && atoi(e) == 1;
+// --batch-invariant (the backend's identity mode): every GEMM on the invariant kernel.
+static bool identity_mode(void) { return gpu->batch_invariant; }
+
+// Cases each entry of the attention kernel table ran (attention_case counts them).
+#define MAX_KERNELS 32
+static int kernel_cases[MAX_KERNELS];
+static void count_kernel(const char *name) {
+    for (int i = 0; i < cuda_attention_kernel_count() && i < MAX_KERNELS; i++)
+        if (name && !strcmp(name, cuda_attention_kernel_name(i))) kernel_cases[i]++;
 }
+// An entry forced through struct cuda_tuning's attn_kernel (attention_table): attention_case skips
+// the shapes it does not fit.
+static const char *case_forced = NULL;
+// Entries whose e4m3 arithmetic is the FP8 tensor cores' (Q and P in e4m3): compared with the
+// CPU's emulation; every other entry widens FP8 exactly.
+static bool fp8_mma_kernel(const char *name) { return name && !strncmp(name, "prefill_fp8", 11); }
 
 // kv_write on both backends, compare pages byte for byte, then attention on each.
 static void attention_case(const char *label, enum dtype dt, int hd, int n_kv, int G, int window, int n_seqs,
@@ -119,6 +131,16 @@ static void attention_case(const char *label, enum dtype dt, int hd, int n_kv, i
         L[i].k = bk[i]->ops->alloc(bk[i], bytes);
         L[i].v = bk[i]->ops->alloc(bk[i], bytes);
     }
+    // the table entry this shape takes (or, forced, whether the entry fits it)
+    const struct attn_params ap0 = {n_kv * G, 1.0f / sqrtf((float)hd), case_math, case_acc};
+    gpu->ops->batch_begin(gpu, &t->b);
+    const char *kernel = cuda_attention_pick(gpu, &L[1], &ap0, &t->b);
+    if (case_forced && !kernel) {
+        for (int i = 0; i < 2; i++) { bk[i]->ops->free(bk[i], L[i].k); bk[i]->ops->free(bk[i], L[i].v); }
+        free(t); free(w);
+        return;
+    }
+    count_kernel(kernel);
     int total = 0;
     for (int s = 0; s < n_seqs; s++) total += ctx[s];
     float *k = rand_vec((size_t)total * n_kv * hd, 3.0f), *v = rand_vec((size_t)total * n_kv * hd, 2.0f);
@@ -158,8 +180,9 @@ static void attention_case(const char *label, enum dtype dt, int hd, int n_kv, i
     size_t nout = (size_t)t->b.n_tokens * n_kv * G * hd;
     enum attn_fp8_math math = case_math;
     double bound = case_bound;
-    if (identity_mode() && (hd == 64 || hd == 128) && G <= 8) { math = ATTN_FP8_EXACT; bound = 2e-5; }
     struct attn_params ap = {n_kv * G, 1.0f / sqrtf((float)hd), math, case_acc};
+    if (dt == DT_E4M3 && !fp8_mma_kernel(kernel)) { math = ATTN_FP8_EXACT; bound = 2e-5; }
+    ap.fp8_math = math;
     for (int i = 0; i < 2; i++) {
         const int sh = bk[i] == gpu ? case_q_shift : 0;
         float *qs = sh ? calloc(nout + sh, sizeof(float)) : NULL;
@@ -186,11 +209,13 @@ static void attention_case(const char *label, enum dtype dt, int hd, int n_kv, i
         bk[i]->ops->free(bk[i], L[i].k);
         bk[i]->ops->free(bk[i], L[i].v);
     }
-    snprintf(name, sizeof name, "attention %s %s%s", dtype_name(dt), label, math == ATTN_FP8_EMULATE ? " vs emulate" : "");
-    // the GPU output's bytes hashed (FNV-1a) into the record's detail, so that two runs under
-    // different kernel switches can be compared bit for bit (scripts/gpu_check.sh, OCTET_LAB)
-    char detail[40];
-    snprintf(detail, sizeof detail, "gpu_fnv1a %016llx", (unsigned long long)rng_hash_bytes(out[1], nout * sizeof(float)));
+    snprintf(name, sizeof name, "attention %s %s%s%s%s", dtype_name(dt), label, math == ATTN_FP8_EMULATE ? " vs emulate" : "",
+             case_forced ? " on " : "", case_forced ? case_forced : "");
+    // the GPU output's bytes hashed (FNV-1a) into the record's detail, so that two builds can be
+    // compared bit for bit (scripts/gpu_check.sh compare), and the table entry that ran
+    char detail[96];
+    snprintf(detail, sizeof detail, "gpu_fnv1a %016llx kernel %s", (unsigned long long)rng_hash_bytes(out[1], nout * sizeof(float)),
+             kernel ? kernel : "none");
     record(name, nmse(out[1], out[0], nout), bound, detail);
     free(out[0]); free(out[1]); free(k); free(v); free(q); free(pg); free(pc); free(t); free(w);
 }
@@ -312,7 +337,7 @@ TEST(gemm_rows_invariant) {
 
 // One sequence of 700 tokens: attention of a 700-row prefill vs 1-row decode steps at several
 // positions, same cache. Identity mode: equal bit for bit; otherwise close (other kernels).
-TEST(prefill_decode_identity) {
+static void prefill_decode_identity_run(void) {
     const int hd = 128, n_kv = 8, G = 4, bs = 16, ctx = 700, max_blocks = (ctx + bs - 1) / bs;
     const bool ident = identity_mode();
     enum dtype dts[2] = {DT_BF16, DT_E4M3};
@@ -368,7 +393,9 @@ TEST(prefill_decode_identity) {
     }
 }
 
-// The fused projections (one launch for n <= 8 unless OCTET_FUSE=0, which composes them): the
+TEST(prefill_decode_identity) { prefill_decode_identity_run(); }
+
+// The fused projections (one launch for n <= 8; larger n compose them): the
 // rmsnorm with Q|K|V in one launch, x += in·Wᵀ, and the rmsnorm with silu(x·Wgᵀ) ⊙ (x·Wuᵀ) vs the
 // CPU's composition (NMSE), and x += in·Wᵀ, SwiGLU and Q vs the GPU's own unfused ops (rmsnorm,
 // then the GEMMs: bit for bit, the same values rounded alike; the unfused K and V take 2 warps a
@@ -435,12 +462,10 @@ static void fused_case(int n) {
     for (size_t i = 0; i < (size_t)n * dim; i++) da = fmax(da, fabs((double)ua[i] - res[1][0][i]));
     for (size_t i = 0; i < (size_t)n * dim; i++) da = fmax(da, fabs((double)uq[i] - res[1][2][i]));
     for (size_t i = 0; i < (size_t)n * ffn; i++) dg = fmax(dg, fabs((double)ug[i] - res[1][1][i]));
-    // (the fused SwiGLU scales its sums by the norm — cuda_gemv.cuh DEFER, the default with the
-    // fused norms — instead of rounding the normalised x to bf16 first: the same values up to that
-    // rounding, NMSE 1.4-1.7e-5 on the H200, session 23 — so it is compared by NMSE, the rest bit for
-    // bit; OCTET_GEMV_DEFER=0 or OCTET_FUSE_NORM=0 compare it bit for bit too)
-    const char *defer = getenv("OCTET_GEMV_DEFER"), *fnorm = getenv("OCTET_FUSE_NORM");
-    if ((!defer || atoi(defer) != 0) && (!fnorm || atoi(fnorm) != 0) && n <= 8) {
+    // (the fused SwiGLU scales its sums by the norm — cuda_gemv.cuh DEFER — instead of rounding the
+    // normalised x to bf16 first: the same values up to that rounding, so it is compared by NMSE, the
+    // rest bit for bit)
+    if (n <= 8) {
         char nm[96];
         snprintf(nm, sizeof nm, "fused (deferred norm) vs unfused gpu swiglu, n=%d", n);
         record(nm, nmse(res[1][1], ug, (size_t)n * ffn), 5e-5, NULL);
@@ -684,11 +709,57 @@ TEST(greedy_ids) {
     free(a); free(b); free(x); free(lg); free((void *)w.data);
 }
 
+// Every entry of the attention kernel table, forced, on each of these shapes it fits, against the CPU;
+// an entry that no shape reaches fails.
+TEST(attention_table) {
+    const enum dtype dts[3] = {DT_BF16, DT_E4M3, DT_E5M2};
+    struct cuda_tuning saved, t;
+    cuda_tuning_get(gpu, &saved);
+    memset(kernel_cases, 0, sizeof kernel_cases);
+    for (int e = 0; e < cuda_attention_kernel_count() && e < MAX_KERNELS; e++) {
+        t = saved;
+        t.attn_kernel = case_forced = cuda_attention_kernel_name(e);
+        cuda_tuning_set(gpu, &t);
+        for (int d = 0; d < 3; d++) {
+            case_math = dts[d] == DT_E4M3 ? ATTN_FP8_EMULATE : ATTN_FP8_EXACT;
+            case_bound = dts[d] == DT_E4M3 ? WGMMA_BOUND : 2e-5;
+            int q1[3] = {1, 1, 1}, c1[3] = {1, 777, 5000}, q4[2] = {300, 1}, c4[2] = {500, 900};
+            attention_case("table decode hd128 G4 B3", dts[d], 128, 8, 4, 0, 3, q1, c1);
+            attention_case("table decode hd64 G8 window 128", dts[d], 64, 8, 8, 128, 2, q4 + 1, c4);
+            attention_case("table decode hd256 G2", dts[d], 256, 4, 2, 0, 1, q1, c1 + 2);
+            attention_case("table prefill+decode hd128 G4", dts[d], 128, 8, 4, 0, 2, q4, c4);
+            attention_case("table prefill hd64 G8 window 128", dts[d], 64, 8, 8, 128, 2, q4, c4);
+            attention_case("table prefill hd256 G2", dts[d], 256, 4, 2, 0, 2, q4, c4);
+            attention_case("table prefill hd96 G4", dts[d], 96, 2, 4, 0, 2, q4, c4);
+        }
+    }
+    cuda_tuning_set(gpu, &saved);
+    case_forced = NULL;
+    case_math = ATTN_FP8_EXACT;
+    case_bound = 2e-5;
+    for (int e = 0; e < cuda_attention_kernel_count() && e < MAX_KERNELS; e++) {
+        char name[96];
+        snprintf(name, sizeof name, "attention table: %s checked on a shape it fits (cases: %d)",
+                 cuda_attention_kernel_name(e), kernel_cases[e]);
+        record(name, kernel_cases[e] > 0 ? 0.0 : 1.0, 0, NULL);
+    }
+}
+
+// The batch-invariant mode (--batch-invariant): GEMM rows and attention rows independent of the
+// step's batch, bit for bit.
+TEST(batch_invariant_mode) {
+    gpu->batch_invariant = true;
+    rows_invariant(1024);
+    rows_invariant(4096);
+    prefill_decode_identity_run();
+    gpu->batch_invariant = false;
+}
+
 int main(int argc, char **argv) {
-    setenv("OCTET_CUDA_GRAPHS", "0", 1);  // raw ops, no forward pass: nothing to capture
     cpu = backend_cpu_create(0);
     gpu = backend_cuda_create(0);
     if (!gpu) { fprintf(stderr, "%s\n", err_msg()); return 1; }
+    gpu->enforce_eager = true;  // raw ops, no forward pass: nothing to capture
     report = json_array();
     // each test's random inputs seeded from its name, so that a TEST_ONLY run sees the same inputs
     // as the whole run (the outputs' hashes compare across runs: gpu_report.py same)
@@ -701,6 +772,8 @@ int main(int argc, char **argv) {
     RUN_SEEDED(fp8_prefill_vt_pass);
     RUN_SEEDED(gemm_rows_invariant);
     RUN_SEEDED(prefill_decode_identity);
+    RUN_SEEDED(attention_table);
+    RUN_SEEDED(batch_invariant_mode);
     RUN_SEEDED(fused_projections);
     RUN_SEEDED(rmsnorm_shapes);
     RUN_SEEDED(rope_kv_write_fused);

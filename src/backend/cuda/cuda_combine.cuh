@@ -1,7 +1,7 @@
 // cuda_combine.cuh — the split-KV combine of the decode kernels (flash-decoding's second step),
-// included by cuda_attention.cu after the decode kernels: the kernel k_combine, which merges each
+// included by cuda_decode.cu after the decode kernels: the kernel k_combine, which merges each
 // (sequence, query head)'s split partials [n_splits][m, l, acc[hd]] into its bf16 output row, and
-// its launch. (Split out of cuda_attention.cu to keep that file under 800 lines; unchanged.)
+// its launch.
 #pragma once
 
 // Combines the splits of one (sequence, query head) in one round of loads: a CTA per (sequence,
@@ -10,16 +10,11 @@
 // loaded before the first is used, then merged into the row's own maximum M_r, Σ l·w and Σ acc·w
 // (w = e^(m − M_r)); the rows are merged through shared memory: out = Σ_r acc_r·e^(M_r − M) /
 // Σ_r l_r·e^(M_r − M). Empty splits hold m = −inf, l = 0, acc = 0 (weight 0). The launch picks as
-// few rows as load every split in one round. It replaced a combine that summed the splits four at a
-// time after a pass for the maximum and one for the weights (five or more dependent L2 round trips;
-// the skip of empty splits it needed is moot here): on the H200 B=1 L=128k fp8 73.8/74.0 -> 71.7/72.1
-// us, B=8 L=32k 133.2/132.0 -> 131.7/130.7, 8k 14.5 -> 13.4/13.7, bf16 alike (bench/NOTES.md, session 20).
-// dyn (kernel lab, OCTET_COMBINE_DYN=1: the DYN decode kernel ran): a sequence's busy splits follow
-// from seq_lens, window and min_split; with at most DECODE_FUSED_MAX of them the decode kernel has
-// combined them already (the CTA leaves), else only the busy ones are read.
+// few rows as load every split in one round: one round of loads, not a pass for the maximum, one
+// for the weights and dependent rounds for the sums, which cost ≈ 2 µs at B=1 L=128k.
 #define COMBINE_SPLITS 16  // splits one row of lanes loads in a round (k_combine and its launch)
 __global__ void __launch_bounds__(512) k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd,
-                                                 int n_splits, const int32_t *seq_lens, int window, int min_split, int dyn) {
+                                                 int n_splits) {
     constexpr int P = COMBINE_SPLITS;  // splits a lane loads at once
     pdl_trigger();  // the output projection's GEMM may launch (it waits for this grid's results)
     extern __shared__ float shm[];  // [R][hd] row accumulators, then [R] maxima, [R] sums
@@ -29,13 +24,7 @@ __global__ void __launch_bounds__(512) k_combine(bf16 *out, const float *part, c
     const int t = qstart[s];
     const size_t stride = (size_t)hd + 2;
     const float *pp = part + ((size_t)s * n_heads + qh) * n_splits * stride;  // [n_splits][m, l, acc[hd]]
-    int n = n_splits;
-    if (dyn) {
-        const int pos = seq_lens[s] - 1, lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-        const int busy = split_busy(pos, lo, n_splits, min_split);
-        if (busy <= DECODE_FUSED_MAX) return;
-        n = busy;  // (pp keeps the partials' stride)
-    }
+    const int n = n_splits;
     float *sM = shm + (size_t)R * hd, *sL = sM + R;
     float mr = -INFINITY, lr = 0.0f, ar[V];
 #pragma unroll
@@ -92,11 +81,9 @@ __global__ void __launch_bounds__(512) k_combine(bf16 *out, const float *part, c
 }
 
 // Launches the split combine (k_combine): as few rows of hd / 2 lanes as load every split in one
-// round, at most 512 threads. dyn: after the DYN decode kernel (k_combine then needs seq_lens,
-// window and min_split).
+// round, at most 512 threads.
 static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_heads, int hd, int n_splits,
-                           const int32_t *qstart /* [n_seqs] output row of each */, bool dyn = false,
-                           const int32_t *seq_lens = nullptr, int window = 0, int min_split = 0) {
+                           const int32_t *qstart /* [n_seqs] output row of each */) {
     const int lanes = hd / 2;
     if (hd % 2 || lanes > 512) {  // (model configs are checked: even, at most 512)
         cuda_fail(c, cudaErrorInvalidValue, "attention combine: head_dim must be even and at most 1024");
@@ -105,7 +92,7 @@ static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_
     int rows = (n_splits + COMBINE_SPLITS - 1) / COMBINE_SPLITS;
     if (rows > 512 / lanes) rows = 512 / lanes;
     const size_t smem = ((size_t)rows * hd + 2 * (size_t)rows) * sizeof(float);
-    k_combine<<<dim3(n_seqs, n_heads), rows * lanes, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd, n_splits,
-                                                                        seq_lens, window, min_split, dyn);
+    k_combine<<<dim3(n_seqs, n_heads), rows * lanes, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd,
+                                                                        n_splits);
     CUDA_LAUNCHED(c, "attention combine");
 }

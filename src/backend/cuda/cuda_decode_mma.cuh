@@ -1,5 +1,7 @@
 // cuda_decode_mma.cuh — paged decode attention on tensor cores (mma.sync m16n8k16, f32
-// accumulation), included by cuda_attention.cu. One warp streams 16-token blocks of one
+// accumulation), included by cuda_decode.cu. Owns the decode kernels' shared device code (operand
+// traits, ring copies, split ranges, the warp merge, the fused split combine) and the heads-on-M
+// kernel that --batch-invariant runs for every query row. One warp streams 16-token blocks of one
 // KV head for all its query heads (the G heads fill the M=16 rows; unused rows are zero).
 //
 // Layout trick: a dot product does not care about the order of its terms, so the head
@@ -130,16 +132,13 @@ __device__ __forceinline__ void pv_block(float (&o)[HD / 8][4], const uint32_t (
 }
 
 // Merges the 4 warps' (m, l, acc) of rows [0, G) through shared memory and writes either
-// the normalised output (one split; DYN: one busy split, n_use == 1) or the split's partial
-// result. Call with all threads.
-template <int HD, bool DYN = false>
+// the normalised output (one split) or the split's partial result. Call with all threads.
+template <int HD>
 __device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const float (*sm_l)[16], const float (*sm_acc)[8][HD],
                                                   int G, int t, int n_kv, int g, float vscale, bf16 *out, float *part,
-                                                  int s, int split, int n_splits, int n_use = 0) {
+                                                  int s, int split, int n_splits) {
     // each head's maximum, warp weights and l first (one thread a head), then the elements: the
     // same values and sums as computing them in every element, without 4 exponentials an element.
-    // (The merge and store take 1.2 us a CTA after its loop — OCTET_DECODE_PROF, session 19; this
-    // form measured no change in the launch's span on the H200, and is kept for its fewer ops.)
     __shared__ float wf[4][16], wm[16], wl[16];
     if (threadIdx.x < G) {
         const int h = threadIdx.x;
@@ -161,7 +160,7 @@ __device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const
         float aa = 0.0f;
         for (int w = 0; w < 4; w++) aa += sm_acc[w][h][d] * wf[w][h];
         int qh = g * G + h;
-        if ((DYN ? n_use : n_splits) == 1) {
+        if (n_splits == 1) {
             out[((size_t)t * n_kv * G + qh) * HD + d] = __float2bfloat16_rn(ll > 0 ? aa * vscale / ll : 0.0f);
         } else {
             float *pp = part + (((size_t)s * n_kv * G + qh) * n_splits + split) * (HD + 2);
@@ -171,21 +170,15 @@ __device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const
     }
 }
 
-// STAGES > 0: each warp streams blocks through a ring of STAGES shared-memory buffers with
-// cp.async (STAGES-1 blocks in flight while one computes); STAGES == 0: plain loads into
-// registers (the unpipelined baseline, kept for the kernel lab).
-// (A variant capped at 128 registers for 4 CTAs per SM, with the merge in the ring's bytes,
-// spilled and ran 1.4-1.6x slower on the H200: bench/NOTES.md.)
-// The split combine inside the decode kernel (the default; OCTET_FUSE=0: k_combine): every CTA of a
+// The split combine inside the decode kernel (DECODE_FUSED): every CTA of a
 // (sequence, KV head) publishes its partial and arrives on a counter; the last to arrive resets
 // the counter and merges the n_splits partials of its G heads — the same sums as k_combine's
 // (weights exp(m_i − M), then Σ acc_i·w_i / Σ l_i·w_i), in split order — so no combine launch
 // follows. scratch holds 2·G·n_splits + G floats (the caller's shared memory, free by then).
-// DYN (SPLIT_DYN below): only the first n_use of the n_splits partials exist and arrive.
-template <int HD, bool DYN = false>
+template <int HD>
 __device__ void split_arrive_combine(bf16 *out, const float *part, int *arrive, float *scratch, int t, int n_kv, int g, int G,
-                                     int s, int n_splits, int n_use = 0) {
-    const int n = DYN ? n_use : n_splits;
+                                     int s, int n_splits) {
+    const int n = n_splits;
     __shared__ int last;
     __threadfence();  // this CTA's partial is visible to the others before it arrives
     __syncthreads();
@@ -201,7 +194,7 @@ __device__ void split_arrive_combine(bf16 *out, const float *part, int *arrive, 
     const float *base = part + ((size_t)s * n_kv * G + g * G) * n_splits * (HD + 2);  // head h: base + h·n_splits·(HD+2)
     float *w = scratch, *lv = scratch + G * n, *L = scratch + 2 * G * n;
     for (int idx = tid; idx < G * n; idx += blockDim.x) {  // m and l of every (head, split), from L2
-        const float *p = base + (size_t)(DYN ? (idx / n) * n_splits + idx % n : idx) * (HD + 2);
+        const float *p = base + (size_t)idx * (HD + 2);
         w[idx] = __ldcg(p);
         lv[idx] = __ldcg(p + 1);
     }
@@ -246,16 +239,8 @@ __device__ __forceinline__ void split_blocks(int &b0, int &b1, int pos, int lo, 
     }
 }
 
-// How many splits of the default plan hold keys of a context (last position pos, window start
-// lo): splits [0, n) are busy, the rest empty (split_blocks' plan).
-__device__ __forceinline__ int split_busy(int pos, int lo, int n_splits, int min_split) {
-    const int nb = pos / 16 - lo / 16 + 1, per_split = max((nb - 1 + n_splits) / n_splits, min_split);
-    return (nb + per_split - 1) / per_split;
-}
-// DYN decode kernels (kernel lab, OCTET_COMBINE_DYN=1; the transposed kernel): the combine is
-// decided per sequence from its busy splits — empty splits leave at once (nothing written); one
-// busy split writes the output itself; up to DECODE_FUSED_MAX are merged by the last to arrive;
-// more are left to k_combine (dyn), which reads the busy ones only.
+// The most splits the fused combine merges: one CTA summing more leaves the GPU idle behind it,
+// so more go to k_combine.
 #define DECODE_FUSED_MAX 16
 
 // An empty split (min_split, identity mode) writes m = −inf, l = 0, acc = 0; fused (FUSED): it
@@ -279,11 +264,10 @@ __device__ void empty_split(bf16 *out, float *part, int *arrive, int t, int n_kv
 // empty split, after writing its empty partial (and arriving, when FUSED).
 struct decode_cta {
     int pos, lo, b0, b1, t;
-    int n_use;  // DYN: the busy splits of this sequence
     float kscale, vscale;
     // WAIT (a programmatic dependent, cuda_pdl.cuh): an empty split waits for the kernel before
     // it ends before writing its empty partial (that kernel may still read the partials: k_combine).
-    template <int HD, int DT, int STAGES, bool FUSED, bool DYN = false, bool WAIT = false>
+    template <int HD, int DT, int STAGES, bool FUSED, bool WAIT = false>
     __device__ __forceinline__ bool begin(bf16 *out, float *part, int *arrive, const int32_t *qstart, const int32_t *seq_lens,
                                           int window, const float *scales, int n_kv, int G, int n_splits, int min_split, int abs_split) {
         const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
@@ -291,10 +275,6 @@ struct decode_cta {
         lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
         split_blocks(b0, b1, pos, lo, split, n_splits, min_split, abs_split);
         t = qstart[s];
-        if constexpr (DYN) {
-            n_use = split_busy(pos, lo, n_splits, min_split);
-            if (b0 >= b1) return false;  // empty: no partial, no arrival
-        }
         if ((min_split > 0 || abs_split > 0) && b0 >= b1) {
             if constexpr (WAIT) pdl_wait();
             empty_split<HD, STAGES, FUSED>(out, part, arrive, t, n_kv, g, G, s, split, n_splits);
@@ -307,14 +287,17 @@ struct decode_cta {
     }
 };
 
-template <int HD, int DT, int STAGES, bool FUSED = false>
-__global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
-                                                    const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
-                                                    int max_blocks, int lgr, int n_kv, int G, int window, float scale,
-                                                    const float *scales, int n_splits, int min_split,
-                                                    const int32_t *seq_of, int abs_split, int *arrive) {
+// Each warp streams blocks through a ring of STAGES shared-memory buffers with cp.async (STAGES-1
+// blocks in flight while one computes).
+template <int HD, int DT, int STAGES, bool FUSED>
+__device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
+                                                const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
+                                                int max_blocks, int lgr, int n_kv, int G, int window, float scale,
+                                                const float *scales, int n_splits, int min_split,
+                                                const int32_t *seq_of, int abs_split, int *arrive) {
+    static_assert(STAGES >= 2, "the ring is required");
     typedef mma_traits<DT> TR;
-    pdl_trigger();  // a programmatic dependent (the output GEMM, OCTET_PDL=1) may launch
+    pdl_trigger();
     constexpr int ES = DT == DT_BF16 ? 2 : 1;   // bytes per element
     constexpr int SEG = HD / 8;                 // dims per K run and per V row slice
     constexpr int NCH = HD / 16;                // k-chunks of S = Q·Kᵀ
@@ -349,10 +332,8 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
         }
         cp_async_commit();  // an empty group keeps the wait count uniform
     };
-    if constexpr (STAGES > 0) {
 #pragma unroll
-        for (int i = 0; i < STAGES - 1; i++) issue(b0 + warp + 4 * i, i);
-    }
+    for (int i = 0; i < STAGES - 1; i++) issue(b0 + warp + 4 * i, i);
     // Q fragments (rows rr and rr+8; rows >= G are zero), loaded once the ring's first copies
     // are in flight so that the two latencies overlap
     uint32_t qa[NCH][4];
@@ -374,17 +355,13 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
     }
     int stage = 0;
     for (int blk = b0 + warp; blk < b1; blk += 4) {
-        if constexpr (STAGES > 0) {
-            issue(blk + 4 * (STAGES - 1), (stage + STAGES - 1) % STAGES);
-            cp_async_wait<STAGES - 1>();
-            __syncwarp();
-            const char *ks = my_ring + (size_t)stage * 2 * BLK_BYTES;
-            f.load(ks, ks + BLK_BYTES, rr, c);
-            __syncwarp();  // every lane has its words before the stage is refilled
-            stage = (stage + 1) % STAGES;
-        } else {
-            f.load(K + block_base(blk), V + block_base(blk), rr, c);
-        }
+        issue(blk + 4 * (STAGES - 1), (stage + STAGES - 1) % STAGES);
+        cp_async_wait<STAGES - 1>();
+        __syncwarp();
+        const char *ks = my_ring + (size_t)stage * 2 * BLK_BYTES;
+        f.load(ks, ks + BLK_BYTES, rr, c);
+        __syncwarp();  // every lane has its words before the stage is refilled
+        stage = (stage + 1) % STAGES;
         float sv[2][4];  // S = Q·Kᵀ for the two 8-key tiles
         qk_block<HD, DT>(sv, qa, f);
         // online softmax on row rr (rows rr+8 are padding)
@@ -426,4 +403,13 @@ __global__ void __launch_bounds__(128) k_decode_mma(bf16 *out, float *part, cons
     if constexpr (FUSED) {  // (one split wrote its output directly)
         if (n_splits > 1) split_arrive_combine<HD>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits);
     }
+}
+
+// The heads-on-M decode kernel as --batch-invariant runs it for every query row: ring depth 3,
+// splits at absolute block positions, partials always through k_combine.
+template <int HD, int DT>
+__global__ void __launch_bounds__(128) k_decode_mma(const __grid_constant__ attn_args a) {
+    decode_mma_body<HD, DT, 3, false>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab, a.max_blocks, a.lgr,
+                                      a.n_kv, a.G, a.window, a.scale, a.scales, a.n_splits, a.min_split, a.seq_of,
+                                      a.abs_split, a.arrive);
 }

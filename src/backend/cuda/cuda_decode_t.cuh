@@ -1,8 +1,7 @@
-// cuda_decode_t.cuh — paged decode attention with the keys on the MMA's M side (the default
-// for G <= 8; OCTET_DECODE_T=0 selects cuda_decode_mma.cuh's plain kernel), included by
-// cuda_attention.cu after cuda_decode_mma.cuh, whose operand traits, ring copies, split ranges,
-// warp merge and fused combine it shares. Owns: the transposed kernel, its fragment layouts and
-// its lazily rescaled softmax.
+// cuda_decode_t.cuh — paged decode attention with the keys on the MMA's M side (decode for
+// G <= 8 at head_dim 64 and 128), included by cuda_decode.cu after cuda_decode_mma.cuh, whose
+// operand traits, ring copies, split ranges, warp merge and fused combine it shares. Owns: the
+// transposed kernel, its fragment layouts and its lazily rescaled softmax.
 //
 // Why: with one query token, a KV head's G query heads are the only rows there are. The plain
 // kernel puts them on M (16 rows, 4 used for Llama-3's G = 4), so three quarters of every MMA
@@ -63,38 +62,36 @@ template <int HD, int DT> struct frags {
 
 }  // namespace dect
 
-// PROF (kernel lab, OCTET_DECODE_PROF=1; cuda_decode_prof.cuh): stamps the CTA's timeline.
-// PDLW (the default launch; OCTET_DECODE_PDL=0 turns it off): a programmatic dependent of the kernel before
-// it (cuda_pdl.cuh) — in a decode step the RoPE + kv_write launch, which writes Q and the newest
-// token's K and V — so the CTA's start, its split plan, block-table reads and first copies overlap
-// that kernel's end. Before pdl_wait() a CTA reads only what the host uploaded and cache blocks
-// older than the step; the split holding the newest block waits before its first copy, every
-// other split just before Q; an empty split waits before writing its empty partial.
-// EARLY (FP8 caches' default with PDLW; OCTET_DECODE_EARLY=0 turns it off): a warp refills a ring stage as
-// soon as the stage's fragments are in its registers, before computing them, instead of at the top of
-// the next iteration — one more block in flight while it computes, in the same shared memory (the
-// prologue fills every stage). H200, B=1: fp8 25.41 / 40.68 / 70.24 -> 25.12 / 40.26 / 69.67 us at
-// 32k / 64k / 128k (session 28), 25.56 / 41.07 / 71.65 -> 25.24 / 40.72 / 71.05 (session 29); bf16 level
-// to 0.9 % slower, so bf16 keeps the plain ring. At ring depth 3 it was slower at 64k and 128k (session 29).
-template <int HD, int DT, int STAGES, bool FUSED = false, bool DYN = false, bool PROF = false, bool PDLW = false,
-          bool EARLY = false>
-__global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
-                                                  const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
-                                                  int max_blocks, int lgr, int n_kv, int G, int window, float scale,
-                                                  const float *scales, int n_splits, int min_split,
-                                                  const int32_t *seq_of, int abs_split, int *arrive) {
+// How a decode kernel is launched and ends (a policy, one kernel instance each):
+//   DECODE_PDL: a programmatic dependent of the kernel before it (cuda_pdl.cuh) — in a decode step
+//     the Q|K|V launch with RoPE and the cache write, which writes Q and the newest token's K and
+//     V — so the CTA's start, its split plan, block-table reads and first copies overlap that
+//     kernel's end. Before pdl_wait() a CTA reads only what the host uploaded and cache blocks
+//     older than the step; the split holding the newest block waits before its first copy, every
+//     other split just before Q; an empty split waits before writing its empty partial. Its
+//     partials go to k_combine. FP8 caches refill a ring stage as soon as the stage's fragments
+//     are in registers, before computing them (EARLY: one more block in flight while it
+//     computes, in the same shared memory); bf16 refills at the top of the next iteration, which
+//     is as fast for it.
+//   DECODE_FUSED: an ordinary launch whose last CTA of each (sequence, KV head) combines the
+//     splits itself (split_arrive_combine), for one-sequence steps of 2..DECODE_FUSED_MAX splits.
+enum decode_policy { DECODE_PDL, DECODE_FUSED };
+
+template <int HD, int DT, int STAGES, bool FUSED, bool PDLW, bool EARLY>
+__device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
+                                              const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
+                                              int max_blocks, int lgr, int n_kv, int G, int window, float scale,
+                                              const float *scales, int n_splits, int min_split,
+                                              const int32_t *seq_of, int abs_split, int *arrive) {
     static_assert(STAGES >= 2, "the ring is required");
     typedef mma_traits<DT> TR;
     pdl_trigger();
-    if constexpr (PROF) {
-        if (threadIdx.x == 0) dprof_mark(0), dprof_mark(4);
-    }
     constexpr int ES = DT == DT_BF16 ? 2 : 1, NJ = HD / 16;  // NJ: MMAs per block for Sᵀ and for Oᵀ
     const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, c = lane & 3;
     decode_cta cta = {};
-    if (!cta.begin<HD, DT, STAGES, FUSED, DYN, PDLW>(out, part, arrive, qstart, seq_lens, window, scales, n_kv, G, n_splits,
-                                                     min_split, abs_split))
+    if (!cta.begin<HD, DT, STAGES, FUSED, PDLW>(out, part, arrive, qstart, seq_lens, window, scales, n_kv, G, n_splits,
+                                                min_split, abs_split))
         return;
     const int pos = cta.pos, lo = cta.lo, b0 = cta.b0, b1 = cta.b1, t = cta.t;
     const float kscale = cta.kscale, vscale = cta.vscale;
@@ -153,9 +150,6 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
         if constexpr (!EARLY) issue(blk + 4 * (STAGES - 1), (stage + STAGES - 1) % STAGES);
         cp_async_wait<STAGES - 1>();  // (EARLY: STAGES groups outstanding, so this stage's has landed)
         __syncwarp();
-        if constexpr (PROF) {
-            if (threadIdx.x == 0 && blk == b0) dprof_mark(1);
-        }
         const char *ks = my_ring + (size_t)stage * 2 * BLK_BYTES;
         f.load(ks, ks + BLK_BYTES, gr, c);
         __syncwarp();  // every lane has its words before the stage is refilled
@@ -238,9 +232,6 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
     float(*sm_m)[16] = (float(*)[16])(ring_t + sizeof(float) * 4 * 8 * HD), (*sm_l)[16] = sm_m + 4;
     static_assert(4 * STAGES * 2 * BLK_BYTES >= (int)sizeof(float) * (4 * 8 * HD + 2 * 4 * 16), "the merge fits the ring");
     __syncthreads();
-    if constexpr (PROF) {
-        if (threadIdx.x == 0) dprof_mark(2);
-    }
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int head = 2 * c + h;
@@ -253,13 +244,18 @@ __global__ void __launch_bounds__(128) k_decode_t(bf16 *out, float *part, const 
         }
     }
     __syncthreads();
-    merge_warps_store<HD, DYN>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits, cta.n_use);
-    if constexpr (PROF) {
-        __syncthreads();
-        if (threadIdx.x == 0) dprof_mark(3);
-    }
+    merge_warps_store<HD>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits);
     if constexpr (FUSED) {
-        if (DYN ? cta.n_use > 1 && cta.n_use <= DECODE_FUSED_MAX : n_splits > 1)
-            split_arrive_combine<HD, DYN>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits, cta.n_use);
+        if (n_splits > 1) split_arrive_combine<HD>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits);
     }
+}
+
+// The transposed decode kernel: ring depth 2 (one block in flight while one computes; a third
+// stage queues more requests ahead of every warp's first block and is slower), launched as P says.
+template <int HD, int DT, decode_policy P>
+__global__ void __launch_bounds__(128) k_decode_t(const __grid_constant__ attn_args a) {
+    constexpr bool FUSED = P == DECODE_FUSED, PDLW = P == DECODE_PDL, EARLY = PDLW && DT != DT_BF16;
+    decode_t_body<HD, DT, 2, FUSED, PDLW, EARLY>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab, a.max_blocks,
+                                                 a.lgr, a.n_kv, a.G, a.window, a.scale, a.scales, a.n_splits, a.min_split,
+                                                 a.seq_of, a.abs_split, a.arrive);
 }

@@ -1,9 +1,11 @@
 // cuda_prefill_fp8.cuh — paged causal prefill attention on Hopper's FP8 tensor cores
-// (wgmma e4m3, QGMMA in SASS), included by cuda_attention.cu. Owns: the kernel, its shared-
-// memory layouts and the P·V accumulation modes (--fp8-attention-accumulation).
+// (wgmma e4m3, QGMMA in SASS), included by cuda_prefill_fp8.cu. Owns: the kernel for the shapes the
+// TMA kernel does not take (head_dim 256, cache blocks it cannot box), its shared-memory layouts,
+// the P·V accumulation modes (--fp8-attention-accumulation) and the device helpers the TMA kernel
+// shares (fp8pf::).
 //
-// One CTA = one warpgroup (128 threads; NWG of them in the lab variant) = (sequence, tile of
-// 64 query rows per warpgroup, KV head); a
+// One CTA = two warpgroups (256 threads) = (sequence, tile of 64 query rows per warpgroup, KV
+// head); a
 // query row is one (token, query head) pair of the KV head's group, so GQA heads share
 // every K/V load (as in cuda_prefill_mma.cuh). Per KV tile of BN keys:
 //   S = Q·Kᵀ    wgmma m64nBNk32, A = Q (e4m3; registers at HD 64, shared memory otherwise),
@@ -118,11 +120,9 @@ template <int HD, int ACC, bool NARROW = false> struct acc_state {
 // One KV tile t after S = Q·Kᵀ (sacc, BN/2 values of the thread's rows rr and rr + 8): online
 // softmax (scaled in place into P), the running max m and sum l, and the factor alpha on the
 // rows' earlier accumulators.
-// The two rows run side by side, in one basic block (the masking is one branch for both): the
-// row-by-row form (before session 18) compiled to two sequential halves, each a 17-deep max
-// chain, two shuffles and then 32 exponentials (≈ 1,430–1,590 cycles a tile whose 64 MUFU ops
-// need 512); side by side the phase is ≈ 200 cycles shorter (H200, bench/NOTES.md, session 18).
-// Per row the values and the order of the sum are unchanged.
+// The two rows run side by side, in one basic block (the masking is one branch for both): row by
+// row, ptxas compiles two sequential halves, each a 17-deep max chain, two shuffles and then 32
+// exponentials. Per row the values and the order of the sum are the same either way.
 // LSUM = false leaves l to the caller (only m and alpha are updated): the three-consumer TMA loop
 // takes each tile's sum from the tensor core instead, as Σ of the e4m3 P (cuda_prefill_fp8_tma.cuh).
 template <int BN, bool LSUM = true>
@@ -133,9 +133,9 @@ __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float
     // row_sc (> 0, so the raw scores' max is the scaled scores' max): one FFMA and one ex2 per
     // score, P·256 as 2^(s·sc − m + 8); l sums P·256. Only tiles that cross a row's window
     // start or its position are masked (with causal rows, the diagonal tiles).
-    // The test is one warp vote, so the branch is uniform: masking a row that needs none changes nothing,
-    // and the per-thread short-circuit test compiled to divergent branches and their reconvergence
-    // (BSSY / BSYNC) on every tile — 16k 920–929 → 941–945 TFLOP/s, bit-identical (H200, session 41).
+    // The test is one warp vote, so the branch is uniform (a per-thread short-circuit test compiles
+    // to divergent branches and their reconvergence on every tile); masking a row that needs none
+    // changes nothing.
     const bool edge = (t * BN < row_lo[0]) | (t * BN + BN - 1 > row_pos[0]) | (t * BN < row_lo[1]) | (t * BN + BN - 1 > row_pos[1]);
     if (__any_sync(0xffffffffu, edge)) {
         const int k0 = t * BN + 2 * c;
@@ -259,8 +259,7 @@ __device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, i
 // x / s, rounded as the division rounds it, from one reciprocal of s: the division's own fast path
 // (y = x·r, then y + (x − y·s)·r by FMA), with r = 1/s once a row instead of a reciprocal, its
 // refinement and a range check for each of a row's 64 or 128 elements (the SASS of x / s: ≈ 10
-// instructions and a branch an element, ≈ 1,000 a thread in a CTA's set-up beside ≈ 400 a KV
-// tile; H200, session 40: 4k +4 %, 16k and 64k +0.8 % at head_dim 128, outputs bit-identical).
+// instructions and a branch an element, ≈ 1,000 a thread in a CTA's set-up beside ≈ 400 a KV tile).
 // Checked against x / s on the CPU over a million (bf16 x, bf16 amax) pairs: equal
 // but for x below ≈ 1e-37, whose residual underflows (a last-bit difference, far below e4m3's
 // rounding). A scale so small that 1/s overflows (amax below ≈ 5e-36) takes the division.
@@ -278,11 +277,9 @@ struct q_div {
 // Q of a CTA's query rows (row = (token, head of the KV head's group)): per-row scale amax/448,
 // e4m3 in the core-matrix layout; 2 threads a row (tid < 2·rows), the scales into qscale.
 // A row half (HD bytes from a multiple of HD bytes) is read as HD/16 16-byte loads into registers
-// when q is 16-byte aligned (always, from the engine's buffers): session 32's ncu put ≈ 13 % of
-// the TMA kernel's stall samples at 16k here when each thread read its half as 2-byte loads twice
-// over (73 % lg_throttle), and the 16-byte loads took 16k d128 two-level from 691 to 816 TFLOP/s
-// and 4k from 380 to 547 on the H200 (bench/NOTES.md, session 33), with the same bytes out. The
-// 2-byte form stays for an unaligned q (test_cuda_ops runs one); both give the same values.
+// when q is 16-byte aligned (always, from the engine's buffers): 2-byte loads, each value read
+// twice, stall the whole CTA's set-up on the load pipe. The 2-byte form stays for an unaligned q
+// (test_cuda_ops runs one); both give the same values.
 template <int HD>
 __device__ __forceinline__ void load_q(uint8_t *Qs, float *qscale, const bf16 *q, int tid, int q0, int n_q, int tok_per_cta,
                                        int t_begin, int n_heads, int g, int G) {
@@ -440,14 +437,17 @@ struct cta_tiles {
 
 }  // namespace fp8pf
 
-// ACC: 0 two-level, 1 every:N (n_every), 2 single. NWG: warpgroups per CTA, each with its own
-// 64 query rows, all sharing the CTA's K/V tiles and its Vᵀ transpose (2 = the default,
-// +40 % over 1 on an H200; OCTET_FP8_WG=1 selects 1).
+// ACC: 0 two-level, 1 every:N (n_every), 2 single. NWG: warpgroups per CTA (2), each with its own
+// 64 query rows, all sharing the CTA's K/V tiles and its Vᵀ transpose.
 template <int HD, int ACC, int NWG>
-__global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(bf16 *out, const bf16 *q, const uint8_t *kc, const uint8_t *vc,
-                                                     const int32_t *qstart, const int32_t *pos_arr, const int32_t *btab,
-                                                     int max_blocks, int n_kv, int G, int bs, int window, float scale,
-                                                     const float *scales, int n_every) {
+__global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(const __grid_constant__ attn_args args) {
+    bf16 *out = args.out;
+    const bf16 *q = args.q;
+    const uint8_t *kc = (const uint8_t *)args.kc, *vc = (const uint8_t *)args.vc;
+    const int32_t *qstart = args.qstart, *pos_arr = args.pos, *btab = args.btab;
+    const int max_blocks = args.max_blocks, n_kv = args.n_kv, G = args.G, bs = args.bs, window = args.window;
+    const int n_every = args.n_every;
+    const float scale = args.scale, *scales = args.scales;
     using C = fp8pf::cfg<HD>;
     constexpr int BN = C::BN;
     constexpr int ROWS = 64 * NWG, NT = 128 * NWG, NWARP = 4 * NWG;
@@ -479,7 +479,7 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(bf16 *out, const bf16
     rw.scales(qscale_s, warp, rr, kscale, scale);
     // Q as wgmma A fragments in registers at head_dim 64. At 128 this gave wrong results on
     // the H200 (NMSE 0.1-0.6), with or without register fences around the wgmma (cause not
-    // found; bench/NOTES.md), and at 256 the registers go to the accumulators, so both read Q
+    // found), and at 256 the registers go to the accumulators, so both read Q
     // through a shared-memory descriptor.
     constexpr bool QREG = HD == 64;
     uint32_t qa[QREG ? HD / 32 : 1][4];

@@ -1,5 +1,5 @@
 // cuda_prefill_mma.cuh — paged causal prefill attention on tensor cores (mma.sync
-// m16n8k16, f32 accumulation, FA2-style online softmax), included by cuda_attention.cu.
+// m16n8k16, f32 accumulation, FA2-style online softmax), included by cuda_prefill.cu.
 // One CTA = (sequence, tile of 64 query rows, KV head); a query row is one (token, query
 // head) pair of the KV head's group, so GQA heads share every K/V load. Each 16-token KV
 // block is staged once per CTA in shared memory (cp.async, double-buffered) and each of
@@ -8,10 +8,10 @@
 #pragma once
 
 template <int HD, int DT>
-__global__ void __launch_bounds__(128) k_prefill_mma(bf16 *out, const bf16 *q, const void *kc, const void *vc,
-                                                     const int32_t *qstart, const int32_t *pos_arr, const int32_t *btab,
-                                                     int max_blocks, int lgr, int n_kv, int G, int window, float scale,
-                                                     const float *scales) {
+__device__ __forceinline__ void prefill_mma_body(bf16 *out, const bf16 *q, const void *kc, const void *vc,
+                                                 const int32_t *qstart, const int32_t *pos_arr, const int32_t *btab,
+                                                 int max_blocks, int lgr, int n_kv, int G, int window, float scale,
+                                                 const float *scales) {
     typedef mma_traits<DT> TR;
     constexpr int ES = DT == DT_BF16 ? 2 : 1;
     constexpr int SEG = HD / 8, NCH = HD / 16, NT = HD / 8;
@@ -124,4 +124,9 @@ __global__ void __launch_bounds__(128) k_prefill_mma(bf16 *out, const bf16 *q, c
             orow[(2 * c + 1) * NT + tt] = __float2bfloat16_rn(o[tt][2 * h + 1] * f);
         }
     }
+}
+
+template <int HD, int DT> __global__ void __launch_bounds__(128) k_prefill_mma(const __grid_constant__ attn_args a) {
+    prefill_mma_body<HD, DT>(a.out, a.q, a.kc, a.vc, a.qstart, a.pos, a.btab, a.max_blocks, a.lgr, a.n_kv, a.G, a.window,
+                             a.scale, a.scales);
 }

@@ -7,8 +7,8 @@
 // The prefill kernel's copy warp then moves a tile of Vᵀ with one bulk copy into the ring slot
 // beside its K, and its three transposing warps sit out.
 //
-// Which sequences: those with at least OCTET_FP8_VT_MIN_Q query tokens (vt_plan in
-// cuda_backend.cu). The pass reads V once and writes it once (2 bytes moved per V byte, ≈ 1 % of
+// Which sequences: those with at least cuda_tuning.fp8_vt_min_q query tokens and fp8_vt_min_ctx of
+// context (vt_plan in cuda_backend.cu). The pass reads V once and writes it once (2 bytes moved per V byte, ≈ 1 % of
 // the kernel at 16k), where the kernel reads V once per query tile — a sequence with few query
 // tokens gains less than the pass costs. The cache format is unchanged: decode, the older prefill
 // kernel and the CPU backend read the same blocks (docs/kv_format.md).

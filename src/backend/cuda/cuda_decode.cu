@@ -1,0 +1,357 @@
+// cuda_decode.cu — the decode attention family (one query token per sequence, split-KV across
+// CTAs): the transposed tensor-core kernel for head_dim 64 / 128 with G <= 8 (cuda_decode_t.cuh),
+// the SIMT kernel for head_dim 256, the batch-invariant path (cuda_decode_mma.cuh's kernel for
+// every query row, splits at absolute positions), the split plan and the combine
+// (cuda_combine.cuh). Owns their fits / launch entries of the kernel table and their per-backend
+// set-up (shared-memory limits, residency).
+//
+// Data layout (docs/kv_format.md): cache [n_blocks][n_kv_heads][kv_block_tokens][head_dim];
+// q, out [n_tokens][n_heads][head_dim] bf16.
+#include <math.h>
+
+#include "cuda_attention.cuh"
+#include "cuda_decode_mma.cuh"
+#include "cuda_prefill_fp8.cuh"  // (fp8pf::ex2, the exponential the transposed kernel shares)
+#include "cuda_decode_t.cuh"
+#include "cuda_combine.cuh"
+
+// ---------------------------------------------------------------- SIMT decode (head_dim 256)
+
+// One CTA = (sequence, KV head, split). 4 warps; each lane group of LPR lanes holds one
+// key row (16 bytes per lane), a warp covers one 16-token block per iteration.
+template <int HD, int G, int DT>
+__device__ __forceinline__ void decode_simt_body(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
+                                                 const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
+                                                 int max_blocks, int lgr, int n_kv, int window, float scale,
+                                                 const float *scales, int n_splits, int blocks_per_split) {
+    typedef typename kv_elem<DT>::T T;
+    constexpr int E = 16 / sizeof(T);        // elements per 16-byte load
+    constexpr int LPR = HD / E;              // lanes per key row
+    constexpr int ROWS = 32 / LPR;           // key rows per warp load
+    constexpr int BS = 16;                   // tokens per step (a cache block is 2^lgr of them)
+    constexpr int U = BS / ROWS;             // loads per lane per block
+    const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r = lane / LPR, cidx = lane % LPR;
+    const int ctx = seq_lens[s], pos = ctx - 1;
+    const int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+    const int b_first = lo / BS, b_last = pos / BS;
+    const int b0 = b_first + split * blocks_per_split;
+    const int b1 = min(b_last + 1, b0 + blocks_per_split);
+    const int t = qstart[s];  // the sequence's (only) query token
+    const float kscale = DT == DT_BF16 ? 1.0f : scales[g], vscale = DT == DT_BF16 ? 1.0f : scales[KV_MAX_HEADS + g];
+    const float sc = scale * kscale;
+
+    float qr[G][E], acc[G][E], m[G], l[G];
+#pragma unroll
+    for (int h = 0; h < G; h++) {
+        const bf16 *qh = q + ((size_t)t * n_kv * G + g * G + h) * HD + cidx * E;
+#pragma unroll
+        for (int i = 0; i < E; i++) { qr[h][i] = __bfloat162float(qh[i]); acc[h][i] = 0.0f; }
+        m[h] = -INFINITY;
+        l[h] = 0.0f;
+    }
+    const int32_t *bt = btab + (size_t)s * max_blocks;
+    for (int blk = b0 + warp; blk < b1; blk += 4) {
+        size_t base = kv_sub_block(bt, blk, n_kv, g, lgr) * BS * HD;
+        uint4 kr[U], vr[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            size_t off = base + (size_t)(u * ROWS + r) * HD + cidx * E;
+            kr[u] = *(const uint4 *)((const T *)kc + off);
+            vr[u] = *(const uint4 *)((const T *)vc + off);
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            int kp = blk * BS + u * ROWS + r;
+            const T *kk = (const T *)&kr[u], *vv = (const T *)&vr[u];
+            float kf[E], vf[E];
+#pragma unroll
+            for (int i = 0; i < E; i++) { kf[i] = kv_elem<DT>::f(kk[i]); vf[i] = kv_elem<DT>::f(vv[i]); }
+            bool valid = kp >= lo && kp <= pos;
+#pragma unroll
+            for (int h = 0; h < G; h++) {
+                float d = 0.0f;
+#pragma unroll
+                for (int i = 0; i < E; i++) d += qr[h][i] * kf[i];
+#pragma unroll
+                for (int o = LPR / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffff, d, o);
+                if (!valid) continue;
+                float sv = d * sc, mn = fmaxf(m[h], sv);
+                float alpha = __expf(m[h] - mn), p = __expf(sv - mn);
+                l[h] = l[h] * alpha + p;
+#pragma unroll
+                for (int i = 0; i < E; i++) acc[h][i] = acc[h][i] * alpha + p * vf[i];
+                m[h] = mn;
+            }
+        }
+    }
+    // merge the lane groups of the warp (same dims, different keys)
+#pragma unroll
+    for (int h = 0; h < G; h++) {
+#pragma unroll
+        for (int o = LPR; o < 32; o <<= 1) {
+            float mo = __shfl_xor_sync(0xffffffff, m[h], o), lo_ = __shfl_xor_sync(0xffffffff, l[h], o);
+            float mn = fmaxf(m[h], mo);
+            float a = mn == -INFINITY ? 0.0f : __expf(m[h] - mn), bb = mn == -INFINITY ? 0.0f : __expf(mo - mn);
+#pragma unroll
+            for (int i = 0; i < E; i++) {
+                float ao = __shfl_xor_sync(0xffffffff, acc[h][i], o);
+                acc[h][i] = acc[h][i] * a + ao * bb;
+            }
+            l[h] = l[h] * a + lo_ * bb;
+            m[h] = mn;
+        }
+    }
+    // merge the 4 warps through shared memory
+    __shared__ float sm_m[4][16], sm_l[4][16], sm_acc[4][8][HD];
+    if (r == 0) {
+#pragma unroll
+        for (int h = 0; h < G; h++) {
+#pragma unroll
+            for (int i = 0; i < E; i++) sm_acc[warp][h][cidx * E + i] = acc[h][i];
+            if (cidx == 0) { sm_m[warp][h] = m[h]; sm_l[warp][h] = l[h]; }
+        }
+    }
+    __syncthreads();
+    merge_warps_store<HD>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits);
+}
+template <int HD, int G, int DT>
+__global__ void __launch_bounds__(128) k_decode(const __grid_constant__ attn_args a, int blocks_per_split) {
+    decode_simt_body<HD, G, DT>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab, a.max_blocks, a.lgr, a.n_kv,
+                                a.window, a.scale, a.scales, a.n_splits, blocks_per_split);
+}
+
+// ---------------------------------------------------------------- split plans
+
+// 16-token sub-blocks of the longest context a split plan covers: in a captured decode step the
+// plan must not depend on the contexts, so it is planned for the block table's width.
+static int plan_blocks(const struct attn_call *a) {
+    const struct cuda_backend *c = a->c;
+    int nb_max = c->fixed_plan ? c->cb.max_blocks_per_seq << a->lgr : (c->cb.max_ctx + 15) / 16;
+    if (a->l->window > 0 && nb_max > a->l->window / 16 + 2) nb_max = a->l->window / 16 + 2;
+    return nb_max;
+}
+
+// Splits the longest context into per-CTA block ranges: the grid is one wave of the `resident`
+// CTAs the GPU holds at once (one long stream per CTA beats several waves of short ones: no partly
+// filled last wave, no pipeline fill repeated), at least 4 blocks (one a warp) a split.
+static void plan_splits(const struct attn_call *a, int resident, int *n_splits_out, int *per_split_out) {
+    const int nb_max = plan_blocks(a), ctas = a->bt->n_seqs * a->l->n_kv_heads;
+    int n_splits = resident / ctas;
+    const int max_splits = (nb_max + 3) / 4;
+    if (n_splits > max_splits) n_splits = max_splits;
+    if (n_splits < 1) n_splits = 1;
+    const int per_split = (nb_max + n_splits - 1) / n_splits;
+    *n_splits_out = (nb_max + per_split - 1) / per_split;
+    *per_split_out = per_split;
+}
+
+static int dtype_index(enum dtype dt) { return dt == DT_BF16 ? 0 : dt == DT_E4M3 ? 1 : 2; }
+
+// ---------------------------------------------------------------- the transposed kernel (decode_t)
+
+typedef void (*decode_fn)(attn_args);
+
+// The transposed kernel for head_dim HD, cache type index di (bf16, e4m3, e5m2) and launch policy.
+template <int HD> static decode_fn decode_t_kernel(int di, decode_policy p) {
+    if (p == DECODE_FUSED)
+        return di == 0 ? k_decode_t<HD, DT_BF16, DECODE_FUSED>
+               : di == 1 ? k_decode_t<HD, DT_E4M3, DECODE_FUSED> : k_decode_t<HD, DT_E5M2, DECODE_FUSED>;
+    return di == 0 ? k_decode_t<HD, DT_BF16, DECODE_PDL>
+           : di == 1 ? k_decode_t<HD, DT_E4M3, DECODE_PDL> : k_decode_t<HD, DT_E5M2, DECODE_PDL>;
+}
+template <int HD> static constexpr size_t decode_t_ring(int di) { return (size_t)4 * 2 * 2 * 16 * HD * (di == 0 ? 2 : 1); }
+
+// Shared-memory limits of the decode kernels and the residency the split plan assumes (asked of
+// the fused instance, whose registers and shared memory decide it), once per backend.
+template <int HD> static bool decode_init_hd(struct cuda_backend *c, int hi) {
+    for (int di = 0; di < 3; di++) {
+        const int ring = (int)decode_t_ring<HD>(di);
+        for (decode_policy p : {DECODE_FUSED, DECODE_PDL})
+            if (cuda_fail(c, cudaFuncSetAttribute(decode_t_kernel<HD>(di, p), cudaFuncAttributeMaxDynamicSharedMemorySize, ring),
+                          "decode attention: shared-memory limit"))
+                return false;
+        int per = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, decode_t_kernel<HD>(di, DECODE_FUSED), 128, ring) != cudaSuccess ||
+            per < 1)
+            per = 1;
+        c->decode_resident[hi][di] = per;
+    }
+    return true;
+}
+
+bool attn_decode_t_fits(const struct attn_call *a) {
+    const int hd = a->l->head_dim;
+    return a->decode && a->fast_dtype && a->lgr >= 0 && a->G <= 8 && (hd == 64 || hd == 128);
+}
+
+template <int HD> static void decode_t_launch(const struct attn_call *a) {
+    struct cuda_backend *c = a->c;
+    const struct kv_layer *l = a->l;
+    const int G = a->G, di = dtype_index(l->dtype);
+    const size_t ring = decode_t_ring<HD>(di);
+    int n_splits, per_split;
+    plan_splits(a, c->n_sm * c->decode_resident[HD == 128][di], &n_splits, &per_split);
+    const size_t need = (size_t)a->bt->n_seqs * l->n_kv_heads * G * n_splits * (HD + 2);
+    if (n_splits > 1 && !cuda_reserve(c, &c->d_part, &c->part_cap, need)) return;
+    attn_args args = attn_args_of(a);
+    args.part = c->d_part;
+    args.n_splits = n_splits;
+    // every busy split takes at least this many blocks of its context, so short contexts use fewer,
+    // fuller splits (the rest write empty partials and leave)
+    args.min_split = l->dtype == DT_BF16 ? c->tune.decode_min_split_bf16 : c->tune.decode_min_split_fp8;
+    const dim3 grid(a->bt->n_seqs, l->n_kv_heads, n_splits);
+    // A one-sequence step of 2..DECODE_FUSED_MAX splits whose weights fit the kernel's shared scratch
+    // combines in the decode kernel's last CTA; otherwise the kernel runs as a programmatic dependent
+    // of the launch before it and k_combine merges its splits.
+    if (a->bt->n_seqs == 1 && n_splits > 1 && n_splits <= DECODE_FUSED_MAX && 2 * G * n_splits + G <= 32 * HD) {
+        const size_t cap = c->arrive_cap, cnt = (size_t)a->bt->n_seqs * l->n_kv_heads;
+        if (!cuda_reserve(c, &c->d_arrive, &c->arrive_cap, cnt)) return;
+        if (c->arrive_cap != cap &&
+            cuda_fail(c, cudaMemsetAsync(c->d_arrive, 0, cnt * sizeof(int), c->stream), "cudaMemset"))
+            return;
+        args.arrive = c->d_arrive;
+        decode_t_kernel<HD>(di, DECODE_FUSED)<<<grid, 128, ring, c->stream>>>(args);
+        CUDA_LAUNCHED(c, "attention decode (fused combine)");
+        return;
+    }
+    cudaLaunchAttribute attr[1];
+    const cudaLaunchConfig_t cfg = pdl_config(grid, dim3(128), ring, c->stream, attr);
+    if (cuda_fail(c, cudaLaunchKernelEx(&cfg, decode_t_kernel<HD>(di, DECODE_PDL), args), "attention decode"))
+        return;
+    if (n_splits > 1) launch_combine(c, a->out, a->bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart);
+}
+
+void attn_decode_t_launch(const struct attn_call *a) {
+    if (a->l->head_dim == 64) decode_t_launch<64>(a);
+    else decode_t_launch<128>(a);
+}
+
+// ---------------------------------------------------------------- --batch-invariant (decode_invariant)
+
+// Every query row, decode or prefill, runs the heads-on-M decode kernel's arithmetic with splits at
+// absolute block positions (INVARIANT_SPLIT blocks each, as many as the block table is wide),
+// always through the combine. A prefill row is a pseudo-sequence of its own (context = its
+// position + 1, the block table of its sequence), so a token's attention is the same sum in the
+// same order whether it was decoded or prefilled.
+#define INVARIANT_SPLIT 64
+__global__ void k_pseudo_seqs(int32_t *qs, int32_t *sl, const int32_t *pos, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) { qs[i] = i; sl[i] = pos[i] + 1; }
+}
+
+template <int HD> static decode_fn decode_invariant_kernel(int di) {
+    return di == 0 ? k_decode_mma<HD, DT_BF16> : di == 1 ? k_decode_mma<HD, DT_E4M3> : k_decode_mma<HD, DT_E5M2>;
+}
+template <int HD> static constexpr size_t decode_invariant_ring(int di) { return (size_t)4 * 3 * 2 * 16 * HD * (di == 0 ? 2 : 1); }
+
+template <int HD> static bool decode_invariant_init(struct cuda_backend *c) {
+    for (int di = 0; di < 3; di++)
+        if (cuda_fail(c, cudaFuncSetAttribute(decode_invariant_kernel<HD>(di), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              (int)decode_invariant_ring<HD>(di)),
+                      "decode attention (batch-invariant): shared-memory limit"))
+            return false;
+    return true;
+}
+
+bool attn_decode_invariant_fits(const struct attn_call *a) {
+    const int hd = a->l->head_dim;
+    return a->fast_dtype && a->lgr >= 0 && a->G <= 8 && (hd == 64 || hd == 128);
+}
+
+template <int HD> static void decode_invariant_launch(const struct attn_call *a) {
+    struct cuda_backend *c = a->c;
+    const struct kv_layer *l = a->l;
+    const struct batch *bt = a->bt;
+    const int G = a->G, di = dtype_index(l->dtype);
+    const size_t ring = decode_invariant_ring<HD>(di);
+    // the same split count for every step of a table width: at least 2, so the combine always runs
+    int n_splits = ((bt->max_blocks_per_seq << a->lgr) + INVARIANT_SPLIT - 1) / INVARIANT_SPLIT;
+    if (n_splits < 2) n_splits = 2;
+    const int n_rows = a->decode ? bt->n_seqs : bt->n_tokens;  // decode: one row per sequence; else one per token
+    const int32_t *qs = c->cb.qstart, *sl = c->cb.seq_lens, *seq_of = nullptr;
+    if (!a->decode) {
+        if (!cuda_reserve(c, &c->d_pseudo, &c->pseudo_cap, (size_t)2 * n_rows)) return;
+        k_pseudo_seqs<<<(n_rows + 255) / 256, 256, 0, c->stream>>>(c->d_pseudo, c->d_pseudo + n_rows, c->cb.pos, n_rows);
+        if (CUDA_LAUNCHED(c, "attention (batch-invariant): pseudo-sequences")) return;
+        qs = c->d_pseudo;
+        sl = c->d_pseudo + n_rows;
+        seq_of = c->cb.tok_seq;
+    }
+    // rows in groups whose partials fit in 128 MB
+    const size_t per_row = (size_t)l->n_kv_heads * G * n_splits * (HD + 2);
+    int group = (int)(((size_t)128 << 20) / per_row);
+    if (group < 1) group = 1;
+    if (group > n_rows) group = n_rows;
+    if (!cuda_reserve(c, &c->d_part, &c->part_cap, per_row * group)) return;
+    attn_args args = attn_args_of(a);
+    args.part = c->d_part;
+    args.n_splits = n_splits;
+    args.abs_split = INVARIANT_SPLIT;
+    for (int r0 = 0; r0 < n_rows; r0 += group) {
+        const int n = n_rows - r0 < group ? n_rows - r0 : group;
+        args.qstart = qs + r0;
+        args.seq_lens = sl + r0;
+        args.seq_of = seq_of ? seq_of + r0 : nullptr;
+        decode_invariant_kernel<HD>(di)<<<dim3(n, l->n_kv_heads, n_splits), 128, ring, c->stream>>>(args);
+        if (CUDA_LAUNCHED(c, "attention (batch-invariant)")) return;
+        launch_combine(c, a->out, n, l->n_kv_heads * G, HD, n_splits, qs + r0);
+    }
+}
+
+void attn_decode_invariant_launch(const struct attn_call *a) {
+    if (a->l->head_dim == 64) decode_invariant_launch<64>(a);
+    else decode_invariant_launch<128>(a);
+}
+
+// ---------------------------------------------------------------- SIMT decode (decode_simt)
+
+bool attn_decode_simt_fits(const struct attn_call *a) {
+    const int hd = a->l->head_dim, G = a->G;
+    return a->decode && a->fast_dtype && a->lgr >= 0 && (hd == 64 || hd == 128 || hd == 256) &&
+           (G == 1 || G == 2 || G == 4 || G == 8);
+}
+
+template <int HD, int G> static void decode_simt_g(const struct attn_call *a) {
+    struct cuda_backend *c = a->c;
+    const struct kv_layer *l = a->l;
+    const int nb_max = plan_blocks(a), ctas = a->bt->n_seqs * l->n_kv_heads;
+    int n_splits = (c->n_sm * 4 + ctas - 1) / ctas;
+    const int max_splits = (nb_max + 3) / 4;  // at least ~4 blocks (one per warp) per split
+    if (n_splits > max_splits) n_splits = max_splits;
+    if (n_splits < 1) n_splits = 1;
+    const int per_split = (nb_max + n_splits - 1) / n_splits;
+    n_splits = (nb_max + per_split - 1) / per_split;
+    const size_t need = (size_t)a->bt->n_seqs * l->n_kv_heads * G * n_splits * (HD + 2);
+    if (n_splits > 1 && !cuda_reserve(c, &c->d_part, &c->part_cap, need)) return;
+    attn_args args = attn_args_of(a);
+    args.part = c->d_part;
+    args.n_splits = n_splits;
+    const dim3 grid(a->bt->n_seqs, l->n_kv_heads, n_splits);
+    if (l->dtype == DT_BF16) k_decode<HD, G, DT_BF16><<<grid, 128, 0, c->stream>>>(args, per_split);
+    else if (l->dtype == DT_E4M3) k_decode<HD, G, DT_E4M3><<<grid, 128, 0, c->stream>>>(args, per_split);
+    else k_decode<HD, G, DT_E5M2><<<grid, 128, 0, c->stream>>>(args, per_split);
+    if (CUDA_LAUNCHED(c, "attention decode (SIMT)")) return;
+    if (n_splits > 1) launch_combine(c, a->out, a->bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart);
+}
+
+template <int HD> static void decode_simt_hd(const struct attn_call *a) {
+    switch (a->G) {
+    case 1: decode_simt_g<HD, 1>(a); break;
+    case 2: decode_simt_g<HD, 2>(a); break;
+    case 4: decode_simt_g<HD, 4>(a); break;
+    default: decode_simt_g<HD, 8>(a); break;
+    }
+}
+
+void attn_decode_simt_launch(const struct attn_call *a) {
+    const int hd = a->l->head_dim;
+    if (hd == 64) decode_simt_hd<64>(a);
+    else if (hd == 128) decode_simt_hd<128>(a);
+    else decode_simt_hd<256>(a);
+}
+
+bool cuda_decode_init(struct cuda_backend *c) {
+    return decode_init_hd<64>(c, 0) && decode_init_hd<128>(c, 1) && decode_invariant_init<64>(c) &&
+           decode_invariant_init<128>(c);
+}
