@@ -316,7 +316,7 @@ if has compare && [ -n "$BASE" ]; then
     [ $b = new ] && { grep -qE ' 0 failed' <(tail -n 1 "$OUT/ops_$b.log") || failed "compare ops"; }
   done
   say "compare ops: $(python3 "$REPORT" same "$OUT/ops_base.json" "$OUT/ops_new.json" 4)"
-  tag() { sed "s/^{/{\"build\":\"$1\",\"measure\":\"$2\",/"; }  # tag BUILD MEASURE < json line
+  tag() { sed "s|^{|{\"build\":\"$1\",\"measure\":\"$2\",|"; }  # tag BUILD MEASURE < json line
   for r in $(seq 1 "${COMPARE_ROUNDS:-3}"); do
     order="base new"; [ $((r % 2)) = 0 ] && order="new base"
     for b in $order; do
@@ -341,7 +341,7 @@ if has compare && [ -n "$BASE" ]; then
       "$d/octet" bench attention --device cuda --mode prefill --ctx 16384 --head-dim 64 --kv-cache-dtype fp8 \
         --iters 3 --reps 3 2>>"$OUT/compare.log" | tail -n 1 | tag $b "fp8 prefill d64 L=16384" >> "$OUT/compare.jsonl"
       "$d/octet" bench model --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 2>>"$OUT/compare.log" \
-        | tail -n 1 | tag $b "model pp64/tg64" >> "$OUT/compare.jsonl"
+        | tail -n 1 | tag $b "model tg64" >> "$OUT/compare.jsonl"
     done
   done
   python3 "$REPORT" compare "$OUT/compare.jsonl" | tee -a "$summary"

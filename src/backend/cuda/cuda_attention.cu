@@ -123,8 +123,11 @@ static int attn_pick(const struct attn_call *a) {
     const char *force = a->c->tune.attn_kernel;
     const int mode = a->c->base.batch_invariant ? INVARIANT : FAST;
     for (int i = 0; i < N_KERNELS; i++) {
-        if (force ? strcmp(force, kernels[i].k.name) != 0 : !(kernels[i].serves & mode)) continue;
-        return kernels[i].k.fits(a) ? i : -1;
+        if (force) {
+            if (!strcmp(force, kernels[i].k.name)) return kernels[i].k.fits(a) ? i : -1;
+        } else if ((kernels[i].serves & mode) && kernels[i].k.fits(a)) {
+            return i;
+        }
     }
     return -1;
 }
