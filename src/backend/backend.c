@@ -1,9 +1,37 @@
-// backend.c — picks a backend by name (--device cpu|cuda|auto).
+// backend.c — picks a backend by name (--device cpu|cuda|auto), and the one composition of each
+// sublayer op (attn_in, proj_add, ffn_in) from a backend's own primitive ops: the CPU backend's
+// table names them, and a backend that fuses a sublayer calls them for the shapes it does not fuse.
 #include <stdlib.h>
 #include <string.h>
 
 #include "../base/check.h"
 #include "backend.h"
+#include "weight.h"
+
+void backend_attn_in(struct backend *b, const struct attn_in_args *a, const struct batch *bt) {
+    const struct backend_ops *op = b->ops;
+    const int n = bt->n_tokens;
+    op->rmsnorm(b, a->xn, a->x, a->norm, n, a->eps);
+    op->matmul(b, a->q, a->xn, a->wq, n);  // [n][n_heads*hd]
+    op->matmul(b, a->k, a->xn, a->wk, n);  // [n][n_kv*hd]
+    op->matmul(b, a->v, a->xn, a->wv, n);
+    op->rope(b, a->q, a->n_heads, a->layer->head_dim, a->rope, bt);
+    op->rope(b, a->k, a->layer->n_kv_heads, a->layer->head_dim, a->rope, bt);
+    op->kv_write(b, a->layer, a->k, a->v, bt);
+}
+
+void backend_proj_add(struct backend *b, void *x, void *scratch, const void *in, const struct weight *w, int n) {
+    b->ops->matmul(b, scratch, in, w, n);
+    b->ops->add(b, x, scratch, (int64_t)n * w->rows);
+}
+
+void backend_ffn_in(struct backend *b, const struct ffn_in_args *a, int n) {
+    const struct backend_ops *op = b->ops;
+    op->rmsnorm(b, a->xn, a->x, a->norm, n, a->eps);
+    op->matmul(b, a->gate, a->xn, a->w_gate, n);
+    op->matmul(b, a->act, a->xn, a->w_up, n);
+    op->silu_mul(b, a->act, a->gate, a->act, (int64_t)n * a->w_up->rows);  // (gate keeps the pre-activation)
+}
 
 void *backend_host_alloc(struct backend *b, size_t bytes) {
     return b->ops->host_alloc ? b->ops->host_alloc(b, bytes) : malloc(bytes);

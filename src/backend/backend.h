@@ -72,6 +72,35 @@ struct attn_params {
 
 struct backend;
 
+// attn_in's operands: xn = rmsnorm(x, norm, eps); q, k, v = xn · wqᵀ, xn · wkᵀ, xn · wvᵀ; RoPE (rope)
+// on q's n_heads and k's layer->n_kv_heads heads at the batch's positions; k and v written into
+// layer's pages at the batch's slots. q, k, v hold the roped q and k and v afterwards (the
+// calibration probe reads them); xn is scratch the op may or may not write.
+struct attn_in_args {
+    void *q;               // [n_tokens][n_heads][hd]
+    void *k, *v;           // [n_tokens][n_kv_heads][hd]
+    void *xn;              // [n_tokens][wq.cols] scratch
+    const void *x;         // [n_tokens][wq.cols] the residual stream
+    const struct weight *norm, *wq, *wk, *wv;
+    float eps;
+    int n_heads;
+    const struct rope_table *rope;
+    struct kv_layer *layer;
+};
+
+// ffn_in's operands: act = silu(xn · w_gateᵀ) ⊙ (xn · w_upᵀ) with xn = rmsnorm(x, norm, eps); gate and
+// xn are scratch the op may or may not write, except that with keep_gate gate holds xn · w_gateᵀ
+// (the gate's pre-activation, which the calibration probe reads) afterwards.
+struct ffn_in_args {
+    void *act;             // [n][w_up.rows]
+    void *gate;            // [n][w_gate.rows]
+    void *xn;              // [n][w_gate.cols] scratch
+    const void *x;         // [n][w_gate.cols] the residual stream
+    const struct weight *norm, *w_gate, *w_up;
+    float eps;
+    bool keep_gate;
+};
+
 struct backend_ops {
     const char *name;
     void (*destroy)(struct backend *b);
@@ -114,32 +143,17 @@ struct backend_ops {
     // out[i] = x[rows[i]] for the batch's logits_rows
     void (*gather_rows)(struct backend *b, void *out /*[n_logits][dim]*/, const void *x /*[n_tokens][dim]*/,
                         int dim, const struct batch *bt);
-    // Optional fused ops (NULL: the forward pass composes them from the ops above; the CUDA
-    // backend's run decode steps in one launch unless OCTET_FUSE=0). Same numbers as the composition.
-    // q, k, v = xn · wqᵀ, xn · wkᵀ, xn · wvᵀ (one pass over x) with xn = rmsnorm(x, norm, eps);
-    // xn [n][wq.cols] is scratch the op may or may not write.
-    void (*matmul_qkv)(struct backend *b, void *q /*[n][wq.rows]*/, void *k /*[n][wk.rows]*/, void *v /*[n][wv.rows]*/,
-                       void *xn, const void *x /*[n][wq.cols]*/, const struct weight *norm, float eps,
-                       const struct weight *wq, const struct weight *wk, const struct weight *wv, int n);
+    // The sublayer ops the forward pass calls (one path for every backend). backend.c holds one
+    // composition of each from the ops above (backend_attn_in, backend_proj_add, backend_ffn_in),
+    // which the CPU backend's table names; a backend may fuse them where it has the kernels, with the
+    // composition's numbers, and call the composition for the shapes it does not fuse.
+    // x → rmsnorm → q, k, v projections → RoPE on q and k → k and v into the layer's pages.
+    void (*attn_in)(struct backend *b, const struct attn_in_args *a, const struct batch *bt);
     // x += in · wᵀ (a projection and its residual add); scratch [n][w.rows] may be overwritten.
-    void (*matmul_add)(struct backend *b, void *x /*[n][w.rows]*/, void *scratch /*[n][w.rows]*/,
-                       const void *in /*[n][w.cols]*/, const struct weight *w, int n);
-    // gate = silu(xn · w_gateᵀ) ⊙ (xn · w_upᵀ) with xn = rmsnorm(x, norm, eps); up [n][w_up.rows] may
-    // be overwritten, xn [n][w_gate.cols] is scratch as in matmul_qkv.
-    void (*matmul_swiglu)(struct backend *b, void *gate /*[n][w_gate.rows]*/, void *up /*[n][w_up.rows]*/, void *xn,
-                          const void *x /*[n][w_gate.cols]*/, const struct weight *norm, float eps,
-                          const struct weight *w_gate, const struct weight *w_up, int n);
-    // rope(q, n_heads), rope(k, l->n_kv_heads) and kv_write(l, k, v) in one pass (Q and K roped in place).
-    void (*rope_kv_write)(struct backend *b, void *q /*[n_tokens][n_heads][hd]*/, void *k /*[n_tokens][n_kv][hd]*/,
-                          const void *v /*[n_tokens][n_kv][hd]*/, int n_heads, const struct rope_table *rt,
-                          struct kv_layer *l, const struct batch *bt);
-    // matmul_qkv, then rope_kv_write on its q, k, v (l's layer, the batch's positions and slots)
-    // in one pass — where the backend takes this step (true); false: nothing was done, the caller
-    // composes the two (n = bt->n_tokens).
-    bool (*matmul_qkv_rope)(struct backend *b, void *q /*[n][wq.rows]*/, void *k /*[n][wk.rows]*/, void *v /*[n][wv.rows]*/,
-                            void *xn, const void *x /*[n][wq.cols]*/, const struct weight *norm, float eps,
-                            const struct weight *wq, const struct weight *wk, const struct weight *wv, int n_heads,
-                            const struct rope_table *rt, struct kv_layer *l, const struct batch *bt);
+    void (*proj_add)(struct backend *b, void *x /*[n][w.rows]*/, void *scratch /*[n][w.rows]*/,
+                     const void *in /*[n][w.cols]*/, const struct weight *w, int n);
+    // x → rmsnorm → silu(xn · w_gateᵀ) ⊙ (xn · w_upᵀ).
+    void (*ffn_in)(struct backend *b, const struct ffn_in_args *a, int n);
     // host_out = x · wᵀ in f32 (the logits of the sampled rows), synchronous.
     void (*logits)(struct backend *b, float *host_out /*[n][w.rows]*/, const void *x /*[n][w.cols]*/,
                    const struct weight *w, int n);
@@ -180,6 +194,11 @@ bool backend_cuda_available(void);
 // memory); free them with backend_host_free before the backend is destroyed.
 void *backend_host_alloc(struct backend *b, size_t bytes);
 void backend_host_free(struct backend *b, void *p);
+// The sublayer ops composed from a backend's elementwise ops, rmsnorm, matmul, rope and kv_write:
+// the CPU backend's attn_in, proj_add and ffn_in, and the GPU's for the shapes it does not fuse.
+void backend_attn_in(struct backend *b, const struct attn_in_args *a, const struct batch *bt);
+void backend_proj_add(struct backend *b, void *x, void *scratch, const void *in, const struct weight *w, int n);
+void backend_ffn_in(struct backend *b, const struct ffn_in_args *a, int n);
 // By name: "cpu", "cuda", or "auto" (cuda when available, else cpu). NULL + err_msg().
 struct backend *backend_create(const char *device, int n_threads);
 

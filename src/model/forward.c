@@ -34,7 +34,7 @@ int forward_init(struct forward *f, struct model *m, struct backend *b, int max_
     }
     size_t es = dtype_size(b->ops->act_dtype), T = (size_t)max_tokens;
     size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
-    void **bufs[] = {&f->x, &f->xn, &f->q, &f->k, &f->v, &f->att, &f->proj, &f->gate, &f->up, &f->last};
+    void **bufs[] = {&f->x, &f->xn, &f->q, &f->k, &f->v, &f->att, &f->proj, &f->gate, &f->act, &f->last};
     size_t sizes[] = {T * c->dim, T * c->dim, T * qd, T * kvd, T * kvd, T * qd, T * c->dim,
                       T * c->ffn_dim, T * c->ffn_dim, (size_t)max_logits * c->dim};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
@@ -46,7 +46,7 @@ int forward_init(struct forward *f, struct model *m, struct backend *b, int max_
 
 void forward_free(struct forward *f) {
     if (!f->b) return;
-    void *bufs[] = {f->x, f->xn, f->q, f->k, f->v, f->att, f->proj, f->gate, f->up, f->last};
+    void *bufs[] = {f->x, f->xn, f->q, f->k, f->v, f->att, f->proj, f->gate, f->act, f->last};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) f->b->ops->free(f->b, bufs[i]);
     free(f->probe_buf);
     memset(f, 0, sizeof *f);
@@ -66,14 +66,6 @@ static int probe(struct forward *f, int layer, enum probe_kind kind, const void 
     return OCT_OK;
 }
 
-// x += in · wᵀ: the backend's fused op, or a matmul into f->proj and an add.
-static void proj_add(struct forward *f, const void *in, const struct weight *w, int n) {
-    struct backend *b = f->b;
-    if (b->ops->matmul_add) { b->ops->matmul_add(b, f->x, f->proj, in, w, n); return; }
-    b->ops->matmul(b, f->proj, in, w, n);
-    b->ops->add(b, f->x, f->proj, (int64_t)n * w->rows);
-}
-
 // The step's work, queued: logits into logits_out (synchronous in every backend) or, with ids_out,
 // the greedy ids (asynchronous where the backend can be).
 static int forward_issue(struct forward *f, struct kv_cache *kv, const struct batch *bt, float *logits_out, int32_t *ids_out) {
@@ -90,43 +82,23 @@ static int forward_issue(struct forward *f, struct kv_cache *kv, const struct ba
     op->get_rows(b, f->x, &m->token_embd, bt);                       // x = embed(tokens)
     for (int l = 0; l < c->n_layers; l++) {
         const struct layer_weights *w = &m->layers[l];
-        // q, k, v; RoPE on q and k; k and v into the pages — in one pass where the backend can
-        const bool one_pass = op->matmul_qkv_rope && op->matmul_qkv_rope(b, f->q, f->k, f->v, f->xn, f->x, &w->attn_norm, c->norm_eps,
-                                                                         &w->wq, &w->wk, &w->wv, c->n_heads, &f->rope, &kv->layers[l], bt);
-        if (!one_pass) {
-            if (op->matmul_qkv) {                                    // (the norm inside)
-                op->matmul_qkv(b, f->q, f->k, f->v, f->xn, f->x, &w->attn_norm, c->norm_eps, &w->wq, &w->wk, &w->wv, n);
-            } else {
-                op->rmsnorm(b, f->xn, f->x, &w->attn_norm, n, c->norm_eps);
-                op->matmul(b, f->q, f->xn, &w->wq, n);               // [n][n_heads*hd]
-                op->matmul(b, f->k, f->xn, &w->wk, n);               // [n][n_kv*hd]
-                op->matmul(b, f->v, f->xn, &w->wv, n);
-            }
-            if (op->rope_kv_write) {                                 // RoPE, then quantize into the pages
-                op->rope_kv_write(b, f->q, f->k, f->v, c->n_heads, &f->rope, &kv->layers[l], bt);
-            } else {
-                op->rope(b, f->q, c->n_heads, c->head_dim, &f->rope, bt);
-                op->rope(b, f->k, c->n_kv_heads, c->head_dim, &f->rope, bt);
-                op->kv_write(b, &kv->layers[l], f->k, f->v, bt);
-            }
-        }
+        // q, k, v; RoPE on q and k; k and v into the layer's pages
+        const struct attn_in_args ai = {f->q, f->k, f->v, f->xn, f->x, &w->attn_norm, &w->wq, &w->wk, &w->wv,
+                                        c->norm_eps, c->n_heads, &f->rope, &kv->layers[l]};
+        op->attn_in(b, &ai, bt);
         if (f->probe) {
             TRY(probe(f, l, PROBE_Q, f->q, n, c->n_heads * c->head_dim));
             TRY(probe(f, l, PROBE_K, f->k, n, c->n_kv_heads * c->head_dim));
             TRY(probe(f, l, PROBE_V, f->v, n, c->n_kv_heads * c->head_dim));
         }
         op->attention(b, f->att, f->q, &kv->layers[l], &ap, bt);
-        proj_add(f, f->att, &w->wo, n);                              // x += att · woᵀ
-        if (op->matmul_swiglu && !f->probe) {                         // (the probe wants the gate itself)
-            op->matmul_swiglu(b, f->gate, f->up, f->xn, f->x, &w->ffn_norm, c->norm_eps, &w->w_gate, &w->w_up, n);
-        } else {
-            op->rmsnorm(b, f->xn, f->x, &w->ffn_norm, n, c->norm_eps);
-            op->matmul(b, f->gate, f->xn, &w->w_gate, n);
-            op->matmul(b, f->up, f->xn, &w->w_up, n);
-            if (f->probe) TRY(probe(f, l, PROBE_GATE, f->gate, n, c->ffn_dim));
-            op->silu_mul(b, f->gate, f->gate, f->up, (int64_t)n * c->ffn_dim);
-        }
-        proj_add(f, f->gate, &w->w_down, n);                         // x += silu(gate)·up · w_downᵀ
+        op->proj_add(b, f->x, f->proj, f->att, &w->wo, n);          // x += att · woᵀ
+        // silu(xn · w_gateᵀ) ⊙ (xn · w_upᵀ), xn = rmsnorm(x); the probe also wants the gate's pre-activation
+        const struct ffn_in_args fi = {f->act, f->gate, f->xn, f->x, &w->ffn_norm, &w->w_gate, &w->w_up,
+                                       c->norm_eps, f->probe != NULL};
+        op->ffn_in(b, &fi, n);
+        if (f->probe) TRY(probe(f, l, PROBE_GATE, f->gate, n, c->ffn_dim));
+        op->proj_add(b, f->x, f->proj, f->act, &w->w_down, n);      // x += act · w_downᵀ
     }
     if (bt->n_logits > 0) {
         op->gather_rows(b, f->last, f->x, c->dim, bt);               // only the sampled rows

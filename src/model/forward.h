@@ -30,7 +30,8 @@ struct forward {
     void *k, *v;    // [max_tokens][n_kv_heads][hd]
     void *att;      // [max_tokens][n_heads][hd]
     void *proj;     // [max_tokens][dim] sublayer output
-    void *gate, *up;// [max_tokens][ffn]
+    void *gate;     // [max_tokens][ffn] the gate projection (scratch; the probe reads it)
+    void *act;      // [max_tokens][ffn] silu(gate) ⊙ up, the down projection's input
     void *last;     // [max_logits][dim]
     forward_probe_fn probe;  // NULL = no observation (the default)
     void *probe_ctx;

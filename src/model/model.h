@@ -10,15 +10,9 @@
 
 #include <stdint.h>
 
+#include "../backend/weight.h"  // struct weight
 #include "../base/dtype.h"
 #include "config.h"
-
-struct weight {
-    enum dtype dtype;     // F32, F16 or BF16
-    int64_t rows, cols;   // [rows][cols], cols contiguous (1-D weights: rows = 1)
-    const void *data;     // host bytes, rows*cols elements
-    void *dev;            // backend copy or alias (set by backend weight_upload)
-};
 
 struct layer_weights {
     struct weight attn_norm;      // [1][dim]

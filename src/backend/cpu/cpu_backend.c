@@ -9,8 +9,8 @@
 #include "../../base/argmax.h"
 #include "../../base/check.h"
 #include "../../base/half.h"
-#include "../../model/model.h"
-#include "../../model/rope.h"
+#include "../rope_table.h"
+#include "../weight.h"
 #include "cpu.h"
 
 float *cpu_scratch(struct cpu_backend *c, int thread) { return c->scratch + (size_t)thread * c->scratch_floats; }
@@ -183,6 +183,9 @@ static const struct backend_ops cpu_ops = {
     .silu_mul = cpu_silu_mul,
     .add = cpu_add,
     .gather_rows = cpu_gather_rows,
+    .attn_in = backend_attn_in,
+    .proj_add = backend_proj_add,
+    .ffn_in = backend_ffn_in,
     .logits = cpu_logits,
     .logits_argmax = cpu_logits_argmax,
     .kv_budget_default = cpu_kv_budget_default,

@@ -5,7 +5,7 @@
 // Vector paths: AVX-512, AVX2+FMA, or portable C, chosen at compile time (-march=native).
 #include <string.h>
 
-#include "../../model/model.h"
+#include "../weight.h"
 #include "cpu.h"
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
