@@ -1,5 +1,5 @@
-// runner.c — a single sequence through forward_run: block reservation, slot mapping and
-// chunking. The KV pool is sized for exactly one sequence of max_ctx tokens.
+// runner.c — a single sequence through forward_run: block reservation and chunking (batch.c
+// fills each chunk's batch). The KV pool is sized for exactly one sequence of max_ctx tokens.
 #include "runner.h"
 
 #include <stdlib.h>
@@ -34,12 +34,8 @@ int runner_init(struct runner *r, struct model *m, const struct runner_options *
     r->fw.fp8_math = o->fp8_math;
     r->fw.fp8_accum = o->fp8_accum;
     r->block_table = calloc((size_t)r->max_blocks, sizeof(int32_t));
-    r->tok = malloc((size_t)step * sizeof(int32_t));
-    r->pos = malloc((size_t)step * sizeof(int32_t));
-    r->slot = malloc((size_t)step * sizeof(int32_t));
-    r->rows = malloc((size_t)step * sizeof(int32_t));
-    if (rc == OCT_OK && (!r->block_table || !r->tok || !r->pos || !r->slot || !r->rows))
-        rc = err_set(OCT_ENOMEM, "runner: out of memory");
+    if (rc == OCT_OK) rc = batch_builder_init(&r->bb, step, 1, r->max_blocks, r->kv.kv_block_tokens);
+    if (rc == OCT_OK && !r->block_table) rc = err_set(OCT_ENOMEM, "runner: out of memory");
     if (rc < 0) runner_free(r);
     return rc;
 }
@@ -50,7 +46,8 @@ void runner_free(struct runner *r) {
     kv_cache_free(&r->kv);
     forward_free(&r->fw);
     if (r->b) r->b->ops->destroy(r->b);
-    free(r->block_table); free(r->tok); free(r->pos); free(r->slot); free(r->rows);
+    batch_builder_free(&r->bb);
+    free(r->block_table);
     memset(r, 0, sizeof *r);
 }
 
@@ -65,7 +62,8 @@ int runner_feed(struct runner *r, const int32_t *tokens, int n, bool all_logits,
         return err_set(OCT_EINVAL, "sequence of %d tokens exceeds the context limit %d", r->n_past + n, r->max_ctx);
     int bs = r->kv.kv_block_tokens, nv = r->m->cfg.n_vocab;
     for (int i = 0; i < n; i++)
-        if (tokens[i] < 0 || tokens[i] >= nv) return err_set(OCT_EINVAL, "token id %d outside the vocabulary (0..%d)", tokens[i], nv - 1);
+        if (tokens[i] < 0 || tokens[i] >= nv)
+            return err_set(OCT_EINVAL, "token id %d outside the vocabulary (0..%d)", tokens[i], nv - 1);
     for (int done = 0; done < n;) {
         int m = n - done < r->o.max_step_tokens ? n - done : r->o.max_step_tokens;
         while (r->n_blocks_used * bs < r->n_past + m) {
@@ -73,24 +71,13 @@ int runner_feed(struct runner *r, const int32_t *tokens, int n, bool all_logits,
             if (id < 0) return id;
             r->block_table[r->n_blocks_used++] = id;
         }
-        for (int i = 0; i < m; i++) {
-            int p = r->n_past + i;
-            r->tok[i] = tokens[done + i];
-            r->pos[i] = p;
-            r->slot[i] = r->block_table[p / bs] * bs + p % bs;
-            r->rows[i] = i;
-        }
         bool last = done + m == n;
-        int n_logits = !logits ? 0 : all_logits ? m : last ? 1 : 0;
-        int32_t qs[2] = {0, m}, sl = r->n_past + m;
-        struct batch bt = {
-            .n_tokens = m, .token_ids = r->tok, .positions = r->pos, .slot_mapping = r->slot,
-            .n_seqs = 1, .query_start = qs, .seq_lens = &sl, .block_tables = r->block_table,
-            .max_blocks_per_seq = r->max_blocks, .n_logits = n_logits,
-            .logits_rows = all_logits ? r->rows : r->rows + m - 1,
-        };
+        enum batch_logits which = !logits ? BATCH_LOGITS_NONE : all_logits ? BATCH_LOGITS_ALL
+                                  : last ? BATCH_LOGITS_LAST : BATCH_LOGITS_NONE;
+        batch_reset(&r->bb);
+        batch_add(&r->bb, tokens + done, m, r->n_past, r->block_table, r->n_blocks_used, which);
         float *dst = !logits ? NULL : all_logits ? logits + (size_t)done * nv : logits;
-        TRY(forward_run(&r->fw, &r->kv, &bt, dst));
+        TRY(forward_run(&r->fw, &r->kv, &r->bb.bt, dst));
         r->n_past += m;
         done += m;
     }

@@ -7,6 +7,7 @@
 
 #include "../model/forward.h"
 #include "../model/kv_cache.h"
+#include "batch.h"
 #include "kv_pool.h"
 
 struct runner_options {
@@ -34,7 +35,7 @@ struct runner {
     int32_t *block_table;   // [max_blocks]
     int n_blocks_used;
     int n_past;
-    int32_t *tok, *pos, *slot, *rows; // [max_step_tokens] step scratch
+    struct batch_builder bb;    // one step (max_step_tokens tokens, one sequence)
 };
 
 int runner_init(struct runner *r, struct model *m, const struct runner_options *o);
