@@ -1,10 +1,11 @@
 // engine.h — the serving engine: many requests, one engine thread, continuous batching
-// with chunked prefill, prefix caching and preemption (owns: the scheduler state, the
-// runner resources (backend, forward buffers, KV pages and pool), and every request's
-// lifetime inside the engine; not: HTTP, JSON or text — callers get token ids).
-// Thread model: engine_submit / req_* are safe from any thread; all KV and scheduling
-// state is touched only by the engine thread. A request's events flow through its own
-// queue; aborting (client gone) frees its blocks at the next step.
+// with chunked prefill, prefix caching and preemption (owns: the engine thread, the runner
+// resources (backend, forward buffers, KV pages and pool), and every request's lifetime inside
+// the engine; not: HTTP, JSON or text — callers get token ids). The policy of which request runs
+// when is scheduler.h's; each step's batch is built by batch.h.
+// Thread model: engine_submit / req_* / engine_stats_get are safe from any thread; all KV and
+// scheduling state is touched only by the engine thread. A request's events flow through its
+// own queue; aborting (client gone) frees its blocks at the next step.
 #ifndef OCTET_ENGINE_H
 #define OCTET_ENGINE_H
 
@@ -104,7 +105,10 @@ void engine_memory_plan_get(const struct engine *e, struct engine_memory_plan *p
 // Writes the plan as a human-readable block (the per-layer dtypes included).
 void engine_memory_plan_log(const struct engine *e, FILE *f);
 
-// Counters for /metrics (a consistent snapshot).
+// Counters for /metrics (a consistent snapshot). A request's end is counted (its blocks free,
+// it no longer running, its tokens in the totals) before its GEN_FINISHED or GEN_ERROR event is
+// queued: once a caller has read the final events of all its requests, a snapshot shows them all
+// ended, with no waiting.
 struct engine_stats {
     int n_running, n_waiting;
     double kv_cache_usage;          // used blocks / all blocks, 0..1

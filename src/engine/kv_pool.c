@@ -29,7 +29,8 @@ static void queue_push_tail(struct kv_pool *p, int id) {
 
 int kv_pool_init(struct kv_pool *p, int n_blocks, int kv_block_tokens) {
     memset(p, 0, sizeof *p);
-    if (n_blocks <= 0 || kv_block_tokens <= 0) return err_set(OCT_EINVAL, "kv pool: %d blocks of %d tokens", n_blocks, kv_block_tokens);
+    if (n_blocks <= 0 || kv_block_tokens <= 0)
+        return err_set(OCT_EINVAL, "kv pool: %d blocks of %d tokens", n_blocks, kv_block_tokens);
     p->n_blocks = n_blocks;
     p->kv_block_tokens = kv_block_tokens;
     p->map_cap = 16;
@@ -122,7 +123,8 @@ void kv_pool_commit(struct kv_pool *p, int id, uint64_t hash, uint64_t parent, c
 int kv_pool_check(const struct kv_pool *p) {
     int n_queue = 0;
     for (int id = p->head; id >= 0; id = p->next[id]) {
-        if (p->refcount[id] != 0) return err_set(OCT_EINVAL, "kv pool: free block %d has refcount %d", id, p->refcount[id]);
+        if (p->refcount[id] != 0)
+            return err_set(OCT_EINVAL, "kv pool: free block %d has refcount %d", id, p->refcount[id]);
         if (++n_queue > p->n_blocks) return err_set(OCT_EINVAL, "kv pool: free queue has a cycle");
     }
     if (n_queue != p->n_free) return err_set(OCT_EINVAL, "kv pool: queue holds %d, n_free %d", n_queue, p->n_free);
