@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Reproduces bench/calibration_stories260K.md: KV-scale calibration on stories260K.
+# calibration_stories260K.sh — reproduces the calibration table of bench/accuracy/RESULTS.md (KV-scale
+# calibration on stories260K).
 # Calibrates on the first half of tests/data/heldout.txt, measures perplexity and KLD vs
 # the fp32 cache on the second half (disjoint text), for the original model and for a
 # rescaled copy (K x64, V x2^-12, compensated in Q and attn_output: identical in fp32,
 # but its K saturates e4m3 and its V falls into e4m3's subnormals at scale 1.0).
-# Usage: bash bench/calibration_stories260K.sh [BUILD_DIR]   (prints a markdown table)
+# Usage: bash bench/accuracy/calibration_stories260K.sh [BUILD_DIR]   (prints a markdown table)
 set -eu
 BUILD=${1:-build}
 OCTET="$BUILD/octet"
