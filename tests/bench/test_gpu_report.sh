@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# scripts/gpu_report.py on recorded GPU outputs (no GPU needed): every kind gpu_check.sh
-# prints must turn a real file into the numbers it holds. Inputs: the H200 records in
-# bench/gpu/, tests/data/ncu_prof_sample.csv (raw ncu CSV rows, whose data rows lack the
-# header's rule columns — the shape that once left gpu_check's profile lines empty) and
-# tests/data/ncu_step_sample.csv (ncu's kernel-time CSV of two forward passes, made up) and
-# tests/data/ncu_source_sample.csv (13 rows of the H200's per-SASS page of the TMA FP8 prefill, session 15)
-# and tests/data/pd_bs_sample.jsonl (pd lines with PD_BS=64 modes, perplexities made up).
+# test_gpu_report.sh — scripts/gpu_report.py on recorded GPU outputs (no GPU needed): every kind gpu_check.sh
+# prints must turn a real file into the numbers it holds. Inputs: the H200 records kept in bench/<topic>/,
+# recorded H200 outputs kept as fixtures in tests/data/gpu_report/ (model, depth, ncu kernel times, gemv,
+# prefill vs decode, a sweep without per-quarter ITL, a load run whose requests failed),
+# tests/data/ncu_prof_sample.csv (raw ncu CSV rows, whose data rows lack the header's rule columns),
+# tests/data/ncu_step_sample.csv (ncu's kernel-time CSV of two forward passes, made up),
+# tests/data/ncu_source_sample.csv (13 rows of the H200's per-SASS page of the TMA FP8 prefill) and
+# tests/data/pd_bs_sample.jsonl (pd lines with PD_BS=64 modes, perplexities made up).
 set -u
 . tests/lib.sh
 R=scripts/gpu_report.py
-G=bench/gpu
+B=bench
+F=tests/data/gpu_report
 
 # expect NAME PATTERN KIND ARGS...: the report's output matches the extended regex PATTERN
 expect() {
@@ -23,33 +25,33 @@ expect "prof stalls" 'top stalls \(warps per issue\) long_scoreboard 1.58, wait 
 expect "prof pipes" '^prof prefill fp8 L=16384: .*pipe_tensor_cycles_active 12.6$' prof tests/data/ncu_prof_sample.csv
 n=$(python3 "$R" prof tests/data/ncu_prof_sample.csv | grep -c '^prof .*Duration')
 [ "$n" = 2 ] && ok || bad "prof: $n lines with a duration, want 2"
-expect "attn ratio" '^\| B=1 L=131072 \| fp8_e4m3 \(cuda OCTET_DECODE_T=1\) \| 75.4 \| 3559 \| 153.5 \| 0.491 \|$' attn $G/2026-11-30_s13_decode_attention_final.jsonl
-expect "fp8prefill" '^\| 16384 \| 128 \| fp8_e4m3 \| two-level \| 242 \| 612 \| 0.40 \|$' fp8prefill $G/2026-11-30_s13_fp8_prefill_diet.jsonl
-expect "model" '\(OCTET_FUSE=1\): pp64 9105 tok/s, tg64 177.2 tok/s = 5.64 ms/token$' model $G/2026-11-30_s13_bench_model_lab.jsonl
-expect "depth" 'd1024: 5.928/6.003 \(\+81 us paired\)' depth $G/2026-11-30_s13_depth_decode_t.jsonl
-expect "ncu times" 'k_combine x32 median 6.08 us' ncu_times $G/2026-11-30_ncu_decode_d4096_fp8.csv
+expect "attn ratio" '^\| B=1 L=131072 \| fp8_e4m3 \| 71.0 \| 3780 \| 147.9 \| 0.480 \|$' attn $B/decode_attention/h200.jsonl
+expect "fp8prefill" '^\| 16384 \| 128 \| fp8_e4m3 \| two-level \| 949 \| 614 \| 1.54 \|$' fp8prefill $B/prefill_attention/h200_fp8.jsonl
+expect "model" '\(--batch-invariant\): pp64 3660 tok/s, tg64 156.4 tok/s = 6.40 ms/token$' model $F/model.jsonl
+expect "depth" 'd1024: 5.928/6.003 \(\+81 us paired\)' depth $F/depth.jsonl
+expect "ncu times" 'k_combine x32 median 6.08 us' ncu_times $F/ncu_times.csv
 expect "step: the last forward pass only" '^step ncu_step_sample: 300.0 us in 7 kernels; k_gemv x3 286.8 us \(96 %\), k_decode_t x1 8.0 us' step tests/data/ncu_step_sample.csv
-expect "itl fits" '^itl fp8: slope 1.527e-05 ms/token, intercept 5.87 ms' itl $G/sweep_llama-3.1-8b_v6/sweep.json
-expect "itl ratio" '^itl fp8/auto slope = 0.507, break-even 2398$' itl $G/sweep_llama-3.1-8b_v6/sweep.json
-expect "itl increments" '^itl fp8/auto increments: 256->1024 .*, 65536->130944 0.517$' itl $G/sweep_llama-3.1-8b_v17/sweep.json
-expect "itl quarters" '^itl fp8 quarters \(first/last ms\): 256 4.192/4.193, .*, 130944 6.232/6.225$' itl $G/sweep_llama-3.1-8b_v18/sweep.json
-n=$(python3 "$R" itl $G/sweep_llama-3.1-8b_v17/sweep.json | grep -c quarters)
+expect "itl fits" '^itl fp8: slope 1.542e-05 ms/token, intercept 4.27 ms' itl $B/itl_study/h200_llama-3.1-8b.json
+expect "itl ratio" '^itl fp8/auto slope = 0.514 ± 0.010, break-even 1792$' itl $B/itl_study/h200_llama-3.1-8b.json
+expect "itl increments" '^itl fp8/auto increments: 256->1024 .*, 65536->130944 0.517$' itl $F/itl_no_quarters.json
+expect "itl quarters" '^itl fp8 quarters \(first/last ms\): 256 4.225/4.236, .*, 130944 6.285/6.330$' itl $B/itl_study/h200_llama-3.1-8b_repeat.json
+n=$(python3 "$R" itl $F/itl_no_quarters.json | grep -c quarters)
 [ "$n" = 0 ] && ok || bad "itl: a sweep without itl_quarters_ms printed $n quarters lines"
-expect "load" 'fp8/auto = 1.228$' load $G/throughput_llama-3.1-8b_s12/throughput.json
-expect "load failures named" '^load auto: 6 of 8 requests FAILED \(server error in stream: backend cuda: gemv rmsnorm \+ Q\|K\|V: invalid argument\): not a throughput' load $G/throughput_llama-3.1-8b_s21_failed/throughput.json
-n=$(python3 "$R" load $G/throughput_llama-3.1-8b_s12/throughput.json | grep -c FAILED)
+expect "load" 'fp8/auto = 1.424$' load $B/throughput/h200_llama-3.1-8b.json
+expect "load failures named" '^load auto: 6 of 8 requests FAILED \(server error in stream: backend cuda: gemv rmsnorm \+ Q\|K\|V: invalid argument\): not a throughput' load $F/load_failed.json
+n=$(python3 "$R" load $B/throughput/h200_llama-3.1-8b.json | grep -c FAILED)
 [ "$n" = 0 ] && ok || bad "load: a run without failures printed $n FAILED lines"
-expect "pd identical" 'prefill vs decode \(--batch-invariant\), dummy:llama-3.1-8b fp8: .*rel. diff 0.00e\+00 \(identical\)' pd $G/2026-11-30_prefill_vs_decode_s13.jsonl
+expect "pd identical" 'prefill vs decode \(--batch-invariant\), dummy:llama-3.1-8b fp8: .*rel. diff 0.00e\+00 \(identical\)' pd $F/pd.jsonl
 expect "pd block size" '^prefill vs decode \(--batch-invariant, 64-token blocks\), dummy:llama-3.1-8b fp8: .*rel. diff 0.00e\+00 \(identical\)$' pd tests/data/pd_bs_sample.jsonl
 expect "pd vs 16-token blocks" '^  64- vs 16-token blocks \(default, bf16, step 256\): 100.25 vs 100.5, rel. diff 2.49e-03$' pd tests/data/pd_bs_sample.jsonl
-expect "ttft" '^ttft dummy:llama-3.1-8b: .*fp8/auto quadratic = 0.640$' ttft $G/ttft_llama-3.1-8b/sweep.json dummy:llama-3.1-8b
-expect "gemv" '^gemv output n=1: default 242.5 us \(4333 GB/s, 1.02 of copy\)' gemv $G/2026-11-30_gemv_variants.jsonl
+expect "ttft" '^ttft dummy:llama-3.1-8b: .*fp8/auto quadratic = 0.161$' ttft $B/itl_study/h200_ttft_llama-3.1-8b.json dummy:llama-3.1-8b
+expect "gemv" '^gemv output n=1: default 242.5 us \(4333 GB/s, 1.02 of copy\)' gemv $F/gemv.jsonl
 expect "source total" '^source: 13 instructions, 539108 stall samples, 554474348 warp instructions executed$' source tests/data/ncu_source_sample.csv
 expect "source top" '^source top: 83.65 % of samples, executed 2080768: @!P1  BRA 0x7f6e237b2970 [(]after: SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [[]R89[+]UR12[+]0x24248[]], R88[)] [[]long_sb 100 %, not_selected 0 %[]]$' source tests/data/ncu_source_sample.csv 2
 expect "source stall reasons" '^source top: 15.89 % of samples, executed 1056768: @P0   BRA 0x7f6e237b28b0 [[]barrier 100 %, wait 0 %[]]$' source tests/data/ncu_source_sample.csv 2
 expect "source region" '^source region: 84.00 % of samples, 7 instructions executed 2080768 times each, from: ULOP3.LUT.* [[]long_sb 99 %, wait 0 %, selected 0 %[]]$' source tests/data/ncu_source_sample.csv 2
 expect "source by opcode" '^source by opcode: BRA 99.5 %' source tests/data/ncu_source_sample.csv
-expect "needle" '^\| 8192 \| bf16 \| gpu decode \| 3.900e-03 \| 0.9862 \|' needle $G/2026-11-30_needle_attention_gpu.json
+expect "needle" '^\| 8192 \| bf16 \| gpu decode \| 3.897e-03 \| 0.9862 \|' needle $B/accuracy/h200_needle_attention.json
 # a kind it does not know, and no file: a usage line naming the kinds, exit 1
 out=$(python3 "$R" bogus x 2>&1); rc=$?
 [ $rc = 1 ] && grep -q 'usage: gpu_report.py {prof|attn' <<<"$out" && ok || bad "unknown kind: rc $rc: $out"
