@@ -10,7 +10,7 @@ and prints the perplexity of:
   e4m3+offset   K - mean rounded (mean per layer, KV head and channel of K after RoPE,
                 over the calibration text), V rounded, both at scale 1.0
 on the second half of tests/data/heldout.txt (calibration on the first 12,380 bytes, as
-bench/calibration_stories260K.sh does) and on the whole file.
+bench/accuracy/calibration_stories260K.sh does) and on the whole file.
 
 Run from the repo root:  /usr/bin/python3 tools/ref/ref_kv_offset.py   (a few minutes)
 Rounding here is float64 with ties to even over ref_fp8's table of e4m3 values; octet

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# gpu_run.sh — one GPU session: RUNS trainings with the same seed, started together on the one GPU
+# gpu_run.sh — one GPU run: RUNS trainings with the same seed, started together on the one GPU
 # (the reproducibility check), then octet's CUDA build (.gpu/bin/octet, libraries in .gpu/lib)
 # evaluates run 1's model on the whole grid and run 2's on a smaller one. Everything lands in OUTDIR:
 #   OUTDIR/runN/{train_log.txt,loss_curve.tsv,torch_eval.json,passkey.gguf,passkey_f32.gguf,stdout.txt,train_stderr.txt}

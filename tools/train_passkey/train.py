@@ -44,7 +44,7 @@ import export_gguf  # noqa: E402
 #   first=F: probability that a single needle sits right after the intro (depth 0 %; default 0).
 # The default trains to 131072 tokens. Phase 0 is long on purpose: retrieval is learnt in a sudden
 # transition whose step moved from ~250 to ~650 between two recipes that shared their first 800 steps'
-# data and differed only slightly in learning rate (bench/passkey_needle.md).
+# data and differed only slightly in learning rate (tools/train_passkey/README.md).
 DEFAULT_CURRICULUM = ("1000:256-1024:65536,300:1024-4096:98304,150:4096-16384:131072,"
                       "150:16384-65536:131072+16384,550:65536-131072:131072+16384:early=0.4")
 REPLAY_LENGTHS = (512, 4096)
