@@ -23,6 +23,12 @@ CUDA    ?=
 CUDA_HOME ?= /usr/local/cuda
 NVCC    ?= $(CUDA_HOME)/bin/nvcc
 NVCCFLAGS ?= -O3 -lineinfo -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -Wall,-Wextra,-Wno-unused-parameter
+# `make CUDA=1 STEP_TIMING=1`: the CUDA backend times each replayed decode step (instrumentation,
+# printed when the backend is destroyed; src/backend/cuda/cuda_step.cu). Use a BUILD folder of its own:
+# objects are not rebuilt when the option changes.
+ifeq ($(STEP_TIMING),1)
+  NVCCFLAGS += -DCUDA_STEP_TIMING
+endif
 ifeq ($(CUDA),1)
   LIB_SRC := $(filter-out src/backend/cuda_none.c,$(LIB_SRC))
   CU_SRC  := $(sort $(shell find src -name '*.cu'))

@@ -1,7 +1,8 @@
 // cuda_common.cuh — private to the CUDA backend: its state, error latching, bf16/fp8
-// helpers and the kernels' entry points shared between cuda_backend.cu (memory, GEMMs,
-// elementwise ops), cuda_kv_write.cu (kv_write, rope_kv_write, per-layer scales) and the attention
-// translation units (cuda_attention.cu and its families, cuda_attention.cuh).
+// helpers and the entry points shared between its translation units: cuda_backend.cu (table,
+// memory, elementwise ops), cuda_gemm.cu (products, sublayer ops), cuda_step.cu (graphs, logits),
+// cuda_kv_write.cu (kv_write, RoPE + kv_write, per-layer scales) and the attention translation
+// units (cuda_attention.cu and its families, cuda_attention.cuh).
 // Invariant: every op runs on `stream`; the first failure is latched in `error` and
 // reported by sync(); later ops become no-ops.
 #pragma once
@@ -16,9 +17,9 @@
 
 extern "C" {
 #include "../../base/check.h"
-#include "../../model/model.h"
-#include "../../model/rope.h"
 #include "../backend.h"
+#include "../rope_table.h"
+#include "../weight.h"
 #include "cuda_tuning.h"
 }
 
@@ -53,6 +54,8 @@ struct gemm_plan {
     bool valid;
 };
 #define N_PLANS 256
+
+struct cuda_scale_slot;  // cuda_kv_write.cu: a layer's scales and K offsets on the device
 
 struct cuda_backend {
     struct backend base;
@@ -96,7 +99,8 @@ struct cuda_backend {
     bool fixed_plan;            // decode step: split-KV plan from the table width, not the contexts
     struct decode_graph *cur;
     unsigned meta_gen;          // bumped when the metadata buffer moves (graphs then go stale)
-    // step timing (STEP_TIMING=1 builds): events around each replayed decode step (start, graph done, logits
+#ifdef CUDA_STEP_TIMING
+    // step timing (cuda_step.cu): events around each replayed decode step (start, graph done, logits
     // copied, the previous step's copy) and their sums, printed when the backend is destroyed
     cudaEvent_t tev[5];         // (and [4]: before batch_begin's metadata upload)
     double t_graph, t_copy, t_idle, t_upload;
@@ -105,6 +109,7 @@ struct cuda_backend {
     // of the host's time outside the backend (sampling, the engine) and inside it up to the launch
     double h_ret, h_begin, h_outside, h_inside, h_launch, h_sync;
     int h_n;
+#endif
     // asynchronous scheduling (cuda_greedy.cuh): the last greedy picks on the device, their
     // argmax keys, and for the last two logits_argmax calls the host buffer and its copy's event
     int32_t *d_ids;                 // [BACKEND_FEED_ROWS]
@@ -115,6 +120,8 @@ struct cuda_backend {
     // the metadata staging's two halves (batch_begin alternates) and their copies' events
     int meta_half;
     cudaEvent_t meta_ev[2];
+    // per-layer FP8 scales and K offsets on the device (cuda_kv_write.cu; allocated on first use)
+    struct cuda_scale_slot *scale_slots;
     // tuning (cuda_tuning.h) and what the attention families set up once (cuda_attention_init)
     struct cuda_tuning tune;
     int decode_resident[2][3];  // [head_dim 64, 128][bf16, e4m3, e5m2]: CTAs of the decode kernel an SM holds
@@ -178,9 +185,31 @@ float *cuda_layer_scales(struct cuda_backend *c, const struct kv_layer *l);
 // layer has none or after latching an error.
 const float *cuda_layer_offsets(struct cuda_backend *c, const struct kv_layer *l);
 
-extern "C" void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt);
+// Frees the per-layer scales and offsets (cuda_kv_write.cu), at the backend's destruction.
+void cuda_kv_release(struct cuda_backend *c);
+
+// Ops of the table defined in the other translation units.
+void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt);
 // q and k roped in place (as rope on each) and k, v written into l's pages (as kv_write): one launch
-extern "C" void cuda_rope_kv_write(struct backend *b, void *q, void *k, const void *v, int n_heads, const struct rope_table *rt,
-                                   struct kv_layer *l, const struct batch *bt);
+void cuda_rope_kv_write(struct cuda_backend *c, void *q, void *k, const void *v, int n_heads, const struct rope_table *rt,
+                        struct kv_layer *l, const struct batch *bt);
+void cuda_matmul(struct backend *b, void *out, const void *x, const struct weight *w, int n);
+void cuda_attn_in(struct backend *b, const struct attn_in_args *a, const struct batch *bt);
+void cuda_proj_add(struct backend *b, void *x, void *scratch, const void *in, const struct weight *w, int n);
+void cuda_ffn_in(struct backend *b, const struct ffn_in_args *a, int n);
+void cuda_logits(struct backend *b, float *host_out, const void *x, const struct weight *w, int n);
+void cuda_logits_argmax(struct backend *b, int32_t *host_ids, const void *x, const struct weight *w, int n);
+int cuda_wait_ids(struct backend *b, const int32_t *host_ids);
+
+// out[n][w.rows] = x · wᵀ with out bf16 or f32 (cuda_gemm.cu): the batch-invariant GEMM under
+// --batch-invariant, the skinny GEMM for n <= 8, else cuBLASLt; cuda_gemm_release frees the plans.
+void cuda_gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const void *x, const struct weight *w, int n);
+void cuda_gemm_release(struct cuda_backend *c);
+// Decides how the step batch_begin was given runs: eagerly, captured into a graph, or replayed (cuda_step.cu).
+void cuda_graph_step_begin(struct cuda_backend *c, const struct batch *bt);
+#ifdef CUDA_STEP_TIMING
+double cuda_host_now(void);
+void cuda_step_timing_report(struct cuda_backend *c);
+#endif
 extern "C" void cuda_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,
                                const struct attn_params *p, const struct batch *bt);

@@ -1,7 +1,8 @@
 // cuda_elementwise.cuh — the CUDA backend's elementwise kernels (get_rows, rmsnorm, rope,
-// silu_mul, add, gather_rows), included by cuda_backend.cu, whose ops launch them. (Split out of
-// cuda_backend.cu to keep that file under 800 lines; unchanged.)
+// silu_mul, add, gather_rows), included by cuda_backend.cu, whose ops launch them.
 #pragma once
+
+#include "cuda_rmsnorm.cuh"
 
 // ids[t] < 0: the greedy pick -1-ids[t] of the last logits_argmax (feed, cuda_greedy.cuh).
 __global__ void k_get_rows(bf16 *out, const bf16 *table, const int32_t *ids, const int32_t *feed, int dim) {

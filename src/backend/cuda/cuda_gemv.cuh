@@ -1,11 +1,12 @@
-// cuda_gemv.cuh — a skinny GEMM for decode steps (every product of n <= 8 rows it takes; included by
-// cuda_backend.cu and by dev/cuda/gemv_bench.cu, which times its tuning variants): out[n][rows] =
-// x[n][cols] · W[rows][cols]ᵀ for n <= 8 rows of x, BF16 weights and activations, f32
-// accumulation, BF16 or f32 output.
-// Why: a decode step is bound by reading the weights once, and cuBLASLt's M=1 kernels read them at
-// about 57 % of the copy rate (bench/decode_attention/RESULTS.md has the whole-model figures).
+// cuda_gemv.cuh — the skinny GEMM of decode steps (included by cuda_gemm.cu and by the lab programs
+// dev/cuda/gemv_bench.cu and gemv_step_probe.cu): out[n][rows] = x[n][cols] · W[rows][cols]ᵀ for
+// n <= 8 rows of x, BF16 weights and activations, f32 accumulation, BF16 or f32 output; and its fused
+// forms (enum gemv_policy): the residual add, SwiGLU, and Q|K|V with the rmsnorm before it and RoPE
+// and the cache write after it.
+// Why: a decode step is bound by reading the weights once, and cuBLASLt's M=1 kernels read them well
+// below the copy rate (bench/decode_attention/RESULTS.md has the whole-model figures).
 // Shape: KSPLIT warps share one weight row (KSPLIT = 1: a warp per row; or one warp RPW rows, their
-// loads in flight together: the fused Q|K|V launch for n <= 4, cuda_backend.cu), WARPS warps per CTA;
+// loads in flight together: the fused Q|K|V launch for n <= 4, cuda_gemm.cu), WARPS warps per CTA;
 // each lane streams 16-byte runs (8 weights) of its row, UNROLL runs in flight before any
 // math, and multiplies them with the same 8 columns of each of the n rows of x (read through
 // the L1 cache: every warp of the grid reads all of x). Partial sums reduce across the warp
@@ -13,36 +14,35 @@
 // outputs. The order of every sum is fixed by (cols, KSPLIT, UNROLL) alone, so a row's result
 // does not depend on n. Needs cols % 8 == 0 and 16-byte aligned rows; other shapes stay on
 // cuBLASLt.
-// PDL (dev/cuda/gemv_bench.cu's variants only): launched as a programmatic dependent (cuda_pdl.cuh),
-// a CTA loads its first UNROLL runs of weights, which no earlier kernel writes, before it waits for
-// the previous kernel, so its start overlaps that kernel's tail.
 #pragma once
 
 #include "cuda_kv_store.cuh"
 #include "cuda_pdl.cuh"
 #include "cuda_rmsnorm.cuh"
 
-// Epilogues (EPI): store the product; add it into out (the residual add after a projection);
-// or, with a second weight, out = silu(x·w) ⊙ (x·w2) (SwiGLU). Each rounds the product to bf16
-// first, as the separate matmul then add / silu_mul kernels do, so the fused forms give the
-// unfused GPU path's numbers.
-// GEMV_QKV stores the products of up to three weights sharing x (Q, K and V) from one launch:
-// the grid's CTAs are split into segments, each with its own weight, output and row count.
-#define GEMV_STORE 0
-#define GEMV_ADD 1
-#define GEMV_SWIGLU 2
-#define GEMV_QKV 3
+// What a launch computes (the kernel's one policy). The fused forms round the product to bf16
+// first, as the separate matmul then add / silu_mul kernels do, so they give the unfused GPU path's
+// numbers.
+enum gemv_policy {
+    GEMV_STORE,         // out = x·Wᵀ
+    GEMV_ADD,           // out += x·Wᵀ (the residual add after a projection)
+    GEMV_SWIGLU,        // out = silu(x·Wᵀ) ⊙ (x·W2ᵀ)
+    GEMV_SWIGLU_DEFER,  // GEMV_SWIGLU of x's rmsnorm, its scale applied to the sums (DEFER below)
+    GEMV_QKV,           // the products of up to three weights sharing x (Q, K and V) from one launch: the
+                        // grid's CTAs split into segments, each with its own weight, output and row count
+    GEMV_QKV_NORM,      // GEMV_QKV of x's rmsnorm, normalised in the CTA's prologue (NORM below)
+    GEMV_QKV_ROPE,      // GEMV_QKV_NORM with RoPE and the cache write in the epilogue (gemv_rope)
+};
 
-// NORM (the fused epilogues' launches): x is the residual stream and each CTA first normalises
+// NORM (GEMV_QKV_NORM, GEMV_QKV_ROPE): x is the residual stream and each CTA first normalises
 // its n rows into shared memory with k_rmsnorm's arithmetic (cuda_rmsnorm.cuh, the same T
 // threads), so the products equal rmsnorm then the GEMM bit for bit and the rmsnorm launch goes.
 // The CTA's first weight runs are loaded before it (they do not depend on x).
-// DEFER (SwiGLU's launch): the product of x's RMSNorm
-// taken as r·Σ_k W[k]·(x[k]·g[k]), r = 1/sqrt(Σ x²/cols + eps) — each warp sums x² of the runs it
-// reads anyway and scales its sums at the end: no prologue, no shared memory, no barrier; the
-// values lose k_rmsnorm's bf16 rounding of the normalised x (nearer the CPU's: NMSE 9.2e-6 vs
-// 1.47e-5), and SwiGLU runs ≈ 6 % faster than with NORM. On Q|K|V the same form is slower (cause
-// not found), so Q|K|V keeps NORM.
+// DEFER (GEMV_SWIGLU_DEFER): the product of x's RMSNorm taken as r·Σ_k W[k]·(x[k]·g[k]),
+// r = 1/sqrt(Σ x²/cols + eps) — each warp sums x² of the runs it reads anyway and scales its sums at
+// the end: no prologue, no shared memory, no barrier, so SwiGLU runs faster than with NORM. The
+// values lose k_rmsnorm's bf16 rounding of the normalised x (they are nearer the CPU's). On Q|K|V
+// the same form is slower, so Q|K|V keeps NORM.
 struct gemv_norm {
     const bf16 *w = nullptr;  // [cols] the norm's weight
     float eps = 0;
@@ -56,8 +56,8 @@ struct gemv_segs {
     int cta0[3];           // the segment's first CTA
 };
 
-// ROPE (GEMV_QKV with NORM; decode steps): RoPE on Q
-// and K and the cache write of K and V in the epilogue, as rope_kv_write after the products
+// ROPE (GEMV_QKV_ROPE; decode steps): RoPE on Q and K and the cache write of K and V in the
+// epilogue, as k_rope_kv_write after the products
 // (cuda_kv_write.cu; the same element arithmetic, cuda_kv_store.cuh), so a decode step loses a
 // launch a layer. A CTA's R = WARPS · RPW rows of Q or K are R / 2 rotation pairs: with neox pairs
 // (j, j + hd / 2) its slots i < R / 2 take rows j of a head and the rest rows j + hd / 2 (needs
@@ -75,6 +75,18 @@ struct gemv_rope {
     const float *ks = nullptr, *vs = nullptr, *ko = nullptr;  // [n_kv] scales; [n_kv][hd] K offsets or NULL
     int hd = 0, half = 0, neox = 0, n_kv = 0, bs = 0, dt = 0;
     float attn_factor = 1;
+};
+
+// One launch's operands (the kernel's one parameter).
+struct gemv_args {
+    void *out = nullptr;           // [n][rows] OUT elements (GEMV_QKV*: the segments' outputs instead)
+    const bf16 *x = nullptr;       // [n][cols]
+    const bf16 *w = nullptr;       // [rows][cols]
+    const bf16 *w2 = nullptr;      // [rows][cols] GEMV_SWIGLU*'s up weight
+    int rows = 0, cols = 0;
+    gemv_segs seg = {};            // GEMV_QKV*: the segments
+    gemv_norm nrm;                 // NORM, DEFER: x's rmsnorm
+    gemv_rope rp;                  // GEMV_QKV_ROPE: RoPE and the cache write
 };
 
 #define GEMV_WARPS 8    // default: warps per CTA
@@ -113,24 +125,25 @@ __device__ __forceinline__ void gemv_dot8(float &acc, uint4 w, uint4 x) {
     }
 }
 
-template <int NR, typename OUT, int WARPS = GEMV_WARPS, int UNROLL = GEMV_UNROLL, int KSPLIT = GEMV_KSPLIT, bool PDL = false,
-          int EPI = GEMV_STORE, bool NORM = false, bool DEFER = false, int RPW = 1, bool ROPE = false>
-__global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, const bf16 *x /*[NR][cols]*/,
-                                                     const bf16 *w /*[rows][cols]*/, int rows, int cols,
-                                                     const bf16 *w2 = nullptr /*[rows][cols], GEMV_SWIGLU's up weight*/,
-                                                     gemv_segs seg = gemv_segs() /*GEMV_QKV: the segments*/,
-                                                     gemv_norm nrm = gemv_norm() /*NORM: x's rmsnorm*/,
-                                                     gemv_rope rp = gemv_rope() /*ROPE: RoPE and the cache write*/) {
+template <int NR, typename OUT, gemv_policy P, int WARPS = GEMV_WARPS, int UNROLL = GEMV_UNROLL, int KSPLIT = GEMV_KSPLIT,
+          int RPW = 1>
+__global__ void __launch_bounds__(WARPS * 32) k_gemv(const __grid_constant__ gemv_args a) {
+    constexpr bool SW = P == GEMV_SWIGLU || P == GEMV_SWIGLU_DEFER, DEFER = P == GEMV_SWIGLU_DEFER;
+    constexpr bool QKV = P == GEMV_QKV || P == GEMV_QKV_NORM || P == GEMV_QKV_ROPE;
+    constexpr bool NORM = P == GEMV_QKV_NORM || P == GEMV_QKV_ROPE, ROPE = P == GEMV_QKV_ROPE;
     static_assert(WARPS % KSPLIT == 0, "a CTA holds whole rows");
-    static_assert(EPI == GEMV_STORE || (KSPLIT == 1 && !PDL && sizeof(OUT) == 2), "fused epilogues: bf16 out, a warp a row, no PDL");
-    static_assert(!NORM || EPI != GEMV_STORE, "NORM: the fused epilogues' launches");
-    static_assert(!DEFER || (!NORM && KSPLIT == 1 && EPI != GEMV_STORE), "DEFER: a warp a row, instead of NORM");
-    static_assert(RPW == 1 || (KSPLIT == 1 && (EPI == GEMV_STORE || EPI == GEMV_QKV) && !DEFER), "RPW: stored products, a warp its rows");
-    static_assert(!ROPE || (EPI == GEMV_QKV && NORM), "ROPE: the fused rmsnorm + Q|K|V launch");
-    constexpr bool SW = EPI == GEMV_SWIGLU;
+    static_assert(P == GEMV_STORE || (KSPLIT == 1 && sizeof(OUT) == 2), "fused epilogues: bf16 out, a warp a row");
+    static_assert(RPW == 1 || (KSPLIT == 1 && (P == GEMV_STORE || QKV)), "RPW: stored products, a warp its rows");
+    OUT *out = (OUT *)a.out;
+    const bf16 *w = a.w, *const x = a.x, *const w2 = a.w2;
+    int rows = a.rows;
+    const int cols = a.cols;
+    const gemv_segs &seg = a.seg;
+    const gemv_norm &nrm = a.nrm;
+    const gemv_rope &rp = a.rp;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, part = warp % KSPLIT;
     int blk = blockIdx.x, sg = 0;
-    if constexpr (EPI == GEMV_QKV) {  // this CTA's segment: its weight, output and rows
+    if constexpr (QKV) {  // this CTA's segment: its weight, output and rows
         sg = blk >= seg.cta0[2] ? 2 : blk >= seg.cta0[1] ? 1 : 0;
         blk -= seg.cta0[sg];
         out = (OUT *)seg.out[sg];
@@ -183,17 +196,15 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
     const uint4 *gr = (const uint4 *)nrm.w;  // DEFER: the norm's weight in runs
     constexpr int STRIDE = 32 * KSPLIT;  // the row's KSPLIT warps interleave their runs
     int i = part * 32 + lane;
-    constexpr bool EARLY = PDL || NORM;
-    uint4 first[EARLY ? UNROLL : 1];  // PDL, NORM: the first runs, loaded before waiting for x
+    constexpr bool EARLY = NORM;
+    uint4 first[EARLY ? UNROLL : 1];  // NORM: the first runs, loaded before the prologue needs x
     bool have_first = false;
     if constexpr (EARLY) {
-        if constexpr (PDL) pdl_trigger();
         if (live && i + STRIDE * (UNROLL - 1) < runs) {
 #pragma unroll
             for (int u = 0; u < UNROLL; u++) first[u] = __ldcs(wr + i + STRIDE * u);
             have_first = true;
         }
-        if constexpr (PDL) pdl_wait();
     }
     if constexpr (NORM) {  // each row of x normalised into gemv_xs, as k_rmsnorm would
         __shared__ float red[32];
@@ -369,8 +380,8 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
         for (int r = 0; r < NR; r++) {
             OUT *o = out + (size_t)r * rows + row;
             if constexpr (sizeof(OUT) == 4) *o = acc[r];
-            else if constexpr (EPI == GEMV_STORE || EPI == GEMV_QKV) *o = __float2bfloat16_rn(acc[r]);
-            else if constexpr (EPI == GEMV_ADD) {
+            else if constexpr (P == GEMV_STORE || QKV) *o = __float2bfloat16_rn(acc[r]);
+            else if constexpr (P == GEMV_ADD) {
                 *o = __float2bfloat16_rn(__bfloat162float(*o) + __bfloat162float(__float2bfloat16_rn(acc[r])));
             } else {  // as k_silu_mul on the rounded gate and up products
                 float gv = __bfloat162float(__float2bfloat16_rn(acc[r]));
@@ -380,48 +391,60 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(OUT *out /*[NR][rows]*/, co
     }
 }
 
-// One launch of k_gemv<NR, ...>; PDL launches it as a programmatic dependent of the previous kernel.
-template <int NR, typename OUT, int WARPS, int UNROLL, int KSPLIT, bool PDL>
+// One GEMV_STORE launch of k_gemv<NR, ...> with one variant's sizes.
+template <int NR, typename OUT, int WARPS, int UNROLL, int KSPLIT>
 static void gemv_launch_nr(cudaStream_t st, OUT *out, const bf16 *x, const bf16 *w, int rows, int cols) {
     dim3 grid((unsigned)((rows + WARPS / KSPLIT - 1) / (WARPS / KSPLIT))), block(WARPS * 32);
-    if constexpr (PDL) {
-        cudaLaunchAttribute attr[1];
-        const cudaLaunchConfig_t cfg = pdl_config(grid, block, 0, st, attr);
-        cudaLaunchKernelEx(&cfg, k_gemv<NR, OUT, WARPS, UNROLL, KSPLIT, PDL>, out, x, w, rows, cols, (const bf16 *)nullptr,
-                           gemv_segs(), gemv_norm(), gemv_rope());
-    } else {
-        k_gemv<NR, OUT, WARPS, UNROLL, KSPLIT, PDL><<<grid, block, 0, st>>>(out, x, w, rows, cols);
-    }
+    gemv_args a;
+    a.out = out;
+    a.x = x;
+    a.w = w;
+    a.rows = rows;
+    a.cols = cols;
+    k_gemv<NR, OUT, GEMV_STORE, WARPS, UNROLL, KSPLIT><<<grid, block, 0, st>>>(a);
 }
 
-// The launch for n rows of x (1..8) with one variant's knobs.
-template <typename OUT, int WARPS, int UNROLL, int KSPLIT, bool PDL = false>
+// The launch for n rows of x (1..8) with one variant's sizes.
+template <typename OUT, int WARPS, int UNROLL, int KSPLIT>
 static void gemv_launch_variant(cudaStream_t st, OUT *out, const bf16 *x, const bf16 *w, int rows, int cols, int n) {
     switch (n) {
-    case 1: gemv_launch_nr<1, OUT, WARPS, UNROLL, KSPLIT, PDL>(st, out, x, w, rows, cols); break;
-    case 2: gemv_launch_nr<2, OUT, WARPS, UNROLL, KSPLIT, PDL>(st, out, x, w, rows, cols); break;
-    case 3: gemv_launch_nr<3, OUT, WARPS, UNROLL, KSPLIT, PDL>(st, out, x, w, rows, cols); break;
-    case 4: gemv_launch_nr<4, OUT, WARPS, UNROLL, KSPLIT, PDL>(st, out, x, w, rows, cols); break;
-    case 5: gemv_launch_nr<5, OUT, WARPS, UNROLL, KSPLIT, PDL>(st, out, x, w, rows, cols); break;
-    case 6: gemv_launch_nr<6, OUT, WARPS, UNROLL, KSPLIT, PDL>(st, out, x, w, rows, cols); break;
-    case 7: gemv_launch_nr<7, OUT, WARPS, UNROLL, KSPLIT, PDL>(st, out, x, w, rows, cols); break;
-    default: gemv_launch_nr<8, OUT, WARPS, UNROLL, KSPLIT, PDL>(st, out, x, w, rows, cols); break;
+    case 1: gemv_launch_nr<1, OUT, WARPS, UNROLL, KSPLIT>(st, out, x, w, rows, cols); break;
+    case 2: gemv_launch_nr<2, OUT, WARPS, UNROLL, KSPLIT>(st, out, x, w, rows, cols); break;
+    case 3: gemv_launch_nr<3, OUT, WARPS, UNROLL, KSPLIT>(st, out, x, w, rows, cols); break;
+    case 4: gemv_launch_nr<4, OUT, WARPS, UNROLL, KSPLIT>(st, out, x, w, rows, cols); break;
+    case 5: gemv_launch_nr<5, OUT, WARPS, UNROLL, KSPLIT>(st, out, x, w, rows, cols); break;
+    case 6: gemv_launch_nr<6, OUT, WARPS, UNROLL, KSPLIT>(st, out, x, w, rows, cols); break;
+    case 7: gemv_launch_nr<7, OUT, WARPS, UNROLL, KSPLIT>(st, out, x, w, rows, cols); break;
+    default: gemv_launch_nr<8, OUT, WARPS, UNROLL, KSPLIT>(st, out, x, w, rows, cols); break;
     }
 }
 
-// A fused-epilogue launch (GEMV_ADD into out, GEMV_SWIGLU with w2, or GEMV_QKV over seg's
-// segments, whose CTAs then make the grid) for n <= 8 rows of x; false when the shapes do not fit
+// The operands of a fused launch's product out = f(x · wᵀ [, x · w2ᵀ]); rows past the kernel's int
+// range make a.rows -1, which gemv_fused_launch declines.
+static inline gemv_args gemv_product(bf16 *out, const bf16 *x, const bf16 *w, const bf16 *w2, int64_t rows, int64_t cols) {
+    gemv_args a;
+    a.out = out;
+    a.x = x;
+    a.w = w;
+    a.w2 = w2;
+    a.rows = rows > (int64_t)1 << 30 ? -1 : (int)rows;
+    a.cols = (int)cols;
+    return a;
+}
+
+// A fused launch (GEMV_ADD into a.out, GEMV_SWIGLU* with a.w2, or GEMV_QKV* over a.seg's segments,
+// whose seg_ctas CTAs then make the grid) for n <= 8 rows of x; false when the shapes do not fit
 // (the caller composes the unfused ops instead).
-// NORM: x is normalised first (gemv_norm_fits must hold).
+// NORM (GEMV_QKV_NORM, GEMV_QKV_ROPE): x is normalised first (gemv_norm_fits must hold).
 // RPW: rows a warp (Q|K|V; seg's CTAs counted with GEMV_WARPS · RPW rows each).
-template <int EPI, bool NORM = false, bool DEFER = false, int RPW = 1, bool ROPE = false>
-static bool gemv_fused_launch(cudaStream_t st, bf16 *out, const bf16 *x, const bf16 *w, const bf16 *w2, int64_t rows,
-                              int64_t cols, int n, gemv_segs seg = gemv_segs(), unsigned seg_ctas = 0, gemv_norm nrm = gemv_norm(),
-                              gemv_rope rp = gemv_rope()) {
-    if (n < 1 || n > 8 || cols % 8 || ((uintptr_t)w | (uintptr_t)x | (uintptr_t)w2) % 16 || rows > (int64_t)1 << 30) return false;
-    dim3 grid(EPI == GEMV_QKV ? seg_ctas : (unsigned)((rows + GEMV_WARPS * RPW - 1) / (GEMV_WARPS * RPW))), block(GEMV_WARPS * 32);
-    const size_t smem = NORM ? (size_t)n * cols * sizeof(bf16) : 0;
-#define GF(NR) k_gemv<NR, bf16, GEMV_WARPS, GEMV_UNROLL, 1, false, EPI, NORM, DEFER, RPW, ROPE><<<grid, block, smem, st>>>(out, x, w, (int)rows, (int)cols, w2, seg, nrm, rp)
+template <gemv_policy P, int RPW = 1>
+static bool gemv_fused_launch(cudaStream_t st, const gemv_args &a, int n, unsigned seg_ctas = 0) {
+    constexpr bool QKV = P == GEMV_QKV || P == GEMV_QKV_NORM || P == GEMV_QKV_ROPE;
+    constexpr bool NORM = P == GEMV_QKV_NORM || P == GEMV_QKV_ROPE;
+    if (n < 1 || n > 8 || a.cols % 8 || ((uintptr_t)a.w | (uintptr_t)a.x | (uintptr_t)a.w2) % 16 || a.rows < 0) return false;
+    dim3 grid(QKV ? seg_ctas : (unsigned)((a.rows + GEMV_WARPS * RPW - 1) / (GEMV_WARPS * RPW))), block(GEMV_WARPS * 32);
+    const size_t smem = NORM ? (size_t)n * a.cols * sizeof(bf16) : 0;
+#define GF(NR) k_gemv<NR, bf16, P, GEMV_WARPS, GEMV_UNROLL, 1, RPW><<<grid, block, smem, st>>>(a)
     switch (n) {
     case 1: GF(1); break;
     case 2: GF(2); break;
@@ -450,29 +473,33 @@ static inline bool gemv_norm_fits(const bf16 *x, const bf16 *nw, int64_t cols, i
            (size_t)n * cols * sizeof(bf16) <= GEMV_NORM_SMEM_MAX;
 }
 
-// Q, K and V products of one x in one launch (GEMV_QKV); false when the shapes do not fit.
+// Q, K and V products of one x in one launch (P: GEMV_QKV, GEMV_QKV_NORM or GEMV_QKV_ROPE); false
+// when the shapes do not fit.
 // NORM: of x's rmsnorm (nrm; gemv_norm_fits checked by the caller).
 // ROPE: RoPE and the cache write in the epilogue (rp; false when the shapes do not fit it).
-template <bool NORM = false, int RPW = 1, bool ROPE = false>
-static inline bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf16 *x, const bf16 *const w[3], const int64_t rows[3],
-                            int64_t cols, int n, gemv_norm nrm = gemv_norm(), gemv_rope rp = gemv_rope()) {
-    if constexpr (ROPE) {
+template <gemv_policy P, int RPW = 1>
+static inline bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf16 *x, const bf16 *const w[3],
+                                   const int64_t rows[3], int64_t cols, int n, gemv_norm nrm = gemv_norm(),
+                                   gemv_rope rp = gemv_rope()) {
+    if constexpr (P == GEMV_QKV_ROPE) {
         constexpr int R = GEMV_WARPS * RPW;
         const bool fits = rp.hd > 0 && rp.hd % R == 0 && (!rp.neox || rp.half * 2 == rp.hd) && rows[1] == rows[2] &&
                           rows[1] == (int64_t)rp.n_kv * rp.hd && rows[0] % rp.hd == 0;
         if (!fits) return false;
     }
-    gemv_segs seg = {};
+    gemv_args a = gemv_product(out[0], x, w[0], nullptr, rows[0], cols);
     unsigned ctas = 0;
     for (int k = 0; k < 3; k++) {
         if ((uintptr_t)w[k] % 16 || rows[k] < 1 || rows[k] > (int64_t)1 << 28) return false;
-        seg.out[k] = out[k];
-        seg.w[k] = w[k];
-        seg.rows[k] = (int)rows[k];
-        seg.cta0[k] = (int)ctas;
+        a.seg.out[k] = out[k];
+        a.seg.w[k] = w[k];
+        a.seg.rows[k] = (int)rows[k];
+        a.seg.cta0[k] = (int)ctas;
         ctas += (unsigned)((rows[k] + GEMV_WARPS * RPW - 1) / (GEMV_WARPS * RPW));
     }
-    return gemv_fused_launch<GEMV_QKV, NORM, false, RPW, ROPE>(st, out[0], x, w[0], nullptr, rows[0], cols, n, seg, ctas, nrm, rp);
+    a.nrm = nrm;
+    a.rp = rp;
+    return gemv_fused_launch<P, RPW>(st, a, n, ctas);
 }
 
 // True when the skinny path takes this product (and launches it); false: use cuBLASLt.
@@ -480,9 +507,8 @@ template <typename OUT>
 static bool gemv_launch(cudaStream_t st, OUT *out, const bf16 *x, const bf16 *w, int64_t rows, int64_t cols, int n) {
     if (n < 1 || n > 8 || cols % 8 || ((uintptr_t)w | (uintptr_t)x) % 16 || rows > (int64_t)1 << 30) return false;
     // Small weights (<= 2048 rows: the 8B model's 1024-row K and V products) get 2 warps a row, so
-    // the grid still fills the GPU: 6.8 -> 6.1 us at n = 1, 11.4 -> 7.0 at n = 4, 12.5 -> 8.5 at
-    // n = 8 (gemv_bench, H200, 2026-11-30). The choice depends on the shape alone, so a row's
-    // result still does not depend on n.
+    // the grid still fills the GPU (dev/cuda/gemv_bench.cu times both). The choice depends on the
+    // shape alone, so a row's result still does not depend on n.
     if (rows <= 2048) gemv_launch_variant<OUT, GEMV_WARPS, GEMV_UNROLL, 2>(st, out, x, w, (int)rows, (int)cols, n);
     else gemv_launch_variant<OUT, GEMV_WARPS, GEMV_UNROLL, GEMV_KSPLIT>(st, out, x, w, (int)rows, (int)cols, n);
     return true;

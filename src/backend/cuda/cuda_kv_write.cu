@@ -1,7 +1,8 @@
 // cuda_kv_write.cu — writing K and V into the paged cache: kv_write (quantize into the pages,
-// bytes identical to the CPU's), rope_kv_write (RoPE on Q and K and the same write in one launch),
-// and the per-layer FP8 scales and K offsets uploaded for them and for the attention kernels
-// (cuda_layer_scales).
+// bytes identical to the CPU's), cuda_rope_kv_write (RoPE on Q and K and the same write in one
+// launch, attn_in's tail for the steps its fused GEMM does not take), and the per-layer FP8 scales
+// and K offsets uploaded for them and for the attention kernels (cuda_layer_scales), kept in the
+// backend (struct cuda_backend.scale_slots).
 //
 // Data layout (docs/kv_format.md): cache [n_blocks][n_kv_heads][kv_block_tokens][head_dim];
 // k, v inputs [n_tokens][n_kv_heads][head_dim] bf16.
@@ -14,29 +15,54 @@
 
 // (to_fp8, k_store, v_store, kv_store: cuda_kv_store.cuh)
 
-// ko: [n_kv][hd] K offsets subtracted (in f32, as the CPU does) before an FP8 store, or NULL
-__global__ void k_kv_write(void *kc, void *vc, const bf16 *k, const bf16 *v, const int32_t *slot, int n_tokens,
-                           int n_kv, int hd, int bs, int dt, const float *ks, const float *vs, const float *ko) {
+// The cache side of a write: n_tokens tokens' K and V into a layer's pages at their slots.
+struct kv_dst {
+    void *kc, *vc;             // the layer's K and V pages
+    const int32_t *slot;       // [n_tokens] (< 0: not stored)
+    int n_tokens, n_kv, hd, bs, dt;
+    const float *ks, *vs;      // [n_kv] scales
+    const float *ko;           // [n_kv][hd] K offsets subtracted (in f32, as the CPU does) before an FP8 store, or NULL
+};
+
+// The rotation: RoPE table and the batch's positions.
+struct rope_src {
+    const int32_t *pos;        // [n_tokens]
+    const double *inv_freq;    // [half]
+    int n_heads, half, neox;
+    float attn_factor;
+};
+
+__global__ void k_kv_write(const bf16 *k, const bf16 *v, const kv_dst dst) {
+    void *const kc = dst.kc, *const vc = dst.vc;
+    const int32_t *const slot = dst.slot;
+    const int n_tokens = dst.n_tokens, n_kv = dst.n_kv, hd = dst.hd, bs = dst.bs, dt = dst.dt;
+    const float *const ks = dst.ks, *const vs = dst.vs, *const ko = dst.ko;
     long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     long per_tok = (long)n_kv * hd;
     if (idx >= (long)n_tokens * per_tok) return;
     int t = (int)(idx / per_tok), h = (int)((idx % per_tok) / hd), d = (int)(idx % hd);
     int s = slot[t];
     if (s < 0) return;
-    size_t dst = kv_index(s, h, d, n_kv, bs, hd);
-    kv_store(kc, vc, dst, k[idx], v[idx], dt, ks[h], vs[h], ko ? ko + h * hd + d : nullptr);
+    const size_t at = kv_index(s, h, d, n_kv, bs, hd);
+    kv_store(kc, vc, at, k[idx], v[idx], dt, ks[h], vs[h], ko ? ko + h * hd + d : nullptr);
 }
 
 // RoPE on Q and K and kv_write in one launch (a decode step's three small kernels a layer become
 // one): one thread per (token, head of Q then K, pair of dims). Pairs below half are the rotated
 // ones (as k_rope: (i, i + half) or (2i, 2i + 1)); the rest cover the dims past n_rot two at a time.
 // A K head's thread stores its two K and V elements as k_kv_write does (kv_store), so the pages
-// get the same bytes as rope, rope, kv_write. pdl_trigger() first, so the decode kernel after it, a programmatic dependent, may launch while
-// this grid still runs (cuda_pdl.cuh; it waits for this grid before it reads Q or the newest block).
-__global__ void k_rope_kv_write(bf16 *q /*[n_tokens][n_heads][hd]*/, bf16 *k /*[n_tokens][n_kv][hd]*/, const bf16 *v, void *kc,
-                                void *vc, const int32_t *pos, const int32_t *slot, const double *inv_freq, int n_tokens, int n_heads,
-                                int n_kv, int hd, int half, int neox, float attn_factor, int bs, int dt, const float *ks,
-                                const float *vs, const float *ko) {
+// get the same bytes as rope, rope, kv_write. pdl_trigger() first, so the decode kernel after it, a
+// programmatic dependent, may launch while this grid still runs (cuda_pdl.cuh; it waits for this
+// grid before it reads Q or the newest block).
+__global__ void k_rope_kv_write(bf16 *q /*[n_tokens][n_heads][hd]*/, bf16 *k /*[n_tokens][n_kv][hd]*/, const bf16 *v,
+                                const rope_src rs, const kv_dst dst) {
+    void *const kc = dst.kc, *const vc = dst.vc;
+    const int32_t *const pos = rs.pos, *const slot = dst.slot;
+    const double *const inv_freq = rs.inv_freq;
+    const int n_tokens = dst.n_tokens, n_heads = rs.n_heads, n_kv = dst.n_kv, hd = dst.hd, half = rs.half, neox = rs.neox;
+    const int bs = dst.bs, dt = dst.dt;
+    const float attn_factor = rs.attn_factor;
+    const float *const ks = dst.ks, *const vs = dst.vs, *const ko = dst.ko;
     pdl_trigger();
     const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     const int pairs = hd / 2, nh = n_heads + n_kv;
@@ -63,10 +89,10 @@ __global__ void k_rope_kv_write(bf16 *q /*[n_tokens][n_heads][hd]*/, bf16 *k /*[
     kv_store(kc, vc, base + b, hv[b], vh[b], dt, ks[kh], vs[kh], kof ? kof + b : nullptr);
 }
 
-// Per-layer scales live in constant-sized device arrays owned by this file (uploaded when
-// a layer's scales change; 64 KV heads max, see KV_MAX_HEADS).
+// Per-layer scales live in constant-sized device arrays, N_SCALE_SLOTS a backend (uploaded when a
+// layer's scales change; 64 KV heads max, see KV_MAX_HEADS).
 // K offsets (kv_layer.k_offset) are uploaded when their contents differ from the slot's copy.
-struct scale_slot {
+struct cuda_scale_slot {
     const struct kv_layer *l;
     float k[KV_MAX_HEADS], v[KV_MAX_HEADS];
     float *dev;
@@ -75,25 +101,40 @@ struct scale_slot {
     size_t off_n;
 };
 #define N_SCALE_SLOTS 512
-static struct scale_slot scale_slots[N_SCALE_SLOTS];
 
-static struct scale_slot *find_slot(const struct kv_layer *l) {
-    for (int i = 0; i < N_SCALE_SLOTS; i++) if (scale_slots[i].l == l) return &scale_slots[i];
+static struct cuda_scale_slot *find_slot(struct cuda_backend *c, const struct kv_layer *l) {
+    for (int i = 0; c->scale_slots && i < N_SCALE_SLOTS; i++) if (c->scale_slots[i].l == l) return &c->scale_slots[i];
     return nullptr;
 }
 
+void cuda_kv_release(struct cuda_backend *c) {
+    if (!c->scale_slots) return;
+    for (int i = 0; i < N_SCALE_SLOTS; i++) {
+        struct cuda_scale_slot *s = &c->scale_slots[i];
+        if (s->dev) cudaFree(s->dev);
+        if (s->off_dev) cudaFree(s->off_dev);
+        free(s->off_host);
+    }
+    free(c->scale_slots);
+    c->scale_slots = nullptr;
+}
+
 float *cuda_layer_scales(struct cuda_backend *c, const struct kv_layer *l) {
+    if (!c->scale_slots && !(c->scale_slots = (struct cuda_scale_slot *)calloc(N_SCALE_SLOTS, sizeof *c->scale_slots))) {
+        cuda_fail(c, cudaErrorMemoryAllocation, "layer scales (host table)");
+        return nullptr;
+    }
     int free_i = -1;
     for (int i = 0; i < N_SCALE_SLOTS; i++) {
-        struct scale_slot *s = &scale_slots[i];
+        struct cuda_scale_slot *s = &c->scale_slots[i];
         if (s->l == l) {
             if (memcmp(s->k, l->k_scale, sizeof s->k) || memcmp(s->v, l->v_scale, sizeof s->v)) break;  // changed
             return s->dev;
         }
         if (!s->l && free_i < 0) free_i = i;
     }
-    struct scale_slot *s = find_slot(l);
-    if (!s) s = &scale_slots[free_i >= 0 ? free_i : 0];
+    struct cuda_scale_slot *s = find_slot(c, l);
+    if (!s) s = &c->scale_slots[free_i >= 0 ? free_i : 0];
     if (!s->dev && cuda_fail(c, cudaMalloc((void **)&s->dev, 2 * KV_MAX_HEADS * sizeof(float)), "cudaMalloc(scales)")) return nullptr;
     s->l = l;
     memcpy(s->k, l->k_scale, sizeof s->k);
@@ -107,7 +148,7 @@ float *cuda_layer_scales(struct cuda_backend *c, const struct kv_layer *l) {
 
 const float *cuda_layer_offsets(struct cuda_backend *c, const struct kv_layer *l) {
     if (!l->k_offset) return nullptr;
-    struct scale_slot *s = find_slot(l);
+    struct cuda_scale_slot *s = find_slot(c, l);
     if (!s) { cuda_fail(c, cudaErrorInvalidValue, "kv_write: K offsets of a layer without scales"); return nullptr; }
     size_t n = (size_t)l->n_kv_heads * l->head_dim, bytes = n * sizeof(float);
     if (s->off_dev && s->off_n == n && !memcmp(s->off_host, l->k_offset, bytes)) return s->off_dev;
@@ -122,34 +163,35 @@ const float *cuda_layer_offsets(struct cuda_backend *c, const struct kv_layer *l
     return s->off_dev;
 }
 
-extern "C" void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt) {
-    struct cuda_backend *c = (struct cuda_backend *)b;
-    if (CUDA_SKIP(c) || !bt->n_tokens) return;
-    float *sc = cuda_layer_scales(c, l);
-    if (!sc) return;
+// The cache side of a write of the batch's tokens into l, or false (error latched) when its scales
+// or offsets cannot be uploaded.
+static bool kv_dst_of(struct cuda_backend *c, const struct kv_layer *l, const struct batch *bt, kv_dst *d) {
+    const float *sc = cuda_layer_scales(c, l);
+    if (!sc) return false;
     const float *ko = cuda_layer_offsets(c, l);
-    if (l->k_offset && !ko) return;
+    if (l->k_offset && !ko) return false;
+    *d = {l->k, l->v, c->cb.slot, bt->n_tokens, l->n_kv_heads, l->head_dim, l->kv_block_tokens, (int)l->dtype,
+          sc, sc + KV_MAX_HEADS, ko};
+    return true;
+}
+
+void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt) {
+    struct cuda_backend *c = (struct cuda_backend *)b;
+    kv_dst dst;
+    if (CUDA_SKIP(c) || !bt->n_tokens || !kv_dst_of(c, l, bt, &dst)) return;
     long n = (long)bt->n_tokens * l->n_kv_heads * l->head_dim;
-    k_kv_write<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>(l->k, l->v, (const bf16 *)k, (const bf16 *)v, c->cb.slot,
-                                                                  bt->n_tokens, l->n_kv_heads, l->head_dim, l->kv_block_tokens,
-                                                                  (int)l->dtype, sc, sc + KV_MAX_HEADS, ko);
+    k_kv_write<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>((const bf16 *)k, (const bf16 *)v, dst);
     CUDA_LAUNCHED(c, "kv_write");
 }
 
-extern "C" void cuda_rope_kv_write(struct backend *b, void *q, void *k, const void *v, int n_heads, const struct rope_table *rt,
-                                   struct kv_layer *l, const struct batch *bt) {
-    struct cuda_backend *c = (struct cuda_backend *)b;
-    if (CUDA_SKIP(c) || !bt->n_tokens) return;
-    float *sc = cuda_layer_scales(c, l);
-    if (!sc) return;
-    const float *ko = cuda_layer_offsets(c, l);
-    if (l->k_offset && !ko) return;
+void cuda_rope_kv_write(struct cuda_backend *c, void *q, void *k, const void *v, int n_heads, const struct rope_table *rt,
+                        struct kv_layer *l, const struct batch *bt) {
+    kv_dst dst;
+    if (CUDA_SKIP(c) || !bt->n_tokens || !kv_dst_of(c, l, bt, &dst)) return;
     const double *freqs = cuda_rope_freqs(c, rt);
     if (!freqs) return;
+    const rope_src rs = {c->cb.pos, freqs, n_heads, rt->n_rot / 2, rt->neox, rt->attn_factor};
     long n = (long)bt->n_tokens * (n_heads + l->n_kv_heads) * (l->head_dim / 2);
-    k_rope_kv_write<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>(
-        (bf16 *)q, (bf16 *)k, (const bf16 *)v, l->k, l->v, c->cb.pos, c->cb.slot, freqs, bt->n_tokens, n_heads, l->n_kv_heads,
-        l->head_dim, rt->n_rot / 2, rt->neox, rt->attn_factor, l->kv_block_tokens, (int)l->dtype, sc, sc + KV_MAX_HEADS, ko);
+    k_rope_kv_write<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>((bf16 *)q, (bf16 *)k, (const bf16 *)v, rs, dst);
     CUDA_LAUNCHED(c, "rope + kv_write");
 }
-
