@@ -97,10 +97,14 @@ static enum MHD_Result send_text(struct server *s, struct MHD_Connection *c, int
     return send_text_allow(s, c, status, ctype, body, n, NULL);
 }
 
+// The body of a 500 answer when the JSON error itself cannot be built.
+static const char OOM_BODY[] =
+    "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+
 static enum MHD_Result send_json(struct server *s, struct MHD_Connection *c, int status, json_t *j) {
     char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
-    if (!t) return send_text(s, c, 500, "application/json", "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\",\"param\":null,\"code\":null}}", 86);
+    if (!t) return send_text(s, c, 500, "application/json", OOM_BODY, 86);
     enum MHD_Result rc = send_text(s, c, status, "application/json", t, strlen(t));
     free(t);
     return rc;
@@ -346,13 +350,16 @@ static enum MHD_Result first_call(struct server *s, struct MHD_Connection *c, st
                                   const char *method) {
     const char *want = NULL;
     cn->route = route_of(url, &want);
+    bool head_ok = cn->route != R_COMPLETIONS && cn->route != R_CHAT;  // routes that answer HEAD like GET
     struct oai_error e;
     if (cn->route == R_NONE) {
         oai_error_set(&e, 404, "invalid_request_error", NULL, "not_found", "no route for %s %s", method, url);
-    } else if (strcmp(method, want) && !(cn->route != R_COMPLETIONS && cn->route != R_CHAT && !strcmp(method, "HEAD"))) {
-        oai_error_set(&e, 405, "invalid_request_error", NULL, "method_not_allowed", "%s %s is not allowed (use %s)", method, url, want);
+    } else if (strcmp(method, want) && !(head_ok && !strcmp(method, "HEAD"))) {
+        oai_error_set(&e, 405, "invalid_request_error", NULL, "method_not_allowed", "%s %s is not allowed (use %s)",
+                      method, url, want);
     } else if (!strncmp(url, "/v1/", 4) && !authorized(s, c)) {
-        oai_error_set(&e, 401, "invalid_request_error", NULL, "invalid_api_key", "missing or incorrect API key (send 'Authorization: Bearer KEY')");
+        oai_error_set(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
+                      "missing or incorrect API key (send 'Authorization: Bearer KEY')");
     } else if (atomic_load(&s->stopping)) {
         oai_error_set(&e, 503, "server_error", NULL, "server_shutting_down", "the server is shutting down");
     } else {
@@ -385,7 +392,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     if (cn->answered) return MHD_YES;
     cn->answered = true;
     if (cn->too_large)
-        return fail(s, c, 413, "invalid_request_error", "request_too_large", "the request body is larger than the limit (--max-body-bytes)");
+        return fail(s, c, 413, "invalid_request_error", "request_too_large",
+                    "the request body is larger than the limit (--max-body-bytes)");
     switch (cn->route) {
     case R_HEALTH:
         if (atomic_load(&s->stopping)) return fail(s, c, 503, "server_error", "server_shutting_down", "shutting down");
@@ -396,7 +404,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         struct engine_stats es;
         struct text_buf t = {0};
         engine_stats_get(s->e, &es);
-        if (metrics_render(&s->m, &es, &t) < 0) { text_buf_free(&t); return fail(s, c, 500, "server_error", NULL, "out of memory"); }
+        if (metrics_render(&s->m, &es, &t) < 0) {
+            text_buf_free(&t);
+            return fail(s, c, 500, "server_error", NULL, "out of memory");
+        }
         enum MHD_Result rc = send_text(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", t.p, t.n);
         text_buf_free(&t);
         return rc;
@@ -418,7 +429,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
 
 int server_start(struct server **out, struct engine *e, const struct oai_context *c, const struct server_options *o) {
     *out = NULL;
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE | AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
     char port[16];
     snprintf(port, sizeof port, "%d", o->port);

@@ -114,9 +114,12 @@ static int parse_prompt(const struct oai_context *c, json_t *b, struct oai_reque
     if (!p) return bad(e, "prompt", "'%s' is required%s", "");
     if (json_is_array(p) && json_array_size(p) == 1 && !json_is_integer(json_array_get(p, 0)))
         p = json_array_get(p, 0);  // a batch of one
-    if (json_is_string(p))
-        return tokenize(c, json_string_value(p), json_string_length(p), tokenizer_add_bos(c->tok), false, r, "prompt", e);
-    if (json_is_array(p) && json_array_size(p) > 0 && json_is_integer(json_array_get(p, 0))) return token_ids(c, p, r, e);
+    if (json_is_string(p)) {
+        bool bos = tokenizer_add_bos(c->tok);
+        return tokenize(c, json_string_value(p), json_string_length(p), bos, false, r, "prompt", e);
+    }
+    if (json_is_array(p) && json_array_size(p) > 0 && json_is_integer(json_array_get(p, 0)))
+        return token_ids(c, p, r, e);
     if (json_is_array(p) && json_array_size(p) > 1)
         return bad(e, "prompt", "'%s': batched prompts are not supported (send one prompt per request)%s", "");
     return bad(e, "prompt", "'%s' must be a string or an array of token ids%s", "");
@@ -129,23 +132,28 @@ static int content_text(json_t *m, size_t i, struct text_buf *out, struct oai_er
     if (json_is_string(ct)) return text_buf_append(out, json_string_value(ct), json_string_length(ct));
     if (json_is_array(ct)) {
         for (size_t j = 0; j < json_array_size(ct); j++) {
-            json_t *part = json_array_get(ct, j), *ty = json_object_get(part, "type"), *tx = json_object_get(part, "text");
+            json_t *part = json_array_get(ct, j);
+            json_t *ty = json_object_get(part, "type"), *tx = json_object_get(part, "text");
             if (!json_is_string(ty) || strcmp(json_string_value(ty), "text") || !json_is_string(tx)) {
-                oai_error_set(e, 400, INVALID, "messages", NULL, "messages[%zu].content[%zu]: only {\"type\":\"text\",\"text\":...} parts are supported", i, j);
+                oai_error_set(e, 400, INVALID, "messages", NULL,
+                              "messages[%zu].content[%zu]: only {\"type\":\"text\",\"text\":...} parts are supported",
+                              i, j);
                 return -1;
             }
             if (text_buf_append(out, json_string_value(tx), json_string_length(tx)) < 0) return -1;
         }
         return text_buf_append(out, "", 0);
     }
-    oai_error_set(e, 400, INVALID, "messages", NULL, "messages[%zu].content must be a string or an array of text parts", i);
+    oai_error_set(e, 400, INVALID, "messages", NULL,
+                  "messages[%zu].content must be a string or an array of text parts", i);
     return -1;
 }
 
 static int parse_messages(const struct oai_context *c, json_t *b, struct oai_request *r, struct oai_error *e) {
     json_t *ms = opt(b, "messages");
     if (!ms) return bad(e, "messages", "'%s' is required%s", "");
-    if (!json_is_array(ms) || json_array_size(ms) == 0) return bad(e, "messages", "'%s' must be a non-empty array%s", "");
+    if (!json_is_array(ms) || json_array_size(ms) == 0)
+        return bad(e, "messages", "'%s' must be a non-empty array%s", "");
     size_t n = json_array_size(ms);
     struct chat_msg *cm = calloc(n, sizeof *cm);
     struct text_buf *texts = calloc(n, sizeof *texts);
@@ -218,7 +226,8 @@ static uint64_t random_seed(void) {
     static _Atomic uint64_t counter;
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (atomic_fetch_add(&counter, 1) * 0x9E3779B97F4A7C15ull);
+    uint64_t k = atomic_fetch_add(&counter, 1);
+    uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 30) ^ (k * 0x9E3779B97F4A7C15ull);
     x ^= x >> 31;
     return x * 0xBF58476D1CE4E5B9ull;
 }
@@ -228,18 +237,32 @@ static int parse_fields(const struct oai_context *c, json_t *b, struct oai_reque
     if (model && !json_is_string(model)) return bad(e, "model", "'%s' must be a string%s", "");
     if (model && strcmp(json_string_value(model), c->served_name) && strcmp(json_string_value(model), c->model_path)) {
         oai_error_set(e, 404, "not_found_error", "model", "model_not_found",
-                      "The model '%s' does not exist (this server serves '%s')", json_string_value(model), c->served_name);
+                      "The model '%s' does not exist (this server serves '%s')",
+                      json_string_value(model), c->served_name);
         return -1;
     }
     long long n = 1;
-    if (get_int(b, "n", 1, 1, &n, NULL, e) < 0) { oai_error_set(e, 400, INVALID, "n", NULL, "'n' must be 1 (only one choice per request is supported)"); return -1; }
+    if (get_int(b, "n", 1, 1, &n, NULL, e) < 0) {
+        oai_error_set(e, 400, INVALID, "n", NULL, "'n' must be 1 (only one choice per request is supported)");
+        return -1;
+    }
     double t = 1.0, tp = 1.0, mp = 0.0;
     long long tk = 0, seed = 0;
     bool has_seed = false;
-    if (get_num(b, "temperature", &t, e) < 0 || get_num(b, "top_p", &tp, e) < 0 || get_num(b, "min_p", &mp, e) < 0) return -1;
-    if (!(t >= 0) || !isfinite(t)) { oai_error_set(e, 400, INVALID, "temperature", NULL, "'temperature' is %g; it must be >= 0", t); return -1; }
-    if (!(tp > 0 && tp <= 1)) { oai_error_set(e, 400, INVALID, "top_p", NULL, "'top_p' is %g; it must be in (0, 1]", tp); return -1; }
-    if (!(mp >= 0 && mp <= 1)) { oai_error_set(e, 400, INVALID, "min_p", NULL, "'min_p' is %g; it must be in [0, 1]", mp); return -1; }
+    if (get_num(b, "temperature", &t, e) < 0 || get_num(b, "top_p", &tp, e) < 0 || get_num(b, "min_p", &mp, e) < 0)
+        return -1;
+    if (!(t >= 0) || !isfinite(t)) {
+        oai_error_set(e, 400, INVALID, "temperature", NULL, "'temperature' is %g; it must be >= 0", t);
+        return -1;
+    }
+    if (!(tp > 0 && tp <= 1)) {
+        oai_error_set(e, 400, INVALID, "top_p", NULL, "'top_p' is %g; it must be in (0, 1]", tp);
+        return -1;
+    }
+    if (!(mp >= 0 && mp <= 1)) {
+        oai_error_set(e, 400, INVALID, "min_p", NULL, "'min_p' is %g; it must be in [0, 1]", mp);
+        return -1;
+    }
     if (get_int(b, "top_k", -1, 1 << 30, &tk, NULL, e) < 0) return -1;
     if (get_int(b, "seed", INT64_MIN, INT64_MAX, &seed, &has_seed, e) < 0) return -1;
     r->gen.sp = (struct sampling_params){.temperature = (float)t, .top_k = (int)tk, .top_p = (float)tp,
@@ -282,7 +305,8 @@ static int parse_max_tokens(const struct oai_context *c, json_t *b, struct oai_r
     bool has = false;
     json_t *v = opt(b, k);
     if (v && json_is_integer(v) && json_integer_value(v) <= 0) {
-        oai_error_set(e, 400, INVALID, k, NULL, "'%s' is %lld; it must be at least 1", k, (long long)json_integer_value(v));
+        oai_error_set(e, 400, INVALID, k, NULL, "'%s' is %lld; it must be at least 1", k,
+                      (long long)json_integer_value(v));
         return -1;
     }
     if (get_int(b, k, 1, INT32_MAX, &mt, &has, e) < 0) return -1;
@@ -290,7 +314,8 @@ static int parse_max_tokens(const struct oai_context *c, json_t *b, struct oai_r
     if (mt > room) {
         oai_error_set(e, 400, INVALID, k, "context_length_exceeded",
                       "This model's maximum context length is %d tokens. However, you requested %lld tokens "
-                      "(%d in the prompt, %lld for the completion)", c->max_model_len, r->n_prompt + mt, r->n_prompt, mt);
+                      "(%d in the prompt, %lld for the completion)",
+                      c->max_model_len, r->n_prompt + mt, r->n_prompt, mt);
         return -1;
     }
     r->gen.max_tokens = (int)mt;
@@ -306,7 +331,8 @@ int oai_parse(const struct oai_context *c, enum oai_kind kind, const char *body,
     json_t *b = json_loadb(body, n, JSON_REJECT_DUPLICATES, &je);
     int rc = -1;
     if (!b) {
-        oai_error_set(e, 400, INVALID, NULL, NULL, "malformed JSON body: %s (line %d, column %d)", je.text, je.line, je.column);
+        oai_error_set(e, 400, INVALID, NULL, NULL, "malformed JSON body: %s (line %d, column %d)",
+                      je.text, je.line, je.column);
         goto done;
     }
     if (!json_is_object(b)) { oai_error_set(e, 400, INVALID, NULL, NULL, "the body must be a JSON object"); goto done; }
@@ -339,6 +365,12 @@ void oai_request_free(struct oai_request *r) {
 
 // ---- responses ------------------------------------------------------------------------
 
+// The logprobs object with its lists empty: chat has one list of entries, completions four parallel lists.
+static json_t *empty_logprobs(enum oai_kind kind) {
+    if (kind == OAI_CHAT) return json_pack("{s:[]}", "content");
+    return json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
+}
+
 void oai_response_init(struct oai_response *s, const struct oai_context *c, const struct oai_request *r,
                        bool streaming) {
     static _Atomic unsigned long long seq;
@@ -351,8 +383,7 @@ void oai_response_init(struct oai_response *s, const struct oai_context *c, cons
              (unsigned long long)random_seed() >> 24, atomic_fetch_add(&seq, 1) & 0xffffff);
     text_output_init(&s->out, c->tok, (const char *const *)r->stops, r->n_stops, r->stop_ids, r->n_stop_ids);
     if (r->logprobs && !streaming)
-        s->lp = r->kind == OAI_CHAT ? json_pack("{s:[]}", "content")
-                                    : json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
+        s->lp = empty_logprobs(r->kind);
 }
 
 void oai_response_free(struct oai_response *s) {
@@ -391,11 +422,12 @@ static void add_logprobs(const struct oai_response *s, json_t *lp, const struct 
     if (s->r->kind == OAI_CHAT) {
         json_t *tops = json_array();
         for (int i = 0; i < ev->n_top && i < s->r->gen.top_logprobs; i++)
-            json_array_append_new(tops, json_pack("{s:o,s:f,s:o}", "token", token_str(s, ev->top_ids[i]), "logprob",
-                                                  lp_val(ev->top_logprobs[i]), "bytes", token_bytes(s, ev->top_ids[i])));
+            json_array_append_new(tops,
+                                  json_pack("{s:o,s:f,s:o}", "token", token_str(s, ev->top_ids[i]), "logprob",
+                                            lp_val(ev->top_logprobs[i]), "bytes", token_bytes(s, ev->top_ids[i])));
         json_array_append_new(json_object_get(lp, "content"),
-                              json_pack("{s:o,s:f,s:o,s:o}", "token", token_str(s, ev->token), "logprob", lp_val(ev->logprob),
-                                        "bytes", token_bytes(s, ev->token), "top_logprobs", tops));
+                              json_pack("{s:o,s:f,s:o,s:o}", "token", token_str(s, ev->token), "logprob",
+                                        lp_val(ev->logprob), "bytes", token_bytes(s, ev->token), "top_logprobs", tops));
     } else {
         json_t *tops = json_object();
         for (int i = 0; i < ev->n_top && i < s->r->gen.top_logprobs; i++) {
@@ -442,8 +474,7 @@ int oai_response_token(struct oai_response *s, const struct gen_event *ev, json_
     json_t *lp = NULL;
     if (s->r->logprobs) {
         if (s->streaming) {
-            lp = s->r->kind == OAI_CHAT ? json_pack("{s:[]}", "content")
-                                        : json_pack("{s:[],s:[],s:[],s:[]}", "tokens", "token_logprobs", "top_logprobs", "text_offset");
+            lp = empty_logprobs(s->r->kind);
             add_logprobs(s, lp, ev, offset);
         } else {
             add_logprobs(s, s->lp, ev, offset);
@@ -458,7 +489,8 @@ int oai_response_token(struct oai_response *s, const struct gen_event *ev, json_
 
 static json_t *usage(const struct oai_response *s, int n_cached) {
     return json_pack("{s:i,s:i,s:i,s:{s:i}}", "prompt_tokens", s->r->n_prompt, "completion_tokens", s->n_generated,
-                     "total_tokens", s->r->n_prompt + s->n_generated, "prompt_tokens_details", "cached_tokens", n_cached);
+                     "total_tokens", s->r->n_prompt + s->n_generated,
+                     "prompt_tokens_details", "cached_tokens", n_cached);
 }
 
 json_t *oai_response_first_chunk(struct oai_response *s) {
