@@ -5,18 +5,23 @@
 
 int config_validate(const struct model_config *c) {
 #define NEED(cond, ...) do { if (!(cond)) return err_set(OCT_EINVAL, __VA_ARGS__); } while (0)
-    NEED(c->n_layers > 0 && c->n_layers <= MODEL_MAX_LAYERS, "config: n_layers %d outside 1..%d", c->n_layers, MODEL_MAX_LAYERS);
+    NEED(c->n_layers > 0 && c->n_layers <= MODEL_MAX_LAYERS,
+         "config: n_layers %d outside 1..%d", c->n_layers, MODEL_MAX_LAYERS);
     NEED(c->dim > 0, "config: hidden size %d must be positive", c->dim);
     NEED(c->n_heads > 0 && c->n_kv_heads > 0, "config: head counts %d/%d must be positive", c->n_heads, c->n_kv_heads);
-    NEED(c->n_heads % c->n_kv_heads == 0, "config: n_heads %d not a multiple of n_kv_heads %d", c->n_heads, c->n_kv_heads);
-    NEED(c->head_dim >= 2 && c->head_dim <= 512 && c->head_dim % 2 == 0, "config: head_dim %d must be even, 2..512", c->head_dim);
+    NEED(c->n_heads % c->n_kv_heads == 0,
+         "config: n_heads %d not a multiple of n_kv_heads %d", c->n_heads, c->n_kv_heads);
+    NEED(c->head_dim >= 2 && c->head_dim <= 512 && c->head_dim % 2 == 0,
+         "config: head_dim %d must be even, 2..512", c->head_dim);
     NEED(c->ffn_dim > 0, "config: intermediate size %d must be positive", c->ffn_dim);
     NEED(c->n_vocab > 0, "config: vocab size %d must be positive", c->n_vocab);
     NEED(c->max_pos > 0, "config: context length %d must be positive", c->max_pos);
     NEED(c->norm_eps > 0 && c->norm_eps < 1, "config: rms norm eps %g out of range", c->norm_eps);
     NEED(c->rope.theta > 1, "config: rope theta %g must be > 1", c->rope.theta);
-    NEED(c->rope.n_rot >= 2 && c->rope.n_rot <= c->head_dim && c->rope.n_rot % 2 == 0, "config: rope dims %d must be even and <= head_dim %d", c->rope.n_rot, c->head_dim);
-    NEED(c->rope.scaling == ROPE_SCALING_NONE || c->rope.factor > 0, "config: rope scaling factor %g must be positive", c->rope.factor);
+    NEED(c->rope.n_rot >= 2 && c->rope.n_rot <= c->head_dim && c->rope.n_rot % 2 == 0,
+         "config: rope dims %d must be even and <= head_dim %d", c->rope.n_rot, c->head_dim);
+    NEED(c->rope.scaling == ROPE_SCALING_NONE || c->rope.factor > 0,
+         "config: rope scaling factor %g must be positive", c->rope.factor);
     NEED(c->sliding_window >= 0, "config: sliding_window %d must be >= 0", c->sliding_window);
 #undef NEED
     return OCT_OK;

@@ -38,7 +38,8 @@ static const struct preset presets[] = {
     {"tiny-swa", 4, 256, 8, 2, 32, 768, 512, 32768, 10000, ROPE_SCALING_NONE, 1, 0, 64, 2, true},
 };
 
-const char *const dummy_preset_names[] = {"llama-3.1-8b", "llama-3.2-1b", "gpt-oss-20b-attn", "gemma-hd256", "tiny", "tiny-swa", NULL};
+const char *const dummy_preset_names[] = {
+    "llama-3.1-8b", "llama-3.2-1b", "gpt-oss-20b-attn", "gemma-hd256", "tiny", "tiny-swa", NULL};
 
 #define CHUNK 4096
 
@@ -59,7 +60,9 @@ static int make_weight(struct model *m, struct threadpool *tp, struct weight *w,
     w->rows = rows;
     w->cols = cols;
     uint16_t *buf = model_own(m, (size_t)(rows * cols) * 2);
-    if (!buf) return err_set(OCT_ENOMEM, "dummy: cannot allocate %lld x %lld bf16 for %s", (long long)rows, (long long)cols, name);
+    if (!buf)
+        return err_set(OCT_ENOMEM, "dummy: cannot allocate %lld x %lld bf16 for %s",
+                       (long long)rows, (long long)cols, name);
     struct fill_ctx f = {buf, rows * cols, rng_hash_str(name), sqrtf(3.0f / (float)cols), ones};
     threadpool_run(tp, (int)((f.n + CHUNK - 1) / CHUNK), fill_task, &f);
     w->data = buf;

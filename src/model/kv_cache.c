@@ -28,7 +28,8 @@ int kv_dtype_parse(const char *s, enum dtype model_dtype, enum dtype *out) {
             *out = names[i].dt < 0 ? model_dtype : (enum dtype)names[i].dt;
             return OCT_OK;
         }
-    return err_set(OCT_EINVAL, "--kv-cache-dtype: unknown value '%s' (choose auto, fp32, fp16, bf16, fp8, fp8_e4m3, fp8_e5m2)", s);
+    return err_set(OCT_EINVAL,
+                   "--kv-cache-dtype: unknown value '%s' (choose auto, fp32, fp16, bf16, fp8, fp8_e4m3, fp8_e5m2)", s);
 }
 
 int kv_options_set_dtype(struct kv_options *o, const char *s) {
@@ -52,7 +53,8 @@ int kv_options_set_skip(struct kv_options *o, const char *s) {
             char *end;
             long v = strtol(p, &end, 10);
             if (end != e || v < 0 || v >= MODEL_MAX_LAYERS)
-                return err_set(OCT_EINVAL, "--kv-cache-dtype-skip-layers: '%.*s' is not a layer index (0..%d) or 'sliding_window'",
+                return err_set(OCT_EINVAL,
+                               "--kv-cache-dtype-skip-layers: '%.*s' is not a layer index (0..%d) or 'sliding_window'",
                                (int)len, p, MODEL_MAX_LAYERS - 1);
             o->skip[v] = true;
         }
@@ -64,15 +66,18 @@ int kv_options_set_skip(struct kv_options *o, const char *s) {
 int kv_cache_plan(struct kv_cache *kv, const struct model *m, const struct kv_options *o, int default_block_tokens) {
     const struct model_config *c = &m->cfg;
     memset(kv, 0, sizeof *kv);
-    if (c->n_kv_heads > KV_MAX_HEADS) return err_set(OCT_EUNSUP, "kv cache: %d KV heads (max %d)", c->n_kv_heads, KV_MAX_HEADS);
-    if (c->n_heads / c->n_kv_heads > 64) return err_set(OCT_EUNSUP, "kv cache: %d query heads per KV head (max 64)", c->n_heads / c->n_kv_heads);
+    if (c->n_kv_heads > KV_MAX_HEADS)
+        return err_set(OCT_EUNSUP, "kv cache: %d KV heads (max %d)", c->n_kv_heads, KV_MAX_HEADS);
+    if (c->n_heads / c->n_kv_heads > 64)
+        return err_set(OCT_EUNSUP, "kv cache: %d query heads per KV head (max 64)", c->n_heads / c->n_kv_heads);
     const int bs = o->kv_block_tokens ? o->kv_block_tokens : default_block_tokens;
     if (bs < 1 || bs > 1024) return err_set(OCT_EINVAL, "--kv-block-tokens %d outside 1..1024", bs);
     enum dtype model_dt = m->weight_dtype, chosen;
     TRY(kv_dtype_parse(o->dtype, model_dt, &chosen));
     for (int l = 0; l < MODEL_MAX_LAYERS; l++)
         if (o->skip[l] && l >= c->n_layers)
-            return err_set(OCT_EINVAL, "--kv-cache-dtype-skip-layers: layer %d does not exist (model has %d)", l, c->n_layers);
+            return err_set(OCT_EINVAL, "--kv-cache-dtype-skip-layers: layer %d does not exist (model has %d)",
+                           l, c->n_layers);
     kv->n_layers = c->n_layers;
     kv->kv_block_tokens = bs;
     for (int l = 0; l < c->n_layers; l++) {
@@ -138,14 +143,16 @@ void kv_cache_free(struct kv_cache *kv) {
 static int read_scales(json_t *v, const char *path, int layer, const char *key, int n_heads, float *dst) {
     if (json_is_number(v)) {
         double s = json_number_value(v);
-        if (!(s > 0) || s > 1e30) return err_set(OCT_EINVAL, "%s: layer %d %s = %g must be a positive finite number", path, layer, key, s);
+        if (!(s > 0) || s > 1e30)
+            return err_set(OCT_EINVAL, "%s: layer %d %s = %g must be a positive finite number", path, layer, key, s);
         for (int h = 0; h < n_heads; h++) dst[h] = (float)s;
         return OCT_OK;
     }
     if (!json_is_array(v)) return err_set(OCT_EINVAL, "%s: layer %d %s must be a number or an array", path, layer, key);
     size_t n = json_array_size(v);
     if (n != 1 && n != (size_t)n_heads)
-        return err_set(OCT_EINVAL, "%s: layer %d %s has %zu values (want 1 or %d KV heads)", path, layer, key, n, n_heads);
+        return err_set(OCT_EINVAL, "%s: layer %d %s has %zu values (want 1 or %d KV heads)",
+                       path, layer, key, n, n_heads);
     for (int h = 0; h < n_heads; h++) {
         json_t *e = json_array_get(v, n == 1 ? 0 : (size_t)h);
         double s = json_number_value(e);
@@ -160,13 +167,13 @@ static int read_scales(json_t *v, const char *path, int layer, const char *key, 
 // arrays) into dst[n_heads][hd].
 static int read_offsets(json_t *v, const char *path, int layer, int n_heads, int hd, float *dst) {
     if (!json_is_array(v) || json_array_size(v) == 0)
-        return err_set(OCT_EINVAL, "%s: layer %d k_offset must be an array of %d numbers or of %d such arrays", path, layer,
-                       hd, n_heads);
+        return err_set(OCT_EINVAL, "%s: layer %d k_offset must be an array of %d numbers or of %d such arrays",
+                       path, layer, hd, n_heads);
     bool nested = json_is_array(json_array_get(v, 0));
     size_t n = json_array_size(v);
     if (nested ? n != (size_t)n_heads : n != (size_t)hd)
-        return err_set(OCT_EINVAL, "%s: layer %d k_offset has %zu entries (want %d numbers, or %d arrays of %d)", path, layer, n,
-                       hd, n_heads, hd);
+        return err_set(OCT_EINVAL, "%s: layer %d k_offset has %zu entries (want %d numbers, or %d arrays of %d)",
+                       path, layer, n, hd, n_heads, hd);
     for (int h = 0; h < n_heads; h++) {
         json_t *row = nested ? json_array_get(v, (size_t)h) : v;
         if (!json_is_array(row) || json_array_size(row) != (size_t)hd)

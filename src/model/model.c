@@ -58,7 +58,8 @@ static int check_shape(const struct weight *w, const char *what, int layer, int6
         return err_set(OCT_EINVAL, "model: tensor %s (layer %d) is [%lld x %lld], expected [%lld x %lld]", what, layer,
                        (long long)w->rows, (long long)w->cols, (long long)rows, (long long)cols);
     if (w->dtype != DT_F32 && w->dtype != DT_F16 && w->dtype != DT_BF16)
-        return err_set(OCT_EUNSUP, "model: tensor %s (layer %d) has dtype %s (need f32, f16 or bf16)", what, layer, dtype_name(w->dtype));
+        return err_set(OCT_EUNSUP, "model: tensor %s (layer %d) has dtype %s (need f32, f16 or bf16)",
+                       what, layer, dtype_name(w->dtype));
     return OCT_OK;
 }
 
@@ -72,7 +73,8 @@ int model_finish(struct model *m) {
     size_t total = 0;
     const struct weight *top[] = {&m->token_embd, &m->output_norm, &m->output};
     for (int i = 0; i < 3; i++)
-        if (i < 2 || m->output.data != m->token_embd.data) total += (size_t)(top[i]->rows * top[i]->cols) * dtype_size(top[i]->dtype);
+        if (i < 2 || m->output.data != m->token_embd.data)
+            total += (size_t)(top[i]->rows * top[i]->cols) * dtype_size(top[i]->dtype);
     for (int l = 0; l < c->n_layers; l++) {
         struct layer_weights *w = &m->layers[l];
         TRY(check_shape(&w->attn_norm, "attn_norm", l, 1, c->dim));
@@ -84,7 +86,8 @@ int model_finish(struct model *m) {
         TRY(check_shape(&w->w_gate, "ffn_gate", l, c->ffn_dim, c->dim));
         TRY(check_shape(&w->w_up, "ffn_up", l, c->ffn_dim, c->dim));
         TRY(check_shape(&w->w_down, "ffn_down", l, c->dim, c->ffn_dim));
-        const struct weight *ws[] = {&w->attn_norm, &w->wq, &w->wk, &w->wv, &w->wo, &w->ffn_norm, &w->w_gate, &w->w_up, &w->w_down};
+        const struct weight *ws[] = {&w->attn_norm, &w->wq, &w->wk, &w->wv, &w->wo,
+                                     &w->ffn_norm, &w->w_gate, &w->w_up, &w->w_down};
         for (int i = 0; i < 9; i++) total += (size_t)(ws[i]->rows * ws[i]->cols) * dtype_size(ws[i]->dtype);
     }
     m->weight_bytes = total;
@@ -112,7 +115,8 @@ static int gguf_weight(struct model *m, struct weight *w, const char *name, bool
     return OCT_OK;
 }
 
-static int gguf_int_key(struct model *m, const char *arch, const char *suffix, int64_t *out, bool required, int64_t def) {
+static int gguf_int_key(struct model *m, const char *arch, const char *suffix, int64_t *out, bool required,
+                        int64_t def) {
     char key[160];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     if (!gguf_has_key(m->gguf, key)) {
@@ -121,7 +125,8 @@ static int gguf_int_key(struct model *m, const char *arch, const char *suffix, i
         return OCT_OK;
     }
     if (gguf_get_int(m->gguf, key, out) < 0) return err_wrap(OCT_EINVAL, "gguf %s: ", gguf_path(m->gguf));
-    if (*out < 0 || *out > (1 << 30)) return err_set(OCT_EINVAL, "gguf %s: key '%s' = %lld out of range", gguf_path(m->gguf), key, (long long)*out);
+    if (*out < 0 || *out > (1 << 30))
+        return err_set(OCT_EINVAL, "gguf %s: key '%s' = %lld out of range", gguf_path(m->gguf), key, (long long)*out);
     return OCT_OK;
 }
 
@@ -186,11 +191,14 @@ int model_load_gguf(struct model *m, const char *path) {
         c->rope.n_freq_factors = c->rope.n_rot / 2;
         memcpy(c->rope.freq_factors, rf->data, (size_t)c->rope.n_freq_factors * 4);
     }
-    if (c->n_layers > MODEL_MAX_LAYERS) return err_set(OCT_EUNSUP, "gguf %s: %d layers (max %d)", path, c->n_layers, MODEL_MAX_LAYERS);
-    static const char *names[9] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"};
+    if (c->n_layers > MODEL_MAX_LAYERS)
+        return err_set(OCT_EUNSUP, "gguf %s: %d layers (max %d)", path, c->n_layers, MODEL_MAX_LAYERS);
+    static const char *names[9] = {"attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+                                   "ffn_norm", "ffn_gate", "ffn_up", "ffn_down"};
     for (int l = 0; l < c->n_layers; l++) {
         struct layer_weights *w = &m->layers[l];
-        struct weight *ws[9] = {&w->attn_norm, &w->wq, &w->wk, &w->wv, &w->wo, &w->ffn_norm, &w->w_gate, &w->w_up, &w->w_down};
+        struct weight *ws[9] = {&w->attn_norm, &w->wq, &w->wk, &w->wv, &w->wo,
+                                &w->ffn_norm, &w->w_gate, &w->w_up, &w->w_down};
         for (int i = 0; i < 9; i++) {
             char tn[96];
             snprintf(tn, sizeof tn, "blk.%d.%s.weight", l, names[i]);
@@ -214,11 +222,13 @@ int model_load_gguf(struct model *m, const char *path) {
                 if (!ts[j]) continue;
                 int64_t n = tensor_n_elems(ts[j]);
                 if (ts[j]->dtype != DT_F32 || (n != 1 && n != c->n_kv_heads))
-                    return err_set(OCT_EINVAL, "gguf %s: tensor %s must be f32 with 1 or %d values", path, ts[j]->name, c->n_kv_heads);
+                    return err_set(OCT_EINVAL, "gguf %s: tensor %s must be f32 with 1 or %d values",
+                                   path, ts[j]->name, c->n_kv_heads);
                 for (int h = 0; h < c->n_kv_heads; h++) {
                     float s;
                     memcpy(&s, (const float *)ts[j]->data + (n == 1 ? 0 : h), 4);
-                    if (!(s > 0) || s > 1e30f) return err_set(OCT_EINVAL, "gguf %s: tensor %s has a non-positive scale", path, ts[j]->name);
+                    if (!(s > 0) || s > 1e30f)
+                        return err_set(OCT_EINVAL, "gguf %s: tensor %s has a non-positive scale", path, ts[j]->name);
                     dst[j][h] = s;
                 }
             }

@@ -58,7 +58,8 @@ static int parse_rope_scaling(struct rope_config *r, const json_t *rs, const cha
 static int st_weight(struct model *m, struct weight *w, const char *name, bool required) {
     const struct tensor_info *t = st_find_tensor(m->st, name);
     if (!t) return required ? err_set(OCT_EINVAL, "%s: missing tensor '%s'", st_path(m->st), name) : OCT_OK;
-    if (t->n_dims > 2) return err_set(OCT_EINVAL, "%s: tensor '%s' has %d dims (want 1 or 2)", st_path(m->st), name, t->n_dims);
+    if (t->n_dims > 2)
+        return err_set(OCT_EINVAL, "%s: tensor '%s' has %d dims (want 1 or 2)", st_path(m->st), name, t->n_dims);
     w->dtype = t->dtype;
     w->cols = t->ne[0];
     w->rows = t->n_dims == 2 ? t->ne[1] : 1;
@@ -68,7 +69,9 @@ static int st_weight(struct model *m, struct weight *w, const char *name, bool r
 
 // HF row (i*hd/2 + j) of each head goes to row (2j + i).
 static int permute_qk(struct model *m, struct weight *w, int n_heads, int hd) {
-    if (w->rows != (int64_t)n_heads * hd) return err_set(OCT_EINVAL, "%s: q/k projection has %lld rows, expected %d", st_path(m->st), (long long)w->rows, n_heads * hd);
+    if (w->rows != (int64_t)n_heads * hd)
+        return err_set(OCT_EINVAL, "%s: q/k projection has %lld rows, expected %d",
+                       st_path(m->st), (long long)w->rows, n_heads * hd);
     size_t row_bytes = (size_t)w->cols * dtype_size(w->dtype);
     char *dst = model_own(m, row_bytes * (size_t)w->rows);
     if (!dst) return err_set(OCT_ENOMEM, "model: out of memory permuting q/k");
@@ -76,7 +79,8 @@ static int permute_qk(struct model *m, struct weight *w, int n_heads, int hd) {
     for (int h = 0; h < n_heads; h++)
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < hd / 2; j++)
-                memcpy(dst + ((size_t)h * hd + 2 * j + i) * row_bytes, src + ((size_t)h * hd + i * hd / 2 + j) * row_bytes, row_bytes);
+                memcpy(dst + ((size_t)h * hd + 2 * j + i) * row_bytes,
+                       src + ((size_t)h * hd + i * hd / 2 + j) * row_bytes, row_bytes);
     w->data = dst;
     return OCT_OK;
 }
@@ -90,7 +94,8 @@ static int load_scale(struct model *m, int layer, float *dst, const char *const 
         if (!t) continue;
         int64_t n = tensor_n_elems(t);
         if ((t->dtype != DT_F32 && t->dtype != DT_BF16 && t->dtype != DT_F16) || (n != 1 && n != c->n_kv_heads))
-            return err_set(OCT_EINVAL, "%s: scale tensor '%s' must hold 1 or %d floats", st_path(m->st), tn, c->n_kv_heads);
+            return err_set(OCT_EINVAL, "%s: scale tensor '%s' must hold 1 or %d floats",
+                           st_path(m->st), tn, c->n_kv_heads);
         for (int h = 0; h < c->n_kv_heads; h++) {
             float s;
             int idx = n == 1 ? 0 : h;
@@ -101,7 +106,8 @@ static int load_scale(struct model *m, int layer, float *dst, const char *const 
                 memcpy(&u, (const uint16_t *)t->data + idx, 2);
                 s = t->dtype == DT_BF16 ? bf16_to_f32(u) : f16_to_f32(u);
             }
-            if (!(s > 0) || s > 1e30f) return err_set(OCT_EINVAL, "%s: scale tensor '%s' holds a non-positive value", st_path(m->st), tn);
+            if (!(s > 0) || s > 1e30f)
+                return err_set(OCT_EINVAL, "%s: scale tensor '%s' holds a non-positive value", st_path(m->st), tn);
             dst[h] = s;
         }
         return 1;
@@ -117,7 +123,8 @@ int model_load_safetensors(struct model *m, const char *dir) {
     json_t *archs = json_object_get(cfg, "architectures");
     const char *a0 = json_string_value(json_array_get(archs, 0));
     if (a0 && strcmp(a0, "LlamaForCausalLM") && strcmp(a0, "MistralForCausalLM"))
-        return err_set(OCT_EUNSUP, "%s/config.json: architecture '%s' not supported (LlamaForCausalLM, MistralForCausalLM)", dir, a0);
+        return err_set(OCT_EUNSUP, "%s/config.json: architecture '%s' not supported "
+                       "(LlamaForCausalLM, MistralForCausalLM)", dir, a0);
     TRY(cfg_int(cfg, "num_hidden_layers", &c->n_layers, true, 0, dir));
     TRY(cfg_int(cfg, "hidden_size", &c->dim, true, 0, dir));
     TRY(cfg_int(cfg, "num_attention_heads", &c->n_heads, true, 0, dir));
@@ -127,7 +134,8 @@ int model_load_safetensors(struct model *m, const char *dir) {
     if (c->n_heads <= 0) return err_set(OCT_EINVAL, "%s/config.json: num_attention_heads must be positive", dir);
     TRY(cfg_int(cfg, "head_dim", &c->head_dim, false, c->dim / c->n_heads, dir));
     TRY(cfg_int(cfg, "sliding_window", &c->sliding_window, false, 0, dir));
-    if (c->n_layers > MODEL_MAX_LAYERS) return err_set(OCT_EUNSUP, "%s: %d layers (max %d)", dir, c->n_layers, MODEL_MAX_LAYERS);
+    if (c->n_layers > MODEL_MAX_LAYERS)
+        return err_set(OCT_EUNSUP, "%s: %d layers (max %d)", dir, c->n_layers, MODEL_MAX_LAYERS);
     json_t *lt = json_object_get(cfg, "layer_types");
     for (int l = 0; l < c->n_layers; l++) {
         const char *t = json_string_value(json_array_get(lt, (size_t)l));
@@ -145,13 +153,17 @@ int model_load_safetensors(struct model *m, const char *dir) {
     TRY(st_weight(m, &m->output, "lm_head.weight", false));
     if (!m->output.data || json_is_true(tie)) { m->output = m->token_embd; c->tied_output = true; }
     c->n_vocab = (int)m->token_embd.rows;
-    static const char *names[9] = {"input_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
-                                   "self_attn.o_proj", "post_attention_layernorm", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
-    static const char *const kn[] = {"model.layers.%d.self_attn.k_scale", "model.layers.%d.self_attn.k_proj.k_scale", "model.layers.%d.self_attn.kv_scale"};
-    static const char *const vn[] = {"model.layers.%d.self_attn.v_scale", "model.layers.%d.self_attn.v_proj.v_scale", "model.layers.%d.self_attn.kv_scale"};
+    static const char *names[9] = {"input_layernorm",  "self_attn.q_proj", "self_attn.k_proj",
+                                   "self_attn.v_proj", "self_attn.o_proj", "post_attention_layernorm",
+                                   "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+    static const char *const kn[] = {"model.layers.%d.self_attn.k_scale", "model.layers.%d.self_attn.k_proj.k_scale",
+                                     "model.layers.%d.self_attn.kv_scale"};
+    static const char *const vn[] = {"model.layers.%d.self_attn.v_scale", "model.layers.%d.self_attn.v_proj.v_scale",
+                                     "model.layers.%d.self_attn.kv_scale"};
     for (int l = 0; l < c->n_layers; l++) {
         struct layer_weights *w = &m->layers[l];
-        struct weight *ws[9] = {&w->attn_norm, &w->wq, &w->wk, &w->wv, &w->wo, &w->ffn_norm, &w->w_gate, &w->w_up, &w->w_down};
+        struct weight *ws[9] = {&w->attn_norm, &w->wq, &w->wk, &w->wv, &w->wo,
+                                &w->ffn_norm, &w->w_gate, &w->w_up, &w->w_down};
         for (int i = 0; i < 9; i++) {
             char tn[128];
             snprintf(tn, sizeof tn, "model.layers.%d.%s.weight", l, names[i]);

@@ -356,7 +356,8 @@ static int add_pre(struct tok_spec *s, json_t *p) {
     if (strcmp(type, "Sequence") == 0) {
         json_t *list = json_object_get(p, "pretokenizers"), *e;
         size_t i;
-        if (!json_is_array(list)) return err_set(OCT_EINVAL, "%s: pre_tokenizer Sequence without pretokenizers", s->src);
+        if (!json_is_array(list))
+            return err_set(OCT_EINVAL, "%s: pre_tokenizer Sequence without pretokenizers", s->src);
         json_array_foreach(list, i, e) TRY(add_pre(s, e));
         return 0;
     }
@@ -475,7 +476,10 @@ int tokenizer_from_hf_json(struct tokenizer **out, const char *path) {
         rc = err_set(OCT_EINVAL, "%s: model.vocab must be an object and model.merges an array", path);
         goto done;
     }
-    if (added && !json_is_array(added)) { rc = err_set(OCT_EINVAL, "%s: added_tokens is not an array", path); goto done; }
+    if (added && !json_is_array(added)) {
+        rc = err_set(OCT_EINVAL, "%s: added_tokens is not an array", path);
+        goto done;
+    }
     long long max_id = -1;
     json_object_foreach(vocab, key, v) {
         if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= (1 << 26)) {
@@ -498,7 +502,10 @@ int tokenizer_from_hf_json(struct tokenizer **out, const char *path) {
     text = calloc(n, sizeof *text); text_len = calloc(n, sizeof *text_len); types = calloc(n, sizeof *types);
     ml = calloc(nm + 1, sizeof *ml); mr = calloc(nm + 1, sizeof *mr);
     mll = calloc(nm + 1, sizeof *mll); mrl = calloc(nm + 1, sizeof *mrl);
-    if (!text || !text_len || !types || !ml || !mr || !mll || !mrl) { rc = err_set(OCT_ENOMEM, "%s: out of memory", path); goto done; }
+    if (!text || !text_len || !types || !ml || !mr || !mll || !mrl) {
+        rc = err_set(OCT_ENOMEM, "%s: out of memory", path);
+        goto done;
+    }
     json_object_foreach(vocab, key, v) {
         size_t id = (size_t)json_integer_value(v);
         if (text[id]) {

@@ -563,7 +563,10 @@ int tokenizer_from_gguf(struct tokenizer **out, const struct gguf *g) {
             goto done;
         }
         if (!(scores = malloc(n * sizeof *scores))) { rc = err_set(OCT_ENOMEM, "%s: out of memory", path); goto done; }
-        if (gguf_get_arr_data(g, "tokenizer.ggml.scores", &p) < 0) { rc = err_wrap(OCT_EINVAL, "%s: ", path); goto done; }
+        if (gguf_get_arr_data(g, "tokenizer.ggml.scores", &p) < 0) {
+            rc = err_wrap(OCT_EINVAL, "%s: ", path);
+            goto done;
+        }
         memcpy(scores, p, n * sizeof *scores);
         s.scores = scores;
     }
@@ -580,7 +583,10 @@ int tokenizer_from_gguf(struct tokenizer **out, const struct gguf *g) {
             goto done;
         }
         if (!(types = malloc(n * sizeof *types))) { rc = err_set(OCT_ENOMEM, "%s: out of memory", path); goto done; }
-        if (gguf_get_arr_data(g, "tokenizer.ggml.token_type", &p) < 0) { rc = err_wrap(OCT_EINVAL, "%s: ", path); goto done; }
+        if (gguf_get_arr_data(g, "tokenizer.ggml.token_type", &p) < 0) {
+            rc = err_wrap(OCT_EINVAL, "%s: ", path);
+            goto done;
+        }
         memcpy(types, p, n * sizeof *types);
         s.types = types;
     }
