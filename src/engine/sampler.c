@@ -12,7 +12,8 @@ void sampling_params_default(struct sampling_params *p) {
 }
 
 int sampling_params_check(const struct sampling_params *p) {
-    if (!(p->temperature >= 0) || !isfinite(p->temperature)) return err_set(OCT_EINVAL, "temperature %g must be >= 0", p->temperature);
+    if (!(p->temperature >= 0) || !isfinite(p->temperature))
+        return err_set(OCT_EINVAL, "temperature %g must be >= 0", p->temperature);
     if (!(p->top_p > 0 && p->top_p <= 1)) return err_set(OCT_EINVAL, "top_p %g must be in (0, 1]", p->top_p);
     if (!(p->min_p >= 0 && p->min_p <= 1)) return err_set(OCT_EINVAL, "min_p %g must be in [0, 1]", p->min_p);
     return OCT_OK;
