@@ -104,7 +104,7 @@ static const char OOM_BODY[] =
 static enum MHD_Result send_json(struct server *s, struct MHD_Connection *c, int status, json_t *j) {
     char *t = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
-    if (!t) return send_text(s, c, 500, "application/json", OOM_BODY, 86);
+    if (!t) return send_text(s, c, 500, "application/json", OOM_BODY, sizeof OOM_BODY - 1);
     enum MHD_Result rc = send_text(s, c, status, "application/json", t, strlen(t));
     free(t);
     return rc;
