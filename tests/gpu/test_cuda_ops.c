@@ -267,9 +267,8 @@ TEST(kv_write_and_attention) {
             case_bound = wg ? WGMMA_BOUND : 2e-5;
             snprintf(label, sizeof label, "prefill+decode hd128 G4 bs%d", bss[b]);
             attention_case(label, dts[d], 128, 8, 4, 0, 2, q4, c4);
-            // bf16 / e5m2 at head_dim 256 run the SIMT prefill, whose f32 K and V of a block need
-            // 64, 128 and 256 KB here: the last is over the H200's 227 KB, so the generic kernel
-            // takes it (it failed its launch before session 21)
+            // bf16 / e5m2 at head_dim 256 run the SIMT prefill, which streams every block size here
+            // in 16-token parts (32 KB of f32 K and V)
             snprintf(label, sizeof label, "prefill hd256 G2 bs%d", bss[b]);
             attention_case(label, dts[d], 256, 4, 2, 0, 2, q4, c4);
             case_math = ATTN_FP8_EXACT;
@@ -395,98 +394,97 @@ static void prefill_decode_identity_run(void) {
 
 TEST(prefill_decode_identity) { prefill_decode_identity_run(); }
 
-// The fused projections (one launch for n <= 8; larger n compose them): the
-// rmsnorm with Q|K|V in one launch, x += in·Wᵀ, and the rmsnorm with silu(x·Wgᵀ) ⊙ (x·Wuᵀ) vs the
-// CPU's composition (NMSE), and x += in·Wᵀ, SwiGLU and Q vs the GPU's own unfused ops (rmsnorm,
-// then the GEMMs: bit for bit, the same values rounded alike; the unfused K and V take 2 warps a
-// row, so they are only compared with the CPU) at n = 1, 4 and 5 (the norm inside the skinny GEMM),
-// 6, 7 and 8 (their rows too wide for the GEMM's shared memory: k_rmsnorm first; n = 6, rows of
-// exactly 48 KB, used to fail its launch) and n = 37 (composed).
+// The sublayer ops (attn_in, proj_add, ffn_in) at Llama-3.1-8B's shapes. A run on one backend with
+// its table's ops (compose 0: the GPU's fused launches for n <= 8) or with backend.c's composition
+// of its primitive ops (compose 1); a BF16 cache takes attn_in's K and V.
+struct sublayer_out { float *q, *k, *v, *x, *act, *gate; };
+static void sublayer_run(struct backend *b, int compose, struct weight *w /*[7] wq wk wv wo wg wu wn*/, const float *x,
+                         const float *in, struct tb *t, const struct rope_table *rt, bool keep_gate, struct sublayer_out *o) {
+    const int n = t->b.n_tokens, dim = (int)w[0].cols, qd = (int)w[0].rows, kvd = (int)w[1].rows, ffn = (int)w[4].rows;
+    const int hd = 128, bs = 16, mb = 64;
+    struct kv_layer L = {.dtype = DT_BF16, .n_kv_heads = kvd / hd, .head_dim = hd, .kv_block_tokens = bs, .n_blocks = mb * 8};
+    for (int h = 0; h < L.n_kv_heads; h++) L.k_scale[h] = L.v_scale[h] = 1.0f;
+    size_t bytes = (size_t)L.n_blocks * kvd * bs * dtype_size(L.dtype);
+    L.k = b->ops->alloc(b, bytes);
+    L.v = b->ops->alloc(b, bytes);
+    void *dx = to_dev(b, x, (size_t)n * dim), *din = to_dev(b, in, (size_t)n * dim), *xn = b->ops->alloc(b, (size_t)n * dim * 4);
+    void *q = b->ops->alloc(b, (size_t)n * qd * 4), *k = b->ops->alloc(b, (size_t)n * kvd * 4), *v = b->ops->alloc(b, (size_t)n * kvd * 4);
+    void *g = b->ops->alloc(b, (size_t)n * ffn * 4), *act = b->ops->alloc(b, (size_t)n * ffn * 4), *sc = b->ops->alloc(b, (size_t)n * dim * 4);
+    CHECK_OK(b->ops->batch_begin(b, &t->b));
+    const struct attn_in_args ai = {q, k, v, xn, dx, &w[6], &w[0], &w[1], &w[2], 1e-5f, qd / hd, rt, &L};
+    const struct ffn_in_args fi = {act, g, xn, dx, &w[6], &w[4], &w[5], 1e-5f, keep_gate};
+    if (compose) {
+        backend_attn_in(b, &ai, &t->b);
+        backend_ffn_in(b, &fi, n);
+        backend_proj_add(b, dx, sc, din, &w[3], n);
+    } else {
+        b->ops->attn_in(b, &ai, &t->b);
+        b->ops->ffn_in(b, &fi, n);
+        b->ops->proj_add(b, dx, sc, din, &w[3], n);
+    }
+    o->q = to_host(b, q, (size_t)n * qd);
+    o->k = to_host(b, k, (size_t)n * kvd);
+    o->v = to_host(b, v, (size_t)n * kvd);
+    o->x = to_host(b, dx, (size_t)n * dim);
+    o->act = to_host(b, act, (size_t)n * ffn);
+    o->gate = to_host(b, g, (size_t)n * ffn);
+    CHECK_OK(b->ops->sync(b));
+    void *bufs[] = {dx, din, xn, q, k, v, g, act, sc, L.k, L.v};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) b->ops->free(b, bufs[i]);
+}
+static void sublayer_free(struct sublayer_out *o) { free(o->q); free(o->k); free(o->v); free(o->x); free(o->act); free(o->gate); }
+
+// The GPU's sublayer ops (one launch each for n <= 8: the norm inside the skinny GEMM at n = 1, 4
+// and 5; at 6, 7 and 8 the rows are too wide for its shared memory and k_rmsnorm runs first; n = 37
+// composes them) vs the CPU's (NMSE); proj_add and Q vs the GPU's composition bit for bit (the same
+// values rounded alike; K and V of 1024 rows take the plain GEMM's 2 warps a row there, so they are
+// compared with the CPU only, and attn_in_case checks them at 4096 rows); ffn_in by NMSE (the fused
+// SwiGLU scales its sums by the norm — cuda_gemv.cuh DEFER — instead of rounding the normalised x);
+// with keep_gate (the probe), the gate's pre-activation vs the CPU's.
 static void fused_case(int n) {
     const int dim = 4096, ffn = 14336, kvd = 1024;
-    const float eps = 1e-5f;
-    struct weight wo = make_weight(dim, dim, 0.03f), wg = make_weight(ffn, dim, 0.03f), wu = make_weight(ffn, dim, 0.03f);
-    struct weight wk = make_weight(kvd, dim, 0.03f), wv = make_weight(kvd, dim, 0.03f), wn = make_weight(1, dim, 1.0f);
-    struct weight w[2][6] = {{wo, wg, wu, wk, wv, wn}, {wo, wg, wu, wk, wv, wn}};  // wo also serves as wq; wn: the norm
+    struct weight w0[7] = {make_weight(dim, dim, 0.03f), make_weight(kvd, dim, 0.03f), make_weight(kvd, dim, 0.03f),
+                           make_weight(dim, dim, 0.03f), make_weight(ffn, dim, 0.03f), make_weight(ffn, dim, 0.03f),
+                           make_weight(1, dim, 1.0f)};
+    struct weight w[2][7];
     struct backend *bs[2] = {cpu, gpu};
     for (int i = 0; i < 2; i++)
-        for (int k = 0; k < 6; k++) { w[i][k].dev = NULL; CHECK_OK(bs[i]->ops->weight_upload(bs[i], &w[i][k])); }
+        for (int k = 0; k < 7; k++) { w[i][k] = w0[k]; w[i][k].dev = NULL; CHECK_OK(bs[i]->ops->weight_upload(bs[i], &w[i][k])); }
+    struct rope_config rc = {.theta = 500000, .n_rot = 128, .scaling = ROPE_SCALING_LLAMA3, .factor = 8, .orig_max_pos = 8192,
+                             .low_freq_factor = 1, .high_freq_factor = 4};
+    struct rope_table rt;
+    rope_table_init(&rt, &rc);
+    struct tb *t = malloc(sizeof *t);
+    int nq[8], ctx[8];
+    const int n_seqs = n <= 8 ? n : 1;
+    for (int s = 0; s < n_seqs; s++) { nq[s] = n <= 8 ? 1 : n; ctx[s] = 300 + 97 * s + nq[s]; }
+    make_batch(t, n_seqs, nq, ctx, 16, 64);
     float *x = rand_vec((size_t)n * dim, 2.0f), *in = rand_vec((size_t)n * dim, 1.0f);
-    float *res[2][5];
-    for (int i = 0; i < 2; i++) {  // CPU: the composition; GPU: the fused ops
-        struct backend *b = bs[i];
-        void *dx = to_dev(b, x, (size_t)n * dim), *din = to_dev(b, in, (size_t)n * dim);
-        void *g = b->ops->alloc(b, (size_t)n * ffn * 4), *u = b->ops->alloc(b, (size_t)n * ffn * 4), *sc = b->ops->alloc(b, (size_t)n * dim * 4);
-        void *dq = b->ops->alloc(b, (size_t)n * dim * 4), *dk = b->ops->alloc(b, (size_t)n * kvd * 4), *dv = b->ops->alloc(b, (size_t)n * kvd * 4);
-        void *xn = b->ops->alloc(b, (size_t)n * dim * 4);
-        if (i == 0) {
-            b->ops->rmsnorm(b, xn, dx, &w[i][5], n, eps);
-            b->ops->matmul(b, dq, xn, &w[i][0], n);
-            b->ops->matmul(b, dk, xn, &w[i][3], n);
-            b->ops->matmul(b, dv, xn, &w[i][4], n);
-            b->ops->matmul(b, g, xn, &w[i][1], n);
-            b->ops->matmul(b, u, xn, &w[i][2], n);
-            b->ops->silu_mul(b, g, g, u, (int64_t)n * ffn);
-            b->ops->matmul(b, sc, din, &w[i][0], n);
-            b->ops->add(b, dx, sc, (int64_t)n * dim);
-        } else {
-            b->ops->matmul_qkv(b, dq, dk, dv, xn, dx, &w[i][5], eps, &w[i][0], &w[i][3], &w[i][4], n);
-            b->ops->matmul_swiglu(b, g, u, xn, dx, &w[i][5], eps, &w[i][1], &w[i][2], n);
-            b->ops->matmul_add(b, dx, sc, din, &w[i][0], n);
-        }
-        b->ops->free(b, xn);
-        res[i][0] = to_host(b, dx, (size_t)n * dim);
-        res[i][1] = to_host(b, g, (size_t)n * ffn);
-        res[i][2] = to_host(b, dq, (size_t)n * dim);
-        res[i][3] = to_host(b, dk, (size_t)n * kvd);
-        res[i][4] = to_host(b, dv, (size_t)n * kvd);
-        b->ops->free(b, dx); b->ops->free(b, din); b->ops->free(b, g); b->ops->free(b, u); b->ops->free(b, sc);
-        b->ops->free(b, dq); b->ops->free(b, dk); b->ops->free(b, dv);
-    }
-    // the GPU's unfused ops on the same inputs
-    void *dx = to_dev(gpu, x, (size_t)n * dim), *din = to_dev(gpu, in, (size_t)n * dim);
-    void *g = gpu->ops->alloc(gpu, (size_t)n * ffn * 4), *u = gpu->ops->alloc(gpu, (size_t)n * ffn * 4), *sc = gpu->ops->alloc(gpu, (size_t)n * dim * 4);
-    void *xn = gpu->ops->alloc(gpu, (size_t)n * dim * 4);
-    gpu->ops->rmsnorm(gpu, xn, dx, &w[1][5], n, eps);
-    gpu->ops->matmul(gpu, g, xn, &w[1][1], n);
-    gpu->ops->matmul(gpu, u, xn, &w[1][2], n);
-    gpu->ops->silu_mul(gpu, g, g, u, (int64_t)n * ffn);
-    gpu->ops->matmul(gpu, sc, xn, &w[1][0], n);
-    float *ug = to_host(gpu, g, (size_t)n * ffn), *uq = to_host(gpu, sc, (size_t)n * dim);
-    gpu->ops->matmul(gpu, sc, din, &w[1][0], n);
-    gpu->ops->add(gpu, dx, sc, (int64_t)n * dim);
-    float *ua = to_host(gpu, dx, (size_t)n * dim);
-    gpu->ops->free(gpu, xn);
-    CHECK_OK(gpu->ops->sync(gpu));
-    double da = 0, dg = 0;
-    for (size_t i = 0; i < (size_t)n * dim; i++) da = fmax(da, fabs((double)ua[i] - res[1][0][i]));
-    for (size_t i = 0; i < (size_t)n * dim; i++) da = fmax(da, fabs((double)uq[i] - res[1][2][i]));
-    for (size_t i = 0; i < (size_t)n * ffn; i++) dg = fmax(dg, fabs((double)ug[i] - res[1][1][i]));
-    // (the fused SwiGLU scales its sums by the norm — cuda_gemv.cuh DEFER — instead of rounding the
-    // normalised x to bf16 first: the same values up to that rounding, so it is compared by NMSE, the
-    // rest bit for bit)
-    if (n <= 8) {
-        char nm[96];
-        snprintf(nm, sizeof nm, "fused (deferred norm) vs unfused gpu swiglu, n=%d", n);
-        record(nm, nmse(res[1][1], ug, (size_t)n * ffn), 5e-5, NULL);
-        dg = 0;
-    }
-    char name[96];
-    snprintf(name, sizeof name, "fused matmul_add [%d x %d] vs cpu", n, dim);
-    record(name, nmse(res[1][0], res[0][0], (size_t)n * dim), 1e-4, NULL);
-    snprintf(name, sizeof name, "fused rmsnorm + matmul_swiglu [%d x %d] vs cpu", n, ffn);
-    record(name, nmse(res[1][1], res[0][1], (size_t)n * ffn), 1e-4, NULL);
-    snprintf(name, sizeof name, "fused rmsnorm + matmul_qkv [%d x %d|%d|%d] vs cpu", n, dim, kvd, kvd);
-    double eq = fmax(nmse(res[1][2], res[0][2], (size_t)n * dim),
-                     fmax(nmse(res[1][3], res[0][3], (size_t)n * kvd), nmse(res[1][4], res[0][4], (size_t)n * kvd)));
-    record(name, eq, 1e-4, NULL);
-    snprintf(name, sizeof name, "fused vs unfused gpu (add, swiglu, q), n=%d, max |diff|", n);
-    record(name, fmax(da, dg), 0, NULL);
-    gpu->ops->free(gpu, dx); gpu->ops->free(gpu, din); gpu->ops->free(gpu, g); gpu->ops->free(gpu, u); gpu->ops->free(gpu, sc);
-    free(ua); free(ug); free(uq); free(x); free(in);
-    for (int i = 0; i < 2; i++) for (int k = 0; k < 5; k++) free(res[i][k]);
-    for (int i = 0; i < 2; i++) for (int k = 0; k < 6; k++) bs[i]->ops->weight_release(bs[i], &w[i][k]);
-    free((void *)wo.data); free((void *)wg.data); free((void *)wu.data); free((void *)wk.data); free((void *)wv.data); free((void *)wn.data);
+    struct sublayer_out c, g, gc, gk;
+    sublayer_run(cpu, 0, w[0], x, in, t, &rt, true, &c);
+    sublayer_run(gpu, 0, w[1], x, in, t, &rt, false, &g);
+    sublayer_run(gpu, 1, w[1], x, in, t, &rt, false, &gc);
+    sublayer_run(gpu, 0, w[1], x, in, t, &rt, true, &gk);
+    char name[128];
+    snprintf(name, sizeof name, "attn_in [%d x %d] -> q, k, v [%d|%d|%d] vs cpu", n, dim, dim, kvd, kvd);
+    record(name, fmax(nmse(g.q, c.q, (size_t)n * dim), fmax(nmse(g.k, c.k, (size_t)n * kvd), nmse(g.v, c.v, (size_t)n * kvd))), 1e-4,
+           NULL);
+    snprintf(name, sizeof name, "proj_add [%d x %d] vs cpu", n, dim);
+    record(name, nmse(g.x, c.x, (size_t)n * dim), 1e-4, NULL);
+    snprintf(name, sizeof name, "ffn_in [%d x %d] vs cpu", n, ffn);
+    record(name, nmse(g.act, c.act, (size_t)n * ffn), 1e-4, NULL);
+    snprintf(name, sizeof name, "ffn_in [%d x %d] keep_gate: the gate's pre-activation vs cpu", n, ffn);
+    record(name, nmse(gk.gate, c.gate, (size_t)n * ffn) + nmse(gk.act, c.act, (size_t)n * ffn), 1e-4, NULL);
+    double d = 0;
+    for (size_t i = 0; i < (size_t)n * dim; i++) d = fmax(d, fmax(fabs((double)g.x[i] - gc.x[i]), fabs((double)g.q[i] - gc.q[i])));
+    snprintf(name, sizeof name, "gpu proj_add and attn_in's q = the composition's, n=%d, max |diff|", n);
+    record(name, d, 0, NULL);
+    snprintf(name, sizeof name, "gpu ffn_in vs the composition's, n=%d", n);
+    record(name, nmse(g.act, gc.act, (size_t)n * ffn), n <= 8 ? 5e-5 : 0, NULL);
+    sublayer_free(&c); sublayer_free(&g); sublayer_free(&gc); sublayer_free(&gk);
+    for (int i = 0; i < 2; i++) for (int k = 0; k < 7; k++) bs[i]->ops->weight_release(bs[i], &w[i][k]);
+    for (int k = 0; k < 7; k++) free((void *)w0[k].data);
+    free(x); free(in); free(t);
 }
 TEST(fused_projections) {
     for (int n = 1; n <= 8; n++)
@@ -523,83 +521,19 @@ TEST(rmsnorm_shapes) {
     }
 }
 
-// rope_kv_write (RoPE on Q and K and kv_write in one launch) vs the GPU's rope, rope, kv_write on
-// the same inputs: Q, K and both caches' bytes identical, for every cache type, full and partial
-// RoPE (neox and interleaved pairs), K offsets, a decode token and a 37-token chunk.
-static void rope_kv_case(enum dtype dt, int n_rot, bool neox, bool offsets, int n_tok) {
-    const int hd = 128, n_heads = 32, n_kv = 8, bs = 16, max_blocks = 64;
-    struct tb *t = malloc(sizeof *t);
-    int nq[1] = {n_tok}, ctx[1] = {700};
-    make_batch(t, 1, nq, ctx, bs, max_blocks);
-    struct rope_config rc = {.theta = 500000, .n_rot = n_rot, .neox = neox, .scaling = ROPE_SCALING_LLAMA3, .factor = 8,
-                             .orig_max_pos = 8192, .low_freq_factor = 1, .high_freq_factor = 4};
-    struct rope_table rt;
-    rope_table_init(&rt, &rc);
-    float *q = rand_vec((size_t)n_tok * n_heads * hd, 2.0f), *k = rand_vec((size_t)n_tok * n_kv * hd, 3.0f);
-    float *v = rand_vec((size_t)n_tok * n_kv * hd, 2.0f), *ko = offsets ? rand_vec((size_t)n_kv * hd, 1.0f) : NULL;
-    size_t bytes = (size_t)max_blocks * n_kv * bs * hd * dtype_size(dt);
-    char *pages[2][2];
-    float *qo[2], *kout[2];
-    CHECK_OK(gpu->ops->batch_begin(gpu, &t->b));
-    for (int i = 0; i < 2; i++) {  // 0: the three ops; 1: the fused op
-        struct kv_layer L = {.dtype = dt, .n_kv_heads = n_kv, .head_dim = hd, .kv_block_tokens = bs, .n_blocks = max_blocks};
-        for (int h = 0; h < n_kv; h++) { L.k_scale[h] = 0.5f + 0.25f * h; L.v_scale[h] = 0.125f * (h + 1); }
-        L.k_offset = ko;
-        L.k = gpu->ops->alloc(gpu, bytes);
-        L.v = gpu->ops->alloc(gpu, bytes);
-        char *zero = calloc(1, bytes);
-        gpu->ops->upload(gpu, L.k, zero, bytes);
-        gpu->ops->upload(gpu, L.v, zero, bytes);
-        free(zero);
-        void *dq = to_dev(gpu, q, (size_t)n_tok * n_heads * hd), *dk = to_dev(gpu, k, (size_t)n_tok * n_kv * hd);
-        void *dv = to_dev(gpu, v, (size_t)n_tok * n_kv * hd);
-        if (i == 0) {
-            gpu->ops->rope(gpu, dq, n_heads, hd, &rt, &t->b);
-            gpu->ops->rope(gpu, dk, n_kv, hd, &rt, &t->b);
-            gpu->ops->kv_write(gpu, &L, dk, dv, &t->b);
-        } else {
-            gpu->ops->rope_kv_write(gpu, dq, dk, dv, n_heads, &rt, &L, &t->b);
-        }
-        qo[i] = to_host(gpu, dq, (size_t)n_tok * n_heads * hd);
-        kout[i] = to_host(gpu, dk, (size_t)n_tok * n_kv * hd);
-        for (int kv = 0; kv < 2; kv++) {
-            pages[i][kv] = malloc(bytes);
-            gpu->ops->download(gpu, pages[i][kv], kv ? L.v : L.k, bytes);
-        }
-        CHECK_OK(gpu->ops->sync(gpu));
-        gpu->ops->free(gpu, dq); gpu->ops->free(gpu, dk); gpu->ops->free(gpu, dv);
-        gpu->ops->free(gpu, L.k); gpu->ops->free(gpu, L.v);
-    }
-    int diff = memcmp(qo[0], qo[1], (size_t)n_tok * n_heads * hd * 4) != 0;
-    diff += memcmp(kout[0], kout[1], (size_t)n_tok * n_kv * hd * 4) != 0;
-    diff += memcmp(pages[0][0], pages[1][0], bytes) != 0;
-    diff += memcmp(pages[0][1], pages[1][1], bytes) != 0;
-    char name[128];
-    snprintf(name, sizeof name, "rope_kv_write = rope, rope, kv_write (%s, n_rot %d%s%s, %d tokens)", dtype_name(dt), n_rot,
-             neox ? " neox" : "", offsets ? ", K offsets" : "", n_tok);
-    record(name, diff, 0, NULL);
-    for (int i = 0; i < 2; i++) { free(qo[i]); free(kout[i]); free(pages[i][0]); free(pages[i][1]); }
-    free(q); free(k); free(v); free(ko); free(t);
-}
-TEST(rope_kv_write_fused) {
-    enum dtype dts[4] = {DT_BF16, DT_E4M3, DT_E5M2, DT_F32};
-    for (int d = 0; d < 4; d++) {
-        rope_kv_case(dts[d], 128, false, false, 1);
-        rope_kv_case(dts[d], 64, true, false, 37);
-    }
-    rope_kv_case(DT_E4M3, 128, true, true, 37);
-    rope_kv_case(DT_E5M2, 96, false, true, 1);
-}
-
-// matmul_qkv_rope (Q|K|V, RoPE and the cache write in the skinny GEMM's launch) vs matmul_qkv then
-// rope_kv_write on the same GPU: q, k, v and both caches' bytes identical, n decode tokens of n
-// sequences (Llama-3.1-8B's heads over a 1024-wide x); a neox RoPE on part of head_dim is declined.
-static void qkv_rope_case(enum dtype dt, int n_rot, bool neox, bool offsets, int n) {
-    const int dim = 1024, hd = 128, nh = 32, nkv = 8, bs = 16, mb = 64, qd = nh * hd, kd = nkv * hd;
+// attn_in on the GPU (decode steps: Q|K|V, RoPE and the cache write in the skinny GEMM's launch, or
+// the products then RoPE and the cache write in one launch) vs backend.c's composition on the GPU
+// (k_rmsnorm, the GEMMs, rope, rope, kv_write): q, k, v and both caches' bytes identical, for every
+// cache type, full and partial RoPE (neox and interleaved pairs; a neox RoPE on part of head_dim
+// is not fused), K offsets, n decode tokens of n sequences and a 37-token chunk. K and V have 4096
+// rows, so that the composition's GEMM sums them in the fused launch's order.
+static void attn_in_case(enum dtype dt, int n_rot, bool neox, bool offsets, int n) {
+    const int dim = 1024, hd = 128, nh = 32, nkv = 32, bs = 16, mb = 64, qd = nh * hd, kd = nkv * hd;
     struct tb *t = malloc(sizeof *t);
     int nq[8], ctx[8];
-    for (int s = 0; s < n; s++) { nq[s] = 1; ctx[s] = 300 + 97 * s; }
-    make_batch(t, n, nq, ctx, bs, mb);
+    const int n_seqs = n <= 8 ? n : 1;
+    for (int s = 0; s < n_seqs; s++) { nq[s] = n <= 8 ? 1 : n; ctx[s] = 300 + 97 * s + nq[s]; }
+    make_batch(t, n_seqs, nq, ctx, bs, mb);
     struct rope_config rc = {.theta = 500000, .n_rot = n_rot, .neox = neox, .scaling = ROPE_SCALING_LLAMA3, .factor = 8,
                              .orig_max_pos = 8192, .low_freq_factor = 1, .high_freq_factor = 4};
     struct rope_table rt;
@@ -607,13 +541,12 @@ static void qkv_rope_case(enum dtype dt, int n_rot, bool neox, bool offsets, int
     struct weight w[4] = {make_weight(qd, dim, 0.05f), make_weight(kd, dim, 0.05f), make_weight(kd, dim, 0.05f), make_weight(1, dim, 1.0f)};
     for (int k = 0; k < 4; k++) CHECK_OK(gpu->ops->weight_upload(gpu, &w[k]));
     float *x = rand_vec((size_t)n * dim, 2.0f), *ko = offsets ? rand_vec((size_t)kd, 1.0f) : NULL, *out[2][3];
-    size_t bytes = (size_t)mb * n * kd * bs * dtype_size(dt);
+    size_t bytes = (size_t)mb * n_seqs * kd * bs * dtype_size(dt);
     char *pages[2][2];
-    bool took = false;
     CHECK_OK(gpu->ops->batch_begin(gpu, &t->b));
-    for (int i = 0; i < 2; i++) {  // 0: matmul_qkv, rope_kv_write; 1: the one pass
-        struct kv_layer L = {.dtype = dt, .n_kv_heads = nkv, .head_dim = hd, .kv_block_tokens = bs, .n_blocks = mb * n};
-        for (int h = 0; h < nkv; h++) { L.k_scale[h] = 0.5f + 0.25f * h; L.v_scale[h] = 0.125f * (h + 1); }
+    for (int i = 0; i < 2; i++) {  // 0: the table's attn_in; 1: the composition
+        struct kv_layer L = {.dtype = dt, .n_kv_heads = nkv, .head_dim = hd, .kv_block_tokens = bs, .n_blocks = mb * n_seqs};
+        for (int h = 0; h < nkv; h++) { L.k_scale[h] = 0.5f + 0.25f * (h % 8); L.v_scale[h] = 0.125f * (h % 8 + 1); }
         L.k_offset = ko;
         L.k = gpu->ops->alloc(gpu, bytes), L.v = gpu->ops->alloc(gpu, bytes);
         char *zero = calloc(1, bytes);
@@ -621,12 +554,9 @@ static void qkv_rope_case(enum dtype dt, int n_rot, bool neox, bool offsets, int
         void *dx = to_dev(gpu, x, (size_t)n * dim), *xn = gpu->ops->alloc(gpu, (size_t)n * dim * 4), *d[3];
         const int wd[3] = {qd, kd, kd};
         for (int k = 0; k < 3; k++) d[k] = gpu->ops->alloc(gpu, (size_t)n * wd[k] * 4);
-        if (i == 0) {
-            gpu->ops->matmul_qkv(gpu, d[0], d[1], d[2], xn, dx, &w[3], 1e-5f, &w[0], &w[1], &w[2], n);
-            gpu->ops->rope_kv_write(gpu, d[0], d[1], d[2], nh, &rt, &L, &t->b);
-        } else {
-            took = gpu->ops->matmul_qkv_rope(gpu, d[0], d[1], d[2], xn, dx, &w[3], 1e-5f, &w[0], &w[1], &w[2], nh, &rt, &L, &t->b);
-        }
+        const struct attn_in_args a = {d[0], d[1], d[2], xn, dx, &w[3], &w[0], &w[1], &w[2], 1e-5f, nh, &rt, &L};
+        if (i == 0) gpu->ops->attn_in(gpu, &a, &t->b);
+        else backend_attn_in(gpu, &a, &t->b);
         for (int k = 0; k < 3; k++) out[i][k] = to_host(gpu, d[k], (size_t)n * wd[k]);
         for (int kv = 0; kv < 2; kv++) gpu->ops->download(gpu, pages[i][kv] = malloc(bytes), kv ? L.v : L.k, bytes);
         CHECK_OK(gpu->ops->sync(gpu));
@@ -634,23 +564,30 @@ static void qkv_rope_case(enum dtype dt, int n_rot, bool neox, bool offsets, int
         gpu->ops->free(gpu, dx); gpu->ops->free(gpu, xn); gpu->ops->free(gpu, L.k); gpu->ops->free(gpu, L.v);
     }
     char name[128];
-    snprintf(name, sizeof name, "matmul_qkv_rope (%s, n_rot %d%s%s, n=%d)", dtype_name(dt), n_rot, neox ? " neox" : "", offsets ? ", K offsets" : "", n);
-    int diff = !took;  // (a declined step: took must be false)
+    snprintf(name, sizeof name, "attn_in = the composition (%s, n_rot %d%s%s, n=%d)", dtype_name(dt), n_rot, neox ? " neox" : "",
+             offsets ? ", K offsets" : "", n);
+    int diff = 0;
     for (int k = 0; k < 3; k++) diff += memcmp(out[0][k], out[1][k], (size_t)n * (k ? kd : qd) * 4) != 0;
     diff += (memcmp(pages[0][0], pages[1][0], bytes) != 0) + (memcmp(pages[0][1], pages[1][1], bytes) != 0);
-    if (neox && n_rot < hd) record(strcat(name, " declined"), took, 0, NULL);
-    else record(strcat(name, " = matmul_qkv, rope_kv_write"), diff, 0, NULL);
+    record(name, diff, 0, NULL);
     for (int i = 0; i < 2; i++) { for (int k = 0; k < 3; k++) free(out[i][k]); free(pages[i][0]); free(pages[i][1]); }
     for (int k = 0; k < 4; k++) { gpu->ops->weight_release(gpu, &w[k]); free((void *)w[k].data); }
     free(x); free(ko); free(t);
 }
-TEST(qkv_rope_fused) {
-    qkv_rope_case(DT_BF16, 128, true, false, 1);
-    qkv_rope_case(DT_E4M3, 128, true, true, 1);
-    qkv_rope_case(DT_E4M3, 128, true, false, 8);
-    qkv_rope_case(DT_E5M2, 64, false, true, 4);
-    qkv_rope_case(DT_F32, 128, false, false, 3);
-    qkv_rope_case(DT_E4M3, 64, true, false, 2);
+TEST(attn_in_fused) {
+    const enum dtype dts[4] = {DT_BF16, DT_E4M3, DT_E5M2, DT_F32};
+    for (int d = 0; d < 4; d++) {
+        attn_in_case(dts[d], 128, false, false, 1);
+        attn_in_case(dts[d], 64, true, false, 37);
+    }
+    attn_in_case(DT_BF16, 128, true, false, 1);
+    attn_in_case(DT_E4M3, 128, true, true, 1);
+    attn_in_case(DT_E4M3, 128, true, false, 8);
+    attn_in_case(DT_E4M3, 128, true, true, 37);
+    attn_in_case(DT_E5M2, 64, false, true, 4);
+    attn_in_case(DT_E5M2, 96, false, true, 1);
+    attn_in_case(DT_F32, 128, false, false, 3);
+    attn_in_case(DT_E4M3, 64, true, false, 2);
 }
 
 // Greedy ids on the device (asynchronous scheduling): each row's pick equals logits_argmax over
@@ -723,9 +660,15 @@ TEST(attention_table) {
         for (int d = 0; d < 3; d++) {
             case_math = dts[d] == DT_E4M3 ? ATTN_FP8_EMULATE : ATTN_FP8_EXACT;
             case_bound = dts[d] == DT_E4M3 ? WGMMA_BOUND : 2e-5;
-            int q1[3] = {1, 1, 1}, c1[3] = {1, 777, 5000}, q4[2] = {300, 1}, c4[2] = {500, 900};
+            int q1[3] = {1, 1, 1}, c1[3] = {1, 777, 5000}, q4[2] = {300, 1}, c4[2] = {500, 900}, c7[1] = {700};
             attention_case("table decode hd128 G4 B3", dts[d], 128, 8, 4, 0, 3, q1, c1);
-            attention_case("table decode hd64 G8 window 128", dts[d], 64, 8, 8, 128, 2, q4 + 1, c4);
+            // one sequence of a few splits: decode_t combines them in its last CTA (the fused combine)
+            attention_case("table decode hd128 G4 B1 700", dts[d], 128, 8, 4, 0, 1, q1, c7);
+            attention_case("table decode hd64 G8 window 128", dts[d], 64, 8, 8, 128, 2, q1, c4);
+            case_bs = 64;  // (CUDA's default block: 16-token sub-blocks, TMA boxes of a block)
+            attention_case("table decode hd128 G4 B3 bs64", dts[d], 128, 8, 4, 0, 3, q1, c1);
+            attention_case("table prefill+decode hd128 G4 bs64", dts[d], 128, 8, 4, 0, 2, q4, c4);
+            case_bs = 16;
             attention_case("table decode hd256 G2", dts[d], 256, 4, 2, 0, 1, q1, c1 + 2);
             attention_case("table prefill+decode hd128 G4", dts[d], 128, 8, 4, 0, 2, q4, c4);
             attention_case("table prefill hd64 G8 window 128", dts[d], 64, 8, 8, 128, 2, q4, c4);
@@ -776,8 +719,7 @@ int main(int argc, char **argv) {
     RUN_SEEDED(batch_invariant_mode);
     RUN_SEEDED(fused_projections);
     RUN_SEEDED(rmsnorm_shapes);
-    RUN_SEEDED(rope_kv_write_fused);
-    RUN_SEEDED(qkv_rope_fused);
+    RUN_SEEDED(attn_in_fused);
     RUN_SEEDED(greedy_ids);
     if (argc > 1) json_dump_file(report, argv[1], JSON_INDENT(1));
     json_decref(report);

@@ -102,13 +102,16 @@ __device__ __forceinline__ void prefill_simt_body(bf16 *out, const bf16 *q, cons
     for (int i = 0; i < 32; i++) op[i] = __float2bfloat16_rn(acc[i] * f);
 }
 
-template <int HD> __global__ void __launch_bounds__(128) k_prefill(const __grid_constant__ attn_args a, int dt, int sub) {
-    prefill_simt_body<HD>(a.out, a.q, a.kc, a.vc, dt, a.qstart, a.pos, a.btab, a.max_blocks, a.n_kv, a.G, a.bs, a.window,
-                          a.scale, a.scales, sub);
+template <int HD>
+__global__ void __launch_bounds__(128) k_prefill(const __grid_constant__ attn_args a, int dt, int sub) {
+    prefill_simt_body<HD>(a.out, a.q, a.kc, a.vc, dt, a.qstart, a.pos, a.btab, a.max_blocks, a.n_kv, a.G, a.bs,
+                          a.window, a.scale, a.scales, sub);
 }
 
 // Keys stream through shared memory in parts of `sub` tokens: 16 where the block is a multiple of 16.
-static int prefill_simt_part(const struct kv_layer *l) { return l->kv_block_tokens % 16 == 0 ? 16 : l->kv_block_tokens; }
+static int prefill_simt_part(const struct kv_layer *l) {
+    return l->kv_block_tokens % 16 == 0 ? 16 : l->kv_block_tokens;
+}
 static size_t prefill_simt_smem(const struct kv_layer *l) {
     return 2 * (size_t)prefill_simt_part(l) * l->head_dim * sizeof(float);
 }

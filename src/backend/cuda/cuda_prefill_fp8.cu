@@ -30,11 +30,14 @@ void attn_prefill_fp8_tma_launch(const struct attn_call *a) {
 template <int HD, int ACC> static constexpr int fp8_wgmma_smem() { return fp8pf::cfg<HD>::smem(2); }
 template <int HD> static bool fp8_wgmma_init(struct cuda_backend *c) {
     const int smem = fp8_wgmma_smem<HD, 0>();
-    return !cuda_fail(c, cudaFuncSetAttribute(k_prefill_fp8<HD, 0, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+    return !cuda_fail(c,
+                      cudaFuncSetAttribute(k_prefill_fp8<HD, 0, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
                       "fp8 prefill: shared-memory limit") &&
-           !cuda_fail(c, cudaFuncSetAttribute(k_prefill_fp8<HD, 1, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+           !cuda_fail(c,
+                      cudaFuncSetAttribute(k_prefill_fp8<HD, 1, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
                       "fp8 prefill: shared-memory limit") &&
-           !cuda_fail(c, cudaFuncSetAttribute(k_prefill_fp8<HD, 2, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+           !cuda_fail(c,
+                      cudaFuncSetAttribute(k_prefill_fp8<HD, 2, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
                       "fp8 prefill: shared-memory limit");
 }
 

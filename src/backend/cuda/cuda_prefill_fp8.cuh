@@ -47,7 +47,9 @@ template <int HD, int BN_ = (HD <= 128 ? 128 : 64)> struct cfg {
     static constexpr int VT_BYTES = HD * BN;
     static constexpr int SMEM = Q_BYTES + 2 * K_BYTES + 2 * VRAW_BYTES + VT_BYTES + 64 * 4;
     // with NWG consumer warpgroups (64 query rows each) sharing every K/V tile
-    static constexpr int smem(int nwg) { return nwg * Q_BYTES + 2 * K_BYTES + 2 * VRAW_BYTES + VT_BYTES + nwg * 64 * 4; }
+    static constexpr int smem(int nwg) {
+        return nwg * Q_BYTES + 2 * K_BYTES + 2 * VRAW_BYTES + VT_BYTES + nwg * 64 * 4;
+    }
 };
 
 __device__ __forceinline__ uint32_t cm_off(int r, int b, int kb) {  // core-matrix layout offset
@@ -87,8 +89,8 @@ template <int N> __device__ __forceinline__ void fence_acc(float *d) {
 }
 
 // T (+)= P·Vᵀ[cols c0 .. c0+N) over the tile's BN keys; sd0 = 0 starts T from zero.
-template <int HD, int N, int BN = cfg<HD>::BN> __device__ __forceinline__ void pv(float *t, const uint32_t (*pa)[4], const uint8_t *vt,
-                                                              int c0, int sd0) {
+template <int HD, int N, int BN = cfg<HD>::BN>
+__device__ __forceinline__ void pv(float *t, const uint32_t (*pa)[4], const uint8_t *vt, int c0, int sd0) {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 32; kk++)
@@ -136,7 +138,8 @@ __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float
     // The test is one warp vote, so the branch is uniform (a per-thread short-circuit test compiles
     // to divergent branches and their reconvergence on every tile); masking a row that needs none
     // changes nothing.
-    const bool edge = (t * BN < row_lo[0]) | (t * BN + BN - 1 > row_pos[0]) | (t * BN < row_lo[1]) | (t * BN + BN - 1 > row_pos[1]);
+    const bool edge =
+        (t * BN < row_lo[0]) | (t * BN + BN - 1 > row_pos[0]) | (t * BN < row_lo[1]) | (t * BN + BN - 1 > row_pos[1]);
     if (__any_sync(0xffffffffu, edge)) {
         const int k0 = t * BN + 2 * c;
 #pragma unroll
@@ -215,9 +218,10 @@ template <int BN> __device__ __forceinline__ void pack_p(const float *sacc, uint
 // One KV tile t after S = Q·Kᵀ: softmax_s and pack_p, then P·V into the accumulators per accumulation mode
 // ACC (o: FP32, tacc: the MMA's); vt is the tile's Vᵀ.
 template <int HD, int ACC, int BN = cfg<HD>::BN, int NO_O, int NO_T>
-__device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, int n_every, int c, const float (&row_sc)[2],
-                                           const int (&row_lo)[2], const int (&row_pos)[2], float (&m)[2], float (&l)[2],
-                                           float (&o)[NO_O], float (&tacc)[NO_T], const uint8_t *vt) {
+__device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, int n_every, int c,
+                                           const float (&row_sc)[2], const int (&row_lo)[2], const int (&row_pos)[2],
+                                           float (&m)[2], float (&l)[2], float (&o)[NO_O], float (&tacc)[NO_T],
+                                           const uint8_t *vt) {
     constexpr int NO = HD / 2;
     float alpha[2];
     uint32_t pa[BN / 32][4];
@@ -281,8 +285,8 @@ struct q_div {
 // twice, stall the whole CTA's set-up on the load pipe. The 2-byte form stays for an unaligned q
 // (test_cuda_ops runs one); both give the same values.
 template <int HD>
-__device__ __forceinline__ void load_q(uint8_t *Qs, float *qscale, const bf16 *q, int tid, int q0, int n_q, int tok_per_cta,
-                                       int t_begin, int n_heads, int g, int G) {
+__device__ __forceinline__ void load_q(uint8_t *Qs, float *qscale, const bf16 *q, int tid, int q0, int n_q,
+                                       int tok_per_cta, int t_begin, int n_heads, int g, int G) {
     int row = tid >> 1, half = tid & 1, qi = q0 + row / G;
     bool on = row < tok_per_cta * G && qi < n_q;
     const bf16 *src = q + ((size_t)(t_begin + (on ? qi : q0)) * n_heads + g * G + row % G) * HD + half * (HD / 2);
@@ -295,7 +299,8 @@ __device__ __forceinline__ void load_q(uint8_t *Qs, float *qscale, const bf16 *q
         }
         float va = 0.0f;
 #pragma unroll
-        for (int k = 0; k < HD / 4; k++) va = fmaxf(fmaxf(va, fabsf(__uint_as_float(w[k] << 16))), fabsf(__uint_as_float(w[k] & 0xffff0000u)));
+        for (int k = 0; k < HD / 4; k++)
+            va = fmaxf(fmaxf(va, fabsf(__uint_as_float(w[k] << 16))), fabsf(__uint_as_float(w[k] & 0xffff0000u)));
         va = fmaxf(va, __shfl_xor_sync(0xffffffff, va, 1));
         const float vs = va > 0.0f ? va / 448.0f : 1.0f;
         const q_div qd(vs);
@@ -303,8 +308,8 @@ __device__ __forceinline__ void load_q(uint8_t *Qs, float *qscale, const bf16 *q
         for (int i = 0; i < HD / 2; i += 4) {
             const uint32_t a = w[i / 2], b = w[i / 2 + 1];
             *(uint32_t *)(Qs + cm_off(row, half * (HD / 2) + i, HD)) =
-                pack4_e4m3(qd(__uint_as_float(a << 16)), qd(__uint_as_float(a & 0xffff0000u)), qd(__uint_as_float(b << 16)),
-                           qd(__uint_as_float(b & 0xffff0000u)));
+                pack4_e4m3(qd(__uint_as_float(a << 16)), qd(__uint_as_float(a & 0xffff0000u)),
+                           qd(__uint_as_float(b << 16)), qd(__uint_as_float(b & 0xffff0000u)));
         }
         if (!half) qscale[row] = vs;
         return;
@@ -329,8 +334,8 @@ struct rows2 {
     bool on[2];
     int tok[2], head[2], pos[2], lo[2];
     float sc[2];
-    __device__ __forceinline__ void setup(int warp, int rr, int q0, int n_q, int tok_per_cta, int G, int t_begin, const int32_t *pos_arr,
-                                          int window) {
+    __device__ __forceinline__ void setup(int warp, int rr, int q0, int n_q, int tok_per_cta, int G, int t_begin,
+                                          const int32_t *pos_arr, int window) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             int row = warp * 16 + rr + 8 * h, qi = q0 + row / G;
@@ -352,8 +357,9 @@ struct rows2 {
 // threads from tid; keys past p_last are zero-filled (their blocks may not exist), so
 // 0·garbage never makes a NaN.
 template <int HD, int BN = cfg<HD>::BN>
-__device__ __forceinline__ void load_tile(uint8_t *kd, uint8_t *vd, const uint8_t *kc, const uint8_t *vc, const int32_t *bt, int t,
-                                          int p_last, int n_kv, int g, int bs, int tid, int nthr) {
+__device__ __forceinline__ void load_tile(uint8_t *kd, uint8_t *vd, const uint8_t *kc, const uint8_t *vc,
+                                          const int32_t *bt, int t, int p_last, int n_kv, int g, int bs, int tid,
+                                          int nthr) {
     for (int i = tid; i < BN * (HD / 16); i += nthr) {
         int r = i / (HD / 16), ch = i % (HD / 16), kp = t * BN + r;
         bool valid = kp <= p_last;
@@ -395,8 +401,9 @@ __device__ __forceinline__ void transpose_v(const uint8_t *vr, uint8_t *vt, int 
 // the row's 4 lanes (QUAD; false: each lane holds the row's whole l already, as the tensor core's
 // row sums give it).
 template <int HD, bool QUAD = true>
-__device__ __forceinline__ void store_rows(bf16 *out, const float *acc, float (&l)[2], const bool (&on)[2], const int (&tok)[2],
-                                           const int (&head)[2], int n_heads, int g, int G, float vscale, int c) {
+__device__ __forceinline__ void store_rows(bf16 *out, const float *acc, float (&l)[2], const bool (&on)[2],
+                                           const int (&tok)[2], const int (&head)[2], int n_heads, int g, int G,
+                                           float vscale, int c) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         if constexpr (QUAD) {
@@ -408,7 +415,8 @@ __device__ __forceinline__ void store_rows(bf16 *out, const float *acc, float (&
         float f = l[h] > 0.0f ? vscale / l[h] : 0.0f;
 #pragma unroll
         for (int j = 0; j < HD / 8; j++)
-            *(__nv_bfloat162 *)(orow + 8 * j + 2 * c) = __floats2bfloat162_rn(acc[4 * j + 2 * h] * f, acc[4 * j + 2 * h + 1] * f);
+            *(__nv_bfloat162 *)(orow + 8 * j + 2 * c) =
+                __floats2bfloat162_rn(acc[4 * j + 2 * h] * f, acc[4 * j + 2 * h + 1] * f);
     }
 }
 
@@ -419,8 +427,8 @@ __device__ __forceinline__ void store_rows(bf16 *out, const float *acc, float (&
 struct cta_tiles {
     int t_begin, n_q, tok_per_cta, q0, p_last, t0, t1;
     // (rev: the grid's query tiles in reverse, so that the longest causal rows start first)
-    __device__ __forceinline__ bool begin(const int32_t *qstart, const int32_t *pos_arr, int rows, int G, int window, int bn,
-                                          bool rev = false) {
+    __device__ __forceinline__ bool begin(const int32_t *qstart, const int32_t *pos_arr, int rows, int G, int window,
+                                          int bn, bool rev = false) {
         t_begin = qstart[blockIdx.x];
         n_q = qstart[blockIdx.x + 1] - t_begin;
         tok_per_cta = rows / G;
@@ -458,7 +466,8 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(const __grid_constant
     const int warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
     fp8pf::cta_tiles ct = {};
     if (!ct.begin(qstart, pos_arr, ROWS, G, window, BN)) return;
-    const int t_begin = ct.t_begin, n_q = ct.n_q, tok_per_cta = ct.tok_per_cta, q0 = ct.q0, p_last = ct.p_last, t0 = ct.t0, t1 = ct.t1;
+    const int t_begin = ct.t_begin, n_q = ct.n_q, tok_per_cta = ct.tok_per_cta, q0 = ct.q0, p_last = ct.p_last,
+              t0 = ct.t0, t1 = ct.t1;
     const int n_heads = n_kv * G;
 
     // ---- Q: per-(token, head) scale amax/448, e4m3, into the core-matrix layout (2 threads a row)
@@ -471,7 +480,9 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(const __grid_constant
 
     // cp.async of tile t's K and raw V rows into stage st (an empty group past the last tile)
     auto issue = [&](int t, int st) {
-        if (t <= t1) fp8pf::load_tile<HD>(Ks + st * C::K_BYTES, Vr + st * C::VRAW_BYTES, kc, vc, bt, t, p_last, n_kv, g, bs, tid, NT);
+        if (t <= t1)
+            fp8pf::load_tile<HD>(Ks + st * C::K_BYTES, Vr + st * C::VRAW_BYTES, kc, vc, bt, t, p_last, n_kv, g, bs, tid,
+                                 NT);
         cp_async_commit();
     };
     issue(t0, 0);
@@ -488,7 +499,8 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(const __grid_constant
         for (int kk = 0; kk < HD / 32; kk++)
 #pragma unroll
             for (int i = 0; i < 4; i++)
-                qa[kk][i] = *(const uint32_t *)(Qs + fp8pf::cm_off(warp * 16 + rr + 8 * (i & 1), 32 * kk + 16 * (i >> 1) + 4 * c, HD));
+                qa[kk][i] = *(const uint32_t *)(Qs + fp8pf::cm_off(warp * 16 + rr + 8 * (i & 1),
+                                                                   32 * kk + 16 * (i >> 1) + 4 * c, HD));
     }
 
     fp8pf::acc_state<HD, ACC> a;

@@ -61,11 +61,19 @@ template <int HD, int NC = 2> struct lay {
 };
 enum { BAR_Q = 2, BAR_TURN = 5 };   // named barriers (0 is __syncthreads): BAR_Q + wg, BAR_TURN + wg; the three
 // consumers' softmax turns take 1 and 5-15
-__device__ __forceinline__ void bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory"); }
-__device__ __forceinline__ void bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void bar_sync(int id, int n) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int n) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
 // registers moved between warpgroups (setmaxnreg): the producer gives, the consumers take
-template <int N> __device__ __forceinline__ void reg_dealloc() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N)); }
-template <int N> __device__ __forceinline__ void reg_alloc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N)); }
+template <int N> __device__ __forceinline__ void reg_dealloc() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <int N> __device__ __forceinline__ void reg_alloc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
 
 __device__ __forceinline__ uint32_t sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
@@ -82,25 +90,28 @@ __device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity) {
     do {
         // (with a suspend-time hint the warp sleeps until the phase completes instead of spinning
         // on the issue slots the producer needs)
-        asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(sa(b)), "r"(parity), "r"(0x989680u)
-                     : "memory");
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(sa(b)), "r"(parity), "r"(0x989680u)
+            : "memory");
     } while (!done);
 }
 // one box of a 4-d tensor map into shared memory, completing `bytes` on mbarrier b
-__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, uint64_t *b, int c0, int c1, int c2, int c3) {
-    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];" ::"r"(
-                     sa(dst)),
+__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, uint64_t *b, int c0, int c1, int c2,
+                                         int c3) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
+                 "%5}], [%6];" ::"r"(sa(dst)),
                  "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(sa(b))
                  : "memory");
 }
 // `bytes` contiguous bytes (a multiple of 16, both ends 16-byte aligned) into shared memory,
 // completing them on mbarrier b
 __device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *b) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(sa(dst)), "l"(src),
-                 "r"(bytes), "r"(sa(b))
-                 : "memory");
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(sa(dst)),
+        "l"(src), "r"(bytes), "r"(sa(b))
+        : "memory");
 }
 // wgmma descriptor of a K-major operand in HD-byte swizzled rows: head_dim 128, 128-byte swizzle
 // (8-row atoms of 1024 bytes, mode 1); head_dim 64, 64-byte swizzle (atoms of 512 bytes, mode 2).
@@ -124,7 +135,8 @@ template <int HD> __device__ __forceinline__ uint64_t desc_sw(const void *smem) 
 // rows are Vᵀ rows (one d each); each stmatrix matrix mixes even and odd d (rows j < 4: d = 2j
 // (+1), j ≥ 4: 2j + 1 (−1)) so its 8 rows hit 32 banks.
 template <int HD>
-__device__ __forceinline__ void transpose_ldsm(const uint8_t *vr, uint8_t *vt, int warp, int lane, int nwarp, int klim) {
+__device__ __forceinline__ void transpose_ldsm(const uint8_t *vr, uint8_t *vt, int warp, int lane, int nwarp,
+                                               int klim) {
     const int m = lane >> 3, j = lane & 7, c = lane & 3;
     // the row's chunk 2s + (m>>1), swizzled by the key's row bits: key % 8 = j (128-byte rows), or
     // (key / 2) % 4 = (j / 2) % 4 (64-byte rows; a unit's keys start at multiples of 16)
@@ -132,7 +144,8 @@ __device__ __forceinline__ void transpose_ldsm(const uint8_t *vr, uint8_t *vt, i
     const uint32_t ld0 = sa(vr) + (uint32_t)(((m & 1) * 8 + j) * HD);       // key (m&1)·8 + j of the unit
     const int dr = 16 * (m >> 1) + 2 * j + ((m & 1) ^ (j >> 2));            // the stmatrix row's d within the unit
     const uint32_t st0 = sa(vt) + (uint32_t)((dr >> 3) * 1024 + (dr & 7) * 16);
-    const uint32_t s0 = (lane >> 2) < 4 ? 0x6420u : 0x7531u, s1 = s0 ^ 0x1111u;  // even-d / odd-d bytes (swapped for rows j >= 4)
+    const uint32_t s0 = (lane >> 2) < 4 ? 0x6420u : 0x7531u,
+                   s1 = s0 ^ 0x1111u; // even-d / odd-d bytes (swapped for rows j >= 4)
     for (int kg = warp; kg < BN / 16; kg += nwarp) {
         uint32_t mask = 0xffffffffu;
         if (kg * 16 + 15 > klim) {  // keys past klim as 0 (the CTA's last tile)
@@ -152,10 +165,12 @@ __device__ __forceinline__ void transpose_ldsm(const uint8_t *vr, uint8_t *vt, i
                              : "memory");
 #pragma unroll
             for (int u = 0; u < 2; u++) {
-                const uint32_t e0 = __byte_perm(r[u][0], r[u][1], s0) & mask, o0 = __byte_perm(r[u][0], r[u][1], s1) & mask;
-                const uint32_t e1 = __byte_perm(r[u][2], r[u][3], s0) & mask, o1 = __byte_perm(r[u][2], r[u][3], s1) & mask;
-                asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(st0 + (uint32_t)kg * 128u +
-                                                                                                       (uint32_t)(s + u) * 4096u),
+                const uint32_t e0 = __byte_perm(r[u][0], r[u][1], s0) & mask,
+                               o0 = __byte_perm(r[u][0], r[u][1], s1) & mask;
+                const uint32_t e1 = __byte_perm(r[u][2], r[u][3], s0) & mask,
+                               o1 = __byte_perm(r[u][2], r[u][3], s1) & mask;
+                asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(
+                                 st0 + (uint32_t)kg * 128u + (uint32_t)(s + u) * 4096u),
                              "r"(e0), "r"(o0), "r"(e1), "r"(o1)
                              : "memory");
             }
@@ -196,7 +211,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
     uint8_t *Qs = sm, *Ks = sm + L::OFF_K, *Vs = sm + L::OFF_V, *Vt = sm + L::OFF_VT;
     float *qscale_s = (float *)(sm + L::OFF_QS);
     uint64_t *bars = (uint64_t *)(sm + L::OFF_BAR);
-    uint64_t *kfull = bars, *vfull = bars + KS, *kempty = bars + 2 * KS, *tfull = bars + 3 * KS, *tempty = tfull + 2, *vempty = tempty + 2;
+    uint64_t *kfull = bars, *vfull = bars + KS, *kempty = bars + 2 * KS, *tfull = bars + 3 * KS, *tempty = tfull + 2,
+             *vempty = tempty + 2;
     // Producer warp 0 issues the copies alone (it waits for free slots itself) and warps 1-3
     // transpose. The query tiles run longest first (the grid's y in reverse). Two consumers take
     // turns issuing their MMAs (ping-pong); three take turns in their softmax instead.
@@ -211,9 +227,14 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
     // the slot after P·V (vempty), and the transposers sit out
     const int vt0 = vtg ? vt_start[s] : 0;
     const bool pre = __shfl_sync(0xffffffffu, vtg && vt_start[s + 1] > vt0 ? 1 : 0, 0) != 0;
-    const uint8_t *vt_seq = pre ? vtg + ((size_t)vt0 * n_kv + g) * L::TILE_BYTES : nullptr;  // tile t at + t·n_kv·TILE_BYTES
+    const uint8_t *vt_seq =
+        pre ? vtg + ((size_t)vt0 * n_kv + g) * L::TILE_BYTES : nullptr; // tile t at + t·n_kv·TILE_BYTES
     if (threadIdx.x == 0) {
-        for (int i = 0; i < KS; i++) { mbar_init(&kfull[i], 1); mbar_init(&vfull[i], 1); mbar_init(&kempty[i], 128 * NC); }
+        for (int i = 0; i < KS; i++) {
+            mbar_init(&kfull[i], 1);
+            mbar_init(&vfull[i], 1);
+            mbar_init(&kempty[i], 128 * NC);
+        }
         for (int i = 0; i < 2; i++) { mbar_init(&tfull[i], n_tr); mbar_init(&tempty[i], 128 * NC); }
         for (int i = 0; i < KS; i++) mbar_init(&vempty[i], pre ? 128 * NC : n_tr);
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -242,11 +263,14 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
                     const uint32_t bytes = (uint32_t)(nb * rows_box * HD);
                     mbar_expect_tx(&kfull[st], bytes);
                     mbar_expect_tx(&vfull[st], pre ? (uint32_t)L::TILE_BYTES : bytes);
-                    if (pre) bulk_load(Vs + st * L::TILE_BYTES, vt_seq + (size_t)t * n_kv * L::TILE_BYTES, L::TILE_BYTES, &vfull[st]);
+                    if (pre)
+                        bulk_load(Vs + st * L::TILE_BYTES, vt_seq + (size_t)t * n_kv * L::TILE_BYTES, L::TILE_BYTES,
+                                  &vfull[st]);
                     for (int j = 0; j < nb; j++) {
                         const int kp = t * BN + j * rows_box, blk = bt[kp / bs], r0 = kp % bs;
                         tma_load(Ks + st * L::TILE_BYTES + j * rows_box * HD, &kmap, &kfull[st], 0, r0, g, blk);
-                        if (!pre) tma_load(Vs + st * L::TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
+                        if (!pre)
+                            tma_load(Vs + st * L::TILE_BYTES + j * rows_box * HD, &vmap, &vfull[st], 0, r0, g, blk);
                     }
                 }
             }
@@ -257,7 +281,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
             const int st = i % KS, b = i & 1;
             mbar_wait(&vfull[st], (i / KS) & 1);
             if (i >= 2) mbar_wait(&tempty[b], ((i >> 1) - 1) & 1);  // P·V(i − 2) done with Vᵀ slot b
-            transpose_ldsm<HD>(Vs + st * L::TILE_BYTES, Vt + b * L::TILE_BYTES, (ptid >> 5) - 1, ptid & 31, 3, p_last - (t0 + i) * BN);
+            transpose_ldsm<HD>(Vs + st * L::TILE_BYTES, Vt + b * L::TILE_BYTES, (ptid >> 5) - 1, ptid & 31, 3,
+                               p_last - (t0 + i) * BN);
             fence_proxy_async();  // Vᵀ (generic-proxy stores) visible to the wgmma
             mbar_arrive(&tfull[b]);
             mbar_arrive(&vempty[st]);
@@ -290,11 +315,14 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
         // so that ptxas knows it uniform and keeps Q's descriptors in uniform registers.
         const int wgu = __shfl_sync(0xffffffffu, wg, 0);
         const uint32_t qlo = (uint32_t)wgmma_desc(Qs + wgu * L::Q_BYTES, 128, HD * 8), klo = (uint32_t)desc_sw<HD>(Ks),
-                       vlo = (uint32_t)wgmma_desc(pre ? Vs : Vt, 128, BN * 8), olo = (uint32_t)wgmma_desc(sm + L::OFF_ONE, 128, 256);
-        constexpr uint32_t QHI = (uint32_t)(HD * 8 >> 4), KHI = (uint32_t)(8 * HD >> 4) | ((uint32_t)(HD == 128 ? 1 : 2) << 30),
+                       vlo = (uint32_t)wgmma_desc(pre ? Vs : Vt, 128, BN * 8),
+                       olo = (uint32_t)wgmma_desc(sm + L::OFF_ONE, 128, 256);
+        constexpr uint32_t QHI = (uint32_t)(HD * 8 >> 4),
+                           KHI = (uint32_t)(8 * HD >> 4) | ((uint32_t)(HD == 128 ? 1 : 2) << 30),
                            VHI = (uint32_t)(BN * 8 >> 4), OHI = 256 >> 4;
         auto dj = [](uint32_t lo, uint32_t hi) { return ((uint64_t)hi << 32) | (uint64_t)lo; };
-        if (pingpong && wg == NC - 1) fp8tma::bar_arrive(BAR_TURN, 256);  // the last hands warpgroup 1 (wg 0) the first turn
+        if (pingpong && wg == NC - 1)
+            fp8tma::bar_arrive(BAR_TURN, 256); // the last hands warpgroup 1 (wg 0) the first turn
         // The softmax takes turns among the three consumer warps of a sub-partition (warp k of each
         // warpgroup: they share its MUFU): warp (w, k) waits on named barrier tok(w, k) — 64 threads,
         // itself and the arrival of warp (w − 1, k) — before its max tree and arrives on tok(w + 1, k)
@@ -326,9 +354,11 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < HD / 32; kk++)
-                    fp8pf::ss<BN>(sacc, dj(qlo + (uint32_t)(kk * 16), QHI), dj(klo + kof + (uint32_t)(kk * 2), KHI), kk > 0);
+                    fp8pf::ss<BN>(sacc, dj(qlo + (uint32_t)(kk * 16), QHI), dj(klo + kof + (uint32_t)(kk * 2), KHI),
+                                  kk > 0);
                 wgmma_commit();
-                if (pingpong && (wg != NC - 1 || i + 1 < n)) fp8tma::bar_arrive(BAR_TURN + (wg + 1) % NC, 256);  // (n turns each)
+                if (pingpong && (wg != NC - 1 || i + 1 < n))
+                    fp8tma::bar_arrive(BAR_TURN + (wg + 1) % NC, 256); // (n turns each)
                 wgmma_wait<0>();
                 fp8pf::fence_acc<BN>(sacc);
                 mbar_arrive(&kempty[st]);
@@ -347,7 +377,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
                     wgmma_fence();
 #pragma unroll
                     for (int kk = 0; kk < BN / 32; kk++)
-                        fp8pf::rs<HD / 2>(th, pa3[kk], dj(vlo + vof + (uint32_t)((h * (HD / 2) * BN + kk * 256) >> 4), VHI), kk > 0);
+                        fp8pf::rs<HD / 2>(th, pa3[kk],
+                                          dj(vlo + vof + (uint32_t)((h * (HD / 2) * BN + kk * 256) >> 4), VHI), kk > 0);
                     if (h == 0) {
 #pragma unroll
                         for (int kk = 0; kk < BN / 32; kk++) wgmma_rs_n8(ts, pa3[kk], dj(olo, OHI), kk > 0);
@@ -361,7 +392,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
                         l3[1] = fmaf(l3[1], alpha[1], ts[2]);  // row rr + 8
                     }
 #pragma unroll
-                    for (int j = 0; j < HD / 4; j++) o3[h * (HD / 4) + j] = fmaf(o3[h * (HD / 4) + j], alpha[(j >> 1) & 1], th[j]);
+                    for (int j = 0; j < HD / 4; j++)
+                        o3[h * (HD / 4) + j] = fmaf(o3[h * (HD / 4) + j], alpha[(j >> 1) & 1], th[j]);
                 }
                 mbar_arrive(pre ? &vempty[st] : &tempty[i & 1]);
                 if (++st == KS) st = 0, kpar ^= 1;
@@ -379,7 +411,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
     const float vscale = q_rows(rw, ct, g);
     const uint8_t *qw = Qs + wg * L::Q_BYTES;
 
-    float o[ACC != 2 ? HD / 2 : 1], tacc[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha_prev[2] = {1.0f, 1.0f};
+    float o[ACC != 2 ? HD / 2 : 1], tacc[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f},
+                                                  alpha_prev[2] = {1.0f, 1.0f};
 #pragma unroll
     for (int j = 0; j < HD / 2; j++) tacc[j] = 0.0f;
 #pragma unroll
@@ -421,10 +454,12 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
         wgmma_fence();
 #pragma unroll
         for (int kk = 0; kk < HD / 32; kk++)
-            fp8pf::ss<BN>(sacc, wgmma_desc(qw + kk * 256, 128, HD * 8), desc_sw<HD>(Ks + st * L::TILE_BYTES + kk * 32), kk > 0);
+            fp8pf::ss<BN>(sacc, wgmma_desc(qw + kk * 256, 128, HD * 8), desc_sw<HD>(Ks + st * L::TILE_BYTES + kk * 32),
+                          kk > 0);
         wgmma_commit();
         if constexpr (!FIRST) pv_issue(i - 1);
-        if (pingpong && (wg == 0 || i + 1 < n)) fp8tma::bar_arrive(BAR_TURN + (wg ^ 1), 256);  // (turns balance: n each way)
+        if (pingpong && (wg == 0 || i + 1 < n))
+            fp8tma::bar_arrive(BAR_TURN + (wg ^ 1), 256); // (turns balance: n each way)
         if constexpr (FIRST) wgmma_wait<0>();
         else wgmma_wait<1>();  // Q·Kᵀ(i) done, P·V(i − 1) may still run
         fp8pf::fence_acc<BN>(sacc);
@@ -484,7 +519,8 @@ static bool fp8tma_map(struct cuda_backend *c, CUtensorMap *map, void *base, con
     if (!c->tma_encode) {
         void *fn = NULL;
         cudaDriverEntryPointQueryResult qr;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr) != cudaSuccess ||
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr) !=
+                cudaSuccess ||
             qr != cudaDriverEntryPointSuccess || !fn) {
             cuda_latch(c, OCT_EUNSUP, "fp8 prefill (TMA): cuTensorMapEncodeTiled unavailable");
             return false;
@@ -496,9 +532,10 @@ static bool fp8tma_map(struct cuda_backend *c, CUtensorMap *map, void *base, con
     const cuuint64_t dims[4] = {hd, bs, (cuuint64_t)l->n_kv_heads, (cuuint64_t)l->n_blocks};
     const cuuint64_t strides[3] = {hd, hd * bs, hd * bs * (cuuint64_t)l->n_kv_heads};
     const cuuint32_t box[4] = {(cuuint32_t)hd, (cuuint32_t)rows, 1, 1}, es[4] = {1, 1, 1, 1};
-    CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, base, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                        hd == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
-                        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    CUresult r =
+        encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, base, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               hd == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) {
         cuda_latch(c, OCT_EUNSUP, "fp8 prefill (TMA): cuTensorMapEncodeTiled failed (%d)", (int)r);
         return false;
@@ -533,8 +570,9 @@ template <int HD> static bool fp8tma_init(struct cuda_backend *c) {
     for (int acc = 0; acc < 3; acc++) {
         int nc;
         auto kern = fp8tma_kernel<HD>::get(acc, &nc);
-        if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma_kernel<HD>::smem(nc)),
-                      "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
+        if (cuda_fail(
+                c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma_kernel<HD>::smem(nc)),
+                "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
             return false;
     }
     return true;

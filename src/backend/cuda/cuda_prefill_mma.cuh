@@ -47,7 +47,12 @@ __device__ __forceinline__ void prefill_mma_body(bf16 *out, const bf16 *q, const
         for (int h = 0; h < 2; h++) {
             const bf16 *qr = q + ((size_t)row_tok[h] * n_kv * G + g * G + row_head[h]) * HD + base;
             float x0 = 0, x1 = 0, x2 = 0, x3 = 0;
-            if (row_on[h]) { x0 = __bfloat162float(qr[0]); x1 = __bfloat162float(qr[1]); x2 = __bfloat162float(qr[2]); x3 = __bfloat162float(qr[3]); }
+            if (row_on[h]) {
+                x0 = __bfloat162float(qr[0]);
+                x1 = __bfloat162float(qr[1]);
+                x2 = __bfloat162float(qr[2]);
+                x3 = __bfloat162float(qr[3]);
+            }
             qa[j][h] = TR::q2(x0, x1);       // a0 (row rr) / a1 (row rr+8)
             qa[j][2 + h] = TR::q2(x2, x3);   // a2 / a3
         }
@@ -127,6 +132,6 @@ __device__ __forceinline__ void prefill_mma_body(bf16 *out, const bf16 *q, const
 }
 
 template <int HD, int DT> __global__ void __launch_bounds__(128) k_prefill_mma(const __grid_constant__ attn_args a) {
-    prefill_mma_body<HD, DT>(a.out, a.q, a.kc, a.vc, a.qstart, a.pos, a.btab, a.max_blocks, a.lgr, a.n_kv, a.G, a.window,
-                             a.scale, a.scales);
+    prefill_mma_body<HD, DT>(a.out, a.q, a.kc, a.vc, a.qstart, a.pos, a.btab, a.max_blocks, a.lgr, a.n_kv, a.G,
+                             a.window, a.scale, a.scales);
 }

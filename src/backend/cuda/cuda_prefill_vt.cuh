@@ -17,9 +17,10 @@
 // One CTA = (tile, KV head): 128 threads load the tile's raw rows into a 128-byte-swizzled stage
 // (64-byte at head_dim 64: TMA's layout, which transpose_ldsm reads), transpose it, and store it.
 template <int HD>
-__global__ void __launch_bounds__(128) k_prefill_vt(uint8_t *vt /* [vt_tiles][n_kv][HD·BN] */, const uint8_t *v /* [n_blocks][n_kv][bs][HD] */,
-                                                    const int32_t *vt_start /* [n_seqs + 1] */, const int32_t *seq_lens /* [n_seqs] */,
-                                                    const int32_t *btab /* [n_seqs][max_blocks] */, int max_blocks, int n_seqs, int n_kv, int bs) {
+__global__ void __launch_bounds__(128)
+    k_prefill_vt(uint8_t *vt /* [vt_tiles][n_kv][HD·BN] */, const uint8_t *v /* [n_blocks][n_kv][bs][HD] */,
+                 const int32_t *vt_start /* [n_seqs + 1] */, const int32_t *seq_lens /* [n_seqs] */,
+                 const int32_t *btab /* [n_seqs][max_blocks] */, int max_blocks, int n_seqs, int n_kv, int bs) {
     constexpr int BN = fp8tma::BN, TB = BN * HD, CH = HD / 16;  // 16-byte chunks a key row
     __shared__ __align__(1024) uint8_t raw[TB];
     __shared__ __align__(1024) uint8_t tr[TB];
@@ -48,7 +49,8 @@ __global__ void __launch_bounds__(128) k_prefill_vt(uint8_t *vt /* [vt_tiles][n_
 
 // The pass for this layer, into c->d_vt; returns it, or nullptr when no sequence takes it or its
 // scratch cannot be had (the kernel then transposes every tile itself; nothing is latched).
-template <int HD> static const uint8_t *launch_prefill_vt(struct cuda_backend *c, const struct kv_layer *l, const struct batch *bt) {
+template <int HD>
+static const uint8_t *launch_prefill_vt(struct cuda_backend *c, const struct kv_layer *l, const struct batch *bt) {
     const int tiles = c->cb.vt_tiles;
     if (tiles <= 0) return nullptr;
     const size_t need = (size_t)tiles * l->n_kv_heads * fp8tma::BN * HD;
@@ -63,8 +65,8 @@ template <int HD> static const uint8_t *launch_prefill_vt(struct cuda_backend *c
         c->vt_cap = need;
     }
     k_prefill_vt<HD><<<dim3((unsigned)tiles, (unsigned)l->n_kv_heads), 128, 0, c->stream>>>(
-        c->d_vt, (const uint8_t *)l->v, c->cb.vt_start, c->cb.seq_lens, c->cb.btab, bt->max_blocks_per_seq, bt->n_seqs, l->n_kv_heads,
-        l->kv_block_tokens);
+        c->d_vt, (const uint8_t *)l->v, c->cb.vt_start, c->cb.seq_lens, c->cb.btab, bt->max_blocks_per_seq, bt->n_seqs,
+        l->n_kv_heads, l->kv_block_tokens);
     if (CUDA_LAUNCHED(c, "attention prefill (fp8 Vᵀ pass)")) return nullptr;
     return c->d_vt;
 }
