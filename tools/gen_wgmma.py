@@ -31,9 +31,13 @@ def emit_mma(n, a_regs):
         ins = '"l"(da), "l"(db), "r"(scale_d)'
     print("__device__ __forceinline__ void wgmma_%s_n%d(float *d, %s, int scale_d) {" % (kind, n, params))
     print('    asm volatile("{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % sd)
-    print('                 "wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 {%s}, %s, %%%d, p, 1, 1;\\n}\\n"'
-          % (n, regs(r), a_ops, b_op))
-    print("                 : %s" % outs(r))
+    print('                 "wgmma.mma_async.sync.aligned.m64n%dk32.f32.e4m3.e4m3 {"' % n)
+    for i in range(0, r, 16):  # (16 operands a line keeps every line within 120 columns)
+        print('                 "%s%s"' % (regs(min(16, r - i), i), ", " if i + 16 < r else ""))
+    print('                 "}, %s, %%%d, p, 1, 1;\\n}\\n"' % (a_ops, b_op))
+    for i in range(0, r, 6):
+        print("                 %s %s%s" % (":" if i == 0 else " ", ", ".join('"+f"(d[%d])' % j for j in range(i, min(r, i + 6))),
+                                          "," if i + 6 < r else ""))
     print("                 : %s);" % ins)
     print("}")
 
@@ -42,7 +46,11 @@ def emit_fence(n):
     r = n // 2
     print("// Tells the compiler the %d accumulators may change here (after a wgmma wait)." % r)
     print("__device__ __forceinline__ void wgmma_fence_acc%d(float *d) {" % r)
-    print('    asm volatile("" : %s :: "memory");' % outs(r))
+    print('    asm volatile(""')
+    for i in range(0, r, 6):
+        print("                 %s %s%s" % (":" if i == 0 else " ", ", ".join('"+f"(d[%d])' % j for j in range(i, min(r, i + 6))),
+                                          "," if i + 6 < r else ""))
+    print('                 :: "memory");')
     print("}")
 
 
