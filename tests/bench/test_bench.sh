@@ -13,17 +13,21 @@ srv_pid=
 cleanup() { [ -n "$srv_pid" ] && kill "$srv_pid" 2>/dev/null && wait "$srv_pid" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-# start_server MODEL: runs `octet serve --port 0` in the background, sets $url
+# start_server MODEL: runs `octet serve --port 0` in the background, sets $url. Its stdout comes
+# through a FIFO, read until the "octet: serving ... on URL" line it prints once it listens.
 start_server() {
-  "$OCTET" serve --model "$1" --port 0 --threads 2 >"$tmp/srv.out" 2>"$tmp/srv.err" &
+  local fifo="$tmp/srv.fifo" line fd
+  rm -f "$fifo"; mkfifo "$fifo"
+  "$OCTET" serve --model "$1" --port 0 --threads 2 >"$fifo" 2>"$tmp/srv.err" &
   srv_pid=$!
   url=
-  for _ in $(seq 1 100); do
-    url=$(sed -n 's/^octet: serving .* on \(http:[^ ]*\)$/\1/p' "$tmp/srv.out")
-    [ -n "$url" ] && return 0
-    kill -0 "$srv_pid" 2>/dev/null || break
-    sleep 0.1
+  exec {fd}<"$fifo"
+  while IFS= read -r -t 60 -u "$fd" line; do
+    if [[ $line =~ ^octet:\ serving\ .*\ on\ (http:[^ ]*)$ ]]; then url=${BASH_REMATCH[1]}; break; fi
   done
+  cat <&"$fd" >/dev/null &  # the rest of its stdout, until it exits
+  exec {fd}<&-
+  [ -n "$url" ] && return 0
   echo "server did not start: $(cat "$tmp/srv.err")" >&2
   return 1
 }

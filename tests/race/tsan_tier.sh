@@ -17,16 +17,18 @@ export TSAN_OPTIONS="halt_on_error=0 exitcode=66"
 [ $rc = 0 ] && ok || bad "test_engine under TSan exited $rc: $(grep -m1 -A12 'WARNING: ThreadSanitizer' "$tmp/engine.out" || tail -5 "$tmp/engine.out")"
 
 if cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra tests/server/load_test.c -o "$tmp/load_test" -lcurl -ljansson 2>"$tmp/cc"; then
+  # its stdout through a FIFO, read until the "serving ... on URL" line it prints once it listens
+  mkfifo "$tmp/serve.fifo"
   "$BUILD/octet" serve --model "$MODEL" --port 0 --served-model-name stories --num-kv-blocks 48 --max-model-len 512 \
-    --max-num-batched-tokens 256 >"$tmp/serve.out" 2>"$tmp/serve.log" &
+    --max-num-batched-tokens 256 >"$tmp/serve.fifo" 2>"$tmp/serve.log" &
   spid=$!
   port=""
-  for _ in $(seq 1 600); do  # (a TSan build starts slowly)
-    port=$(grep -o 'on http://127.0.0.1:[0-9]*' "$tmp/serve.out" 2>/dev/null | grep -o '[0-9]*$')
-    [ -n "$port" ] && break
-    kill -0 "$spid" 2>/dev/null || break
-    sleep 0.1
+  exec {fd}<"$tmp/serve.fifo"
+  while IFS= read -r -t 300 -u "$fd" line; do  # (a TSan build starts slowly)
+    if [[ $line =~ on\ http://127\.0\.0\.1:([0-9]+)$ ]]; then port=${BASH_REMATCH[1]}; break; fi
   done
+  cat <&"$fd" >/dev/null &  # the rest of its stdout, until it exits
+  exec {fd}<&-
   if [ -n "$port" ]; then
     "$tmp/load_test" --url "http://127.0.0.1:$port" --model stories --clients 64 --distinct 16 --max-tokens 48 \
       --disconnect 100 >"$tmp/load.out" 2>"$tmp/load.err" && ok || bad "load test under TSan: $(tail -5 "$tmp/load.err")"

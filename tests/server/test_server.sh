@@ -16,23 +16,42 @@ pids=()
 cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
 trap cleanup EXIT
 
-# start_server NAME ARGS... → sets URL (http://127.0.0.1:PORT) and SPID; log in $tmp/NAME.log
+# start_server NAME ARGS... → sets URL (http://127.0.0.1:PORT) and SPID; log in $tmp/NAME.log.
+# The server's stdout comes through a FIFO, read line by line until it says "serving ... on URL"
+# (printed once it listens); a server that exits first closes the FIFO and ends the read.
 start_server() {
   local name=$1; shift
-  "$OCTET" serve --model "$MODEL" --port 0 --served-model-name stories "$@" >"$tmp/$name.out" 2>"$tmp/$name.log" &
+  local fifo="$tmp/$name.fifo" line port="" fd
+  mkfifo "$fifo"
+  "$OCTET" serve --model "$MODEL" --port 0 --served-model-name stories "$@" >"$fifo" 2>"$tmp/$name.log" &
   SPID=$!; pids+=("$SPID")
-  local port=""
-  for _ in $(seq 1 200); do
-    port=$(grep -o 'serving .* on http://127.0.0.1:[0-9]*' "$tmp/$name.out" 2>/dev/null | grep -o '[0-9]*$')
-    [ -n "$port" ] && break
-    kill -0 "$SPID" 2>/dev/null || break
-    sleep 0.05
+  exec {fd}<"$fifo"
+  while IFS= read -r -t 60 -u "$fd" line; do
+    printf '%s\n' "$line" >>"$tmp/$name.out"
+    if [[ $line =~ serving\ .*\ on\ http://127\.0\.0\.1:([0-9]+)$ ]]; then port=${BASH_REMATCH[1]}; break; fi
   done
+  cat <&"$fd" >>"$tmp/$name.out" &  # the rest of its stdout, until it exits
+  exec {fd}<&-
   if [ -z "$port" ]; then bad "server $name did not start: $(tail -5 "$tmp/$name.log")"; URL=""; return 1; fi
   URL="http://127.0.0.1:$port"
 }
 # stop_server PID: SIGTERM must end it with exit 0 (under SAN=1 this also means no leaks)
 stop_server() { kill -TERM "$1" 2>/dev/null; wait "$1" 2>/dev/null; local rc=$?; [ $rc = 0 ] && ok || bad "server $1 exited $rc on SIGTERM"; }
+
+# stream_start NAME JSON → posts a streamed completion in the background and returns once its
+# first SSE line has arrived (the request is in the engine); curl's pid in CPID, the pid of the
+# copy that writes the whole body to $tmp/NAME in KPID (wait for both)
+stream_start() {
+  local fifo="$tmp/$1.fifo" first="" fd
+  mkfifo "$fifo"
+  curl -sN -m 30 -H 'Content-Type: application/json' "$URL$C" --data-binary "$2" >"$fifo" &
+  CPID=$!
+  exec {fd}<"$fifo"
+  IFS= read -r -t 30 -u "$fd" first
+  { [ -n "$first" ] && printf '%s\n' "$first"; cat; } <&"$fd" >"$tmp/$1" &
+  KPID=$!
+  exec {fd}<&-
+}
 
 # post PATH JSON → body in $tmp/body, status in $CODE
 post() { CODE=$(curl -s -m 30 -o "$tmp/body" -w '%{http_code}' -H 'Content-Type: application/json' "$URL$1" --data-binary "$2"); }
@@ -230,16 +249,11 @@ if start_server term --model dummy:tiny --max-model-len 8192 --num-kv-blocks 110
   gone=""; for _ in $(seq 1 40); do get /metrics; grep -q '^vllm:num_requests_running{.*} 0$' "$tmp/body" && { gone=1; break; }; sleep 0.05; done
   [ -n "$gone" ] && ok || bad "non-streamed request not aborted when its client left: $(grep num_requests_running "$tmp/body")"
   body='{"prompt":"Once","max_tokens":%d,"temperature":0,"ignore_eos":true,"stream":true}'
-  curl -sN -m 30 -o "$tmp/term_long" -H 'Content-Type: application/json' "$URL$C" --data-binary "$(printf "$body" 8000)" &
-  c1=$!
-  for _ in $(seq 1 100); do [ -s "$tmp/term_long" ] && break; sleep 0.02; done
-  curl -sN -m 30 -o "$tmp/term_short" -H 'Content-Type: application/json' "$URL$C" --data-binary "$(printf "$body" 20)" &
-  c2=$!
-  # (SIGTERM only once the short stream has begun: sent 50 ms after its curl started, it once came
-  # before the request was accepted, and the short stream never existed)
-  for _ in $(seq 1 100); do [ -s "$tmp/term_short" ] && break; sleep 0.02; done
+  # (SIGTERM only once both streams have begun: their first SSE line says the server accepted them)
+  stream_start term_long "$(printf "$body" 8000)"; c1=$CPID; k1=$KPID
+  stream_start term_short "$(printf "$body" 20)"; c2=$CPID; k2=$KPID
   t0=$(date +%s%N)
-  kill -TERM "$SPID"; wait "$SPID"; rc=$?; wait "$c1" "$c2"
+  kill -TERM "$SPID"; wait "$SPID"; rc=$?; wait "$c1" "$c2" "$k1" "$k2"
   t1=$(( ($(date +%s%N) - t0) / 1000000 ))
   [ "$rc" = 0 ] && ok || bad "SIGTERM exit code $rc"
   [ "$t1" -lt 5000 ] && ok || bad "SIGTERM took ${t1} ms"

@@ -3,10 +3,10 @@
 // or off; a pool small enough to force preemption loses nothing; aborts return blocks;
 // prefix-cache hits are counted; impossible requests fail cleanly; seeded draws are the same
 // whether one thread or several sample a step; asynchronous scheduling
-// gives the same events (EOS and length endings too) and aborts cleanly.
+// gives the same events (EOS and length endings too) and aborts cleanly. Counters are read as
+// soon as the requests' final events are: the engine counts a request's end before queuing them.
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../../src/base/check.h"
 #include "../../src/engine/engine.h"
@@ -59,7 +59,8 @@ static int run_all(struct engine_options *o, struct engine_stats *st_out) {
     if (engine_create(&e, model, o) < 0) { fprintf(stderr, "  %s\n", err_msg()); return N_REQ; }
     struct req_handle *h[N_REQ];
     for (int q = 0; q < N_REQ; q++) {
-        struct gen_request g = {.prompt = prompts[q], .n_prompt = prompt_len[q], .max_tokens = GEN, .ignore_eos = true, .top_logprobs = -1};
+        struct gen_request g = {.prompt = prompts[q], .n_prompt = prompt_len[q], .max_tokens = GEN,
+                                .ignore_eos = true, .top_logprobs = -1};
         sampling_params_default(&g.sp);
         g.sp.temperature = 0;
         h[q] = engine_submit(e, &g);
@@ -77,7 +78,6 @@ static int run_all(struct engine_options *o, struct engine_stats *st_out) {
         if (mismatch || n != GEN || !finished) bad++;
         req_release(h[q]);
     }
-    usleep(20000);
     engine_stats_get(e, st_out);
     engine_destroy(e);
     return bad;
@@ -114,7 +114,8 @@ TEST(matches_runner_all_modes) {
 
 // Runs one greedy request to completion; returns tokens generated.
 static int run_one(struct engine *e, int q) {
-    struct gen_request g = {.prompt = prompts[q], .n_prompt = prompt_len[q], .max_tokens = GEN, .ignore_eos = true, .top_logprobs = -1};
+    struct gen_request g = {.prompt = prompts[q], .n_prompt = prompt_len[q], .max_tokens = GEN,
+                            .ignore_eos = true, .top_logprobs = -1};
     sampling_params_default(&g.sp);
     g.sp.temperature = 0;
     struct req_handle *h = engine_submit(e, &g);
@@ -135,11 +136,9 @@ TEST(prefix_cache_hits) {
     struct engine_stats a, b;
     engine_stats_get(e, &a);
     CHECK_EQ_INT(run_one(e, 4), GEN);
-    usleep(20000);
     engine_stats_get(e, &b);
     CHECK_EQ_INT(b.prefix_cache_hits_total - a.prefix_cache_hits_total, 32);
     CHECK_EQ_INT(run_one(e, 4), GEN);  // again: its whole prompt (3 full blocks) is cached
-    usleep(20000);
     engine_stats_get(e, &a);
     CHECK_EQ_INT(a.prefix_cache_hits_total - b.prefix_cache_hits_total, 32);  // 48 tokens: the last block is recomputed
     engine_destroy(e);
@@ -191,7 +190,6 @@ static void abort_and_drain(struct engine *e, struct req_handle *h, struct engin
     while (req_next(h, &ev, 10000) == 1 && ev.kind == GEN_TOKEN) {}
     CHECK(ev.kind == GEN_FINISHED && !strcmp(ev.finish_reason, "abort"));
     req_release(h);
-    usleep(20000);
     engine_stats_get(e, st);
     CHECK_EQ_INT(st->n_blocks_free, st->n_blocks_total);
 }
@@ -200,7 +198,8 @@ TEST(abort_and_errors) {
     struct engine_options o = base_opts();
     struct engine *e;
     CHECK_OK(engine_create(&e, model, &o));
-    struct gen_request g = {.prompt = prompts[0], .n_prompt = prompt_len[0], .max_tokens = 200, .ignore_eos = true, .top_logprobs = 3};
+    struct gen_request g = {.prompt = prompts[0], .n_prompt = prompt_len[0], .max_tokens = 200,
+                            .ignore_eos = true, .top_logprobs = 3};
     sampling_params_default(&g.sp);
     struct req_handle *h = engine_submit(e, &g);
     CHECK(h != NULL);
@@ -281,7 +280,8 @@ static int run_async(bool on, int slot, struct engine_stats *st, bool mixed) {
     if (engine_create(&e, model, &o) < 0) return -1;
     struct req_handle *h[N_REQ];
     for (int q = 0; q < N_REQ; q++) {
-        struct gen_request g = {.prompt = prompts[q], .n_prompt = prompt_len[q], .max_tokens = 4 + (q * 11) % (AS_MAX - 4),
+        struct gen_request g = {.prompt = prompts[q], .n_prompt = prompt_len[q],
+                                .max_tokens = 4 + (q * 11) % (AS_MAX - 4),
                                 .ignore_eos = false, .top_logprobs = -1};
         sampling_params_default(&g.sp);
         g.sp.temperature = mixed && q % 3 == 2 ? 0.8f : 0;
@@ -301,7 +301,6 @@ static int run_async(bool on, int slot, struct engine_stats *st, bool mixed) {
         snprintf(as_why[slot][q], sizeof as_why[slot][q], "%s", ev.kind == GEN_FINISHED ? ev.finish_reason : "error");
         req_release(h[q]);
     }
-    usleep(20000);
     engine_stats_get(e, st);
     engine_destroy(e);
     return 0;
@@ -313,7 +312,8 @@ static int check_same_events(void) {
     for (int q = 0; q < N_REQ; q++) {
         CHECK_EQ_INT(as_n[1][q], as_n[0][q]);
         CHECK(memcmp(as_tok[0][q], as_tok[1][q], sizeof as_tok[0][q]) == 0);
-        CHECK_MSG(!strcmp(as_why[1][q], as_why[0][q]), "request %d ended \"%s\" with async scheduling, \"%s\" without", q, as_why[1][q], as_why[0][q]);
+        CHECK_MSG(!strcmp(as_why[1][q], as_why[0][q]), "request %d ended \"%s\" with async scheduling, \"%s\" without",
+                  q, as_why[1][q], as_why[0][q]);
         stops += !strcmp(as_why[0][q], "stop");
     }
     return stops;
@@ -328,7 +328,8 @@ TEST(async_scheduling_same_events) {
     CHECK_OK(run_async(true, 1, &st[1], false));
     eog[426] = was;
     int stops = check_same_events();
-    CHECK_MSG(stops > 0 && stops < N_REQ, "expected some requests to end on EOS and some by length, got %d stops", stops);
+    CHECK_MSG(stops > 0 && stops < N_REQ, "expected some requests to end on EOS and some by length, got %d stops",
+              stops);
     CHECK_EQ_INT(st[0].steps_ahead_total, 0);
     CHECK_MSG(st[1].steps_ahead_total > 0, "no step was launched ahead");
     CHECK_EQ_INT(st[1].generation_tokens_total, st[0].generation_tokens_total);
@@ -353,7 +354,8 @@ TEST(async_abort_frees_blocks) {
     struct engine_options o = base_opts();
     struct engine *e;
     CHECK_OK(engine_create(&e, model, &o));
-    struct gen_request g = {.prompt = prompts[1], .n_prompt = prompt_len[1], .max_tokens = 150, .ignore_eos = true, .top_logprobs = -1};
+    struct gen_request g = {.prompt = prompts[1], .n_prompt = prompt_len[1], .max_tokens = 150,
+                            .ignore_eos = true, .top_logprobs = -1};
     sampling_params_default(&g.sp);
     g.sp.temperature = 0;
     struct req_handle *h = engine_submit(e, &g);
