@@ -11,10 +11,10 @@
 // (w = e^(m − M_r)); the rows are merged through shared memory: out = Σ_r acc_r·e^(M_r − M) /
 // Σ_r l_r·e^(M_r − M). Empty splits hold m = −inf, l = 0, acc = 0 (weight 0). The launch picks as
 // few rows as load every split in one round: one round of loads, not a pass for the maximum, one
-// for the weights and dependent rounds for the sums, which cost ≈ 2 µs at B=1 L=128k.
+// for the weights and dependent rounds for the sums.
 #define COMBINE_SPLITS 16  // splits one row of lanes loads in a round (k_combine and its launch)
-__global__ void __launch_bounds__(512) k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads, int hd,
-                                                 int n_splits) {
+__global__ void __launch_bounds__(512) k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads,
+                                                 int hd, int n_splits) {
     constexpr int P = COMBINE_SPLITS;  // splits a lane loads at once
     pdl_trigger();  // the output projection's GEMM may launch (it waits for this grid's results)
     extern __shared__ float shm[];  // [R][hd] row accumulators, then [R] maxima, [R] sums

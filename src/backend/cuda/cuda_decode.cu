@@ -38,7 +38,8 @@ __device__ __forceinline__ void decode_simt_body(bf16 *out, float *part, const b
     const int b0 = b_first + split * blocks_per_split;
     const int b1 = min(b_last + 1, b0 + blocks_per_split);
     const int t = qstart[s];  // the sequence's (only) query token
-    const float kscale = DT == DT_BF16 ? 1.0f : scales[g], vscale = DT == DT_BF16 ? 1.0f : scales[KV_MAX_HEADS + g];
+    const float kscale = DT == DT_BF16 ? 1.0f : scales[g];
+    const float vscale = DT == DT_BF16 ? 1.0f : scales[KV_MAX_HEADS + g];
     const float sc = scale * kscale;
 
     float qr[G][E], acc[G][E], m[G], l[G];
@@ -66,7 +67,10 @@ __device__ __forceinline__ void decode_simt_body(bf16 *out, float *part, const b
             const T *kk = (const T *)&kr[u], *vv = (const T *)&vr[u];
             float kf[E], vf[E];
 #pragma unroll
-            for (int i = 0; i < E; i++) { kf[i] = kv_elem<DT>::f(kk[i]); vf[i] = kv_elem<DT>::f(vv[i]); }
+            for (int i = 0; i < E; i++) {
+                kf[i] = kv_elem<DT>::f(kk[i]);
+                vf[i] = kv_elem<DT>::f(vv[i]);
+            }
             bool valid = kp >= lo && kp <= pos;
 #pragma unroll
             for (int h = 0; h < G; h++) {
@@ -117,8 +121,8 @@ __device__ __forceinline__ void decode_simt_body(bf16 *out, float *part, const b
 }
 template <int HD, int G, int DT>
 __global__ void __launch_bounds__(128) k_decode(const __grid_constant__ attn_args a, int blocks_per_split) {
-    decode_simt_body<HD, G, DT>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab, a.max_blocks, a.lgr, a.n_kv,
-                                a.window, a.scale, a.scales, a.n_splits, blocks_per_split);
+    decode_simt_body<HD, G, DT>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab, a.max_blocks, a.lgr,
+                                a.n_kv, a.window, a.scale, a.scales, a.n_splits, blocks_per_split);
 }
 
 // ---------------------------------------------------------------- split plans
@@ -152,29 +156,38 @@ static int dtype_index(enum dtype dt) { return dt == DT_BF16 ? 0 : dt == DT_E4M3
 
 typedef void (*decode_fn)(attn_args);
 
+// The transposed kernel's ring depth (cuda_decode_t.cuh says why 2).
+#define DECODE_T_STAGES 2
+
 // The transposed kernel for head_dim HD, cache type index di (bf16, e4m3, e5m2) and launch policy.
 template <int HD> static decode_fn decode_t_kernel(int di, decode_policy p) {
+    constexpr int S = DECODE_T_STAGES;
     if (p == DECODE_FUSED)
-        return di == 0 ? k_decode_t<HD, DT_BF16, DECODE_FUSED>
-               : di == 1 ? k_decode_t<HD, DT_E4M3, DECODE_FUSED> : k_decode_t<HD, DT_E5M2, DECODE_FUSED>;
-    return di == 0 ? k_decode_t<HD, DT_BF16, DECODE_PDL>
-           : di == 1 ? k_decode_t<HD, DT_E4M3, DECODE_PDL> : k_decode_t<HD, DT_E5M2, DECODE_PDL>;
+        return di == 0   ? k_decode_t<HD, DT_BF16, S, DECODE_FUSED>
+               : di == 1 ? k_decode_t<HD, DT_E4M3, S, DECODE_FUSED>
+                         : k_decode_t<HD, DT_E5M2, S, DECODE_FUSED>;
+    return di == 0   ? k_decode_t<HD, DT_BF16, S, DECODE_PDL>
+           : di == 1 ? k_decode_t<HD, DT_E4M3, S, DECODE_PDL>
+                     : k_decode_t<HD, DT_E5M2, S, DECODE_PDL>;
 }
-template <int HD> static constexpr size_t decode_t_ring(int di) { return (size_t)4 * 2 * 2 * 16 * HD * (di == 0 ? 2 : 1); }
+// The ring's bytes: 4 warps, the stages, K and V, 16 rows of HD elements.
+static constexpr size_t decode_ring(int hd, int stages, int di) {
+    return (size_t)4 * stages * 2 * 16 * hd * (di == 0 ? 2 : 1);
+}
 
 // Shared-memory limits of the decode kernels and the residency the split plan assumes (asked of
 // the fused instance, whose registers and shared memory decide it), once per backend.
 template <int HD> static bool decode_init_hd(struct cuda_backend *c, int hi) {
     for (int di = 0; di < 3; di++) {
-        const int ring = (int)decode_t_ring<HD>(di);
-        for (decode_policy p : {DECODE_FUSED, DECODE_PDL})
-            if (cuda_fail(c, cudaFuncSetAttribute(decode_t_kernel<HD>(di, p), cudaFuncAttributeMaxDynamicSharedMemorySize, ring),
-                          "decode attention: shared-memory limit"))
-                return false;
+        const int ring = (int)decode_ring(HD, DECODE_T_STAGES, di);
+        for (decode_policy p : {DECODE_FUSED, DECODE_PDL}) {
+            const cudaError_t e =
+                cudaFuncSetAttribute(decode_t_kernel<HD>(di, p), cudaFuncAttributeMaxDynamicSharedMemorySize, ring);
+            if (cuda_fail(c, e, "decode attention: shared-memory limit")) return false;
+        }
         int per = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, decode_t_kernel<HD>(di, DECODE_FUSED), 128, ring) != cudaSuccess ||
-            per < 1)
-            per = 1;
+        const decode_fn fused = decode_t_kernel<HD>(di, DECODE_FUSED);
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fused, 128, ring) != cudaSuccess || per < 1) per = 1;
         c->decode_resident[hi][di] = per;
     }
     return true;
@@ -189,7 +202,7 @@ template <int HD> static void decode_t_launch(const struct attn_call *a) {
     struct cuda_backend *c = a->c;
     const struct kv_layer *l = a->l;
     const int G = a->G, di = dtype_index(l->dtype);
-    const size_t ring = decode_t_ring<HD>(di);
+    const size_t ring = decode_ring(HD, DECODE_T_STAGES, di);
     int n_splits, per_split;
     plan_splits(a, c->n_sm * c->decode_resident[HD == 128][di], &n_splits, &per_split);
     const size_t need = (size_t)a->bt->n_seqs * l->n_kv_heads * G * n_splits * (HD + 2);
@@ -240,17 +253,21 @@ __global__ void k_pseudo_seqs(int32_t *qs, int32_t *sl, const int32_t *pos, int 
     if (i < n) { qs[i] = i; sl[i] = pos[i] + 1; }
 }
 
+#define INVARIANT_STAGES 3  // the heads-on-M kernel's ring depth on this path
 template <int HD> static decode_fn decode_invariant_kernel(int di) {
-    return di == 0 ? k_decode_mma<HD, DT_BF16> : di == 1 ? k_decode_mma<HD, DT_E4M3> : k_decode_mma<HD, DT_E5M2>;
+    constexpr int S = INVARIANT_STAGES;
+    return di == 0   ? k_decode_mma<HD, DT_BF16, S, DECODE_PLAIN>
+           : di == 1 ? k_decode_mma<HD, DT_E4M3, S, DECODE_PLAIN>
+                     : k_decode_mma<HD, DT_E5M2, S, DECODE_PLAIN>;
 }
-template <int HD> static constexpr size_t decode_invariant_ring(int di) { return (size_t)4 * 3 * 2 * 16 * HD * (di == 0 ? 2 : 1); }
 
 template <int HD> static bool decode_invariant_init(struct cuda_backend *c) {
-    for (int di = 0; di < 3; di++)
-        if (cuda_fail(c, cudaFuncSetAttribute(decode_invariant_kernel<HD>(di), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              (int)decode_invariant_ring<HD>(di)),
-                      "decode attention (batch-invariant): shared-memory limit"))
-            return false;
+    for (int di = 0; di < 3; di++) {
+        const cudaError_t e = cudaFuncSetAttribute(decode_invariant_kernel<HD>(di),
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   (int)decode_ring(HD, INVARIANT_STAGES, di));
+        if (cuda_fail(c, e, "decode attention (batch-invariant): shared-memory limit")) return false;
+    }
     return true;
 }
 
@@ -264,15 +281,16 @@ template <int HD> static void decode_invariant_launch(const struct attn_call *a)
     const struct kv_layer *l = a->l;
     const struct batch *bt = a->bt;
     const int G = a->G, di = dtype_index(l->dtype);
-    const size_t ring = decode_invariant_ring<HD>(di);
+    const size_t ring = decode_ring(HD, INVARIANT_STAGES, di);
     // the same split count for every step of a table width: at least 2, so the combine always runs
     int n_splits = ((bt->max_blocks_per_seq << a->lgr) + INVARIANT_SPLIT - 1) / INVARIANT_SPLIT;
     if (n_splits < 2) n_splits = 2;
-    const int n_rows = a->decode ? bt->n_seqs : bt->n_tokens;  // decode: one row per sequence; else one per token
+    const int n_rows = a->decode ? bt->n_seqs : bt->n_tokens;  // decode: a row a sequence; else a row a token
     const int32_t *qs = c->cb.qstart, *sl = c->cb.seq_lens, *seq_of = nullptr;
     if (!a->decode) {
         if (!cuda_reserve(c, &c->d_pseudo, &c->pseudo_cap, (size_t)2 * n_rows)) return;
-        k_pseudo_seqs<<<(n_rows + 255) / 256, 256, 0, c->stream>>>(c->d_pseudo, c->d_pseudo + n_rows, c->cb.pos, n_rows);
+        k_pseudo_seqs<<<(n_rows + 255) / 256, 256, 0, c->stream>>>(c->d_pseudo, c->d_pseudo + n_rows, c->cb.pos,
+                                                                    n_rows);
         if (CUDA_LAUNCHED(c, "attention (batch-invariant): pseudo-sequences")) return;
         qs = c->d_pseudo;
         sl = c->d_pseudo + n_rows;

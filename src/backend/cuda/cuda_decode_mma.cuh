@@ -24,7 +24,8 @@ template <> struct mma_traits<DT_BF16> {
         return *(uint32_t *)&h;
     }
     static __device__ void mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     }
@@ -33,7 +34,8 @@ template <int DT> struct mma_traits_fp8 {
     typedef uint8_t E;
     // two fp8 (low 16 bits) → two f16
     static __device__ uint32_t pair(uint32_t two) {
-        __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(two & 0xFFFF), DT == DT_E4M3 ? __NV_E4M3 : __NV_E5M2);
+        __half2_raw h =
+            __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)(two & 0xFFFF), DT == DT_E4M3 ? __NV_E4M3 : __NV_E5M2);
         return (uint32_t)h.x | ((uint32_t)h.y << 16);
     }
     static __device__ uint32_t q2(float a, float b) {
@@ -41,7 +43,8 @@ template <int DT> struct mma_traits_fp8 {
         return *(uint32_t *)&h;
     }
     static __device__ void mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1) {
-        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                     "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
     }
@@ -92,7 +95,8 @@ template <int HD, int DT> struct kv_frags {
 
 // sv[tile][0..3] = the m16n8 score fragments of the block's two 8-key tiles.
 template <int HD, int DT>
-__device__ __forceinline__ void qk_block(float (&sv)[2][4], const uint32_t (&qa)[HD / 16][4], const kv_frags<HD, DT> &f) {
+__device__ __forceinline__ void qk_block(float (&sv)[2][4], const uint32_t (&qa)[HD / 16][4],
+                                         const kv_frags<HD, DT> &f) {
     typedef mma_traits<DT> TR;
     constexpr int NCH = HD / 16;
 #pragma unroll
@@ -134,9 +138,10 @@ __device__ __forceinline__ void pv_block(float (&o)[HD / 8][4], const uint32_t (
 // Merges the 4 warps' (m, l, acc) of rows [0, G) through shared memory and writes either
 // the normalised output (one split) or the split's partial result. Call with all threads.
 template <int HD>
-__device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const float (*sm_l)[16], const float (*sm_acc)[8][HD],
-                                                  int G, int t, int n_kv, int g, float vscale, bf16 *out, float *part,
-                                                  int s, int split, int n_splits) {
+__device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const float (*sm_l)[16],
+                                                  const float (*sm_acc)[8][HD], int G, int t, int n_kv, int g,
+                                                  float vscale, bf16 *out, float *part, int s, int split,
+                                                  int n_splits) {
     // each head's maximum, warp weights and l first (one thread a head), then the elements: the
     // same values and sums as computing them in every element, without 4 exponentials an element.
     __shared__ float wf[4][16], wm[16], wl[16];
@@ -176,8 +181,8 @@ __device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const
 // (weights exp(m_i − M), then Σ acc_i·w_i / Σ l_i·w_i), in split order — so no combine launch
 // follows. scratch holds 2·G·n_splits + G floats (the caller's shared memory, free by then).
 template <int HD>
-__device__ void split_arrive_combine(bf16 *out, const float *part, int *arrive, float *scratch, int t, int n_kv, int g, int G,
-                                     int s, int n_splits) {
+__device__ void split_arrive_combine(bf16 *out, const float *part, int *arrive, float *scratch, int t, int n_kv, int g,
+                                     int G, int s, int n_splits) {
     const int n = n_splits;
     __shared__ int last;
     __threadfence();  // this CTA's partial is visible to the others before it arrives
@@ -191,7 +196,8 @@ __device__ void split_arrive_combine(bf16 *out, const float *part, int *arrive, 
     if (!last) return;
     __threadfence();
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const float *base = part + ((size_t)s * n_kv * G + g * G) * n_splits * (HD + 2);  // head h: base + h·n_splits·(HD+2)
+    // head h's partials: base + h·n_splits·(HD+2)
+    const float *base = part + ((size_t)s * n_kv * G + g * G) * n_splits * (HD + 2);
     float *w = scratch, *lv = scratch + G * n, *L = scratch + 2 * G * n;
     for (int idx = tid; idx < G * n; idx += blockDim.x) {  // m and l of every (head, split), from L2
         const float *p = base + (size_t)idx * (HD + 2);
@@ -228,7 +234,8 @@ __device__ void split_arrive_combine(bf16 *out, const float *part, int *arrive, 
 // planned for the table's width, yet every context still uses every split), each at least
 // min_split blocks; identity mode (abs_split > 0): split k holds blocks [k·abs_split,
 // (k+1)·abs_split) of any context.
-__device__ __forceinline__ void split_blocks(int &b0, int &b1, int pos, int lo, int split, int n_splits, int min_split, int abs_split) {
+__device__ __forceinline__ void split_blocks(int &b0, int &b1, int pos, int lo, int split, int n_splits, int min_split,
+                                             int abs_split) {
     if (abs_split > 0) {
         b0 = max(split * abs_split, lo / 16);
         b1 = min(pos / 16 + 1, (split + 1) * abs_split);
@@ -243,17 +250,25 @@ __device__ __forceinline__ void split_blocks(int &b0, int &b1, int pos, int lo, 
 // so more go to k_combine.
 #define DECODE_FUSED_MAX 16
 
-// An empty split (min_split, identity mode) writes m = −inf, l = 0, acc = 0; fused (FUSED): it
+// How a decode kernel is launched and how its splits end (one kernel instance each):
+//   DECODE_PDL: a programmatic dependent of the kernel before it (cuda_pdl.cuh; the transposed
+//     kernel, cuda_decode_t.cuh, says what it reads before pdl_wait()); partials go to k_combine.
+//   DECODE_FUSED: an ordinary launch whose last CTA of each (sequence, KV head) combines the
+//     splits itself (split_arrive_combine), for one-sequence steps of 2..DECODE_FUSED_MAX splits.
+//   DECODE_PLAIN: an ordinary launch whose partials go to k_combine (the batch-invariant path).
+enum decode_policy { DECODE_PDL, DECODE_FUSED, DECODE_PLAIN };
+
+// An empty split (min_split, identity mode) writes m = −inf, l = 0, acc = 0; DECODE_FUSED: it
 // arrives too, and the last split's CTA combines (scratch in the unused cp.async ring, which
-// holds at least 64·HD floats).
-template <int HD, int STAGES, bool FUSED>
-__device__ void empty_split(bf16 *out, float *part, int *arrive, int t, int n_kv, int g, int G, int s, int split, int n_splits) {
+// holds at least 64·HD floats: every decode kernel's ring has at least 2 stages).
+template <int HD, decode_policy P>
+__device__ void empty_split(bf16 *out, float *part, int *arrive, int t, int n_kv, int g, int G, int s, int split,
+                            int n_splits) {
     for (int idx = threadIdx.x; idx < G * (HD + 2); idx += blockDim.x) {
         int h = idx / (HD + 2), d = idx % (HD + 2);
         part[(((size_t)s * n_kv * G + g * G + h) * n_splits + split) * (HD + 2) + d] = d == 0 ? -INFINITY : 0.0f;
     }
-    if constexpr (FUSED) {
-        static_assert(!FUSED || STAGES >= 2, "the fused combine borrows the ring");
+    if constexpr (P == DECODE_FUSED) {
         extern __shared__ __align__(16) char ring_scratch[];
         split_arrive_combine<HD>(out, part, arrive, (float *)ring_scratch, t, n_kv, g, G, s, n_splits);
     }
@@ -261,23 +276,24 @@ __device__ void empty_split(bf16 *out, float *part, int *arrive, int t, int n_kv
 
 // What a decode CTA (sequence s, KV head g, one split) starts from: its context's last position,
 // window start, block range, output row and the KV head's descales. begin() returns false for an
-// empty split, after writing its empty partial (and arriving, when FUSED).
+// empty split, after writing its empty partial (and arriving, DECODE_FUSED). A programmatic
+// dependent (DECODE_PDL) waits for the kernel before it to end before writing an empty partial
+// (that kernel may still read the partials: k_combine).
 struct decode_cta {
     int pos, lo, b0, b1, t;
     float kscale, vscale;
-    // WAIT (a programmatic dependent, cuda_pdl.cuh): an empty split waits for the kernel before
-    // it ends before writing its empty partial (that kernel may still read the partials: k_combine).
-    template <int HD, int DT, int STAGES, bool FUSED, bool WAIT = false>
-    __device__ __forceinline__ bool begin(bf16 *out, float *part, int *arrive, const int32_t *qstart, const int32_t *seq_lens,
-                                          int window, const float *scales, int n_kv, int G, int n_splits, int min_split, int abs_split) {
+    template <int HD, int DT, decode_policy P>
+    __device__ __forceinline__ bool begin(bf16 *out, float *part, int *arrive, const int32_t *qstart,
+                                          const int32_t *seq_lens, int window, const float *scales, int n_kv, int G,
+                                          int n_splits, int min_split, int abs_split) {
         const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
         pos = seq_lens[s] - 1;
         lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
         split_blocks(b0, b1, pos, lo, split, n_splits, min_split, abs_split);
         t = qstart[s];
         if ((min_split > 0 || abs_split > 0) && b0 >= b1) {
-            if constexpr (WAIT) pdl_wait();
-            empty_split<HD, STAGES, FUSED>(out, part, arrive, t, n_kv, g, G, s, split, n_splits);
+            if constexpr (P == DECODE_PDL) pdl_wait();
+            empty_split<HD, P>(out, part, arrive, t, n_kv, g, G, s, split, n_splits);
             return false;
         }
         const bool fp8 = DT != DT_BF16;
@@ -288,14 +304,16 @@ struct decode_cta {
 };
 
 // Each warp streams blocks through a ring of STAGES shared-memory buffers with cp.async (STAGES-1
-// blocks in flight while one computes).
-template <int HD, int DT, int STAGES, bool FUSED>
+// blocks in flight while one computes). seq_of (rows that are not sequences): a row's sequence,
+// whose block table it reads.
+template <int HD, int DT, int STAGES, decode_policy P>
 __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                 const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                 int max_blocks, int lgr, int n_kv, int G, int window, float scale,
                                                 const float *scales, int n_splits, int min_split,
                                                 const int32_t *seq_of, int abs_split, int *arrive) {
     static_assert(STAGES >= 2, "the ring is required");
+    static_assert(P != DECODE_PDL, "this kernel has no programmatic-dependent waits");
     typedef mma_traits<DT> TR;
     pdl_trigger();
     constexpr int ES = DT == DT_BF16 ? 2 : 1;   // bytes per element
@@ -305,7 +323,8 @@ __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf
     const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, rr = lane >> 2, c = lane & 3;
     decode_cta cta = {};
-    if (!cta.begin<HD, DT, STAGES, FUSED>(out, part, arrive, qstart, seq_lens, window, scales, n_kv, G, n_splits, min_split, abs_split))
+    if (!cta.begin<HD, DT, P>(out, part, arrive, qstart, seq_lens, window, scales, n_kv, G, n_splits, min_split,
+                              abs_split))
         return;
     const int pos = cta.pos, lo = cta.lo, b0 = cta.b0, b1 = cta.b1, t = cta.t;
     const float kscale = cta.kscale, vscale = cta.vscale;
@@ -316,19 +335,23 @@ __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf
     for (int i = 0; i < NT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float m = -INFINITY, l = 0.0f;
 
-    const int32_t *bt = btab + (size_t)(seq_of ? seq_of[s] : s) * max_blocks;  // seq_of: query token -> its sequence
+    const int32_t *bt = btab + (size_t)(seq_of ? seq_of[s] : s) * max_blocks;
     const char *K = (const char *)kc, *V = (const char *)vc;
     constexpr int BLK_BYTES = 16 * HD * ES;              // one block's rows of one KV head (K or V)
     extern __shared__ __align__(16) char ring[];          // [4 warps][STAGES][K, V][BLK_BYTES]
     char *my_ring = ring + (size_t)warp * STAGES * 2 * BLK_BYTES;
     kv_frags<HD, DT> f;
-    auto block_base = [&](int blk) { return kv_sub_block(bt, blk, n_kv, g, lgr) * 16 * HD * ES; };  // blk: 16-token sub-block
+    // blk: a 16-token sub-block
+    auto block_base = [&](int blk) { return kv_sub_block(bt, blk, n_kv, g, lgr) * 16 * HD * ES; };
     auto issue = [&](int blk, int stage) {  // the whole warp copies one block's K and V rows
         if (blk < b1) {
             const char *kg = K + block_base(blk), *vg = V + block_base(blk);
             char *ks = my_ring + (size_t)stage * 2 * BLK_BYTES, *vs = ks + BLK_BYTES;
 #pragma unroll
-            for (int o = lane * 16; o < BLK_BYTES; o += 32 * 16) { cp_async16(ks + o, kg + o); cp_async16(vs + o, vg + o); }
+            for (int o = lane * 16; o < BLK_BYTES; o += 32 * 16) {
+                cp_async16(ks + o, kg + o);
+                cp_async16(vs + o, vg + o);
+            }
         }
         cp_async_commit();  // an empty group keeps the wait count uniform
     };
@@ -371,7 +394,10 @@ __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf
         const int kpos[4] = {kp0, kp0 + 1, kp0 + 8, kp0 + 9};
         float mx = -INFINITY;
 #pragma unroll
-        for (int i = 0; i < 4; i++) { if (kpos[i] < lo || kpos[i] > pos) x[i] = -INFINITY; mx = fmaxf(mx, x[i]); }
+        for (int i = 0; i < 4; i++) {
+            if (kpos[i] < lo || kpos[i] > pos) x[i] = -INFINITY;
+            mx = fmaxf(mx, x[i]);
+        }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 2));
         float mn = fmaxf(m, mx);
@@ -400,16 +426,17 @@ __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf
     }
     __syncthreads();
     merge_warps_store<HD>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits);
-    if constexpr (FUSED) {  // (one split wrote its output directly)
+    if constexpr (P == DECODE_FUSED) {  // (one split wrote its output directly)
         if (n_splits > 1) split_arrive_combine<HD>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits);
     }
 }
 
-// The heads-on-M decode kernel as --batch-invariant runs it for every query row: ring depth 3,
-// splits at absolute block positions, partials always through k_combine.
-template <int HD, int DT>
+// The heads-on-M decode kernel. --batch-invariant runs it for every query row at ring depth 3
+// with DECODE_PLAIN (splits at absolute block positions, partials always through k_combine);
+// dev/cuda/attention_decode.cu times its other forms.
+template <int HD, int DT, int STAGES, decode_policy P>
 __global__ void __launch_bounds__(128) k_decode_mma(const __grid_constant__ attn_args a) {
-    decode_mma_body<HD, DT, 3, false>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab, a.max_blocks, a.lgr,
-                                      a.n_kv, a.G, a.window, a.scale, a.scales, a.n_splits, a.min_split, a.seq_of,
-                                      a.abs_split, a.arrive);
+    decode_mma_body<HD, DT, STAGES, P>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab, a.max_blocks,
+                                       a.lgr, a.n_kv, a.G, a.window, a.scale, a.scales, a.n_splits, a.min_split,
+                                       a.seq_of, a.abs_split, a.arrive);
 }

@@ -62,36 +62,34 @@ template <int HD, int DT> struct frags {
 
 }  // namespace dect
 
-// How a decode kernel is launched and ends (a policy, one kernel instance each):
-//   DECODE_PDL: a programmatic dependent of the kernel before it (cuda_pdl.cuh) — in a decode step
-//     the Q|K|V launch with RoPE and the cache write, which writes Q and the newest token's K and
-//     V — so the CTA's start, its split plan, block-table reads and first copies overlap that
-//     kernel's end. Before pdl_wait() a CTA reads only what the host uploaded and cache blocks
-//     older than the step; the split holding the newest block waits before its first copy, every
-//     other split just before Q; an empty split waits before writing its empty partial. Its
-//     partials go to k_combine. FP8 caches refill a ring stage as soon as the stage's fragments
-//     are in registers, before computing them (EARLY: one more block in flight while it
-//     computes, in the same shared memory); bf16 refills at the top of the next iteration, which
-//     is as fast for it.
-//   DECODE_FUSED: an ordinary launch whose last CTA of each (sequence, KV head) combines the
-//     splits itself (split_arrive_combine), for one-sequence steps of 2..DECODE_FUSED_MAX splits.
-enum decode_policy { DECODE_PDL, DECODE_FUSED };
-
-template <int HD, int DT, int STAGES, bool FUSED, bool PDLW, bool EARLY>
+// The launch policies (enum decode_policy, cuda_decode_mma.cuh) as this kernel runs them:
+//   DECODE_PDL: in a decode step the kernel before it is the Q|K|V launch with RoPE and the cache
+//     write, which writes Q and the newest token's K and V, so the CTA's start, its split plan,
+//     block-table reads and first copies overlap that kernel's end. Before pdl_wait() a CTA reads
+//     only what the host uploaded and cache blocks older than the step; the split holding the
+//     newest block waits before its first copy, every other split just before Q; an empty split
+//     waits before writing its empty partial. FP8 caches refill a ring stage as soon as the
+//     stage's fragments are in registers, before computing them (EARLY: one more block in flight
+//     while it computes, in the same shared memory); bf16 refills at the top of the next
+//     iteration, which is as fast for it.
+//   DECODE_FUSED, DECODE_PLAIN: ordinary launches; a stage is refilled at the top of the next
+//     iteration.
+template <int HD, int DT, int STAGES, decode_policy P>
 __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                               const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                               int max_blocks, int lgr, int n_kv, int G, int window, float scale,
                                               const float *scales, int n_splits, int min_split,
                                               const int32_t *seq_of, int abs_split, int *arrive) {
     static_assert(STAGES >= 2, "the ring is required");
+    constexpr bool PDLW = P == DECODE_PDL, EARLY = PDLW && DT != DT_BF16;
     typedef mma_traits<DT> TR;
     pdl_trigger();
     constexpr int ES = DT == DT_BF16 ? 2 : 1, NJ = HD / 16;  // NJ: MMAs per block for Sᵀ and for Oᵀ
     const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, c = lane & 3;
     decode_cta cta = {};
-    if (!cta.begin<HD, DT, STAGES, FUSED, PDLW>(out, part, arrive, qstart, seq_lens, window, scales, n_kv, G, n_splits,
-                                                min_split, abs_split))
+    if (!cta.begin<HD, DT, P>(out, part, arrive, qstart, seq_lens, window, scales, n_kv, G, n_splits, min_split,
+                              abs_split))
         return;
     const int pos = cta.pos, lo = cta.lo, b0 = cta.b0, b1 = cta.b1, t = cta.t;
     const float kscale = cta.kscale, vscale = cta.vscale;
@@ -143,7 +141,8 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
     float o[NJ][4];  // Oᵀ tile jt: rows gr, gr+8 = dims gr·HD/8 + 2jt, +1; columns 2c, 2c+1 = heads
 #pragma unroll
     for (int i = 0; i < NJ; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // heads 2c, 2c+1 (m: log2 units; l: this lane's keys)
+    // heads 2c, 2c+1 (m: log2 units; l: this lane's keys)
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
     dect::frags<HD, DT> f;
     int stage = 0;
     for (int blk = b0 + warp; blk < b1; blk += 4) {
@@ -162,7 +161,8 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
         for (int j = 0; j < NJ; j++) {
             uint32_t a[4];
             if constexpr (DT == DT_BF16) {
-                a[0] = f.k[0][2 * j]; a[1] = f.k[1][2 * j]; a[2] = f.k[0][2 * j + 1]; a[3] = f.k[1][2 * j + 1];
+                a[0] = f.k[0][2 * j]; a[1] = f.k[1][2 * j];
+                a[2] = f.k[0][2 * j + 1]; a[3] = f.k[1][2 * j + 1];
             } else {
                 a[0] = TR::pair(f.k[0][j]); a[1] = TR::pair(f.k[1][j]);
                 a[2] = TR::pair(f.k[0][j] >> 16); a[3] = TR::pair(f.k[1][j] >> 16);
@@ -179,12 +179,13 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
             if (kp + 8 < lo || kp + 8 > pos) x[2] = x[3] = -INFINITY;
         }
         const bool raise = x[0] > m[0] + 8.0f || x[2] > m[0] + 8.0f || x[1] > m[1] + 8.0f || x[3] > m[1] + 8.0f;
-        if (__any_sync(0xffffffff, raise)) {  // the new maxima of both heads, across the 8 lanes of each column
+        if (__any_sync(0xffffffff, raise)) {  // both heads' new maxima, across the 8 lanes of each column
             float mx[2] = {fmaxf(x[0], x[2]), fmaxf(x[1], x[3])};
 #pragma unroll
             for (int h = 0; h < 2; h++) {
 #pragma unroll
-                for (int off = 4; off < 32; off <<= 1) mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffff, mx[h], off));
+                for (int off = 4; off < 32; off <<= 1)
+                    mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffff, mx[h], off));
                 const float mn = fmaxf(m[h], mx[h]);
                 const float alpha = mn == -INFINITY ? 1.0f : fp8pf::ex2(m[h] - mn);
                 l[h] *= alpha;
@@ -206,18 +207,23 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
         const uint32_t e2 = __shfl_sync(0xffffffff, ev, src + 4), o2 = __shfl_sync(0xffffffff, od, src + 4);
         const uint32_t w1 = gr & 1 ? o1 : e1, w2 = gr & 1 ? o2 : e2;  // (key 2c, 2c+8), (key 2c+1, 2c+9)
         const uint32_t pb0 = __byte_perm(w1, w2, 0x5410), pb1 = __byte_perm(w1, w2, 0x7632);
-        // Oᵀ += Vᵀ·Pᵀ: tile jt's A rows gr, gr+8 = the lane's V dims 2jt, 2jt+1 of keys 2c, 2c+1 | 2c+8, 2c+9
+        // Oᵀ += Vᵀ·Pᵀ: tile jt's A rows gr, gr+8 = the lane's V dims 2jt, 2jt+1 of keys 2c, 2c+1 |
+        // 2c+8, 2c+9
 #pragma unroll
         for (int jt = 0; jt < NJ; jt++) {
             uint32_t a[4];
             if constexpr (DT == DT_BF16) {
-                a[0] = __byte_perm(f.v[0][jt], f.v[1][jt], 0x5410); a[1] = __byte_perm(f.v[0][jt], f.v[1][jt], 0x7632);
-                a[2] = __byte_perm(f.v[2][jt], f.v[3][jt], 0x5410); a[3] = __byte_perm(f.v[2][jt], f.v[3][jt], 0x7632);
+                a[0] = __byte_perm(f.v[0][jt], f.v[1][jt], 0x5410);
+                a[1] = __byte_perm(f.v[0][jt], f.v[1][jt], 0x7632);
+                a[2] = __byte_perm(f.v[2][jt], f.v[3][jt], 0x5410);
+                a[3] = __byte_perm(f.v[2][jt], f.v[3][jt], 0x7632);
             } else {
                 const unsigned b = 2 * (jt & 1), s0 = b | ((4 + b) << 4), s1 = (b + 1) | ((5 + b) << 4);
                 const int w = jt >> 1;
-                a[0] = TR::pair(__byte_perm(f.v[0][w], f.v[1][w], s0)); a[1] = TR::pair(__byte_perm(f.v[0][w], f.v[1][w], s1));
-                a[2] = TR::pair(__byte_perm(f.v[2][w], f.v[3][w], s0)); a[3] = TR::pair(__byte_perm(f.v[2][w], f.v[3][w], s1));
+                a[0] = TR::pair(__byte_perm(f.v[0][w], f.v[1][w], s0));
+                a[1] = TR::pair(__byte_perm(f.v[0][w], f.v[1][w], s1));
+                a[2] = TR::pair(__byte_perm(f.v[2][w], f.v[3][w], s0));
+                a[3] = TR::pair(__byte_perm(f.v[2][w], f.v[3][w], s1));
             }
             TR::mma(o[jt], a, pb0, pb1);
         }
@@ -230,13 +236,17 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
     // (in the ring's bytes, free once every warp has left its loop: 16 KB less shared memory a CTA)
     float(*sm_acc)[8][HD] = (float(*)[8][HD])ring_t;
     float(*sm_m)[16] = (float(*)[16])(ring_t + sizeof(float) * 4 * 8 * HD), (*sm_l)[16] = sm_m + 4;
-    static_assert(4 * STAGES * 2 * BLK_BYTES >= (int)sizeof(float) * (4 * 8 * HD + 2 * 4 * 16), "the merge fits the ring");
+    static_assert(4 * STAGES * 2 * BLK_BYTES >= (int)sizeof(float) * (4 * 8 * HD + 2 * 4 * 16),
+                  "the merge fits the ring");
     __syncthreads();
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const int head = 2 * c + h;
         if (head >= G) continue;
-        if (gr == 0) { sm_m[warp][head] = m[h] * 0.6931471805599453f; sm_l[warp][head] = l[h]; }  // (natural-log units)
+        if (gr == 0) {  // (m in natural-log units)
+            sm_m[warp][head] = m[h] * 0.6931471805599453f;
+            sm_l[warp][head] = l[h];
+        }
 #pragma unroll
         for (int jt = 0; jt < NJ; jt++) {
             sm_acc[warp][head][gr * (HD / 8) + 2 * jt] = o[jt][h];
@@ -245,17 +255,17 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
     }
     __syncthreads();
     merge_warps_store<HD>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits);
-    if constexpr (FUSED) {
+    if constexpr (P == DECODE_FUSED) {
         if (n_splits > 1) split_arrive_combine<HD>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits);
     }
 }
 
-// The transposed decode kernel: ring depth 2 (one block in flight while one computes; a third
-// stage queues more requests ahead of every warp's first block and is slower), launched as P says.
-template <int HD, int DT, decode_policy P>
+// The transposed decode kernel. Production runs ring depth 2 (one block in flight while one
+// computes; a third stage queues more requests ahead of every warp's first block and is slower)
+// with DECODE_PDL or DECODE_FUSED; dev/cuda/attention_decode.cu times its other forms.
+template <int HD, int DT, int STAGES, decode_policy P>
 __global__ void __launch_bounds__(128) k_decode_t(const __grid_constant__ attn_args a) {
-    constexpr bool FUSED = P == DECODE_FUSED, PDLW = P == DECODE_PDL, EARLY = PDLW && DT != DT_BF16;
-    decode_t_body<HD, DT, 2, FUSED, PDLW, EARLY>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab, a.max_blocks,
-                                                 a.lgr, a.n_kv, a.G, a.window, a.scale, a.scales, a.n_splits, a.min_split,
-                                                 a.seq_of, a.abs_split, a.arrive);
+    decode_t_body<HD, DT, STAGES, P>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab, a.max_blocks,
+                                     a.lgr, a.n_kv, a.G, a.window, a.scale, a.scales, a.n_splits, a.min_split,
+                                     a.seq_of, a.abs_split, a.arrive);
 }
