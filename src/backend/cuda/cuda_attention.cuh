@@ -1,7 +1,7 @@
 // cuda_attention.cuh — the seam between the attention dispatcher (cuda_attention.cu: the kernel
 // table and cuda_attention()) and the kernel families, each its own translation unit: decode
 // (cuda_decode.cu), bf16 / e5m2 prefill (cuda_prefill.cu), FP8 prefill (cuda_prefill_fp8.cu), and
-// the generic kernel (cuda_attention.cu). Owns: struct attn_call (one layer's attention call as
+// the generic kernel (cuda_attn_generic.cu). Owns: struct attn_call (one layer's attention call as
 // every family receives it), struct attn_kernel (one table entry), struct attn_args (what every
 // attention kernel takes, as one parameter) and the cache-element helpers the SIMT kernels share.
 #pragma once
@@ -130,3 +130,6 @@ bool attn_prefill_mma_fits(const struct attn_call *a);
 void attn_prefill_mma_launch(const struct attn_call *a);
 bool attn_prefill_simt_fits(const struct attn_call *a);
 void attn_prefill_simt_launch(const struct attn_call *a);
+// any shape up to head_dim 512 (cuda_attn_generic.cu)
+bool attn_generic_fits(const struct attn_call *a);
+void attn_generic_launch(const struct attn_call *a);

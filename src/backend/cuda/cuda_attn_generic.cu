@@ -1,0 +1,70 @@
+// cuda_attn_generic.cu — the generic attention kernel: any head_dim up to 512, any cache block
+// size and element type, one query row at a time (so also batch-invariant). It is the table's last
+// entry, for the shapes no faster kernel fits. Owns its fits / launch entry of the attention
+// kernel table (cuda_attention.cu).
+//
+// Data layout (docs/kv_format.md): cache [n_blocks][n_kv_heads][kv_block_tokens][head_dim];
+// q, out [n_tokens][n_heads][head_dim] bf16.
+#include <math.h>
+
+#include "cuda_attention.cuh"
+
+// One warp per (query token, query head); lane owns dims lane, lane+32, ...
+__device__ __forceinline__ void generic_body(bf16 *out, const bf16 *q, const void *kc, const void *vc, int dt,
+                                             const int32_t *tok_seq, const int32_t *pos_arr, const int32_t *btab,
+                                             int max_blocks, int n_kv, int G, int hd, int bs, int window, float scale,
+                                             const float *scales) {
+    const int t = blockIdx.x, qh = blockIdx.y, g = qh / G, lane = threadIdx.x;
+    const int s = tok_seq[t], pos = pos_arr[t];
+    const int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+    const bool fp8 = dt == DT_E4M3 || dt == DT_E5M2;
+    const float kscale = fp8 ? scales[g] : 1.0f, vscale = fp8 ? scales[KV_MAX_HEADS + g] : 1.0f;
+    constexpr int MAXD = 16;  // head_dim <= 512
+    float qr[MAXD], acc[MAXD], m = -INFINITY, l = 0.0f;
+    const bf16 *qp = q + ((size_t)t * n_kv * G + qh) * hd;
+#pragma unroll
+    for (int i = 0; i < MAXD; i++) {
+        int d = lane + 32 * i;
+        qr[i] = d < hd ? __bfloat162float(qp[d]) * scale * kscale : 0.0f;
+        acc[i] = 0.0f;
+    }
+    const int32_t *bt = btab + (size_t)s * max_blocks;
+    for (int kp = lo; kp <= pos; kp++) {
+        size_t base = (((size_t)bt[kp / bs] * n_kv + g) * bs + kp % bs) * hd;
+        float d = 0.0f;
+#pragma unroll
+        for (int i = 0; i < MAXD; i++) {
+            int dd = lane + 32 * i;
+            if (dd < hd) d += qr[i] * load_any(kc, base + dd, dt);
+        }
+        for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffff, d, o);
+        float mn = fmaxf(m, d), alpha = __expf(m - mn), p = __expf(d - mn);
+        l = l * alpha + p;
+#pragma unroll
+        for (int i = 0; i < MAXD; i++) {
+            int dd = lane + 32 * i;
+            if (dd < hd) acc[i] = acc[i] * alpha + p * load_any(vc, base + dd, dt);
+        }
+        m = mn;
+    }
+    bf16 *op = out + ((size_t)t * n_kv * G + qh) * hd;
+#pragma unroll
+    for (int i = 0; i < MAXD; i++) {
+        int dd = lane + 32 * i;
+        if (dd < hd) op[dd] = __float2bfloat16_rn(acc[i] * vscale / l);
+    }
+}
+
+__global__ void k_generic(const __grid_constant__ attn_args a, int dt, int hd) {
+    generic_body(a.out, a.q, a.kc, a.vc, dt, a.tok_seq, a.pos, a.btab, a.max_blocks, a.n_kv, a.G, hd, a.bs, a.window,
+                 a.scale, a.scales);
+}
+
+bool attn_generic_fits(const struct attn_call *a) { return a->l->head_dim <= 512; }
+
+void attn_generic_launch(const struct attn_call *a) {
+    struct cuda_backend *c = a->c;
+    k_generic<<<dim3(a->bt->n_tokens, a->p->n_heads), 32, 0, c->stream>>>(attn_args_of(a), (int)a->l->dtype,
+                                                                          a->l->head_dim);
+    CUDA_LAUNCHED(c, "attention generic");
+}
