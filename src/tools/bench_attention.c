@@ -1,11 +1,12 @@
 // bench_attention.c — `octet bench attention`: times one layer's paged attention op on a
 // backend at a given shape (decode: one query per sequence against --ctx cached tokens;
 // prefill: causal over --ctx tokens, or its last --queries tokens against the whole context, as a
-// chunk of a chunked prefill), and prints µs, the K+V bytes read and GB/s (decode)
-// or TFLOP/s (prefill, FLOPs = 4·(N·L − N²/2)·d·H for N queries: 4·L²·d·H/2 for all L), as a table line and JSON. The cache holds
-// random data written through the backend's own kv_write. Timing: warm-up, then --iters
-// back-to-back launches between two syncs (launch overhead hides behind the queue), the
-// median of --reps such rounds.
+// chunk of a chunked prefill), and prints µs, the K+V bytes read and GB/s (decode) or TFLOP/s
+// (prefill, FLOPs = 4·(N·L − N²/2)·d·H for N queries: 4·L²·d·H/2 for all L), as a table line and
+// JSON. The cache holds random data written through the backend's own kv_write. Timing: warm-up,
+// then --iters back-to-back launches between two syncs (launch overhead hides behind the queue),
+// the median of --reps such rounds. --list prints the backend's attention kernels and the one the
+// shape takes (the CUDA kernel table; the CPU has one kernel).
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -27,7 +28,10 @@ static double now_s(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
-static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
 
 // Fills n activation elements of backend memory with uniform(-amp, amp).
 static int fill_random(struct backend *b, void *dst, size_t n, float amp, uint64_t seed) {
@@ -50,27 +54,45 @@ static int fill_random(struct backend *b, void *dst, size_t n, float amp, uint64
 }
 
 int cmd_bench_attention(int argc, char **argv) {
-    static const char *const valued[] = {"--mode", "--batch", "--ctx", "--heads", "--kv-heads", "--head-dim", "--iters", "--reps", "--kv-cache-dtype", "--device", "--window", "--fp8-attention-accumulation", "--kv-block-tokens", "--block-order", "--queries", NULL};
+    static const char *const valued[] = {"--mode", "--batch", "--ctx", "--heads", "--kv-heads", "--head-dim", "--iters",
+                                         "--reps", "--kv-cache-dtype", "--device", "--window",
+                                         "--fp8-attention-accumulation", "--kv-block-tokens", "--block-order",
+                                         "--queries", NULL};
     const char *mode = "decode", *dtype_s = "bf16", *device = "auto", *order = "shuffled";
     int accum = 0;
     bool list = false;  // --list: which attention kernel the shape takes, then exit
-    long batch = 1, ctx = 8192, heads = 32, kv_heads = 8, hd = 128, iters = 20, reps = 5, window = 0, bs_l = -1, nql = -1;  // bs_l -1: the backend's; nql (prefill): the queries a sequence, its last positions
+    // bs_l -1: the backend's; nql (prefill): the queries a sequence, its last positions
+    long batch = 1, ctx = 8192, heads = 32, kv_heads = 8, hd = 128, iters = 20, reps = 5, window = 0, bs_l = -1;
+    long nql = -1;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v;
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
-            fprintf(stderr, "usage: octet bench attention [--mode decode|prefill] [--batch B] [--ctx L] [--heads 32] [--kv-heads 8]\n"
-                            "       [--head-dim 128] [--kv-cache-dtype bf16|fp8|fp8_e5m2|fp32] [--window W] [--device cpu|cuda] [--iters N] [--reps N]\n"
-                            "       [--fp8-attention-accumulation two-level|every:N|single] [--kv-block-tokens N (default: the backend's, 16 CPU / 64 CUDA)]\n"
-                            "       [--block-order shuffled|sequential (the cache blocks' physical order; default shuffled)]\n"
-                            "       [--queries N (prefill: the last N of the --ctx positions query, a chunked prefill's chunk; default all)]\n"
-                            "       [--list (print the backend's attention kernels and which one this shape takes, then exit)]\n");
+            fprintf(stderr,
+                    "usage: octet bench attention [--mode decode|prefill] [--batch B] [--ctx L] [--heads 32]\n"
+                    "       [--kv-heads 8] [--head-dim 128] [--kv-cache-dtype bf16|fp8|fp8_e5m2|fp32] [--window W]\n"
+                    "       [--device cpu|cuda] [--iters N] [--reps N]\n"
+                    "       [--fp8-attention-accumulation two-level|every:N|single]\n"
+                    "       [--kv-block-tokens N (default: the backend's, 16 CPU / 64 CUDA)]\n"
+                    "       [--block-order shuffled|sequential (the cache blocks' physical order; default shuffled)]\n"
+                    "       [--queries N (prefill: the last N of the --ctx positions query, a chunked prefill's\n"
+                    "        chunk; default all)]\n"
+                    "       [--list (print the backend's attention kernels and which one this shape takes, then\n"
+                    "        exit)]\n");
             return 0;
         }
         if (!strcmp(f, "--list")) { list = true; continue; }
         if (!cli_known(f, valued) || !(v = cli_value(argc, argv, &i))) goto bad;
-        long *dst = !strcmp(f, "--batch") ? &batch : !strcmp(f, "--ctx") ? &ctx : !strcmp(f, "--heads") ? &heads
-                  : !strcmp(f, "--kv-heads") ? &kv_heads : !strcmp(f, "--head-dim") ? &hd : !strcmp(f, "--iters") ? &iters
-                  : !strcmp(f, "--reps") ? &reps : !strcmp(f, "--window") ? &window : !strcmp(f, "--kv-block-tokens") ? &bs_l : !strcmp(f, "--queries") ? &nql : NULL;
+        long *dst = !strcmp(f, "--batch")             ? &batch
+                    : !strcmp(f, "--ctx")             ? &ctx
+                    : !strcmp(f, "--heads")           ? &heads
+                    : !strcmp(f, "--kv-heads")        ? &kv_heads
+                    : !strcmp(f, "--head-dim")        ? &hd
+                    : !strcmp(f, "--iters")           ? &iters
+                    : !strcmp(f, "--reps")            ? &reps
+                    : !strcmp(f, "--window")          ? &window
+                    : !strcmp(f, "--kv-block-tokens") ? &bs_l
+                    : !strcmp(f, "--queries")         ? &nql
+                                                      : NULL;
         if (dst) { if (cli_int(f, v, 0, 1L << 24, dst) < 0) goto bad; }
         else if (!strcmp(f, "--mode")) mode = v;
         else if (!strcmp(f, "--kv-cache-dtype")) dtype_s = v;
@@ -86,11 +108,16 @@ int cmd_bench_attention(int argc, char **argv) {
         goto bad;
     }
     const bool shuffled = !strcmp(order, "shuffled");
-    if (!shuffled && strcmp(order, "sequential")) { err_set(OCT_EINVAL, "--block-order: '%s' (shuffled or sequential)", order); goto bad; }
+    if (!shuffled && strcmp(order, "sequential")) {
+        err_set(OCT_EINVAL, "--block-order: '%s' (shuffled or sequential)", order);
+        goto bad;
+    }
     enum dtype dt;
     if (kv_dtype_parse(dtype_s, DT_BF16, &dt) < 0) goto bad;
-    if (batch < 1 || ctx < 1 || heads < 1 || kv_heads < 1 || heads % kv_heads || hd < 2 || iters < 1 || reps < 1 || kv_heads > KV_MAX_HEADS || (bs_l != -1 && (bs_l < 1 || bs_l > 1024))) {
-        err_set(OCT_EINVAL, "bad shape: batch %ld ctx %ld heads %ld/%ld head_dim %ld kv_block_tokens %ld", batch, ctx, heads, kv_heads, hd, bs_l);
+    if (batch < 1 || ctx < 1 || heads < 1 || kv_heads < 1 || heads % kv_heads || hd < 2 || iters < 1 || reps < 1 ||
+        kv_heads > KV_MAX_HEADS || (bs_l != -1 && (bs_l < 1 || bs_l > 1024))) {
+        err_set(OCT_EINVAL, "bad shape: batch %ld ctx %ld heads %ld/%ld head_dim %ld kv_block_tokens %ld", batch, ctx,
+                heads, kv_heads, hd, bs_l);
         goto bad;
     }
     struct backend *b = backend_create(device, 0);
@@ -107,11 +134,14 @@ int cmd_bench_attention(int argc, char **argv) {
     L.k = b->ops->alloc(b, cache_bytes);
     L.v = b->ops->alloc(b, cache_bytes);
     size_t chunk_tok = 8192;  // kv_write in chunks of tokens
-    void *kin = b->ops->alloc(b, chunk_tok * kv_heads * hd * es), *vin = b->ops->alloc(b, chunk_tok * kv_heads * hd * es);
+    void *kin = b->ops->alloc(b, chunk_tok * kv_heads * hd * es);
+    void *vin = b->ops->alloc(b, chunk_tok * kv_heads * hd * es);
     void *q = b->ops->alloc(b, (size_t)n_q * heads * hd * es), *out = b->ops->alloc(b, (size_t)n_q * heads * hd * es);
-    int32_t *btab = malloc(sizeof(int32_t) * n_blocks), *pos = malloc(sizeof(int32_t) * chunk_tok), *slot = malloc(sizeof(int32_t) * chunk_tok);
+    int32_t *btab = malloc(sizeof(int32_t) * n_blocks), *pos = malloc(sizeof(int32_t) * chunk_tok);
+    int32_t *slot = malloc(sizeof(int32_t) * chunk_tok);
     int32_t *qs = malloc(sizeof(int32_t) * (batch + 1)), *sl = malloc(sizeof(int32_t) * batch);
-    int32_t *qpos = malloc(sizeof(int32_t) * n_q), *qtok = calloc((size_t)n_q, sizeof(int32_t)), *qslot = malloc(sizeof(int32_t) * n_q);
+    int32_t *qpos = malloc(sizeof(int32_t) * n_q), *qtok = calloc((size_t)n_q, sizeof(int32_t));
+    int32_t *qslot = malloc(sizeof(int32_t) * n_q);
     int rc = 1;
     if (!L.k || !L.v || !kin || !vin || !q || !out || !btab || !pos || !slot || !qs || !sl || !qpos || !qslot) {
         fprintf(stderr, "octet: cannot allocate the benchmark's buffers (%s)\n", err_msg());
@@ -149,10 +179,14 @@ int cmd_bench_attention(int argc, char **argv) {
         else for (long p = 0; p < nql; p++) { qpos[s * nql + p] = (int32_t)(ctx - nql + p); qslot[s * nql + p] = -1; }
     }
     qs[batch] = n_q;
-    struct batch bt = {.n_tokens = n_q, .token_ids = qtok, .positions = qpos, .slot_mapping = qslot, .n_seqs = (int)batch,
-                       .query_start = qs, .seq_lens = sl, .block_tables = btab, .max_blocks_per_seq = blocks_per_seq};
+    struct batch bt = {.n_tokens = n_q, .token_ids = qtok, .positions = qpos, .slot_mapping = qslot,
+                       .n_seqs = (int)batch, .query_start = qs, .seq_lens = sl, .block_tables = btab,
+                       .max_blocks_per_seq = blocks_per_seq};
     struct attn_params ap = {(int)heads, 1.0f / sqrtf((float)hd), ATTN_FP8_EXACT, accum};
-    if (b->ops->batch_begin(b, &bt) < 0 || b->ops->sync(b) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); goto done; }
+    if (b->ops->batch_begin(b, &bt) < 0 || b->ops->sync(b) < 0) {
+        fprintf(stderr, "octet: %s\n", err_msg());
+        goto done;
+    }
     const bool on_cuda = !strcmp(b->ops->name, "cuda");
     const char *kernel = on_cuda ? cuda_attention_pick(b, &L, &ap, &bt) : "cpu";  // (the CPU has one kernel)
     if (list) {
@@ -180,14 +214,15 @@ int cmd_bench_attention(int argc, char **argv) {
     double flops = 4.0 * batch * heads * hd * ((double)nql * ctx - (double)nql * nql / 2);
     char qn[32] = "";  // (a chunk: its queries)
     if (!decode && nql < ctx) snprintf(qn, sizeof qn, " Q=%ld", nql);
-    printf("| %s | %s | %s | B=%ld L=%ld%s H=%ld/%ld d=%ld | %.1f us | ", b->ops->name, mode, dtype_name(dt), batch, ctx, qn, heads,
-           kv_heads, hd, us);
-    if (decode) printf("%.1f GB/s |\n", kv_bytes / (us * 1e-6) / 1e9);
-    else printf("%.1f TFLOP/s |\n", flops / (us * 1e-6) / 1e12);
+    printf("| %s | %s | %s | B=%ld L=%ld%s H=%ld/%ld d=%ld | %.1f us | ", b->ops->name, mode, dtype_name(dt), batch,
+           ctx, qn, heads, kv_heads, hd, us);
+    const double rate = decode ? kv_bytes / (us * 1e-6) / 1e9 : flops / (us * 1e-6) / 1e12;
+    if (decode) printf("%.1f GB/s |\n", rate);
+    else printf("%.1f TFLOP/s |\n", rate);
     json_t *o = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:f}", "backend", b->ops->name, "mode", mode,
-                          "kv_dtype", dtype_name(dt), "batch", (int)batch, "len", (int)ctx, "heads", (int)heads, "kv_heads",
-                          (int)kv_heads, "head_dim", (int)hd, "window", (int)window, "us", us, "us_min", ts[0] * 1e6,
-                          decode ? "kv_GBps" : "TFLOPs", decode ? kv_bytes / (us * 1e-6) / 1e9 : flops / (us * 1e-6) / 1e12);
+                          "kv_dtype", dtype_name(dt), "batch", (int)batch, "len", (int)ctx, "heads", (int)heads,
+                          "kv_heads", (int)kv_heads, "head_dim", (int)hd, "window", (int)window, "us", us, "us_min",
+                          ts[0] * 1e6, decode ? "kv_GBps" : "TFLOPs", rate);
     char an[24];
     json_object_set_new(o, "accumulation", json_string(cli_accum_name(accum, an, sizeof an)));
     json_object_set_new(o, "kv_block_tokens", json_integer(bs));
