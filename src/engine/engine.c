@@ -335,8 +335,7 @@ static void *engine_main(void *arg) {
             snprintf(msg, sizeof msg, "%s", err_msg());
             while (e->sch.running) fail(e, e->sch.running, msg);
         }
-        publish_stats(e);
-        if (rc == 0 && e->sch.waiting && !e->sch.running) usleep(1000);
+        publish_stats(e);  // (a step with nothing running always admits or rejects a waiting request)
     }
     if (e->fl[0].n) forward_wait(&e->fw);  // (its rows are dropped: nothing reads them)
     e->fl[0].n = e->fl[1].n = 0;

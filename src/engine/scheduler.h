@@ -55,7 +55,8 @@ void scheduler_add(struct scheduler *s, struct request *r);
 void scheduler_remove(struct scheduler *s, struct request *r);
 
 // Plans the next step into s->plan (moving requests between the lists and giving them blocks
-// for the planned tokens); returns s->plan.n.
+// for the planned tokens); returns s->plan.n. With none running and some waiting, the plan
+// admits one or rejects every waiting request: an engine loop over it never spins idle.
 int scheduler_schedule(struct scheduler *s);
 
 // r's next n tokens have K/V in its blocks: advances n_computed and commits the full blocks to
