@@ -1,7 +1,7 @@
 // gemv_bench.cu — times the decode GEMM (src/backend/cuda/cuda_gemv.cuh) at Llama-3.1-8B's
 // shapes for n = 1, 4, 8 rows of x, per tuning variant (warps per CTA, loads in flight per
-// lane, warps per weight row, programmatic dependent launch or not), beside a device-to-device copy of the same weight bytes (the
-// bandwidth the product cannot beat). Each variant is checked first against a float64 CPU
+// lane, warps per weight row), beside a device-to-device copy of the same weight bytes (the bandwidth the
+// product cannot beat). Each variant is checked first against a float64 CPU
 // product on sampled rows. Prints a table, then one JSON object per line.
 // The weights rotate over enough copies (>= 512 MB) that every launch reads them from HBM, not L2;
 // a timed interval holds BURST launches back to back (as a decode step's graph runs them).
@@ -31,7 +31,6 @@ static const variant variants[] = {
     {"w8 u4 k2", gemv_launch_variant<float, 8, 4, 2>},
     {"w8 u4 k4", gemv_launch_variant<float, 8, 4, 4>},
     {"w8 u8 k2", gemv_launch_variant<float, 8, 8, 2>},
-    {"w8 u4 k1 pdl", gemv_launch_variant<float, 8, 4, 1, true>},  // back-to-back launches overlap
 };
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;

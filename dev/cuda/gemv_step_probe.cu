@@ -1,19 +1,16 @@
-// gemv_step_probe.cu — where a decode step's skinny GEMMs lose time between kernels (bench/NOTES.md,
-// session 22). gemv_bench's fits put a fixed ≈ 4.3 µs on every k_gemv launch (t = t0 + bytes /
-// 4.47 TB/s over the 8B shapes), ≈ 0.55 ms of a step's 129 launches; this probe asks whether the
-// first touch of a weight's pages (address translation) or the launch boundary is part of it. Three parts:
+// gemv_step_probe.cu — where a decode step's skinny GEMMs lose time between kernels
+// (bench/itl_study/RESULTS.md). gemv_bench's fits put a fixed cost on every k_gemv launch beyond its
+// bytes over the copy rate; this probe asks whether the first touch of a weight's pages (address
+// translation) or the launch boundary is part of it. Three parts:
 //  1. Dependent-load latency (one thread, a pointer chain): inside one 2 MB page (DRAM latency),
 //     and across P pages of a 9 GB buffer in random order — first pass (pages never touched) and a
 //     second pass on other lines of the same pages (translations cached if P fits the TLBs).
 //  2. A step's GEMVs emulated: Llama-3.1-8B's 32 layers × (Q|K|V 6144, wo 4096, gate|up 28672,
-//     down 4096 rows) + the output projection, every weight its own buffer (15.01 GB, as a served
-//     model), captured in one CUDA graph; milliseconds a replay for: k_gemv itself; this file's
-//     copy of its loop, launched the ordinary way or as a programmatic dependent of the GEMV
-//     before it (its first weights loaded before the wait; the trigger at entry or after the
-//     loop); and k_gemv over one layer's weights used 32 times (436 MB of pages).
-//     (Session 22's first version also touched the next GEMV's pages at the start, by
-//     prefetch.global.L2 or by a load per 2 MB page: 4.2 and 3.7 µs a kernel over the bytes
-//     against the plain 3.0 — removed.)
+//     down 4096 rows) + the output projection, every weight its own buffer (as a served model),
+//     captured in one CUDA graph; milliseconds a replay for: k_gemv itself; this file's copy of its
+//     loop, launched the ordinary way or as a programmatic dependent of the GEMV before it (its
+//     first weights loaded before the wait; the trigger at entry or after the loop); and k_gemv over
+//     one layer's weights used 32 times.
 //  3. A timeline of the ordinary and the PDL replays: per kernel, the gap between the previous
 //     kernel's last CTA end and its first CTA start, the first data's latency in its CTAs, its span.
 // Prints a table, then one JSON object per line. Build: make CUDA=1 gpu-tests; run:
