@@ -3,7 +3,7 @@
 # tools/train_passkey/): the embedded byte-level tokenizer (BOS + one token per byte), a
 # greedy answer through `generate`, and `eval needle --level model` at 1k, 2k and 4k tokens with
 # fp32 and fp8 (e4m3) KV caches on the CPU. The model retrieved every key in these cells when
-# it was trained (bench/passkey_needle.md), so every cell must stay at accuracy 1.0.
+# it was trained (bench/accuracy/RESULTS.md), so every cell must stay at accuracy 1.0.
 # Bounded: about 40 s on 2 cores.
 set -u
 BUILD=${BUILD:-build}

@@ -60,10 +60,10 @@ TEST(attention_retrieval_short) {
     b->ops->destroy(b);
 }
 
-// The CPU's model of the GPU's wgmma P·V accumulation (14 bits, cut toward zero; see
-// bench/wgmma_probe.md): with V channels sharing a sign, keeping the sum in the MMA
-// accumulator ("single") loses accuracy as the context grows, promoting it per tile
-// ("two-level") or every 4 tiles does not. The GPU measured the same shape (bench/fp8_attention_gpu.md).
+// The CPU's model of the GPU's wgmma P·V accumulation (14 bits, cut toward zero): with V channels
+// sharing a sign, keeping the sum in the MMA accumulator ("single") loses accuracy as the context
+// grows, promoting it per tile ("two-level") or every 4 tiles does not. The GPU measured the same
+// shape (bench/accuracy/RESULTS.md, "FP8 accumulation in the tensor-core prefill").
 TEST(wgmma_accumulation_model) {
     struct backend *b = backend_cpu_create(2);
     CHECK(b != NULL);
