@@ -72,7 +72,9 @@ static bool has_word(const json_t *cfg, const char *word) {
     if (strstr(str_or(json_string_value(json_object_get(cfg, "name")), ""), word)) return true;
     size_t i;
     json_t *f;
-    json_array_foreach(json_object_get(cfg, "flags"), i, f) if (strstr(str_or(json_string_value(f), ""), word)) return true;
+    json_array_foreach(json_object_get(cfg, "flags"), i, f) {
+        if (strstr(str_or(json_string_value(f), ""), word)) return true;
+    }
     return false;
 }
 
@@ -88,7 +90,8 @@ static const char *cfg_name(const json_t *cfg) { return str_or(json_string_value
 // The decode-speed rule: returns 1 if FP8 is recommended (above *stay_below, 0 = always).
 static int speed_rule(struct advice *a, json_t *res, const json_t *sweep, const json_t *base, const json_t *fp8,
                       double *stay_below) {
-    json_t *vs = json_object_get(fp8, "vs_first"), *bf = json_object_get(base, "itl_fit"), *ff = json_object_get(fp8, "itl_fit");
+    json_t *vs = json_object_get(fp8, "vs_first");
+    json_t *bf = json_object_get(base, "itl_fit"), *ff = json_object_get(fp8, "itl_fit");
     if (!json_is_object(vs) || !json_is_object(bf) || !json_is_object(ff)) {
         say(a, "speed", "No ITL fit for '%s' against '%s' (too few successful requests): no break-even to advise from.",
             cfg_name(fp8), cfg_name(base));
@@ -114,22 +117,24 @@ static int speed_rule(struct advice *a, json_t *res, const json_t *sweep, const 
         return 0;
     }
     if (!strcmp(kind, "always")) {
-        say(a, "speed", "'%s' decodes at least as fast as '%s' at every length (ITL slope %.1f%% of it, intercept %+.3f ms): "
-            "use it at all context lengths.", cfg_name(fp8), cfg_name(base), ratio, d_int);
+        say(a, "speed", "'%s' decodes at least as fast as '%s' at every length (ITL slope %.1f%% of it, "
+            "intercept %+.3f ms): use it at all context lengths.", cfg_name(fp8), cfg_name(base), ratio, d_int);
         *stay_below = 0;
         rec = 1;
     } else if (!strcmp(kind, "never") || (max_ctx > 0 && be > max_ctx)) {
         if (!strcmp(kind, "never"))
-            say(a, "speed", "'%s' never becomes faster than '%s' here (ITL slope %.1f%% of it, intercept %+.3f ms): stay in "
-                "bf16 (auto) for speed; FP8 still halves KV memory, so use it only when you need the capacity "
-                "(twice the context or concurrent requests).", cfg_name(fp8), cfg_name(base), ratio, d_int);
+            say(a, "speed", "'%s' never becomes faster than '%s' here (ITL slope %.1f%% of it, intercept %+.3f ms): "
+                "stay in bf16 (auto) for speed; FP8 still halves KV memory, so use it only when you need the "
+                "capacity (twice the context or concurrent requests).", cfg_name(fp8), cfg_name(base), ratio, d_int);
         else
-            say(a, "speed", "The ITL lines cross at ~%.0f tokens, beyond this model's max_model_len %.0f: on this machine "
-                "'%s' does not pay for speed; stay in bf16 (auto) unless you need the KV capacity.", be, max_ctx, cfg_name(fp8));
+            say(a, "speed", "The ITL lines cross at ~%.0f tokens, beyond this model's max_model_len %.0f: on this "
+                "machine '%s' does not pay for speed; stay in bf16 (auto) unless you need the KV capacity.",
+                be, max_ctx, cfg_name(fp8));
     } else {
-        say(a, "speed", "Use '%s' for contexts above ~%.0f tokens: its ITL grows at %.1f%% of '%s''s rate per token of "
-            "context (ideal 50%%), which repays its fixed cost (intercept %+.3f ms) from the break-even on. Stay in bf16 "
-            "(auto) for requests below ~%.0f tokens.", cfg_name(fp8), be, ratio, cfg_name(base), d_int, be);
+        say(a, "speed", "Use '%s' for contexts above ~%.0f tokens: its ITL grows at %.1f%% of '%s''s rate per token "
+            "of context (ideal 50%%), which repays its fixed cost (intercept %+.3f ms) from the break-even on. "
+            "Stay in bf16 (auto) for requests below ~%.0f tokens.",
+            cfg_name(fp8), be, ratio, cfg_name(base), d_int, be);
         if (be > longest && longest > 0)
             say(a, "speed", "The break-even is extrapolated: the longest measured prompt was %.0f tokens; extend "
                 "--input-lens past %.0f to confirm it.", longest, be);
@@ -158,8 +163,11 @@ int advise_report(const struct advise_inputs *in, FILE *out, json_t **advice) {
     if (!fp8 && json_array_size(cfgs) > 1) fp8 = json_array_get(cfgs, 1);
     double stay_below = 0;
     int rec = -1;
-    if (!fp8) say(&a, "speed", "The sweep has one configuration: run it with --kv-cache-dtype auto,fp8 to measure a break-even.");
-    else rec = speed_rule(&a, res, sweep, base, fp8, &stay_below);
+    if (!fp8)
+        say(&a, "speed", "The sweep has one configuration: run it with --kv-cache-dtype auto,fp8 to measure "
+            "a break-even.");
+    else
+        rec = speed_rule(&a, res, sweep, base, fp8, &stay_below);
 
     // prefill: head_dim 256 caveat and the measured TTFT change at the longest length
     double longest = 0;
@@ -169,15 +177,15 @@ int advise_report(const struct advise_inputs *in, FILE *out, json_t **advice) {
     double tb = fp8 ? ttft_at(base, longest) : NAN, tf = fp8 ? ttft_at(fp8, longest) : NAN;
     int hd = info ? (int)num(info, "head_dim") : 0;
     if (hd == 256)
-        say(&a, "prefill", "head_dim is 256: FP8 attention needs two-level accumulation there, which costs prefill time; for "
-            "prefill-bound workloads (long prompts, short answers) keep bf16 unless TTFT allows it%s.",
+        say(&a, "prefill", "head_dim is 256: FP8 attention needs two-level accumulation there, which costs prefill "
+            "time; for prefill-bound workloads (long prompts, short answers) keep bf16 unless TTFT allows it%s.",
             isfinite(tb) && isfinite(tf) && tb > 0 ? " (see the TTFT change below)" : "");
     if (isfinite(tb) && isfinite(tf) && tb > 0) {
         double pct = 100 * (tf / tb - 1);
         json_object_set_new(res, "ttft_change_pct_at_longest", json_real(pct));
         if (pct > 10)
-            say(&a, "prefill", "Prefill is slower with '%s': fitted TTFT at %.0f tokens is %+.0f%% vs '%s'; weigh that against "
-                "the decode gain for prompt-heavy traffic.", cfg_name(fp8), longest, pct, cfg_name(base));
+            say(&a, "prefill", "Prefill is slower with '%s': fitted TTFT at %.0f tokens is %+.0f%% vs '%s'; weigh "
+                "that against the decode gain for prompt-heavy traffic.", cfg_name(fp8), longest, pct, cfg_name(base));
     }
 
     // sliding windows
@@ -185,16 +193,18 @@ int advise_report(const struct advise_inputs *in, FILE *out, json_t **advice) {
     if (!info) {
         say(&a, "model", "Model shape unknown (pass --model): head_dim and sliding-window advice skipped.");
     } else {
-        int w = (int)num(info, "sliding_window"), ns = (int)num(info, "n_sliding_layers"), nl = (int)num(info, "n_layers");
+        int w = (int)num(info, "sliding_window");
+        int ns = (int)num(info, "n_sliding_layers"), nl = (int)num(info, "n_layers");
         if (w > 0 && ns > 0) {
             skip_swa = w <= SMALL_WINDOW_TOKENS;
             if (skip_swa)
-                say(&a, "sliding_window", "%d of %d layers use a %d-token sliding window: their KV never exceeds %d tokens, so "
-                    "FP8 saves little memory or bandwidth there while still costing accuracy. Keep them in bf16: "
-                    "--kv-cache-dtype-skip-layers sliding_window.", ns, nl, w, w);
+                say(&a, "sliding_window", "%d of %d layers use a %d-token sliding window: their KV never exceeds "
+                    "%d tokens, so FP8 saves little memory or bandwidth there while still costing accuracy. Keep them "
+                    "in bf16: --kv-cache-dtype-skip-layers sliding_window.", ns, nl, w, w);
             else
-                say(&a, "sliding_window", "%d of %d layers use a %d-token sliding window: large enough for FP8 to pay there too; "
-                    "skipping them (--kv-cache-dtype-skip-layers sliding_window) is optional.", ns, nl, w);
+                say(&a, "sliding_window", "%d of %d layers use a %d-token sliding window: large enough for FP8 to "
+                    "pay there too; skipping them (--kv-cache-dtype-skip-layers sliding_window) is optional.",
+                    ns, nl, w);
         }
     }
     json_object_set_new(res, "skip_sliding_window", json_boolean(skip_swa));
@@ -206,29 +216,32 @@ int advise_report(const struct advise_inputs *in, FILE *out, json_t **advice) {
         double top1 = num(in->accuracy, "top1_agree"), kld = num(in->accuracy, "kld_mean");
         if (!isfinite(rcv) && ppl > 0 && ref > 0) rcv = ref / ppl;
         if (!isfinite(rcv)) {
-            say(&a, "accuracy", "The accuracy JSON has neither \"recovery\" nor \"ppl\" and \"ref_ppl\" (use octet eval ppl "
-                "--kv-cache-dtype fp8 --ref-kv-cache-dtype bf16 --json).");
+            say(&a, "accuracy", "The accuracy JSON has neither \"recovery\" nor \"ppl\" and \"ref_ppl\" (use "
+                "octet eval ppl --kv-cache-dtype fp8 --ref-kv-cache-dtype bf16 --json).");
         } else {
             json_object_set_new(res, "recovery", json_real(rcv));
             calibrate_first = rcv < 0.95;
             char extra[160] = "";
-            if (isfinite(kld) && isfinite(top1)) snprintf(extra, sizeof extra, "; KLD %.4g, top-1 agreement %.1f%%", kld, 100 * top1);
+            if (isfinite(kld) && isfinite(top1))
+                snprintf(extra, sizeof extra, "; KLD %.4g, top-1 agreement %.1f%%", kld, 100 * top1);
             if (calibrate_first && in->calibration)
-                say(&a, "accuracy", "FP8 keeps only %.1f%% of the reference quality%s: serve with --kv-scales %s and re-check with "
-                    "octet eval ppl --kv-scales %s.", 100 * rcv, extra, in->calibration, in->calibration);
+                say(&a, "accuracy", "FP8 keeps only %.1f%% of the reference quality%s: serve with --kv-scales %s "
+                    "and re-check with octet eval ppl --kv-scales %s.", 100 * rcv, extra, in->calibration,
+                    in->calibration);
             else if (calibrate_first)
                 say(&a, "accuracy", "FP8 keeps only %.1f%% of the reference quality (below 95%%)%s: calibrate first "
-                    "(octet calibrate --model %s --file YOUR_TEXT --output scales.json), then serve with --kv-scales scales.json.",
-                    100 * rcv, extra, model);
+                    "(octet calibrate --model %s --file YOUR_TEXT --output scales.json), then serve with "
+                    "--kv-scales scales.json.", 100 * rcv, extra, model);
             else
-                say(&a, "accuracy", "FP8 keeps %.1f%% of the reference quality%s: no calibration needed.", 100 * rcv, extra);
+                say(&a, "accuracy", "FP8 keeps %.1f%% of the reference quality%s: no calibration needed.",
+                    100 * rcv, extra);
         }
     } else if (in->calibration) {
         say(&a, "accuracy", "Serve with --kv-scales %s (your calibrated scales) and confirm recovery >= 95%% with "
             "octet eval ppl --kv-scales %s.", in->calibration, in->calibration);
     } else {
-        say(&a, "accuracy", "No accuracy result given: measure recovery with octet eval ppl --kv-cache-dtype fp8 (pass it as "
-            "--accuracy FILE); calibrate first if it is below 95%%.");
+        say(&a, "accuracy", "No accuracy result given: measure recovery with octet eval ppl --kv-cache-dtype fp8 "
+            "(pass it as --accuracy FILE); calibrate first if it is below 95%%.");
     }
     json_object_set_new(res, "calibrate_first", json_boolean(calibrate_first));
 
@@ -255,7 +268,8 @@ int advise_report(const struct advise_inputs *in, FILE *out, json_t **advice) {
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: octet advise --sweep DIR/sweep.json [--model M] [--accuracy EVAL.json] [--calibration scales.json]\n"
+            "usage: octet advise --sweep DIR/sweep.json [--model M] [--accuracy EVAL.json] "
+            "[--calibration scales.json]\n"
             "                    [--output advice.json]\n"
             "  --sweep FILE        the JSON written by octet bench sweep (required)\n"
             "  --model M           the model (head_dim, sliding windows); default: the sweep's\n"
@@ -297,7 +311,10 @@ int cmd_advise(int argc, char **argv) {
         snprintf(def, sizeof def, "%.*sadvice.json", slash ? (int)(slash - sweep_path + 1) : 0, sweep_path);
         output = def;
     }
-    if (json_dump_file(advice, output, JSON_INDENT(1)) != 0) { err_set(OCT_EIO, "--output: cannot write %s", output); goto done; }
+    if (json_dump_file(advice, output, JSON_INDENT(1)) != 0) {
+        err_set(OCT_EIO, "--output: cannot write %s", output);
+        goto done;
+    }
     fprintf(stderr, "octet: wrote %s\n", output);
     rc = 0;
 done:

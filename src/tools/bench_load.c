@@ -185,7 +185,8 @@ void bench_metrics_compute(const struct bench_outcome *out, int n, double durati
         if (ttft) ttft[n_ok] = out[i].ttft_s;
         if (e2el) e2el[n_ok] = out[i].latency_s;
         n_ok++;
-        if (out[i].output_len > 1 && tpot) tpot[n_tpot++] = (out[i].latency_s - out[i].ttft_s) / (out[i].output_len - 1);
+        if (out[i].output_len > 1 && tpot)
+            tpot[n_tpot++] = (out[i].latency_s - out[i].ttft_s) / (out[i].output_len - 1);
         for (int j = 0; itl && j < out[i].n_itl; j++) itl[k++] = out[i].itl_s[j];
     }
     m->completed = n_ok;
@@ -295,7 +296,8 @@ json_t *bench_result_json(const struct bench_load_options *o, const struct bench
         for (int j = 0; out[i].ok && j < out[i].n_itl; j++) json_array_append_new(l, json_real(out[i].itl_s[j]));
         json_array_append_new(itls, l);
         json_array_append_new(err, json_str_safe(out[i].ok ? "" : out[i].error));
-        json_array_append_new(txt, out[i].text ? json_stringn_nocheck(out[i].text, strlen(out[i].text)) : json_string(""));
+        const char *text = out[i].text;
+        json_array_append_new(txt, text ? json_stringn_nocheck(text, strlen(text)) : json_string(""));
     }
     json_object_set_new(r, "input_lens", in);
     json_object_set_new(r, "output_lens", outl);
@@ -309,8 +311,9 @@ json_t *bench_result_json(const struct bench_load_options *o, const struct bench
 int bench_random_requests(struct prompt_gen *g, const struct bench_random_spec *sp, struct bench_request *reqs) {
     struct rng r;
     rng_seed(&r, sp->seed);
-    int in_lo = (int)floor(sp->input_len * (1 - sp->range_ratio)), in_hi = (int)ceil(sp->input_len * (1 + sp->range_ratio));
-    int out_lo = (int)floor(sp->output_len * (1 - sp->range_ratio)), out_hi = (int)ceil(sp->output_len * (1 + sp->range_ratio));
+    double lo = 1 - sp->range_ratio, hi = 1 + sp->range_ratio;
+    int in_lo = (int)floor(sp->input_len * lo), in_hi = (int)ceil(sp->input_len * hi);
+    int out_lo = (int)floor(sp->output_len * lo), out_hi = (int)ceil(sp->output_len * hi);
     if (in_lo < 1) in_lo = 1;
     if (out_lo < 1) out_lo = 1;
     memset(reqs, 0, (size_t)sp->n * sizeof *reqs);

@@ -25,7 +25,8 @@ struct bench_load_options {
     double request_rate;    // requests/s (Poisson arrivals); INFINITY = all at once
     unsigned long long seed;
     bool ignore_eos;
-    int logprobs;           // > 0: ask for logprobs (also makes servers that skip text-less tokens send a chunk per token)
+    int logprobs;           // > 0: ask for logprobs (also makes servers that skip text-less tokens send a
+                            // chunk per token)
     double timeout_s;       // per request, 0 = none
     const char *progress_label;  // NULL = no progress output
 };

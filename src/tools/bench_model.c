@@ -24,7 +24,17 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+static const char USAGE[] =
+    "usage: octet bench model --model PATH [--pp N] [--tg N] [--depth D[,D...]] [--reps N] [--json FILE]\n"
+    "                         [--kv-cache-dtype D[,D...]] [model flags]\n"
+    "  --depth D,...  tokens already in the cache before each pp/tg test (llama-bench -d; default 0)\n"
+    "  --kv-cache-dtype A,B  one engine per cache type in this process, measured in turn (A B A B ...)\n"
+    "                 so drift cancels; tg rows then carry each type's paired difference to A\n";
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
 
 // Fills the cache with `depth` tokens (at least 1 when with_one), untimed; lg receives the last logits.
 static int fill(struct runner *r, int depth, bool with_one, float *lg) {
@@ -101,7 +111,10 @@ int cmd_bench_model(int argc, char **argv) {
         if (!strcmp(argv[i], "--kv-cache-dtype") && i + 1 < argc && strchr(argv[i + 1], ',')) {  // several: compared
             snprintf(dt_buf, sizeof dt_buf, "%s", argv[++i]);
             n_dt = split_list(dt_buf, dts, MAX_DTYPES);
-            if (n_dt < 1) { err_set(OCT_EINVAL, "--kv-cache-dtype: at most %d cache types to compare", MAX_DTYPES); goto bad; }
+            if (n_dt < 1) {
+                err_set(OCT_EINVAL, "--kv-cache-dtype: at most %d cache types to compare", MAX_DTYPES);
+                goto bad;
+            }
             for (int k = 0; k < n_dt; k++) if (kv_options_set_dtype(&a.ro.kv, dts[k]) < 0) goto bad;
             continue;
         }
@@ -110,11 +123,7 @@ int cmd_bench_model(int argc, char **argv) {
         if (rc == 1) continue;
         const char *f = argv[i], *v;
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
-            fprintf(stderr, "usage: octet bench model --model PATH [--pp N] [--tg N] [--depth D[,D...]] [--reps N] [--json FILE]\n"
-                            "                         [--kv-cache-dtype D[,D...]] [model flags]\n"
-                            "  --depth D,...  tokens already in the cache before each pp/tg test (llama-bench -d; default 0)\n"
-                            "  --kv-cache-dtype A,B  one engine per cache type in this process, measured in turn (A B A B ...)\n"
-                            "                 so drift cancels; tg rows then carry each type's paired difference to A\n");
+            fputs(USAGE, stderr);
             cli_print_model_flags();
             return 0;
         }
@@ -142,8 +151,9 @@ int cmd_bench_model(int argc, char **argv) {
     long need = dmax + (pp > tg + 1 ? pp : tg + 1);
     if (a.ro.max_ctx <= 0) a.ro.max_ctx = (int)need;
     if (a.ro.max_ctx < need) {
-        fprintf(stderr, "octet bench model: depth %ld + the test's tokens need a context of %ld, above --max-model-len %d\n", dmax,
-                need, a.ro.max_ctx);
+        fprintf(stderr,
+                "octet bench model: depth %ld + the test's tokens need a context of %ld, above --max-model-len %d\n",
+                dmax, need, a.ro.max_ctx);
         model_free(m);
         return 2;
     }
@@ -152,7 +162,8 @@ int cmd_bench_model(int argc, char **argv) {
     const size_t cells = (size_t)n_dt * n_depth * reps;
     struct runner r[MAX_DTYPES];
     int n_up = 0;
-    double *t_pp = calloc(cells, sizeof(double)), *t_tg = calloc(cells, sizeof(double)), *diff = calloc((size_t)reps, sizeof(double));
+    double *t_pp = calloc(cells, sizeof(double)), *t_tg = calloc(cells, sizeof(double));
+    double *diff = calloc((size_t)reps, sizeof(double));
     FILE *jf = NULL;
     int rc = 1;
     if (!t_pp || !t_tg || !diff) { err_set(OCT_ENOMEM, "out of memory"); goto fail; }
@@ -177,7 +188,8 @@ int cmd_bench_model(int argc, char **argv) {
     for (int d = 0; d < n_depth; d++)
         for (int k = 0; k < n_dt; k++) {
             double *xp = &AT(t_pp, k, d, 0), *xt = &AT(t_tg, k, d, 0);
-            for (int j = 0; j < reps; j++) diff[j] = 1e3 / xt[j] - 1e3 / AT(t_tg, 0, d, j);  // ms/token, this type - the first
+            // ms/token, this type - the first
+            for (int j = 0; j < reps; j++) diff[j] = 1e3 / xt[j] - 1e3 / AT(t_tg, 0, d, j);
             qsort(diff, (size_t)reps, sizeof(double), cmp_d);
             double dmed = diff[reps / 2];
             qsort(xp, (size_t)reps, sizeof(double), cmp_d);
@@ -185,15 +197,16 @@ int cmd_bench_model(int argc, char **argv) {
             char at[32] = "", vs[48] = "";
             if (depth[d]) snprintf(at, sizeof at, " @ d%ld", depth[d]);
             if (k) snprintf(vs, sizeof vs, "%+.1f us", dmed * 1e3);
-            printf("| %s | %s | %d | pp%ld%s | %.1f | %.1f | %.1f | %.3f | |\n", a.model, dts[k], threads, pp, at, xp[reps / 2], xp[0],
-                   xp[reps - 1], 1e3 / xp[reps / 2]);
-            printf("| %s | %s | %d | tg%ld%s | %.1f | %.1f | %.1f | %.3f | %s |\n", a.model, dts[k], threads, tg, at, xt[reps / 2],
-                   xt[0], xt[reps - 1], 1e3 / xt[reps / 2], vs);
-            json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "model", a.model,
-                                  "kv_cache_dtype", dts[k], "threads", threads, "depth", (int)depth[d], "pp", (int)pp, "tg", (int)tg,
-                                  "reps", (int)reps, "pp_tok_s_median", xp[reps / 2], "pp_tok_s_min", xp[0], "pp_tok_s_max",
-                                  xp[reps - 1], "tg_tok_s_median", xt[reps / 2], "tg_tok_s_min", xt[0], "tg_tok_s_max",
-                                  xt[reps - 1], "tg_ms_per_token", 1e3 / xt[reps / 2]);
+            printf("| %s | %s | %d | pp%ld%s | %.1f | %.1f | %.1f | %.3f | |\n", a.model, dts[k], threads, pp, at,
+                   xp[reps / 2], xp[0], xp[reps - 1], 1e3 / xp[reps / 2]);
+            printf("| %s | %s | %d | tg%ld%s | %.1f | %.1f | %.1f | %.3f | %s |\n", a.model, dts[k], threads, tg, at,
+                   xt[reps / 2], xt[0], xt[reps - 1], 1e3 / xt[reps / 2], vs);
+            json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+                                  "model", a.model, "kv_cache_dtype", dts[k], "threads", threads,
+                                  "depth", (int)depth[d], "pp", (int)pp, "tg", (int)tg, "reps", (int)reps,
+                                  "pp_tok_s_median", xp[reps / 2], "pp_tok_s_min", xp[0], "pp_tok_s_max", xp[reps - 1],
+                                  "tg_tok_s_median", xt[reps / 2], "tg_tok_s_min", xt[0], "tg_tok_s_max", xt[reps - 1],
+                                  "tg_ms_per_token", 1e3 / xt[reps / 2]);
             if (k) {
                 json_object_set_new(o, "vs_kv_cache_dtype", json_string(dts[0]));
                 json_object_set_new(o, "tg_ms_diff_paired_median", json_real(dmed));

@@ -19,7 +19,10 @@ static double now_s(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
-static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
 
 enum { CASE_DRAW, CASE_LOGPROBS };
 struct sampler_case {
@@ -73,7 +76,10 @@ int cmd_bench_sampler(int argc, char **argv) {
             return 0;
         }
         if (!cli_known(f, valued) || !(v = cli_value(argc, argv, &i))) goto bad;
-        long *dst = !strcmp(f, "--vocab") ? &vocab : !strcmp(f, "--iters") ? &iters : !strcmp(f, "--reps") ? &reps : &seed;
+        long *dst = !strcmp(f, "--vocab")   ? &vocab
+                    : !strcmp(f, "--iters") ? &iters
+                    : !strcmp(f, "--reps")  ? &reps
+                                            : &seed;
         if (cli_int(f, v, 1, 1L << 24, dst) < 0) goto bad;
     }
     float *lg = malloc(sizeof(float) * (size_t)vocab);

@@ -73,7 +73,8 @@ static int parse(struct serve_args *a, int argc, char **argv) {
         else if (!strcmp(f, "--logprobs")) TRY(cli_int(f, v, 0, 20, &a->logprobs));
         else if (!strcmp(f, "--random-range-ratio")) {
             TRY(cli_float(f, v, &a->range_ratio));
-            if (a->range_ratio < 0 || a->range_ratio >= 1) return err_set(OCT_EINVAL, "%s: '%s' must be in [0, 1)", f, v);
+            if (a->range_ratio < 0 || a->range_ratio >= 1)
+                return err_set(OCT_EINVAL, "%s: '%s' must be in [0, 1)", f, v);
         } else if (!strcmp(f, "--request-rate")) {
             if (!strcmp(v, "inf")) a->rate = INFINITY;
             else {
@@ -92,7 +93,8 @@ static int parse(struct serve_args *a, int argc, char **argv) {
     }
     if (a->host || a->port) {
         if (a->base_url[0]) return err_set(OCT_EINVAL, "--base-url and --host/--port are exclusive");
-        snprintf(a->base_url, sizeof a->base_url, "http://%s:%ld", a->host ? a->host : "127.0.0.1", a->port ? a->port : 8000);
+        snprintf(a->base_url, sizeof a->base_url, "http://%s:%ld",
+                 a->host ? a->host : "127.0.0.1", a->port ? a->port : 8000);
     }
     if (!a->base_url[0]) snprintf(a->base_url, sizeof a->base_url, "http://127.0.0.1:8000");
     size_t n = strlen(a->base_url);
@@ -129,7 +131,10 @@ int cmd_bench_serve(int argc, char **argv) {
         return 1;
     }
     struct tokenizer *tok = NULL;
-    if (bench_pick_tokenizer(a.tokenizer, model, &tok) < 0) { fprintf(stderr, "octet bench serve: %s\n", err_msg()); return 1; }
+    if (bench_pick_tokenizer(a.tokenizer, model, &tok) < 0) {
+        fprintf(stderr, "octet bench serve: %s\n", err_msg());
+        return 1;
+    }
     struct prompt_gen g;
     int n = (int)a.num_prompts, rc = 1;
     struct bench_request *reqs = calloc((size_t)n, sizeof *reqs);
@@ -144,10 +149,11 @@ int cmd_bench_serve(int argc, char **argv) {
     snprintf(url, sizeof url, "%s%s", a.base_url, a.endpoint);
     struct bench_load_options o = {.url = url, .model = model, .api_key = a.api_key,
         .chat = strstr(a.endpoint, "chat") != NULL, .max_concurrency = (int)a.max_conc, .request_rate = a.rate,
-        .seed = (unsigned long long)a.seed, .ignore_eos = a.ignore_eos, .logprobs = (int)a.logprobs, .timeout_s = a.timeout_s,
-        .progress_label = a.quiet ? NULL : "bench serve"};
+        .seed = (unsigned long long)a.seed, .ignore_eos = a.ignore_eos, .logprobs = (int)a.logprobs,
+        .timeout_s = a.timeout_s, .progress_label = a.quiet ? NULL : "bench serve"};
     double dur = 0;
-    if (!a.quiet) fprintf(stderr, "octet: making %d random prompts of %ld±%.0f%% tokens\n", n, a.input_len, 100 * a.range_ratio);
+    if (!a.quiet)
+        fprintf(stderr, "octet: making %d random prompts of %ld±%.0f%% tokens\n", n, a.input_len, 100 * a.range_ratio);
     if (bench_random_requests(&g, &sp, reqs) < 0) {
         fprintf(stderr, "octet bench serve: prompts: %s\n", err_msg());
         goto done;

@@ -33,7 +33,8 @@ int calib_parse_method(const char *s, struct calib_method *m) {
             return OCT_OK;
         }
     }
-    return err_set(OCT_EINVAL, "--method: unknown value '%s' (choose max or percentile:P with 0 < P <= 100, e.g. percentile:99.9)", s);
+    return err_set(OCT_EINVAL, "--method: unknown value '%s' (choose max or percentile:P with 0 < P <= 100, "
+                   "e.g. percentile:99.9)", s);
 }
 
 int calib_stats_init(struct calib_stats *s, const struct model_config *c) {
@@ -80,7 +81,8 @@ void calib_probe(void *ctx, int layer, enum probe_kind kind, const float *x, int
                 stats_hist_add(calib_hist(s, layer, kind, h), row, (size_t)hd);
             }
     } else {
-        for (int h = 0; h < nh; h++) stats_hist_add_strided(calib_hist(s, layer, kind, h), x + (size_t)h * hd, n_tokens, width, hd);
+        for (int h = 0; h < nh; h++)
+            stats_hist_add_strided(calib_hist(s, layer, kind, h), x + (size_t)h * hd, n_tokens, width, hd);
     }
     if (layer == 0 && kind == PROBE_K) s->n_tokens += n_tokens;
 }

@@ -46,7 +46,8 @@ static int parse(struct calib_args *c, int argc, char **argv) {
         if (!strcmp(f, "--kv-cache-dtype")) {
             if (!(v = cli_value(argc, argv, &i))) return OCT_EINVAL;
             if (strcmp(v, "fp8") && strcmp(v, "fp8_e4m3") && strcmp(v, "fp8_e5m2"))
-                return err_set(OCT_EINVAL, "--kv-cache-dtype: '%s' has no scales (choose fp8, fp8_e4m3 or fp8_e5m2)", v);
+                return err_set(OCT_EINVAL,
+                               "--kv-cache-dtype: '%s' has no scales (choose fp8, fp8_e4m3 or fp8_e5m2)", v);
             c->target = v;
             continue;
         }
@@ -80,7 +81,8 @@ static void print_summary(const struct calib_scales *s, const char *dtype) {
             kmin = k[h] < kmin ? k[h] : kmin; kmax = k[h] > kmax ? k[h] : kmax;
             vmin = v[h] < vmin ? v[h] : vmin; vmax = v[h] > vmax ? v[h] : vmax;
         }
-        printf("| %d | %.4g..%.4g | %.4g..%.4g | %.4g | %.4g |\n", l, kmin, kmax, vmin, vmax, s->k_amax[l], s->v_amax[l]);
+        printf("| %d | %.4g..%.4g | %.4g..%.4g | %.4g | %.4g |\n",
+               l, kmin, kmax, vmin, vmax, s->k_amax[l], s->v_amax[l]);
     }
     printf("(scales for --kv-cache-dtype %s)\n", dtype);
 }
@@ -107,7 +109,10 @@ int cmd_calibrate(int argc, char **argv) {
     if (n_ids < 2) { err_set(OCT_EINVAL, "--file %s: too little text (%d tokens)", c.file, n_ids); goto fail; }
     if (n_ids > c.num_tokens) n_ids = (int)c.num_tokens;
     long ctx = c.ctx > 0 ? c.ctx : (m->cfg.max_pos < 512 ? m->cfg.max_pos : 512);
-    if (ctx > m->cfg.max_pos) { err_set(OCT_EINVAL, "--ctx %ld exceeds the model's context length %d", ctx, m->cfg.max_pos); goto fail; }
+    if (ctx > m->cfg.max_pos) {
+        err_set(OCT_EINVAL, "--ctx %ld exceeds the model's context length %d", ctx, m->cfg.max_pos);
+        goto fail;
+    }
     if (ctx > n_ids) ctx = n_ids;
     c.a.ro.max_ctx = (int)ctx;
     snprintf(c.a.ro.kv.dtype, sizeof c.a.ro.kv.dtype, "auto");  // observe unquantized activations

@@ -73,19 +73,24 @@ static int parse_attn(struct attn_args *a, int argc, char **argv) {
                 const char *name = !strcmp(tok, "fp8") ? "fp8_e4m3" : !strcmp(tok, "auto") ? "fp32" : tok;
                 int k = -1;
                 for (int d = 0; d < 4; d++) if (!strcmp(name, attn_dtypes_all[d])) k = d;
-                if (k < 0) return err_set(OCT_EINVAL, "--kv-cache-dtype: '%s' (choose from fp32, bf16, fp8, fp8_e4m3, fp8_e5m2)", tok);
+                if (k < 0)
+                    return err_set(OCT_EINVAL,
+                                   "--kv-cache-dtype: '%s' (choose from fp32, bf16, fp8, fp8_e4m3, fp8_e5m2)", tok);
                 a->dtype_on[k] = true;
             }
         } else if (!strcmp(f, "--fp8-attention-math")) {
             a->math_exact = !strcmp(v, "exact") || !strcmp(v, "both");
             a->math_emulate = !strcmp(v, "emulate") || !strcmp(v, "both");
-            if (!a->math_exact && !a->math_emulate) return err_set(OCT_EINVAL, "--fp8-attention-math: '%s' (choose exact, emulate or both)", v);
+            if (!a->math_exact && !a->math_emulate)
+                return err_set(OCT_EINVAL, "--fp8-attention-math: '%s' (choose exact, emulate or both)", v);
         } else if (!strcmp(f, "--scales")) {
-            if (strcmp(v, "one") && strcmp(v, "calibrated")) return err_set(OCT_EINVAL, "--scales: '%s' (choose one or calibrated)", v);
+            if (strcmp(v, "one") && strcmp(v, "calibrated"))
+                return err_set(OCT_EINVAL, "--scales: '%s' (choose one or calibrated)", v);
             a->calibrated = !strcmp(v, "calibrated");
         } else if (!strcmp(f, "--needle-weight")) {
             TRY(cli_float(f, v, &a->weight));
-            if (!(a->weight > 0 && a->weight < 1)) return err_set(OCT_EINVAL, "--needle-weight: %s is not in (0, 1)", v);
+            if (!(a->weight > 0 && a->weight < 1))
+                return err_set(OCT_EINVAL, "--needle-weight: %s is not in (0, 1)", v);
         } else if (!strcmp(f, "--depth")) {
             TRY(cli_float(f, v, &a->depth));
             if (!(a->depth >= 0 && a->depth <= 100)) return err_set(OCT_EINVAL, "--depth: %s is not in 0..100", v);
@@ -132,7 +137,8 @@ static int eval_attention(int argc, char **argv) {
     json_t *rows = json_array();
     int rc = 0, n_rows = 0;
     if (!a.json) {
-        printf("| length | heads | kv dtype | attention | needle weight (mean) | rel L2 vs f64 | cos(needle) | best distractor | retrieved |\n");
+        printf("| length | heads | kv dtype | attention | needle weight (mean) | rel L2 vs f64 | cos(needle) "
+               "| best distractor | retrieved |\n");
         printf("|---:|---|---|---|---:|---:|---:|---:|---|\n");
     }
     for (int li = 0; li < a.n_lengths && !rc; li++)
@@ -141,7 +147,10 @@ static int eval_attention(int argc, char **argv) {
             struct needle_shape s = hv ? (struct needle_shape){32, 8, 128, (float)a.v_bias}
                                        : (struct needle_shape){1, 1, 128, (float)a.v_bias};
             struct needle_problem p;
-            if (needle_problem_init(&p, s, (int)a.lengths[li], a.depth / 100.0, a.weight, (uint64_t)a.seed) < 0) { rc = 1; break; }
+            if (needle_problem_init(&p, s, (int)a.lengths[li], a.depth / 100.0, a.weight, (uint64_t)a.seed) < 0) {
+                rc = 1;
+                break;
+            }
             for (int d = 0; d < 4 && !rc; d++) {
                 if (!a.dtype_on[d]) continue;
                 bool fp8 = dts[d] == DT_E4M3 || dts[d] == DT_E5M2;
@@ -158,14 +167,16 @@ static int eval_attention(int argc, char **argv) {
                     if (!gpu && mth == 1 && !fp8 && ri > 1) continue;
                     int acc = ri > 0 && dts[d] == DT_E4M3 ? a.accs[ri - 1] : 0;
                     char mn[64], an[24];
-                    if (!gpu && mth == 1 && acc != 0) snprintf(mn, sizeof mn, "emulate %s", cli_accum_name(acc, an, sizeof an));
+                    if (!gpu && mth == 1 && acc != 0)
+                        snprintf(mn, sizeof mn, "emulate %s", cli_accum_name(acc, an, sizeof an));
                     else if (!gpu) snprintf(mn, sizeof mn, "%s", mth ? "emulate" : "exact");
                     else if (ri == 0) snprintf(mn, sizeof mn, "gpu decode");
-                    else if (dts[d] == DT_E4M3) snprintf(mn, sizeof mn, "gpu prefill wgmma %s", cli_accum_name(acc, an, sizeof an));
+                    else if (dts[d] == DT_E4M3)
+                        snprintf(mn, sizeof mn, "gpu prefill wgmma %s", cli_accum_name(acc, an, sizeof an));
                     else snprintf(mn, sizeof mn, "gpu prefill");
                     struct needle_result res;
-                    struct needle_run run = {dts[d], mth ? ATTN_FP8_EMULATE : ATTN_FP8_EXACT, acc, gpu && ri > 0 ? 2 : 1,
-                                             a.calibrated, a.threshold};
+                    struct needle_run run = {dts[d], mth ? ATTN_FP8_EMULATE : ATTN_FP8_EXACT, acc,
+                                             gpu && ri > 0 ? 2 : 1, a.calibrated, a.threshold};
                     if (needle_problem_run(&p, b, &run, &res) < 0) { rc = 1; break; }
                     const char *hn = hv ? "gqa" : "1";
                     json_t *o = json_object();
@@ -189,9 +200,9 @@ static int eval_attention(int argc, char **argv) {
                     json_array_append_new(rows, o);
                     n_rows++;
                     if (!a.json)
-                        printf("| %d | %s | %s | %s | %.3f | %.3e | %.4f | %.4f | %s |\n", p.length, hv ? "32q/8kv" : "1",
-                               attn_dtypes_all[d], fp8 || gpu ? mn : "-", p.needle_weight, res.rel_l2, res.cos_needle,
-                               res.cos_distractor, res.retrieved ? "yes" : "NO");
+                        printf("| %d | %s | %s | %s | %.3f | %.3e | %.4f | %.4f | %s |\n", p.length,
+                               hv ? "32q/8kv" : "1", attn_dtypes_all[d], fp8 || gpu ? mn : "-", p.needle_weight,
+                               res.rel_l2, res.cos_needle, res.cos_distractor, res.retrieved ? "yes" : "NO");
                     fflush(stdout);
                 }
             }
@@ -255,17 +266,22 @@ static int parse_model(struct model_args *m, int argc, char **argv) {
     return OCT_OK;
 }
 
-static void write_heatmap(const char *path, const struct model_args *m, const struct passkey_cell *cells, const char *title) {
+static void write_heatmap(const char *path, const struct model_args *m, const struct passkey_cell *cells,
+                          const char *title) {
     FILE *gp = stats_gnuplot_open("the heatmap");
     if (!gp) return;
     fprintf(gp, "set terminal pngcairo size 900,520 font 'sans,10'\nset output '%s'\n", path);
-    fprintf(gp, "set title \"%s\" noenhanced\nset xlabel 'context length (tokens)'\nset ylabel 'needle depth (%%)'\n", title);
-    fprintf(gp, "set cbrange [0:1]\nset cblabel 'accuracy'\nset palette defined (0 '#c0392b', 0.5 '#f1c40f', 1 '#27ae60')\n");
+    fprintf(gp, "set title \"%s\" noenhanced\nset xlabel 'context length (tokens)'\n"
+                "set ylabel 'needle depth (%%)'\n", title);
+    fprintf(gp, "set cbrange [0:1]\nset cblabel 'accuracy'\n"
+                "set palette defined (0 '#c0392b', 0.5 '#f1c40f', 1 '#27ae60')\n");
     fprintf(gp, "set xrange [-0.5:%d.5]\nset yrange [-0.5:%d.5]\nset xtics (", m->n_lengths - 1, m->n_depths - 1);
     for (int i = 0; i < m->n_lengths; i++) fprintf(gp, "%s'%ld' %d", i ? ", " : "", m->lengths[i], i);
     fprintf(gp, ")\nset ytics (");
     for (int i = 0; i < m->n_depths; i++) fprintf(gp, "%s'%ld' %d", i ? ", " : "", m->depths[i], i);
-    fprintf(gp, ")\nset style fill solid 1.0 noborder\nplot '-' using 1:2:(0.5):(0.5):3 with boxxyerror fc palette notitle, '-' using 1:2:(sprintf('%%.2f', $3)) with labels notitle\n");
+    fprintf(gp, ")\nset style fill solid 1.0 noborder\n"
+                "plot '-' using 1:2:(0.5):(0.5):3 with boxxyerror fc palette notitle, "
+                "'-' using 1:2:(sprintf('%%.2f', $3)) with labels notitle\n");
     for (int pass = 0; pass < 2; pass++) {
         for (int li = 0; li < m->n_lengths; li++)
             for (int di = 0; di < m->n_depths; di++) {
@@ -274,7 +290,8 @@ static void write_heatmap(const char *path, const struct model_args *m, const st
             }
         fprintf(gp, "e\n");
     }
-    if (stats_gnuplot_close(gp) != 0 || !stats_is_png(path)) fprintf(stderr, "octet: warning: gnuplot did not write %s\n", path);
+    if (stats_gnuplot_close(gp) != 0 || !stats_is_png(path))
+        fprintf(stderr, "octet: warning: gnuplot did not write %s\n", path);
 }
 
 static void print_table(const struct model_args *m, const struct passkey_cell *cells, const char *heading) {
@@ -317,7 +334,10 @@ static int load_results(struct model_args *m, struct passkey_cell **out, char *t
     char paths[1024];
     const char *dtype = NULL;
     if (!flat) return err_set(OCT_ENOMEM, "out of memory");
-    if (snprintf(paths, sizeof paths, "%s", m->from_json) >= (int)sizeof paths) { err_set(rc, "--from-json: list too long"); goto done; }
+    if (snprintf(paths, sizeof paths, "%s", m->from_json) >= (int)sizeof paths) {
+        err_set(rc, "--from-json: list too long");
+        goto done;
+    }
     m->n_lengths = m->n_depths = 0;
     for (char *save = NULL, *path = strtok_r(paths, ",", &save); path; path = strtok_r(NULL, ",", &save)) {
         json_error_t e;
@@ -328,14 +348,19 @@ static int load_results(struct model_args *m, struct passkey_cell **out, char *t
         const char *dt = json_string_value(json_object_get(o, "kv_cache_dtype"));
         json_t *arr = json_object_get(o, "cells");
         if (!level || strcmp(level, "model") || !dt || !json_array_size(arr)) {
-            err_set(rc, "--from-json %s: not a result of `eval needle --level model --json` (level, kv_cache_dtype, cells)", path);
+            err_set(rc, "--from-json %s: not a result of `eval needle --level model --json` "
+                    "(level, kv_cache_dtype, cells)", path);
             goto done;
         }
-        if (dtype && strcmp(dtype, dt)) { err_set(rc, "--from-json %s: kv_cache_dtype %s, the first file's is %s", path, dt, dtype); goto done; }
+        if (dtype && strcmp(dtype, dt)) {
+            err_set(rc, "--from-json %s: kv_cache_dtype %s, the first file's is %s", path, dt, dtype);
+            goto done;
+        }
         if (!dtype) {  // the first file names the model; a lone file's "name" (gpu_run.sh adds one) too
-            const char *model = json_string_value(json_object_get(o, "model")), *name = json_string_value(json_object_get(o, "name"));
-            bool one = !strchr(m->from_json, ',');
-            snprintf(title, tn, "%s, kv %s%s%s", model ? model : "?", dt, one && name ? ", " : "", one && name ? name : "");
+            const char *model = json_string_value(json_object_get(o, "model"));
+            const char *name = json_string_value(json_object_get(o, "name"));
+            if (strchr(m->from_json, ',')) name = NULL;  // several files: the title names the model alone
+            snprintf(title, tn, "%s, kv %s%s%s", model ? model : "?", dt, name ? ", " : "", name ? name : "");
         }
         dtype = dt;
         for (size_t i = 0; i < json_array_size(arr); i++) {
@@ -345,30 +370,35 @@ static int load_results(struct model_args *m, struct passkey_cell **out, char *t
             double acc = json_number_value(A);
             if (!json_is_integer(L) || !json_is_integer(D) || !json_is_number(A) || !(acc >= 0 && acc <= 1) ||
                 !json_is_integer(T) || json_integer_value(T) < 1 || json_integer_value(T) > 1000000) {
-                err_set(rc, "--from-json %s: cell %zu needs integer length, depth and trials (>= 1) and accuracy in [0, 1]", path, i);
+                err_set(rc, "--from-json %s: cell %zu needs integer length, depth and trials (>= 1) "
+                        "and accuracy in [0, 1]", path, i);
                 goto done;
             }
             long len = (long)json_integer_value(L), dep = (long)json_integer_value(D);
-            if (list_index(m->lengths, &m->n_lengths, len) < 0 || list_index(m->depths, &m->n_depths, dep) < 0 || n == MAX_CELLS) {
+            if (list_index(m->lengths, &m->n_lengths, len) < 0 || list_index(m->depths, &m->n_depths, dep) < 0 ||
+                n == MAX_CELLS) {
                 err_set(rc, "--from-json %s: more than %d lengths or depths", path, MAX_LIST);
                 goto done;
             }
-            flat[n++] = (struct passkey_cell){.length = (int)len, .depth = (int)dep, .trials = (int)json_integer_value(T),
+            flat[n++] = (struct passkey_cell){.length = (int)len, .depth = (int)dep,
+                                              .trials = (int)json_integer_value(T),
                                               .correct = (int)lround(acc * (double)json_integer_value(T))};
         }
     }
     if (!nf) { err_set(rc, "--from-json: no file named"); goto done; }
     if ((size_t)m->n_lengths * m->n_depths != n) {
-        err_set(rc, "--from-json %s: %zu cells do not fill the %d lengths x %d depths grid once", m->from_json, n, m->n_lengths,
-                m->n_depths);
+        err_set(rc, "--from-json %s: %zu cells do not fill the %d lengths x %d depths grid once",
+                m->from_json, n, m->n_lengths, m->n_depths);
         goto done;
     }
     if (!(cells = calloc(n, sizeof *cells))) { err_set(OCT_ENOMEM, "out of memory"); goto done; }
     for (size_t i = 0; i < n; i++) {
-        int li = list_index(m->lengths, &m->n_lengths, flat[i].length), di = list_index(m->depths, &m->n_depths, flat[i].depth);
+        int li = list_index(m->lengths, &m->n_lengths, flat[i].length);
+        int di = list_index(m->depths, &m->n_depths, flat[i].depth);
         struct passkey_cell *p = &cells[li * m->n_depths + di];
         if (p->trials) {
-            err_set(rc, "--from-json %s: cell (length %d, depth %d) appears twice", m->from_json, flat[i].length, flat[i].depth);
+            err_set(rc, "--from-json %s: cell (length %d, depth %d) appears twice",
+                    m->from_json, flat[i].length, flat[i].depth);
             goto done;
         }
         *p = flat[i];
@@ -420,7 +450,8 @@ static int eval_model(int argc, char **argv) {
                     max_len, md->cfg.max_pos);
         m.a.ro.max_ctx = (int)(max_len + m.max_new);
     } else if (max_len + m.max_new > m.a.ro.max_ctx) {
-        err_set(OCT_EINVAL, "--lengths %ld + %ld new tokens exceed --max-model-len %d", max_len, m.max_new, m.a.ro.max_ctx);
+        err_set(OCT_EINVAL, "--lengths %ld + %ld new tokens exceed --max-model-len %d",
+                max_len, m.max_new, m.a.ro.max_ctx);
         goto fail;
     }
     if (runner_init(&r, md, &m.a.ro) < 0) goto fail;
@@ -440,7 +471,8 @@ static int eval_model(int argc, char **argv) {
     json_object_set_new(o, "level", json_string("model"));
     json_object_set_new(o, "model", json_string(md->name));
     json_object_set_new(o, "kv_cache_dtype", json_string(m.a.ro.kv.dtype));
-    json_object_set_new(o, "fp8_attention_math", json_string(m.a.ro.fp8_math == ATTN_FP8_EMULATE ? "emulate" : "exact"));
+    json_object_set_new(o, "fp8_attention_math",
+                        json_string(m.a.ro.fp8_math == ATTN_FP8_EMULATE ? "emulate" : "exact"));
     char an[24];
     json_object_set_new(o, "fp8_attention_accumulation", json_string(cli_accum_name(m.a.ro.fp8_accum, an, sizeof an)));
     json_object_set_new(o, "device", json_string(r.b->ops->name));

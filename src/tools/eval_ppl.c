@@ -44,10 +44,18 @@ static int eval_ppl(int argc, char **argv) {
         else if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(); return 0; }
         else if (!cli_known(f, valued) || !(v = cli_value(argc, argv, &i))) goto bad;
         else if (!strcmp(f, "--file") || !strcmp(f, "-f")) file = v;
-        else if (!strcmp(f, "--ctx") || !strcmp(f, "-c")) { if (cli_int(f, v, 4, 1 << 20, &ctx) < 0) goto bad; }
-        else if (!strcmp(f, "--chunks")) { if (cli_int(f, v, 0, 1 << 20, &max_chunks) < 0) goto bad; }
-        else if (!strcmp(f, "--ref-kv-cache-dtype")) { enum dtype d; if (kv_dtype_parse(v, DT_F32, &d) < 0) goto bad; ref_dtype = v; }
-        else { err_set(OCT_EINVAL, "unknown flag '%s'", f); goto bad; }
+        else if (!strcmp(f, "--ctx") || !strcmp(f, "-c")) {
+            if (cli_int(f, v, 4, 1 << 20, &ctx) < 0) goto bad;
+        } else if (!strcmp(f, "--chunks")) {
+            if (cli_int(f, v, 0, 1 << 20, &max_chunks) < 0) goto bad;
+        } else if (!strcmp(f, "--ref-kv-cache-dtype")) {
+            enum dtype d;
+            if (kv_dtype_parse(v, DT_F32, &d) < 0) goto bad;
+            ref_dtype = v;
+        } else {
+            err_set(OCT_EINVAL, "unknown flag '%s'", f);
+            goto bad;
+        }
     }
     if (!a.model || !file) { err_set(OCT_EINVAL, "--model and --file are required"); goto bad; }
 
@@ -62,10 +70,16 @@ static int eval_ppl(int argc, char **argv) {
     double *klds = NULL;
     struct runner r = {0}, rr = {0};
     if (tokenizer_encode(m->tok, text, text_len, true, false, &ids, &n_ids) < 0) goto fail;
-    if (ctx > m->cfg.max_pos) { err_set(OCT_EINVAL, "--ctx %ld exceeds the model's context length %d", ctx, m->cfg.max_pos); goto fail; }
+    if (ctx > m->cfg.max_pos) {
+        err_set(OCT_EINVAL, "--ctx %ld exceeds the model's context length %d", ctx, m->cfg.max_pos);
+        goto fail;
+    }
     long n_chunks = n_ids / ctx;
     if (max_chunks > 0 && n_chunks > max_chunks) n_chunks = max_chunks;
-    if (n_chunks < 1) { err_set(OCT_EINVAL, "%s has %d tokens: fewer than one chunk of --ctx %ld", file, n_ids, ctx); goto fail; }
+    if (n_chunks < 1) {
+        err_set(OCT_EINVAL, "%s has %d tokens: fewer than one chunk of --ctx %ld", file, n_ids, ctx);
+        goto fail;
+    }
     a.ro.max_ctx = (int)ctx;
     if (runner_init(&r, m, &a.ro) < 0) goto fail;
     if (ref_dtype) {
@@ -103,7 +117,9 @@ static int eval_ppl(int argc, char **argv) {
             }
             n_scored++;
         }
-        if (!json) fprintf(stderr, tty ? "\r[%ld/%ld] ppl %.4f" : "[%ld/%ld] ppl %.4f\n", c + 1, n_chunks, exp(nll / n_scored));
+        if (!json)
+            fprintf(stderr, tty ? "\r[%ld/%ld] ppl %.4f" : "[%ld/%ld] ppl %.4f\n",
+                    c + 1, n_chunks, exp(nll / n_scored));
     }
     if (!json && tty) fputc('\n', stderr);
     double ppl = exp(nll / n_scored);

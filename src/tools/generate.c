@@ -36,7 +36,8 @@ int cmd_generate(int argc, char **argv) {
     int n_stops = 0;
     long max_tokens = 64;
     bool json = false, ignore_eos = false;
-    static const char *const valued[] = {"--prompt", "-p", "--max-tokens", "-n", "--temperature", "--top-p", "--min-p", "--top-k", "--seed", "--stop", NULL};
+    static const char *const valued[] = {"--prompt", "-p", "--max-tokens", "-n", "--temperature", "--top-p",
+                                         "--min-p", "--top-k", "--seed", "--stop", NULL};
     for (int i = 1; i < argc; i++) {
         int rc = cli_parse_model_flag(&a, argc, argv, &i);
         if (rc < 0) goto bad;
@@ -49,14 +50,33 @@ int cmd_generate(int argc, char **argv) {
         else if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(); return 0; }
         else if (!cli_known(f, valued) || !(v = cli_value(argc, argv, &i))) goto bad;
         else if (!strcmp(f, "--prompt") || !strcmp(f, "-p")) prompt = v;
-        else if (!strcmp(f, "--max-tokens") || !strcmp(f, "-n")) { if (cli_int(f, v, 0, 1 << 24, &max_tokens) < 0) goto bad; }
-        else if (!strcmp(f, "--temperature")) { if (cli_float(f, v, &d) < 0) goto bad; sp.temperature = (float)d; }
-        else if (!strcmp(f, "--top-p")) { if (cli_float(f, v, &d) < 0) goto bad; sp.top_p = (float)d; }
-        else if (!strcmp(f, "--min-p")) { if (cli_float(f, v, &d) < 0) goto bad; sp.min_p = (float)d; }
-        else if (!strcmp(f, "--top-k")) { if (cli_int(f, v, -1, 1 << 30, &n) < 0) goto bad; sp.top_k = (int)n; }
-        else if (!strcmp(f, "--seed")) { if (cli_int(f, v, 0, __LONG_MAX__, &n) < 0) goto bad; sp.seed = (uint64_t)n; }
-        else if (!strcmp(f, "--stop")) { if (n_stops == MAX_STOPS) { err_set(OCT_EINVAL, "at most %d --stop strings", MAX_STOPS); goto bad; } stops[n_stops++] = v; }
-        else { err_set(OCT_EINVAL, "unknown flag '%s'", f); goto bad; }
+        else if (!strcmp(f, "--max-tokens") || !strcmp(f, "-n")) {
+            if (cli_int(f, v, 0, 1 << 24, &max_tokens) < 0) goto bad;
+        } else if (!strcmp(f, "--temperature")) {
+            if (cli_float(f, v, &d) < 0) goto bad;
+            sp.temperature = (float)d;
+        } else if (!strcmp(f, "--top-p")) {
+            if (cli_float(f, v, &d) < 0) goto bad;
+            sp.top_p = (float)d;
+        } else if (!strcmp(f, "--min-p")) {
+            if (cli_float(f, v, &d) < 0) goto bad;
+            sp.min_p = (float)d;
+        } else if (!strcmp(f, "--top-k")) {
+            if (cli_int(f, v, -1, 1 << 30, &n) < 0) goto bad;
+            sp.top_k = (int)n;
+        } else if (!strcmp(f, "--seed")) {
+            if (cli_int(f, v, 0, __LONG_MAX__, &n) < 0) goto bad;
+            sp.seed = (uint64_t)n;
+        } else if (!strcmp(f, "--stop")) {
+            if (n_stops == MAX_STOPS) {
+                err_set(OCT_EINVAL, "at most %d --stop strings", MAX_STOPS);
+                goto bad;
+            }
+            stops[n_stops++] = v;
+        } else {
+            err_set(OCT_EINVAL, "unknown flag '%s'", f);
+            goto bad;
+        }
     }
     if (!a.model || !prompt) { err_set(OCT_EINVAL, "--model and --prompt are required"); goto bad; }
     if (sampling_params_check(&sp) < 0) goto bad;
@@ -72,11 +92,14 @@ int cmd_generate(int argc, char **argv) {
     size_t text_cap = (size_t)max_tokens * 64 + 64, text_len = 0;
     char *text = malloc(text_cap);
     if (!logits || !out || !text) { fprintf(stderr, "octet: out of memory\n"); goto done_model; }
-    if (tokenizer_encode(m->tok, prompt, strlen(prompt), tokenizer_add_bos(m->tok), false, &ids, &n_ids) < 0) goto fail_model;
+    bool bos = tokenizer_add_bos(m->tok);
+    if (tokenizer_encode(m->tok, prompt, strlen(prompt), bos, false, &ids, &n_ids) < 0) goto fail_model;
     if (n_ids == 0) { err_set(OCT_EINVAL, "the prompt is empty after tokenization"); goto fail_model; }
-    if (a.ro.max_ctx <= 0) a.ro.max_ctx = n_ids + (int)max_tokens < m->cfg.max_pos ? n_ids + (int)max_tokens : m->cfg.max_pos;
+    int need_ctx = n_ids + (int)max_tokens;
+    if (a.ro.max_ctx <= 0) a.ro.max_ctx = need_ctx < m->cfg.max_pos ? need_ctx : m->cfg.max_pos;
     if (n_ids + max_tokens > a.ro.max_ctx) {
-        err_set(OCT_EINVAL, "prompt (%d tokens) + max tokens (%ld) exceeds the context limit %d", n_ids, max_tokens, a.ro.max_ctx);
+        err_set(OCT_EINVAL, "prompt (%d tokens) + max tokens (%ld) exceeds the context limit %d",
+                n_ids, max_tokens, a.ro.max_ctx);
         goto fail_model;
     }
     if (runner_init(&r, m, &a.ro) < 0) goto fail_model;

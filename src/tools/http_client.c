@@ -62,7 +62,8 @@ static void on_event(struct http_stream *s, const char *data, double t) {
     if (err) {
         json_t *msg = json_is_object(err) ? json_object_get(err, "message") : err;
         char m[400];
-        snprintf(m, sizeof m, "server error in stream: %s", json_is_string(msg) ? json_string_value(msg) : "(no message)");
+        snprintf(m, sizeof m, "server error in stream: %s",
+                 json_is_string(msg) ? json_string_value(msg) : "(no message)");
         set_error(s, m);
     }
     json_t *choices = json_object_get(o, "choices");

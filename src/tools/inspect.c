@@ -50,7 +50,8 @@ static int parse(struct inspect_args *c, int argc, char **argv) {
         if (!strcmp(f, "--kv-cache-dtype")) {
             if (!(v = cli_value(argc, argv, &i))) return OCT_EINVAL;
             if (strcmp(v, "fp8") && strcmp(v, "fp8_e4m3") && strcmp(v, "fp8_e5m2"))
-                return err_set(OCT_EINVAL, "--kv-cache-dtype: '%s' is not an FP8 type (choose fp8, fp8_e4m3 or fp8_e5m2)", v);
+                return err_set(OCT_EINVAL,
+                               "--kv-cache-dtype: '%s' is not an FP8 type (choose fp8, fp8_e4m3 or fp8_e5m2)", v);
             c->target = v;
             continue;
         }
@@ -65,7 +66,8 @@ static int parse(struct inspect_args *c, int argc, char **argv) {
         else if (!strcmp(f, "--kld-threshold")) TRY(cli_float(f, v, &c->kld_threshold));
         else if (!strcmp(f, "--skip-fraction")) {
             TRY(cli_float(f, v, &c->skip_fraction));
-            if (!(c->skip_fraction >= 0 && c->skip_fraction <= 1)) return err_set(OCT_EINVAL, "--skip-fraction: %s is not in 0..1", v);
+            if (!(c->skip_fraction >= 0 && c->skip_fraction <= 1))
+                return err_set(OCT_EINVAL, "--skip-fraction: %s is not in 0..1", v);
         }
     }
     if (!c->a.model || !c->file) return err_set(OCT_EINVAL, "--model and --file are required");
@@ -146,7 +148,8 @@ static void emit_series(FILE *gp, const struct stats_hist *h) {
         uint64_t c = 0;
         for (int j = i; j < i + agg; j++) c += h->bins[j];
         if (!c) continue;
-        fprintf(gp, "%.4f %llu\n", (double)(i + agg / 2) / STATS_BINS_PER_OCTAVE + STATS_MIN_EXP, (unsigned long long)c);
+        double center = (double)(i + agg / 2) / STATS_BINS_PER_OCTAVE + STATS_MIN_EXP;
+        fprintf(gp, "%.4f %llu\n", center, (unsigned long long)c);
         any = 1;
     }
     if (!any) fprintf(gp, "0 1e-9\n");
@@ -166,8 +169,9 @@ static int plot_layer(const char *path, const struct inspect_stats *st, int l, c
     for (int p = 0; p < 4; p++) {
         const struct inspect_acc *a = inspect_acc_of(st, l, order[p]);
         double n = a->real.n ? (double)a->real.n : 1;
-        enum dtype kdt = order[p] == PROBE_Q ? DT_E4M3 : dt;
-        double km = order[p] == PROBE_Q ? log2(448.0) : lmax, kn = order[p] == PROBE_Q ? -6 : lnorm, ks = order[p] == PROBE_Q ? -9 : lsub;
+        bool q = order[p] == PROBE_Q;  // Q is rounded to e4m3 at a dynamic scale
+        enum dtype kdt = q ? DT_E4M3 : dt;
+        double km = q ? log2(448.0) : lmax, kn = q ? -6 : lnorm, ks = q ? -9 : lsub;
         double lo = ks, hi = km;
         for (int i = 0; i < STATS_N_BINS; i++)
             if (a->scaled.bins[i] || a->rounded.bins[i]) {
@@ -179,9 +183,9 @@ static int plot_layer(const char *path, const struct inspect_stats *st, int l, c
         fprintf(gp, "unset arrow\nset arrow from %g, graph 0 to %g, graph 1 nohead dt 2 lc rgb 'gray40'\n", ks, ks);
         fprintf(gp, "set arrow from %g, graph 0 to %g, graph 1 nohead dt 2 lc rgb 'gray40'\n", kn, kn);
         fprintf(gp, "set arrow from %g, graph 0 to %g, graph 1 nohead lc rgb 'red'\n", km, km);
+        const char *what = order[p] == PROBE_GATE ? "gate, scale 1" : q ? "q, dynamic scale" : kind_name[order[p]];
         fprintf(gp, "set title \"%s (%s): %.3g%% sat, %.3g%% subnormal, %.3g%% zero, rt err %.3g\" noenhanced\n",
-                order[p] == PROBE_GATE ? "gate, scale 1" : order[p] == PROBE_Q ? "q, dynamic scale" : kind_name[order[p]],
-                dtype_name(kdt), 100 * a->n_sat / n, 100 * a->n_sub / n, 100 * a->n_flush / n,
+                what, dtype_name(kdt), 100 * a->n_sat / n, 100 * a->n_sub / n, 100 * a->n_flush / n,
                 a->sq > 0 ? sqrt(a->sq_err / a->sq) : 0.0);
         fprintf(gp, "plot '-' using 1:2 with boxes lc rgb '#2e86c1' title 'original', "
                     "'-' using 1:2 with steps lw 2 lc rgb '#e67e22' title 'FP8-rounded'\n");
@@ -190,7 +194,10 @@ static int plot_layer(const char *path, const struct inspect_stats *st, int l, c
     }
     fprintf(gp, "unset multiplot\n");
     int rc = stats_gnuplot_close(gp);
-    if (rc != 0 || !stats_is_png(path)) { fprintf(stderr, "octet: warning: gnuplot did not write %s\n", path); return 1; }
+    if (rc != 0 || !stats_is_png(path)) {
+        fprintf(stderr, "octet: warning: gnuplot did not write %s\n", path);
+        return 1;
+    }
     return 0;
 }
 
@@ -223,7 +230,10 @@ int cmd_inspect(int argc, char **argv) {
     if (sc.n_ids < 2) { err_set(OCT_EINVAL, "--file %s: too little text (%d tokens)", c.file, sc.n_ids); goto fail; }
     if (sc.n_ids > c.num_tokens) sc.n_ids = (int)c.num_tokens;
     long ctx = c.ctx > 0 ? c.ctx : (m->cfg.max_pos < 512 ? m->cfg.max_pos : 512);
-    if (ctx > m->cfg.max_pos) { err_set(OCT_EINVAL, "--ctx %ld exceeds the model's context length %d", ctx, m->cfg.max_pos); goto fail; }
+    if (ctx > m->cfg.max_pos) {
+        err_set(OCT_EINVAL, "--ctx %ld exceeds the model's context length %d", ctx, m->cfg.max_pos);
+        goto fail;
+    }
     sc.ctx = (int)(ctx < sc.n_ids ? ctx : sc.n_ids);
     sc.n_vocab = m->cfg.n_vocab;
     long budget = 32L << 20;  // floats of stored reference logits
@@ -268,7 +278,10 @@ int cmd_inspect(int argc, char **argv) {
 
     // 3. PNGs
     if (c.out_dir) {
-        if (mkdir(c.out_dir, 0777) != 0 && errno != EEXIST) { err_set(OCT_EIO, "--output-dir %s: cannot create (%s)", c.out_dir, strerror(errno)); goto fail; }
+        if (mkdir(c.out_dir, 0777) != 0 && errno != EEXIST) {
+            err_set(OCT_EIO, "--output-dir %s: cannot create (%s)", c.out_dir, strerror(errno));
+            goto fail;
+        }
         for (int l = 0; l < L; l++) {
             char path[1024];
             snprintf(path, sizeof path, "%s/layer_%02d.png", c.out_dir, l);
@@ -289,7 +302,8 @@ int cmd_inspect(int argc, char **argv) {
         json_t *e = json_object();
         json_object_set_new(e, "layer", json_integer(l));
         json_object_set_new(e, "sensitivity_kld", json_real(kld[l]));
-        for (int k = 0; k < INSPECT_KINDS; k++) json_object_set_new(e, kind_name[k], acc_json(inspect_acc_of(&st, l, (enum probe_kind)k)));
+        for (int k = 0; k < INSPECT_KINDS; k++)
+            json_object_set_new(e, kind_name[k], acc_json(inspect_acc_of(&st, l, (enum probe_kind)k)));
         json_array_append_new(layers, e);
         json_array_append_new(ranking, json_integer(rank[l]));
     }
@@ -304,7 +318,8 @@ int cmd_inspect(int argc, char **argv) {
         puts(js);
         free(js);
     } else {
-        printf("%s, %d tokens; FP8 = %s at the current scales (Q: dynamic, gate: 1.0)\n", m->name, sc.n_ids, dtype_name(dt));
+        printf("%s, %d tokens; FP8 = %s at the current scales (Q: dynamic, gate: 1.0)\n",
+               m->name, sc.n_ids, dtype_name(dt));
         printf("| layer | kind | max|x| | p50 | p99 | p99.9 | saturated | subnormal | zero | rt rel err |\n");
         printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         static const enum probe_kind order[4] = {PROBE_K, PROBE_V, PROBE_Q, PROBE_GATE};
@@ -312,9 +327,10 @@ int cmd_inspect(int argc, char **argv) {
             for (int k = 0; k < 4; k++) {
                 const struct inspect_acc *a = inspect_acc_of(&st, l, order[k]);
                 double n = a->real.n ? (double)a->real.n : 1;
-                printf("| %d | %s | %.4g | %.3g | %.3g | %.3g | %.3g%% | %.3g%% | %.3g%% | %.3g |\n", l, kind_name[order[k]],
-                       a->real.max_abs, stats_hist_quantile(&a->real, 0.5), stats_hist_quantile(&a->real, 0.99),
-                       stats_hist_quantile(&a->real, 0.999), 100 * a->n_sat / n, 100 * a->n_sub / n, 100 * a->n_flush / n,
+                printf("| %d | %s | %.4g | %.3g | %.3g | %.3g | %.3g%% | %.3g%% | %.3g%% | %.3g |\n",
+                       l, kind_name[order[k]], a->real.max_abs, stats_hist_quantile(&a->real, 0.5),
+                       stats_hist_quantile(&a->real, 0.99), stats_hist_quantile(&a->real, 0.999),
+                       100 * a->n_sat / n, 100 * a->n_sub / n, 100 * a->n_flush / n,
                        a->sq > 0 ? sqrt(a->sq_err / a->sq) : 0.0);
             }
         printf("\nsensitivity (mean KLD vs the auto cache when only that layer's KV is %s):\n", dtype_name(dt));

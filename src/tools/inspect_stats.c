@@ -12,7 +12,8 @@
 #include "../base/fp8.h"
 #include "../model/kv_cache.h"
 
-int inspect_stats_init(struct inspect_stats *s, const struct model_config *c, enum dtype dt, const struct kv_cache *kv) {
+int inspect_stats_init(struct inspect_stats *s, const struct model_config *c, enum dtype dt,
+                       const struct kv_cache *kv) {
     memset(s, 0, sizeof *s);
     s->n_layers = c->n_layers;
     s->n_heads = c->n_heads;
@@ -46,7 +47,8 @@ static void add_run(struct inspect_acc *a, enum dtype dt, const float *x, int n,
         stats_hist_add(&a->scaled, buf, (size_t)m);
         for (int i = 0; i < m; i++) {
             float v = x[i0 + i], u = fabsf(buf[i]);
-            float rt = dt == DT_E4M3 ? fp8_e4m3_to_f32(fp8_e4m3_from_f32(buf[i])) : fp8_e5m2_to_f32(fp8_e5m2_from_f32(buf[i]));
+            float rt = dt == DT_E4M3 ? fp8_e4m3_to_f32(fp8_e4m3_from_f32(buf[i]))
+                                     : fp8_e5m2_to_f32(fp8_e5m2_from_f32(buf[i]));
             a->n_sat += u >= fsat;
             a->n_sub += v != 0 && u < fmin;
             a->n_flush += v != 0 && rt == 0;

@@ -27,10 +27,13 @@ static int encode_piece(const struct tokenizer *t, const char *s, bool first, in
 int passkey_recipe_init(struct passkey_recipe *rc, const struct tokenizer *t) {
     memset(rc, 0, sizeof *rc);
     rc->tok = t;
-    int rcode = encode_piece(t, "There is an important info hidden inside a lot of irrelevant text. Find it and memorize it. "
-                                "I will quiz you about the important information there.", true, &rc->intro, &rc->n_intro);
-    if (rcode == OCT_OK) rcode = encode_piece(t, "What is the pass key? The pass key is", false, &rc->question, &rc->n_question);
-    for (int i = 0; i < 5 && rcode == OCT_OK; i++) rcode = encode_piece(t, filler_text[i], false, &rc->filler[i], &rc->n_filler[i]);
+    int rcode = encode_piece(t, "There is an important info hidden inside a lot of irrelevant text. "
+                                "Find it and memorize it. I will quiz you about the important information there.",
+                             true, &rc->intro, &rc->n_intro);
+    if (rcode == OCT_OK)
+        rcode = encode_piece(t, "What is the pass key? The pass key is", false, &rc->question, &rc->n_question);
+    for (int i = 0; i < 5 && rcode == OCT_OK; i++)
+        rcode = encode_piece(t, filler_text[i], false, &rc->filler[i], &rc->n_filler[i]);
     if (rcode < 0) passkey_recipe_free(rc);
     return rcode;
 }

@@ -40,7 +40,8 @@ static void put_str(FILE *f, const char *s) {
 
 int plot_png(const char *path, const char *title, const char *xlabel, const char *ylabel,
              const struct plot_series *s, int n_series) {
-    if (!plot_available()) return err_set(OCT_EUNSUP, "gnuplot is not installed (apt-get install gnuplot-nox); skipped %s", path);
+    if (!plot_available())
+        return err_set(OCT_EUNSUP, "gnuplot is not installed (apt-get install gnuplot-nox); skipped %s", path);
     remove(path);
     FILE *f = popen("gnuplot", "w");
     if (!f) return err_set(OCT_EIO, "cannot start gnuplot");
@@ -64,7 +65,8 @@ int plot_png(const char *path, const char *title, const char *xlabel, const char
         if (s[k].n == 0) fprintf(f, "NaN NaN\n");
         fprintf(f, "EOD\n");
         if (s[k].fit_degree > 0)
-            fprintf(f, "f%d(x) = %.17g*x**2 + %.17g*x + %.17g\n", k, s[k].fit_degree > 1 ? s[k].c[2] : 0.0, s[k].c[1], s[k].c[0]);
+            fprintf(f, "f%d(x) = %.17g*x**2 + %.17g*x + %.17g\n",
+                    k, s[k].fit_degree > 1 ? s[k].c[2] : 0.0, s[k].c[1], s[k].c[0]);
     }
     fprintf(f, "plot ");
     for (int k = 0; k < n_series; k++) {

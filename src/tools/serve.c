@@ -63,12 +63,25 @@ static int parse_serve_flag(struct engine_options *eo, struct server_options *so
         if (!strcmp(f, "--host")) so->host = v;
         else if (!strcmp(f, "--served-model-name")) *name = v;
         else if (!strcmp(f, "--api-key")) so->api_key = v;
-        else if (!strcmp(f, "--port")) { TRY(cli_int(f, v, 0, 65535, &n)); so->port = (int)n; }
-        else if (!strcmp(f, "--max-body-bytes")) { TRY(cli_int(f, v, 1, 1L << 40, &n)); so->max_body_bytes = (size_t)n; }
-        else if (!strcmp(f, "--shutdown-grace-ms")) { TRY(cli_int(f, v, 0, 1L << 30, &n)); so->shutdown_grace_ms = (int)n; }
-        else if (!strcmp(f, "--max-num-seqs")) { TRY(cli_int(f, v, 1, 1 << 20, &n)); eo->max_num_seqs = (int)n; }
-        else if (!strcmp(f, "--num-kv-blocks")) { TRY(cli_int(f, v, 1, 1L << 30, &n)); eo->num_kv_blocks = (int)n; }
-        else { TRY(cli_int(f, v, 1, 1L << 50, &n)); eo->kv_cache_memory_bytes = n; }
+        else if (!strcmp(f, "--port")) {
+            TRY(cli_int(f, v, 0, 65535, &n));
+            so->port = (int)n;
+        } else if (!strcmp(f, "--max-body-bytes")) {
+            TRY(cli_int(f, v, 1, 1L << 40, &n));
+            so->max_body_bytes = (size_t)n;
+        } else if (!strcmp(f, "--shutdown-grace-ms")) {
+            TRY(cli_int(f, v, 0, 1L << 30, &n));
+            so->shutdown_grace_ms = (int)n;
+        } else if (!strcmp(f, "--max-num-seqs")) {
+            TRY(cli_int(f, v, 1, 1 << 20, &n));
+            eo->max_num_seqs = (int)n;
+        } else if (!strcmp(f, "--num-kv-blocks")) {
+            TRY(cli_int(f, v, 1, 1L << 30, &n));
+            eo->num_kv_blocks = (int)n;
+        } else {
+            TRY(cli_int(f, v, 1, 1L << 50, &n));
+            eo->kv_cache_memory_bytes = n;
+        }
     } else {
         return 0;
     }
@@ -122,7 +135,8 @@ int cmd_serve(int argc, char **argv) {
     const char *tmpl = tokenizer_chat_template(m->tok);
     struct oai_context c = {.tok = m->tok, .served_name = name ? name : a.model, .model_path = a.model,
                             .max_model_len = plan.max_model_len, .tmpl = chat_template_detect(tmpl)};
-    fprintf(stderr, "octet: chat template: %s%s\n", chat_template_name(c.tmpl), tmpl ? "" : " (the model has none; fallback)");
+    fprintf(stderr, "octet: chat template: %s%s\n", chat_template_name(c.tmpl),
+            tmpl ? "" : " (the model has none; fallback)");
     if (server_start(&s, e, &c, &so) < 0) {
         fprintf(stderr, "octet: %s\n", err_msg());
         engine_destroy(e);

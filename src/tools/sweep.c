@@ -51,7 +51,10 @@ static int split_flags(const char *s, struct sweep_config *c) {
     char *dup = strdup(s), *save = NULL;
     if (!dup) return err_set(OCT_ENOMEM, "out of memory");
     for (char *t = strtok_r(dup, " \t", &save); t; t = strtok_r(NULL, " \t", &save)) {
-        if (c->n_flags >= SWEEP_MAX_FLAGS) { free(dup); return err_set(OCT_EINVAL, "--config: more than %d words", SWEEP_MAX_FLAGS); }
+        if (c->n_flags >= SWEEP_MAX_FLAGS) {
+            free(dup);
+            return err_set(OCT_EINVAL, "--config: more than %d words", SWEEP_MAX_FLAGS);
+        }
         c->flags[c->n_flags++] = strdup(t);
     }
     free(dup);
@@ -74,7 +77,8 @@ static int parse_lens(const char *v, struct sweep_args *a) {
         long n;
         if (a->n_lens >= SWEEP_MAX_LENS || cli_int("--input-lens", t, 1, 1 << 24, &n) < 0) {
             free(dup);
-            return a->n_lens >= SWEEP_MAX_LENS ? err_set(OCT_EINVAL, "--input-lens: more than %d", SWEEP_MAX_LENS) : OCT_EINVAL;
+            if (a->n_lens >= SWEEP_MAX_LENS) return err_set(OCT_EINVAL, "--input-lens: more than %d", SWEEP_MAX_LENS);
+            return OCT_EINVAL;
         }
         a->lens[a->n_lens++] = (int)n;
     }
@@ -119,10 +123,12 @@ static int parse(struct sweep_args *a, int argc, char **argv) {
         else if (!strcmp(f, "--seed")) { TRY(cli_int(f, v, 0, 1L << 62, &n)); a->seed = (unsigned long long)n; }
         else if (!strcmp(f, "--range-ratio")) {
             TRY(cli_float(f, v, &a->range_ratio));
-            if (a->range_ratio < 0 || a->range_ratio >= 1) return err_set(OCT_EINVAL, "%s: '%s' must be in [0, 1)", f, v);
+            if (a->range_ratio < 0 || a->range_ratio >= 1)
+                return err_set(OCT_EINVAL, "%s: '%s' must be in [0, 1)", f, v);
         } else if (!strcmp(f, "--request-rate")) {
             if (!strcmp(v, "inf")) a->rate = INFINITY;
-            else if (cli_float(f, v, &a->rate) < 0 || !(a->rate > 0)) return err_set(OCT_EINVAL, "%s: '%s' must be > 0 or inf", f, v);
+            else if (cli_float(f, v, &a->rate) < 0 || !(a->rate > 0))
+                return err_set(OCT_EINVAL, "%s: '%s' must be > 0 or inf", f, v);
         } else if (!strcmp(f, "--startup-timeout") || !strcmp(f, "--request-timeout")) {
             double d;
             TRY(cli_float(f, v, &d));
@@ -132,7 +138,8 @@ static int parse(struct sweep_args *a, int argc, char **argv) {
     }
     if (a->base_url) {
         if (dtypes || n_cfg || a->serve_args)
-            return err_set(OCT_EINVAL, "--base-url measures one running server: drop --kv-cache-dtype/--config/--serve-args");
+            return err_set(OCT_EINVAL,
+                           "--base-url measures one running server: drop --kv-cache-dtype/--config/--serve-args");
         a->n_configs = 1;
         snprintf(a->configs[0].name, sizeof a->configs[0].name, "external");
     } else {
@@ -193,7 +200,8 @@ const char *sweep_flags_str(const struct sweep_config *c) {
 
 static struct bench_load_options load_options(const struct sweep_args *a, const char *url, const char *model) {
     struct bench_load_options o = {.url = url, .model = model, .api_key = a->api_key, .max_concurrency = 1,
-        .request_rate = INFINITY, .seed = a->seed, .ignore_eos = true, .logprobs = a->logprobs, .timeout_s = a->request_timeout_s};
+        .request_rate = INFINITY, .seed = a->seed, .ignore_eos = true, .logprobs = a->logprobs,
+        .timeout_s = a->request_timeout_s};
     return o;
 }
 

@@ -18,15 +18,18 @@
 static int build_grid(struct sweep_args *a, int max_model_len) {
     if (a->n_lens == 0) {
         int hi = a->max_len ? a->max_len : (max_model_len > 0 ? max_model_len - a->output_len : 0);
-        if (hi <= 0) return err_set(OCT_EINVAL, "the server reports no max_model_len: give --max-input-len or --input-lens");
-        if (hi < a->min_len) return err_set(OCT_EINVAL, "--max-input-len %d is below --min-input-len %d", hi, a->min_len);
+        if (hi <= 0)
+            return err_set(OCT_EINVAL, "the server reports no max_model_len: give --max-input-len or --input-lens");
+        if (hi < a->min_len)
+            return err_set(OCT_EINVAL, "--max-input-len %d is below --min-input-len %d", hi, a->min_len);
         for (long l = a->min_len; l <= hi && a->n_lens < SWEEP_MAX_LENS; l *= 2) a->lens[a->n_lens++] = (int)l;
         if (a->lens[a->n_lens - 1] < hi && a->n_lens < SWEEP_MAX_LENS) a->lens[a->n_lens++] = hi;
     }
     int k = 0;
     for (int i = 0; i < a->n_lens; i++) {
         if (max_model_len > 0 && a->lens[i] + a->output_len > max_model_len) {
-            fprintf(stderr, "octet: warning: skipping input length %d: with %d output tokens it exceeds max_model_len %d\n",
+            fprintf(stderr,
+                    "octet: warning: skipping input length %d: with %d output tokens it exceeds max_model_len %d\n",
                     a->lens[i], a->output_len, max_model_len);
             continue;
         }
@@ -51,7 +54,9 @@ int sweep_prepare(struct sweep_args *a, struct sweep_data *d, int max_model_len,
     d->reqs = calloc((size_t)d->n_reqs, sizeof *d->reqs);
     if (rc == OCT_OK && !d->reqs) rc = err_set(OCT_ENOMEM, "out of memory");
     if (rc == OCT_OK && a->throughput) {
-        if (!a->quiet) fprintf(stderr, "octet: making %d prompts of %d±%.0f%% tokens\n", d->n_reqs, a->input_len, 100 * a->range_ratio);
+        if (!a->quiet)
+            fprintf(stderr, "octet: making %d prompts of %d±%.0f%% tokens\n",
+                    d->n_reqs, a->input_len, 100 * a->range_ratio);
         struct bench_random_spec sp = {d->n_reqs, a->input_len, a->output_len, a->range_ratio, a->seed};
         rc = bench_random_requests(&g, &sp, d->reqs);
     } else {
@@ -148,7 +153,8 @@ static json_t *fits_json(const struct sweep_result *r, const struct sweep_result
     if (r->itl_ok) {
         json_t *f = json_object();
         json_object_set_new(f, "slope_ms_per_token", json_real(r->itl.slope));
-        json_object_set_new(f, "slope_se_ms_per_token", isnan(r->itl.slope_se) ? json_null() : json_real(r->itl.slope_se));
+        json_object_set_new(f, "slope_se_ms_per_token",
+                            isnan(r->itl.slope_se) ? json_null() : json_real(r->itl.slope_se));
         json_object_set_new(f, "intercept_ms", json_real(r->itl.intercept));
         json_object_set_new(f, "r2", json_real(r->itl.r2));
         json_object_set_new(f, "n", json_integer(r->itl.n));
@@ -171,7 +177,8 @@ static json_t *fits_json(const struct sweep_result *r, const struct sweep_result
         json_t *v = json_object();
         struct fit_break b = fit_break_even(&base->itl, &r->itl);
         char s[32];
-        json_object_set_new(v, "slope_ratio_pct", base->itl.slope != 0 ? json_real(100 * r->itl.slope / base->itl.slope) : json_null());
+        json_object_set_new(v, "slope_ratio_pct",
+                            base->itl.slope != 0 ? json_real(100 * r->itl.slope / base->itl.slope) : json_null());
         double se = fit_ratio_se(&r->itl, &base->itl);
         json_object_set_new(v, "slope_ratio_pct_se", isnan(se) ? json_null() : json_real(100 * se));
         json_object_set_new(v, "intercept_delta_ms", json_real(r->itl.intercept - base->itl.intercept));
@@ -185,8 +192,8 @@ static json_t *fits_json(const struct sweep_result *r, const struct sweep_result
 static void print_fit_table(const struct sweep_args *a, const struct sweep_result *res) {
     printf("\n%-24s %13s %11s %7s %11s %11s %10s %7s %13s %11s\n", "configuration", "ITL slope", "intercept", "R2",
            "TTFT a", "b", "c", "R2", "slope %", "break-even");
-    printf("%-24s %13s %11s %7s %11s %11s %10s %7s %13s %11s\n", "", "ms/token", "ms", "", "ms/tok^2", "ms/tok", "ms", "",
-           "vs first (±se)", "tokens");
+    printf("%-24s %13s %11s %7s %11s %11s %10s %7s %13s %11s\n", "", "ms/token", "ms", "",
+           "ms/tok^2", "ms/tok", "ms", "", "vs first (±se)", "tokens");
     for (int c = 0; c < a->n_configs; c++) {
         const struct sweep_result *r = &res[c];
         printf("%-24.24s ", a->configs[c].name);
@@ -201,7 +208,8 @@ static void print_fit_table(const struct sweep_args *a, const struct sweep_resul
             double se = fit_ratio_se(&r->itl, &res[0].itl);
             if (isnan(se)) snprintf(pct, sizeof pct, "%.1f%%", 100 * r->itl.slope / res[0].itl.slope);
             else snprintf(pct, sizeof pct, "%.1f±%.1f%%", 100 * r->itl.slope / res[0].itl.slope, 100 * se);
-            printf("%*s %11s\n", 13 + (isnan(se) ? 0 : 1), pct, fit_break_str(fit_break_even(&res[0].itl, &r->itl), s, sizeof s));
+            const char *be = fit_break_str(fit_break_even(&res[0].itl, &r->itl), s, sizeof s);
+            printf("%*s %11s\n", 13 + (isnan(se) ? 0 : 1), pct, be);
         } else {
             printf("%13s %11s\n", "n/a", "n/a");
         }
@@ -234,8 +242,8 @@ static void plots(const struct sweep_args *a, const struct sweep_result *res, js
     int n = 0;
     for (int c = 0; c < a->n_configs; c++) {
         if (!res[c].ran) continue;
-        s[n] = (struct plot_series){a->configs[c].name, res[c].x_itl, res[c].itl_ms, res[c].n_itl, res[c].itl_ok ? 1 : 0,
-                                    {res[c].itl.intercept, res[c].itl.slope, 0}};
+        s[n] = (struct plot_series){a->configs[c].name, res[c].x_itl, res[c].itl_ms, res[c].n_itl,
+                                    res[c].itl_ok ? 1 : 0, {res[c].itl.intercept, res[c].itl.slope, 0}};
         n++;
     }
     snprintf(title, sizeof title, "Mean ITL vs input length (%s, concurrency 1, %d output tokens)",
@@ -249,11 +257,12 @@ static void plots(const struct sweep_args *a, const struct sweep_result *res, js
     n = 0;
     for (int c = 0; c < a->n_configs; c++) {
         if (!res[c].ran) continue;
-        s[n] = (struct plot_series){a->configs[c].name, res[c].x_ttft, res[c].ttft_ms, res[c].n_ttft, res[c].ttft_ok ? 2 : 0,
-                                    {res[c].ttft.c, res[c].ttft.b, res[c].ttft.a}};
+        s[n] = (struct plot_series){a->configs[c].name, res[c].x_ttft, res[c].ttft_ms, res[c].n_ttft,
+                                    res[c].ttft_ok ? 2 : 0, {res[c].ttft.c, res[c].ttft.b, res[c].ttft.a}};
         n++;
     }
-    snprintf(title, sizeof title, "TTFT vs input length (%s, concurrency 1)", a->model ? a->model : res[0].served_model);
+    snprintf(title, sizeof title, "TTFT vs input length (%s, concurrency 1)",
+             a->model ? a->model : res[0].served_model);
     snprintf(path, sizeof path, "%s/ttft.png", a->output_dir);
     if (plot_png(path, title, "input length (tokens)", "time to first token (ms)", s, n) == OCT_OK)
         json_object_set_new(p, "ttft", json_string("ttft.png"));
@@ -371,13 +380,15 @@ static int report_throughput(const struct sweep_args *a, struct sweep_result *re
         }
         json_t *o = config_json(a, c, &res[c]);
         if (res[c].ran) {
-            struct bench_load_options lo = {.model = res[c].served_model, .max_concurrency = a->max_conc, .request_rate = a->rate};
+            struct bench_load_options lo = {.model = res[c].served_model, .max_concurrency = a->max_conc,
+                                            .request_rate = a->rate};
             json_t *r = bench_result_json(&lo, m, res[c].out, res[c].n_out);
             json_object_del(r, "itls");            // per-token arrays: too large to keep per config
             json_object_del(r, "generated_texts");
             json_object_set_new(o, "result", r);
             if (c > 0 && b->output_throughput > 0)
-                json_object_set_new(o, "output_throughput_change_pct", json_real(100 * (m->output_throughput / b->output_throughput - 1)));
+                json_object_set_new(o, "output_throughput_change_pct",
+                                    json_real(100 * (m->output_throughput / b->output_throughput - 1)));
         }
         json_array_append_new(cfgs, o);
     }
