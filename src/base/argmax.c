@@ -3,7 +3,7 @@
 
 // The first index of the largest logit (NaNs never win; a NaN at index 0 gives 0). Two passes:
 // the maximum in 8 independent lanes, then the first index holding it. A one-pass loop
-// (logits[i] > logits[best]) chains every compare on the load before it, 25 times slower over a
+// (logits[i] > logits[best]) chains every compare on the load before it, 23 times slower over a
 // 128k vocabulary, and every greedy decode step waits for this pick (bench/host/RESULTS.md).
 int logits_argmax(const float *logits, int n) {
     if (n <= 0) return 0;
