@@ -22,7 +22,8 @@ struct attn_entry {
 static const struct attn_entry kernels[] = {
     // one query token a sequence, head_dim 64 / 128, G <= 8: keys on the MMA's M side
     {{"decode_t", attn_decode_t_fits, attn_decode_t_launch}, FAST},
-    // one query token a sequence, head_dim 256 (and G in 1, 2, 4, 8 at 64 / 128): SIMT
+    // one query token a sequence, head_dim 256, G in 1, 2, 4, 8: SIMT (it fits head_dim 64 / 128 too,
+    // which decode_t takes first)
     {{"decode_simt", attn_decode_simt_fits, attn_decode_simt_launch}, FAST},
     // e4m3, head_dim 64 / 128, blocks TMA can box: FP8 wgmma, warp-specialised
     {{"prefill_fp8_tma", attn_prefill_fp8_tma_fits, attn_prefill_fp8_tma_launch}, FAST},
