@@ -145,8 +145,8 @@ struct backend_ops {
                         int dim, const struct batch *bt);
     // The sublayer ops the forward pass calls (one path for every backend). backend.c holds one
     // composition of each from the ops above (backend_attn_in, backend_proj_add, backend_ffn_in),
-    // which the CPU backend's table names; a backend may fuse them where it has the kernels, with the
-    // composition's numbers, and call the composition for the shapes it does not fuse.
+    // which the CPU backend's table names; a backend may fuse them where it has the kernels (the same
+    // arithmetic, tested against the composition) and call the composition for the shapes it does not fuse.
     // x → rmsnorm → q, k, v projections → RoPE on q and k → k and v into the layer's pages.
     void (*attn_in)(struct backend *b, const struct attn_in_args *a, const struct batch *bt);
     // x += in · wᵀ (a projection and its residual add); scratch [n][w.rows] may be overwritten.

@@ -39,7 +39,10 @@ int forward_init(struct forward *f, struct model *m, struct backend *b, int max_
                       T * c->ffn_dim, T * c->ffn_dim, (size_t)max_logits * c->dim};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         *bufs[i] = b->ops->alloc(b, sizes[i] * es);
-        if (!*bufs[i]) { forward_free(f); return err_set(OCT_ENOMEM, "forward: cannot allocate %zu bytes of activations", sizes[i] * es); }
+        if (!*bufs[i]) {
+            forward_free(f);
+            return err_set(OCT_ENOMEM, "forward: cannot allocate %zu bytes of activations", sizes[i] * es);
+        }
     }
     return OCT_OK;
 }
@@ -57,7 +60,8 @@ static int probe(struct forward *f, int layer, enum probe_kind kind, const void 
     if (!f->probe) return OCT_OK;
     const struct model_config *c = &f->m->cfg;
     if (!f->probe_buf) {
-        size_t w = (size_t)c->n_heads * c->head_dim > (size_t)c->ffn_dim ? (size_t)c->n_heads * c->head_dim : (size_t)c->ffn_dim;
+        size_t w = (size_t)c->n_heads * c->head_dim > (size_t)c->ffn_dim ? (size_t)c->n_heads * c->head_dim
+                                                                         : (size_t)c->ffn_dim;
         f->probe_buf = malloc((size_t)f->max_tokens * w * sizeof(float));
         if (!f->probe_buf) return err_set(OCT_ENOMEM, "forward: no memory for the probe buffer");
     }
@@ -68,14 +72,17 @@ static int probe(struct forward *f, int layer, enum probe_kind kind, const void 
 
 // The step's work, queued: logits into logits_out (synchronous in every backend) or, with ids_out,
 // the greedy ids (asynchronous where the backend can be).
-static int forward_issue(struct forward *f, struct kv_cache *kv, const struct batch *bt, float *logits_out, int32_t *ids_out) {
+static int forward_issue(struct forward *f, struct kv_cache *kv, const struct batch *bt, float *logits_out,
+                         int32_t *ids_out) {
     struct backend *b = f->b;
     const struct backend_ops *op = b->ops;
     const struct model *m = f->m;
     const struct model_config *c = &m->cfg;
     int n = bt->n_tokens;
-    if (n <= 0 || n > f->max_tokens) return err_set(OCT_EINVAL, "forward: %d tokens in a step (max %d)", n, f->max_tokens);
-    if (bt->n_logits < 0 || bt->n_logits > f->max_logits) return err_set(OCT_EINVAL, "forward: %d logits rows (max %d)", bt->n_logits, f->max_logits);
+    if (n <= 0 || n > f->max_tokens)
+        return err_set(OCT_EINVAL, "forward: %d tokens in a step (max %d)", n, f->max_tokens);
+    if (bt->n_logits < 0 || bt->n_logits > f->max_logits)
+        return err_set(OCT_EINVAL, "forward: %d logits rows (max %d)", bt->n_logits, f->max_logits);
     TRY(op->batch_begin(b, bt));
     struct attn_params ap = {c->n_heads, 1.0f / sqrtf((float)c->head_dim), f->fp8_math, f->fp8_accum};
 
@@ -128,7 +135,9 @@ int forward_run(struct forward *f, struct kv_cache *kv, const struct batch *bt, 
 }
 
 int forward_launch_greedy(struct forward *f, struct kv_cache *kv, const struct batch *bt, int32_t *ids_out) {
-    if (!f->b->ops->logits_argmax) return err_set(OCT_EUNSUP, "backend %s: no greedy ids on the device", f->b->ops->name);
-    if (bt->n_logits > BACKEND_FEED_ROWS) return err_set(OCT_EINVAL, "forward: greedy ids for %d rows (at most %d)", bt->n_logits, BACKEND_FEED_ROWS);
+    if (!f->b->ops->logits_argmax)
+        return err_set(OCT_EUNSUP, "backend %s: no greedy ids on the device", f->b->ops->name);
+    if (bt->n_logits > BACKEND_FEED_ROWS)
+        return err_set(OCT_EINVAL, "forward: greedy ids for %d rows (at most %d)", bt->n_logits, BACKEND_FEED_ROWS);
     return forward_issue(f, kv, bt, NULL, ids_out);
 }

@@ -28,7 +28,8 @@ static void widen_fp8(bool e4m3, const uint8_t *s, int n, float *dst) {
     const __m512 k256 = _mm512_set1_ps(256.0f);
     for (; i + 16 <= n; i += 16) {
         __m256i w = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(s + i)));
-        __m256i h = e4m3 ? _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(w, m80), 8), _mm256_slli_epi16(_mm256_and_si256(w, m7f), 7))
+        __m256i h = e4m3 ? _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(w, m80), 8),
+                                           _mm256_slli_epi16(_mm256_and_si256(w, m7f), 7))
                          : _mm256_slli_epi16(w, 8);
         __m512 f = _mm512_cvtph_ps(h);
         _mm512_storeu_ps(dst + i, e4m3 ? _mm512_mul_ps(f, k256) : f);
@@ -38,8 +39,9 @@ static void widen_fp8(bool e4m3, const uint8_t *s, int n, float *dst) {
     const __m256 k256 = _mm256_set1_ps(256.0f);
     for (; i + 8 <= n; i += 8) {
         __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(s + i)));
-        __m128i h = e4m3 ? _mm_or_si128(_mm_slli_epi16(_mm_and_si128(w, m80), 8), _mm_slli_epi16(_mm_and_si128(w, m7f), 7))
-                         : _mm_slli_epi16(w, 8);
+        __m128i h =
+            e4m3 ? _mm_or_si128(_mm_slli_epi16(_mm_and_si128(w, m80), 8), _mm_slli_epi16(_mm_and_si128(w, m7f), 7))
+                 : _mm_slli_epi16(w, 8);
         __m256 f = _mm256_cvtph_ps(h);
         _mm256_storeu_ps(dst + i, e4m3 ? _mm256_mul_ps(f, k256) : f);
     }
@@ -166,13 +168,15 @@ static inline void pv_rows(float *ac, const float *p, const float *rows, int n_r
 #if defined(__AVX512F__)
     for (; i + 16 <= hd; i += 16) {
         __m512 a = _mm512_loadu_ps(ac + i);
-        for (int r = 0; r < n_rows; r++) a = _mm512_fmadd_ps(_mm512_set1_ps(p[r]), _mm512_loadu_ps(rows + (size_t)r * hd + i), a);
+        for (int r = 0; r < n_rows; r++)
+            a = _mm512_fmadd_ps(_mm512_set1_ps(p[r]), _mm512_loadu_ps(rows + (size_t)r * hd + i), a);
         _mm512_storeu_ps(ac + i, a);
     }
 #elif defined(__AVX2__) && defined(__FMA__)
     for (; i + 8 <= hd; i += 8) {
         __m256 a = _mm256_loadu_ps(ac + i);
-        for (int r = 0; r < n_rows; r++) a = _mm256_fmadd_ps(_mm256_set1_ps(p[r]), _mm256_loadu_ps(rows + (size_t)r * hd + i), a);
+        for (int r = 0; r < n_rows; r++)
+            a = _mm256_fmadd_ps(_mm256_set1_ps(p[r]), _mm256_loadu_ps(rows + (size_t)r * hd + i), a);
         _mm256_storeu_ps(ac + i, a);
     }
 #endif
@@ -202,27 +206,32 @@ static void mma_add_cols(float *t, const float *g, const float *f, int n, int hd
 // mma_add_cols over all hd columns, 8 at a time (AVX2) where each column's largest term is a
 // normal float of biased exponent E in [14, 254]: then its grid is ulp = 2^(E−140), and x / ulp
 // is x · 2^(140−E), the same real number and so the same rounded float — the same bytes, with a
-// multiply in place of the division, in vectors. (The CPU reference of the GPU's FP8 prefill tests
-// spent nearly all its time in the scalar form: 12.5 → ≈ 2 s for 200 rows at 8k on 2 cores.) Other
-// columns, any tail of hd, and builds without AVX2 take mma_add_cols.
+// multiply in place of the division, in vectors (the CPU reference of the GPU's FP8 prefill tests
+// spends nearly all its time here). Other columns, any tail of hd, and builds without AVX2 take
+// mma_add_cols.
 static void mma_add(float *t, const float *g, const float *f, int n, int hd) {
     int d0 = 0;
 #if defined(__AVX2__)
     const __m256 sign = _mm256_set1_ps(-0.0f);
-    const __m256i e_lo = _mm256_set1_epi32(14), e_hi = _mm256_set1_epi32(254), k267 = _mm256_set1_epi32(267), k13 = _mm256_set1_epi32(13);
+    const __m256i e_lo = _mm256_set1_epi32(14), e_hi = _mm256_set1_epi32(254), k267 = _mm256_set1_epi32(267),
+                  k13 = _mm256_set1_epi32(13);
     for (; d0 + 8 <= hd; d0 += 8) {
         __m256 m = _mm256_andnot_ps(sign, _mm256_loadu_ps(t + d0));
         for (int j = 0; j < n; j++)  // (maxps keeps m when a term is NaN; a NaN t takes the slow path)
-            m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_mul_ps(_mm256_loadu_ps(g + (size_t)j * hd + d0), _mm256_set1_ps(f[j]))), m);
+            m = _mm256_max_ps(
+                _mm256_andnot_ps(sign, _mm256_mul_ps(_mm256_loadu_ps(g + (size_t)j * hd + d0), _mm256_set1_ps(f[j]))),
+                m);
         const __m256i E = _mm256_srli_epi32(_mm256_castps_si256(m), 23);
         const __m256i bad = _mm256_or_si256(_mm256_cmpgt_epi32(e_lo, E), _mm256_cmpgt_epi32(E, e_hi));
         if (!_mm256_testz_si256(bad, bad)) { mma_add_cols(t, g, f, n, hd, d0, d0 + 8); continue; }
         const __m256 inv = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(k267, E), 23));
         const __m256 ulp = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(E, k13), 23));
-        __m256 s = _mm256_mul_ps(_mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(t + d0), inv), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), ulp);
+        __m256 s = _mm256_mul_ps(
+            _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(t + d0), inv), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), ulp);
         for (int j = 0; j < n; j++) {
             const __m256 x = _mm256_mul_ps(_mm256_loadu_ps(g + (size_t)j * hd + d0), _mm256_set1_ps(f[j]));
-            s = _mm256_add_ps(s, _mm256_mul_ps(_mm256_round_ps(_mm256_mul_ps(x, inv), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), ulp));
+            s = _mm256_add_ps(
+                s, _mm256_mul_ps(_mm256_round_ps(_mm256_mul_ps(x, inv), _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), ulp));
         }
         _mm256_storeu_ps(t + d0, s);
     }
@@ -236,7 +245,7 @@ void cpu_wgmma_mma_add(float *t, const float *g, const float *f, int n, int hd, 
 }
 
 // P·V as the GPU's FP8 prefill computes it on wgmma (ATTN_FP8_EMULATE, e4m3 caches), a model
-// fitted to the probe in bench/wgmma_probe.md: each MMA adds 32 products (keys 32k..32k+31,
+// fitted to the probe in bench/accuracy/RESULTS.md: each MMA adds 32 products (keys 32k..32k+31,
 // absolute positions) into an accumulator T keeping 14 significant bits — every term,
 // T included, is cut toward zero to the grid 2^(e−13) set by the largest term's leading bit
 // 2^e. T is added into the FP32 sum after each BN-key tile (two-level, accum 0), after every
@@ -256,7 +265,8 @@ static void pv_wgmma_model(const struct kv_layer *l, const int32_t *btab, int g,
             float pf[32];
             for (int kp = k0; kp < k1; kp++) {
                 pf[kp - k0] = ph[kp - lo] * ATTN_FP8_P_SCALE;
-                widen_row(l->dtype, l->v, (((size_t)btab[kp / bs] * nkv + g) * bs + kp % bs) * hd, hd, gbuf + (size_t)(kp - k0) * hd);
+                widen_row(l->dtype, l->v, (((size_t)btab[kp / bs] * nkv + g) * bs + kp % bs) * hd, hd,
+                          gbuf + (size_t)(kp - k0) * hd);
             }
             mma_add(t, gbuf, pf, k1 - k0, hd);
             bool tile_end = k1 % bn == 0 || k1 == end;

@@ -143,7 +143,10 @@ static void cpu_logits(struct backend *b, float *host_out, const void *x, const 
 static void cpu_logits_argmax(struct backend *b, int32_t *host_ids, const void *x, const struct weight *w, int n) {
     struct cpu_backend *c = (struct cpu_backend *)b;
     size_t need = (size_t)n * w->rows;
-    if (n > BACKEND_FEED_ROWS) { c->error = err_set(OCT_EINVAL, "cpu: greedy ids for %d rows (at most %d)", n, BACKEND_FEED_ROWS); return; }
+    if (n > BACKEND_FEED_ROWS) {
+        c->error = err_set(OCT_EINVAL, "cpu: greedy ids for %d rows (at most %d)", n, BACKEND_FEED_ROWS);
+        return;
+    }
     if (need > c->lg_floats) {
         float *p = realloc(c->lg, need * sizeof(float));
         if (!p) { c->error = err_set(OCT_ENOMEM, "cpu: no memory for %d rows of logits", n); return; }

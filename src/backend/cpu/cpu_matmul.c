@@ -77,10 +77,14 @@ static void dot4(const float *w, const float *x0, const float *x1, const float *
     int i = 0;
     for (; i + 16 <= n; i += 16) {
         __m256 wl = _mm256_loadu_ps(w + i), wh = _mm256_loadu_ps(w + i + 8);
-        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + i), wl, a0); b0 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + i + 8), wh, b0);
-        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + i), wl, a1); b1 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + i + 8), wh, b1);
-        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x2 + i), wl, a2); b2 = _mm256_fmadd_ps(_mm256_loadu_ps(x2 + i + 8), wh, b2);
-        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x3 + i), wl, a3); b3 = _mm256_fmadd_ps(_mm256_loadu_ps(x3 + i + 8), wh, b3);
+        a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + i), wl, a0);
+        b0 = _mm256_fmadd_ps(_mm256_loadu_ps(x0 + i + 8), wh, b0);
+        a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + i), wl, a1);
+        b1 = _mm256_fmadd_ps(_mm256_loadu_ps(x1 + i + 8), wh, b1);
+        a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x2 + i), wl, a2);
+        b2 = _mm256_fmadd_ps(_mm256_loadu_ps(x2 + i + 8), wh, b2);
+        a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x3 + i), wl, a3);
+        b3 = _mm256_fmadd_ps(_mm256_loadu_ps(x3 + i + 8), wh, b3);
     }
     for (; i + 8 <= n; i += 8) {
         __m256 wl = _mm256_loadu_ps(w + i);

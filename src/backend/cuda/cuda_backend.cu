@@ -67,7 +67,8 @@ static int cu_weight_upload(struct backend *b, struct weight *w) {
     struct cuda_backend *c = cb_of(b);
     size_t n = (size_t)(w->rows * w->cols);
     bf16 *d = nullptr;
-    if (cuda_fail(c, cudaMalloc((void **)&d, n * sizeof(bf16)), "cudaMalloc(weight)")) return err_set(OCT_ENOMEM, "cuda: %s", c->msg);
+    if (cuda_fail(c, cudaMalloc((void **)&d, n * sizeof(bf16)), "cudaMalloc(weight)"))
+        return err_set(OCT_ENOMEM, "cuda: %s", c->msg);
     if (w->dtype == DT_BF16) {  // already the device format: one copy
         if (cuda_fail(c, cudaMemcpy(d, w->data, n * sizeof(bf16), cudaMemcpyHostToDevice), "upload weight")) {
             cudaFree(d);
@@ -148,13 +149,19 @@ static int cu_batch_begin(struct backend *b, const struct batch *bt) {
     // Two staging halves, one a step: a half is rewritten once the copy from it two steps ago is
     // done, so a step can be queued while the one before it runs (asynchronous scheduling).
     for (int k = 0; k < 2 && !c->meta_ev[1]; k++)
-        if (cuda_fail(c, cudaEventCreateWithFlags(&c->meta_ev[k], cudaEventDisableTiming), "cudaEventCreate")) return err_set(c->error, "%s", c->msg);
+        if (cuda_fail(c, cudaEventCreateWithFlags(&c->meta_ev[k], cudaEventDisableTiming), "cudaEventCreate"))
+            return err_set(c->error, "%s", c->msg);
     c->meta_half ^= 1;
     if (cuda_fail(c, cudaEventSynchronize(c->meta_ev[c->meta_half]), "stream")) return err_set(c->error, "%s", c->msg);
     int32_t *h = c->h_meta + (size_t)c->meta_half * c->meta_cap, *d = c->d_meta;
     struct cuda_batch *m = &c->cb;
     size_t o = 0;
-#define PUT(field, src, count) do { m->field = d + o; if (count) memcpy(h + o, (src), (count) * 4); o += (count); } while (0)
+#define PUT(field, src, count)                      \
+    do {                                            \
+        m->field = d + o;                           \
+        if (count) memcpy(h + o, (src), (count)*4); \
+        o += (count);                               \
+    } while (0)
     PUT(tok, bt->token_ids, nt);
     PUT(pos, bt->positions, nt);
     PUT(slot, bt->slot_mapping, nt);
@@ -199,7 +206,8 @@ static unsigned blocks_for(long n, int threads) { return (unsigned)((n + threads
 static void cu_get_rows(struct backend *b, void *out, const struct weight *table, const struct batch *bt) {
     struct cuda_backend *c = cb_of(b);
     if (CUDA_SKIP(c) || !bt->n_tokens) return;
-    k_get_rows<<<bt->n_tokens, 256, 0, c->stream>>>((bf16 *)out, (const bf16 *)table->dev, c->cb.tok, c->d_ids, (int)table->cols);
+    k_get_rows<<<bt->n_tokens, 256, 0, c->stream>>>((bf16 *)out, (const bf16 *)table->dev, c->cb.tok, c->d_ids,
+                                                    (int)table->cols);
     CUDA_LAUNCHED(c, "get_rows");
 }
 
@@ -207,14 +215,19 @@ static void cu_rmsnorm(struct backend *b, void *out, const void *x, const struct
     struct cuda_backend *c = cb_of(b);
     if (CUDA_SKIP(c) || !n) return;
     // whole warps, RMS_VEC runs a thread: 256 threads at dim 4096; 1024 from dim 16384 (past it, the strided loop)
-    k_rmsnorm<<<n, rms_threads(w->cols), 0, c->stream>>>((bf16 *)out, (const bf16 *)x, (const bf16 *)w->dev, (int)w->cols, eps);
+    k_rmsnorm<<<n, rms_threads(w->cols), 0, c->stream>>>((bf16 *)out, (const bf16 *)x, (const bf16 *)w->dev,
+                                                         (int)w->cols, eps);
     CUDA_LAUNCHED(c, "rmsnorm");
 }
 
 const double *cuda_rope_freqs(struct cuda_backend *c, const struct rope_table *rt) {
     if (c->rope_host != rt) {  // one table per model: upload once
-        if (!c->d_inv_freq && cuda_fail(c, cudaMalloc((void **)&c->d_inv_freq, ROPE_MAX_PAIRS * sizeof(double)), "cudaMalloc")) return nullptr;
-        if (cuda_fail(c, cudaMemcpyAsync(c->d_inv_freq, rt->inv_freq, rt->n_rot / 2 * sizeof(double), cudaMemcpyHostToDevice, c->stream),
+        if (!c->d_inv_freq &&
+            cuda_fail(c, cudaMalloc((void **)&c->d_inv_freq, ROPE_MAX_PAIRS * sizeof(double)), "cudaMalloc"))
+            return nullptr;
+        if (cuda_fail(c,
+                      cudaMemcpyAsync(c->d_inv_freq, rt->inv_freq, rt->n_rot / 2 * sizeof(double),
+                                      cudaMemcpyHostToDevice, c->stream),
                       "rope table"))
             return nullptr;
         c->rope_host = rt;
@@ -222,7 +235,8 @@ const double *cuda_rope_freqs(struct cuda_backend *c, const struct rope_table *r
     return c->d_inv_freq;
 }
 
-static void cu_rope(struct backend *b, void *x, int n_heads, int head_dim, const struct rope_table *rt, const struct batch *bt) {
+static void cu_rope(struct backend *b, void *x, int n_heads, int head_dim, const struct rope_table *rt,
+                    const struct batch *bt) {
     struct cuda_backend *c = cb_of(b);
     if (CUDA_SKIP(c) || !bt->n_tokens) return;
     int half = rt->n_rot / 2;
@@ -267,7 +281,12 @@ static void cu_destroy(struct backend *b) {
     cuda_kv_release(c);
     for (int i = 0; i < c->n_graphs; i++) if (c->graphs[i].exec) cudaGraphExecDestroy(c->graphs[i].exec);
     if (c->lt) cublasLtDestroy(c->lt);
-    cudaFree(c->workspace); cudaFree(c->d_meta); cudaFree(c->d_inv_freq); cudaFree(c->d_part); cudaFree(c->d_vt); cudaFree(c->d_logits);
+    cudaFree(c->workspace);
+    cudaFree(c->d_meta);
+    cudaFree(c->d_inv_freq);
+    cudaFree(c->d_part);
+    cudaFree(c->d_vt);
+    cudaFree(c->d_logits);
     cudaFree(c->d_pseudo); cudaFree(c->d_arrive); cudaFree(c->d_ids); cudaFree(c->d_keys);
     for (int i = 0; i < 2; i++) {
         if (c->ids_ev[i]) cudaEventDestroy(c->ids_ev[i]);
@@ -291,8 +310,8 @@ static const struct backend_ops cuda_ops = {
     .name = "cuda",
     .destroy = cu_destroy,
     .act_dtype = DT_BF16,
-    // 64: the FP8 TMA prefill copies a box per block (≈ 250 cycles each, so 16-token blocks cost it a
-    // quarter of its rate), and the decode kernels read a block as 16-token runs at the same speed
+    // 64: the FP8 TMA prefill copies a box per block (16-token blocks cost it a quarter of its rate),
+    // and the decode kernels read a block as 16-token runs at the same speed
     .kv_block_tokens = 64,
     .alloc = cu_alloc,
     .free = cu_free,
@@ -332,7 +351,8 @@ extern "C" struct backend *backend_cuda_create(int device_index) {
     int n = 0;
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess || n <= device_index) {
-        err_set(OCT_EUNSUP, "cuda: no usable GPU (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "device index out of range");
+        err_set(OCT_EUNSUP, "cuda: no usable GPU (%s)",
+                e != cudaSuccess ? cudaGetErrorString(e) : "device index out of range");
         return nullptr;
     }
     struct cuda_backend *c = (struct cuda_backend *)calloc(1, sizeof *c);
@@ -341,17 +361,21 @@ extern "C" struct backend *backend_cuda_create(int device_index) {
     c->device = device_index;
     c->workspace_bytes = 32u << 20;
     cudaDeviceProp prop;
-    bool bad = cuda_fail(c, cudaSetDevice(device_index), "cudaSetDevice") ||
-               cuda_fail(c, cudaGetDeviceProperties(&prop, device_index), "cudaGetDeviceProperties") ||
-               cuda_fail(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreate") ||
-               cuda_fail(c, cudaMalloc(&c->workspace, c->workspace_bytes), "cudaMalloc(workspace)") ||
-               // (before any step: a captured get_rows keeps the pointer to the greedy picks)
-               cuda_fail(c, cudaMalloc((void **)&c->d_ids, BACKEND_FEED_ROWS * sizeof(int32_t)), "cudaMalloc") ||
-               cuda_fail(c, cudaMalloc((void **)&c->d_keys, BACKEND_FEED_ROWS * sizeof(unsigned long long)), "cudaMalloc") ||
-               cuda_fail(c, cudaMemset(c->d_keys, 0, BACKEND_FEED_ROWS * sizeof(unsigned long long)), "cudaMemset") ||
-               cuda_fail(c, cudaEventCreateWithFlags(&c->ids_ev[0], cudaEventDisableTiming), "cudaEventCreate") ||
-               cuda_fail(c, cudaEventCreateWithFlags(&c->ids_ev[1], cudaEventDisableTiming), "cudaEventCreate");
-    if (!bad && cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS) { bad = true; snprintf(c->msg, sizeof c->msg, "cublasLtCreate failed"); }
+    bool bad =
+        cuda_fail(c, cudaSetDevice(device_index), "cudaSetDevice") ||
+        cuda_fail(c, cudaGetDeviceProperties(&prop, device_index), "cudaGetDeviceProperties") ||
+        cuda_fail(c, cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), "cudaStreamCreate") ||
+        cuda_fail(c, cudaMalloc(&c->workspace, c->workspace_bytes), "cudaMalloc(workspace)") ||
+        // (before any step: a captured get_rows keeps the pointer to the greedy picks)
+        cuda_fail(c, cudaMalloc((void **)&c->d_ids, BACKEND_FEED_ROWS * sizeof(int32_t)), "cudaMalloc") ||
+        cuda_fail(c, cudaMalloc((void **)&c->d_keys, BACKEND_FEED_ROWS * sizeof(unsigned long long)), "cudaMalloc") ||
+        cuda_fail(c, cudaMemset(c->d_keys, 0, BACKEND_FEED_ROWS * sizeof(unsigned long long)), "cudaMemset") ||
+        cuda_fail(c, cudaEventCreateWithFlags(&c->ids_ev[0], cudaEventDisableTiming), "cudaEventCreate") ||
+        cuda_fail(c, cudaEventCreateWithFlags(&c->ids_ev[1], cudaEventDisableTiming), "cudaEventCreate");
+    if (!bad && cublasLtCreate(&c->lt) != CUBLAS_STATUS_SUCCESS) {
+        bad = true;
+        snprintf(c->msg, sizeof c->msg, "cublasLtCreate failed");
+    }
     if (bad) {
         err_set(OCT_EIO, "cuda: %s", c->msg);
         free(c);
@@ -379,5 +403,9 @@ extern "C" struct cuda_tuning cuda_tuning_default(void) {
     t.attn_kernel = NULL;
     return t;
 }
-extern "C" void cuda_tuning_get(const struct backend *b, struct cuda_tuning *out) { *out = ((const struct cuda_backend *)b)->tune; }
-extern "C" void cuda_tuning_set(struct backend *b, const struct cuda_tuning *t) { ((struct cuda_backend *)b)->tune = *t; }
+extern "C" void cuda_tuning_get(const struct backend *b, struct cuda_tuning *out) {
+    *out = ((const struct cuda_backend *)b)->tune;
+}
+extern "C" void cuda_tuning_set(struct backend *b, const struct cuda_tuning *t) {
+    ((struct cuda_backend *)b)->tune = *t;
+}

@@ -82,7 +82,7 @@ struct cuda_backend {
     uint8_t *d_vt;              // the FP8 prefill's pre-transposed V: [vt_tiles][n_kv_heads][head_dim·128 bytes]
     size_t vt_cap;              // bytes
     int32_t *d_pseudo;          // identity mode: [2][n_tokens] pseudo-sequence starts and lengths
-    int *d_arrive;              // the fused combine: [n_seqs][n_kv_heads] split arrival counters (zero between launches)
+    int *d_arrive; // the fused combine: [n_seqs][n_kv_heads] split arrival counters (zero between launches)
     size_t arrive_cap;          // ints
     size_t pseudo_cap;          // int32 elements
     // logits
@@ -149,7 +149,8 @@ template <typename T> static inline bool cuda_reserve(struct cuda_backend *c, T 
 }
 
 // Latches the first error with a message (printf-style); later errors are dropped.
-__attribute__((format(printf, 3, 4))) static inline void cuda_latch(struct cuda_backend *c, int code, const char *fmt, ...) {
+__attribute__((format(printf, 3, 4))) static inline void cuda_latch(struct cuda_backend *c, int code, const char *fmt,
+                                                                    ...) {
     if (c->error) return;
     c->error = code;
     va_list ap;
@@ -158,10 +159,6 @@ __attribute__((format(printf, 3, 4))) static inline void cuda_latch(struct cuda_
     va_end(ap);
 }
 
-// --batch-invariant (struct backend.batch_invariant): batch-invariant GEMMs and decode-kernel
-// attention for every query row, so prefill and decode give identical numbers (cuda_gemm_inv.cuh,
-// cuda_decode.cu).
-bool cuda_identity_mode(const struct cuda_backend *c);
 // Sets up the attention kernels (shared-memory limits, the decode kernel's residency) once, at the
 // backend's creation; false with the error latched.
 bool cuda_attention_init(struct cuda_backend *c);
@@ -191,8 +188,8 @@ void cuda_kv_release(struct cuda_backend *c);
 // Ops of the table defined in the other translation units.
 void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt);
 // q and k roped in place (as rope on each) and k, v written into l's pages (as kv_write): one launch
-void cuda_rope_kv_write(struct cuda_backend *c, void *q, void *k, const void *v, int n_heads, const struct rope_table *rt,
-                        struct kv_layer *l, const struct batch *bt);
+void cuda_rope_kv_write(struct cuda_backend *c, void *q, void *k, const void *v, int n_heads,
+                        const struct rope_table *rt, struct kv_layer *l, const struct batch *bt);
 void cuda_matmul(struct backend *b, void *out, const void *x, const struct weight *w, int n);
 void cuda_attn_in(struct backend *b, const struct attn_in_args *a, const struct batch *bt);
 void cuda_proj_add(struct backend *b, void *x, void *scratch, const void *in, const struct weight *w, int n);
@@ -203,7 +200,8 @@ int cuda_wait_ids(struct backend *b, const int32_t *host_ids);
 
 // out[n][w.rows] = x · wᵀ with out bf16 or f32 (cuda_gemm.cu): the batch-invariant GEMM under
 // --batch-invariant, the skinny GEMM for n <= 8, else cuBLASLt; cuda_gemm_release frees the plans.
-void cuda_gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const void *x, const struct weight *w, int n);
+void cuda_gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const void *x, const struct weight *w,
+               int n);
 void cuda_gemm_release(struct cuda_backend *c);
 // Decides how the step batch_begin was given runs: eagerly, captured into a graph, or replayed (cuda_step.cu).
 void cuda_graph_step_begin(struct cuda_backend *c, const struct batch *bt);

@@ -21,30 +21,38 @@ static void plan_release(struct gemm_plan *p) {
 
 static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t cols, int n, cudaDataType_t out_type) {
     for (int i = 0; i < c->n_plans; i++)
-        if (c->plans[i].rows == rows && c->plans[i].cols == cols && c->plans[i].n == n && c->plans[i].out_type == out_type) return &c->plans[i];
+        if (c->plans[i].rows == rows && c->plans[i].cols == cols && c->plans[i].n == n &&
+            c->plans[i].out_type == out_type)
+            return &c->plans[i];
     struct gemm_plan *p = &c->plans[c->n_plans < N_PLANS ? c->n_plans++ : (c->n_plans - 1)];
     plan_release(p);
     memset(p, 0, sizeof *p);
     p->rows = rows; p->cols = cols; p->n = n; p->out_type = out_type;
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     // D[rows x n] (col-major) = W^T-as-stored · x: W is row-major [rows][cols] = col-major [cols x rows]
-    bool ok = cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
-              cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS &&
-              cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS &&
-              cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, cols, rows, cols) == CUBLAS_STATUS_SUCCESS &&
-              cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, cols, n, cols) == CUBLAS_STATUS_SUCCESS &&
-              cublasLtMatrixLayoutCreate(&p->ld, out_type, rows, n, rows) == CUBLAS_STATUS_SUCCESS;
+    bool ok =
+        cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, cols, rows, cols) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, cols, n, cols) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatrixLayoutCreate(&p->ld, out_type, rows, n, rows) == CUBLAS_STATUS_SUCCESS;
     cublasLtMatmulPreference_t pref = nullptr;
     cublasLtMatmulHeuristicResult_t res;
     int n_res = 0;
     ok = ok && cublasLtMatmulPreferenceCreate(&pref) == CUBLAS_STATUS_SUCCESS &&
          cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &c->workspace_bytes,
                                               sizeof c->workspace_bytes) == CUBLAS_STATUS_SUCCESS &&
-         cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &res, &n_res) == CUBLAS_STATUS_SUCCESS &&
+         cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->la, p->lb, p->ld, p->ld, pref, 1, &res, &n_res) ==
+             CUBLAS_STATUS_SUCCESS &&
          n_res > 0;
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (!ok) {
-        if (!c->error) { c->error = OCT_EIO; snprintf(c->msg, sizeof c->msg, "cuBLASLt: no algorithm for [%lld x %lld] x %d", (long long)rows, (long long)cols, n); }
+        if (!c->error) {
+            c->error = OCT_EIO;
+            snprintf(c->msg, sizeof c->msg, "cuBLASLt: no algorithm for [%lld x %lld] x %d", (long long)rows,
+                     (long long)cols, n);
+        }
         c->n_plans--;
         return nullptr;
     }
@@ -53,22 +61,27 @@ static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t 
     return p;
 }
 
-void cuda_gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const void *x, const struct weight *w, int n) {
+void cuda_gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const void *x, const struct weight *w,
+               int n) {
     if (CUDA_SKIP(c) || n == 0) return;
     if (c->base.batch_invariant) {  // every n on the batch-invariant GEMM
-        bool done = out_type == CUDA_R_32F
-                        ? gemm_inv_launch(c->stream, (float *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n)
-                        : gemm_inv_launch(c->stream, (bf16 *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n);
+        bool done =
+            out_type == CUDA_R_32F
+                ? gemm_inv_launch(c->stream, (float *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n)
+                : gemm_inv_launch(c->stream, (bf16 *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n);
         if (done) { CUDA_LAUNCHED(c, "gemm (batch-invariant)"); return; }
         c->error = OCT_EUNSUP;
-        snprintf(c->msg, sizeof c->msg, "--batch-invariant: the invariant GEMM cannot take a [%lld x %lld] weight (its columns must "
-                 "be a multiple of 8)", (long long)w->rows, (long long)w->cols);
+        snprintf(c->msg, sizeof c->msg,
+                 "--batch-invariant: the invariant GEMM cannot take a [%lld x %lld] weight (its columns must "
+                 "be a multiple of 8)",
+                 (long long)w->rows, (long long)w->cols);
         return;
     }
     // skinny products (n <= 8) on the skinny GEMM (cuda_gemv.cuh), the rest on cuBLASLt
-    const bool done = out_type == CUDA_R_32F
-                          ? gemv_launch(c->stream, (float *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n)
-                          : gemv_launch(c->stream, (bf16 *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n);
+    const bool done =
+        out_type == CUDA_R_32F
+            ? gemv_launch(c->stream, (float *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n)
+            : gemv_launch(c->stream, (bf16 *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n);
     if (done) { CUDA_LAUNCHED(c, "gemv"); return; }
     struct gemm_plan *p = plan_for(c, w->rows, w->cols, n, out_type);
     if (!p) return;
@@ -77,7 +90,8 @@ void cuda_gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const
                                        &p->algo, c->workspace, c->workspace_bytes, c->stream);
     if (st != CUBLAS_STATUS_SUCCESS && !c->error) {
         c->error = OCT_EIO;
-        snprintf(c->msg, sizeof c->msg, "cublasLtMatmul [%lld x %lld] x %d failed (%d)", (long long)w->rows, (long long)w->cols, n, (int)st);
+        snprintf(c->msg, sizeof c->msg, "cublasLtMatmul [%lld x %lld] x %d failed (%d)", (long long)w->rows,
+                 (long long)w->cols, n, (int)st);
     }
 }
 

@@ -1,5 +1,6 @@
-// cuda_gemm_inv.cuh — the batch-invariant GEMM of --batch-invariant (included by cuda_backend.cu): out[n][rows] = x[n][cols] · W[rows][cols]ᵀ,
-// BF16 in, f32 accumulation, BF16 or f32 out, for any n. Every output element is the same
+// cuda_gemm_inv.cuh — the batch-invariant GEMM of --batch-invariant (included by cuda_gemm.cu):
+// out[n][rows] = x[n][cols] · W[rows][cols]ᵀ, BF16 in, f32 accumulation, BF16 or f32 out, for any n.
+// Every output element is the same
 // sum in the same order whatever n is and whichever rows share its tile, so a token's
 // projections in a 2048-row prefill equal those of its 1-row decode step bit for bit.
 // Shape: a CTA = 16 rows of x × 8 weight rows, 4 warps. Warp w takes the 32-wide K chunks
@@ -15,11 +16,12 @@
 
 #define GEMM_INV_UNROLL 4  // chunks loaded before their MMAs
 
-__device__ __forceinline__ void mma_bf16_16816(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                               uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+__device__ __forceinline__ void mma_bf16_16816(float *d, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                               uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 // 16 bytes of row `r` at element k (zero when the row or the run is missing).
@@ -76,8 +78,10 @@ __global__ void __launch_bounds__(128) k_gemm_inv(OUT *out /*[n][rows]*/, const 
 
 // True when the invariant GEMM takes this product (and launches it).
 template <typename OUT>
-static bool gemm_inv_launch(cudaStream_t st, OUT *out, const bf16 *x, const bf16 *w, int64_t rows, int64_t cols, int n) {
-    if (n < 1 || cols % 8 || ((uintptr_t)w | (uintptr_t)x) % 16 || rows > (int64_t)1 << 30 || cols > (int64_t)1 << 30) return false;
+static bool gemm_inv_launch(cudaStream_t st, OUT *out, const bf16 *x, const bf16 *w, int64_t rows, int64_t cols,
+                            int n) {
+    if (n < 1 || cols % 8 || ((uintptr_t)w | (uintptr_t)x) % 16 || rows > (int64_t)1 << 30 || cols > (int64_t)1 << 30)
+        return false;
     dim3 grid((unsigned)((rows + 7) / 8), (unsigned)((n + 15) / 16));
     if (grid.y > 65535) return false;
     k_gemm_inv<OUT><<<grid, 128, 0, st>>>(out, x, w, n, (int)rows, (int)cols);

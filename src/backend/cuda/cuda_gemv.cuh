@@ -125,8 +125,8 @@ __device__ __forceinline__ void gemv_dot8(float &acc, uint4 w, uint4 x) {
     }
 }
 
-template <int NR, typename OUT, gemv_policy P, int WARPS = GEMV_WARPS, int UNROLL = GEMV_UNROLL, int KSPLIT = GEMV_KSPLIT,
-          int RPW = 1>
+template <int NR, typename OUT, gemv_policy P, int WARPS = GEMV_WARPS, int UNROLL = GEMV_UNROLL,
+          int KSPLIT = GEMV_KSPLIT, int RPW = 1>
 __global__ void __launch_bounds__(WARPS * 32) k_gemv(const __grid_constant__ gemv_args a) {
     constexpr bool SW = P == GEMV_SWIGLU || P == GEMV_SWIGLU_DEFER, DEFER = P == GEMV_SWIGLU_DEFER;
     constexpr bool QKV = P == GEMV_QKV || P == GEMV_QKV_NORM || P == GEMV_QKV_ROPE;
@@ -334,7 +334,8 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(const __grid_constant__ gem
 #pragma unroll
             for (int q = 0; q < RPW; q++)
 #pragma unroll
-                for (int r = 0; r < NR; r++) rs[q * WARPS + warp][r] = __bfloat162float(__float2bfloat16_rn(accq[q][r]));
+                for (int r = 0; r < NR; r++)
+                    rs[q * WARPS + warp][r] = __bfloat162float(__float2bfloat16_rn(accq[q][r]));
         }
         __syncthreads();
         if (sg == 2) {  // V: stored, and into the pages
@@ -342,7 +343,9 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(const __grid_constant__ gem
                 const int i = e % R, r = e / R, rw = row_of(i), s = rp.slot[r];
                 const bf16 v = __float2bfloat16_rn(rs[i][r]);
                 out[(size_t)r * rows + rw] = v;
-                if (s >= 0) v_store(rp.vc, kv_index(s, rw / rp.hd, rw % rp.hd, rp.n_kv, rp.bs, rp.hd), v, rp.dt, rp.vs[rw / rp.hd]);
+                if (s >= 0)
+                    v_store(rp.vc, kv_index(s, rw / rp.hd, rw % rp.hd, rp.n_kv, rp.bs, rp.hd), v, rp.dt,
+                            rp.vs[rw / rp.hd]);
             }
         } else {  // Q, K: a pair of one token a thread
             for (int e = threadIdx.x; e < R / 2 * NR; e += WARPS * 32) {
@@ -358,8 +361,10 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(const __grid_constant__ gem
                 if (sg == 1 && s >= 0) {
                     const int db = rb % rp.hd;
                     const float *kof = rp.ko ? rp.ko + (size_t)h * rp.hd : nullptr;
-                    k_store(rp.kc, kv_index(s, h, da, rp.n_kv, rp.bs, rp.hd), x0, rp.dt, rp.ks[h], kof ? kof + da : nullptr);
-                    k_store(rp.kc, kv_index(s, h, db, rp.n_kv, rp.bs, rp.hd), x1, rp.dt, rp.ks[h], kof ? kof + db : nullptr);
+                    k_store(rp.kc, kv_index(s, h, da, rp.n_kv, rp.bs, rp.hd), x0, rp.dt, rp.ks[h],
+                            kof ? kof + da : nullptr);
+                    k_store(rp.kc, kv_index(s, h, db, rp.n_kv, rp.bs, rp.hd), x1, rp.dt, rp.ks[h],
+                            kof ? kof + db : nullptr);
                 }
             }
         }
@@ -421,7 +426,8 @@ static void gemv_launch_variant(cudaStream_t st, OUT *out, const bf16 *x, const 
 
 // The operands of a fused launch's product out = f(x · wᵀ [, x · w2ᵀ]); rows past the kernel's int
 // range make a.rows -1, which gemv_fused_launch declines.
-static inline gemv_args gemv_product(bf16 *out, const bf16 *x, const bf16 *w, const bf16 *w2, int64_t rows, int64_t cols) {
+static inline gemv_args gemv_product(bf16 *out, const bf16 *x, const bf16 *w, const bf16 *w2, int64_t rows,
+                                     int64_t cols) {
     gemv_args a;
     a.out = out;
     a.x = x;
@@ -441,8 +447,10 @@ template <gemv_policy P, int RPW = 1>
 static bool gemv_fused_launch(cudaStream_t st, const gemv_args &a, int n, unsigned seg_ctas = 0) {
     constexpr bool QKV = P == GEMV_QKV || P == GEMV_QKV_NORM || P == GEMV_QKV_ROPE;
     constexpr bool NORM = P == GEMV_QKV_NORM || P == GEMV_QKV_ROPE;
-    if (n < 1 || n > 8 || a.cols % 8 || ((uintptr_t)a.w | (uintptr_t)a.x | (uintptr_t)a.w2) % 16 || a.rows < 0) return false;
-    dim3 grid(QKV ? seg_ctas : (unsigned)((a.rows + GEMV_WARPS * RPW - 1) / (GEMV_WARPS * RPW))), block(GEMV_WARPS * 32);
+    if (n < 1 || n > 8 || a.cols % 8 || ((uintptr_t)a.w | (uintptr_t)a.x | (uintptr_t)a.w2) % 16 || a.rows < 0)
+        return false;
+    dim3 grid(QKV ? seg_ctas : (unsigned)((a.rows + GEMV_WARPS * RPW - 1) / (GEMV_WARPS * RPW))),
+        block(GEMV_WARPS * 32);
     const size_t smem = NORM ? (size_t)n * a.cols * sizeof(bf16) : 0;
 #define GF(NR) k_gemv<NR, bf16, P, GEMV_WARPS, GEMV_UNROLL, 1, RPW><<<grid, block, smem, st>>>(a)
     switch (n) {
@@ -469,8 +477,8 @@ static bool gemv_fused_launch(cudaStream_t st, const gemv_args &a, int n, unsign
 // rows fit k_rmsnorm's vector path in at most the CTA's threads, and the CTA's shared memory.
 static inline bool gemv_norm_fits(const bf16 *x, const bf16 *nw, int64_t cols, int n) {
     const int T = rms_threads(cols);
-    return cols % 8 == 0 && cols / 8 <= (int64_t)RMS_VEC * T && T <= GEMV_WARPS * 32 && ((uintptr_t)x | (uintptr_t)nw) % 16 == 0 &&
-           (size_t)n * cols * sizeof(bf16) <= GEMV_NORM_SMEM_MAX;
+    return cols % 8 == 0 && cols / 8 <= (int64_t)RMS_VEC * T && T <= GEMV_WARPS * 32 &&
+           ((uintptr_t)x | (uintptr_t)nw) % 16 == 0 && (size_t)n * cols * sizeof(bf16) <= GEMV_NORM_SMEM_MAX;
 }
 
 // Q, K and V products of one x in one launch (P: GEMV_QKV, GEMV_QKV_NORM or GEMV_QKV_ROPE); false

@@ -18,7 +18,8 @@ __device__ __forceinline__ unsigned long long argmax_key(float v, unsigned i) {
 }
 
 // grid (ARGMAX_CTAS, rows): keys[row] = max over the row's slice of argmax_key.
-__global__ void __launch_bounds__(256) k_argmax_keys(unsigned long long *keys /*[rows]*/, const float *logits /*[rows][V]*/, int V) {
+__global__ void __launch_bounds__(256)
+    k_argmax_keys(unsigned long long *keys /*[rows]*/, const float *logits /*[rows][V]*/, int V) {
     const float *lg = logits + (size_t)blockIdx.y * V;
     const int per = (V + gridDim.x - 1) / gridDim.x, lo = blockIdx.x * per, hi = min(V, lo + per);
     unsigned long long best = 0;
@@ -34,7 +35,8 @@ __global__ void __launch_bounds__(256) k_argmax_keys(unsigned long long *keys /*
 }
 
 // One CTA: ids from the keys (0 where the row's first logit is NaN), keys zeroed.
-__global__ void k_argmax_ids(int32_t *ids /*[n]*/, unsigned long long *keys /*[n]*/, const float *logits /*[n][V]*/, int V, int n) {
+__global__ void k_argmax_ids(int32_t *ids /*[n]*/, unsigned long long *keys /*[n]*/, const float *logits /*[n][V]*/,
+                             int V, int n) {
     for (int r = threadIdx.x; r < n; r += blockDim.x) {
         const float v0 = logits[(size_t)r * V];
         ids[r] = v0 != v0 ? 0 : (int32_t)(0xFFFFFFFFu - (unsigned)(keys[r] & 0xFFFFFFFFull));
@@ -52,6 +54,7 @@ static bool greedy_ids_launch(struct cuda_backend *c, int32_t *host_ids, const f
     const int k = c->ids_next;
     c->ids_next ^= 1;
     c->ids_host[k] = host_ids;
-    return CUDA_OK(c, cudaMemcpyAsync(host_ids, c->d_ids, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToHost, c->stream)) &&
+    return CUDA_OK(c, cudaMemcpyAsync(host_ids, c->d_ids, (size_t)n * sizeof(int32_t), cudaMemcpyDeviceToHost,
+                                      c->stream)) &&
            CUDA_OK(c, cudaEventRecord(c->ids_ev[k], c->stream));
 }

@@ -59,7 +59,8 @@ __global__ void k_rope_kv_write(bf16 *q /*[n_tokens][n_heads][hd]*/, bf16 *k /*[
     void *const kc = dst.kc, *const vc = dst.vc;
     const int32_t *const pos = rs.pos, *const slot = dst.slot;
     const double *const inv_freq = rs.inv_freq;
-    const int n_tokens = dst.n_tokens, n_heads = rs.n_heads, n_kv = dst.n_kv, hd = dst.hd, half = rs.half, neox = rs.neox;
+    const int n_tokens = dst.n_tokens, n_heads = rs.n_heads, n_kv = dst.n_kv, hd = dst.hd, half = rs.half,
+              neox = rs.neox;
     const int bs = dst.bs, dt = dst.dt;
     const float attn_factor = rs.attn_factor;
     const float *const ks = dst.ks, *const vs = dst.vs, *const ko = dst.ko;
@@ -120,7 +121,8 @@ void cuda_kv_release(struct cuda_backend *c) {
 }
 
 float *cuda_layer_scales(struct cuda_backend *c, const struct kv_layer *l) {
-    if (!c->scale_slots && !(c->scale_slots = (struct cuda_scale_slot *)calloc(N_SCALE_SLOTS, sizeof *c->scale_slots))) {
+    if (!c->scale_slots &&
+        !(c->scale_slots = (struct cuda_scale_slot *)calloc(N_SCALE_SLOTS, sizeof *c->scale_slots))) {
         cuda_fail(c, cudaErrorMemoryAllocation, "layer scales (host table)");
         return nullptr;
     }
@@ -135,7 +137,8 @@ float *cuda_layer_scales(struct cuda_backend *c, const struct kv_layer *l) {
     }
     struct cuda_scale_slot *s = find_slot(c, l);
     if (!s) s = &c->scale_slots[free_i >= 0 ? free_i : 0];
-    if (!s->dev && cuda_fail(c, cudaMalloc((void **)&s->dev, 2 * KV_MAX_HEADS * sizeof(float)), "cudaMalloc(scales)")) return nullptr;
+    if (!s->dev && cuda_fail(c, cudaMalloc((void **)&s->dev, 2 * KV_MAX_HEADS * sizeof(float)), "cudaMalloc(scales)"))
+        return nullptr;
     s->l = l;
     memcpy(s->k, l->k_scale, sizeof s->k);
     memcpy(s->v, l->v_scale, sizeof s->v);
@@ -155,9 +158,13 @@ const float *cuda_layer_offsets(struct cuda_backend *c, const struct kv_layer *l
     if (s->off_dev) { cudaFree(s->off_dev); s->off_dev = nullptr; }
     free(s->off_host);
     s->off_n = 0;
-    if (!(s->off_host = (float *)malloc(bytes))) { cuda_fail(c, cudaErrorMemoryAllocation, "K offsets (host copy)"); return nullptr; }
+    if (!(s->off_host = (float *)malloc(bytes))) {
+        cuda_fail(c, cudaErrorMemoryAllocation, "K offsets (host copy)");
+        return nullptr;
+    }
     if (cuda_fail(c, cudaMalloc((void **)&s->off_dev, bytes), "cudaMalloc(K offsets)")) return nullptr;
-    if (cuda_fail(c, cudaMemcpy(s->off_dev, l->k_offset, bytes, cudaMemcpyHostToDevice), "upload K offsets")) return nullptr;
+    if (cuda_fail(c, cudaMemcpy(s->off_dev, l->k_offset, bytes, cudaMemcpyHostToDevice), "upload K offsets"))
+        return nullptr;
     memcpy(s->off_host, l->k_offset, bytes);
     s->off_n = n;
     return s->off_dev;
@@ -184,8 +191,8 @@ void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const v
     CUDA_LAUNCHED(c, "kv_write");
 }
 
-void cuda_rope_kv_write(struct cuda_backend *c, void *q, void *k, const void *v, int n_heads, const struct rope_table *rt,
-                        struct kv_layer *l, const struct batch *bt) {
+void cuda_rope_kv_write(struct cuda_backend *c, void *q, void *k, const void *v, int n_heads,
+                        const struct rope_table *rt, struct kv_layer *l, const struct batch *bt) {
     kv_dst dst;
     if (CUDA_SKIP(c) || !bt->n_tokens || !kv_dst_of(c, l, bt, &dst)) return;
     const double *freqs = cuda_rope_freqs(c, rt);

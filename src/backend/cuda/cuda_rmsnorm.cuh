@@ -15,7 +15,8 @@ static inline int rms_threads(long dim) {
 }
 
 // Loads this thread's runs of x and of w (threads >= T hold none) and returns its sum of squares.
-__device__ __forceinline__ float rms_partial(const bf16 *xr, const bf16 *w, int runs, int T, uint4 (&xv)[RMS_VEC], uint4 (&wv)[RMS_VEC]) {
+__device__ __forceinline__ float rms_partial(const bf16 *xr, const bf16 *w, int runs, int T, uint4 (&xv)[RMS_VEC],
+                                             uint4 (&wv)[RMS_VEC]) {
     float ss = 0;
     if ((int)threadIdx.x >= T) return ss;
 #pragma unroll
@@ -51,7 +52,8 @@ __device__ __forceinline__ float rms_reduce(float ss, int T, float *red) {
 }
 
 // o = x · r ⊙ w for this thread's runs (threads >= T store nothing).
-__device__ __forceinline__ void rms_store(bf16 *o, const uint4 (&xv)[RMS_VEC], const uint4 (&wv)[RMS_VEC], float r, int runs, int T) {
+__device__ __forceinline__ void rms_store(bf16 *o, const uint4 (&xv)[RMS_VEC], const uint4 (&wv)[RMS_VEC], float r,
+                                          int runs, int T) {
     if ((int)threadIdx.x >= T) return;
 #pragma unroll
     for (int u = 0; u < RMS_VEC; u++) {

@@ -55,7 +55,8 @@ double cuda_host_now(void) {
 
 static void step_timing_done(struct cuda_backend *c) {  // after the step's copy completed
     float g = 0, cp = 0, idle = 0;
-    if (cudaEventElapsedTime(&g, c->tev[0], c->tev[1]) != cudaSuccess || cudaEventElapsedTime(&cp, c->tev[1], c->tev[2]) != cudaSuccess)
+    if (cudaEventElapsedTime(&g, c->tev[0], c->tev[1]) != cudaSuccess ||
+        cudaEventElapsedTime(&cp, c->tev[1], c->tev[2]) != cudaSuccess)
         return;
     c->t_graph += g;
     c->t_copy += cp;
@@ -74,15 +75,20 @@ static void step_timing_done(struct cuda_backend *c) {  // after the step's copy
 
 void cuda_step_timing_report(struct cuda_backend *c) {
     if (c->t_n)
-        fprintf(stderr, "cuda step timing: %d replayed decode steps: graph %.3f ms, logits copy %.3f ms, GPU idle before a step "
-                "%.3f ms (of which from the metadata upload's start to the graph's %.3f ms) (means)\n",
-                c->t_n, c->t_graph / c->t_n, c->t_copy / c->t_n, c->t_idle_n ? c->t_idle / c->t_idle_n : 0.0,
-                c->t_idle_n ? c->t_upload / c->t_idle_n : 0.0);
+        fprintf(
+            stderr,
+            "cuda step timing: %d replayed decode steps: graph %.3f ms, logits copy %.3f ms, GPU idle before a step "
+            "%.3f ms (of which from the metadata upload's start to the graph's %.3f ms) (means)\n",
+            c->t_n, c->t_graph / c->t_n, c->t_copy / c->t_n, c->t_idle_n ? c->t_idle / c->t_idle_n : 0.0,
+            c->t_idle_n ? c->t_upload / c->t_idle_n : 0.0);
     if (c->h_n)
-        fprintf(stderr, "cuda step timing: host between steps: %.3f ms outside the backend (sampling, engine), %.3f ms in it "
-                "before the graph launch (metadata upload, forward walk); in cudaGraphLaunch %.3f ms, waiting for the step "
-                "%.3f ms (means of %d)\n", 1e3 * c->h_outside / c->h_n, 1e3 * c->h_inside / c->h_n, 1e3 * c->h_launch / c->t_n,
-                1e3 * c->h_sync / c->t_n, c->h_n);
+        fprintf(
+            stderr,
+            "cuda step timing: host between steps: %.3f ms outside the backend (sampling, engine), %.3f ms in it "
+            "before the graph launch (metadata upload, forward walk); in cudaGraphLaunch %.3f ms, waiting for the step "
+            "%.3f ms (means of %d)\n",
+            1e3 * c->h_outside / c->h_n, 1e3 * c->h_inside / c->h_n, 1e3 * c->h_launch / c->t_n,
+            1e3 * c->h_sync / c->t_n, c->h_n);
     for (int i = 0; i < 5; i++) if (c->tev[i]) cudaEventDestroy(c->tev[i]);
 }
 #endif
