@@ -75,8 +75,6 @@ static int attn_pick(const struct attn_call *a) {
     return -1;
 }
 
-bool cuda_identity_mode(const struct cuda_backend *c) { return c->base.batch_invariant; }
-
 extern "C" void cuda_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,
                                const struct attn_params *p, const struct batch *bt) {
     struct cuda_backend *c = (struct cuda_backend *)b;

@@ -232,7 +232,7 @@ __device__ void split_arrive_combine(bf16 *out, const float *part, int *arrive, 
 // Blocks [b0, b1) of a sequence's context (last position pos, window start lo) for one split:
 // this sequence's own blocks split evenly over the grid's n_splits (a captured step's grid is
 // planned for the table's width, yet every context still uses every split), each at least
-// min_split blocks; identity mode (abs_split > 0): split k holds blocks [k·abs_split,
+// min_split blocks; --batch-invariant (abs_split > 0): split k holds blocks [k·abs_split,
 // (k+1)·abs_split) of any context.
 __device__ __forceinline__ void split_blocks(int &b0, int &b1, int pos, int lo, int split, int n_splits, int min_split,
                                              int abs_split) {
@@ -258,7 +258,7 @@ __device__ __forceinline__ void split_blocks(int &b0, int &b1, int pos, int lo, 
 //   DECODE_PLAIN: an ordinary launch whose partials go to k_combine (the batch-invariant path).
 enum decode_policy { DECODE_PDL, DECODE_FUSED, DECODE_PLAIN };
 
-// An empty split (min_split, identity mode) writes m = −inf, l = 0, acc = 0; DECODE_FUSED: it
+// An empty split (min_split, --batch-invariant) writes m = −inf, l = 0, acc = 0; DECODE_FUSED: it
 // arrives too, and the last split's CTA combines (scratch in the unused cp.async ring, which
 // holds at least 64·HD floats: every decode kernel's ring has at least 2 stages).
 template <int HD, decode_policy P>
