@@ -46,9 +46,9 @@ static int cpu_sync(struct backend *b) {
 }
 static int cpu_batch_begin(struct backend *b, const struct batch *bt) { return 0; }
 
+// The scratch a 16-bit row is widened into is reserved by the ops that read the weight (cpu_matmul,
+// cpu_rmsnorm): a weight another engine's backend uploaded first never comes through here.
 static int cpu_weight_upload(struct backend *b, struct weight *w) {
-    struct cpu_backend *c = (struct cpu_backend *)b;
-    if (cpu_reserve_scratch(c, (size_t)w->cols) < 0) return -1;
     w->dev = (void *)w->data;  // read in place (mmap or owned buffer)
     return 0;
 }
@@ -89,6 +89,10 @@ static void norm_task(void *p, int t, int thread) {
 
 static void cpu_rmsnorm(struct backend *b, void *out, const void *x, const struct weight *w, int n, float eps) {
     struct cpu_backend *c = (struct cpu_backend *)b;
+    if (cpu_reserve_scratch(c, (size_t)w->cols) < 0) {  // the widened weight row (as in cpu_matmul)
+        c->error = err_set(OCT_ENOMEM, "cpu: no memory to widen a norm of %lld values", (long long)w->cols);
+        return;
+    }
     struct norm_ctx ctx = {out, x, w, (int)w->cols, eps, c};
     threadpool_run(c->tp, n, norm_task, &ctx);
 }

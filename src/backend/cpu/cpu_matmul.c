@@ -5,6 +5,7 @@
 // Vector paths: AVX-512, AVX2+FMA, or portable C, chosen at compile time (-march=native).
 #include <string.h>
 
+#include "../../base/check.h"
 #include "../weight.h"
 #include "cpu.h"
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
@@ -138,6 +139,12 @@ static void mm_task(void *p, int task, int thread) {
 
 void cpu_matmul(struct backend *b, void *out, const void *x, const struct weight *w, int n) {
     struct cpu_backend *c = (struct cpu_backend *)b;
+    // each thread widens one 16-bit row into its scratch: reserved here, from the weight itself, since
+    // a weight uploaded by another backend (engines sharing a model) never passed this one's upload
+    if (cpu_reserve_scratch(c, (size_t)w->cols) < 0) {
+        c->error = err_set(OCT_ENOMEM, "cpu: no memory to widen rows of %lld columns", (long long)w->cols);
+        return;
+    }
     long macs_per_row = (long)n * w->cols;
     int rows = (int)w->rows;
     int rpt = (int)(MIN_TASK_MACS / (macs_per_row ? macs_per_row : 1));
