@@ -33,6 +33,8 @@ struct request {
     int n_cached_prompt;        // prompt tokens served from the prefix cache (first admission)
     bool ignore_eos;
     int top_logprobs;
+    int32_t *stop_ids;          // [n_stop_ids] tokens that end the output with "stop" (besides EOS)
+    int n_stop_ids;
     struct sampler sampler;
     int32_t *blocks;            // [max_blocks] block table
     int n_blocks;
