@@ -18,6 +18,14 @@ ifeq ($(SAN),1)
   LDFLAGS += -fsanitize=address,undefined
 endif
 
+# `make CUDA=1 bundle`: the binaries for a GPU machine without the Debian libraries (scripts/bundle.sh):
+# build-bundle/, a portable x86-64 level instead of this machine's, an $ORIGIN rpath to the bundled lib/
+ifeq ($(BUNDLE),1)
+  BUILD   := build-bundle
+  OPT     := -O2 -march=x86-64-v3
+  LDFLAGS += -Wl,-rpath,'$$ORIGIN/lib:$$ORIGIN/../lib'
+endif
+
 LIB_SRC  := $(filter-out src/main.c,$(shell find src -name '*.c' | sort))
 CUDA    ?=
 CUDA_HOME ?= /usr/local/cuda
@@ -40,7 +48,7 @@ CONFIG_STAMP := $(BUILD)/config.cuda$(CUDA)
 TEST_SRC := $(sort $(wildcard tests/unit/test_*.c))
 TEST_BIN := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 
-.PHONY: all test test-full test-tsan deps clean fuzz gpu-tests lint
+.PHONY: all test test-full test-tsan deps clean fuzz gpu-tests lint bundle
 all: $(BUILD)/octet
 
 $(BUILD)/obj/%.o: %.c
@@ -92,6 +100,10 @@ $(BUILD)/gpu/%: tests/gpu/%.c $(BUILD)/liboctet.a tests/test.h $(wildcard tests/
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/liboctet.a -o $@ $(LDLIBS)
 
+bundle:
+	$(MAKE) BUNDLE=1 $(if $(filter 1,$(CUDA)),gpu-tests,all)
+	bash scripts/bundle.sh build-bundle
+
 test: $(BUILD)/octet $(TEST_BIN)
 	@BUILD=$(BUILD) bash tests/run_all.sh
 
@@ -119,6 +131,6 @@ deps:
 	bash scripts/deps.sh
 
 clean:
-	rm -rf build build-san build-tsan build-fuzz
+	rm -rf build build-san build-tsan build-fuzz build-bundle
 
 -include $(LIB_OBJ:.o=.d) $(BUILD)/obj/src/main.d

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # gpu_check.sh OUTDIR [stage...] — everything octet checks and measures on the GPU machine, in
-# one call. Writes logs, JSON and summary.txt (the short table of every stage) into OUTDIR and
-# exits non-zero when a stage fails (a test fails, a binary does not run, a given file is missing).
+# one call. OUTDIR receives few files, so that a device call can bring them all back: summary.txt
+# (the short table of every stage), one <stage>.json per stage (its raw JSON parsed, its logs'
+# tails) and logs.tar.xz (every raw file; the raw folder is $GPU_CHECK_RAW, default a temporary one).
+# Exits non-zero when a stage fails (a test fails, a binary does not run, a given file is missing).
 # Binaries come from $OCTET_BIN (default build/; rebuilt with CUDA=1 when they do not run), carried
 # shared libraries from $OCTET_LIB, the cuDNN peer from $PEER (default .peer/peer_attention.py).
 #
@@ -33,18 +35,36 @@
 #   source      ncu's per-SASS stall samples of the FP8 prefill at 16k
 #   gemv        the decode GEMM's variants at the 8B shapes beside the copy rate (dev/cuda/gemv_bench.cu)
 set -u
-OUT=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
-REPORT="$(dirname "$0")/gpu_report.py"  # the summary lines and tables from each stage's raw output
+DEST=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
+REPORT="$(cd "$(dirname "$0")" && pwd)/gpu_report.py"  # the summary lines and tables from each stage's raw output
 shift
 STAGES=${*:-probe ops golden kld attn model fp8prefill needle ttft pd async}
-mkdir -p "$OUT"
+KNOWN=" probe ops golden kld attn model fp8prefill needle ttft pd async compare itl load depth step timing prof source gemv "
+for st in $STAGES; do
+  case "$KNOWN" in *" $st "*) ;; *) echo "gpu_check: unknown stage '$st' (stages:$KNOWN)" >&2; exit 2;; esac
+done
+mkdir -p "$DEST" || exit 2
+DEST=$(cd "$DEST" && pwd)
+OUT=${GPU_CHECK_RAW:-$(mktemp -d)}  # the stages' raw files (packed into DEST at the end)
+mkdir -p "$OUT" || exit 2
 BIN=${OCTET_BIN:-build}
 [ -n "${OCTET_LIB:-}" ] && export LD_LIBRARY_PATH="$OCTET_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# a file named by the caller must exist: a missing one fails the run before any stage starts
+for v in PEER MODEL OCTET_BIN BASE_BIN OCTET_LIB; do
+  if [ -n "${!v:-}" ] && [ ! -e "${!v}" ]; then echo "gpu_check: $v=${!v} not found" >&2; exit 2; fi
+done
 PEER=${PEER:-.peer/peer_attention.py}
-if [ -n "${PEER_REQUIRED:-}" ] && [ ! -f "$PEER" ]; then echo "gpu_check: peer $PEER not found" >&2; exit 2; fi
 MODEL=${MODEL:-../shared/models/stories260K.gguf}
 [ -f "$MODEL" ] || MODEL=.peer/stories260K.gguf
-summary="$OUT/summary.txt"
+summary="$DEST/summary.txt"
+pack() {  # on every exit: the raw files into DEST's per-stage JSON and logs.tar.xz
+  local rc=$?
+  python3 "$REPORT" pack "$OUT" "$DEST" >/dev/null || rc=1
+  tar -C "$OUT" -cJf "$DEST/logs.tar.xz" . || rc=1
+  [ -z "${GPU_CHECK_RAW:-}" ] && rm -rf "$OUT"
+  exit $rc
+}
+trap pack EXIT
 : > "$summary"
 say() { echo "$*" | tee -a "$summary"; }
 FAILED=""

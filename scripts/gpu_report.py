@@ -10,6 +10,7 @@
 #   attn JSONL | fp8prefill JSONL | gemv JSONL | model JSONL | depth JSONL | pd JSONL
 #   needle JSON | ttft SWEEP_JSON MODEL | itl SWEEP_JSON | load THROUGHPUT_JSON
 #   same OPS_JSON OPS_JSON   which test_cuda_ops checks' GPU outputs hash alike in both runs
+#   pack RAW_DIR DEST_DIR     one DEST/<stage>.json per stage with its raw files (JSON parsed, logs' tails)
 import csv
 import json
 import statistics
@@ -293,7 +294,49 @@ def same(argv):  # two test_cuda_ops JSON reports: which checks' GPU outputs are
           + ("; differ: " + "; ".join(differ[:int(argv[3]) if len(argv) > 3 else 8]) if differ else ""))
 
 
-KINDS = {f.__name__: f for f in (prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, step, itl, load, pd, source, same, compare)}
+# The stage a raw gpu_check.sh output file belongs to, from its name (most files are named after
+# their stage; these are the exceptions).
+PACK_STAGE = {"ops_base": "compare", "ops_new": "compare", "ko": "golden", "calib": "golden", "eval": "golden",
+              "prof1": "prof", "serve": "async", "throughput": "load", "sweep": "itl", "build": "gpu"}
+
+
+def pack(argv):  # pack RAW_DIR DEST_DIR: one DEST/<stage>.json per stage holding its raw files
+    import os
+    import re
+    raw, dest = argv[1], argv[2]
+    stages = {}
+    for root, _, names in os.walk(raw):
+        for n in sorted(names):
+            path = os.path.join(root, n)
+            rel = os.path.relpath(path, raw)
+            if n.endswith((".png", ".svg")) or rel == "summary.txt":
+                continue
+            tok = re.split(r"[._]", rel.split(os.sep)[0])
+            stage = PACK_STAGE.get("_".join(tok[:2]), PACK_STAGE.get(tok[0], tok[0]))
+            text = open(path, errors="replace").read()
+            if n.endswith(".json"):
+                try:
+                    value = json.loads(text)
+                except ValueError:
+                    value = text
+            elif n.endswith(".jsonl"):
+                value = []
+                for line in text.splitlines():
+                    try:
+                        value.append(json.loads(line))
+                    except ValueError:
+                        value.append(line)
+            else:  # logs and CSV: the last 400 lines (the whole file is in logs.tar.xz)
+                value = "\n".join(text.splitlines()[-400:])
+            stages.setdefault(stage, {})[rel] = value
+    for stage, files in sorted(stages.items()):
+        with open(os.path.join(dest, stage + ".json"), "w") as f:
+            json.dump({"stage": stage, "files": files}, f, indent=1)
+    print("pack: " + ", ".join(f"{s}.json ({len(f)} files)" for s, f in sorted(stages.items())))
+
+
+KINDS = {f.__name__: f for f in (prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, step, itl, load, pd, source,
+                                       same, compare, pack)}
 
 if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[1] not in KINDS:

@@ -66,4 +66,24 @@ printf '%s\n' '[{"check":"a","nmse":0,"bound":1,"ok":true,"detail":"gpu_fnv1a 00
 expect "same" '^same: 1 of 2 GPU outputs bit-identical; differ: b$' same "$T/x.json" "$T/y.json"
 expect "same, identical" '^same: 3 of 3 GPU outputs bit-identical$' same "$T/x.json" "$T/x.json"
 rm -rf "$T"
+# pack: a gpu_check.sh raw folder becomes one JSON per stage (JSON parsed, JSON lines parsed line
+# by line, logs as text), with the exceptions' files under their stage; pictures and the summary left out
+T=$(mktemp -d); mkdir -p "$T/raw/ttft_llama" "$T/dest"
+echo '{"ok":true}' > "$T/raw/ops_new.json"; printf '%s\n' '{"m":1}' '{"m":2}' > "$T/raw/compare.jsonl"
+echo 'line' > "$T/raw/ops.log"; echo '{"ppl":4.0}' > "$T/raw/ko_cpu.json"; echo '{"s":1}' > "$T/raw/ttft_llama/sweep.json"
+echo x > "$T/raw/ttft_llama/itl.png"; echo s > "$T/raw/summary.txt"
+expect "pack" '^pack: compare.json \(2 files\), golden.json \(1 files\), ops.json \(1 files\), ttft.json \(1 files\)$' \
+  pack "$T/raw" "$T/dest"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["stage"]=="compare"
+assert d["files"]["compare.jsonl"]==[{"m":1},{"m":2}] and d["files"]["ops_new.json"]=={"ok":True}' "$T/dest/compare.json" \
+  && ok || bad "pack: compare.json's content"
+[ "$(ls "$T/dest" | tr '\n' ' ')" = "compare.json golden.json ops.json ttft.json " ] && ok || bad "pack: files $(ls "$T/dest")"
+# gpu_check.sh refuses, before any stage, an unknown stage or a file it was given that is missing
+out=$(bash scripts/gpu_check.sh "$T/gc" probe bogus 2>&1); rc=$?
+[ $rc = 2 ] && grep -q "unknown stage 'bogus'" <<<"$out" && [ ! -e "$T/gc" ] && ok || bad "unknown stage: rc $rc: $out"
+out=$(PEER="$T/none.py" bash scripts/gpu_check.sh "$T/gc" attn 2>&1); rc=$?
+[ $rc = 2 ] && grep -q "PEER=$T/none.py not found" <<<"$out" && ok || bad "missing peer: rc $rc: $out"
+out=$(BASE_BIN="$T/nobase" bash scripts/gpu_check.sh "$T/gc" compare 2>&1); rc=$?
+[ $rc = 2 ] && grep -q "BASE_BIN=$T/nobase not found" <<<"$out" && ok || bad "missing base: rc $rc: $out"
+rm -rf "$T"
 echo "gpu_report: $pass passed, $fail failed"
