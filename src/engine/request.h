@@ -8,17 +8,39 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdint.h>
 
 #include "engine.h"
+
+// A queued GEN_TOKEN event, stored compactly: its top-logprob entries (n_top of them, none
+// unless the request asked for logprobs) follow in the handle's top ring.
+struct req_token {
+    int32_t token;
+    float logprob;
+    int32_t n_top;
+};
+struct req_top {
+    int32_t id;
+    float logprob;
+};
+
+// The reader may fall this many token events behind; the next one aborts the request (its
+// client has stopped reading) and it ends with finish_reason "abort".
+#define REQ_QUEUE_MAX_TOKENS 8192
 
 struct req_handle {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    struct gen_event *events;   // ring buffer [cap]
-    int head, count, cap;
-    atomic_int aborted;         // set by req_abort, read by the engine thread
+    struct req_token *tok;      // ring [tok_cap]: tok_count token events from tok_head
+    int tok_head, tok_count, tok_cap;
+    struct req_top *top;        // ring [top_cap]: the queued tokens' top entries, in order
+    int top_head, top_count, top_cap;
+    struct gen_event final;     // the final event (GEN_FINISHED / GEN_ERROR), read after every token
+    bool closed;                // final is set: nothing more is queued
+    bool final_read;            // the reader has taken final
+    bool overflowed;            // a token did not fit (reader behind or out of memory): aborted
+    atomic_int aborted;         // set by req_abort or an overflow, read by the engine thread
     atomic_int refs;            // engine + caller
-    bool closed;                // a final event was queued
 };
 
 enum req_state { REQ_WAITING, REQ_RUNNING };
@@ -44,7 +66,8 @@ struct request {
 };
 
 struct req_handle *req_handle_new(void);
-// Queues an event; a final kind closes the queue. Wakes the reader.
+// Queues an event; a final kind closes the queue and is never dropped. A token that finds
+// REQ_QUEUE_MAX_TOKENS queued (or no memory) aborts the request with one log line. Wakes the reader.
 void req_handle_push(struct req_handle *h, const struct gen_event *ev);
 void req_handle_unref(struct req_handle *h);
 
