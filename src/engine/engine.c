@@ -49,6 +49,8 @@ struct engine {
     struct counts acc;              // not yet in stats
     float *logits;                  // [max_num_seqs][n_vocab]
     struct sample_job *jobs;        // [max_num_seqs] the step's sequences that sample
+    int32_t *eog_ids;               // [n_eog] the vocabulary's end-of-generation ids (min_tokens masks them)
+    int n_eog;
     struct threadpool *tp;          // samples them in parallel (NULL: one at a time)
     // asynchronous scheduling: greedy decode steps launched before the previous one is read back
     bool async;                     // o.async_scheduling, for this backend
@@ -64,6 +66,7 @@ struct sample_job {
     struct request *r;
     const float *lg;
     struct gen_event ev;
+    char error[128];                // the sampler's message when it failed ("": it did not)
 };
 
 void engine_options_default(struct engine_options *o) {
@@ -104,6 +107,7 @@ static void publish_stats(struct engine *e) {
 
 static void request_free(struct request *r) {
     sampler_free(&r->sampler);
+    free(r->stop_ids);
     req_handle_unref(r->h);
     free(r->tokens);
     free(r->blocks);
@@ -143,18 +147,26 @@ static void emit(struct engine *e, struct request *r, const struct gen_event *ev
     req_handle_push(r->h, ev);
     const char *why = NULL;
     if (!r->ignore_eos && tokenizer_is_eog(e->m->tok, id)) why = "stop";
-    else if (r->n_generated >= r->max_tokens || r->n_tokens >= e->plan.max_model_len) why = "length";
+    for (int i = 0; i < r->n_stop_ids && !why; i++)
+        if (id == r->stop_ids[i]) why = "stop";
+    if (!why && (r->n_generated >= r->max_tokens || r->n_tokens >= e->plan.max_model_len)) why = "length";
     if (why) finish(e, r, why);
 }
 
 // ---- sampling ----
 
-// Samples the job's token and fills its event (with logprobs when asked). Touches only the
-// request's own sampler and the read-only logits, so jobs run on any thread.
+// Samples the job's token and fills its event (with logprobs when asked; from the model's own
+// logits, as vLLM's default). Touches only the request's own sampler and the read-only logits
+// and sequence, so jobs run on any thread. A failed draw (NaN logits) leaves j->error set.
 static void sample_job_run(const struct engine *e, struct sample_job *j) {
     struct request *r = j->r;
     const float *logits = j->lg;
-    int id = sampler_sample(&r->sampler, logits);
+    j->error[0] = 0;
+    int id = sampler_sample_seq(&r->sampler, logits, r->tokens, r->n_prompt, r->tokens + r->n_prompt, r->n_generated);
+    if (id < 0) {
+        snprintf(j->error, sizeof j->error, "sampling failed: %s", err_msg());
+        return;
+    }
     struct gen_event ev = {.kind = GEN_TOKEN, .token = id};
     int nv = e->m->cfg.n_vocab;
     if (r->top_logprobs >= 0) {  // one pass for the normaliser, one for the top k
@@ -185,7 +197,7 @@ static void sample_task(void *ctx, int i, int thread) {
 // token more for it, which is dropped (its K/V went to its own blocks, freed after, and any later
 // use of them is queued after that step).
 
-static bool plain_greedy(const struct request *r) { return r->sampler.p.temperature == 0 && r->top_logprobs < 0; }
+static bool plain_greedy(const struct request *r) { return sampler_plain_greedy(&r->sampler) && r->top_logprobs < 0; }
 
 // Whether the planned step may be launched without waiting: all running requests, each
 // decoding one greedy token.
@@ -284,13 +296,13 @@ static int step(struct engine *e) {
     }
     TRY(forward_run(&e->fw, &e->kv, &e->bb.bt, e->logits));
     int nj = 0, nv = e->m->cfg.n_vocab;
-    bool heavy = false;  // a draw with temperature or logprobs (a greedy pick alone is cheap)
+    bool heavy = false;  // a draw with temperature, penalties or logprobs (a plain greedy pick alone is cheap)
     for (int i = 0; i < n; i++) {
         struct request *r = p->reqs[i];
         e->acc.prompt += scheduler_computed(&e->sch, r, p->n_tokens[i]);
         if (r->n_computed != r->n_tokens) continue;
         e->jobs[nj] = (struct sample_job){.r = r, .lg = e->logits + (size_t)nj * nv};
-        heavy |= r->sampler.p.temperature > 0 || r->top_logprobs >= 0;
+        heavy |= !plain_greedy(r);
         nj++;
     }
     // a draw with temperature over a large vocabulary is costly (bench/host/RESULTS.md): in
@@ -298,7 +310,10 @@ static int step(struct engine *e) {
     if (e->tp && nj > 1 && heavy) threadpool_run(e->tp, nj, sample_task, e);
     else for (int j = 0; j < nj; j++) sample_job_run(e, &e->jobs[j]);
     e->acc.gen += nj;
-    for (int j = 0; j < nj; j++) emit(e, e->jobs[j].r, &e->jobs[j].ev);
+    for (int j = 0; j < nj; j++) {
+        if (e->jobs[j].error[0]) fail(e, e->jobs[j].r, e->jobs[j].error);
+        else emit(e, e->jobs[j].r, &e->jobs[j].ev);
+    }
     return n;
 }
 
@@ -418,6 +433,7 @@ static void engine_free(struct engine *e) {
     forward_free(&e->fw);
     if (e->b) e->b->ops->destroy(e->b);
     free(e->jobs);
+    free(e->eog_ids);
     threadpool_free(e->tp);
     free(e);
 }
@@ -446,6 +462,12 @@ static int engine_buffers(struct engine *e) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (o->sample_threads <= 0 && cores > 0 && st > cores) st = (int)cores;
     if (st > 1) e->tp = threadpool_create(st);  // (NULL: samples one at a time)
+    int nv = e->m->cfg.n_vocab;
+    for (int id = 0; id < nv; id++) e->n_eog += tokenizer_is_eog(e->m->tok, id);
+    if (e->n_eog && !(e->eog_ids = malloc(sizeof(int32_t) * (size_t)e->n_eog)))
+        return err_set(OCT_ENOMEM, "engine: out of memory");
+    for (int id = 0, k = 0; id < nv; id++)
+        if (tokenizer_is_eog(e->m->tok, id)) e->eog_ids[k++] = id;
     return OCT_OK;
 }
 
@@ -483,6 +505,15 @@ int engine_create(struct engine **out, struct model *m, const struct engine_opti
     if (rc == OCT_OK && p->n_blocks < 1)
         rc = err_set(OCT_ENOMEM, "engine: a KV budget of %lld bytes holds no block of %d tokens", p->kv_budget_bytes,
                      e->bs);
+    if (rc == OCT_OK && p->n_blocks < e->max_blocks_per_seq)  // (vLLM refuses to start here too)
+        rc = err_set(OCT_EINVAL,
+                     "engine: one sequence of max_model_len %d tokens needs %d KV blocks of %d tokens (%.1f MiB), "
+                     "but the KV cache holds %d blocks (%lld tokens, %.1f MiB); raise --kv-cache-memory, "
+                     "--gpu-memory-utilization or --num-kv-blocks, or lower --max-model-len to at most %lld",
+                     mml, e->max_blocks_per_seq, e->bs,
+                     (double)e->max_blocks_per_seq * e->bs * p->kv_bytes_per_token / 1048576.0, p->n_blocks,
+                     p->capacity_tokens, (double)p->capacity_tokens * p->kv_bytes_per_token / 1048576.0,
+                     p->capacity_tokens);
     if (rc == OCT_OK) rc = kv_cache_alloc(&e->kv, e->b, p->n_blocks);
     if (rc == OCT_OK) rc = kv_pool_init(&e->pool, p->n_blocks, e->bs);
     if (rc == OCT_OK) rc = engine_buffers(e);
@@ -533,7 +564,24 @@ static int validate(const struct engine *e, const struct gen_request *g) {
             return err_set(OCT_EINVAL, "prompt token %d is outside the vocabulary", g->prompt[i]);
     if (g->top_logprobs > ENGINE_MAX_TOP_LOGPROBS)
         return err_set(OCT_EINVAL, "top_logprobs %d exceeds %d", g->top_logprobs, ENGINE_MAX_TOP_LOGPROBS);
+    if (g->n_stop_ids < 0 || (g->n_stop_ids && !g->stop_ids)) return err_set(OCT_EINVAL, "stop ids without a list");
+    for (int i = 0; i < g->n_stop_ids; i++)
+        if (g->stop_ids[i] < 0 || g->stop_ids[i] >= e->m->cfg.n_vocab)
+            return err_set(OCT_EINVAL, "stop token %d is outside the vocabulary", g->stop_ids[i]);
     return OCT_OK;
+}
+
+// The ids min_tokens holds back: the end-of-generation ids (unless ignore_eos), then the stop ids
+// (malloc'd into *out; NULL when there are none). Returns how many, or -1 out of memory.
+static int mask_ids(const struct engine *e, const struct gen_request *g, int32_t **out) {
+    int n = (g->ignore_eos ? 0 : e->n_eog) + g->n_stop_ids;
+    *out = NULL;
+    if (!n || g->sp.min_tokens <= 0) return 0;
+    if (!(*out = malloc(sizeof(int32_t) * (size_t)n))) return -1;
+    int k = 0;
+    for (int i = 0; !g->ignore_eos && i < e->n_eog; i++) (*out)[k++] = e->eog_ids[i];
+    for (int i = 0; i < g->n_stop_ids; i++) (*out)[k++] = g->stop_ids[i];
+    return k;
 }
 
 struct req_handle *engine_submit(struct engine *e, const struct gen_request *g) {
@@ -544,10 +592,22 @@ struct req_handle *engine_submit(struct engine *e, const struct gen_request *g) 
     r->tokens = malloc(sizeof(int32_t) * (size_t)r->cap_tokens);
     r->blocks = malloc(sizeof(int32_t) * (size_t)e->max_blocks_per_seq);
     r->h = req_handle_new();
-    if (!r->tokens || !r->blocks || !r->h || sampler_init(&r->sampler, &g->sp, e->m->cfg.n_vocab) < 0) {
+    if (g->n_stop_ids && (r->stop_ids = malloc(sizeof(int32_t) * (size_t)g->n_stop_ids))) {
+        memcpy(r->stop_ids, g->stop_ids, sizeof(int32_t) * (size_t)g->n_stop_ids);
+        r->n_stop_ids = g->n_stop_ids;
+    }
+    struct sampling_params sp = g->sp;
+    int32_t *mask = NULL;
+    sp.n_mask = mask_ids(e, g, &mask);
+    sp.mask_ids = mask;
+    err_set(OCT_OK, "%s", "");
+    bool ok = r->tokens && r->blocks && r->h && r->n_stop_ids == g->n_stop_ids && sp.n_mask >= 0;
+    ok = ok && sampler_init(&r->sampler, &sp, e->m->cfg.n_vocab) == 0;
+    free(mask);
+    if (!ok) {
         if (r->h) { req_handle_unref(r->h); req_handle_unref(r->h); }
         sampler_free(&r->sampler);
-        free(r->tokens); free(r->blocks); free(r);
+        free(r->stop_ids); free(r->tokens); free(r->blocks); free(r);
         if (!err_msg()[0]) err_set(OCT_ENOMEM, "out of memory");
         return NULL;
     }

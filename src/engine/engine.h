@@ -55,6 +55,8 @@ struct gen_request {
     struct sampling_params sp;
     bool ignore_eos;
     int top_logprobs;               // -1: no logprobs; 0..20: sampled + this many alternatives
+    const int32_t *stop_ids;        // [n_stop_ids] tokens that also end the output with "stop" (copied by
+    int n_stop_ids;                 // submit); with sp.min_tokens, they and EOS are masked until then
 };
 
 enum gen_event_kind { GEN_TOKEN = 0, GEN_FINISHED, GEN_ERROR };
@@ -75,13 +77,16 @@ struct gen_event {
 struct engine;
 struct req_handle;
 
-// Builds the engine (plans memory, allocates KV pages) and starts its thread.
+// Builds the engine (plans memory, allocates KV pages) and starts its thread. Fails, naming
+// both numbers and the flags to change, when the KV pool cannot hold one max_model_len sequence.
 int engine_create(struct engine **out, struct model *m, const struct engine_options *o);
 // Stops accepting, fails queued/running requests with "abort", joins the thread.
 void engine_destroy(struct engine *e);
 
 // Queues a request. Returns a handle (never NULL on success) or NULL with err_msg():
-// prompt empty, prompt + max_tokens > max_model_len, bad sampling params.
+// prompt empty, prompt + max_tokens > max_model_len, bad sampling params, a stop id outside the
+// vocabulary. (sp.mask_ids is the engine's: the end-of-generation ids unless ignore_eos, and
+// stop_ids.) A request whose logits turn out NaN or +inf ends with GEN_ERROR.
 struct req_handle *engine_submit(struct engine *e, const struct gen_request *r);
 // Waits up to timeout_ms (<0: forever) for the next event. Returns 1 with *ev filled,
 // 0 on timeout. After GEN_FINISHED or GEN_ERROR no more events come.

@@ -3,7 +3,10 @@
 // or off; a pool small enough to force preemption loses nothing; aborts return blocks;
 // prefix-cache hits are counted; impossible requests fail cleanly; seeded draws are the same
 // whether one thread or several sample a step; asynchronous scheduling
-// gives the same events (EOS and length endings too) and aborts cleanly. Counters are read as
+// gives the same events (EOS and length endings too) and aborts cleanly; penalties and
+// logit_bias draw as the sampler alone does over the same sequence, preempted or not; stop ids and
+// min_tokens end (or hold back) the output; NaN logits end a request with an error, not a token;
+// a KV pool smaller than one max_model_len sequence is refused at creation. Counters are read as
 // soon as the requests' final events are: the engine counts a request's end before queuing them.
 #include <stdlib.h>
 #include <string.h>
@@ -174,6 +177,7 @@ TEST(preemption_loses_nothing) {
     struct engine_stats st;
     struct engine_options o = base_opts();
     o.num_kv_blocks = 12;  // 192 tokens for 12 requests of up to ~93 tokens each
+    o.max_model_len = 192;
     CHECK_EQ_INT(run_all(&o, &st), 0);
     CHECK_MSG(st.preemptions_total > 0, "expected preemptions, got %lld", st.preemptions_total);
     CHECK_EQ_INT(st.n_blocks_free, st.n_blocks_total);
@@ -275,7 +279,7 @@ static char as_why[2][N_REQ][8];
 static int run_async(bool on, int slot, struct engine_stats *st, bool mixed) {
     struct engine_options o = base_opts();
     o.async_scheduling = on ? ENGINE_ASYNC_ALWAYS : ENGINE_ASYNC_OFF;
-    if (mixed) o.num_kv_blocks = 14;
+    if (mixed) o.num_kv_blocks = 14, o.max_model_len = 224;
     struct engine *e;
     if (engine_create(&e, model, &o) < 0) return -1;
     struct req_handle *h[N_REQ];
@@ -368,6 +372,175 @@ TEST(async_abort_frees_blocks) {
     engine_destroy(e);
 }
 
+// A pool that cannot hold one max_model_len sequence is refused, naming both sizes and the flags.
+TEST(pool_smaller_than_max_model_len_refused) {
+    struct engine_options o = base_opts();
+    o.num_kv_blocks = 12;  // 192 tokens < 256
+    struct engine *e = NULL;
+    CHECK(engine_create(&e, model, &o) < 0 && e == NULL);
+    CHECK_MSG(strstr(err_msg(), "max_model_len 256") && strstr(err_msg(), "12 blocks (192 tokens") &&
+              strstr(err_msg(), "--max-model-len to at most 192") && strstr(err_msg(), "--num-kv-blocks"),
+              "%s", err_msg());
+    o.max_model_len = 192;
+    CHECK_OK(engine_create(&e, model, &o));
+    engine_destroy(e);
+}
+
+#define PEN_GEN 40
+// The penalised greedy output of prompt q, by the runner and the sampler alone.
+static void penalised_reference(const struct sampling_params *sp, int q, int32_t *out) {
+    struct runner_options ro;
+    runner_options_default(&ro);
+    ro.max_ctx = 256;
+    struct runner r;
+    struct sampler s;
+    if (runner_init(&r, model, &ro) < 0) return;
+    if (sampler_init(&s, sp, 512) < 0) { runner_free(&r); return; }
+    float lg[512];
+    runner_feed(&r, prompts[q], prompt_len[q], false, lg);
+    for (int k = 0; k < PEN_GEN; k++) {
+        out[k] = sampler_sample_seq(&s, lg, prompts[q], prompt_len[q], out, k);
+        runner_feed(&r, &out[k], 1, false, lg);
+    }
+    sampler_free(&s);
+    runner_free(&r);
+}
+
+// Every request at once; returns how many outputs differ from want.
+static int run_penalised(struct engine_options *o, const struct sampling_params *sp, int32_t want[][PEN_GEN],
+                         struct engine_stats *st) {
+    struct engine *e;
+    if (engine_create(&e, model, o) < 0) { fprintf(stderr, "  %s\n", err_msg()); return N_REQ; }
+    struct req_handle *h[N_REQ];
+    for (int q = 0; q < N_REQ; q++) {
+        struct gen_request g = {.prompt = prompts[q], .n_prompt = prompt_len[q], .max_tokens = PEN_GEN,
+                                .ignore_eos = true, .top_logprobs = -1, .sp = *sp};
+        h[q] = engine_submit(e, &g);
+    }
+    int bad = 0;
+    for (int q = 0; q < N_REQ; q++) {
+        struct gen_event ev;
+        int n = 0, same = 0;
+        while (h[q] && req_next(h[q], &ev, 20000) == 1 && ev.kind == GEN_TOKEN) same += n < PEN_GEN && ev.token == want[q][n], n++;
+        bad += !h[q] || same != PEN_GEN || n != PEN_GEN;
+        if (h[q]) req_release(h[q]);
+    }
+    engine_stats_get(e, st);
+    engine_destroy(e);
+    return bad;
+}
+
+// Repetition, frequency and presence penalties and logit_bias: the engine draws what the sampler
+// draws alone over the same sequence, with every request at once, preempted or not; the
+// penalties change the greedy output.
+TEST(penalties_survive_preemption) {
+    static int32_t want[N_REQ][PEN_GEN];
+    struct logit_bias bias[2] = {{.id = 426, .bias = -5.0f}, {.id = 300, .bias = 2.5f}};
+    struct sampling_params sp;
+    sampling_params_default(&sp);
+    sp.temperature = 0;
+    sp.repetition_penalty = 1.3f;
+    sp.frequency_penalty = 0.4f;
+    sp.presence_penalty = 0.3f;
+    sp.bias = bias;
+    sp.n_bias = 2;
+    int changed = 0;
+    for (int q = 0; q < N_REQ; q++) {
+        penalised_reference(&sp, q, want[q]);
+        changed += memcmp(want[q], expect[q], sizeof expect[q]) != 0;
+    }
+    CHECK_EQ_INT(changed, N_REQ);
+    struct engine_stats st;
+    struct engine_options o = base_opts();
+    CHECK_EQ_INT(run_penalised(&o, &sp, want, &st), 0);
+    o.num_kv_blocks = 12, o.max_model_len = 192;
+    CHECK_EQ_INT(run_penalised(&o, &sp, want, &st), 0);
+    CHECK_MSG(st.preemptions_total > 0, "expected preemptions, got %lld", st.preemptions_total);
+    CHECK_EQ_INT(st.n_blocks_free, st.n_blocks_total);
+    sp.temperature = 0.8f;  // seeded draws too
+    sp.seed = 5;
+    for (int q = 0; q < N_REQ; q++) penalised_reference(&sp, q, want[q]);
+    CHECK_EQ_INT(run_penalised(&o, &sp, want, &st), 0);
+    CHECK_MSG(st.preemptions_total > 0, "expected preemptions, got %lld", st.preemptions_total);
+}
+
+// Runs prompt 0 greedily with these stop ids and min_tokens; the tokens into out, returns how
+// many, *why the finish reason.
+static int run_stops(struct engine *e, const int32_t *stop_ids, int n_stop, int min_tokens, int32_t *out,
+                     const char **why) {
+    struct gen_request g = {.prompt = prompts[0], .n_prompt = prompt_len[0], .max_tokens = GEN,
+                            .ignore_eos = false, .top_logprobs = -1, .stop_ids = stop_ids, .n_stop_ids = n_stop};
+    sampling_params_default(&g.sp);
+    g.sp.temperature = 0;
+    g.sp.min_tokens = min_tokens;
+    struct req_handle *h = engine_submit(e, &g);
+    if (!h) return -1;
+    struct gen_event ev;
+    int n = 0;
+    while (req_next(h, &ev, 20000) == 1 && ev.kind == GEN_TOKEN) out[n < GEN ? n : GEN - 1] = ev.token, n++;
+    *why = ev.kind == GEN_FINISHED ? ev.finish_reason : "error";
+    req_release(h);
+    return n;
+}
+
+// stop_token_ids end the output with "stop" on that token; min_tokens masks them (and EOS) until
+// the output is that long, so the first stop comes later and the first tokens differ.
+TEST(stop_ids_and_min_tokens) {
+    struct engine_options o = base_opts();
+    struct engine *e;
+    CHECK_OK(engine_create(&e, model, &o));
+    int k = 3;  // the first position whose token did not occur before it
+    for (bool seen = true; seen && k < GEN; k += seen) {
+        seen = false;
+        for (int i = 0; i < k; i++) seen |= expect[0][i] == expect[0][k];
+    }
+    int32_t stop = expect[0][k], out[GEN];
+    const char *why = "";
+    CHECK_EQ_INT(run_stops(e, &stop, 1, 0, out, &why), k + 1);
+    CHECK(!strcmp(why, "stop") && out[k] == stop && memcmp(out, expect[0], sizeof(int32_t) * (size_t)k) == 0);
+    int n = run_stops(e, &stop, 1, k + 2, out, &why);
+    CHECK_MSG(n >= k + 3 || !strcmp(why, "length"), "n %d why %s", n, why);
+    for (int i = 0; i < n && i < k + 2; i++) CHECK(out[i] != stop);
+    int32_t bad = 600;
+    CHECK(run_stops(e, &bad, 1, 0, out, &why) < 0 && strstr(err_msg(), "vocabulary"));
+    engine_destroy(e);
+}
+
+// NaN logits (a poisoned output norm) end the request with GEN_ERROR naming them, not a token;
+// the engine serves the next request.
+TEST(nan_logits_fail_the_request) {
+    struct model *m;
+    CHECK_OK(model_load(&m, "dummy:tiny"));
+    enum dtype dt = m->output_norm.dtype;
+    CHECK(dt == DT_F32 || dt == DT_F16 || dt == DT_BF16);
+    uint32_t *w = (uint32_t *)m->output_norm.data, w0 = w[0];  // (its first element, or first two)
+    w[0] = dt == DT_F32 ? 0x7fc00000u : dt == DT_F16 ? 0x7e007e00u : 0x7fc07fc0u;
+    struct engine_options o = base_opts();
+    o.max_model_len = 64;
+    o.num_kv_blocks = 0;
+    o.kv_cache_memory_bytes = 1 << 24;
+    struct engine *e;
+    CHECK_OK(engine_create(&e, m, &o));
+    int32_t prompt[4] = {1, 20, 30, 40};
+    for (int round = 0; round < 2; round++) {
+        struct gen_request g = {.prompt = prompt, .n_prompt = 4, .max_tokens = 4, .ignore_eos = true,
+                                .top_logprobs = -1};
+        sampling_params_default(&g.sp);
+        g.sp.temperature = round ? 0.7f : 0;
+        struct req_handle *h = engine_submit(e, &g);
+        CHECK(h != NULL);
+        struct gen_event ev = {0};
+        int n = 0;
+        while (h && req_next(h, &ev, 20000) == 1 && ev.kind == GEN_TOKEN) n++;
+        CHECK_EQ_INT(n, 0);
+        CHECK_MSG(ev.kind == GEN_ERROR && strstr(ev.error, "NaN"), "kind %d: %s", ev.kind, ev.error);
+        if (h) req_release(h);
+    }
+    engine_destroy(e);
+    w[0] = w0;
+    model_free(m);
+}
+
 int main(void) {
     if (model_load(&model, SHARED_MODEL("stories260K.gguf")) < 0) { fprintf(stderr, "%s\n", err_msg()); return 1; }
     make_prompts();
@@ -381,6 +554,10 @@ int main(void) {
     RUN(async_scheduling_same_events);
     RUN(async_scheduling_mixed_steps);
     RUN(async_abort_frees_blocks);
+    RUN(pool_smaller_than_max_model_len_refused);
+    RUN(penalties_survive_preemption);
+    RUN(stop_ids_and_min_tokens);
+    RUN(nan_logits_fail_the_request);
     model_free(model);
     return test_summary("engine");
 }

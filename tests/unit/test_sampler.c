@@ -1,4 +1,6 @@
-// test_sampler.c — greedy, temperature, top-k, top-p, min-p and seeding.
+// test_sampler.c — greedy, temperature, top-k, top-p, min-p and seeding; tiny temperatures are
+// greedy; NaN or +inf logits are an error; logit_bias, min_tokens and the repetition, frequency
+// and presence penalties as vLLM defines them.
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -246,6 +248,114 @@ TEST(softmax_exp_accuracy) {
     CHECK(isnan(p3[1]));
 }
 
+// 0 < T below SAMPLER_GREEDY_EPS (down to denormals, where 1/T is inf) draws the argmax.
+TEST(tiny_temperature_is_greedy) {
+    const float ts[] = {1e-39f, 1.4e-45f, 2.9e-39f, 1e-6f, 9.9e-6f};
+    for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+        struct sampling_params p;
+        sampling_params_default(&p);
+        p.temperature = ts[i];
+        p.seed = i;
+        int c[6];
+        CHECK_OK(draw(p, 50, c));
+        CHECK_MSG(c[1] == 50, "T=%g: argmax drawn %d of 50", ts[i], c[1]);
+    }
+}
+
+// A row with NaN or +inf is an error (greedy or not), never a token.
+TEST(nan_logits_are_an_error) {
+    float bad[6] = {1.0f, 3.0f, NAN, 3.0f, -1.0f, 0.5f}, inf[6] = {1.0f, INFINITY, 2.0f, 3.0f, -1.0f, 0.5f};
+    for (int greedy = 0; greedy < 2; greedy++) {
+        struct sampling_params p;
+        sampling_params_default(&p);
+        p.temperature = greedy ? 0 : 0.7f;
+        struct sampler s;
+        CHECK_OK(sampler_init(&s, &p, 6));
+        CHECK(sampler_sample(&s, bad) < 0 && strstr(err_msg(), "NaN"));
+        CHECK(sampler_sample(&s, inf) < 0);
+        float masked[6] = {1.0f, -INFINITY, 2.0f, 3.0f, -INFINITY, 0.5f};  // -inf is a masked token
+        int id = sampler_sample(&s, masked);
+        CHECK(id >= 0 && id != 1 && id != 4);
+        sampler_free(&s);
+    }
+}
+
+// The greedy pick after processing, with output[0..n_out) and prompt[0..n_prompt).
+static int pick(struct sampling_params p, const float *lg, const int32_t *prompt, int n_prompt, const int32_t *out,
+                int n_out) {
+    struct sampler s;
+    if (sampler_init(&s, &p, 6) < 0) return -1;
+    int id = sampler_sample_seq(&s, lg, prompt, n_prompt, out, n_out);
+    int again = sampler_sample(&s, lg);  // (no sequence: the counts were reset, the bias stays)
+    sampler_free(&s);
+    return again == (p.n_bias ? id : 1) ? id : -2;
+}
+
+TEST(penalties_and_bias) {
+    struct sampling_params p;
+    sampling_params_default(&p);
+    p.temperature = 0;
+    int32_t one[1] = {1}, three3[2] = {3, 3}, pr[2] = {1, 3};
+    p.presence_penalty = 0.5f;  // id 1: 3 - 0.5 → id 3 wins
+    CHECK_EQ_INT(pick(p, logits, NULL, 0, one, 1), 3);
+    CHECK_EQ_INT(pick(p, logits, one, 1, NULL, 0), 1);  // the prompt does not count
+    sampling_params_default(&p);
+    p.temperature = 0;
+    p.frequency_penalty = 0.3f;  // id 3: 3 - 2 * 0.3 = 2.4 → id 1
+    CHECK_EQ_INT(pick(p, logits, NULL, 0, three3, 2), 1);
+    p.frequency_penalty = -0.3f;  // negative: encourages repeats; id 3 wins the tie-break it lost
+    CHECK_EQ_INT(pick(p, logits, NULL, 0, three3, 2), 3);
+    sampling_params_default(&p);
+    p.temperature = 0;
+    p.repetition_penalty = 2.0f;  // prompt ids 1 and 3: 3 / 2 = 1.5 → id 2 (2.0)
+    CHECK_EQ_INT(pick(p, logits, pr, 2, NULL, 0), 2);
+    CHECK_EQ_INT(pick(p, logits, one, 1, three3, 2), 2);  // prompt or output, each once
+    float neg[6] = {-0.5f, -0.6f, -3.0f, -3.0f, -3.0f, -3.0f};
+    p.repetition_penalty = 1.5f;  // negative logits are multiplied: -0.75 < -0.6
+    struct sampler s;
+    CHECK_OK(sampler_init(&s, &p, 6));
+    int32_t zero[1] = {0};
+    CHECK_EQ_INT(sampler_sample_seq(&s, neg, zero, 1, NULL, 0), 1);
+    CHECK_EQ_INT(sampler_sample_seq(&s, neg, NULL, 0, NULL, 0), 0);
+    sampler_free(&s);
+    // logit_bias: added to the logit
+    struct logit_bias b[2] = {{.id = 4, .bias = 10.0f}, {.id = 1, .bias = -100.0f}};
+    sampling_params_default(&p);
+    p.temperature = 0;
+    p.bias = b;
+    p.n_bias = 1;
+    CHECK_EQ_INT(pick(p, logits, NULL, 0, NULL, 0), 4);
+    b[0].bias = -100.0f;  // ids 1 and 4 out: drawn with temperature, never seen
+    p.n_bias = 2;
+    p.temperature = 1.0f;
+    int c[6];
+    CHECK_OK(draw(p, 3000, c));
+    CHECK(c[1] == 0 && c[4] == 0 && c[3] > 0);
+    b[0].id = 6;
+    CHECK(sampler_init(&s, &p, 6) < 0 && strstr(err_msg(), "vocabulary"));
+}
+
+// min_tokens: the mask ids cannot be drawn before the output holds that many tokens.
+TEST(min_tokens_masks_stops) {
+    struct sampling_params p;
+    sampling_params_default(&p);
+    p.temperature = 0;
+    int32_t mask[2] = {1, 3}, out[2] = {0, 0};
+    p.mask_ids = mask;
+    p.n_mask = 2;
+    p.min_tokens = 2;
+    struct sampler s;
+    CHECK_OK(sampler_init(&s, &p, 6));
+    CHECK_EQ_INT(sampler_sample_seq(&s, logits, NULL, 0, out, 0), 2);
+    CHECK_EQ_INT(sampler_sample_seq(&s, logits, NULL, 0, out, 1), 2);
+    CHECK_EQ_INT(sampler_sample_seq(&s, logits, NULL, 0, out, 2), 1);
+    float all[6] = {-INFINITY, 2.0f, -INFINITY, 1.0f, -INFINITY, -INFINITY};
+    CHECK(sampler_sample_seq(&s, all, NULL, 0, out, 0) < 0 && strstr(err_msg(), "masked"));
+    sampler_free(&s);
+    p.repetition_penalty = 0;
+    CHECK(sampler_init(&s, &p, 6) < 0 && strstr(err_msg(), "repetition_penalty"));
+}
+
 int main(void) {
     RUN(greedy_lowest_id_on_tie);
     RUN(argmax_matches_definition);
@@ -257,5 +367,9 @@ int main(void) {
     RUN(seed_reproducible);
     RUN(bad_params);
     RUN(logprob_and_kld);
+    RUN(tiny_temperature_is_greedy);
+    RUN(nan_logits_are_an_error);
+    RUN(penalties_and_bias);
+    RUN(min_tokens_masks_stops);
     return test_summary("sampler");
 }
