@@ -94,40 +94,59 @@ static void on_event(struct http_stream *s, const char *data, double t) {
     json_decref(o);
 }
 
-// Splits buffered bytes into lines; a blank line dispatches the event's joined data.
-static void parse_sse(struct http_stream *s, double t, bool at_end) {
-    size_t start = 0;
-    char *data = NULL;
-    size_t n_data = 0, cap_data = 0;
-    size_t ev_start = 0;  // first byte of the event being assembled
-    for (size_t i = 0; i <= s->n_buf; i++) {
-        bool eol = i < s->n_buf && s->buf[i] == '\n';
-        bool last = i == s->n_buf && at_end && i > start;
-        if (!eol && !last) continue;
-        size_t len = i - start;
-        char *line = s->buf + start;
-        if (len && line[len - 1] == '\r') len--;
-        if (len == 0) {  // blank line: dispatch
-            if (n_data) { data[n_data] = 0; on_event(s, data, t); }
-            n_data = 0;
-            ev_start = i + 1;
-        } else if (len >= 5 && !strncmp(line, "data:", 5)) {
-            size_t off = 5 + (len > 5 && line[5] == ' ');
-            size_t need = n_data + (n_data ? 1 : 0) + (len - off) + 1;
-            if (grow((void **)&data, &cap_data, need, 1) == OCT_OK) {
-                if (n_data) data[n_data++] = '\n';
-                memcpy(data + n_data, line + off, len - off);
-                n_data += len - off;
-            }
-        }  // ':' comments, event:, id:, retry: are ignored
-        start = i + 1;
+// Appends one data: line's value to the event being assembled (joined with '\n').
+static void add_data(struct http_stream *s, const char *v, size_t n) {
+    if (grow((void **)&s->ev, &s->cap_ev, s->n_ev + n + 2, 1) < 0) {
+        set_error(s, "http client: out of memory for an SSE event");
+        return;
     }
-    if (at_end && n_data) { data[n_data] = 0; on_event(s, data, t); ev_start = s->n_buf; }
-    free(data);
-    // keep the unfinished event
-    if (ev_start > s->n_buf) ev_start = s->n_buf;
-    memmove(s->buf, s->buf + ev_start, s->n_buf - ev_start);
-    s->n_buf -= ev_start;
+    if (s->ev_has_data) s->ev[s->n_ev++] = '\n';
+    memcpy(s->ev + s->n_ev, v, n);
+    s->n_ev += n;
+    s->ev_has_data = true;
+}
+
+// One complete line (without its '\n'): a blank line dispatches the event's joined data.
+static void sse_line(struct http_stream *s, const char *line, size_t len, double t) {
+    if (len && line[len - 1] == '\r') len--;
+    if (len == 0) {
+        if (s->ev_has_data) { s->ev[s->n_ev] = 0; on_event(s, s->ev, t); }
+        s->n_ev = 0;
+        s->ev_has_data = false;
+    } else if (len >= 5 && !strncmp(line, "data:", 5)) {
+        size_t off = 5 + (len > 5 && line[5] == ' ');
+        add_data(s, line + off, len - off);
+    }  // ':' comments, event:, id:, retry: are ignored
+}
+
+void http_sse_feed(struct http_stream *s, const char *bytes, size_t n, double t, bool at_end) {
+    if (n) {
+        if (grow((void **)&s->buf, &s->cap_buf, s->n_buf + n + 1, 1) < 0) {
+            set_error(s, "http client: out of memory for the SSE stream");
+            return;
+        }
+        memcpy(s->buf + s->n_buf, bytes, n);
+        s->n_buf += n;
+    }
+    // lines are looked for only in bytes not scanned before, so a long line arriving in many
+    // writes costs its length once, not once per write
+    size_t start = 0, i = s->sse_scan;
+    while (i < s->n_buf) {
+        char *nl = memchr(s->buf + i, '\n', s->n_buf - i);
+        s->sse_scanned += (nl ? (size_t)(nl - (s->buf + i)) + 1 : s->n_buf - i);
+        if (!nl) { i = s->n_buf; break; }
+        size_t e = (size_t)(nl - s->buf);
+        sse_line(s, s->buf + start, e - start, t);
+        start = i = e + 1;
+    }
+    if (at_end) {
+        if (start < s->n_buf) sse_line(s, s->buf + start, s->n_buf - start, t);  // a last line without '\n'
+        start = s->n_buf;
+        sse_line(s, "", 0, t);  // an event the stream did not close with a blank line
+    }
+    if (start) memmove(s->buf, s->buf + start, s->n_buf - start);  // keep the unfinished line only
+    s->n_buf -= start;
+    s->sse_scan = s->n_buf;
 }
 
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
@@ -144,10 +163,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud) {
         }
         return n;
     }
-    if (grow((void **)&s->buf, &s->cap_buf, s->n_buf + n + 1, 1) < 0) return 0;
-    memcpy(s->buf + s->n_buf, ptr, n);
-    s->n_buf += n;
-    parse_sse(s, t, false);
+    http_sse_feed(s, ptr, n, t, false);
     return n;
 }
 
@@ -173,10 +189,10 @@ void http_pool_free(struct http_pool *p) {
 void http_stream_free(struct http_stream *s) {
     if (s->curl) curl_easy_cleanup(s->curl);
     if (s->headers) curl_slist_free_all(s->headers);
-    free(s->chunk_s); free(s->text); free(s->buf);
+    free(s->chunk_s); free(s->text); free(s->buf); free(s->ev);
     s->curl = s->headers = NULL;
-    s->chunk_s = NULL; s->text = NULL; s->buf = NULL;
-    s->cap_chunks = s->cap_text = s->cap_buf = 0;
+    s->chunk_s = NULL; s->text = NULL; s->buf = NULL; s->ev = NULL;
+    s->cap_chunks = s->cap_text = s->cap_buf = s->cap_ev = 0;
 }
 
 static int setup_easy(CURL *c, const char *url, const char *api_key, double timeout_s, struct curl_slist **h) {
@@ -233,8 +249,14 @@ static void finish(struct http_pool *p, struct http_stream *s, CURLcode res) {
         for (char *q = m; *q; q++) if (*q == '\n' || *q == '\r') *q = ' ';
         set_error(s, m);
     } else {
-        parse_sse(s, t, true);
+        http_sse_feed(s, NULL, 0, t, true);
         if (s->n_chunks == 0) set_error(s, "never received a token chunk (no TTFT)");
+        else if (!s->saw_done) {
+            char m[160];
+            snprintf(m, sizeof m, "the stream ended without 'data: [DONE]' after %d token chunks (cut off)",
+                     s->n_chunks);
+            set_error(s, m);
+        }
     }
     s->ok = !s->error[0];
     s->done = true;

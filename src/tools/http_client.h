@@ -1,8 +1,9 @@
 // http_client.h — the benchmark's HTTP client on libcurl (owns: a multi handle running
 // many streamed POSTs at once, SSE parsing, a monotonic timestamp per event, blocking GETs;
 // not: what the events mean beyond the OpenAI completion fields it extracts).
-// Invariant: every added stream ends exactly once in on_done, with ok=true (HTTP 200 and at
-// least one token chunk) or ok=false and a message in error — failures are never dropped.
+// Invariant: every added stream ends exactly once in on_done, with ok=true (HTTP 200, at least
+// one token chunk and the closing `data: [DONE]`) or ok=false and a message in error — failures,
+// a stream cut off before [DONE] among them, are never dropped.
 #ifndef OCTET_HTTP_CLIENT_H
 #define OCTET_HTTP_CLIENT_H
 
@@ -26,8 +27,11 @@ struct http_stream {
     char *text; size_t n_text, cap_text;  // the generated text
     // private
     void *curl, *headers;
-    char *buf; size_t n_buf, cap_buf;     // undelivered SSE bytes (or the error body)
-    bool saw_done;
+    char *buf; size_t n_buf, cap_buf;     // the unfinished SSE line (or the error body)
+    size_t sse_scan;                      // bytes of buf already known to hold no '\n'
+    char *ev; size_t n_ev, cap_ev;        // the event being assembled: its data: lines, joined
+    bool ev_has_data, saw_done;
+    size_t sse_scanned;                   // bytes the line search has examined (linear in the stream)
     int index;             // caller's index, passed back through on_done
 };
 
@@ -45,6 +49,9 @@ int http_pool_add(struct http_pool *p, struct http_stream *s, const char *url, c
 // Drives transfers for at most timeout_ms (returns early when something finished).
 int http_pool_poll(struct http_pool *p, int timeout_ms);
 int http_pool_running(const struct http_pool *p);
+// Feeds n bytes of an SSE body that arrived at time t to s's parser (what the transfer's write
+// callback does; at_end: the stream closed, so a last line or event without its terminator counts).
+void http_sse_feed(struct http_stream *s, const char *bytes, size_t n, double t, bool at_end);
 // Releases the buffers a finished stream holds (the struct itself is the caller's).
 void http_stream_free(struct http_stream *s);
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end checks of the measuring tools against octet's own server, loopback only:
-# `bench serve` (vLLM's result block and JSON keys/values, a failing request counted, bad
-# flags), `bench sweep` on dummy:tiny (auto vs fp8: JSON schema, fits, valid PNGs, the
+# `bench serve` (vLLM's result block and JSON keys/values, a failing request counted, a stream
+# cut before [DONE] failed, bad flags), `bench sweep` on dummy:tiny (auto vs fp8: JSON schema, fits, valid PNGs, the
 # --throughput table) and `advise` on the sweep's JSON. Servers are killed on exit.
 set -u
 BUILD=${BUILD:-build}
@@ -76,6 +76,37 @@ if [ $rc -eq 1 ] && grep -q "^Failed requests: *2" <<<"$out" && grep -q "request
    py_check "$tmp/fail.json" 'd["failed"] == 2 and d["completed"] == 0' 'all("HTTP 404" in e for e in d["errors"])' 'd["output_lens"] == [0, 0]'; then ok
 else bad "failed requests not reported: $out $(cat "$tmp/fail.err")"; fi
 kill "$srv_pid" 2>/dev/null; wait "$srv_pid" 2>/dev/null; srv_pid=
+
+# a stream that closes without `data: [DONE]` is a failed request with its reason (a fake server
+# that cuts every stream after two chunks)
+cat >"$tmp/cut.py" <<'PY'
+import http.server, json, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+    def log_message(self, *a): pass
+    def do_GET(self):
+        b = json.dumps({"object": "list", "data": [{"id": "cut", "max_model_len": 4096}]}).encode()
+        self.send_response(200); self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(b))); self.end_headers(); self.wfile.write(b)
+    def do_POST(self):
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200); self.send_header("Content-Type", "text/event-stream"); self.end_headers()
+        for t in ("a", "b"):
+            ev = {"choices": [{"index": 0, "text": t, "finish_reason": None}]}
+            self.wfile.write(b"data: " + json.dumps(ev).encode() + b"\n\n"); self.wfile.flush()
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+PY
+coproc CUT { exec python3 "$tmp/cut.py"; }
+cut_pid=$CUT_PID
+read -r -t 20 cut_port <&"${CUT[0]}"
+out=$("$OCTET" bench serve --base-url "http://127.0.0.1:$cut_port" --tokenizer "$MODEL" --num-prompts 2 \
+      --random-input-len 8 --random-output-len 4 --save-result "$tmp/cut.json" --disable-tqdm 2>"$tmp/cut.err"); rc=$?
+kill "$cut_pid" 2>/dev/null; wait "$cut_pid" 2>/dev/null
+if [ $rc -eq 1 ] && grep -q "^Failed requests: *2" <<<"$out" && grep -q "without 'data: \[DONE\]'" "$tmp/cut.err" &&
+   py_check "$tmp/cut.json" 'd["failed"] == 2 and d["completed"] == 0' 'all("[DONE]" in e for e in d["errors"])'; then ok
+else bad "a stream cut before [DONE] counted as a success: rc $rc $out $(cat "$tmp/cut.err")"; fi
 
 # bad flags exit 2 naming the flag; an unreachable server exits 1
 "$OCTET" bench serve --bogus 2>"$tmp/e"; rc=$?
