@@ -389,6 +389,12 @@ static int parse(struct gguf *g) {
                 rc = err_set(OCT_EINVAL, "gguf %s: tensor '%.100s': data [%llu, +%zu) lies "
                              "outside the %zu-byte data section", g->path, ti->name,
                              (unsigned long long)offsets[i], ti->n_bytes, data_bytes);
+            else if ((data_start + offsets[i]) % dtype_size(ti->dtype) != 0)  // read in place, as its type
+                rc = err_set(OCT_EINVAL, "gguf %s: tensor '%.100s' (%s) starts at byte %llu of the file, "
+                             "not a multiple of its %zu-byte elements (general.alignment %llu); octet reads "
+                             "tensors in place: re-export with general.alignment 32", g->path, ti->name,
+                             dtype_name(ti->dtype), (unsigned long long)(data_start + offsets[i]),
+                             dtype_size(ti->dtype), (unsigned long long)alignment);
             else
                 ti->data = g->base + data_start + offsets[i];
         }

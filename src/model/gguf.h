@@ -49,7 +49,9 @@ int gguf_get_arr_data(const struct gguf *g, const char *key, const void **data);
 // i-th string of a string array (O(1): offsets are indexed at open).
 int gguf_get_arr_str(const struct gguf *g, const char *key, size_t i, const char **s, size_t *len);
 
-// Tensors, in file order. data points into the mapping (aligned per general.alignment).
+// Tensors, in file order. data points into the mapping and is read in place, so open refuses a
+// tensor that does not start at a multiple of its element size in the file (possible under a
+// general.alignment of 1 or 2), naming it and the alignment; llama.cpp's writers use 32.
 int gguf_n_tensors(const struct gguf *g);
 const struct tensor_info *gguf_tensor(const struct gguf *g, int i);
 const struct tensor_info *gguf_find_tensor(const struct gguf *g, const char *name); // NULL if absent

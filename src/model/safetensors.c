@@ -81,9 +81,10 @@ static int json_u64(const json_t *v, uint64_t *out) {
 }
 
 // Validates one header entry and fills *ti (name not set). `data`/`data_bytes`: the
-// file's data section.
+// file's data section, which starts at byte data_off (8 + the header length) of the file.
+// A tensor must start at a multiple of its element size in the file: it is read in place.
 static int parse_entry(const char *path, const char *name, const json_t *e,
-                       const uint8_t *data, size_t data_bytes, struct tensor_info *ti) {
+                       const uint8_t *data, size_t data_off, size_t data_bytes, struct tensor_info *ti) {
     if (!json_is_object(e))
         return err_set(OCT_EINVAL, "safetensors %s: tensor '%s': entry is not an object",
                        path, name);
@@ -129,6 +130,12 @@ static int parse_entry(const char *path, const char *name, const json_t *e,
                        "but shape × %s needs %llu × %llu", path, name,
                        (unsigned long long)(end - begin), dtype_name(ti->dtype),
                        (unsigned long long)n_elems, (unsigned long long)es);
+    if ((data_off + begin) % es != 0)
+        return err_set(OCT_EINVAL, "safetensors %s: tensor '%s' (%s) starts at byte %llu of the file, not a "
+                       "multiple of its %llu-byte elements (the header length %llu is not a multiple of 8, "
+                       "as the format requires): re-save the file with the safetensors library", path, name,
+                       dtype_name(ti->dtype), (unsigned long long)(data_off + begin), (unsigned long long)es,
+                       (unsigned long long)(data_off - 8));
     ti->data = data + begin;
     ti->n_bytes = (size_t)(end - begin);
     return 0;
@@ -186,7 +193,7 @@ static int parse_header(struct st_dir *d, int file_ix) {
             rc = err_set(OCT_EINVAL, "safetensors %s: tensor name empty or too long", f->path);
             break;
         }
-        if ((rc = parse_entry(f->path, key, val, data, data_bytes, ti)) < 0) break;
+        if ((rc = parse_entry(f->path, key, val, data, 8 + (size_t)hlen, data_bytes, ti)) < 0) break;
         if (!(ti->name = strdup(key))) {
             rc = err_set(OCT_ENOMEM, "safetensors %s: out of memory", f->path);
             break;

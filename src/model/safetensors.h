@@ -3,6 +3,9 @@
 // each memory-mapped (owns: the mappings, the parsed headers, the config JSON).
 // Invariant: every tensor's byte range is checked against its file and its shape×dtype
 // at open time; a bad file fails st_open with a message naming the file and tensor.
+// Tensors are read in place, so each must start at a multiple of its element size in the
+// file: the format pads the header to a multiple of 8 bytes, and a file whose header length
+// leaves a tensor misaligned is refused (naming the tensor and the header length), not copied.
 #ifndef OCTET_SAFETENSORS_H
 #define OCTET_SAFETENSORS_H
 

@@ -1,7 +1,8 @@
 // test_gguf.c — unit tests for src/model/gguf.c: the real stories260K.gguf (keys, arrays,
 // tensors, shapes), synthetic v2/v3 files built in memory, and corrupted variants
 // (every truncation of the metadata, bad magic/version, huge lengths and counts, bad
-// dims, bad offsets, misalignment, unsupported types, duplicates): each must fail with a
+// dims, bad offsets, misalignment (offsets, and tensors off their element size under a
+// general.alignment of 1 or 2), unsupported types, duplicates): each must fail with a
 // message naming the file and the key or tensor, and never crash (run under ASan).
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L
@@ -107,6 +108,15 @@ static struct buf synth(uint32_t version, uint32_t type_a, uint64_t off_b, uint3
     *data_start = b.n;
     for (int i = 0; i < 256; i++) put(&b, &(uint8_t){(uint8_t)i}, 1);
     return b;
+}
+
+// Sets tensor 'a''s data offset in a synth() file (its info record follows its name).
+static void set_offset_a(struct buf *b, uint64_t off) {
+    static const uint8_t rec[] = {1, 0, 0, 0, 0, 0, 0, 0, 'a', 2, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 2};
+    uint8_t *p = memmem(b->p, b->n, rec, sizeof rec);
+    if (!p) { CHECK_MSG(0, "tensor 'a' record not found"); return; }
+    p += 9 + 4 + 16 + 4;
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(off >> (8 * i));
 }
 
 // Expects open of buf to fail with `code` and a message containing `needle`.
@@ -346,6 +356,32 @@ TEST(synthetic) {
     free(b.p);
 }
 
+// general.alignment 1 or 2 is legal, but tensors are read in place as their type: one that
+// starts off a multiple of its element size is refused, naming it and the alignment.
+TEST(small_alignment) {
+    for (uint32_t align = 1; align <= 2; align++) {
+        size_t ds;
+        struct buf b = synth(3, 0, 64, align, &ds);
+        free(b.p);
+        b = synth(3, 0, 64 + ds % 2, align, &ds);     // 'a' F32, 'b' F16 at an even file offset
+        uint64_t off_a = (4 + 2 - ds % 4) % 4;        // (ds + off_a) % 4 == 2: a multiple of align
+        set_offset_a(&b, off_a);
+        char want[80];
+        snprintf(want, sizeof want, "(general.alignment %u)", align);
+        EXPECT_FAIL(b.p, b.n, OCT_EINVAL, "tensor 'a' (f32) starts at byte");
+        EXPECT_FAIL(b.p, b.n, OCT_EINVAL, want);
+        set_offset_a(&b, (4 - ds % 4) % 4);            // now 4-byte aligned in the file: accepted
+        struct gguf *g = NULL;
+        CHECK_OK(open_copy(&g, b.p, b.n));
+        free(b.p);
+        b = synth(3, 1, 64 + ds % 2, align, &ds);     // both F16
+        if (align == 1) set_offset_a(&b, ds % 2 ? 0 : 1);  // odd
+        if (align == 1) EXPECT_FAIL(b.p, b.n, OCT_EINVAL, "tensor 'a' (f16)");
+        else CHECK_OK(open_copy(&g, b.p, b.n));
+        free(b.p);
+    }
+}
+
 TEST(synthetic_errors) {
     size_t ds;
     struct buf b = synth(3, 8, 32, 0, &ds);  // Q8_0
@@ -446,5 +482,6 @@ int main(void) {
     RUN(corrupt_real);
     RUN(synthetic);
     RUN(synthetic_errors);
+    RUN(small_alignment);
     return test_summary("gguf");
 }

@@ -1,6 +1,7 @@
 // test_safetensors.c — unit tests for src/model/safetensors.c: small directories written
 // here (single file, sharded index, *.safetensors glob), corrupted headers (truncated,
-// bad JSON, offsets out of range, size mismatch, unknown dtype, missing config.json...),
+// bad JSON, offsets out of range, size mismatch, unknown dtype, missing config.json, tensors
+// misaligned for their type...),
 // and tools/gguf_to_safetensors.py run on stories260K (byte-identical tensors, q/k rows
 // un-permuted as specified), checked against gguf.c.
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
@@ -27,16 +28,23 @@ static void write_bytes(const char *dir, const char *name, const void *p, size_t
     fclose(f);
 }
 
-// A safetensors file: 8-byte LE header length, the header text, then `data`.
-static void write_st(const char *dir, const char *name, const char *header, const void *data,
-                     size_t n_data) {
-    size_t hl = strlen(header), n = 8 + hl + n_data;
+// A safetensors file: 8-byte LE header length, the header text padded with spaces to
+// `pad` bytes (8, as the format requires: the data section then starts 8-byte aligned; 1: no
+// padding), then `data`.
+static void write_st_pad(const char *dir, const char *name, const char *header, const void *data,
+                         size_t n_data, size_t pad) {
+    size_t hl = strlen(header), padded = (hl + pad - 1) / pad * pad, n = 8 + padded + n_data;
     uint8_t *p = malloc(n);
-    for (int i = 0; i < 8; i++) p[i] = (uint8_t)((uint64_t)hl >> (8 * i));
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)((uint64_t)padded >> (8 * i));
     memcpy(p + 8, header, hl);
-    if (n_data) memcpy(p + 8 + hl, data, n_data);
+    memset(p + 8 + hl, ' ', padded - hl);
+    if (n_data) memcpy(p + 8 + padded, data, n_data);
     write_bytes(dir, name, p, n);
     free(p);
+}
+static void write_st(const char *dir, const char *name, const char *header, const void *data,
+                     size_t n_data) {
+    write_st_pad(dir, name, header, data, n_data, 8);
 }
 
 // Fresh empty directory under tmp_root with a config.json (unless no_config).
@@ -100,7 +108,7 @@ TEST(single_file) {
     // every truncation of the file fails cleanly
     char path[300];
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    for (size_t len = 0; len < 8 + strlen(GOOD_HEADER) + 56; len++) {
+    for (size_t len = 0; len < 8 + (strlen(GOOD_HEADER) + 7) / 8 * 8 + 56; len++) {
         CHECK(truncate(path, (off_t)len) == 0);
         EXPECT_FAIL(dir, OCT_EINVAL, "model.safetensors");
     }
@@ -301,6 +309,34 @@ TEST(converter) {
     gguf_close(g);
 }
 
+// Tensors are read in place, so each must start at a multiple of its element size in the file:
+// a header length that is not a multiple of 8 (the format requires one) shifts the data
+// section off alignment, and the first tensor that lands misaligned is refused by name.
+TEST(misaligned) {
+    const char *dir = new_dir("misaligned", 0);
+    const char *h = "{\"w\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    size_t hl = strlen(h);
+    char hdr[128];
+    // pad the header to 2 mod 4: the F32 tensor starts 2 bytes off alignment
+    snprintf(hdr, sizeof hdr, "%s%.*s", h, (int)((4 + 2 - (8 + hl) % 4) % 4), "   ");
+    CHECK((8 + strlen(hdr)) % 4 == 2);
+    write_st_pad(dir, "model.safetensors", hdr, data64, 8, 1);
+    EXPECT_FAIL(dir, OCT_EINVAL, "tensor 'w' (f32) starts at byte");
+    EXPECT_FAIL(dir, OCT_EINVAL, "not a multiple of 8");
+    // an F16 tensor 1 byte off, behind an aligned F32 one
+    const char *h2 = "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                     "\"b\":{\"dtype\":\"F16\",\"shape\":[1],\"data_offsets\":[5,7]}}";
+    write_st(dir, "model.safetensors", h2, data64, 7);
+    EXPECT_FAIL(dir, OCT_EINVAL, "tensor 'b' (f16)");
+    // one-byte types need no alignment; the padded header keeps 2- and 4-byte types aligned
+    const char *h3 = "{\"a\":{\"dtype\":\"F8_E4M3\",\"shape\":[3],\"data_offsets\":[0,3]},"
+                     "\"b\":{\"dtype\":\"BF16\",\"shape\":[1],\"data_offsets\":[4,6]}}";
+    write_st(dir, "model.safetensors", h3, data64, 6);
+    struct st_dir *d = NULL;
+    CHECK_OK(st_open(&d, dir));
+    if (d) st_close(d);
+}
+
 int main(void) {
     snprintf(tmp_root, sizeof tmp_root, "/tmp/test_st_XXXXXX");
     if (!mkdtemp(tmp_root)) { perror("mkdtemp"); return 1; }
@@ -308,6 +344,7 @@ int main(void) {
     RUN(sharded);
     RUN(glob);
     RUN(corrupt);
+    RUN(misaligned);
     RUN(converter);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmp_root);
