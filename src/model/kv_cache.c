@@ -2,6 +2,7 @@
 #include "kv_cache.h"
 
 #include <ctype.h>
+#include <float.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -139,12 +140,25 @@ void kv_cache_free(struct kv_cache *kv) {
     kv->b = NULL;
 }
 
+#define KV_SCALE_MAX 1e30  // a scale's largest value: dequantized e5m2 maxima (57344 x) stay finite in float
+
+// A scale is a positive float that neither underflows (0 or subnormal: x / scale overflows)
+// nor overflows float; the error names the file, the layer's key and the value.
+static int check_scale(double s, const char *path, int layer, const char *key, int head) {
+    if (s >= FLT_MIN && s <= KV_SCALE_MAX) return OCT_OK;
+    char at[16] = "";
+    if (head >= 0) snprintf(at, sizeof at, "[%d]", head);
+    const char *why = !(s > 0) ? "is not positive" : s < FLT_MIN ? "underflows float"
+                      : s > FLT_MAX ? "overflows float" : "is too large (dequantized values overflow float)";
+    return err_set(OCT_EINVAL, "%s: layer %d %s%s = %.9g %s (a scale must lie in %g..%g)", path, layer, key, at, s,
+                   why, (double)FLT_MIN, KV_SCALE_MAX);
+}
+
 // Reads one scale array ("k_scale": number or [n_kv_heads] numbers) into dst.
 static int read_scales(json_t *v, const char *path, int layer, const char *key, int n_heads, float *dst) {
     if (json_is_number(v)) {
         double s = json_number_value(v);
-        if (!(s > 0) || s > 1e30)
-            return err_set(OCT_EINVAL, "%s: layer %d %s = %g must be a positive finite number", path, layer, key, s);
+        TRY(check_scale(s, path, layer, key, -1));
         for (int h = 0; h < n_heads; h++) dst[h] = (float)s;
         return OCT_OK;
     }
@@ -156,8 +170,9 @@ static int read_scales(json_t *v, const char *path, int layer, const char *key, 
     for (int h = 0; h < n_heads; h++) {
         json_t *e = json_array_get(v, n == 1 ? 0 : (size_t)h);
         double s = json_number_value(e);
-        if (!json_is_number(e) || !(s > 0) || s > 1e30)
-            return err_set(OCT_EINVAL, "%s: layer %d %s[%d] must be a positive finite number", path, layer, key, h);
+        if (!json_is_number(e))
+            return err_set(OCT_EINVAL, "%s: layer %d %s[%d] must be a number", path, layer, key, h);
+        TRY(check_scale(s, path, layer, key, h));
         dst[h] = (float)s;
     }
     return OCT_OK;

@@ -100,6 +100,12 @@ printf 'GGUF\x03\x00\x00\x00garbage' > "$tmp/junk.gguf"
 expect_err 1 "junk.gguf" eval ppl --model "$tmp/junk.gguf" --file tests/data/heldout.txt
 echo '{"layers": 3}' > "$tmp/scales.json"
 expect_err 1 "scales.json" generate --model "$MODEL" --prompt x --kv-cache-dtype fp8 --kv-scales "$tmp/scales.json"
+# --kv-scales: zero, negative, and values that underflow or overflow float are refused, naming file, key and value
+for v in 1e-50 0 -0.5 1e-39 1e+31; do
+  python3 -c 'import json,sys; L=[{"k_scale":1,"v_scale":1} for _ in range(5)]; L[3]["v_scale"]=[1,1,float(sys.argv[1]),1]
+json.dump({"layers":L}, open(sys.argv[2],"w"))' "$v" "$tmp/bad_scales.json"
+  expect_err 1 "bad_scales.json: layer 3 v_scale\[2\] = $v" generate --model "$MODEL" --prompt x --kv-cache-dtype fp8 --kv-scales "$tmp/bad_scales.json"
+done
 echo "Once upon a time." > "$tmp/short.txt"
 expect_err 1 "fewer than one chunk" eval ppl --model "$MODEL" --file "$tmp/short.txt" --ctx 64
 expect_err 1 "exceeds the model's context length" eval ppl --model "$MODEL" --file tests/data/heldout.txt --ctx 4096
