@@ -265,8 +265,9 @@ static int encode_fragment(const struct tokenizer *t, const char *s, size_t n, b
     return rc;
 }
 
-int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, bool add_bos,
-                     bool parse_special, int32_t **ids, int *n_ids) {
+// tokenizer_encode's work; with literal ranges, tokenizer_encode_literal's.
+static int encode(const struct tokenizer *t, const char *text, size_t len, bool add_bos, bool parse_special,
+                  const size_t *literal, int n_literal, int32_t **ids, int *n_ids) {
     if (!t || !ids || !n_ids || (!text && len))
         return err_set(OCT_EINVAL, "tokenizer_encode: NULL argument");
     *ids = NULL;
@@ -282,12 +283,17 @@ int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, bo
         // UNKNOWN tokens only with parse_special, USER_DEFINED (added, non-special) always.
         bool prev_special = true;
         size_t frag = 0, i = 0;
+        int lit = 0;  // the first literal range not wholly before i
         while (i < len && rc == 0) {
             unsigned char c = (unsigned char)text[i];
             int match = -1;
+            while (lit < n_literal && literal[2 * lit + 1] <= i) lit++;
+            bool in_lit = lit < n_literal && literal[2 * lit] <= i;
+            size_t room = lit < n_literal && !in_lit ? literal[2 * lit] - i : len - i;  // (up to the next range)
             for (int k = t->special_idx[c]; k < t->special_idx[c + 1]; k++) {
                 int id = t->special[k];
-                if (!parse_special && t->type[id] != TOK_TYPE_USER_DEFINED) continue;
+                bool special_here = parse_special && !in_lit && t->len[id] <= room;
+                if (!special_here && t->type[id] != TOK_TYPE_USER_DEFINED) continue;
                 if (t->len[id] <= len - i && memcmp(text + i, tok_text(t, id), t->len[id]) == 0) {
                     match = id;
                     break;
@@ -308,6 +314,20 @@ int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, bo
     if (!*ids) return err_set(OCT_ENOMEM, "tokenizer_encode: out of memory");
     *n_ids = (int)v.n;
     return 0;
+}
+
+int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, bool add_bos,
+                     bool parse_special, int32_t **ids, int *n_ids) {
+    return encode(t, text, len, add_bos, parse_special, NULL, 0, ids, n_ids);
+}
+
+int tokenizer_encode_literal(const struct tokenizer *t, const char *text, size_t len, bool add_bos,
+                             const size_t *literal, int n_literal, int32_t **ids, int *n_ids) {
+    for (int k = 0; k < n_literal; k++)
+        if (literal[2 * k] > literal[2 * k + 1] || literal[2 * k + 1] > len ||
+            (k && literal[2 * k] < literal[2 * k - 1]))
+            return err_set(OCT_EINVAL, "tokenizer_encode_literal: range %d is out of order", k);
+    return encode(t, text, len, add_bos, true, literal, n_literal, ids, n_ids);
 }
 
 // ---- pieces ----

@@ -44,6 +44,11 @@ int tokenizer_token_id(const struct tokenizer *t, const char *text, size_t len);
 // parse_special is true. *ids is malloc'd; caller frees.
 int tokenizer_encode(const struct tokenizer *t, const char *text, size_t len, bool add_bos,
                      bool parse_special, int32_t **ids, int *n_ids);
+// tokenizer_encode with parse_special, except that no special token is matched that overlaps one
+// of the n_literal byte ranges [literal[2k], literal[2k+1]) (ascending, disjoint): text there is
+// read as plain text (chat message content inside a rendered template).
+int tokenizer_encode_literal(const struct tokenizer *t, const char *text, size_t len, bool add_bos,
+                             const size_t *literal, int n_literal, int32_t **ids, int *n_ids);
 
 // The raw bytes a token stands for (▁ → ' ', <0x0A> → '\n', GPT-2 byte map undone;
 // control tokens → "" unless render_special). Returns bytes written (may exceed cap:

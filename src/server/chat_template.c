@@ -46,19 +46,28 @@ static const char *norm_role(const char *r) {
     return NULL;
 }
 
-// Llama-3 trims each message's content ({{ message['content'] | trim }}).
-static int append_trimmed(struct text_buf *b, const char *s) {
+// Appends a message's content (trimmed: Llama-3's {{ message['content'] | trim }}) and records
+// where it went in spans[2 * *n_spans ..] (when spans is not NULL).
+static int append_content(struct text_buf *b, const char *s, bool trim, size_t *spans, int *n_spans) {
     size_t n = strlen(s);
-    while (n && strchr(" \t\r\n", *s)) s++, n--;
-    while (n && strchr(" \t\r\n", s[n - 1])) n--;
+    while (trim && n && strchr(" \t\r\n", *s)) s++, n--;
+    while (trim && n && strchr(" \t\r\n", s[n - 1])) n--;
+    if (spans) spans[2 * *n_spans] = b->n, spans[2 * *n_spans + 1] = b->n + n, ++*n_spans;
     return text_buf_append(b, s, n);
 }
 
 #define A(s) do { if (text_buf_append(&b, (s), strlen(s)) < 0) goto oom; } while (0)
+#define C(s, trim) do { if (append_content(&b, (s), (trim), spans, &n_spans) < 0) goto oom; } while (0)
 
 int chat_template_render(enum chat_template_kind k, const struct chat_msg *msgs, int n,
                          bool add_generation_prompt, const char *bos_text, char **out) {
+    return chat_template_render_spans(k, msgs, n, add_generation_prompt, bos_text, out, NULL);
+}
+
+int chat_template_render_spans(enum chat_template_kind k, const struct chat_msg *msgs, int n,
+                               bool add_generation_prompt, const char *bos_text, char **out, size_t *spans) {
     struct text_buf b = {0};
+    int n_spans = 0;
     const char *bos = bos_text ? bos_text : "";
     *out = NULL;
     for (int i = 0; i < n; i++)
@@ -70,7 +79,7 @@ int chat_template_render(enum chat_template_kind k, const struct chat_msg *msgs,
     switch (k) {
     case CHAT_TEMPLATE_CHATML:
         for (int i = 0; i < n; i++) {
-            A("<|im_start|>"); A(norm_role(msgs[i].role)); A("\n"); A(msgs[i].content); A("<|im_end|>\n");
+            A("<|im_start|>"); A(norm_role(msgs[i].role)); A("\n"); C(msgs[i].content, false); A("<|im_end|>\n");
         }
         if (add_generation_prompt) A("<|im_start|>assistant\n");
         break;
@@ -78,7 +87,7 @@ int chat_template_render(enum chat_template_kind k, const struct chat_msg *msgs,
         A(bos);
         for (int i = 0; i < n; i++) {
             A("<|start_header_id|>"); A(norm_role(msgs[i].role)); A("<|end_header_id|>\n\n");
-            if (append_trimmed(&b, msgs[i].content) < 0) goto oom;
+            C(msgs[i].content, true);
             A("<|eot_id|>");
         }
         if (add_generation_prompt) A("<|start_header_id|>assistant<|end_header_id|>\n\n");
@@ -92,13 +101,13 @@ int chat_template_render(enum chat_template_kind k, const struct chat_msg *msgs,
             const char *r = norm_role(msgs[i].role);
             if (!strcmp(r, "user")) {
                 A(bos); A("[INST] ");
-                if (sys) { A("<<SYS>>\n"); A(sys); A("\n<</SYS>>\n\n"); sys = NULL; }
-                if (append_trimmed(&b, msgs[i].content) < 0) goto oom;
+                if (sys) { A("<<SYS>>\n"); C(sys, false); A("\n<</SYS>>\n\n"); sys = NULL; }
+                C(msgs[i].content, true);
                 A(" [/INST]");
             } else if (!strcmp(r, "assistant")) {
-                A(" "); if (append_trimmed(&b, msgs[i].content) < 0) goto oom; A(" </s>");
+                A(" "); C(msgs[i].content, true); A(" </s>");
             } else {
-                A(bos); A("[INST] <<SYS>>\n"); A(msgs[i].content); A("\n<</SYS>>\n\n [/INST]");
+                A(bos); A("[INST] <<SYS>>\n"); C(msgs[i].content, false); A("\n<</SYS>>\n\n [/INST]");
             }
         }
         break;
@@ -111,8 +120,8 @@ int chat_template_render(enum chat_template_kind k, const struct chat_msg *msgs,
             const char *r = norm_role(msgs[i].role);
             if (!strcmp(r, "system")) { sys = msgs[i].content; continue; }
             A("<start_of_turn>"); A(!strcmp(r, "assistant") ? "model" : "user"); A("\n");
-            if (sys && !strcmp(r, "user")) { A(sys); A("\n\n"); sys = NULL; }
-            if (append_trimmed(&b, msgs[i].content) < 0) goto oom;
+            if (sys && !strcmp(r, "user")) { C(sys, false); A("\n\n"); sys = NULL; }
+            C(msgs[i].content, true);
             A("<end_of_turn>\n");
         }
         if (add_generation_prompt) A("<start_of_turn>model\n");

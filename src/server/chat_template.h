@@ -6,6 +6,7 @@
 #define OCTET_CHAT_TEMPLATE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 enum chat_template_kind {
     CHAT_TEMPLATE_CHATML = 0,   // <|im_start|>role\n...<|im_end|>\n (the fallback)
@@ -33,5 +34,10 @@ bool chat_template_has_bos(enum chat_template_kind k);
 // Returns 0, or <0 with err_msg() naming the bad message (unknown role).
 int chat_template_render(enum chat_template_kind k, const struct chat_msg *msgs, int n,
                          bool add_generation_prompt, const char *bos_text, char **out);
+// The same, and where each message's content went: spans[2i], spans[2i+1] (byte offsets into
+// *out, ascending) for the i-th content in the text; spans has room for 2n entries. The rest of
+// the text is the template's own (its special tokens).
+int chat_template_render_spans(enum chat_template_kind k, const struct chat_msg *msgs, int n,
+                               bool add_generation_prompt, const char *bos_text, char **out, size_t *spans);
 
 #endif
