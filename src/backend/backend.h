@@ -18,6 +18,13 @@
 struct weight;
 struct rope_table;
 
+// The FFN's gate activation: act(x·w_gateᵀ) ⊙ (x·w_upᵀ).
+enum ffn_act {
+    FFN_ACT_SILU = 0,         // SwiGLU (Llama, Qwen, Mistral, Phi-3)
+    FFN_ACT_GELU_TANH,        // GeGLU with tanh-approximated GELU (Gemma: gelu_pytorch_tanh)
+    FFN_ACT_GELU,             // GeGLU with exact (erf) GELU
+};
+
 // One engine step, flattened over sequences (vLLM's vocabulary).
 struct batch {
     int n_tokens;
@@ -67,6 +74,7 @@ struct attn_params {
     // 0 = two-level (each KV tile's partial sum added into FP32 registers; the default),
     // N > 0 = every:N tiles, ATTN_ACC_SINGLE = single (left in the MMA accumulator).
     int fp8_accum;
+    float softcap;          // > 0: each scaled score s becomes softcap·tanh(s/softcap) (Gemma 2); 0 = none
 };
 #define ATTN_ACC_SINGLE (-1)
 
@@ -88,6 +96,12 @@ struct attn_in_args {
     struct kv_layer *layer;
 };
 
+// attn_in's optional operands (backend_attn_in_ext; NULL = none): biases added to q, k, v after the
+// projections, and per-head RMSNorm weights [hd] applied to q and k before RoPE (with attn_in's eps).
+struct attn_in_extra {
+    const struct weight *bq, *bk, *bv, *q_norm, *k_norm;
+};
+
 // ffn_in's operands: act = silu(xn · w_gateᵀ) ⊙ (xn · w_upᵀ) with xn = rmsnorm(x, norm, eps); gate and
 // xn are scratch the op may or may not write, except that with keep_gate gate holds xn · w_gateᵀ
 // (the gate's pre-activation, which the calibration probe reads) afterwards.
@@ -99,6 +113,13 @@ struct ffn_in_args {
     const struct weight *norm, *w_gate, *w_up;
     float eps;
     bool keep_gate;
+};
+
+// ffn_in's optional operands (backend_ffn_in_ext): biases after the gate and up projections (NULL =
+// none) and the activation (FFN_ACT_SILU: silu_mul; the others need act_mul).
+struct ffn_in_extra {
+    const struct weight *b_gate, *b_up;
+    enum ffn_act fn;
 };
 
 struct backend_ops {
@@ -170,6 +191,18 @@ struct backend_ops {
     // Default KV budget in bytes, given what is allocated so far (call after the weights
     // and activations): CPU a quarter of RAM; GPU utilization × total − memory in use.
     size_t (*kv_budget_default)(struct backend *b, double gpu_memory_utilization);
+
+    // Ops and abilities of architectures beyond Llama's (NULL / false: the backend lacks them, and
+    // forward_init refuses a model that needs one, naming the architecture and the op).
+    // x[i][j] += bias[j] for i < n (projection biases).
+    void (*bias_add)(struct backend *b, void *x /*[n][bias.cols]*/, const struct weight *bias, int n);
+    // out = act(gate) ⊙ up, elementwise (GeGLU; silu_mul is FFN_ACT_SILU's).
+    void (*act_mul)(struct backend *b, void *out /*[n]*/, const void *gate, const void *up, int64_t n,
+                    enum ffn_act act);
+    // x *= s (Gemma's embedding scale).
+    void (*scale)(struct backend *b, void *x /*[n]*/, int64_t n, float s);
+    bool attn_softcap;      // attention honours attn_params.softcap
+    bool rope_dynamic;      // rope honours rope_table.dyn_max_pos (dynamic NTK)
 };
 
 struct backend {
@@ -199,6 +232,11 @@ void backend_host_free(struct backend *b, void *p);
 void backend_attn_in(struct backend *b, const struct attn_in_args *a, const struct batch *bt);
 void backend_proj_add(struct backend *b, void *x, void *scratch, const void *in, const struct weight *w, int n);
 void backend_ffn_in(struct backend *b, const struct ffn_in_args *a, int n);
+// The same compositions with the optional operands (biases, q/k norms, GeGLU; they need bias_add
+// and act_mul), which the forward pass calls for the families that have them.
+void backend_attn_in_ext(struct backend *b, const struct attn_in_args *a, const struct attn_in_extra *e,
+                         const struct batch *bt);
+void backend_ffn_in_ext(struct backend *b, const struct ffn_in_args *a, const struct ffn_in_extra *e, int n);
 // By name: "cpu", "cuda", or "auto" (cuda when available, else cpu). NULL + err_msg().
 struct backend *backend_create(const char *device, int n_threads);
 

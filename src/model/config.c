@@ -22,6 +22,11 @@ int config_validate(const struct model_config *c) {
          "config: rope dims %d must be even and <= head_dim %d", c->rope.n_rot, c->head_dim);
     NEED(c->rope.scaling == ROPE_SCALING_NONE || c->rope.factor > 0,
          "config: rope scaling factor %g must be positive", c->rope.factor);
+    NEED(c->embed_scale >= 0, "config: embedding scale %g must be >= 0", c->embed_scale);
+    NEED(c->attn_scale >= 0 && c->attn_softcap >= 0 && c->final_softcap >= 0,
+         "config: attention scale and soft-caps must be >= 0");
+    NEED(!c->local_rope || (c->rope_local.theta > 1 && c->rope_local.n_rot == c->rope.n_rot),
+         "config: local rope theta %g must be > 1", c->rope_local.theta);
     NEED(c->sliding_window >= 0, "config: sliding_window %d must be >= 0", c->sliding_window);
 #undef NEED
     return OCT_OK;
@@ -31,4 +36,8 @@ long config_kv_bytes_per_token(const struct model_config *c, const int *elem_byt
     long total = 0;
     for (int l = 0; l < c->n_layers; l++) total += 2L * c->n_kv_heads * c->head_dim * elem_bytes[l];
     return total;
+}
+
+bool config_is_plain_llama(const struct model_config *c) {
+    return c->act == FFN_ACT_SILU && !c->attn_bias && !c->o_bias && !c->mlp_bias && !c->qk_norm && !c->post_norms;
 }

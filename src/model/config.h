@@ -7,13 +7,15 @@
 
 #include <stdbool.h>
 
+#include "../backend/backend.h"  // enum ffn_act
+
 #define MODEL_MAX_LAYERS 256
 
 enum rope_scaling {
     ROPE_SCALING_NONE = 0,
     ROPE_SCALING_LINEAR,   // positions divided by factor
     ROPE_SCALING_NTK,      // NTK-aware: base *= alpha^(d/(d-2)) (alpha = factor)
-    ROPE_SCALING_DYNAMIC,  // dynamic NTK, evaluated statically at max_pos*factor (as vLLM)
+    ROPE_SCALING_DYNAMIC,  // dynamic NTK (transformers: base grows with the sequence past max_pos)
     ROPE_SCALING_YARN,     // YaRN: ramp between interpolation and extrapolation + mscale
     ROPE_SCALING_LLAMA3,   // Llama-3.1 frequency-band scaling
 };
@@ -26,7 +28,11 @@ struct rope_config {
     double low_freq_factor;   // llama3 (default 1)
     double high_freq_factor;  // llama3 (default 4)
     double beta_fast, beta_slow; // yarn (defaults 32, 1)
-    double attn_factor;       // yarn: attention (mscale) override; 0 = 0.1*ln(factor)+1
+    double attn_factor;       // yarn: attention factor given by the config; 0 = from factor and mscale
+    double mscale, mscale_all_dim; // yarn: 0 = absent (transformers' get_mscale arguments)
+    bool truncate;            // yarn: floor/ceil the correction range (transformers' default true)
+    int dyn_max_pos;          // dynamic: the length past which the base grows (max_position_embeddings)
+    bool dyn_fixed;           // dynamic: vLLM's form, the base evaluated once at dyn_max_pos*factor
     int n_rot;                // rotated dims per head (<= head_dim, even)
     bool neox;                // true: rotate halves (HF layout); false: adjacent pairs (GGUF llama)
     int n_freq_factors;       // >0: GGUF rope_freqs (per-pair divisors of inv_freq, Llama-3 GGUFs)
@@ -34,7 +40,7 @@ struct rope_config {
 };
 
 struct model_config {
-    char arch[32];            // "llama" (others map onto it when compatible)
+    char arch[32];            // family: llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3
     int n_layers;
     int dim;                  // hidden size
     int n_heads, n_kv_heads, head_dim;
@@ -46,7 +52,23 @@ struct model_config {
     int sliding_window;       // tokens; 0 = no sliding-window layers
     bool layer_sliding[MODEL_MAX_LAYERS]; // layer i uses the window
     struct rope_config rope;
+    // What differs between the families, as data (the forward pass reads these; defaults = Llama)
+    enum ffn_act act;
+    bool attn_bias;           // q, k, v projections have biases (Qwen2, attention_bias)
+    bool o_bias;              // the output projection has a bias (attention_bias)
+    bool mlp_bias;            // gate, up and down projections have biases (mlp_bias)
+    bool qk_norm;             // per-head RMSNorm of q and k before RoPE (Qwen3, Gemma 3)
+    bool post_norms;          // RMSNorm of the attention and FFN outputs before the residual add (Gemma 2/3)
+    float embed_scale;        // the embeddings are multiplied by this (Gemma: sqrt(dim)); 0 or 1 = none
+    float attn_scale;         // softmax scale (1/sqrt(query_pre_attn_scalar) on Gemma); 0 = 1/sqrt(head_dim)
+    float attn_softcap;       // scores → cap·tanh(scores/cap) before softmax; 0 = none
+    float final_softcap;      // logits → cap·tanh(logits/cap); 0 = none
+    bool local_rope;          // sliding-window layers use rope_local (Gemma 3's separate base)
+    struct rope_config rope_local;
 };
+
+// True when the layers need nothing beyond Llama's sublayers (no biases, q/k norms, post-norms, GeGLU).
+bool config_is_plain_llama(const struct model_config *c);
 
 // Checks the invariant above; the message names the offending field.
 int config_validate(const struct model_config *c);

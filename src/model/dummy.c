@@ -96,7 +96,8 @@ int dummy_config(const char *name, struct model_config *c) {
     c->tied_output = p->tied;
     c->rope = (struct rope_config){.scaling = p->scaling, .theta = p->theta, .factor = p->factor,
                                    .orig_max_pos = p->orig_max_pos, .low_freq_factor = 1, .high_freq_factor = 4,
-                                   .beta_fast = 32, .beta_slow = 1, .n_rot = p->head_dim, .neox = false};
+                                   .beta_fast = 32, .beta_slow = 1, .truncate = true, .n_rot = p->head_dim,
+                                   .neox = false};
     c->sliding_window = p->window;
     for (int l = 0; l < c->n_layers; l++) c->layer_sliding[l] = p->window > 0 && (l + 1) % p->sliding_every != 0;
     return config_validate(c);

@@ -1,5 +1,7 @@
-// forward.c — the Llama-family decoder step (GQA, RoPE, SwiGLU, RMSNorm, optional
-// per-layer sliding windows) over the backend seam. Every backend runs this same code.
+// forward.c — the decoder step of every dense family (GQA, RoPE, RMSNorm, SwiGLU or GeGLU,
+// optional per-layer sliding windows) over the backend seam; what differs between families is
+// data in struct model_config (biases, q/k norms, post-norms, embedding scale, soft-caps, a
+// second RoPE table), read by the small steps below. Every backend runs this same code.
 #include "forward.h"
 
 #include "../base/check.h"
@@ -15,22 +17,38 @@ static int upload(struct backend *b, struct weight *w) {
     return 0;
 }
 
+// The model's needs the backend lacks: an error naming the architecture and the op.
+static int check_backend(const struct model_config *c, const struct backend_ops *op) {
+    const char *need = NULL;
+    if ((c->attn_bias || c->o_bias || c->mlp_bias) && !op->bias_add) need = "bias_add (projection biases)";
+    else if (c->act != FFN_ACT_SILU && !op->act_mul) need = "act_mul (GeGLU)";
+    else if (c->embed_scale > 0 && c->embed_scale != 1 && !op->scale) need = "scale (embedding scale)";
+    else if (c->attn_softcap > 0 && !op->attn_softcap) need = "attention soft-capping";
+    else if (c->rope.scaling == ROPE_SCALING_DYNAMIC && !c->rope.dyn_fixed && !op->rope_dynamic)
+        need = "dynamic NTK RoPE";
+    if (need)
+        return err_set(OCT_EUNSUP, "architecture %s needs op %s, not in the %s backend yet", c->arch, need, op->name);
+    return OCT_OK;
+}
+
 int forward_init(struct forward *f, struct model *m, struct backend *b, int max_tokens, int max_logits) {
     memset(f, 0, sizeof *f);
+    const struct model_config *c = &m->cfg;
+    TRY(check_backend(c, b->ops));
     f->m = m;
     f->b = b;
     f->max_tokens = max_tokens;
     f->max_logits = max_logits;
-    const struct model_config *c = &m->cfg;
     rope_table_init(&f->rope, &c->rope);
+    if (c->local_rope) rope_table_init(&f->rope_local, &c->rope_local);
+    else f->rope_local = f->rope;
     TRY(upload(b, &m->token_embd));
     TRY(upload(b, &m->output_norm));
     TRY(upload(b, &m->output));
     for (int l = 0; l < c->n_layers; l++) {
-        struct layer_weights *lw = &m->layers[l];
-        struct weight *ws[] = {&lw->attn_norm, &lw->wq, &lw->wk, &lw->wv, &lw->wo,
-                               &lw->ffn_norm, &lw->w_gate, &lw->w_up, &lw->w_down};
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) TRY(upload(b, ws[i]));
+        struct weight *ws[LAYER_N_WEIGHTS];
+        layer_weight_list(&m->layers[l], ws);
+        for (int i = 0; i < LAYER_N_WEIGHTS; i++) TRY(upload(b, ws[i]));
     }
     size_t es = dtype_size(b->ops->act_dtype), T = (size_t)max_tokens;
     size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
@@ -70,6 +88,28 @@ static int probe(struct forward *f, int layer, enum probe_kind kind, const void 
     return OCT_OK;
 }
 
+static const struct weight *opt(const struct weight *w) { return w->data ? w : NULL; }
+
+// x += post_norm(in · wᵀ + bias): a sublayer's output projection and residual add (the backend's
+// fused proj_add where the family has neither the bias nor the post-norm).
+static void proj_add(struct forward *f, const void *in, const struct weight *w, const struct weight *bias,
+                     const struct weight *post_norm, int n) {
+    const struct backend_ops *op = f->b->ops;
+    if (!bias->data && !post_norm->data) {
+        op->proj_add(f->b, f->x, f->proj, in, w, n);
+        return;
+    }
+    op->matmul(f->b, f->proj, in, w, n);
+    if (bias->data) op->bias_add(f->b, f->proj, bias, n);
+    if (post_norm->data) op->rmsnorm(f->b, f->proj, f->proj, post_norm, n, f->m->cfg.norm_eps);
+    op->add(f->b, f->x, f->proj, (int64_t)n * w->rows);
+}
+
+// Final-logit soft-capping (Gemma 2): cap·tanh(z/cap), on the host rows.
+static void softcap_logits(float *z, size_t n, float cap) {
+    for (size_t i = 0; i < n; i++) z[i] = cap * tanhf(z[i] / cap);
+}
+
 // The step's work, queued: logits into logits_out (synchronous in every backend) or, with ids_out,
 // the greedy ids (asynchronous where the backend can be).
 static int forward_issue(struct forward *f, struct kv_cache *kv, const struct batch *bt, float *logits_out,
@@ -84,34 +124,46 @@ static int forward_issue(struct forward *f, struct kv_cache *kv, const struct ba
     if (bt->n_logits < 0 || bt->n_logits > f->max_logits)
         return err_set(OCT_EINVAL, "forward: %d logits rows (max %d)", bt->n_logits, f->max_logits);
     TRY(op->batch_begin(b, bt));
-    struct attn_params ap = {c->n_heads, 1.0f / sqrtf((float)c->head_dim), f->fp8_math, f->fp8_accum};
+    float scale = c->attn_scale > 0 ? c->attn_scale : 1.0f / sqrtf((float)c->head_dim);
+    struct attn_params ap = {c->n_heads, scale, f->fp8_math, f->fp8_accum, c->attn_softcap};
+    // Llama's sublayers run as the backend's (maybe fused) ops; the others' as backend.c's compositions
+    bool plain = config_is_plain_llama(c);
 
     op->get_rows(b, f->x, &m->token_embd, bt);                       // x = embed(tokens)
+    if (c->embed_scale > 0 && c->embed_scale != 1) op->scale(b, f->x, (int64_t)n * c->dim, c->embed_scale);
     for (int l = 0; l < c->n_layers; l++) {
         const struct layer_weights *w = &m->layers[l];
-        // q, k, v; RoPE on q and k; k and v into the layer's pages
+        // q, k, v (+ biases, per-head norms); RoPE on q and k; k and v into the layer's pages
+        const struct rope_table *rt = c->layer_sliding[l] ? &f->rope_local : &f->rope;
         const struct attn_in_args ai = {f->q, f->k, f->v, f->xn, f->x, &w->attn_norm, &w->wq, &w->wk, &w->wv,
-                                        c->norm_eps, c->n_heads, &f->rope, &kv->layers[l]};
-        op->attn_in(b, &ai, bt);
+                                        c->norm_eps, c->n_heads, rt, &kv->layers[l]};
+        const struct attn_in_extra ae = {opt(&w->bq), opt(&w->bk), opt(&w->bv), opt(&w->q_norm), opt(&w->k_norm)};
+        if (plain) op->attn_in(b, &ai, bt);
+        else backend_attn_in_ext(b, &ai, &ae, bt);
         if (f->probe) {
             TRY(probe(f, l, PROBE_Q, f->q, n, c->n_heads * c->head_dim));
             TRY(probe(f, l, PROBE_K, f->k, n, c->n_kv_heads * c->head_dim));
             TRY(probe(f, l, PROBE_V, f->v, n, c->n_kv_heads * c->head_dim));
         }
         op->attention(b, f->att, f->q, &kv->layers[l], &ap, bt);
-        op->proj_add(b, f->x, f->proj, f->att, &w->wo, n);          // x += att · woᵀ
-        // silu(xn · w_gateᵀ) ⊙ (xn · w_upᵀ), xn = rmsnorm(x); the probe also wants the gate's pre-activation
+        proj_add(f, f->att, &w->wo, &w->bo, &w->post_attn_norm, n);       // x += norm(att · woᵀ + bo)
+        // act(xn · w_gateᵀ) ⊙ (xn · w_upᵀ), xn = rmsnorm(x); the probe also wants the gate's pre-activation
         const struct ffn_in_args fi = {f->act, f->gate, f->xn, f->x, &w->ffn_norm, &w->w_gate, &w->w_up,
                                        c->norm_eps, f->probe != NULL};
-        op->ffn_in(b, &fi, n);
+        const struct ffn_in_extra fe = {opt(&w->b_gate), opt(&w->b_up), c->act};
+        if (plain) op->ffn_in(b, &fi, n);
+        else backend_ffn_in_ext(b, &fi, &fe, n);
         if (f->probe) TRY(probe(f, l, PROBE_GATE, f->gate, n, c->ffn_dim));
-        op->proj_add(b, f->x, f->proj, f->act, &w->w_down, n);      // x += act · w_downᵀ
+        proj_add(f, f->act, &w->w_down, &w->b_down, &w->post_ffn_norm, n);  // x += norm(act · w_downᵀ + b)
     }
     if (bt->n_logits > 0) {
         op->gather_rows(b, f->last, f->x, c->dim, bt);               // only the sampled rows
         op->rmsnorm(b, f->last, f->last, &m->output_norm, bt->n_logits, c->norm_eps);
         if (ids_out) op->logits_argmax(b, ids_out, f->last, &m->output, bt->n_logits);
-        else op->logits(b, logits_out, f->last, &m->output, bt->n_logits);
+        else op->logits(b, logits_out, f->last, &m->output, bt->n_logits);  // (synchronous)
+        // the cap is monotonic, so the greedy ids need none
+        if (!ids_out && c->final_softcap > 0)
+            softcap_logits(logits_out, (size_t)bt->n_logits * c->n_vocab, c->final_softcap);
     }
     return OCT_OK;
 }

@@ -23,6 +23,7 @@ struct forward {
     enum attn_fp8_math fp8_math;
     int fp8_accum;          // struct attn_params.fp8_accum
     struct rope_table rope;
+    struct rope_table rope_local;  // the sliding-window layers' table (Gemma 3), else a copy of rope
     // backend activations, act dtype
     void *x;        // [max_tokens][dim] residual stream
     void *xn;       // [max_tokens][dim] normed input of a sublayer

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 
 #include "../base/check.h"
+#include "../base/half.h"
 #include "gguf.h"
 #include "safetensors.h"
 #include "tokenizer.h"
@@ -63,6 +64,39 @@ static int check_shape(const struct weight *w, const char *what, int layer, int6
     return OCT_OK;
 }
 
+void layer_weight_list(struct layer_weights *w, struct weight *out[LAYER_N_WEIGHTS]) {
+    struct weight *ws[LAYER_N_WEIGHTS] = {&w->attn_norm, &w->wq, &w->wk, &w->wv, &w->wo, &w->ffn_norm,
+                                          &w->w_gate, &w->w_up, &w->w_down, &w->bq, &w->bk, &w->bv, &w->bo,
+                                          &w->q_norm, &w->k_norm, &w->post_attn_norm, &w->post_ffn_norm,
+                                          &w->b_gate, &w->b_up, &w->b_down};
+    memcpy(out, ws, sizeof ws);
+}
+
+int model_norm_plus_one(struct model *m, struct weight *w) {
+    if (!w->data) return OCT_OK;
+    size_t n = (size_t)(w->rows * w->cols);
+    float *d = model_own(m, n * sizeof(float));
+    if (!d) return err_set(OCT_ENOMEM, "model: out of memory");
+    if (w->dtype == DT_F32) memcpy(d, w->data, n * sizeof(float));
+    else if (w->dtype == DT_BF16) bf16_row_to_f32(w->data, d, n);
+    else if (w->dtype == DT_F16) f16_row_to_f32(w->data, d, n);
+    else return err_set(OCT_EUNSUP, "model: norm weight of dtype %s (need f32, f16 or bf16)", dtype_name(w->dtype));
+    for (size_t i = 0; i < n; i++) d[i] += 1.0f;
+    w->data = d;
+    w->dtype = DT_F32;
+    return OCT_OK;
+}
+
+// An optional weight: absent and not wanted, or present with the shape wanted.
+static int check_opt(const struct weight *w, bool want, const char *what, int layer, int64_t rows, int64_t cols) {
+    if (!want) {
+        if (w->data) return err_set(OCT_EINVAL, "model: tensor %s (layer %d) is not used by this architecture",
+                                    what, layer);
+        return OCT_OK;
+    }
+    return check_shape(w, what, layer, rows, cols);
+}
+
 int model_finish(struct model *m) {
     struct model_config *c = &m->cfg;
     TRY(config_validate(c));
@@ -86,9 +120,21 @@ int model_finish(struct model *m) {
         TRY(check_shape(&w->w_gate, "ffn_gate", l, c->ffn_dim, c->dim));
         TRY(check_shape(&w->w_up, "ffn_up", l, c->ffn_dim, c->dim));
         TRY(check_shape(&w->w_down, "ffn_down", l, c->dim, c->ffn_dim));
-        const struct weight *ws[] = {&w->attn_norm, &w->wq, &w->wk, &w->wv, &w->wo,
-                                     &w->ffn_norm, &w->w_gate, &w->w_up, &w->w_down};
-        for (int i = 0; i < 9; i++) total += (size_t)(ws[i]->rows * ws[i]->cols) * dtype_size(ws[i]->dtype);
+        TRY(check_opt(&w->bq, c->attn_bias, "attn_q.bias", l, 1, qd));
+        TRY(check_opt(&w->bk, c->attn_bias, "attn_k.bias", l, 1, kvd));
+        TRY(check_opt(&w->bv, c->attn_bias, "attn_v.bias", l, 1, kvd));
+        TRY(check_opt(&w->bo, c->o_bias, "attn_output.bias", l, 1, c->dim));
+        TRY(check_opt(&w->q_norm, c->qk_norm, "attn_q_norm", l, 1, c->head_dim));
+        TRY(check_opt(&w->k_norm, c->qk_norm, "attn_k_norm", l, 1, c->head_dim));
+        TRY(check_opt(&w->post_attn_norm, c->post_norms, "post_attention_norm", l, 1, c->dim));
+        TRY(check_opt(&w->post_ffn_norm, c->post_norms, "post_ffw_norm", l, 1, c->dim));
+        TRY(check_opt(&w->b_gate, c->mlp_bias, "ffn_gate.bias", l, 1, c->ffn_dim));
+        TRY(check_opt(&w->b_up, c->mlp_bias, "ffn_up.bias", l, 1, c->ffn_dim));
+        TRY(check_opt(&w->b_down, c->mlp_bias, "ffn_down.bias", l, 1, c->dim));
+        struct weight *ws[LAYER_N_WEIGHTS];
+        layer_weight_list(w, ws);
+        for (int i = 0; i < LAYER_N_WEIGHTS; i++)
+            if (ws[i]->data) total += (size_t)(ws[i]->rows * ws[i]->cols) * dtype_size(ws[i]->dtype);
     }
     m->weight_bytes = total;
     m->weight_dtype = m->layers[0].wq.dtype;
@@ -175,7 +221,7 @@ int model_load_gguf(struct model *m, const char *path) {
         c->rope.factor = gguf_float_key(m, arch, "rope.scaling.factor", 1.0);
         TRY(gguf_int_key(m, arch, "rope.scaling.original_context_length", &v, false, c->max_pos));
         c->rope.orig_max_pos = (int)v;
-        c->rope.beta_fast = 32; c->rope.beta_slow = 1;
+        c->rope.beta_fast = 32; c->rope.beta_slow = 1; c->rope.truncate = true;
     }
     for (int l = 0; l < MODEL_MAX_LAYERS; l++) c->layer_sliding[l] = c->sliding_window > 0;
 

@@ -20,7 +20,18 @@ struct layer_weights {
     struct weight ffn_norm;       // [1][dim]
     struct weight w_gate, w_up;   // [ffn][dim]
     struct weight w_down;         // [dim][ffn]
+    // Present only where the family has them (data == NULL otherwise; struct model_config says which):
+    struct weight bq, bk, bv, bo; // [1][n_heads*hd], [1][n_kv*hd] x2, [1][dim] projection biases
+    struct weight q_norm, k_norm; // [1][hd] per-head RMSNorm weights (rows in the adjacent-pair order)
+    struct weight post_attn_norm; // [1][dim] norm of the attention output (Gemma 2/3)
+    struct weight post_ffn_norm;  // [1][dim] norm of the FFN output (Gemma 2/3)
+    struct weight b_gate, b_up;   // [1][ffn]
+    struct weight b_down;         // [1][dim]
 };
+
+// Every weight of a layer, for loops that treat them alike (upload, size, shape checks).
+#define LAYER_N_WEIGHTS 20
+void layer_weight_list(struct layer_weights *w, struct weight *out[LAYER_N_WEIGHTS]);
 
 struct model {
     struct model_config cfg;
@@ -47,6 +58,8 @@ void model_free(struct model *m);
 
 // Internal helpers shared by the loaders (model.c).
 void *model_own(struct model *m, size_t bytes);  // zeroed buffer freed with the model
+// Replaces a norm weight w by an owned f32 copy of 1 + w (Gemma's norms scale by 1 + w).
+int model_norm_plus_one(struct model *m, struct weight *w);
 int model_finish(struct model *m);                // validates shapes, sums weight_bytes
 
 // Loaders (model_gguf.c, model_st.c, dummy.c).

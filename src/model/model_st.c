@@ -1,97 +1,92 @@
-// model_st.c — Hugging Face directory (config.json + safetensors) → struct model.
-// Q and K projection rows are permuted from HF's rotate-half order into GGUF's
+// model_st.c — Hugging Face directory (config.json + safetensors) → struct model: each
+// family's tensor names (config_hf.c reads the config), Phi-3's fused projections split into
+// views, Gemma's norms stored as w folded into 1 + w, and every tensor of the files accounted
+// for (one that nothing reads is an error naming it). Q and K projection rows (and their
+// biases and per-head norms) are permuted from HF's rotate-half order into GGUF's
 // adjacent-pair order (a copy), so both formats give the same model and the same logits.
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../base/check.h"
 #include "../base/half.h"
+#include "config_hf.h"
 #include "model.h"
 #include "safetensors.h"
 #include "tokenizer.h"
 
-static int cfg_int(const json_t *cfg, const char *key, int *out, bool required, int def, const char *path) {
-    json_t *v = json_object_get(cfg, key);
-    if (!v || json_is_null(v)) {
-        if (required) return err_set(OCT_EINVAL, "%s/config.json: missing key '%s'", path, key);
-        *out = def;
-        return OCT_OK;
-    }
-    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (1 << 30))
-        return err_set(OCT_EINVAL, "%s/config.json: '%s' must be a non-negative integer", path, key);
-    *out = (int)json_integer_value(v);
-    return OCT_OK;
+// One load: the model and the tensors taken so far.
+struct st_load {
+    struct model *m;
+    const struct tensor_info **used; // [st_n_tensors]
+    int n_used;
+};
+
+static void mark(struct st_load *L, const struct tensor_info *t) {
+    for (int i = 0; i < L->n_used; i++)
+        if (L->used[i] == t) return;
+    L->used[L->n_used++] = t;
 }
 
-static double cfg_num(const json_t *cfg, const char *key, double def) {
-    json_t *v = json_object_get(cfg, key);
-    return json_is_number(v) ? json_number_value(v) : def;
-}
-
-static int parse_rope_scaling(struct rope_config *r, const json_t *rs, const char *path, int max_pos) {
-    if (!rs || json_is_null(rs)) return OCT_OK;
-    if (!json_is_object(rs)) return err_set(OCT_EINVAL, "%s/config.json: rope_scaling must be an object", path);
-    json_t *t = json_object_get(rs, "rope_type");
-    if (!t) t = json_object_get(rs, "type");
-    const char *type = json_string_value(t);
-    if (!type) return err_set(OCT_EINVAL, "%s/config.json: rope_scaling needs 'rope_type'", path);
-    if (!strcmp(type, "default")) return OCT_OK;
-    else if (!strcmp(type, "linear")) r->scaling = ROPE_SCALING_LINEAR;
-    else if (!strcmp(type, "dynamic")) r->scaling = ROPE_SCALING_DYNAMIC;
-    else if (!strcmp(type, "ntk")) r->scaling = ROPE_SCALING_NTK;
-    else if (!strcmp(type, "yarn")) r->scaling = ROPE_SCALING_YARN;
-    else if (!strcmp(type, "llama3")) r->scaling = ROPE_SCALING_LLAMA3;
-    else return err_set(OCT_EUNSUP, "%s/config.json: rope_scaling type '%s' not supported", path, type);
-    r->factor = cfg_num(rs, "factor", 1.0);
-    r->orig_max_pos = (int)cfg_num(rs, "original_max_position_embeddings", max_pos);
-    r->low_freq_factor = cfg_num(rs, "low_freq_factor", 1.0);
-    r->high_freq_factor = cfg_num(rs, "high_freq_factor", 4.0);
-    r->beta_fast = cfg_num(rs, "beta_fast", 32.0);
-    r->beta_slow = cfg_num(rs, "beta_slow", 1.0);
-    r->attn_factor = cfg_num(rs, "attention_factor", 0.0);
-    if (!(r->factor > 0)) return err_set(OCT_EINVAL, "%s/config.json: rope_scaling.factor must be positive", path);
-    if (r->scaling == ROPE_SCALING_LLAMA3 && !(r->high_freq_factor > r->low_freq_factor))
-        return err_set(OCT_EINVAL, "%s/config.json: rope_scaling high_freq_factor must exceed low_freq_factor", path);
-    return OCT_OK;
-}
-
-static int st_weight(struct model *m, struct weight *w, const char *name, bool required) {
+static int st_weight(struct st_load *L, struct weight *w, const char *name, bool required) {
+    struct model *m = L->m;
     const struct tensor_info *t = st_find_tensor(m->st, name);
     if (!t) return required ? err_set(OCT_EINVAL, "%s: missing tensor '%s'", st_path(m->st), name) : OCT_OK;
     if (t->n_dims > 2)
         return err_set(OCT_EINVAL, "%s: tensor '%s' has %d dims (want 1 or 2)", st_path(m->st), name, t->n_dims);
+    mark(L, t);
     w->dtype = t->dtype;
     w->cols = t->ne[0];
     w->rows = t->n_dims == 2 ? t->ne[1] : 1;
+    if (t->n_dims == 1) w->rows = 1;
     w->data = t->data;
     return OCT_OK;
 }
 
-// HF row (i*hd/2 + j) of each head goes to row (2j + i).
-static int permute_qk(struct model *m, struct weight *w, int n_heads, int hd) {
-    if (w->rows != (int64_t)n_heads * hd)
-        return err_set(OCT_EINVAL, "%s: q/k projection has %lld rows, expected %d",
-                       st_path(m->st), (long long)w->rows, n_heads * hd);
-    size_t row_bytes = (size_t)w->cols * dtype_size(w->dtype);
-    char *dst = model_own(m, row_bytes * (size_t)w->rows);
+// A layer tensor by its name after "model.layers.N.".
+static int layer_weight(struct st_load *L, struct weight *w, int layer, const char *suffix, bool required) {
+    char tn[160];
+    snprintf(tn, sizeof tn, "model.layers.%d.%s", layer, suffix);
+    return st_weight(L, w, tn, required);
+}
+
+// Element (h*hd + i*hd/2 + j) of each head goes to (h*hd + 2j + i), for rows of row_bytes each:
+// a projection's rows, or a bias's or per-head norm's single elements.
+static int permute_pairs(struct model *m, struct weight *w, int n_heads, int hd, bool rows) {
+    int64_t n = rows ? w->rows : w->cols;
+    if (n != (int64_t)n_heads * hd)
+        return err_set(OCT_EINVAL, "%s: q/k tensor has %lld %s, expected %d", st_path(m->st), (long long)n,
+                       rows ? "rows" : "values", n_heads * hd);
+    size_t unit = rows ? (size_t)w->cols * dtype_size(w->dtype) : dtype_size(w->dtype);
+    char *dst = model_own(m, unit * (size_t)n);
     if (!dst) return err_set(OCT_ENOMEM, "model: out of memory permuting q/k");
     const char *src = w->data;
     for (int h = 0; h < n_heads; h++)
         for (int i = 0; i < 2; i++)
             for (int j = 0; j < hd / 2; j++)
-                memcpy(dst + ((size_t)h * hd + 2 * j + i) * row_bytes,
-                       src + ((size_t)h * hd + i * hd / 2 + j) * row_bytes, row_bytes);
+                memcpy(dst + ((size_t)h * hd + 2 * j + i) * unit, src + ((size_t)h * hd + i * hd / 2 + j) * unit,
+                       unit);
     w->data = dst;
     return OCT_OK;
 }
 
-static int load_scale(struct model *m, int layer, float *dst, const char *const *names, int n_names) {
+// Rows [r0, r0+n) of a fused projection as a view.
+static struct weight rows_of(const struct weight *w, int64_t r0, int64_t n) {
+    struct weight v = *w;
+    v.rows = n;
+    v.data = (const char *)w->data + (size_t)(r0 * w->cols) * dtype_size(w->dtype);
+    return v;
+}
+
+static int load_scale(struct st_load *L, int layer, float *dst, const char *const *names, int n_names) {
+    struct model *m = L->m;
     const struct model_config *c = &m->cfg;
     for (int k = 0; k < n_names; k++) {
         char tn[128];
         snprintf(tn, sizeof tn, names[k], layer);
         const struct tensor_info *t = st_find_tensor(m->st, tn);
         if (!t) continue;
+        mark(L, t);
         int64_t n = tensor_n_elems(t);
         if ((t->dtype != DT_F32 && t->dtype != DT_BF16 && t->dtype != DT_F16) || (n != 1 && n != c->n_kv_heads))
             return err_set(OCT_EINVAL, "%s: scale tensor '%s' must hold 1 or %d floats",
@@ -115,78 +110,152 @@ static int load_scale(struct model *m, int layer, float *dst, const char *const 
     return 0;
 }
 
-int model_load_safetensors(struct model *m, const char *dir) {
-    TRY(st_open(&m->st, dir));
-    const json_t *cfg = st_config(m->st);
-    struct model_config *c = &m->cfg;
-    snprintf(c->arch, sizeof c->arch, "llama");
-    json_t *archs = json_object_get(cfg, "architectures");
-    const char *a0 = json_string_value(json_array_get(archs, 0));
-    if (a0 && strcmp(a0, "LlamaForCausalLM") && strcmp(a0, "MistralForCausalLM"))
-        return err_set(OCT_EUNSUP, "%s/config.json: architecture '%s' not supported "
-                       "(LlamaForCausalLM, MistralForCausalLM)", dir, a0);
-    TRY(cfg_int(cfg, "num_hidden_layers", &c->n_layers, true, 0, dir));
-    TRY(cfg_int(cfg, "hidden_size", &c->dim, true, 0, dir));
-    TRY(cfg_int(cfg, "num_attention_heads", &c->n_heads, true, 0, dir));
-    TRY(cfg_int(cfg, "num_key_value_heads", &c->n_kv_heads, false, c->n_heads, dir));
-    TRY(cfg_int(cfg, "intermediate_size", &c->ffn_dim, true, 0, dir));
-    TRY(cfg_int(cfg, "max_position_embeddings", &c->max_pos, false, 2048, dir));
-    if (c->n_heads <= 0) return err_set(OCT_EINVAL, "%s/config.json: num_attention_heads must be positive", dir);
-    TRY(cfg_int(cfg, "head_dim", &c->head_dim, false, c->dim / c->n_heads, dir));
-    TRY(cfg_int(cfg, "sliding_window", &c->sliding_window, false, 0, dir));
-    if (c->n_layers > MODEL_MAX_LAYERS)
-        return err_set(OCT_EUNSUP, "%s: %d layers (max %d)", dir, c->n_layers, MODEL_MAX_LAYERS);
-    json_t *lt = json_object_get(cfg, "layer_types");
-    for (int l = 0; l < c->n_layers; l++) {
-        const char *t = json_string_value(json_array_get(lt, (size_t)l));
-        c->layer_sliding[l] = c->sliding_window > 0 && (!lt || (t && !strcmp(t, "sliding_attention")));
-    }
-    c->norm_eps = (float)cfg_num(cfg, "rms_norm_eps", 1e-5);
-    c->rope.theta = cfg_num(cfg, "rope_theta", 10000.0);
-    c->rope.n_rot = c->head_dim;
-    c->rope.neox = false;  // rows are permuted into adjacent-pair order below
-    TRY(parse_rope_scaling(&c->rope, json_object_get(cfg, "rope_scaling"), dir, c->max_pos));
-    json_t *tie = json_object_get(cfg, "tie_word_embeddings");
-
-    TRY(st_weight(m, &m->token_embd, "model.embed_tokens.weight", true));
-    TRY(st_weight(m, &m->output_norm, "model.norm.weight", true));
-    TRY(st_weight(m, &m->output, "lm_head.weight", false));
-    if (!m->output.data || json_is_true(tie)) { m->output = m->token_embd; c->tied_output = true; }
-    c->n_vocab = (int)m->token_embd.rows;
-    static const char *names[9] = {"input_layernorm",  "self_attn.q_proj", "self_attn.k_proj",
-                                   "self_attn.v_proj", "self_attn.o_proj", "post_attention_layernorm",
-                                   "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+// Checkpoint KV scales of layer l (compressed-tensors / llm-compressor names), if any.
+static int layer_kv_scales(struct st_load *L, int l) {
     static const char *const kn[] = {"model.layers.%d.self_attn.k_scale", "model.layers.%d.self_attn.k_proj.k_scale",
                                      "model.layers.%d.self_attn.kv_scale"};
     static const char *const vn[] = {"model.layers.%d.self_attn.v_scale", "model.layers.%d.self_attn.v_proj.v_scale",
                                      "model.layers.%d.self_attn.kv_scale"};
-    for (int l = 0; l < c->n_layers; l++) {
-        struct layer_weights *w = &m->layers[l];
-        struct weight *ws[9] = {&w->attn_norm, &w->wq, &w->wk, &w->wv, &w->wo,
-                                &w->ffn_norm, &w->w_gate, &w->w_up, &w->w_down};
-        for (int i = 0; i < 9; i++) {
-            char tn[128];
-            snprintf(tn, sizeof tn, "model.layers.%d.%s.weight", l, names[i]);
-            TRY(st_weight(m, ws[i], tn, true));
-        }
-        if (c->head_dim % 2) return err_set(OCT_EINVAL, "%s: head_dim %d must be even", dir, c->head_dim);
-        TRY(permute_qk(m, &w->wq, c->n_heads, c->head_dim));
-        TRY(permute_qk(m, &w->wk, c->n_kv_heads, c->head_dim));
-        if (c->n_kv_heads > 0 && c->n_kv_heads <= 1024) {
-            float ks[1024], vs[1024];
-            int hk = load_scale(m, l, ks, kn, 3), hv = load_scale(m, l, vs, vn, 3);
-            if (hk < 0 || hv < 0) return OCT_EINVAL;
-            if ((hk || hv) && !m->ckpt_k_scale) {
-                size_t n = (size_t)c->n_layers * c->n_kv_heads;
-                m->ckpt_k_scale = model_own(m, n * sizeof(float));
-                m->ckpt_v_scale = model_own(m, n * sizeof(float));
-                if (!m->ckpt_k_scale || !m->ckpt_v_scale) return err_set(OCT_ENOMEM, "model: out of memory");
-                for (size_t i = 0; i < n; i++) m->ckpt_k_scale[i] = m->ckpt_v_scale[i] = 1.0f;
-            }
-            if (hk) memcpy(m->ckpt_k_scale + l * c->n_kv_heads, ks, (size_t)c->n_kv_heads * 4);
-            if (hv) memcpy(m->ckpt_v_scale + l * c->n_kv_heads, vs, (size_t)c->n_kv_heads * 4);
-        }
+    struct model *m = L->m;
+    const struct model_config *c = &m->cfg;
+    if (c->n_kv_heads <= 0 || c->n_kv_heads > 1024) return OCT_OK;
+    float ks[1024], vs[1024];
+    int hk = load_scale(L, l, ks, kn, 3), hv = load_scale(L, l, vs, vn, 3);
+    if (hk < 0 || hv < 0) return OCT_EINVAL;
+    if ((hk || hv) && !m->ckpt_k_scale) {
+        size_t n = (size_t)c->n_layers * c->n_kv_heads;
+        m->ckpt_k_scale = model_own(m, n * sizeof(float));
+        m->ckpt_v_scale = model_own(m, n * sizeof(float));
+        if (!m->ckpt_k_scale || !m->ckpt_v_scale) return err_set(OCT_ENOMEM, "model: out of memory");
+        for (size_t i = 0; i < n; i++) m->ckpt_k_scale[i] = m->ckpt_v_scale[i] = 1.0f;
     }
+    if (hk) memcpy(m->ckpt_k_scale + l * c->n_kv_heads, ks, (size_t)c->n_kv_heads * 4);
+    if (hv) memcpy(m->ckpt_v_scale + l * c->n_kv_heads, vs, (size_t)c->n_kv_heads * 4);
+    return OCT_OK;
+}
+
+// One layer's tensors under the family's names.
+static int load_layer(struct st_load *L, int l) {
+    struct model *m = L->m;
+    const struct model_config *c = &m->cfg;
+    struct layer_weights *w = &m->layers[l];
+    bool gemma = !strncmp(c->arch, "gemma", 5), phi3 = !strcmp(c->arch, "phi3");
+    TRY(layer_weight(L, &w->attn_norm, l, "input_layernorm.weight", true));
+    if (phi3) {
+        struct weight qkv = {0}, gu = {0};
+        TRY(layer_weight(L, &qkv, l, "self_attn.qkv_proj.weight", true));
+        TRY(layer_weight(L, &gu, l, "mlp.gate_up_proj.weight", true));
+        int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
+        if (qkv.rows != qd + 2 * kvd || gu.rows != 2 * (int64_t)c->ffn_dim)
+            return err_set(OCT_EINVAL, "%s: layer %d: qkv_proj has %lld rows (want %lld), gate_up_proj %lld (want %d)",
+                           st_path(m->st), l, (long long)qkv.rows, (long long)(qd + 2 * kvd), (long long)gu.rows,
+                           2 * c->ffn_dim);
+        w->wq = rows_of(&qkv, 0, qd);
+        w->wk = rows_of(&qkv, qd, kvd);
+        w->wv = rows_of(&qkv, qd + kvd, kvd);
+        w->w_gate = rows_of(&gu, 0, c->ffn_dim);
+        w->w_up = rows_of(&gu, c->ffn_dim, c->ffn_dim);
+    } else {
+        TRY(layer_weight(L, &w->wq, l, "self_attn.q_proj.weight", true));
+        TRY(layer_weight(L, &w->wk, l, "self_attn.k_proj.weight", true));
+        TRY(layer_weight(L, &w->wv, l, "self_attn.v_proj.weight", true));
+        TRY(layer_weight(L, &w->w_gate, l, "mlp.gate_proj.weight", true));
+        TRY(layer_weight(L, &w->w_up, l, "mlp.up_proj.weight", true));
+    }
+    TRY(layer_weight(L, &w->wo, l, "self_attn.o_proj.weight", true));
+    TRY(layer_weight(L, &w->w_down, l, "mlp.down_proj.weight", true));
+    if (gemma) {
+        TRY(layer_weight(L, &w->post_attn_norm, l, "post_attention_layernorm.weight", true));
+        TRY(layer_weight(L, &w->ffn_norm, l, "pre_feedforward_layernorm.weight", true));
+        TRY(layer_weight(L, &w->post_ffn_norm, l, "post_feedforward_layernorm.weight", true));
+    } else {
+        TRY(layer_weight(L, &w->ffn_norm, l, "post_attention_layernorm.weight", true));
+    }
+    if (c->attn_bias) {
+        TRY(layer_weight(L, &w->bq, l, "self_attn.q_proj.bias", true));
+        TRY(layer_weight(L, &w->bk, l, "self_attn.k_proj.bias", true));
+        TRY(layer_weight(L, &w->bv, l, "self_attn.v_proj.bias", true));
+    }
+    if (c->o_bias) TRY(layer_weight(L, &w->bo, l, "self_attn.o_proj.bias", true));
+    if (c->mlp_bias) {
+        TRY(layer_weight(L, &w->b_gate, l, "mlp.gate_proj.bias", true));
+        TRY(layer_weight(L, &w->b_up, l, "mlp.up_proj.bias", true));
+        TRY(layer_weight(L, &w->b_down, l, "mlp.down_proj.bias", true));
+    }
+    if (c->qk_norm) {
+        TRY(layer_weight(L, &w->q_norm, l, "self_attn.q_norm.weight", true));
+        TRY(layer_weight(L, &w->k_norm, l, "self_attn.k_norm.weight", true));
+        TRY(permute_pairs(m, &w->q_norm, 1, c->head_dim, false));
+        TRY(permute_pairs(m, &w->k_norm, 1, c->head_dim, false));
+    }
+    if (gemma) {
+        struct weight *norms[] = {&w->attn_norm, &w->post_attn_norm, &w->ffn_norm, &w->post_ffn_norm,
+                                  &w->q_norm, &w->k_norm};
+        for (int i = 0; i < 6; i++) TRY(model_norm_plus_one(m, norms[i]));
+    }
+    TRY(permute_pairs(m, &w->wq, c->n_heads, c->head_dim, true));
+    TRY(permute_pairs(m, &w->wk, c->n_kv_heads, c->head_dim, true));
+    if (w->bq.data) TRY(permute_pairs(m, &w->bq, c->n_heads, c->head_dim, false));
+    if (w->bk.data) TRY(permute_pairs(m, &w->bk, c->n_kv_heads, c->head_dim, false));
+    return layer_kv_scales(L, l);
+}
+
+// Every tensor of the files must have been taken; rotary tables some exporters store are skipped.
+static int check_all_used(struct st_load *L) {
+    const struct st_dir *st = L->m->st;
+    for (int i = 0; i < st_n_tensors(st); i++) {
+        const struct tensor_info *t = st_tensor(st, i);
+        bool used = false;
+        for (int k = 0; k < L->n_used && !used; k++) used = L->used[k] == t;
+        if (used) continue;
+        size_t n = strlen(t->name);
+        if (n >= 8 && !strcmp(t->name + n - 8, "inv_freq")) {
+            fprintf(stderr, "octet: %s: ignoring tensor '%s' (RoPE tables are computed)\n", st_path(st), t->name);
+            continue;
+        }
+        return err_set(OCT_EINVAL, "%s: tensor '%s' is not used by %s (a different architecture or variant?)",
+                       st_path(st), t->name, L->m->cfg.arch);
+    }
+    return OCT_OK;
+}
+
+int model_load_safetensors(struct model *m, const char *dir) {
+    TRY(st_open(&m->st, dir));
+    const json_t *cfg = st_config(m->st);
+    struct model_config *c = &m->cfg;
+    char where[1100];
+    snprintf(where, sizeof where, "%s/config.json", dir);
+    TRY(config_from_hf(c, cfg, where));
+    struct st_load L = {m, model_own(m, (size_t)(st_n_tensors(m->st) + 1) * sizeof(void *)), 0};
+    if (!L.used) return err_set(OCT_ENOMEM, "model: out of memory");
+    if (c->head_dim % 2) return err_set(OCT_EINVAL, "%s: head_dim %d must be even", dir, c->head_dim);
+
+    TRY(st_weight(&L, &m->token_embd, "model.embed_tokens.weight", true));
+    TRY(st_weight(&L, &m->output_norm, "model.norm.weight", true));
+    if (c->tied_output) {
+        struct weight extra = {0};
+        TRY(st_weight(&L, &extra, "lm_head.weight", false));
+        if (extra.data)
+            fprintf(stderr, "octet: %s: ignoring lm_head.weight (tie_word_embeddings: the head is the embedding)\n",
+                    dir);
+        m->output = m->token_embd;
+    } else {
+        TRY(st_weight(&L, &m->output, "lm_head.weight", false));
+        if (!m->output.data)
+            return err_set(OCT_EINVAL, "%s: tie_word_embeddings is false but there is no lm_head.weight", dir);
+    }
+    c->n_vocab = (int)m->token_embd.rows;
+    json_t *vs = json_object_get(cfg, "vocab_size");
+    if (json_is_integer(vs) && json_integer_value(vs) != c->n_vocab)
+        return err_set(OCT_EINVAL, "%s: vocab_size %lld but model.embed_tokens.weight has %d rows", where,
+                       (long long)json_integer_value(vs), c->n_vocab);
+    if (c->embed_scale > 0) {  // transformers multiplies by the scale cast to the weights' dtype
+        if (m->token_embd.dtype == DT_BF16) c->embed_scale = bf16_to_f32(f32_to_bf16(c->embed_scale));
+        else if (m->token_embd.dtype == DT_F16) c->embed_scale = f16_to_f32(f32_to_f16(c->embed_scale));
+    }
+    if (!strncmp(c->arch, "gemma", 5)) TRY(model_norm_plus_one(m, &m->output_norm));
+    for (int l = 0; l < c->n_layers; l++) TRY(load_layer(&L, l));
+    TRY(check_all_used(&L));
     char tp[1100];
     snprintf(tp, sizeof tp, "%s/tokenizer.json", dir);
     FILE *f = fopen(tp, "rb");

@@ -9,6 +9,10 @@
 #include "../backend/rope_table.h"  // struct rope_table
 #include "config.h"
 
+// YaRN's attention factor (multiplies cos and sin): the config's attention_factor, else from
+// factor, mscale and mscale_all_dim as transformers computes it.
+double rope_yarn_attn_factor(const struct rope_config *rc);
+
 void rope_table_init(struct rope_table *t, const struct rope_config *rc);
 
 // Reference rotation of one head vector x[head_dim] at position pos (in place).

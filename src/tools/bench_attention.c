@@ -182,7 +182,7 @@ int cmd_bench_attention(int argc, char **argv) {
     struct batch bt = {.n_tokens = n_q, .token_ids = qtok, .positions = qpos, .slot_mapping = qslot,
                        .n_seqs = (int)batch, .query_start = qs, .seq_lens = sl, .block_tables = btab,
                        .max_blocks_per_seq = blocks_per_seq};
-    struct attn_params ap = {(int)heads, 1.0f / sqrtf((float)hd), ATTN_FP8_EXACT, accum};
+    struct attn_params ap = {(int)heads, 1.0f / sqrtf((float)hd), ATTN_FP8_EXACT, accum, 0.0f};
     if (b->ops->batch_begin(b, &bt) < 0 || b->ops->sync(b) < 0) {
         fprintf(stderr, "octet: %s\n", err_msg());
         goto done;

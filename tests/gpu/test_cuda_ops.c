@@ -180,7 +180,7 @@ static void attention_case(const char *label, enum dtype dt, int hd, int n_kv, i
     size_t nout = (size_t)t->b.n_tokens * n_kv * G * hd;
     enum attn_fp8_math math = case_math;
     double bound = case_bound;
-    struct attn_params ap = {n_kv * G, 1.0f / sqrtf((float)hd), math, case_acc};
+    struct attn_params ap = {n_kv * G, 1.0f / sqrtf((float)hd), math, case_acc, 0.0f};
     if (dt == DT_E4M3 && !fp8_mma_kernel(kernel)) { math = ATTN_FP8_EXACT; bound = 2e-5; }
     ap.fp8_math = math;
     for (int i = 0; i < 2; i++) {
@@ -352,7 +352,7 @@ static void prefill_decode_identity_run(void) {
         float *k = rand_vec((size_t)ctx * n_kv * hd, 3.0f), *v = rand_vec((size_t)ctx * n_kv * hd, 2.0f), *q = rand_vec(ctx * row, 1.0f);
         void *dk = to_dev(gpu, k, (size_t)ctx * n_kv * hd), *dv = to_dev(gpu, v, (size_t)ctx * n_kv * hd);
         void *dq = to_dev(gpu, q, ctx * row), *dout = gpu->ops->alloc(gpu, ctx * row * 4), *d1 = gpu->ops->alloc(gpu, row * 4);
-        struct attn_params ap = {n_kv * G, 1.0f / sqrtf((float)hd), ATTN_FP8_EXACT, 0};
+        struct attn_params ap = {n_kv * G, 1.0f / sqrtf((float)hd), ATTN_FP8_EXACT, 0, 0.0f};
         gpu->ops->batch_begin(gpu, &t->b);
         gpu->ops->kv_write(gpu, &L, dk, dv, &t->b);
         gpu->ops->attention(gpu, dout, dq, &L, &ap, &t->b);
@@ -688,6 +688,29 @@ TEST(attention_table) {
     }
 }
 
+// An f16 cache (which attention_table's dtypes leave out) through the entries the table picks for
+// it: prefill steps take the 16-bit wgmma prefill (prefill_bf16_tma) at head_dim 64 / 128 / 256,
+// chunked (queries against a cached prefix), beside a decode row, windowed, in 16- and 64-token
+// blocks; each against the CPU.
+TEST(f16_cache_prefill) {
+    int e = -1;
+    for (int i = 0; i < cuda_attention_kernel_count() && i < MAX_KERNELS; i++)
+        if (!strcmp(cuda_attention_kernel_name(i), "prefill_bf16_tma")) e = i;
+    CHECK(e >= 0);
+    if (e < 0) return;
+    const int before = kernel_cases[e];
+    int q4[2] = {300, 1}, c4[2] = {500, 900}, q7[1] = {700}, c7[1] = {700};
+    case_bs = 64;
+    attention_case("f16 prefill+decode hd128 G4 bs64", DT_F16, 128, 8, 4, 0, 2, q4, c4);
+    attention_case("f16 prefill hd64 G8 window 128 bs64", DT_F16, 64, 8, 8, 128, 1, q7, c7);
+    attention_case("f16 prefill+decode hd256 G2 bs64", DT_F16, 256, 4, 2, 0, 2, q4, c4);
+    case_bs = 16;
+    attention_case("f16 prefill+decode hd128 G3", DT_F16, 128, 4, 3, 0, 2, q4, c4);
+    char name[96];
+    snprintf(name, sizeof name, "f16 prefill on prefill_bf16_tma (cases: %d of 4)", kernel_cases[e] - before);
+    record(name, kernel_cases[e] - before == 4 ? 0.0 : 1.0, 0, NULL);
+}
+
 // The batch-invariant mode (--batch-invariant): GEMM rows and attention rows independent of the
 // step's batch, bit for bit.
 TEST(batch_invariant_mode) {
@@ -716,6 +739,7 @@ int main(int argc, char **argv) {
     RUN_SEEDED(gemm_rows_invariant);
     RUN_SEEDED(prefill_decode_identity);
     RUN_SEEDED(attention_table);
+    RUN_SEEDED(f16_cache_prefill);
     RUN_SEEDED(batch_invariant_mode);
     RUN_SEEDED(fused_projections);
     RUN_SEEDED(rmsnorm_shapes);

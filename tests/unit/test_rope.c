@@ -28,6 +28,8 @@ static void config_for(json_t *e, struct rope_config *rc) {
     rc->high_freq_factor = pnum(p, "high_freq_factor", 4);
     rc->beta_fast = pnum(p, "beta_fast", 32);
     rc->beta_slow = pnum(p, "beta_slow", 1);
+    rc->truncate = true;
+    rc->dyn_fixed = true;  // the golden's dynamic entry is vLLM's fixed form (the run-time form: test_arch_hf)
     if (!strcmp(type, "linear")) rc->scaling = ROPE_SCALING_LINEAR;
     else if (!strcmp(type, "dynamic")) rc->scaling = ROPE_SCALING_DYNAMIC;
     else if (!strcmp(type, "ntk_alpha")) { rc->scaling = ROPE_SCALING_NTK; rc->factor = pnum(p, "alpha", 1); }

@@ -343,8 +343,10 @@ static void attn_task(void *ctx, int task, int thread) {
             for (int h = 0; h < group; h++) {
                 float f = qscale[h] * kscale * a->p->softmax_scale, sv[KT];
                 score_tile(sv, qv + (size_t)h * hd, kt, hd);
-                float *sc = scores + (size_t)h * n_keys + j + r0;
+                float *sc = scores + (size_t)h * n_keys + j + r0, cap = a->p->softcap;
                 for (int r = 0; r < nr; r++) sc[r] = sv[r] * f;
+                if (cap > 0)  // soft-capping (Gemma 2): cap·tanh(s/cap) on the scaled score
+                    for (int r = 0; r < nr; r++) sc[r] = cap * tanhf(sc[r] / cap);
             }
         }
         j += rows;

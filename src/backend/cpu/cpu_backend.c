@@ -97,15 +97,31 @@ static void cpu_rmsnorm(struct backend *b, void *out, const void *x, const struc
     threadpool_run(c->tp, n, norm_task, &ctx);
 }
 
+// The inverse frequencies token t rotates with: the table's, or dynamic NTK's for its sequence's length.
+static const double *rope_freqs(const struct rope_table *rt, const struct batch *bt, int t, double *buf) {
+    if (rt->dyn_max_pos <= 0) return rt->inv_freq;
+    int s = 0;
+    while (s + 1 < bt->n_seqs && bt->query_start[s + 1] <= t) s++;
+    int len = bt->seq_lens[s];
+    if (len <= rt->dyn_max_pos) return rt->inv_freq;
+    int d = rt->n_rot;
+    double growth = rt->dyn_factor * len / rt->dyn_max_pos - (rt->dyn_factor - 1);
+    double base = rt->dyn_theta * pow(growth, (double)d / (d - 2));
+    for (int i = 0; i < d / 2; i++) buf[i] = 1.0 / pow(base, (2.0 * i) / d);
+    return buf;
+}
+
 static void cpu_rope(struct backend *b, void *x, int n_heads, int head_dim, const struct rope_table *rt,
                      const struct batch *bt) {
     float *v = x;
     int half = rt->n_rot / 2;
     float cs[ROPE_MAX_PAIRS], sn[ROPE_MAX_PAIRS];
+    double dyn[ROPE_MAX_PAIRS];
     for (int t = 0; t < bt->n_tokens; t++) {
         int pos = bt->positions[t];
+        const double *inv_freq = rope_freqs(rt, bt, t, dyn);
         for (int i = 0; i < half; i++) {
-            double ang = pos * rt->inv_freq[i];
+            double ang = pos * inv_freq[i];
             cs[i] = (float)cos(ang) * rt->attn_factor;
             sn[i] = (float)sin(ang) * rt->attn_factor;
         }
@@ -125,6 +141,37 @@ static void cpu_silu_mul(struct backend *b, void *out, const void *gate, const v
     float *o = out;
     const float *g = gate, *u = up;
     for (int64_t i = 0; i < n; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+static void cpu_act_mul(struct backend *b, void *out, const void *gate, const void *up, int64_t n,
+                        enum ffn_act act) {
+    float *o = out;
+    const float *g = gate, *u = up;
+    const float k = 0.7978845608028654f;  // sqrt(2/pi)
+    for (int64_t i = 0; i < n; i++) {
+        float x = g[i], a;
+        if (act == FFN_ACT_GELU_TANH) a = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+        else if (act == FFN_ACT_GELU) a = 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+        else a = x / (1.0f + expf(-x));
+        o[i] = a * u[i];
+    }
+}
+
+static void cpu_bias_add(struct backend *b, void *x, const struct weight *bias, int n) {
+    struct cpu_backend *c = (struct cpu_backend *)b;
+    if (cpu_reserve_scratch(c, (size_t)bias->cols) < 0) {
+        c->error = err_set(OCT_ENOMEM, "cpu: no memory to widen a bias");
+        return;
+    }
+    const float *w = cpu_weight_row(bias, 0, cpu_scratch(c, 0));
+    float *v = x;
+    for (int i = 0; i < n; i++)
+        for (int64_t j = 0; j < bias->cols; j++) v[(size_t)i * bias->cols + j] += w[j];
+}
+
+static void cpu_scale(struct backend *b, void *x, int64_t n, float s) {
+    float *v = x;
+    for (int64_t i = 0; i < n; i++) v[i] *= s;
 }
 
 static void cpu_add(struct backend *b, void *x, const void *y, int64_t n) {
@@ -196,6 +243,11 @@ static const struct backend_ops cpu_ops = {
     .logits = cpu_logits,
     .logits_argmax = cpu_logits_argmax,
     .kv_budget_default = cpu_kv_budget_default,
+    .bias_add = cpu_bias_add,
+    .act_mul = cpu_act_mul,
+    .scale = cpu_scale,
+    .attn_softcap = true,
+    .rope_dynamic = true,
 };
 
 struct backend *backend_cpu_create(int n_threads) {

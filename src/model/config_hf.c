@@ -1,0 +1,300 @@
+// config_hf.c — a Hugging Face config.json → struct model_config (owns: the family table by
+// `architectures` name, both RoPE layouts (transformers 5's rope_parameters and the older
+// rope_theta / rope_scaling), the sliding-window switches of each family, and the refusal of
+// every key that would change the math in a way octet does not implement; not: tensors).
+// Numbers are parsed strictly: a key that is present must hold a number (or null), so a float
+// written as a string is an error that names the key, never a silent default.
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../base/check.h"
+#include "config_hf.h"
+
+struct family {
+    const char *hf_name, *arch;
+    bool qkv_bias;        // q, k, v biases always (Qwen2)
+    bool reads_attn_bias; // attention_bias switches q, k, v and o biases
+    bool reads_mlp_bias;  // mlp_bias switches gate, up and down biases
+    bool qk_norm, gemma;  // per-head q/k norms; Gemma's norms, scales, soft-caps and GeGLU
+    bool window_all;      // sliding_window applies to every layer (Mistral, Phi-3)
+    bool qwen_window;     // use_sliding_window / max_window_layers (Qwen2, Qwen3)
+    bool tie_default;     // tie_word_embeddings when the key is absent
+};
+
+static const struct family families[] = {
+    {"LlamaForCausalLM", "llama", false, true, true, false, false, false, false, false},
+    {"MistralForCausalLM", "mistral", false, false, false, false, false, true, false, false},
+    {"Qwen2ForCausalLM", "qwen2", true, false, false, false, false, false, true, false},
+    {"Qwen3ForCausalLM", "qwen3", false, true, false, true, false, false, true, false},
+    {"Gemma2ForCausalLM", "gemma2", false, true, false, false, true, false, false, true},
+    {"Gemma3ForCausalLM", "gemma3", false, true, false, true, true, false, false, true},
+    {"Phi3ForCausalLM", "phi3", false, false, false, false, false, true, false, false},
+};
+
+#define FAIL(...) return err_set(OCT_EINVAL, __VA_ARGS__)
+
+// A number under key: absent or null → def; anything but a JSON number is an error.
+static int num(const json_t *o, const char *key, double def, double *out, const char *where) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) { *out = def; return OCT_OK; }
+    if (!json_is_number(v))
+        FAIL("%s: '%s' must be a number, not %s", where, key, json_is_string(v) ? "a string" : "another JSON type");
+    *out = json_number_value(v);
+    if (!isfinite(*out)) FAIL("%s: '%s' is not finite", where, key);
+    return OCT_OK;
+}
+
+static int integer(const json_t *o, const char *key, bool required, int def, int *out, const char *where) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) {
+        if (required) FAIL("%s: missing key '%s'", where, key);
+        *out = def;
+        return OCT_OK;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > (1 << 30))
+        FAIL("%s: '%s' must be a non-negative integer", where, key);
+    *out = (int)json_integer_value(v);
+    return OCT_OK;
+}
+
+static int boolean(const json_t *o, const char *key, bool def, bool *out, const char *where) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) { *out = def; return OCT_OK; }
+    if (!json_is_boolean(v)) FAIL("%s: '%s' must be true or false", where, key);
+    *out = json_is_true(v);
+    return OCT_OK;
+}
+
+// One RoPE parameter set (a rope_parameters object, or the older rope_scaling merged with the
+// top-level rope_theta). top_orig: a top-level original_max_position_embeddings (Phi-3), or 0.
+static int rope_from(struct rope_config *r, const json_t *p, double theta_def, int max_pos, int top_orig,
+                     int head_dim, const char *where) {
+    static const char *const known[] = {"rope_type", "type", "rope_theta", "factor", "original_max_position_embeddings",
+                                        "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "mscale",
+                                        "mscale_all_dim", "attention_factor", "truncate", "partial_rotary_factor",
+                                        NULL};
+    const char *key;
+    json_t *val;
+    memset(r, 0, sizeof *r);
+    r->n_rot = head_dim;
+    r->neox = false;  // HF rows are permuted into adjacent pairs at load
+    r->truncate = true;
+    r->low_freq_factor = 1;
+    r->high_freq_factor = 4;
+    r->beta_fast = 32;
+    r->beta_slow = 1;
+    r->dyn_max_pos = max_pos;
+    TRY(num(p, "rope_theta", theta_def, &r->theta, where));
+    if (!p) return OCT_OK;
+    json_object_foreach((json_t *)p, key, val) {
+        bool ok = false;
+        for (int i = 0; known[i]; i++) ok = ok || !strcmp(key, known[i]);
+        if (!ok) FAIL("%s: RoPE parameter '%s' is not supported", where, key);
+    }
+    json_t *t = json_object_get(p, "rope_type");
+    if (!t || json_is_null(t)) t = json_object_get(p, "type");
+    const char *type = t ? json_string_value(t) : "default";
+    if (!type) FAIL("%s: 'rope_type' must be a string", where);
+    double prf;
+    TRY(num(p, "partial_rotary_factor", 1.0, &prf, where));
+    if (prf != 1.0) FAIL("%s: partial_rotary_factor %g is not supported (only 1.0)", where, prf);
+    if (!strcmp(type, "default")) return OCT_OK;
+    if (!strcmp(type, "linear")) r->scaling = ROPE_SCALING_LINEAR;
+    else if (!strcmp(type, "dynamic")) r->scaling = ROPE_SCALING_DYNAMIC;
+    else if (!strcmp(type, "yarn")) r->scaling = ROPE_SCALING_YARN;
+    else if (!strcmp(type, "llama3")) r->scaling = ROPE_SCALING_LLAMA3;
+    else return err_set(OCT_EUNSUP, "%s: rope type '%s' is not supported (default, linear, dynamic, yarn, llama3)",
+                        where, type);
+    double orig;
+    TRY(num(p, "original_max_position_embeddings", max_pos, &orig, where));
+    if (top_orig > 0 && (r->scaling == ROPE_SCALING_YARN || r->scaling == ROPE_SCALING_LLAMA3)) orig = top_orig;
+    if (!(orig >= 1 && orig <= (1 << 30))) FAIL("%s: original_max_position_embeddings %g out of range", where, orig);
+    r->orig_max_pos = (int)orig;
+    double factor_def = r->scaling == ROPE_SCALING_YARN ? (double)max_pos / r->orig_max_pos : NAN;
+    TRY(num(p, "factor", factor_def, &r->factor, where));
+    if (isnan(r->factor)) FAIL("%s: rope type '%s' needs 'factor'", where, type);
+    if (!(r->factor > 0)) FAIL("%s: rope 'factor' %g must be positive", where, r->factor);
+    TRY(num(p, "low_freq_factor", 1.0, &r->low_freq_factor, where));
+    TRY(num(p, "high_freq_factor", 4.0, &r->high_freq_factor, where));
+    TRY(num(p, "beta_fast", 32.0, &r->beta_fast, where));
+    TRY(num(p, "beta_slow", 1.0, &r->beta_slow, where));
+    TRY(num(p, "mscale", 0.0, &r->mscale, where));
+    TRY(num(p, "mscale_all_dim", 0.0, &r->mscale_all_dim, where));
+    TRY(num(p, "attention_factor", 0.0, &r->attn_factor, where));
+    TRY(boolean(p, "truncate", true, &r->truncate, where));
+    if (r->beta_fast == 0) r->beta_fast = 32;  // transformers: `or 32`
+    if (r->beta_slow == 0) r->beta_slow = 1;
+    if (r->scaling == ROPE_SCALING_LLAMA3 && !(r->high_freq_factor > r->low_freq_factor))
+        FAIL("%s: rope high_freq_factor must exceed low_freq_factor", where);
+    if (r->attn_factor < 0) FAIL("%s: rope attention_factor %g must be positive", where, r->attn_factor);
+    return OCT_OK;
+}
+
+// The RoPE settings in either layout. Gemma 3 keeps a second set for its sliding layers.
+static int rope_config_hf(struct model_config *c, const json_t *cfg, const struct family *f, const char *where) {
+    json_t *rp = json_object_get(cfg, "rope_parameters"), *rs = json_object_get(cfg, "rope_scaling");
+    if (rp && json_is_null(rp)) rp = NULL;
+    if (rs && json_is_null(rs)) rs = NULL;
+    if (rp && !json_is_object(rp)) FAIL("%s: 'rope_parameters' must be an object", where);
+    if (rs && !json_is_object(rs)) FAIL("%s: 'rope_scaling' must be an object", where);
+    if (rp && rs) FAIL("%s: both 'rope_parameters' and 'rope_scaling' given", where);
+    int top_orig;
+    TRY(integer(cfg, "original_max_position_embeddings", false, 0, &top_orig, where));
+    double theta_top, prf;
+    bool gemma3 = !strcmp(f->arch, "gemma3");
+    TRY(num(cfg, "rope_theta", gemma3 ? 1e6 : 1e4, &theta_top, where));
+    TRY(num(cfg, "partial_rotary_factor", 1.0, &prf, where));
+    if (prf != 1.0) FAIL("%s: partial_rotary_factor %g is not supported (only 1.0)", where, prf);
+    json_t *global = rp ? rp : rs, *local = NULL;
+    json_t *full = rp ? json_object_get(rp, "full_attention") : NULL;
+    if (full) {  // per layer type (transformers 5, Gemma 3)
+        global = full;
+        local = json_object_get(rp, "sliding_attention");
+        const char *key;
+        json_t *val;
+        json_object_foreach(rp, key, val) if (strcmp(key, "full_attention") && strcmp(key, "sliding_attention"))
+            FAIL("%s: rope_parameters for layer type '%s' not supported", where, key);
+    }
+    char w[300];
+    snprintf(w, sizeof w, "%s rope%s", where, full ? " (full_attention)" : "");
+    TRY(rope_from(&c->rope, global, theta_top, c->max_pos, top_orig, c->head_dim, w));
+    if (gemma3) {
+        double local_theta;
+        TRY(num(cfg, "rope_local_base_freq", 1e4, &local_theta, where));
+        snprintf(w, sizeof w, "%s rope (sliding_attention)", where);
+        TRY(rope_from(&c->rope_local, local, local_theta, c->max_pos, 0, c->head_dim, w));
+        c->local_rope = true;
+    } else if (local) {
+        FAIL("%s: rope_parameters for sliding_attention layers are not read by %s", where, f->hf_name);
+    }
+    return OCT_OK;
+}
+
+static int activation(struct model_config *c, const json_t *cfg, const struct family *f, const char *where) {
+    const char *key = "hidden_act";
+    json_t *v = json_object_get(cfg, key);
+    if (f->gemma && json_object_get(cfg, "hidden_activation")) v = json_object_get(cfg, key = "hidden_activation");
+    const char *a = v && !json_is_null(v) ? json_string_value(v) : (f->gemma ? "gelu_pytorch_tanh" : "silu");
+    if (!a) FAIL("%s: '%s' must be a string", where, key);
+    if (!strcmp(a, "silu") || !strcmp(a, "swish")) c->act = FFN_ACT_SILU;
+    else if (!strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_new")) c->act = FFN_ACT_GELU_TANH;
+    else if (!strcmp(a, "gelu")) c->act = FFN_ACT_GELU;
+    else return err_set(OCT_EUNSUP, "%s: %s '%s' is not supported (silu, gelu, gelu_pytorch_tanh)", where, key, a);
+    return OCT_OK;
+}
+
+// Which layers slide, from layer_types where the config has it, else each family's older switches.
+static int windows(struct model_config *c, const json_t *cfg, const struct family *f, const char *where) {
+    TRY(integer(cfg, "sliding_window", false, 0, &c->sliding_window, where));
+    bool use = true;
+    if (f->qwen_window) TRY(boolean(cfg, "use_sliding_window", false, &use, where));
+    if (!use) c->sliding_window = 0;
+    json_t *lt = json_object_get(cfg, "layer_types");
+    if (lt && json_is_null(lt)) lt = NULL;
+    if (lt && (!json_is_array(lt) || json_array_size(lt) != (size_t)c->n_layers))
+        FAIL("%s: 'layer_types' must list %d layer types", where, c->n_layers);
+    int mwl = 0, pattern = 6;
+    if (f->qwen_window) TRY(integer(cfg, "max_window_layers", false, 0, &mwl, where));
+    if (!strcmp(f->arch, "gemma3")) {
+        TRY(integer(cfg, "sliding_window_pattern", false, 6, &pattern, where));
+        if (pattern < 1) FAIL("%s: sliding_window_pattern must be positive", where);
+    }
+    for (int l = 0; l < c->n_layers; l++) {
+        bool slide;
+        if (lt) {
+            const char *t = json_string_value(json_array_get(lt, (size_t)l));
+            if (!t || (strcmp(t, "sliding_attention") && strcmp(t, "full_attention")))
+                return err_set(OCT_EUNSUP, "%s: layer type '%s' (layer %d) is not supported", where, t ? t : "?", l);
+            slide = !strcmp(t, "sliding_attention");
+            if (!f->gemma && !f->qwen_window && !f->window_all) slide = false;  // Llama reads no windows
+            if (f->window_all) slide = true;
+        } else if (f->qwen_window) {
+            slide = l >= mwl;
+        } else if (!strcmp(f->arch, "gemma2")) {
+            slide = l % 2 == 0;
+        } else if (!strcmp(f->arch, "gemma3")) {
+            slide = (l + 1) % pattern != 0;
+        } else {
+            slide = f->window_all;
+        }
+        c->layer_sliding[l] = slide && c->sliding_window > 0;
+    }
+    if (f->gemma && c->sliding_window == 0) {
+        for (int l = 0; l < c->n_layers; l++)
+            if (lt && !strcmp(json_string_value(json_array_get(lt, (size_t)l)), "sliding_attention"))
+                FAIL("%s: sliding_attention layers without a 'sliding_window'", where);
+    }
+    return OCT_OK;
+}
+
+// Keys whose non-default value changes the math in ways octet does not implement.
+static int refusals(const json_t *cfg, const char *where) {
+    bool b = false;
+    TRY(boolean(cfg, "use_bidirectional_attention", false, &b, where));
+    if (b) return err_set(OCT_EUNSUP, "%s: use_bidirectional_attention is not supported", where);
+    static const char *const unsupported[] = {"attention_chunk_size", "no_rope_layers", "logits_scaling",
+                                              "embedding_multiplier", "residual_multiplier", "attention_multiplier",
+                                              NULL};
+    for (int i = 0; unsupported[i]; i++) {
+        json_t *v = json_object_get(cfg, unsupported[i]);
+        if (v && !json_is_null(v)) return err_set(OCT_EUNSUP, "%s: '%s' is not supported", where, unsupported[i]);
+    }
+    int tp;
+    TRY(integer(cfg, "pretraining_tp", false, 1, &tp, where));  // a training detail: the math is the same
+    return OCT_OK;
+}
+
+int config_from_hf(struct model_config *c, const json_t *cfg, const char *where) {
+    memset(c, 0, sizeof *c);
+    json_t *archs = json_object_get(cfg, "architectures");
+    const char *a0 = json_string_value(json_array_get(archs, 0));
+    if (!a0) FAIL("%s: no 'architectures' (which model class wrote this checkpoint?)", where);
+    const struct family *f = NULL;
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+        if (!strcmp(families[i].hf_name, a0)) f = &families[i];
+    if (!f)
+        return err_set(OCT_EUNSUP, "%s: architecture '%s' is not supported (LlamaForCausalLM, MistralForCausalLM, "
+                       "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM)",
+                       where, a0);
+    snprintf(c->arch, sizeof c->arch, "%s", f->arch);
+    TRY(integer(cfg, "num_hidden_layers", true, 0, &c->n_layers, where));
+    TRY(integer(cfg, "hidden_size", true, 0, &c->dim, where));
+    TRY(integer(cfg, "num_attention_heads", true, 0, &c->n_heads, where));
+    TRY(integer(cfg, "num_key_value_heads", false, c->n_heads, &c->n_kv_heads, where));
+    TRY(integer(cfg, "intermediate_size", true, 0, &c->ffn_dim, where));
+    TRY(integer(cfg, "max_position_embeddings", false, 2048, &c->max_pos, where));
+    if (c->n_heads <= 0) FAIL("%s: num_attention_heads must be positive", where);
+    TRY(integer(cfg, "head_dim", false, c->dim / c->n_heads, &c->head_dim, where));
+    if (c->n_layers > MODEL_MAX_LAYERS)
+        return err_set(OCT_EUNSUP, "%s: %d layers (max %d)", where, c->n_layers, MODEL_MAX_LAYERS);
+    double eps;
+    TRY(num(cfg, "rms_norm_eps", 1e-6, &eps, where));
+    c->norm_eps = (float)eps;
+    TRY(boolean(cfg, "tie_word_embeddings", f->tie_default, &c->tied_output, where));
+    TRY(activation(c, cfg, f, where));
+    bool ab = false, mb = false;
+    if (f->reads_attn_bias) TRY(boolean(cfg, "attention_bias", false, &ab, where));
+    if (f->reads_mlp_bias) TRY(boolean(cfg, "mlp_bias", false, &mb, where));
+    c->attn_bias = f->qkv_bias || ab;
+    c->o_bias = ab;
+    c->mlp_bias = mb;
+    c->qk_norm = f->qk_norm;
+    c->post_norms = f->gemma;
+    if (f->gemma) {
+        double qpas, acap, fcap;
+        TRY(num(cfg, "query_pre_attn_scalar", c->head_dim, &qpas, where));
+        if (!(qpas > 0)) FAIL("%s: query_pre_attn_scalar %g must be positive", where, qpas);
+        c->attn_scale = (float)(1.0 / sqrt(qpas));
+        TRY(num(cfg, "attn_logit_softcapping", 0, &acap, where));
+        TRY(num(cfg, "final_logit_softcapping", 0, &fcap, where));
+        if (acap < 0 || fcap < 0) FAIL("%s: soft-capping values must be positive", where);
+        c->attn_softcap = (float)acap;
+        c->final_softcap = (float)fcap;
+        c->embed_scale = (float)sqrt((double)c->dim);  // rounded to the weights' dtype by the loader
+    }
+    TRY(rope_config_hf(c, cfg, f, where));
+    TRY(windows(c, cfg, f, where));
+    TRY(refusals(cfg, where));
+    return OCT_OK;
+}

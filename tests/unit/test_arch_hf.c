@@ -1,0 +1,276 @@
+// test_arch_hf.c — every dense family against transformers 5 itself: the tiny random-weight
+// checkpoints of tests/data/hf/ (tools/ref/make_hf_fixtures.py) with transformers' greedy tokens,
+// teacher-forced log-probabilities and perplexity (ref.json). On the CPU backend: greedy tokens
+// identical, log-probabilities within 1e-4, perplexity ratio within 1e-4 — also with the config
+// rewritten in the older layout (rope_theta / rope_scaling). Then the refusals: each config key
+// or tensor octet cannot honour is an error that names it.
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../src/base/argmax.h"
+#include "../../src/base/check.h"
+#include "../../src/engine/runner.h"
+#include "../../src/engine/sampler.h"
+#include "../../src/model/forward.h"
+#include "../../src/model/model.h"
+#include "../test.h"
+
+static const char *const fixtures[] = {"llama3_rope", "llama_yarn_bias", "llama_linear", "llama_dynamic", "qwen2",
+                                       "qwen3",       "mistral",         "gemma2",       "gemma3",        "phi3"};
+#define N_FIXTURES (sizeof fixtures / sizeof fixtures[0])
+
+static char tmpdir[64];
+
+static int ints(json_t *a, int32_t *out, int max) {
+    int n = (int)json_array_size(a);
+    for (int i = 0; i < n && i < max; i++) out[i] = (int32_t)json_integer_value(json_array_get(a, (size_t)i));
+    return n;
+}
+
+// Runs one checkpoint directory against ref (transformers' numbers); reports the worst errors.
+static void check_against_ref(const char *dir, json_t *ref, const char *label) {
+    struct model *m;
+    int rc = model_load(&m, dir);
+    CHECK_MSG(rc == 0, "%s: %s", label, err_msg());
+    if (rc) return;
+    int V = m->cfg.n_vocab;
+    int32_t tok[64], prompt[64], gen[64];
+    int n = ints(json_object_get(ref, "tokens"), tok, 64);
+    int np = ints(json_object_get(ref, "prompt"), prompt, 64);
+    int ng = ints(json_object_get(ref, "gen"), gen, 64);
+    struct runner_options o;
+    runner_options_default(&o);
+    snprintf(o.kv.dtype, sizeof o.kv.dtype, "fp32");
+    snprintf(o.device, sizeof o.device, "cpu");
+    o.max_ctx = 128;
+    o.n_threads = 2;
+    struct runner r;
+    rc = runner_init(&r, m, &o);
+    CHECK_MSG(rc == 0, "%s: %s", label, err_msg());
+    if (rc) { model_free(m); return; }
+    // teacher-forced: one step over the whole sequence, as transformers' single forward call
+    float *lg = malloc((size_t)n * V * sizeof(float));
+    CHECK_OK(runner_feed(&r, tok, n, true, lg));
+    json_t *lps = json_object_get(ref, "logprobs");
+    double worst = 0, nll = 0;
+    for (int i = 0; i + 1 < n; i++) {
+        double lp = logits_logprob(lg + (size_t)i * V, V, tok[i + 1]);
+        double d = fabs(lp - json_number_value(json_array_get(lps, (size_t)i)));
+        worst = d > worst ? d : worst;
+        nll -= lp;
+    }
+    double ppl = exp(nll / (n - 1)), want = json_number_value(json_object_get(ref, "ppl"));
+    if (getenv("TEST_VERBOSE"))
+        fprintf(stderr, "%s: worst logprob diff %.3g, ppl ratio-1 %.3g\n", label, worst, ppl / want - 1);
+    CHECK_MSG(worst < 1e-4, "%s: teacher-forced log-probabilities differ by up to %g", label, worst);
+    CHECK_MSG(fabs(ppl / want - 1) < 1e-4, "%s: perplexity %.6f, transformers %.6f", label, ppl, want);
+    // greedy: the prompt in one step, then one token a step (transformers' generate with its cache)
+    runner_reset(&r);
+    CHECK_OK(runner_feed(&r, prompt, np, false, lg));
+    int mismatch = -1;
+    for (int k = 0; k < ng; k++) {
+        int32_t id = logits_argmax(lg, V);
+        if (id != gen[k] && mismatch < 0) mismatch = k;
+        id = gen[k];  // stay on the reference path
+        CHECK_OK(runner_feed(&r, &id, 1, false, lg));
+    }
+    CHECK_MSG(mismatch < 0, "%s: greedy token %d differs from transformers'", label, mismatch);
+    free(lg);
+    runner_free(&r);
+    model_free(m);
+}
+
+static json_t *load_ref(const char *name) {
+    char p[256];
+    snprintf(p, sizeof p, "tests/data/hf/%s/ref.json", name);
+    json_error_t e;
+    json_t *j = json_load_file(p, 0, &e);
+    if (!j) fprintf(stderr, "%s: %s\n", p, e.text);
+    return j;
+}
+
+TEST(every_family_matches_transformers) {
+    for (size_t i = 0; i < N_FIXTURES; i++) {
+        json_t *ref = load_ref(fixtures[i]);
+        CHECK(ref != NULL);
+        if (!ref) continue;
+        char dir[256];
+        snprintf(dir, sizeof dir, "tests/data/hf/%s", fixtures[i]);
+        check_against_ref(dir, ref, fixtures[i]);
+        json_decref(ref);
+    }
+}
+
+// A copy of fixture `name` in tmpdir/name with its config.json passed through edit().
+static const char *edited(const char *name, void (*edit)(json_t *cfg)) {
+    static char dir[128];
+    char src[128], p[512], q[512];
+    snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
+    snprintf(src, sizeof src, "tests/data/hf/%s", name);
+    char cmd[700];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    if (system(cmd) != 0) return NULL;
+    static const char *const files[] = {"model.safetensors", "tokenizer.json", "tokenizer_config.json"};
+    char cwd[256];
+    if (!getcwd(cwd, sizeof cwd)) return NULL;
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s/%s", cwd, src, files[i]);
+        snprintf(q, sizeof q, "%s/%s", dir, files[i]);
+        if (symlink(p, q) != 0) return NULL;
+    }
+    snprintf(p, sizeof p, "%s/config.json", src);
+    json_t *cfg = json_load_file(p, 0, NULL);
+    if (!cfg) return NULL;
+    edit(cfg);
+    snprintf(q, sizeof q, "%s/config.json", dir);
+    int rc = json_dump_file(cfg, q, JSON_INDENT(1));
+    json_decref(cfg);
+    return rc == 0 ? dir : NULL;
+}
+
+// transformers 5's rope_parameters → the older rope_theta + rope_scaling (+ rope_local_base_freq).
+static void to_old_layout(json_t *cfg) {
+    json_t *rp = json_incref(json_object_get(cfg, "rope_parameters"));
+    json_object_del(cfg, "rope_parameters");
+    json_t *full = json_object_get(rp, "full_attention");
+    if (full) {
+        json_object_set(cfg, "rope_local_base_freq",
+                        json_object_get(json_object_get(rp, "sliding_attention"), "rope_theta"));
+        json_t *tmp = json_incref(full);
+        json_decref(rp);
+        rp = tmp;
+    }
+    json_object_set(cfg, "rope_theta", json_object_get(rp, "rope_theta"));
+    json_object_del(rp, "rope_theta");
+    const char *type = json_string_value(json_object_get(rp, "rope_type"));
+    if (type && strcmp(type, "default")) {
+        json_object_set_new(rp, "type", json_string(type));  // the oldest spelling of the key
+        json_object_del(rp, "rope_type");
+        json_object_set(cfg, "rope_scaling", rp);
+    }
+    json_decref(rp);
+}
+
+TEST(older_config_layout_gives_the_same_numbers) {
+    const char *names[] = {"llama3_rope", "llama_yarn_bias", "llama_dynamic", "gemma3", "qwen2"};
+    for (int i = 0; i < 5; i++) {
+        json_t *ref = load_ref(names[i]);
+        const char *dir = edited(names[i], to_old_layout);
+        CHECK_MSG(dir != NULL, "%s: cannot write the edited copy", names[i]);
+        if (dir && ref) {
+            char label[64];
+            snprintf(label, sizeof label, "%s (old layout)", names[i]);
+            check_against_ref(dir, ref, label);
+        }
+        json_decref(ref);
+    }
+}
+
+// Loading name with edit applied must fail with a message containing want.
+static void refused(const char *name, void (*edit)(json_t *), const char *want) {
+    const char *dir = edited(name, edit);
+    CHECK_MSG(dir != NULL, "%s: cannot write the edited copy", name);
+    if (!dir) return;
+    struct model *m;
+    int rc = model_load(&m, dir);
+    CHECK_MSG(rc < 0, "%s: loaded, expected an error naming '%s'", name, want);
+    if (rc < 0) CHECK_MSG(strstr(err_msg(), want) != NULL, "error '%s' does not name '%s'", err_msg(), want);
+    else model_free(m);
+}
+
+static void no_architectures(json_t *c) { json_object_del(c, "architectures"); }
+static void theta_string(json_t *c) {
+    json_object_set_new(json_object_get(c, "rope_parameters"), "rope_theta", json_string("500000.0"));
+}
+static void eps_string(json_t *c) { json_object_set_new(c, "rms_norm_eps", json_string("1e-6")); }
+static void untie(json_t *c) { json_object_set_new(c, "tie_word_embeddings", json_false()); }
+static void relu(json_t *c) { json_object_set_new(c, "hidden_act", json_string("relu")); }
+static void no_attention_bias(json_t *c) { json_object_set_new(c, "attention_bias", json_false()); }
+static void no_mlp_bias(json_t *c) { json_object_set_new(c, "mlp_bias", json_false()); }
+static void longrope(json_t *c) {
+    json_object_set_new(json_object_get(c, "rope_parameters"), "rope_type", json_string("longrope"));
+}
+static void unknown_rope_key(json_t *c) {
+    json_object_set_new(json_object_get(c, "rope_parameters"), "short_factor", json_array());
+}
+static void partial_rotary(json_t *c) {
+    json_object_set_new(json_object_get(c, "rope_parameters"), "partial_rotary_factor", json_real(0.5));
+}
+static void yarn_no_orig(json_t *c) {
+    json_t *rp = json_object_get(c, "rope_parameters");
+    json_object_set_new(rp, "original_max_position_embeddings", json_string("32"));
+}
+static void bidirectional(json_t *c) { json_object_set_new(c, "use_bidirectional_attention", json_true()); }
+static void chunked(json_t *c) {
+    json_t *lt = json_array();
+    for (int i = 0; i < 2; i++) json_array_append_new(lt, json_string("chunked_attention"));
+    json_object_set_new(c, "layer_types", lt);
+}
+static void gemma_as_llama(json_t *c) {
+    json_t *a = json_array();
+    json_array_append_new(a, json_string("LlamaForCausalLM"));
+    json_object_set_new(c, "architectures", a);
+}
+static void unknown_arch(json_t *c) {
+    json_t *a = json_array();
+    json_array_append_new(a, json_string("FalconForCausalLM"));
+    json_object_set_new(c, "architectures", a);
+}
+
+TEST(what_cannot_be_honoured_is_refused_by_name) {
+    refused("llama3_rope", no_architectures, "architectures");
+    refused("llama3_rope", unknown_arch, "FalconForCausalLM");
+    refused("llama3_rope", theta_string, "rope_theta");
+    refused("llama3_rope", eps_string, "rms_norm_eps");
+    refused("qwen2", untie, "lm_head.weight");
+    refused("llama3_rope", relu, "relu");
+    refused("llama_yarn_bias", no_attention_bias, "_proj.bias");
+    refused("llama_yarn_bias", no_mlp_bias, "mlp.");
+    refused("llama3_rope", longrope, "longrope");
+    refused("llama3_rope", unknown_rope_key, "short_factor");
+    refused("llama3_rope", partial_rotary, "partial_rotary_factor");
+    refused("llama_yarn_bias", yarn_no_orig, "original_max_position_embeddings");
+    refused("gemma3", bidirectional, "use_bidirectional_attention");
+    refused("qwen2", chunked, "chunked_attention");
+    refused("gemma2", gemma_as_llama, "post_feedforward_layernorm");  // Gemma tensors unused by Llama
+}
+
+// A backend without an op the family needs refuses at forward_init, naming the op (as the CUDA
+// backend does for the ops it lacks).
+TEST(a_backend_lacking_an_op_refuses_the_model) {
+    struct model *m;
+    CHECK_OK(model_load(&m, "tests/data/hf/gemma2"));
+    struct backend *cpu = backend_cpu_create(1);
+    struct backend_ops ops = *cpu->ops;
+    ops.name = "lacking";
+    ops.attn_softcap = false;
+    struct backend fake = *cpu;
+    fake.ops = &ops;
+    struct forward f;
+    int rc = forward_init(&f, m, &fake, 4, 1);
+    CHECK(rc == OCT_EUNSUP);
+    CHECK_MSG(strstr(err_msg(), "soft-capping") && strstr(err_msg(), "gemma2"), "message: %s", err_msg());
+    ops.attn_softcap = true;
+    ops.act_mul = NULL;
+    rc = forward_init(&f, m, &fake, 4, 1);
+    CHECK_MSG(rc == OCT_EUNSUP && strstr(err_msg(), "act_mul"), "message: %s", err_msg());
+    cpu->ops->destroy(cpu);
+    model_free(m);
+}
+
+int main(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/octet_arch_XXXXXX");
+    if (!mkdtemp(tmpdir)) return 1;
+    RUN(every_family_matches_transformers);
+    RUN(older_config_layout_gives_the_same_numbers);
+    RUN(what_cannot_be_honoured_is_refused_by_name);
+    RUN(a_backend_lacking_an_op_refuses_the_model);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", tmpdir);
+    return test_summary("test_arch_hf");
+}
