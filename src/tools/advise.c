@@ -1,7 +1,9 @@
-// advise.c — `octet advise` and the advice section of `bench sweep`: SPEC.md §6 as rules
+// advise.c — `octet advise` and the advice section of `bench sweep`: the FP8 rules
 // over measured numbers (break-even and slope ratio from the ITL fits, prefill cost from the
 // TTFT fits, head_dim and sliding windows from the model, recovery from an eval ppl JSON).
 // Owns only the wording and the rules; each rule adds one item {topic, text} to the JSON.
+// Inputs from different models (a configuration that ran another --model, a --model, scales
+// file or accuracy result whose model differs from the sweep's) are refused, not advised on.
 #include "advise.h"
 
 #include <math.h>
@@ -87,6 +89,89 @@ static double ttft_at(const json_t *cfg, double len) {
 
 static const char *cfg_name(const json_t *cfg) { return str_or(json_string_value(json_object_get(cfg, "name")), "?"); }
 
+// The file name of a model path ("dir/x.gguf" -> "x.gguf"; "dummy:tiny" stays).
+static const char *base_name(const char *p) {
+    const char *s = strrchr(p, '/');
+    if (s && s[1]) return s + 1;
+    return p;
+}
+
+static bool same_name(const char *a, const char *b) { return !strcmp(base_name(a), base_name(b)); }
+
+// The value of --model/-m in a configuration's flags, or NULL.
+static const char *config_model(const json_t *cfg) {
+    json_t *fl = json_object_get(cfg, "flags");
+    for (size_t i = 0; i < json_array_size(fl); i++) {
+        const char *f = json_string_value(json_array_get(fl, i));
+        if (!f) continue;
+        if (!strncmp(f, "--model=", 8)) return f + 8;
+        if ((!strcmp(f, "--model") || !strcmp(f, "-m")) && i + 1 < json_array_size(fl))
+            return json_string_value(json_array_get(fl, i + 1));
+    }
+    return NULL;
+}
+
+// Compares the shape facts a served command depends on (layers for --kv-scales and skip-layers,
+// KV heads and head_dim for per-head scales); what names the first mismatch into why.
+static bool same_shape(const json_t *a, const json_t *b, char *why, size_t n) {
+    static const char *const keys[] = {"n_layers", "n_kv_heads", "head_dim"};
+    for (int k = 0; k < 3; k++) {
+        json_t *x = json_object_get(a, keys[k]), *y = json_object_get(b, keys[k]);
+        if (json_is_integer(x) && json_is_integer(y) && json_integer_value(x) != json_integer_value(y)) {
+            snprintf(why, n, "%s %lld vs %lld", keys[k], (long long)json_integer_value(x),
+                     (long long)json_integer_value(y));
+            return false;
+        }
+    }
+    return true;
+}
+
+int advise_check_inputs(const struct advise_inputs *in) {
+    const json_t *sweep = in->sweep, *cfgs = json_object_get(sweep, "configs");
+    const char *model = json_string_value(json_object_get(sweep, "model"));
+    const json_t *sweep_info = json_object_get(sweep, "model_info");
+    char why[160];
+    for (size_t i = 0; model && i < json_array_size(cfgs); i++) {
+        const char *cm = config_model(json_array_get(cfgs, i));
+        if (cm && strcmp(cm, model))
+            return err_set(OCT_EINVAL, "sweep JSON: configuration '%s' ran --model %s, the sweep's model is %s: advice "
+                           "compares configurations of one model (sweep each model on its own)",
+                           cfg_name(json_array_get(cfgs, i)), cm, model);
+    }
+    if (in->model_info && json_is_object(sweep_info) && !same_shape(in->model_info, sweep_info, why, sizeof why))
+        return err_set(OCT_EINVAL, "--model %s is not the model the sweep measured (%s: %s)",
+                       in->model ? in->model : "?", model ? model : "?", why);
+    const json_t *info = in->model_info ? in->model_info : json_is_object(sweep_info) ? sweep_info : NULL;
+    if (in->accuracy && model) {
+        const char *am = json_string_value(json_object_get(in->accuracy, "model"));
+        if (am && !same_name(am, model) && !(in->model && same_name(am, in->model)))
+            return err_set(OCT_EINVAL, "--accuracy: measured on %s, the sweep measured %s", am, model);
+    }
+    if (in->calibration) {
+        json_error_t je;
+        json_t *sc = json_load_file(in->calibration, 0, &je);
+        if (!sc) return err_set(OCT_EINVAL, "--calibration %s: %s (line %d)", in->calibration, je.text, je.line);
+        json_t *layers = json_object_get(sc, "layers");
+        const char *sm = json_string_value(json_object_get(sc, "model"));
+        int rc = OCT_OK;
+        if (!json_is_array(layers)) {
+            rc = err_set(OCT_EINVAL, "--calibration %s: no \"layers\" array (write it with octet calibrate)",
+                         in->calibration);
+        } else if (info && json_is_integer(json_object_get(info, "n_layers")) &&
+                   (json_int_t)json_array_size(layers) != json_integer_value(json_object_get(info, "n_layers"))) {
+            rc = err_set(OCT_EINVAL, "--calibration %s: %zu layers (model %s), the sweep's model %s has %lld: "
+                         "serving with it would fail", in->calibration, json_array_size(layers), sm ? sm : "?",
+                         model ? model : "?", (long long)json_integer_value(json_object_get(info, "n_layers")));
+        } else if (!info && sm && model && !same_name(sm, model) && !(in->model && same_name(sm, in->model))) {
+            rc = err_set(OCT_EINVAL, "--calibration %s: calibrated on %s, the sweep measured %s", in->calibration, sm,
+                         model);
+        }
+        json_decref(sc);
+        TRY(rc);
+    }
+    return OCT_OK;
+}
+
 // The decode-speed rule: returns 1 if FP8 is recommended (above *stay_below, 0 = always).
 static int speed_rule(struct advice *a, json_t *res, const json_t *sweep, const json_t *base, const json_t *fp8,
                       double *stay_below) {
@@ -156,7 +241,8 @@ int advise_report(const struct advise_inputs *in, FILE *out, json_t **advice) {
     const char *model = str_or(json_string_value(json_object_get(sweep, "model")), "MODEL");
     struct advice a = {out, json_array()};
     json_t *res = json_object();
-    if (out) fprintf(out, "Advice for %s (FP8 KV cache; SPEC.md section 6):\n", model);
+    TRY(advise_check_inputs(in));
+    if (out) fprintf(out, "Advice for %s (FP8 KV cache):\n", model);
     const json_t *base = json_array_get(cfgs, 0), *fp8 = NULL;
     for (size_t i = 1; i < json_array_size(cfgs) && !fp8; i++)
         if (has_word(json_array_get(cfgs, i), "fp8")) fp8 = json_array_get(cfgs, i);
@@ -268,14 +354,15 @@ int advise_report(const struct advise_inputs *in, FILE *out, json_t **advice) {
 
 static void usage(void) {
     fprintf(stderr,
-            "usage: octet advise --sweep DIR/sweep.json [--model M] [--accuracy EVAL.json] "
+            "usage: octet advise --sweep DIR/sweep.json [-m|--model M] [--accuracy EVAL.json] "
             "[--calibration scales.json]\n"
-            "                    [--output advice.json]\n"
+            "                    [-o|--output advice.json]\n"
             "  --sweep FILE        the JSON written by octet bench sweep (required)\n"
             "  --model M           the model (head_dim, sliding windows); default: the sweep's\n"
             "  --accuracy FILE     octet eval ppl JSON comparing FP8 with a reference (recovery)\n"
             "  --calibration FILE  K/V scales from octet calibrate that you can serve with\n"
-            "  --output FILE       where to write the advice JSON (default: advice.json beside the sweep)\n");
+            "  --output FILE       where to write the advice JSON (default: advice.json beside the sweep)\n"
+            "Every input must come from the sweep's model (same layers, KV heads and head_dim).\n");
 }
 
 static json_t *load_json(const char *flag, const char *path) {
@@ -286,14 +373,15 @@ static json_t *load_json(const char *flag, const char *path) {
 }
 
 int cmd_advise(int argc, char **argv) {
-    static const char *const flags[] = {"--sweep", "--model", "--accuracy", "--calibration", "--output", NULL};
+    static const char *const flags[] = {"--sweep", "--model", "-m", "--accuracy", "--calibration", "--output", "-o",
+                                        NULL};
     const char *sweep_path = NULL, *model = NULL, *acc_path = NULL, *calib = NULL, *output = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
         const char *f = argv[i], *v;
         if (!cli_known(f, flags) || !(v = cli_value(argc, argv, &i))) goto bad;
         if (!strcmp(f, "--sweep")) sweep_path = v;
-        else if (!strcmp(f, "--model")) model = v;
+        else if (!strcmp(f, "--model") || !strcmp(f, "-m")) model = v;
         else if (!strcmp(f, "--accuracy")) acc_path = v;
         else if (!strcmp(f, "--calibration")) calib = v;
         else output = v;
@@ -303,7 +391,7 @@ int cmd_advise(int argc, char **argv) {
     int rc = 1;
     if (!sweep || (acc_path && !(acc = load_json("--accuracy", acc_path)))) goto done;
     if (model && advise_model_info(model, true, &info) < 0) { err_wrap(OCT_EINVAL, "--model: "); goto done; }
-    struct advise_inputs in = {sweep, info, acc, calib};
+    struct advise_inputs in = {sweep, info, acc, calib, model};
     if (advise_report(&in, stdout, &advice) < 0) goto done;
     char def[4096];
     if (!output) {
@@ -322,7 +410,5 @@ done:
     json_decref(sweep); json_decref(acc); json_decref(info); json_decref(advice);
     return rc;
 bad:
-    fprintf(stderr, "octet advise: %s\n", err_msg());
-    usage();
-    return 2;
+    return cli_usage_error();
 }

@@ -20,7 +20,11 @@ struct advise_inputs {
     const json_t *model_info;   // or NULL: taken from sweep["model_info"] when present
     const json_t *accuracy;     // an `eval ppl` JSON comparing FP8 against a reference, or NULL
     const char *calibration;    // a scales.json path the user has, or NULL
+    const char *model;          // the --model given with model_info, or NULL (for messages)
 };
+
+// Refuses inputs that are not all from the sweep's model (see advise.c); advise_report calls it.
+int advise_check_inputs(const struct advise_inputs *in);
 
 // Prints the advice to out (if not NULL) and returns it as JSON (*advice, caller decrefs).
 int advise_report(const struct advise_inputs *in, FILE *out, json_t **advice);

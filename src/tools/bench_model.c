@@ -2,9 +2,11 @@
 // machine: prompt processing (pp N: one N-token prefill) and token generation (tg N: N
 // single-token decode steps), each after --depth D tokens already in the cache (default 0:
 // from an empty cache; tg then follows a 1-token prompt) and repeated --reps times; prints a
-// table and one JSON line per (cache type, depth) with median and spread. Several cache types
+// table on stdout, or with --json one JSON line per (cache type, depth) with median, spread and
+// every rep in measurement order (the table then goes to stderr). Several cache types
 // (--kv-cache-dtype auto,fp8) get one engine each in this process, sharing the weights, and are
-// measured in turn, so their tg difference is taken rep by rep (paired) instead of across runs.
+// measured in turn, so their tg difference is taken rep by rep (paired) instead of across runs:
+// the median over reps of (ms/token of this type - ms/token of the first), positive = slower.
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,15 +27,29 @@ static double now_s(void) {
 }
 
 static const char USAGE[] =
-    "usage: octet bench model --model PATH [--pp N] [--tg N] [--depth D[,D...]] [--reps N] [--json FILE]\n"
+    "usage: octet bench model --model PATH [--pp N] [--tg N] [--depth D[,D...]] [--reps N] [--json] [--output FILE]\n"
     "                         [--kv-cache-dtype D[,D...]] [model flags]\n"
+    "  -n, --tg N     decode steps timed (default 128); --pp N prompt tokens timed (default 512)\n"
+    "  --json         one JSON line per cache type and depth on stdout (the table goes to stderr)\n"
+    "  -o, --output FILE  also write the JSON lines to FILE\n"
     "  --depth D,...  tokens already in the cache before each pp/tg test (llama-bench -d; default 0)\n"
     "  --kv-cache-dtype A,B  one engine per cache type in this process, measured in turn (A B A B ...)\n"
-    "                 so drift cancels; tg rows then carry each type's paired difference to A\n";
+    "                 so drift cancels; tg rows then carry each type's paired difference to A: the median\n"
+    "                 over reps of its ms/token minus A's (positive = slower than A)\n";
 
 static int cmp_d(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
+}
+
+// Median (the mean of the middle two for an even n), min and max of x[n], which stays in
+// its order; scratch holds n doubles.
+static double median_of(const double *x, int n, double *scratch, double *mn, double *mx) {
+    memcpy(scratch, x, sizeof(double) * (size_t)n);
+    qsort(scratch, (size_t)n, sizeof(double), cmp_d);
+    if (mn) *mn = scratch[0];
+    if (mx) *mx = scratch[n - 1];
+    return n % 2 ? scratch[n / 2] : 0.5 * (scratch[n / 2 - 1] + scratch[n / 2]);
 }
 
 // Fills the cache with `depth` tokens (at least 1 when with_one), untimed; lg receives the last logits.
@@ -106,7 +122,8 @@ int cmd_bench_model(int argc, char **argv) {
     int n_depth = 1, n_dt = 1;
     char dt_buf[128] = "", *dts[MAX_DTYPES] = {NULL};
     const char *json_out = NULL;
-    static const char *const valued[] = {"--pp", "--tg", "--reps", "--depth", "--json", NULL};
+    bool json = false;
+    static const char *const valued[] = {"--pp", "--tg", "-n", "--reps", "--depth", "--output", "-o", "--json", NULL};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--kv-cache-dtype") && i + 1 < argc && strchr(argv[i + 1], ',')) {  // several: compared
             snprintf(dt_buf, sizeof dt_buf, "%s", argv[++i]);
@@ -127,9 +144,18 @@ int cmd_bench_model(int argc, char **argv) {
             cli_print_model_flags();
             return 0;
         }
+        if (!strcmp(f, "--json")) {
+            if (i + 1 < argc && argv[i + 1][0] != '-') {
+                err_set(OCT_EINVAL, "--json takes no value (JSON lines go to stdout; --output %s writes a file)",
+                        argv[i + 1]);
+                goto bad;
+            }
+            json = true;
+            continue;
+        }
         if (!cli_known(f, valued) || !(v = cli_value(argc, argv, &i))) goto bad;
         if (!strcmp(f, "--pp")) { if (cli_int(f, v, 1, 1 << 20, &pp) < 0) goto bad; }
-        else if (!strcmp(f, "--tg")) { if (cli_int(f, v, 1, 1 << 20, &tg) < 0) goto bad; }
+        else if (!strcmp(f, "--tg") || !strcmp(f, "-n")) { if (cli_int(f, v, 1, 1 << 20, &tg) < 0) goto bad; }
         else if (!strcmp(f, "--reps")) { if (cli_int(f, v, 1, 1000, &reps) < 0) goto bad; }
         else if (!strcmp(f, "--depth")) {
             char buf[256], *w[MAX_DEPTHS];
@@ -139,7 +165,7 @@ int cmd_bench_model(int argc, char **argv) {
             if (!n_depth) { err_set(OCT_EINVAL, "--depth: give one or more token counts, e.g. 0,4096"); goto bad; }
             for (int d = 0; d < n_depth; d++) if (cli_int(f, w[d], 0, 1 << 24, &depth[d]) < 0) goto bad;
         }
-        else if (!strcmp(f, "--json")) json_out = v;
+        else if (!strcmp(f, "--output") || !strcmp(f, "-o")) json_out = v;
         else { err_set(OCT_EINVAL, "unknown flag '%s'", f); goto bad; }
     }
     if (!a.model) { err_set(OCT_EINVAL, "--model is required"); goto bad; }
@@ -181,42 +207,59 @@ int cmd_bench_model(int argc, char **argv) {
                     run_tg(&r[k], (int)tg, (int)depth[d], 1, &AT(t_tg, k, d, j)) < 0)
                     goto fail;
     int threads = a.ro.n_threads;
-    if (json_out && !(jf = fopen(json_out, "w"))) fprintf(stderr, "octet: cannot write %s\n", json_out);
-    printf("| model | kv dtype | threads | test | tok/s (median) | min | max | ms/token | vs %s (paired median) |\n"
-           "|---|---|---|---|---|---|---|---|---|\n", dts[0]);
+    if (json_out && !(jf = fopen(json_out, "w"))) {
+        err_set(OCT_EIO, "--output: cannot write %s", json_out);
+        goto fail;
+    }
+    FILE *tab = json ? stderr : stdout;
+    char lab[MAX_DTYPES][48];
+    for (int k = 0; k < n_dt; k++) cli_kv_dtype_label(dts[k], m->weight_dtype, lab[k], sizeof lab[k]);
+    fprintf(tab, "| model | kv dtype | threads | test | tok/s (median) | min | max | ms/token | tg vs %s, paired: "
+            "median of per-rep ms/token differences |\n|---|---|---|---|---|---|---|---|---|\n", lab[0]);
     json_t *rows = json_array();
+    double *sorted = malloc(sizeof(double) * (size_t)reps);
+    if (!sorted) { err_set(OCT_ENOMEM, "out of memory"); json_decref(rows); goto fail; }
     for (int d = 0; d < n_depth; d++)
         for (int k = 0; k < n_dt; k++) {
-            double *xp = &AT(t_pp, k, d, 0), *xt = &AT(t_tg, k, d, 0);
-            // ms/token, this type - the first
-            for (int j = 0; j < reps; j++) diff[j] = 1e3 / xt[j] - 1e3 / AT(t_tg, 0, d, j);
-            qsort(diff, (size_t)reps, sizeof(double), cmp_d);
-            double dmed = diff[reps / 2];
-            qsort(xp, (size_t)reps, sizeof(double), cmp_d);
-            qsort(xt, (size_t)reps, sizeof(double), cmp_d);
-            char at[32] = "", vs[48] = "";
+            const double *xp = &AT(t_pp, k, d, 0), *xt = &AT(t_tg, k, d, 0), *base = &AT(t_tg, 0, d, 0);
+            // ms/token, this type - the first, rep by rep (the arrays stay in measurement order)
+            for (int j = 0; j < reps; j++) diff[j] = 1e3 / xt[j] - 1e3 / base[j];
+            double pmin, pmax, tmin, tmax, dmed = median_of(diff, (int)reps, sorted, NULL, NULL);
+            double pmed = median_of(xp, (int)reps, sorted, &pmin, &pmax);
+            double tmed = median_of(xt, (int)reps, sorted, &tmin, &tmax);
+            char at[32] = "", vs[64] = "";
             if (depth[d]) snprintf(at, sizeof at, " @ d%ld", depth[d]);
-            if (k) snprintf(vs, sizeof vs, "%+.1f us", dmed * 1e3);
-            printf("| %s | %s | %d | pp%ld%s | %.1f | %.1f | %.1f | %.3f | |\n", a.model, dts[k], threads, pp, at,
-                   xp[reps / 2], xp[0], xp[reps - 1], 1e3 / xp[reps / 2]);
-            printf("| %s | %s | %d | tg%ld%s | %.1f | %.1f | %.1f | %.3f | %s |\n", a.model, dts[k], threads, tg, at,
-                   xt[reps / 2], xt[0], xt[reps - 1], 1e3 / xt[reps / 2], vs);
-            json_t *o = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
-                                  "model", a.model, "kv_cache_dtype", dts[k], "threads", threads,
-                                  "depth", (int)depth[d], "pp", (int)pp, "tg", (int)tg, "reps", (int)reps,
-                                  "pp_tok_s_median", xp[reps / 2], "pp_tok_s_min", xp[0], "pp_tok_s_max", xp[reps - 1],
-                                  "tg_tok_s_median", xt[reps / 2], "tg_tok_s_min", xt[0], "tg_tok_s_max", xt[reps - 1],
-                                  "tg_ms_per_token", 1e3 / xt[reps / 2]);
+            if (k) snprintf(vs, sizeof vs, "%+.1f us/token (%s)", dmed * 1e3, dmed > 0 ? "slower" : dmed < 0 ? "faster"
+                            : "same");
+            fprintf(tab, "| %s | %s | %d | pp%ld%s | %.1f | %.1f | %.1f | %.3f | |\n", a.model, lab[k], threads, pp,
+                    at, pmed, pmin, pmax, 1e3 / pmed);
+            fprintf(tab, "| %s | %s | %d | tg%ld%s | %.1f | %.1f | %.1f | %.3f | %s |\n", a.model, lab[k], threads, tg,
+                    at, tmed, tmin, tmax, 1e3 / tmed, vs);
+            json_t *o = json_pack("{s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+                                  "model", a.model, "kv_cache_dtype", dts[k],
+                                  "kv_cache_dtype_resolved", cli_kv_dtype_resolved(dts[k], m->weight_dtype),
+                                  "threads", threads, "depth", (int)depth[d], "pp", (int)pp, "tg", (int)tg,
+                                  "reps", (int)reps, "pp_tok_s_median", pmed, "pp_tok_s_min", pmin,
+                                  "pp_tok_s_max", pmax, "tg_tok_s_median", tmed, "tg_tok_s_min", tmin,
+                                  "tg_tok_s_max", tmax, "tg_ms_per_token", 1e3 / tmed);
+            json_t *rp = json_array(), *rt = json_array();
+            for (int j = 0; j < reps; j++) {
+                json_array_append_new(rp, json_real(xp[j]));
+                json_array_append_new(rt, json_real(xt[j]));
+            }
+            json_object_set_new(o, "pp_tok_s_reps", rp);
+            json_object_set_new(o, "tg_tok_s_reps", rt);
             if (k) {
                 json_object_set_new(o, "vs_kv_cache_dtype", json_string(dts[0]));
                 json_object_set_new(o, "tg_ms_diff_paired_median", json_real(dmed));
             }
             json_array_append_new(rows, o);
         }
+    free(sorted);
 #undef AT
     for (size_t i = 0; i < json_array_size(rows); i++) {
         char *js = json_dumps(json_array_get(rows, i), JSON_COMPACT);
-        printf("%s\n", js);
+        if (json) printf("%s\n", js);
         if (jf) fprintf(jf, "%s\n", js);
         free(js);
     }
@@ -232,6 +275,5 @@ done:
     model_free(m);
     return rc;
 bad:
-    fprintf(stderr, "octet bench model: %s\n", err_msg());
-    return 2;
+    return cli_usage_error();
 }

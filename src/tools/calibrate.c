@@ -21,6 +21,7 @@ static void usage(void) {
             "       [--granularity tensor|head] [--method max|percentile:99.9]\n"
             "       [--num-tokens N] [--ctx N] [--kv-cache-dtype fp8|fp8_e4m3|fp8_e5m2] [--threads N]\n"
             "       [--k-offset none|mean]\n"
+            "  -f, --file TEXT  -o, --output FILE  -c, --ctx N (tokens per chunk, default 512)\n"
             "Scale = statistic(|x|) / fp8_max (448 for e4m3, 57344 for e5m2), from the K and V\n"
             "each layer writes to its cache (Q too, for reference). Load with --kv-scales.\n"
             "--k-offset mean also writes each K channel's mean (a second pass over the text\n"
@@ -51,7 +52,8 @@ static int parse(struct calib_args *c, int argc, char **argv) {
             c->target = v;
             continue;
         }
-        int rc = cli_parse_model_flag(&c->a, argc, argv, &i);
+        bool is_ctx = !strcmp(f, "--ctx") || !strcmp(f, "-c");  // -c is the chunk here
+        int rc = is_ctx ? 0 : cli_parse_model_flag(&c->a, argc, argv, &i);
         if (rc < 0) return rc;
         if (rc == 1) continue;
         if (!cli_known(f, valued) || !(v = cli_value(argc, argv, &i))) return OCT_EINVAL;
@@ -90,11 +92,7 @@ static void print_summary(const struct calib_scales *s, const char *dtype) {
 int cmd_calibrate(int argc, char **argv) {
     struct calib_args c = {.g = CALIB_TENSOR, .method_str = "max", .target = "fp8", .num_tokens = 4096};
     cli_model_args_default(&c.a);
-    if (parse(&c, argc, argv) < 0) {
-        fprintf(stderr, "octet calibrate: %s\n", err_msg());
-        usage();
-        return 2;
-    }
+    if (parse(&c, argc, argv) < 0) return cli_usage_error();
     size_t text_len;
     char *text = stats_read_file("--file", c.file, &text_len);
     if (!text) { fprintf(stderr, "octet calibrate: %s\n", err_msg()); return 1; }

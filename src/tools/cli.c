@@ -1,12 +1,178 @@
-// cli.c — parsing of the model/engine flags every model-running subcommand accepts.
+// cli.c — argv normalization, unknown-flag suggestions, usage errors, and the model/engine
+// flags every model-running subcommand accepts.
 #include "cli.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../base/check.h"
+
+static char g_cmd[64] = "octet";
+
+// Subcommands that take the model flags (so a misspelled model flag gets a suggestion).
+static const char *const model_commands[] = {"generate", "serve", "eval ppl", "eval needle", "calibrate",
+                                             "inspect", "bench model", NULL};
+
+// Flags whose value is free text that may itself look like "--x=y".
+static const char *const free_text_flags[] = {"--prompt", "-p", "--stop", "--config", "--serve-args",
+                                              "--api-key", NULL};
+
+static const char *const model_flag_names[] = {"--model", "--kv-cache-dtype", "--kv-cache-dtype-skip-layers",
+    "--kv-scales", "--kv-block-tokens", "--block-size", "--device", "--threads", "--max-model-len",
+    "--max-num-batched-tokens", "--fp8-attention-math", "--fp8-attention-accumulation", "--batch-invariant",
+    "--enforce-eager", "--tensor-parallel-size", "--dtype", NULL};
+
+static bool in_list(const char *s, const char *const *list) {
+    for (; *list; list++)
+        if (!strcmp(s, *list)) return true;
+    return false;
+}
+
+// "--name=value" with a plain flag name before '=': the length of "--name", else 0.
+static size_t flag_eq_split(const char *s) {
+    if (strncmp(s, "--", 2) != 0) return 0;
+    const char *eq = strchr(s, '=');
+    if (!eq || eq == s + 2) return 0;
+    for (const char *p = s + 2; p < eq; p++)
+        if (!isalnum((unsigned char)*p) && *p != '-' && *p != '_') return 0;
+    return (size_t)(eq - s);
+}
+
+// Per-command spellings of one flag: vLLM's current names beside octet's.
+static const struct { const char *cmd, *alias, *name; } aliases[] = {
+    {"serve", "--kv-cache-memory-bytes", "--kv-cache-memory"},
+};
+
+// Splits s at blanks and checks the model flags among the words.
+static int check_flag_string(const char *s) {
+    char *dup = strdup(s), *save = NULL, *words[128];
+    if (!dup) return err_set(OCT_ENOMEM, "out of memory");
+    int n = 0;
+    for (char *t = strtok_r(dup, " \t", &save); t && n < 128; t = strtok_r(NULL, " \t", &save)) words[n++] = t;
+    int rc = cli_check_model_words(words, n);
+    free(dup);
+    return rc;
+}
+
+// `bench sweep` hands --kv-cache-dtype, --config and --serve-args to servers it starts much
+// later: their model flags are checked here, before any of them runs.
+static int check_sweep_flags(int argc, char **argv) {
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return OCT_OK;
+    for (int i = 2; i + 1 < argc; i++) {
+        if (!strcmp(argv[i], "--kv-cache-dtype")) TRY(cli_check_kv_dtypes(argv[++i]));
+        else if (!strcmp(argv[i], "--config") || !strcmp(argv[i], "--serve-args")) TRY(check_flag_string(argv[++i]));
+    }
+    return OCT_OK;
+}
+
+int cli_normalize(int argc, char **argv, int *out_argc, char ***out_argv) {
+    static char **nv;  // kept for the life of the process
+    *out_argc = argc;
+    *out_argv = argv;
+    if (argc < 2) return OCT_OK;
+    const char *cmd = argv[1];
+    if ((!strcmp(cmd, "bench") || !strcmp(cmd, "eval")) && argc > 2 && argv[2][0] != '-')
+        snprintf(g_cmd, sizeof g_cmd, "%s %s", cmd, argv[2]);
+    else
+        snprintf(g_cmd, sizeof g_cmd, "%s", cmd);
+    nv = calloc((size_t)argc * 2 + 2, sizeof *nv);
+    if (!nv) return err_set(OCT_ENOMEM, "out of memory");
+    int n = 0;
+    nv[n++] = argv[0];
+    nv[n++] = argv[1];
+    for (int i = 2; i < argc; i++) {
+        const char *s = argv[i];
+        if (i == 2 && !strcmp(cmd, "serve") && s[0] != '-') {  // vllm serve MODEL
+            nv[n++] = "--model";
+            nv[n++] = argv[i];
+            continue;
+        }
+        size_t k = flag_eq_split(s);
+        bool is_value = i > 2 && flag_eq_split(argv[i - 1]) == 0 && in_list(argv[i - 1], free_text_flags);
+        if (k && !is_value) {
+            char *name = strndup(s, k);
+            if (!name) { nv[n++] = argv[i]; continue; }
+            nv[n++] = name;
+            nv[n++] = argv[i] + k + 1;
+        } else {
+            nv[n++] = argv[i];
+        }
+    }
+    nv[n] = NULL;
+    for (int i = 2; i < n; i++)
+        for (size_t k = 0; k < sizeof aliases / sizeof aliases[0]; k++)
+            if (!strcmp(g_cmd, aliases[k].cmd) && !strcmp(nv[i], aliases[k].alias)) nv[i] = (char *)aliases[k].name;
+    *out_argc = n;
+    *out_argv = nv;
+    return strcmp(g_cmd, "bench sweep") ? OCT_OK : check_sweep_flags(n, nv);
+}
+
+const char *cli_command(void) { return g_cmd; }
+
+int cli_usage_error(void) {
+    fprintf(stderr, "octet %s: %s\n", g_cmd, err_msg());
+    fprintf(stderr, "Run 'octet %s --help' for its flags.\n", g_cmd);
+    return 2;
+}
+
+int cli_edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 64 || lb > 64) return 1000;
+    int d[65][65];
+    for (size_t i = 0; i <= la; i++) d[i][0] = (int)i;
+    for (size_t j = 0; j <= lb; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= la; i++)
+        for (size_t j = 1; j <= lb; j++) {
+            int cost = a[i - 1] != b[j - 1];
+            int v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + cost < v) v = d[i - 1][j - 1] + cost;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] && d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    return d[la][lb];
+}
+
+// The closest of list to f (long flag names only when flags): updates *best/*best_d.
+static void nearest(const char *f, const char *const *list, bool flags, const char **best, int *best_d) {
+    for (; *list; list++) {
+        if (flags && ((*list)[0] != '-' || (*list)[1] != '-')) continue;
+        int d = cli_edit_distance(f, *list);
+        if (d < *best_d) { *best_d = d; *best = *list; }
+    }
+}
+
+// A typo's distance: at most 2 edits, or a quarter of the word.
+static bool typo_close(const char *f, int d) { return d <= 2 || (size_t)d * 4 <= strlen(f); }
+
+const char *cli_nearest(const char *word, const char *const *names) {
+    const char *best = NULL;
+    int best_d = 1000;
+    nearest(word, names, false, &best, &best_d);
+    return best && typo_close(word, best_d) ? best : NULL;
+}
+
+bool cli_known(const char *f, const char *const *names) {
+    if (in_list(f, names)) return true;
+    if (f[0] != '-') {
+        err_set(OCT_EINVAL, "unexpected argument '%s' (every value follows its flag, as in --prompt TEXT)", f);
+        return false;
+    }
+    const char *best = NULL;
+    int best_d = 1000;
+    nearest(f, names, true, &best, &best_d);
+    if (in_list(g_cmd, model_commands)) nearest(f, model_flag_names, true, &best, &best_d);
+    if (best && typo_close(f, best_d))
+        err_set(OCT_EINVAL, "unknown flag '%s' (did you mean %s?)", f, best);
+    else
+        err_set(OCT_EINVAL, "unknown flag '%s'", f);
+    return false;
+}
 
 void cli_model_args_default(struct cli_model_args *a) {
     memset(a, 0, sizeof *a);
@@ -66,7 +232,7 @@ int cli_parse_model_flag(struct cli_model_args *a, int argc, char **argv, int *i
         if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
         TRY(cli_int(f, v, 0, 1024, &n));
         a->ro.n_threads = (int)n;
-    } else if (!strcmp(f, "--max-model-len")) {
+    } else if (!strcmp(f, "--max-model-len") || !strcmp(f, "-c")) {
         if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
         TRY(cli_int(f, v, 1, 1 << 24, &n));
         a->ro.max_ctx = (int)n;
@@ -86,6 +252,17 @@ int cli_parse_model_flag(struct cli_model_args *a, int argc, char **argv, int *i
         a->ro.batch_invariant = true;
     } else if (!strcmp(f, "--enforce-eager")) {
         a->ro.enforce_eager = true;
+    } else if (!strcmp(f, "--tensor-parallel-size") || !strcmp(f, "-tp")) {  // vLLM's names
+        if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
+        TRY(cli_int(f, v, 1, 1 << 16, &n));
+        if (n != 1)
+            return err_set(OCT_EUNSUP, "%s %ld: tensor parallelism is not supported yet (octet runs a model on "
+                           "one device; use 1)", f, n);
+    } else if (!strcmp(f, "--dtype")) {  // vLLM's weight/activation type: octet computes in the weights' types
+        if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
+        if (strcmp(v, "auto"))
+            return err_set(OCT_EUNSUP, "--dtype %s: not supported yet (octet computes in the types the weights "
+                           "are stored in; only auto; the KV cache's type is --kv-cache-dtype)", v);
     } else {
         return 0;
     }
@@ -94,15 +271,16 @@ int cli_parse_model_flag(struct cli_model_args *a, int argc, char **argv, int *i
 
 void cli_print_model_flags(void) {
     fprintf(stderr,
-            "model and cache flags:\n"
-            "  --model PATH                 GGUF file, HF safetensors directory, or dummy:NAME\n"
-            "  --kv-cache-dtype D           auto|fp32|fp16|bf16|fp8|fp8_e4m3|fp8_e5m2 (default auto)\n"
-            "  --kv-cache-dtype-skip-layers L...  layer indices ('0 2 23' or '0,2,23') and/or sliding_window\n"
+            "model and cache flags (every flag also takes --flag=value):\n"
+            "  -m, --model PATH             GGUF file, HF safetensors directory, or dummy:NAME\n"
+            "  --kv-cache-dtype D           auto|fp32|fp16|bf16|fp8|fp8_e4m3|fp8_e5m2 (default auto: the\n"
+            "                               weights' type)\n"
+            "  --kv-cache-dtype-skip-layers L...  layer indices from 0 ('0 2 23' or '0,2,23') and/or sliding_window\n"
             "  --kv-scales FILE             per-layer K/V scales (JSON, see docs/kv_format.md)\n"
             "  --kv-block-tokens N          tokens per KV block (default: 16 on the CPU, 64 on CUDA)\n"
             "  --device D                   cpu | cuda | auto (default: cuda when built with it and a GPU is present)\n"
-            "  --threads N                  CPU threads (default: all cores)\n"
-            "  --max-model-len N            context limit (default: the model's)\n"
+            "  -t, --threads N              CPU threads (default: all cores)\n"
+            "  -c, --max-model-len N        context limit (default: the model's)\n"
             "  --max-num-batched-tokens N   tokens per forward step (default 512)\n"
             "  --fp8-attention-math M       exact (default) | emulate (round Q and P to e4m3 like the GPU)\n"
             "  --fp8-attention-accumulation A  two-level (default) | every:N | single: how the GPU's FP8\n"
@@ -110,7 +288,9 @@ void cli_print_model_flags(void) {
             "  --batch-invariant            a token's logits do not depend on how its step was batched:\n"
             "                               chunked prefill == token-by-token decoding, bit for bit (the\n"
             "                               CPU always is; on the GPU it costs speed, see docs/architecture.md)\n"
-            "  --enforce-eager              run every step eagerly: no CUDA graphs of decode steps\n");
+            "  --enforce-eager              run every step eagerly: no CUDA graphs of decode steps\n"
+            "  --tensor-parallel-size 1     vLLM's flag: only 1 (one device) is supported\n"
+            "  --dtype auto                 vLLM's flag: only auto (the weights' own types) is supported\n");
 }
 
 int cli_parse_accum(const char *flag, const char *v, int *out) {
@@ -130,9 +310,55 @@ const char *cli_accum_name(int acc, char *buf, size_t n) {
     return buf;
 }
 
-bool cli_known(const char *f, const char *const *names) {
-    for (; *names; names++)
-        if (!strcmp(f, *names)) return true;
-    err_set(OCT_EINVAL, "unknown flag '%s'", f);
-    return false;
+int cli_check_kv_dtypes(const char *list) {
+    char *dup = strdup(list), *save = NULL;
+    if (!dup) return err_set(OCT_ENOMEM, "out of memory");
+    int n = 0, rc = OCT_OK;
+    enum dtype dt;
+    for (char *t = strtok_r(dup, ",", &save); t && rc == OCT_OK; t = strtok_r(NULL, ",", &save), n++)
+        rc = kv_dtype_parse(t, DT_F32, &dt);
+    free(dup);
+    if (rc == OCT_OK && n == 0) rc = err_set(OCT_EINVAL, "--kv-cache-dtype: empty list");
+    return rc;
+}
+
+int cli_check_model_words(char *const *words, int n) {
+    struct cli_model_args a;
+    cli_model_args_default(&a);
+    char **w = calloc((size_t)n * 2 + 1, sizeof *w), *names[64];  // "--x=y" split as cli_normalize does
+    if (!w) return err_set(OCT_ENOMEM, "out of memory");
+    int m = 0, n_names = 0, rc = OCT_OK;
+    for (int i = 0; i < n; i++) {
+        size_t k = flag_eq_split(words[i]);
+        if (k && n_names < 64 && (names[n_names] = strndup(words[i], k))) {
+            w[m++] = names[n_names++];
+            w[m++] = words[i] + k + 1;
+        } else {
+            w[m++] = words[i];
+        }
+    }
+    for (int i = 0; i < m && rc >= 0; i++)
+        if (w[i][0] == '-') rc = cli_parse_model_flag(&a, m, w, &i);
+    for (int i = 0; i < n_names; i++) free(names[i]);
+    free(w);
+    return rc < 0 ? rc : OCT_OK;
+}
+
+const char *cli_kv_dtype_resolved(const char *dtype, enum dtype model_dt) {
+    enum dtype dt;
+    if (kv_dtype_parse(dtype, model_dt, &dt) < 0) return dtype;
+    switch (dt) {
+    case DT_F32: return "fp32";
+    case DT_F16: return "fp16";
+    case DT_BF16: return "bf16";
+    case DT_E4M3: return "fp8_e4m3";
+    case DT_E5M2: return "fp8_e5m2";
+    default: return dtype_name(dt);
+    }
+}
+
+const char *cli_kv_dtype_label(const char *dtype, enum dtype model_dt, char *buf, size_t n) {
+    if (strcmp(dtype, "auto")) snprintf(buf, n, "%s", dtype);
+    else snprintf(buf, n, "auto (%s)", cli_kv_dtype_resolved(dtype, model_dt));
+    return buf;
 }

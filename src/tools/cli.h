@@ -1,10 +1,17 @@
-// cli.h — flags shared by every subcommand that runs a model (owns: parsing of
-// --model, --kv-cache-dtype, --kv-cache-dtype-skip-layers, --kv-scales, --kv-block-tokens,
-// --threads, --max-model-len, --fp8-attention-math into struct runner_options).
+// cli.h — the command line shared by every subcommand (owns: argv normalization —
+// --flag=value, `octet serve MODEL` —, the subcommand's name for messages, unknown-flag
+// errors with a "did you mean", the one-line error + --help pointer, and parsing of the
+// model/engine flags --model, --kv-cache-dtype, --kv-cache-dtype-skip-layers, --kv-scales,
+// --kv-block-tokens, --device, --threads, --max-model-len, --max-num-batched-tokens,
+// --fp8-attention-*, --batch-invariant, --enforce-eager, --tensor-parallel-size, --dtype
+// into struct runner_options).
+// Short aliases mean one thing everywhere: -m --model, -c the context (--max-model-len, or
+// --ctx where a command has one), -n tokens to generate, -t --threads, -o the output.
 #ifndef OCTET_CLI_H
 #define OCTET_CLI_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "../engine/runner.h"
 
@@ -12,6 +19,20 @@ struct cli_model_args {
     const char *model;
     struct runner_options ro;
 };
+
+// Rewrites main's argv (argv[0] "octet", argv[1] the command) into the form every parser
+// reads: "--flag=value" becomes "--flag" "value" (except as the value of a free-text flag
+// such as --prompt or --serve-args), and `octet serve MODEL ...` becomes `--model MODEL`.
+// Per-command aliases become the command's own spelling (`serve --kv-cache-memory-bytes`,
+// vLLM's name, is --kv-cache-memory). Records the subcommand ("generate", "bench model", ...)
+// for cli_usage_error and the suggestions. The new argv lives until exit. Also checks, up
+// front, the model flags `bench sweep` passes to the servers it starts (<0 with a message).
+int cli_normalize(int argc, char **argv, int *out_argc, char ***out_argv);
+// The subcommand being parsed ("octet" before cli_normalize).
+const char *cli_command(void);
+// Prints the pending error as "octet CMD: MESSAGE" and a pointer to `octet CMD --help`;
+// returns 2 (the usage exit code).
+int cli_usage_error(void);
 
 void cli_model_args_default(struct cli_model_args *a);
 // If argv[*i] is one of the shared flags, consumes it (and its value) and returns 1;
@@ -26,7 +47,25 @@ void cli_print_model_flags(void);
 int cli_parse_accum(const char *flag, const char *v, int *out);
 // The flag's spelling of an accumulation mode, in buf.
 const char *cli_accum_name(int acc, char *buf, size_t n);
-// True if f is one of the NULL-terminated names; otherwise sets "unknown flag 'f'".
+// True if f is one of the NULL-terminated names; otherwise sets "unknown flag 'f'" with the
+// nearest known flag (names, plus the model flags for commands that take them) as a
+// "did you mean", or "unexpected argument" for a word that is not a flag.
 bool cli_known(const char *f, const char *const *names);
+// The name in the NULL-terminated list within a typo's distance of word (the nearest), or NULL.
+const char *cli_nearest(const char *word, const char *const *names);
+// Levenshtein distance with adjacent transpositions (optimal string alignment).
+int cli_edit_distance(const char *a, const char *b);
+
+// Checks a comma-separated --kv-cache-dtype list ("auto,fp8") without running anything.
+int cli_check_kv_dtypes(const char *list);
+// Checks the model/engine flags among words (e.g. a `bench sweep --config` string split at
+// spaces) as cli_parse_model_flag would; words that are not model flags are skipped.
+int cli_check_model_words(char *const *words, int n);
+// What a --kv-cache-dtype value runs as on a model whose weights are model_dt: "auto (bf16)"
+// for auto, the value itself otherwise.
+const char *cli_kv_dtype_label(const char *dtype, enum dtype model_dt, char *buf, size_t n);
+// The cache type a --kv-cache-dtype value resolves to on weights of model_dt, by flag name
+// ("bf16", "fp8_e4m3", ...).
+const char *cli_kv_dtype_resolved(const char *dtype, enum dtype model_dt);
 
 #endif

@@ -29,7 +29,7 @@ static void usage(void) {
             "         [--seed N] [--threads N] [--device cpu|cuda|auto]\n"
             "         [--fp8-attention-accumulation two-level,every:4,single] [--json]\n"
             "       octet eval needle --level model --model PATH [--lengths 1024,4096] [--depths 0,25,50,75,100]\n"
-            "         [--trials 3] [--max-new-tokens 10] [--seed N] [--json] [--heatmap FILE.png] [model flags]\n"
+            "         [--trials 3] [-n|--max-new-tokens 10] [--seed N] [--json] [--heatmap FILE.png] [model flags]\n"
             "       octet eval needle --level model --from-json RESULT.json[,MORE.json] [--heatmap FILE.png]\n"
             "attention: 'gqa' = 32 query / 8 KV heads, '1' = one head; head_dim 128. Lengths up to 131072\n"
             "(each 131072-token GQA problem needs about 2 GB of memory). On a GPU each cache runs the\n"
@@ -53,7 +53,7 @@ struct attn_args {
 static int parse_attn(struct attn_args *a, int argc, char **argv) {
     static const char *const valued[] = {"--level", "--lengths", "--heads", "--kv-cache-dtype", "--fp8-attention-math",
                                          "--needle-weight", "--depth", "--scales", "--threshold", "--seed", "--threads",
-                                         "--device", "--fp8-attention-accumulation", "--v-bias", NULL};
+                                         "--device", "--fp8-attention-accumulation", "--v-bias", "--json", NULL};
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v;
         if (!strcmp(f, "--json")) { a->json = true; continue; }
@@ -124,11 +124,7 @@ static int eval_attention(int argc, char **argv) {
                           .math_exact = true, .math_emulate = true, .dtype_on = {true, true, true, true},
                           .weight = 0.2, .depth = 50, .threshold = 0.3, .seed = 1234, .device = "auto",
                           .accs = {0}, .n_accs = 1};
-    if (parse_attn(&a, argc, argv) < 0) {
-        fprintf(stderr, "octet eval needle: %s\n", err_msg());
-        usage();
-        return 2;
-    }
+    if (parse_attn(&a, argc, argv) < 0) return cli_usage_error();
     struct backend *b = backend_create(a.device, (int)a.threads);
     if (!b) { fprintf(stderr, "octet eval needle: %s\n", err_msg()); return 1; }
     b->enforce_eager = true;  // single ops, not forward steps: nothing to capture
@@ -242,8 +238,8 @@ struct model_args {
 };
 
 static int parse_model(struct model_args *m, int argc, char **argv) {
-    static const char *const valued[] = {"--level", "--lengths", "--depths", "--trials", "--max-new-tokens", "--seed",
-                                         "--heatmap", "--from-json", NULL};
+    static const char *const valued[] = {"--level", "--lengths", "--depths", "--trials", "--max-new-tokens", "-n",
+                                         "--seed", "--heatmap", "--from-json", "--json", NULL};
     for (int i = 1; i < argc; i++) {
         int rc = cli_parse_model_flag(&m->a, argc, argv, &i);
         if (rc < 0) return rc;
@@ -255,7 +251,7 @@ static int parse_model(struct model_args *m, int argc, char **argv) {
         if (!strcmp(f, "--lengths")) TRY(stats_parse_int_list(f, v, 16, 1 << 24, m->lengths, MAX_LIST, &m->n_lengths));
         else if (!strcmp(f, "--depths")) TRY(stats_parse_int_list(f, v, 0, 100, m->depths, MAX_LIST, &m->n_depths));
         else if (!strcmp(f, "--trials")) TRY(cli_int(f, v, 1, 100000, &m->trials));
-        else if (!strcmp(f, "--max-new-tokens")) TRY(cli_int(f, v, 1, 256, &m->max_new));
+        else if (!strcmp(f, "--max-new-tokens") || !strcmp(f, "-n")) TRY(cli_int(f, v, 1, 256, &m->max_new));
         else if (!strcmp(f, "--seed")) TRY(cli_int(f, v, 0, 1L << 62, &m->seed));
         else if (!strcmp(f, "--heatmap")) m->heatmap = v;
         else if (!strcmp(f, "--from-json")) m->from_json = v;
@@ -417,11 +413,7 @@ static int eval_model(int argc, char **argv) {
     struct model_args m = {.lengths = {1024, 4096}, .n_lengths = 2, .depths = {0, 25, 50, 75, 100}, .n_depths = 5,
                            .trials = 3, .max_new = 10, .seed = 1234};
     cli_model_args_default(&m.a);
-    if (parse_model(&m, argc, argv) < 0) {
-        fprintf(stderr, "octet eval needle: %s\n", err_msg());
-        usage();
-        return 2;
-    }
+    if (parse_model(&m, argc, argv) < 0) return cli_usage_error();
     if (m.from_json) {
         struct passkey_cell *cells = NULL;
         char heading[300], title[400];
@@ -471,6 +463,10 @@ static int eval_model(int argc, char **argv) {
     json_object_set_new(o, "level", json_string("model"));
     json_object_set_new(o, "model", json_string(md->name));
     json_object_set_new(o, "kv_cache_dtype", json_string(m.a.ro.kv.dtype));
+    json_object_set_new(o, "kv_cache_dtype_resolved", json_string(cli_kv_dtype_resolved(m.a.ro.kv.dtype,
+                                                                                        md->weight_dtype)));
+    char dt_label[48];
+    cli_kv_dtype_label(m.a.ro.kv.dtype, md->weight_dtype, dt_label, sizeof dt_label);
     json_object_set_new(o, "fp8_attention_math",
                         json_string(m.a.ro.fp8_math == ATTN_FP8_EMULATE ? "emulate" : "exact"));
     char an[24];
@@ -494,14 +490,14 @@ static int eval_model(int argc, char **argv) {
         puts(js);
         free(js);
     } else {
-        char heading[300];
-        snprintf(heading, sizeof heading, "%s, kv %s", md->name, m.a.ro.kv.dtype);
+        char heading[360];
+        snprintf(heading, sizeof heading, "%s, kv %s", md->name, dt_label);
         print_table(&m, cells, heading);
     }
     json_decref(o);
     if (m.heatmap) {
         char title[400];
-        snprintf(title, sizeof title, "passkey retrieval: %s, kv %s", md->name, m.a.ro.kv.dtype);
+        snprintf(title, sizeof title, "passkey retrieval: %s, kv %s", md->name, dt_label);
         write_heatmap(m.heatmap, &m, cells, title);
     }
     ret = 0;
@@ -522,7 +518,6 @@ int cmd_eval_needle(int argc, char **argv) {
         if (!strcmp(argv[i], "--level")) level = argv[i + 1];
     if (!strcmp(level, "attention")) return eval_attention(argc, argv);
     if (!strcmp(level, "model")) return eval_model(argc, argv);
-    fprintf(stderr, "octet eval needle: --level: unknown value '%s' (choose attention or model)\n", level);
-    usage();
-    return 2;
+    err_set(OCT_EINVAL, "--level: unknown value '%s' (choose attention or model)", level);
+    return cli_usage_error();
 }

@@ -1,7 +1,9 @@
 // eval_ppl.c — `octet eval ppl`: perplexity by llama.cpp's method (non-overlapping
 // chunks of --ctx tokens, BOS first, score the second half of each chunk) and, against
 // a reference KV dtype, mean/p99 KL divergence and top-1 agreement of the next-token
-// distributions over the same scored positions.
+// distributions over the same scored positions. Ends with llama-perplexity's line,
+// "Final estimate: PPL = x +/- y", y its standard error (ppl times the standard error of the
+// mean negative log-likelihood over the scored tokens).
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -24,7 +26,8 @@ static int cmp_double(const void *a, const void *b) {
 
 static void usage(void) {
     fprintf(stderr, "usage: octet eval ppl --model PATH --file TEXT [--ctx N] [--chunks N]\n"
-                    "       [--kv-cache-dtype D] [--ref-kv-cache-dtype D2] [--json]\n");
+                    "       [--kv-cache-dtype D] [--ref-kv-cache-dtype D2] [--json]\n"
+                    "  -f, --file TEXT  -c, --ctx N (tokens per chunk, default 512; llama-perplexity's -c)\n");
     cli_print_model_flags();
 }
 
@@ -34,9 +37,11 @@ static int eval_ppl(int argc, char **argv) {
     const char *file = NULL, *ref_dtype = NULL;
     long ctx = 512, max_chunks = 0;
     bool json = false;
-    static const char *const valued[] = {"--file", "-f", "--ctx", "-c", "--chunks", "--ref-kv-cache-dtype", NULL};
+    static const char *const valued[] = {"--file", "-f", "--ctx", "-c", "--chunks", "--ref-kv-cache-dtype",
+                                         "--json", NULL};
     for (int i = 1; i < argc; i++) {
-        int rc = cli_parse_model_flag(&a, argc, argv, &i);
+        bool is_ctx = !strcmp(argv[i], "--ctx") || !strcmp(argv[i], "-c");  // -c is the chunk here
+        int rc = is_ctx ? 0 : cli_parse_model_flag(&a, argc, argv, &i);
         if (rc < 0) goto bad;
         if (rc == 1) continue;
         const char *f = argv[i], *v;
@@ -92,7 +97,7 @@ static int eval_ppl(int argc, char **argv) {
     int first = (int)ctx / 2, per_chunk = (int)ctx - 1 - first;
     klds = malloc((size_t)n_chunks * per_chunk * sizeof(double));
     if (!lg || (ref_dtype && !lr) || !klds) { err_set(OCT_ENOMEM, "out of memory"); goto fail; }
-    double nll = 0, nll_ref = 0;
+    double nll = 0, nll2 = 0, nll_ref = 0;
     long n_scored = 0, agree = 0;
     int bos = tokenizer_bos(m->tok);
     bool tty = isatty(2);
@@ -108,7 +113,9 @@ static int eval_ppl(int argc, char **argv) {
         for (int j = first; j < ctx - 1; j++) {
             const float *row = lg + (size_t)j * nv;
             int next = ids[c * ctx + j + 1];
-            nll -= logits_logprob(row, nv, next);
+            double lp = logits_logprob(row, nv, next);
+            nll -= lp;
+            nll2 += lp * lp;
             if (ref_dtype) {
                 const float *rrow = lr + (size_t)j * nv;
                 nll_ref -= logits_logprob(rrow, nv, next);
@@ -122,13 +129,21 @@ static int eval_ppl(int argc, char **argv) {
                     c + 1, n_chunks, exp(nll / n_scored));
     }
     if (!json && tty) fputc('\n', stderr);
-    double ppl = exp(nll / n_scored);
+    double ppl = exp(nll / n_scored), mean_nll = nll / n_scored;
+    double var = nll2 / n_scored - mean_nll * mean_nll;  // of the per-token log-likelihood
+    double ppl_se = n_scored > 1 && var > 0 ? ppl * sqrt(var / (double)(n_scored - 1)) : 0;
+    char dt_label[48];
+    cli_kv_dtype_label(a.ro.kv.dtype, m->weight_dtype, dt_label, sizeof dt_label);
     json_t *o = json_object();
+    json_object_set_new(o, "model", json_string(m->name));
     json_object_set_new(o, "ppl", json_real(ppl));
+    json_object_set_new(o, "ppl_stderr", json_real(ppl_se));
     json_object_set_new(o, "n_tokens", json_integer(n_scored));
     json_object_set_new(o, "n_chunks", json_integer(n_chunks));
     json_object_set_new(o, "ctx", json_integer(ctx));
     json_object_set_new(o, "kv_cache_dtype", json_string(a.ro.kv.dtype));
+    json_object_set_new(o, "kv_cache_dtype_resolved",
+                        json_string(cli_kv_dtype_resolved(a.ro.kv.dtype, m->weight_dtype)));
     if (ref_dtype) {
         double mean = 0;
         for (long i = 0; i < n_scored; i++) mean += klds[i];
@@ -137,6 +152,8 @@ static int eval_ppl(int argc, char **argv) {
         long p99i = (long)ceil(0.99 * n_scored) - 1;
         if (p99i < 0) p99i = 0;
         json_object_set_new(o, "ref_kv_cache_dtype", json_string(ref_dtype));
+        json_object_set_new(o, "ref_kv_cache_dtype_resolved",
+                            json_string(cli_kv_dtype_resolved(ref_dtype, m->weight_dtype)));
         json_object_set_new(o, "ref_ppl", json_real(exp(nll_ref / n_scored)));
         json_object_set_new(o, "kld_mean", json_real(mean));
         json_object_set_new(o, "kld_p99", json_real(klds[p99i]));
@@ -147,11 +164,14 @@ static int eval_ppl(int argc, char **argv) {
         puts(s);
         free(s);
     } else {
-        printf("ppl (%s) = %.4f over %ld tokens in %ld chunks of %ld\n", a.ro.kv.dtype, ppl, n_scored, n_chunks, ctx);
+        printf("ppl (%s) = %.4f over %ld tokens in %ld chunks of %ld\n", dt_label, ppl, n_scored, n_chunks, ctx);
+        char ref_label[48];
         if (ref_dtype)
-            printf("vs %s: ppl %.4f, KLD mean %.6g, p99 %.6g, top-1 agreement %.4f\n", ref_dtype,
+            printf("vs %s: ppl %.4f, KLD mean %.6g, p99 %.6g, top-1 agreement %.4f\n",
+                   cli_kv_dtype_label(ref_dtype, m->weight_dtype, ref_label, sizeof ref_label),
                    json_real_value(json_object_get(o, "ref_ppl")), json_real_value(json_object_get(o, "kld_mean")),
                    json_real_value(json_object_get(o, "kld_p99")), json_real_value(json_object_get(o, "top1_agree")));
+        printf("Final estimate: PPL = %.4f +/- %.5f\n", ppl, ppl_se);
     }
     json_decref(o);
     rc = 0;
@@ -165,14 +185,19 @@ done:
     model_free(m);
     return rc;
 bad:
-    fprintf(stderr, "octet eval ppl: %s\n", err_msg());
-    usage();
-    return 2;
+    return cli_usage_error();
 }
 
 int cmd_eval(int argc, char **argv) {
     if (argc >= 2 && !strcmp(argv[1], "ppl")) return eval_ppl(argc - 1, argv + 1);
     if (argc >= 2 && !strcmp(argv[1], "needle")) return cmd_eval_needle(argc - 1, argv + 1);
+    bool help = argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
+    if (argc >= 2 && !help) {
+        static const char *const subs[] = {"ppl", "needle", NULL};
+        const char *near = cli_nearest(argv[1], subs);
+        fprintf(stderr, "octet eval: unknown evaluation '%s'%s%s%s\n", argv[1], near ? " (did you mean " : "",
+                near ? near : "", near ? "?)" : "");
+    }
     fprintf(stderr, "usage: octet eval {ppl|needle} ...\n");
-    return 2;
+    return help ? 0 : 2;
 }

@@ -20,7 +20,9 @@ static double now_s(void) {
 
 static void usage(void) {
     fprintf(stderr, "usage: octet generate --model PATH --prompt TEXT [--max-tokens N] [--temperature T]\n"
-                    "       [--top-k K] [--top-p P] [--min-p P] [--seed S] [--stop STR]... [--ignore-eos] [--json]\n");
+                    "       [--top-k K] [--top-p P] [--min-p P] [--seed S] [--stop STR]... [--ignore-eos] [--json]\n"
+                    "  -p, --prompt TEXT  -n, --max-tokens N (default 64)\n"
+                    "The text goes to stdout and ends with a newline; the timing line goes to stderr.\n");
     cli_print_model_flags();
 }
 
@@ -37,7 +39,8 @@ int cmd_generate(int argc, char **argv) {
     long max_tokens = 64;
     bool json = false, ignore_eos = false;
     static const char *const valued[] = {"--prompt", "-p", "--max-tokens", "-n", "--temperature", "--top-p",
-                                         "--min-p", "--top-k", "--seed", "--stop", NULL};
+                                         "--min-p", "--top-k", "--seed", "--stop",
+                                         "--json", "--ignore-eos", NULL};
     for (int i = 1; i < argc; i++) {
         int rc = cli_parse_model_flag(&a, argc, argv, &i);
         if (rc < 0) goto bad;
@@ -143,6 +146,8 @@ int cmd_generate(int argc, char **argv) {
     memcpy(text + text_len, tail, k);
     text_len += k;
     if (!json && k) fwrite(tail, 1, k, stdout);
+    char dt_label[48];
+    cli_kv_dtype_label(a.ro.kv.dtype, m->weight_dtype, dt_label, sizeof dt_label);
     double pp_tps = n_ids / (t1 - t0), tg_tps = n_out > 1 ? (n_out - 1) / (t2 - t1) : 0;
     long kv_bpt = kv_cache_bytes_per_token(&r.kv);
     if (json) {
@@ -154,6 +159,8 @@ int cmd_generate(int argc, char **argv) {
         json_object_set_new(o, "text", json_stringn(text, text_len));
         json_object_set_new(o, "finish_reason", json_string(finish));
         json_object_set_new(o, "kv_cache_dtype", json_string(a.ro.kv.dtype));
+        json_object_set_new(o, "kv_cache_dtype_resolved",
+                            json_string(cli_kv_dtype_resolved(a.ro.kv.dtype, m->weight_dtype)));
         json_object_set_new(o, "kv_bytes_per_token", json_integer(kv_bpt));
         json_object_set_new(o, "prompt_tok_per_s", json_real(pp_tps));
         json_object_set_new(o, "decode_tok_per_s", json_real(tg_tps));
@@ -163,8 +170,9 @@ int cmd_generate(int argc, char **argv) {
         json_decref(o);
     } else {
         printf("\n");
+        fflush(stdout);  // the text's last line before the timing line, also when both go to one pipe
         fprintf(stderr, "octet: prompt %d tok at %.1f tok/s, decode %d tok at %.1f tok/s, KV %ld bytes/token (%s)\n",
-                n_ids, pp_tps, n_out, tg_tps, kv_bpt, a.ro.kv.dtype);
+                n_ids, pp_tps, n_out, tg_tps, kv_bpt, dt_label);
     }
     rc = 0;
     goto done_runner;
@@ -181,7 +189,5 @@ done_model:
     model_free(m);
     return rc;
 bad:
-    fprintf(stderr, "octet generate: %s\n", err_msg());
-    usage();
-    return 2;
+    return cli_usage_error();
 }

@@ -27,6 +27,8 @@ static void usage(void) {
             "usage: octet inspect --model PATH --file TEXT [--num-tokens N] [--ctx N]\n"
             "       [--kv-cache-dtype fp8|fp8_e4m3|fp8_e5m2] [--kv-scales FILE] [--output-dir DIR] [--json]\n"
             "       [--kld-threshold 0.02] [--skip-fraction 0.1] [model flags]\n"
+            "  -f, --file TEXT  -o, --output-dir DIR  -c, --ctx N (tokens per chunk, default 512)\n"
+            "Layers are numbered from 0, as --kv-cache-dtype-skip-layers takes them.\n"
             "Per layer: max|x|, p50/p99/p99.9 of |x|, fractions saturated / subnormal / flushed to zero\n"
             "at the current scales, FP8 round-trip error, and the KLD when only that layer's KV is FP8.\n");
     cli_print_model_flags();
@@ -41,8 +43,8 @@ struct inspect_args {
 };
 
 static int parse(struct inspect_args *c, int argc, char **argv) {
-    static const char *const valued[] = {"--file", "-f", "--num-tokens", "--ctx", "-c", "--output-dir",
-                                         "--kld-threshold", "--skip-fraction", NULL};
+    static const char *const valued[] = {"--file", "-f", "--num-tokens", "--ctx", "-c", "--output-dir", "-o",
+                                         "--kld-threshold", "--skip-fraction", "--json", NULL};
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i], *v;
         if (!strcmp(f, "--json")) { c->json = true; continue; }
@@ -55,12 +57,13 @@ static int parse(struct inspect_args *c, int argc, char **argv) {
             c->target = v;
             continue;
         }
-        int rc = cli_parse_model_flag(&c->a, argc, argv, &i);
+        bool is_ctx = !strcmp(f, "--ctx") || !strcmp(f, "-c");  // -c is the chunk here
+        int rc = is_ctx ? 0 : cli_parse_model_flag(&c->a, argc, argv, &i);
         if (rc < 0) return rc;
         if (rc == 1) continue;
         if (!cli_known(f, valued) || !(v = cli_value(argc, argv, &i))) return OCT_EINVAL;
         if (!strcmp(f, "--file") || !strcmp(f, "-f")) c->file = v;
-        else if (!strcmp(f, "--output-dir")) c->out_dir = v;
+        else if (!strcmp(f, "--output-dir") || !strcmp(f, "-o")) c->out_dir = v;
         else if (!strcmp(f, "--num-tokens")) TRY(cli_int(f, v, 2, 1L << 30, &c->num_tokens));
         else if (!strcmp(f, "--ctx") || !strcmp(f, "-c")) TRY(cli_int(f, v, 2, 1 << 24, &c->ctx));
         else if (!strcmp(f, "--kld-threshold")) TRY(cli_float(f, v, &c->kld_threshold));
@@ -210,11 +213,7 @@ static int cmp_desc(const void *a, const void *b, void *ctx) {
 int cmd_inspect(int argc, char **argv) {
     struct inspect_args c = {.target = "fp8", .num_tokens = 1024, .kld_threshold = 0.02, .skip_fraction = 0.1};
     cli_model_args_default(&c.a);
-    if (parse(&c, argc, argv) < 0) {
-        fprintf(stderr, "octet inspect: %s\n", err_msg());
-        usage();
-        return 2;
-    }
+    if (parse(&c, argc, argv) < 0) return cli_usage_error();
     size_t text_len;
     char *text = stats_read_file("--file", c.file, &text_len);
     if (!text) { fprintf(stderr, "octet inspect: %s\n", err_msg()); return 1; }
@@ -263,7 +262,7 @@ int cmd_inspect(int argc, char **argv) {
     // 2. sensitivity: only layer l in FP8, then all layers
     for (int l = 0; l < L; l++) {
         if (layer_kld(m, &c.a.ro, c.target, l, &sc, &kld[l]) < 0) goto fail;
-        fprintf(stderr, "inspect: layer %d/%d only in %s: KLD %.3g\n", l + 1, L, c.target, kld[l]);
+        fprintf(stderr, "inspect: layer %d (of 0..%d) only in %s: KLD %.3g\n", l, L - 1, c.target, kld[l]);
         rank[l] = l;
     }
     double kld_all;
@@ -292,8 +291,11 @@ int cmd_inspect(int argc, char **argv) {
     }
 
     json_t *o = json_object(), *layers = json_array(), *ranking = json_array();
+    char ref_json[48];
     json_object_set_new(o, "model", json_string(m->name));
     json_object_set_new(o, "kv_cache_dtype", json_string(dtype_name(dt)));
+    json_object_set_new(o, "reference_kv_cache_dtype", json_string(cli_kv_dtype_label("auto", m->weight_dtype,
+                                                                                       ref_json, sizeof ref_json)));
     json_object_set_new(o, "kv_scales", json_string(c.a.ro.kv.scales_path));
     json_object_set_new(o, "num_tokens", json_integer(sc.n_ids));
     json_object_set_new(o, "scored_tokens", json_integer(sc.n_rows));
@@ -333,8 +335,10 @@ int cmd_inspect(int argc, char **argv) {
                        100 * a->n_sat / n, 100 * a->n_sub / n, 100 * a->n_flush / n,
                        a->sq > 0 ? sqrt(a->sq_err / a->sq) : 0.0);
             }
-        printf("\nsensitivity (mean KLD vs the auto cache when only that layer's KV is %s):\n", dtype_name(dt));
-        for (int i = 0; i < L; i++) printf("  %2d. layer %d  KLD %.4g\n", i + 1, rank[i], kld[rank[i]]);
+        char ref_label[48];
+        printf("\nsensitivity (mean KLD vs the %s cache when only that layer's KV is %s), most sensitive first:\n",
+               cli_kv_dtype_label("auto", m->weight_dtype, ref_label, sizeof ref_label), dtype_name(dt));
+        for (int i = 0; i < L; i++) printf("  layer %d  KLD %.4g\n", rank[i], kld[rank[i]]);
         printf("all layers %s: KLD %.4g\n", dtype_name(dt), kld_all);
         printf("suggested: --kv-cache-dtype-skip-layers %s   (top %.0f%% and any layer above KLD %g)\n", skip_str,
                100 * c.skip_fraction, c.kld_threshold);
