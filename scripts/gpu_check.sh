@@ -225,7 +225,7 @@ run_variant() {
 }
 if has model; then  # whole-model decode and prefill speed (CUDA graphs on) and the cost of --batch-invariant
   for v in default --batch-invariant; do
-    run_variant "$v" "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 \
+    run_variant "$v" "$BIN/octet" bench model --json --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 \
       2>>"$OUT/model.log" | tail -n 1 | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/model.jsonl"
   done
   python3 "$REPORT" model "$OUT/model.jsonl" | tee -a "$summary"
@@ -233,7 +233,8 @@ fi
 if has depth; then  # decode at context depths, bf16 vs fp8 in one process, measured in turn (paired), with the
   # server's table width (128k): where fp8 starts to pay (the ITL study's break-even) without the server
   for v in default; do
-    run_variant "$v" "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype auto,fp8 \
+    run_variant "$v" "$BIN/octet" bench model --json --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 \
+      --kv-cache-dtype auto,fp8 \
       --pp 512 --tg 32 --reps 5 --depth 256,1024,4096,16384 2>>"$OUT/depth.log" | grep '^{' \
       | sed "s/^{/{\"variant\":\"$v\",/" >> "$OUT/depth.jsonl"
   done
@@ -257,7 +258,7 @@ fi
 if has timing; then  # where a greedy decode token's wall time goes: the captured step on the GPU, the
   # logits' copy, and the GPU's idle time waiting for the host (a STEP_TIMING=1 build; about 15 s, opt-in)
   for dt in auto fp8; do
-    "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 \
+    "$BIN/octet" bench model --json --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 \
       --kv-cache-dtype $dt --pp 64 --tg 64 --reps 3 --depth 256 2>"$OUT/timing_$dt.log" | tail -n 1 > "$OUT/timing_$dt.json"
     say "timing $dt d256: tg $(python3 -c 'import json,sys; print("%.3f ms/token" % json.load(open(sys.argv[1]))["tg_ms_per_token"])' "$OUT/timing_$dt.json" 2>&1); $(grep -o 'graph [0-9].*' "$OUT/timing_$dt.log")"
     grep -o 'host between.*' "$OUT/timing_$dt.log" | sed "s/^/timing $dt d256: /" | tee -a "$summary"
@@ -360,7 +361,9 @@ if has compare && [ -n "$BASE" ]; then
       done
       "$d/octet" bench attention --device cuda --mode prefill --ctx 16384 --head-dim 64 --kv-cache-dtype fp8 \
         --iters 3 --reps 3 2>>"$OUT/compare.log" | tail -n 1 | tag $b "fp8 prefill d64 L=16384" >> "$OUT/compare.jsonl"
-      "$d/octet" bench model --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 2>>"$OUT/compare.log" \
+      # bench model prints JSON lines with --json; builds from before that flag print them after the table
+      bj=$("$d/octet" bench model --help 2>&1 | grep -q -- "--json  " && echo --json)
+      "$d/octet" bench model $bj --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 2>>"$OUT/compare.log" \
         | tail -n 1 | tag $b "model tg64" >> "$OUT/compare.jsonl"
     done
   done
