@@ -94,6 +94,7 @@ int bench_load_run(const struct bench_load_options *o, const struct bench_reques
         arrive[i] = arrive[i - 1] + (isfinite(o->request_rate) ? -log(1.0 - rng_double(&g)) / o->request_rate : 0);
     struct progress pr;
     progress_start(&pr, o->progress_label ? o->progress_label : "", n, !o->progress_label);
+    progress_set_costs(&pr, o->progress_cost);
     double t0 = http_now_s();
     int next = 0;
     while (ctx.n_done < n) {
@@ -105,6 +106,11 @@ int bench_load_run(const struct bench_load_options *o, const struct bench_reques
             int arc = body ? http_pool_add(pool, &st[next], o->url, body, o->api_key, o->timeout_s)
                            : err_set(OCT_ENOMEM, "bench: cannot build a request body");
             free(body);
+            if (o->max_concurrency == 1) {  // one at a time: say which
+                char what[64];
+                snprintf(what, sizeof what, "input %d", reqs[next].prompt_len);
+                progress_running(&pr, what);
+            }
             if (arc < 0) {  // count it as failed, never drop it
                 snprintf(out[next].error, sizeof out[next].error, "%s", err_msg());
                 ctx.n_done++;

@@ -29,6 +29,7 @@ struct bench_load_options {
                             // chunk per token)
     double timeout_s;       // per request, 0 = none
     const char *progress_label;  // NULL = no progress output
+    const double *progress_cost; // [n] relative cost of each request for the progress ETA, or NULL (equal)
 };
 
 struct bench_outcome {

@@ -1,7 +1,9 @@
 // plot.c — gnuplot via popen. Prefers the pngcairo terminal (antialiased) and falls back
-// to the libgd png terminal; Debian's gnuplot-nox has both.
+// to the libgd png terminal; Debian's gnuplot-nox has both. A log₂ x axis when the lengths span
+// PLOT_LOG_X_SPAN× or more; fit curves only over their series' measured lengths, never below 0.
 #include "plot.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,13 +40,8 @@ static void put_str(FILE *f, const char *s) {
     fputc('\'', f);
 }
 
-int plot_png(const char *path, const char *title, const char *xlabel, const char *ylabel,
-             const struct plot_series *s, int n_series) {
-    if (!plot_available())
-        return err_set(OCT_EUNSUP, "gnuplot is not installed (apt-get install gnuplot-nox); skipped %s", path);
-    remove(path);
-    FILE *f = popen("gnuplot", "w");
-    if (!f) return err_set(OCT_EIO, "cannot start gnuplot");
+void plot_write_script(FILE *f, const char *path, const char *title, const char *xlabel, const char *ylabel,
+                       const struct plot_series *s, int n_series) {
     fprintf(f, "set terminal %s size 960,600 noenhanced\n", g_term);
     fprintf(f, "set output ");
     put_str(f, path);
@@ -54,19 +51,32 @@ int plot_png(const char *path, const char *title, const char *xlabel, const char
     put_str(f, xlabel);
     fprintf(f, "\nset ylabel ");
     put_str(f, ylabel);
-    fprintf(f, "\nset key left top\nset grid\nset samples 400\n");
-    double xmax = 0;
+    fprintf(f, "\nset key left top\nset grid\nset samples 400\nset yrange [0:*]\n");
+    double xmin = INFINITY, xmax = 0;
     for (int k = 0; k < n_series; k++)
-        for (int i = 0; i < s[k].n; i++) if (s[k].x[i] > xmax) xmax = s[k].x[i];
-    if (xmax > 0) fprintf(f, "set xrange [0:%.17g]\n", xmax * 1.05);
+        for (int i = 0; i < s[k].n; i++) {
+            if (s[k].x[i] > xmax) xmax = s[k].x[i];
+            if (s[k].x[i] < xmin) xmin = s[k].x[i];
+        }
+    if (xmin > 0 && xmax >= PLOT_LOG_X_SPAN * xmin)  // lengths that double: a log axis spaces them evenly
+        fprintf(f, "set logscale x 2\nset format x '%%.0f'\nset xrange [%.17g:%.17g]\n", xmin / 1.25, xmax * 1.25);
+    else if (xmax > 0)
+        fprintf(f, "set xrange [0:%.17g]\n", xmax * 1.05);
     for (int k = 0; k < n_series; k++) {
         fprintf(f, "$d%d << EOD\n", k);
-        for (int i = 0; i < s[k].n; i++) fprintf(f, "%.17g %.17g\n", s[k].x[i], s[k].y[i]);
+        double lo = INFINITY, hi = -INFINITY;
+        for (int i = 0; i < s[k].n; i++) {
+            fprintf(f, "%.17g %.17g\n", s[k].x[i], s[k].y[i]);
+            lo = s[k].x[i] < lo ? s[k].x[i] : lo;
+            hi = s[k].x[i] > hi ? s[k].x[i] : hi;
+        }
         if (s[k].n == 0) fprintf(f, "NaN NaN\n");
         fprintf(f, "EOD\n");
-        if (s[k].fit_degree > 0)
-            fprintf(f, "f%d(x) = %.17g*x**2 + %.17g*x + %.17g\n",
+        if (s[k].fit_degree > 0) {  // drawn over the measured lengths only, and never below zero
+            fprintf(f, "p%d(x) = %.17g*x**2 + %.17g*x + %.17g\n",
                     k, s[k].fit_degree > 1 ? s[k].c[2] : 0.0, s[k].c[1], s[k].c[0]);
+            fprintf(f, "f%d(x) = (x < %.17g || x > %.17g || p%d(x) < 0) ? NaN : p%d(x)\n", k, lo, hi, k, k);
+        }
     }
     fprintf(f, "plot ");
     for (int k = 0; k < n_series; k++) {
@@ -80,6 +90,16 @@ int plot_png(const char *path, const char *title, const char *xlabel, const char
         }
     }
     fprintf(f, "\nset output\n");
+}
+
+int plot_png(const char *path, const char *title, const char *xlabel, const char *ylabel,
+             const struct plot_series *s, int n_series) {
+    if (!plot_available())
+        return err_set(OCT_EUNSUP, "gnuplot is not installed (apt-get install gnuplot-nox); skipped %s", path);
+    remove(path);
+    FILE *f = popen("gnuplot", "w");
+    if (!f) return err_set(OCT_EIO, "cannot start gnuplot");
+    plot_write_script(f, path, title, xlabel, ylabel, s, n_series);
     int st = pclose(f);
     struct stat sb;
     if (st != 0 || stat(path, &sb) != 0 || sb.st_size == 0)

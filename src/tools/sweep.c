@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../base/check.h"
 #include "../model/tokenizer.h"
@@ -35,7 +36,7 @@ static void usage(void) {
             "single-request sweep (default):\n"
             "  --input-lens A,B,...      prompt lengths (default: 256, 512, ... up to the max)\n"
             "  --min-input-len N         grid start (default 256)\n"
-            "  --max-input-len N         grid end (default: max_model_len - output len, from /v1/models)\n"
+            "  --max-input-len N         grid end (default: 8192 without a GPU, else max_model_len - output len)\n"
             "  --output-len N            tokens per request (default 128; 2000 with --throughput)\n"
             "  --num-requests-per-len N  requests per length (default 1, after one warm-up)\n"
             "load scenario (--throughput): concurrency 8, 150 requests, 20000 in / 2000 out ±15%%\n"
@@ -163,7 +164,58 @@ static int parse(struct sweep_args *a, int argc, char **argv) {
     } else if (!a->output_len) {
         a->output_len = 128;
     }
+    if (!a->throughput && !a->base_url && !a->n_lens && !a->max_len && !backend_cuda_available()) {
+        a->max_len = SWEEP_CPU_MAX_LEN;  // a CPU's 32k prefills take minutes each
+        a->cpu_grid = true;
+    }
     return OCT_OK;
+}
+
+// The 1/5/15-minute load averages, or -1s when /proc/loadavg cannot be read.
+static void read_loadavg(double l[3]) {
+    l[0] = l[1] = l[2] = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (!f) return;
+    if (fscanf(f, "%lf %lf %lf", &l[0], &l[1], &l[2]) != 3) l[0] = l[1] = l[2] = -1;
+    fclose(f);
+}
+
+// Before any server starts: a machine already busy makes every timing slower and noisier.
+static void check_machine(struct sweep_args *a) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    a->n_cpus = n > 0 ? (int)n : 1;
+    read_loadavg(a->load_start);
+    a->busy = a->load_start[0] >= 0.5 * a->n_cpus;
+    if (a->busy)
+        fprintf(stderr, "octet: warning: this machine is busy (load average %.2f over the last minute on %d cores): "
+                "the timings will be slower and noisier than an idle machine's; compare them with a recorded "
+                "run only on an idle machine\n", a->load_start[0], a->n_cpus);
+}
+
+// The cache dtype(s) octet serve reported in its log ("KV cache dtype per layer: bf16 bf16 ..."):
+// one name when every layer agrees, else the distinct names joined by '+'.
+static void resolved_kv_dtype(const char *log, char *out, size_t cap) {
+    out[0] = 0;
+    FILE *f = fopen(log, "r");
+    if (!f) return;
+    char line[4096];
+    const char *key = "KV cache dtype per layer:";
+    while (fgets(line, sizeof line, f)) {
+        char *p = strstr(line, key);
+        if (!p) continue;
+        char *save = NULL;
+        for (char *t = strtok_r(p + strlen(key), " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save)) {
+            char pad[80];
+            snprintf(pad, sizeof pad, "+%s+", t);
+            char have[80];
+            snprintf(have, sizeof have, "+%s+", out);
+            if (strstr(have, pad)) continue;
+            size_t n = strlen(out);
+            snprintf(out + n, cap - n, "%s%s", n ? "+" : "", t);
+        }
+        break;
+    }
+    fclose(f);
 }
 
 static void free_args(struct sweep_args *a) {
@@ -226,8 +278,19 @@ static int run_config(struct sweep_args *a, int c, struct sweep_data *d, struct 
         fprintf(stderr, "octet: [%s] warm-up failed: %s\n", a->configs[c].name, warm.error);
     bench_outcomes_free(&warm, 1);
     char label[160];
-    snprintf(label, sizeof label, "%s %s", a->throughput ? "load" : "sweep", a->configs[c].name);
+    if (!a->base_url) {  // "auto" is whatever the server chose: name it in every table, legend and JSON
+        char log[1024];
+        snprintf(log, sizeof log, "%s/server_%d.log", a->output_dir, c);
+        resolved_kv_dtype(log, r->kv_resolved, sizeof r->kv_resolved);
+        struct sweep_config *cf = &a->configs[c];
+        size_t n = strlen(cf->name);
+        if (r->kv_resolved[0] && strstr(cf->name, "auto") && n + strlen(r->kv_resolved) + 4 < sizeof cf->name)
+            snprintf(cf->name + n, sizeof cf->name - n, " (%s)", r->kv_resolved);
+    }
+    snprintf(label, sizeof label, "%s %s [%d/%d]", a->throughput ? "load" : "sweep", a->configs[c].name, c + 1,
+             a->n_configs);
     o.progress_label = a->quiet ? NULL : label;
+    o.progress_cost = a->throughput ? NULL : d->cost;
     if (a->throughput) { o.max_concurrency = a->max_conc; o.request_rate = a->rate; }
     r->out = calloc((size_t)d->n_reqs, sizeof *r->out);
     r->n_out = d->n_reqs;
@@ -237,6 +300,9 @@ static int run_config(struct sweep_args *a, int c, struct sweep_data *d, struct 
     if (rc < 0) { snprintf(r->error, sizeof r->error, "%s", err_msg()); return rc; }
     bench_metrics_compute(r->out, d->n_reqs, r->duration_s, &r->m);
     r->ran = true;
+    if (d->cost)  // later configurations' ETAs follow this one's measured cost per length
+        for (int i = 0; i < d->n_reqs; i++)
+            if (r->out[i].ok && r->out[i].latency_s > 0) d->cost[i] = r->out[i].latency_s;
     if (!a->throughput) sweep_fit(r);
     return OCT_OK;
 }
@@ -254,6 +320,10 @@ int cmd_bench_sweep(int argc, char **argv) {
         free_args(&a);
         return 2;
     }
+    check_machine(&a);
+    if (a.cpu_grid && !a.quiet)
+        fprintf(stderr, "octet: no GPU: input lengths up to %d tokens (--max-input-len or --input-lens for longer)\n",
+                SWEEP_CPU_MAX_LEN);
     mkdir(a.output_dir, 0755);
     struct stat sb;
     if (stat(a.output_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
@@ -273,6 +343,7 @@ int cmd_bench_sweep(int argc, char **argv) {
             n_ok++;
         }
     }
+    read_loadavg(a.load_end);
     int rc = n_ok == a.n_configs ? 0 : 1;
     if (res && n_ok > 0 && sweep_report(&a, &d, res) < 0) {
         fprintf(stderr, "octet bench sweep: %s\n", err_msg());

@@ -12,6 +12,9 @@
 #define SWEEP_MAX_CONFIGS 16
 #define SWEEP_MAX_FLAGS 64
 #define SWEEP_MAX_LENS 64
+// The default grid's longest input on a machine without a GPU: 256 → 8192 doubling keeps the
+// README's main job (dummy:tiny, auto vs fp8) near a minute on 2 cores with fits over 32× in length.
+#define SWEEP_CPU_MAX_LEN 8192
 
 struct sweep_config {
     char name[160];                    // label in tables and charts
@@ -30,6 +33,10 @@ struct sweep_args {
     double range_ratio, rate;
     unsigned long long seed;
     double startup_timeout_s, request_timeout_s;
+    bool cpu_grid;                     // the default grid was capped at SWEEP_CPU_MAX_LEN
+    int n_cpus;                        // online cores, and the load average before any server started
+    double load_start[3], load_end[3]; // (1, 5, 15 minutes; negative when /proc/loadavg is unreadable)
+    bool busy;                         // load_start[0] at or above half the cores: timings are not an idle run's
 };
 
 struct sweep_data {
@@ -37,12 +44,16 @@ struct sweep_data {
     struct bench_request warmup;
     struct bench_request *reqs;        // [n_reqs] in send order
     int n_reqs;
+    double *cost;                      // [n_reqs] relative cost for the progress ETA: a model of prefill and
+                                       // decode for the first configuration, its measured latencies after it
 };
 
 struct sweep_result {
     bool ran;
     char error[1024];
     char served_model[512];
+    char kv_resolved[64];              // the cache dtype(s) the server reported using ("bf16"), or ""
+    double itl_spread_pct;             // median over points of the spread of a request's four ITL quarters
     int max_model_len;
     struct bench_outcome *out;         // [n_out], one per request
     int n_out;
@@ -60,6 +71,9 @@ const char *sweep_flags_str(const struct sweep_config *c);  // space-joined flag
 // Builds the length grid and the prompts once (later calls return at once).
 int sweep_prepare(struct sweep_args *a, struct sweep_data *d, int max_model_len, const char *served_model);
 void sweep_fit(struct sweep_result *r);
+// The relative cost of one request of `len` input and `out` output tokens: prefill grows with
+// len² (attention) and len (the matrices), decode with out × (a constant + len).
+double sweep_cost_model(int len, int out);
 // A request's mean ITL for the fits (ms), NAN if it has fewer than 2 output tokens.
 double sweep_mean_itl_ms(const struct bench_outcome *o);
 // Tables on stdout; sweep.json / throughput.json, itl.png, ttft.png in output_dir.

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "../base/check.h"
 #include "../model/tokenizer.h"
@@ -52,7 +53,8 @@ int sweep_prepare(struct sweep_args *a, struct sweep_data *d, int max_model_len,
     rc = prompt_gen_make(&g, warm_len, &d->warmup.prompt, &d->warmup.prompt_len);
     d->n_reqs = a->throughput ? a->num_prompts : a->n_lens * a->per_len;
     d->reqs = calloc((size_t)d->n_reqs, sizeof *d->reqs);
-    if (rc == OCT_OK && !d->reqs) rc = err_set(OCT_ENOMEM, "out of memory");
+    d->cost = a->throughput ? NULL : calloc((size_t)d->n_reqs, sizeof *d->cost);
+    if (rc == OCT_OK && (!d->reqs || (!a->throughput && !d->cost))) rc = err_set(OCT_ENOMEM, "out of memory");
     if (rc == OCT_OK && a->throughput) {
         if (!a->quiet)
             fprintf(stderr, "octet: making %d prompts of %d±%.0f%% tokens\n",
@@ -63,6 +65,7 @@ int sweep_prepare(struct sweep_args *a, struct sweep_data *d, int max_model_len,
         for (int i = 0; rc == OCT_OK && i < d->n_reqs; i++) {
             d->reqs[i].output_len = a->output_len;
             rc = prompt_gen_make(&g, a->lens[i / a->per_len], &d->reqs[i].prompt, &d->reqs[i].prompt_len);
+            d->cost[i] = sweep_cost_model(a->lens[i / a->per_len], a->output_len);
         }
     }
     prompt_gen_free(&g);
@@ -70,6 +73,14 @@ int sweep_prepare(struct sweep_args *a, struct sweep_data *d, int max_model_len,
     if (rc < 0) { sweep_data_free(d); return err_wrap(rc, "prompts: "); }
     d->ready = true;
     return OCT_OK;
+}
+
+double sweep_cost_model(int len, int out) {
+    // the linear terms equal the quadratic one at 1024 tokens: a middle ground between a small model
+    // on a CPU (attention dominates from a few hundred tokens) and an 8B model on a GPU (the matrices
+    // dominate to tens of thousands); the ETA only needs the shape, the rate is measured
+    double L = len;
+    return L * L + 1024.0 * L + (double)out * (1024.0 + L);
 }
 
 // Decode time per generated token after the first: (last event - first output) / (tokens - 1).
@@ -112,6 +123,32 @@ void sweep_fit(struct sweep_result *r) {
         }
     }
     r->itl_ok = fit_line(r->x_itl, r->itl_ms, r->n_itl, &r->itl) == OCT_OK;
+    // the four quarters of one request's tokens run at nearly one context length, so their spread is
+    // the machine's noise (another process, a clock governor), not the model's
+    double *sp = calloc((size_t)n + 1, sizeof(double));
+    int k = 0;
+    for (int i = 0; sp && i < n; i++) {
+        const struct bench_outcome *o = &r->out[i];
+        if (!o->ok || o->n_itl < 8 || !o->itl_s) continue;
+        double q[4], lo = INFINITY, hi = 0, mean = 0;
+        for (int j = 0; j < 4; j++) {
+            int a = o->n_itl * j / 4, b = o->n_itl * (j + 1) / 4;
+            q[j] = 0;
+            for (int t = a; t < b; t++) q[j] += o->itl_s[t];
+            q[j] /= b - a;
+            lo = q[j] < lo ? q[j] : lo;
+            hi = q[j] > hi ? q[j] : hi;
+            mean += q[j] / 4;
+        }
+        if (mean > 0) sp[k++] = 100 * (hi - lo) / mean;
+    }
+    r->itl_spread_pct = NAN;
+    if (k) {
+        for (int i = 1; i < k; i++)  // insertion sort: a few points
+            for (int j = i; j > 0 && sp[j - 1] > sp[j]; j--) { double t = sp[j]; sp[j] = sp[j - 1]; sp[j - 1] = t; }
+        r->itl_spread_pct = k % 2 ? sp[k / 2] : (sp[k / 2 - 1] + sp[k / 2]) / 2;
+    }
+    free(sp);
     r->ttft_ok = fit_quad(r->x_ttft, r->ttft_ms, r->n_ttft, &r->ttft) == OCT_OK;
 }
 
@@ -125,7 +162,9 @@ void sweep_data_free(struct sweep_data *d) {
     d->warmup.prompt = NULL;
     bench_requests_free(d->reqs, d->n_reqs);
     free(d->reqs);
+    free(d->cost);
     d->reqs = NULL;
+    d->cost = NULL;
     d->n_reqs = 0;
 }
 
@@ -278,6 +317,7 @@ static json_t *config_json(const struct sweep_args *a, int c, const struct sweep
     for (int i = 0; i < a->configs[c].n_flags; i++) json_array_append_new(fl, json_string(a->configs[c].flags[i]));
     json_object_set_new(o, "flags", fl);
     json_object_set_new(o, "ok", json_boolean(r->ran));
+    json_object_set_new(o, "kv_cache_dtype_resolved", r->kv_resolved[0] ? json_string(r->kv_resolved) : json_null());
     if (!r->ran) json_object_set_new(o, "error", json_string(r->error));
     json_object_set_new(o, "completed", json_integer(r->m.completed));
     json_object_set_new(o, "failed", json_integer(r->m.failed));
@@ -286,6 +326,46 @@ static json_t *config_json(const struct sweep_args *a, int c, const struct sweep
         if (!r->out[i].ok) json_array_append_new(errs, json_string(r->out[i].error[0] ? r->out[i].error : "(unknown)"));
     json_object_set_new(o, "errors", errs);
     return o;
+}
+
+static json_t *loadavg_json(const double l[3]) {
+    if (l[0] < 0) return json_null();
+    return json_pack("[f,f,f]", l[0], l[1], l[2]);
+}
+
+// The machine the sweep ran on: the binary's version, the CPU, its cores and how busy it was.
+static json_t *host_json(const struct sweep_args *a) {
+    json_t *h = json_object();
+    char line[512], cpu[256] = "", exe[1024], cmd[1100];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    FILE *f = NULL;
+    if (n > 0 && !memchr(exe, '\'', (size_t)n)) {  // this binary's commit, as `octet --version` prints it
+        exe[n] = 0;
+        snprintf(cmd, sizeof cmd, "'%s' --version 2>/dev/null", exe);
+        f = popen(cmd, "r");
+    }
+    if (f) {
+        if (fgets(line, sizeof line, f)) {
+            line[strcspn(line, "\n")] = 0;
+            json_object_set_new(h, "octet", json_string(line));
+        }
+        pclose(f);
+    }
+    if ((f = fopen("/proc/cpuinfo", "r"))) {
+        while (fgets(line, sizeof line, f))
+            if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+                snprintf(cpu, sizeof cpu, "%s", strchr(line, ':') + 2);
+                cpu[strcspn(cpu, "\n")] = 0;
+                break;
+            }
+        fclose(f);
+    }
+    json_object_set_new(h, "cpu", cpu[0] ? json_string(cpu) : json_null());
+    json_object_set_new(h, "cores", json_integer(a->n_cpus));
+    json_object_set_new(h, "loadavg_start", loadavg_json(a->load_start));
+    json_object_set_new(h, "loadavg_end", loadavg_json(a->load_end));
+    json_object_set_new(h, "busy", json_boolean(a->busy));
+    return h;
 }
 
 static json_t *header_json(const struct sweep_args *a, const struct sweep_result *res) {
@@ -302,12 +382,28 @@ static json_t *header_json(const struct sweep_args *a, const struct sweep_result
     json_object_set_new(j, "seed", json_integer((json_int_t)a->seed));
     json_t *info = NULL;
     if (a->model && advise_model_info(a->model, false, &info) == OCT_OK) json_object_set_new(j, "model_info", info);
+    json_object_set_new(j, "host", host_json(a));
     return j;
+}
+
+// Says when the timings are not an idle machine's: the load before the sweep, and the spread of
+// each request's decode quarters (SWEEP_NOISY_PCT and above: another process took turns).
+#define SWEEP_NOISY_PCT 25.0
+static void print_noise(const struct sweep_args *a, const struct sweep_result *res) {
+    if (a->load_start[0] >= 0)
+        printf("\nmachine: %d cores, load average %.2f before the sweep%s\n", a->n_cpus, a->load_start[0],
+               a->busy ? " (busy: slower and noisier than an idle run)" : "");
+    for (int c = 0; c < a->n_configs; c++)
+        if (res[c].ran && res[c].itl_spread_pct >= SWEEP_NOISY_PCT)
+            printf("warning: [%s] a request's decode speed varied by %.0f%% between the quarters of its tokens "
+                   "(median over lengths): the machine was busy, so the ITL fit is noisy\n",
+                   a->configs[c].name, res[c].itl_spread_pct);
 }
 
 static int report_sweep(const struct sweep_args *a, const struct sweep_data *d, struct sweep_result *res) {
     print_points_table(a, d, res);
     print_fit_table(a, res);
+    print_noise(a, res);
     json_t *j = header_json(a, res);
     json_object_set_new(j, "num_requests_per_len", json_integer(a->per_len));
     json_t *lens = json_array();
@@ -333,6 +429,8 @@ static int report_sweep(const struct sweep_args *a, const struct sweep_data *d, 
             json_array_append_new(pts, p);
         }
         json_object_set_new(o, "points", pts);
+        json_object_set_new(o, "itl_quarter_spread_pct", isnan(r->itl_spread_pct) ? json_null()
+                                                                                  : json_real(r->itl_spread_pct));
         json_t *fits = fits_json(r, &res[0], c == 0);
         json_object_update(o, fits);
         json_decref(fits);

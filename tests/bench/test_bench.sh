@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end checks of the measuring tools against octet's own server, loopback only:
 # `bench serve` (vLLM's result block and JSON keys/values, a failing request counted, a stream
-# cut before [DONE] failed, bad flags), `bench sweep` on dummy:tiny (auto vs fp8: JSON schema, fits, valid PNGs, the
+# cut before [DONE] failed, bad flags), `bench sweep` on dummy:tiny (auto vs fp8: JSON schema, "auto"
+# resolved, the host and its load, progress by cost, the CPU grid's cap, fits, valid PNGs, the
 # --throughput table) and `advise` on the sweep's JSON. Servers are killed on exit.
 set -u
 BUILD=${BUILD:-build}
@@ -136,7 +137,11 @@ if [ $rc -eq 0 ]; then ok; else bad "sweep exit $rc: $(tail -5 "$tmp/sweep.err")
 if grep -q "ITL slope" "$tmp/sweep.out" && grep -q "break-even" "$tmp/sweep.out" && grep -q "^fp8 " "$tmp/sweep.out" &&
    grep -q "^Recommendation: octet serve --model dummy:tiny" "$tmp/sweep.out"; then ok; else bad "sweep table: $(cat "$tmp/sweep.out")"; fi
 if py_check "$sw/sweep.json" 'd["model"] == "dummy:tiny" and d["input_lens"] == [32, 64, 128, 256] and d["output_len"] == 8' \
-   '[c["name"] for c in d["configs"]] == ["auto", "fp8"]' 'all(c["ok"] and c["failed"] == 0 and len(c["points"]) == 4 for c in d["configs"])' \
+   '[c["name"] for c in d["configs"]] == ["auto (bf16)", "fp8"]' 'all(c["ok"] and c["failed"] == 0 and len(c["points"]) == 4 for c in d["configs"])' \
+   '[c["kv_cache_dtype_resolved"] for c in d["configs"]] == ["bf16", "fp8_e4m3"]' \
+   'all(c["itl_quarter_spread_pct"] is None or c["itl_quarter_spread_pct"] >= 0 for c in d["configs"])' \
+   'd["host"]["cores"] >= 1 and d["host"]["octet"].startswith("octet ") and len(d["host"]["loadavg_start"]) == 3' \
+   'd["host"]["busy"] == (d["host"]["loadavg_start"][0] >= d["host"]["cores"] / 2)' \
    'all(set(c["itl_fit"]) >= {"slope_ms_per_token", "slope_se_ms_per_token", "intercept_ms", "r2"} for c in d["configs"])' \
    'd["configs"][1]["vs_first"]["slope_ratio_pct_se"] > 0' \
    'all(set(c["ttft_fit"]) >= {"a", "b", "c", "r2"} for c in d["configs"])' \
@@ -146,6 +151,18 @@ if py_check "$sw/sweep.json" 'd["model"] == "dummy:tiny" and d["input_lens"] == 
    'd["configs"][1]["vs_first"]["break_even"] in ("never", "always") or float(d["configs"][1]["vs_first"]["break_even"]) > 0' \
    'd["model_info"]["head_dim"] == 32' 'd["plots"] == {"itl": "itl.png", "ttft": "ttft.png"}' 'd["advice"]["verdict"] in ("fp8", "fp8_above_break_even", "bf16")'; then ok
 else bad "sweep JSON schema"; fi
+# progress names the running length and weighs the ETA by cost; "auto" is resolved in the tables
+if grep -q "^sweep auto (bf16) \[1/2\]: 1/4 (.*% of the work) .*, running input 64" "$tmp/sweep.err" &&
+   grep -q "^sweep fp8 \[2/2\]: 4/4 (100% of the work)" "$tmp/sweep.err" && grep -q "^auto (bf16) " "$tmp/sweep.out" &&
+   grep -q "^machine: [0-9]* cores, load average" "$tmp/sweep.out"; then ok
+else bad "sweep progress/labels: $(cat "$tmp/sweep.err")"; fi
+# without a GPU the default grid ends at 8192 tokens (the README's main job stays near a minute)
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  "$OCTET" bench sweep --model dummy:tiny --kv-cache-dtype fp8 --min-input-len 16384 --serve-args "--threads 2" \
+    --output-dir "$tmp/cap" >/dev/null 2>"$tmp/e"; rc=$?
+  if [ $rc -ne 0 ] && grep -q "input lengths up to 8192 tokens" "$tmp/e" && grep -q "8192 is below --min-input-len 16384" "$tmp/e"; then ok
+  else bad "CPU default grid: $rc $(cat "$tmp/e")"; fi
+fi
 for png in itl ttft; do
   if [ -s "$sw/$png.png" ] && [ "$(head -c 8 "$sw/$png.png" | od -An -tx1 | tr -d ' \n')" = "89504e470d0a1a0a" ]; then ok
   else bad "$png.png is not a PNG"; fi
