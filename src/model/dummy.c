@@ -13,6 +13,9 @@
 #include "../base/threadpool.h"
 #include "model.h"
 
+// What a preset's layers have beyond Llama's (the families' differences, as in struct model_config).
+enum preset_family { FAM_LLAMA = 0, FAM_QWEN3, FAM_GEMMA3 };
+
 struct preset {
     const char *name;
     int n_layers, dim, n_heads, n_kv_heads, head_dim, ffn_dim, n_vocab, max_pos;
@@ -23,23 +26,35 @@ struct preset {
     int window;        // sliding window tokens (0 = none)
     int sliding_every; // layer l slides unless (l+1) % sliding_every == 0 (2: alternate)
     bool tied;
+    enum preset_family family;
 };
 
 static const struct preset presets[] = {
-    {"llama-3.1-8b", 32, 4096, 32, 8, 128, 14336, 128256, 131072, 500000, ROPE_SCALING_LLAMA3, 8, 8192, 0, 0, false},
-    {"llama-3.2-1b", 16, 2048, 32, 8, 64, 8192, 128256, 131072, 500000, ROPE_SCALING_LLAMA3, 32, 8192, 0, 0, true},
+    {"llama-3.1-8b", 32, 4096, 32, 8, 128, 14336, 128256, 131072, 500000, ROPE_SCALING_LLAMA3, 8, 8192, 0, 0, false,
+     FAM_LLAMA},
+    {"llama-3.2-1b", 16, 2048, 32, 8, 64, 8192, 128256, 131072, 500000, ROPE_SCALING_LLAMA3, 32, 8192, 0, 0, true,
+     FAM_LLAMA},
     // gpt-oss-20b's attention (64 q / 8 kv heads, head_dim 64, 128-token windows on every
     // other layer, YaRN x32) with a dense FFN in place of the experts
-    {"gpt-oss-20b-attn", 24, 2880, 64, 8, 64, 2880, 201088, 131072, 150000, ROPE_SCALING_YARN, 32, 4096, 128, 2, false},
+    {"gpt-oss-20b-attn", 24, 2880, 64, 8, 64, 2880, 201088, 131072, 150000, ROPE_SCALING_YARN, 32, 4096, 128, 2, false,
+     FAM_LLAMA},
     // head_dim 256 with 512-token windows on 3 of every 4 layers (Gemma-style)
-    {"gemma-hd256", 24, 2560, 8, 4, 256, 10240, 32000, 131072, 10000, ROPE_SCALING_NONE, 1, 0, 512, 4, true},
-    {"tiny", 4, 256, 8, 2, 32, 768, 512, 32768, 10000, ROPE_SCALING_NONE, 1, 0, 0, 0, true},
+    {"gemma-hd256", 24, 2560, 8, 4, 256, 10240, 32000, 131072, 10000, ROPE_SCALING_NONE, 1, 0, 512, 4, true, FAM_LLAMA},
+    {"tiny", 4, 256, 8, 2, 32, 768, 512, 32768, 10000, ROPE_SCALING_NONE, 1, 0, 0, 0, true, FAM_LLAMA},
     // a tiny model with sliding-window layers, for tests of hybrid attention
-    {"tiny-swa", 4, 256, 8, 2, 32, 768, 512, 32768, 10000, ROPE_SCALING_NONE, 1, 0, 64, 2, true},
+    {"tiny-swa", 4, 256, 8, 2, 32, 768, 512, 32768, 10000, ROPE_SCALING_NONE, 1, 0, 64, 2, true, FAM_LLAMA},
+    // Qwen3-8B: per-head q/k RMSNorm
+    {"qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, 40960, 1000000, ROPE_SCALING_NONE, 1, 0, 0, 0, false, FAM_QWEN3},
+    // Gemma 3 4B: head_dim 256, 512-token windows on 5 of every 6 layers (local RoPE base 10000), GeGLU,
+    // post-norms, q/k norms, embedding scale, linear RoPE x8 on the global layers
+    {"gemma-3-4b", 34, 2560, 8, 4, 256, 10240, 262208, 131072, 1000000, ROPE_SCALING_LINEAR, 8, 0, 512, 6, true,
+     FAM_GEMMA3},
+    {"llama-3.3-70b", 80, 8192, 64, 8, 128, 28672, 128256, 131072, 500000, ROPE_SCALING_LLAMA3, 8, 8192, 0, 0, false,
+     FAM_LLAMA},
 };
 
-const char *const dummy_preset_names[] = {
-    "llama-3.1-8b", "llama-3.2-1b", "gpt-oss-20b-attn", "gemma-hd256", "tiny", "tiny-swa", NULL};
+const char *const dummy_preset_names[] = {"llama-3.1-8b", "llama-3.2-1b", "gpt-oss-20b-attn", "gemma-hd256", "tiny",
+                                          "tiny-swa", "qwen3-8b", "gemma-3-4b", "llama-3.3-70b", NULL};
 
 #define CHUNK 4096
 
@@ -100,6 +115,22 @@ int dummy_config(const char *name, struct model_config *c) {
                                    .neox = false};
     c->sliding_window = p->window;
     for (int l = 0; l < c->n_layers; l++) c->layer_sliding[l] = p->window > 0 && (l + 1) % p->sliding_every != 0;
+    if (p->family == FAM_QWEN3) {
+        snprintf(c->arch, sizeof c->arch, "qwen3");
+        c->qk_norm = true;
+    } else if (p->family == FAM_GEMMA3) {
+        snprintf(c->arch, sizeof c->arch, "gemma3");
+        c->qk_norm = c->post_norms = true;
+        c->act = FFN_ACT_GELU_TANH;
+        c->norm_eps = 1e-6f;
+        c->attn_scale = 1.0f / sqrtf(256.0f);  // query_pre_attn_scalar 256
+        c->embed_scale = bf16_to_f32(f32_to_bf16(sqrtf((float)c->dim)));
+        c->local_rope = true;
+        c->rope_local = c->rope;
+        c->rope_local.scaling = ROPE_SCALING_NONE;
+        c->rope_local.theta = 10000;
+        c->rope_local.factor = 1;
+    }
     return config_validate(c);
 }
 
@@ -120,13 +151,18 @@ int model_load_dummy(struct model *m, const char *name) {
     int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
     for (int l = 0; l < c->n_layers && rc == OCT_OK; l++) {
         struct layer_weights *w = &m->layers[l];
-        struct { struct weight *w; const char *n; int64_t r, c; bool ones; } spec[9] = {
+        struct { struct weight *w; const char *n; int64_t r, c; bool ones; } spec[13] = {
             {&w->attn_norm, "attn_norm", 1, c->dim, true}, {&w->wq, "attn_q", qd, c->dim, false},
             {&w->wk, "attn_k", kvd, c->dim, false}, {&w->wv, "attn_v", kvd, c->dim, false},
             {&w->wo, "attn_output", c->dim, qd, false}, {&w->ffn_norm, "ffn_norm", 1, c->dim, true},
             {&w->w_gate, "ffn_gate", c->ffn_dim, c->dim, false}, {&w->w_up, "ffn_up", c->ffn_dim, c->dim, false},
-            {&w->w_down, "ffn_down", c->dim, c->ffn_dim, false}};
-        for (int i = 0; i < 9 && rc == OCT_OK; i++) {
+            {&w->w_down, "ffn_down", c->dim, c->ffn_dim, false},
+            {&w->q_norm, "attn_q_norm", 1, c->head_dim, true}, {&w->k_norm, "attn_k_norm", 1, c->head_dim, true},
+            {&w->post_attn_norm, "post_attention_norm", 1, c->dim, true},
+            {&w->post_ffn_norm, "post_ffw_norm", 1, c->dim, true}};
+        for (int i = 0; i < 13 && rc == OCT_OK; i++) {
+            if (i >= 9 && i < 11 && !c->qk_norm) continue;
+            if (i >= 11 && !c->post_norms) continue;
             char tn[64];
             snprintf(tn, sizeof tn, "blk.%d.%s", l, spec[i].n);
             rc = make_weight(m, tp, spec[i].w, tn, spec[i].r, spec[i].c, spec[i].ones);

@@ -73,6 +73,22 @@ TEST(dummy_presets_have_real_shapes) {
     for (int l = 0; l < 4; l++) sliding += c.layer_sliding[l];
     CHECK(c.head_dim == 256 && c.sliding_window == 512 && sliding == 3);
     CHECK(dummy_config("llama-9", &c) < 0 && strstr(err_msg(), "llama-3.1-8b"));
+    int bf16[MODEL_MAX_LAYERS];
+    for (int l = 0; l < MODEL_MAX_LAYERS; l++) bf16[l] = 2;
+    CHECK_OK(dummy_config("qwen3-8b", &c));
+    CHECK(c.n_layers == 36 && c.dim == 4096 && c.n_kv_heads == 8 && c.head_dim == 128 && c.ffn_dim == 12288);
+    CHECK(c.qk_norm && !c.attn_bias && c.rope.theta == 1000000 && !strcmp(c.arch, "qwen3"));
+    CHECK_EQ_INT(config_kv_bytes_per_token(&c, bf16), 147456);  // 36 layers x 2 x 8 heads x 128 x 2 bytes
+    CHECK_OK(dummy_config("gemma-3-4b", &c));
+    sliding = 0;
+    for (int l = 0; l < c.n_layers; l++) sliding += c.layer_sliding[l];
+    CHECK(c.n_layers == 34 && c.head_dim == 256 && c.sliding_window == 512 && sliding == 29 && !c.layer_sliding[5]);
+    CHECK(c.post_norms && c.qk_norm && c.act == FFN_ACT_GELU_TANH && c.local_rope && c.rope_local.theta == 10000);
+    CHECK(c.rope.scaling == ROPE_SCALING_LINEAR && c.rope.factor == 8 && c.embed_scale == 50.5f);
+    CHECK_EQ_INT(config_kv_bytes_per_token(&c, bf16), 139264);
+    CHECK_OK(dummy_config("llama-3.3-70b", &c));
+    CHECK(c.n_layers == 80 && c.dim == 8192 && c.n_heads == 64 && c.n_kv_heads == 8 && c.ffn_dim == 28672);
+    CHECK_EQ_INT(config_kv_bytes_per_token(&c, bf16), 327680);
 }
 
 TEST(dummy_deterministic_and_runs) {
