@@ -4,6 +4,7 @@
 // fits / launch entries of the attention kernel table.
 #include "cuda_attention.cuh"
 #include "cuda_decode_mma.cuh"  // (the operand traits and fragment loads k_prefill_mma shares)
+#include "cuda_prefill.cuh"
 #include "cuda_prefill_mma.cuh"
 
 // ---------------------------------------------------------------- tensor cores (prefill_mma)

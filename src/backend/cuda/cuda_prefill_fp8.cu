@@ -5,40 +5,47 @@
 // table and their per-backend set-up. --fp8-attention-accumulation picks the mode in both.
 #include "cuda_attention.cuh"
 #include "cuda_decode_mma.cuh"  // (the cp.async helpers the older kernel shares)
+#include "cuda_prefill.cuh"
 #include "cuda_prefill_fp8.cuh"
 #include "cuda_prefill_fp8_tma.cuh"
 
-// The kernels' accumulation mode (0 two-level, 1 every:N, 2 single) and N, from the layer's
-// parameters (every:1 is two-level).
-static int fp8_acc(const struct attn_params *p) { return p->fp8_accum < 0 ? 2 : p->fp8_accum > 1 ? 1 : 0; }
+// The kernels' accumulation mode from the layer's parameters (fp8_accum: 0 or 1 two-level, N > 1
+// every:N, < 0 single), and every:N's N (1 in the other modes).
+static fp8_accum_mode fp8_mode(const struct attn_params *p) {
+    return p->fp8_accum < 0 ? FP8_SINGLE : p->fp8_accum > 1 ? FP8_EVERY_N : FP8_TWO_LEVEL;
+}
+static int fp8_every(const struct attn_params *p) { return fp8_mode(p) == FP8_EVERY_N ? p->fp8_accum : 1; }
 
 // ---------------------------------------------------------------- TMA (prefill_fp8_tma)
 
-bool attn_prefill_fp8_tma_fits(const struct attn_call *a) {
-    return a->l->dtype == DT_E4M3 && fp8tma_fits(a->l, a->G);
+bool attn_prefill_fp8_tma_fits(const struct attn_call *a) { return a->l->dtype == DT_E4M3 && fp8tma_fits(a->l, a->G); }
+
+template <int HD> static void fp8_tma_launch(const struct attn_call *a) {
+    const int n_every = fp8_every(a->p);
+    switch (fp8_mode(a->p)) {
+    case FP8_TWO_LEVEL: launch_prefill_fp8_tma<HD, FP8_TWO_LEVEL>(a, n_every); break;
+    case FP8_EVERY_N: launch_prefill_fp8_tma<HD, FP8_EVERY_N>(a, n_every); break;
+    case FP8_SINGLE: launch_prefill_fp8_tma<HD, FP8_SINGLE>(a, n_every); break;
+    }
 }
 
 void attn_prefill_fp8_tma_launch(const struct attn_call *a) {
-    const int acc = fp8_acc(a->p), n_every = acc == 1 ? a->p->fp8_accum : 1;
-    if (a->l->head_dim == 64) launch_prefill_fp8_tma<64>(a, acc, n_every);
-    else launch_prefill_fp8_tma<128>(a, acc, n_every);
+    if (a->l->head_dim == 64) fp8_tma_launch<64>(a);
+    else fp8_tma_launch<128>(a);
 }
 
 // ---------------------------------------------------------------- two warpgroups (prefill_fp8_wgmma)
 
 // Two consumer warpgroups a CTA share each K/V tile, its loads and its Vᵀ transpose.
-template <int HD, int ACC> static constexpr int fp8_wgmma_smem() { return fp8pf::cfg<HD>::smem(2); }
+template <int HD, fp8_accum_mode ACC> static bool fp8_wgmma_init1(struct cuda_backend *c) {
+    return !cuda_fail(
+        c,
+        cudaFuncSetAttribute(k_prefill_fp8<HD, ACC>, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8pf::cfg<HD>::SMEM),
+        "fp8 prefill: shared-memory limit");
+}
 template <int HD> static bool fp8_wgmma_init(struct cuda_backend *c) {
-    const int smem = fp8_wgmma_smem<HD, 0>();
-    return !cuda_fail(c,
-                      cudaFuncSetAttribute(k_prefill_fp8<HD, 0, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-                      "fp8 prefill: shared-memory limit") &&
-           !cuda_fail(c,
-                      cudaFuncSetAttribute(k_prefill_fp8<HD, 1, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-                      "fp8 prefill: shared-memory limit") &&
-           !cuda_fail(c,
-                      cudaFuncSetAttribute(k_prefill_fp8<HD, 2, 2>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
-                      "fp8 prefill: shared-memory limit");
+    return fp8_wgmma_init1<HD, FP8_TWO_LEVEL>(c) && fp8_wgmma_init1<HD, FP8_EVERY_N>(c) &&
+           fp8_wgmma_init1<HD, FP8_SINGLE>(c);
 }
 
 bool attn_prefill_fp8_wgmma_fits(const struct attn_call *a) {
@@ -47,15 +54,19 @@ bool attn_prefill_fp8_wgmma_fits(const struct attn_call *a) {
 }
 
 template <int HD> static void fp8_wgmma_launch(const struct attn_call *a) {
+    typedef fp8pf::cfg<HD> C;
     struct cuda_backend *c = a->c;
-    const int acc = fp8_acc(a->p), qt = 128 / a->G;
+    const fp8_accum_mode acc = fp8_mode(a->p);
+    const int qt = 64 * C::NWG / a->G;
     const dim3 grid(a->bt->n_seqs, (c->cb.max_q + qt - 1) / qt, a->l->n_kv_heads);
     attn_args args = attn_args_of(a);
-    args.n_every = acc == 1 ? a->p->fp8_accum : acc == 0 ? 1 : 0;
-    const int smem = fp8_wgmma_smem<HD, 0>();
-    if (acc == 0) k_prefill_fp8<HD, 0, 2><<<grid, 256, smem, c->stream>>>(args);
-    else if (acc == 1) k_prefill_fp8<HD, 1, 2><<<grid, 256, smem, c->stream>>>(args);
-    else k_prefill_fp8<HD, 2, 2><<<grid, 256, smem, c->stream>>>(args);
+    args.n_every = acc == FP8_SINGLE ? 0 : fp8_every(a->p);
+    const dim3 block(128 * C::NWG);
+    switch (acc) {
+    case FP8_TWO_LEVEL: k_prefill_fp8<HD, FP8_TWO_LEVEL><<<grid, block, C::SMEM, c->stream>>>(args); break;
+    case FP8_EVERY_N: k_prefill_fp8<HD, FP8_EVERY_N><<<grid, block, C::SMEM, c->stream>>>(args); break;
+    case FP8_SINGLE: k_prefill_fp8<HD, FP8_SINGLE><<<grid, block, C::SMEM, c->stream>>>(args); break;
+    }
     CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma)");
 }
 

@@ -5,8 +5,7 @@
 // shares (fp8pf::).
 //
 // One CTA = two warpgroups (256 threads) = (sequence, tile of 64 query rows per warpgroup, KV
-// head); a
-// query row is one (token, query head) pair of the KV head's group, so GQA heads share
+// head); a query row is one (token, query head) pair of the KV head's group, so GQA heads share
 // every K/V load (as in cuda_prefill_mma.cuh). Per KV tile of BN keys:
 //   S = Q·Kᵀ    wgmma m64nBNk32, A = Q (e4m3; registers at HD 64, shared memory otherwise),
 //               B = K (the e4m3 cache bytes, copied to shared memory)
@@ -17,12 +16,13 @@
 // (cpu_attention.c, ATTN_FP8_EMULATE) does; K/V descales, the Q scale and the softmax scale
 // are folded into one factor on S, and v_scale / l into the final normalisation.
 //
-// Accumulation (the seed's finding: wgmma keeps only part of FP32 when it adds into D):
-//   two-level (acc = 0)  each tile's P·V starts from zero in the MMA accumulator and is
-//                        added into a separate FP32 register accumulator O;
-//   every:N   (acc = N)  T carries across N tiles, promoted into O after absolute tiles
-//                        N−1, 2N−1, … (and the last);
-//   single    (acc < 0)  T carries over the whole context (fastest, least accurate).
+// Accumulation (wgmma keeps only part of FP32's mantissa when it adds into D; dev/cuda/wgmma_probe.cu),
+// enum fp8_accum_mode from attn_params.fp8_accum (0 or 1, N > 1, < 0):
+//   FP8_TWO_LEVEL  each tile's P·V starts from zero in the MMA accumulator and is added into a
+//                  separate FP32 register accumulator O;
+//   FP8_EVERY_N    T carries across N tiles, promoted into O after absolute tiles N−1, 2N−1, …
+//                  (and the last);
+//   FP8_SINGLE     T carries over the whole context (fastest, least accurate).
 // Tiles sit at absolute key positions (tile t = keys [t·BN, (t+1)·BN)), so where a promotion
 // happens does not depend on how a prefill was chunked.
 //
@@ -36,20 +36,22 @@
 
 #include "cuda_wgmma_ops.cuh"
 
+// The P·V accumulation mode (above), the FP8 kernels' policy parameter.
+enum fp8_accum_mode { FP8_TWO_LEVEL = 0, FP8_EVERY_N = 1, FP8_SINGLE = 2 };
+
 namespace fp8pf {
 
-template <int HD, int BN_ = (HD <= 128 ? 128 : 64)> struct cfg {
-    static constexpr int BN = BN_;                            // keys per tile (128; 64 at HD 256 or where asked)
-    static constexpr int VROW = HD + 16;                      // padded row of the raw V stage
+// The kernel's shared memory: the Q of its two warpgroups (64 query rows each), K and raw V in two
+// stages, one Vᵀ and the rows' Q scales.
+template <int HD> struct cfg {
+    static constexpr int BN = HD <= 128 ? 128 : 64;  // keys per tile
+    static constexpr int NWG = 2;                    // consumer warpgroups a CTA, sharing every K/V tile
+    static constexpr int VROW = HD + 16;             // padded row of the raw V stage
     static constexpr int Q_BYTES = 64 * HD;
     static constexpr int K_BYTES = BN * HD;
     static constexpr int VRAW_BYTES = BN * VROW;
     static constexpr int VT_BYTES = HD * BN;
-    static constexpr int SMEM = Q_BYTES + 2 * K_BYTES + 2 * VRAW_BYTES + VT_BYTES + 64 * 4;
-    // with NWG consumer warpgroups (64 query rows each) sharing every K/V tile
-    static constexpr int smem(int nwg) {
-        return nwg * Q_BYTES + 2 * K_BYTES + 2 * VRAW_BYTES + VT_BYTES + nwg * 64 * 4;
-    }
+    static constexpr int SMEM = NWG * Q_BYTES + 2 * K_BYTES + 2 * VRAW_BYTES + VT_BYTES + NWG * 64 * 4;
 };
 
 __device__ __forceinline__ uint32_t cm_off(int r, int b, int kb) {  // core-matrix layout offset
@@ -89,8 +91,9 @@ template <int N> __device__ __forceinline__ void fence_acc(float *d) {
 }
 
 // T (+)= P·Vᵀ[cols c0 .. c0+N) over the tile's BN keys; sd0 = 0 starts T from zero.
-template <int HD, int N, int BN = cfg<HD>::BN>
+template <int HD, int N>
 __device__ __forceinline__ void pv(float *t, const uint32_t (*pa)[4], const uint8_t *vt, int c0, int sd0) {
+    constexpr int BN = cfg<HD>::BN;
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BN / 32; kk++)
@@ -102,21 +105,21 @@ __device__ __forceinline__ void pv(float *t, const uint32_t (*pa)[4], const uint
 
 // A thread's running state over the KV tiles: the FP32 accumulator o (two-level, every:N), the
 // MMA accumulator tacc, and its two rows' softmax max m and sum l. Two-level's tacc spans 64
-// output columns (P·V in column chunks) at HD 256, or with NARROW (fewer live registers).
-template <int HD, int ACC, bool NARROW = false> struct acc_state {
+// output columns (P·V in column chunks) at HD 256.
+template <int HD, fp8_accum_mode ACC> struct acc_state {
     static constexpr int NO = HD / 2;
-    float o[ACC == 2 ? 1 : NO];
-    float tacc[ACC == 0 ? (HD <= 128 && !NARROW ? NO : 32) : NO];
+    float o[ACC == FP8_SINGLE ? 1 : NO];
+    float tacc[ACC == FP8_TWO_LEVEL ? (HD <= 128 ? NO : 32) : NO];
     float m[2], l[2];
     __device__ __forceinline__ void init() {
 #pragma unroll
-        for (int i = 0; i < (ACC == 2 ? 1 : NO); i++) o[i] = 0.0f;
+        for (int i = 0; i < (ACC == FP8_SINGLE ? 1 : NO); i++) o[i] = 0.0f;
 #pragma unroll
         for (int i = 0; i < (int)(sizeof tacc / sizeof tacc[0]); i++) tacc[i] = 0.0f;
         m[0] = m[1] = -INFINITY;
         l[0] = l[1] = 0.0f;
     }
-    __device__ __forceinline__ const float *result() const { return ACC == 2 ? tacc : o; }
+    __device__ __forceinline__ const float *result() const { return ACC == FP8_SINGLE ? tacc : o; }
 };
 
 // One KV tile t after S = Q·Kᵀ (sacc, BN/2 values of the thread's rows rr and rr + 8): online
@@ -217,47 +220,47 @@ template <int BN> __device__ __forceinline__ void pack_p(const float *sacc, uint
 
 // One KV tile t after S = Q·Kᵀ: softmax_s and pack_p, then P·V into the accumulators per accumulation mode
 // ACC (o: FP32, tacc: the MMA's); vt is the tile's Vᵀ.
-template <int HD, int ACC, int BN = cfg<HD>::BN, int NO_O, int NO_T>
+template <int HD, fp8_accum_mode ACC, int NO_O, int NO_T>
 __device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, int n_every, int c,
                                            const float (&row_sc)[2], const int (&row_lo)[2], const int (&row_pos)[2],
                                            float (&m)[2], float (&l)[2], float (&o)[NO_O], float (&tacc)[NO_T],
                                            const uint8_t *vt) {
-    constexpr int NO = HD / 2;
+    constexpr int NO = HD / 2, BN = cfg<HD>::BN;
     float alpha[2];
     uint32_t pa[BN / 32][4];
     softmax_s<BN>(sacc, t, c, row_sc, row_lo, row_pos, m, l, alpha);
     pack_p<BN>(sacc, pa);
     // rescale the running accumulators (fragment element i belongs to row rr + 8·((i>>1)&1))
-    if constexpr (ACC == 1) {  // (two-level rescales o in the FFMA that adds the tile)
+    if constexpr (ACC == FP8_EVERY_N) {  // (two-level rescales o in the FFMA that adds the tile)
 #pragma unroll
         for (int i = 0; i < NO; i++) o[i] *= alpha[(i >> 1) & 1];
     }
-    if constexpr (ACC != 0) {
+    if constexpr (ACC != FP8_TWO_LEVEL) {
 #pragma unroll
         for (int i = 0; i < NO; i++) tacc[i] *= alpha[(i >> 1) & 1];
     }
-    if constexpr (ACC == 0) {
+    if constexpr (ACC == FP8_TWO_LEVEL) {
         if constexpr (NO_T == NO) {
-            pv<HD, HD, BN>(tacc, pa, vt, 0, 0);
+            pv<HD, HD>(tacc, pa, vt, 0, 0);
 #pragma unroll
             for (int i = 0; i < NO; i++) o[i] = fmaf(o[i], alpha[(i >> 1) & 1], tacc[i]);
         } else {
 #pragma unroll
             for (int c0 = 0; c0 < HD; c0 += 64) {
-                pv<HD, 64, BN>(tacc, pa, vt, c0, 0);
+                pv<HD, 64>(tacc, pa, vt, c0, 0);
 #pragma unroll
                 for (int i = 0; i < 32; i++) o[c0 / 2 + i] = fmaf(o[c0 / 2 + i], alpha[(i >> 1) & 1], tacc[i]);
             }
         }
-    } else if constexpr (ACC == 1) {
+    } else if constexpr (ACC == FP8_EVERY_N) {
         bool fresh = t == t0 || t % n_every == 0;
-        pv<HD, HD, BN>(tacc, pa, vt, 0, fresh ? 0 : 1);
+        pv<HD, HD>(tacc, pa, vt, 0, fresh ? 0 : 1);
         if ((t + 1) % n_every == 0 || t == t1) {
 #pragma unroll
             for (int i = 0; i < NO; i++) o[i] += tacc[i];
         }
     } else {
-        pv<HD, HD, BN>(tacc, pa, vt, 0, t == t0 ? 0 : 1);
+        pv<HD, HD>(tacc, pa, vt, 0, t == t0 ? 0 : 1);
     }
 }
 // x / s, rounded as the division rounds it, from one reciprocal of s: the division's own fast path
@@ -356,10 +359,11 @@ struct rows2 {
 // cp.async of tile t's K (core-matrix layout) and raw V rows into one stage (kd, vd) by nthr
 // threads from tid; keys past p_last are zero-filled (their blocks may not exist), so
 // 0·garbage never makes a NaN.
-template <int HD, int BN = cfg<HD>::BN>
+template <int HD>
 __device__ __forceinline__ void load_tile(uint8_t *kd, uint8_t *vd, const uint8_t *kc, const uint8_t *vc,
                                           const int32_t *bt, int t, int p_last, int n_kv, int g, int bs, int tid,
                                           int nthr) {
+    constexpr int BN = cfg<HD>::BN;
     for (int i = tid; i < BN * (HD / 16); i += nthr) {
         int r = i / (HD / 16), ch = i % (HD / 16), kp = t * BN + r;
         bool valid = kp <= p_last;
@@ -373,9 +377,9 @@ __device__ __forceinline__ void load_tile(uint8_t *kd, uint8_t *vd, const uint8_
 // moves 4 keys × 4 bytes; a warp item covers 16 operand positions × 32 head-dim bytes. Lane
 // bits pick the key group (lane & 3), the 4-byte column (lane >> 2) and a rotation of the 4
 // stores (lane >> 3), so both the loads and the stores hit 32 different banks.
-template <int HD, int BN = cfg<HD>::BN>
+template <int HD>
 __device__ __forceinline__ void transpose_v(const uint8_t *vr, uint8_t *vt, int warp, int lane, int nwarp) {
-    constexpr int VROW = cfg<HD>::VROW;
+    constexpr int BN = cfg<HD>::BN, VROW = cfg<HD>::VROW;
     const int rot = (lane >> 3) & 3;
     for (int it = warp; it < (HD / 32) * (BN / 16); it += nwarp) {
         int d4 = (it % (HD / 32)) * 8 + (lane >> 2);
@@ -445,10 +449,10 @@ struct cta_tiles {
 
 }  // namespace fp8pf
 
-// ACC: 0 two-level, 1 every:N (n_every), 2 single. NWG: warpgroups per CTA (2), each with its own
-// 64 query rows, all sharing the CTA's K/V tiles and its Vᵀ transpose.
-template <int HD, int ACC, int NWG>
-__global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(const __grid_constant__ attn_args args) {
+// ACC: the accumulation mode (every:N with N = args.n_every). Two warpgroups a CTA, each with its
+// own 64 query rows, share the CTA's K/V tiles and its Vᵀ transpose.
+template <int HD, fp8_accum_mode ACC>
+__global__ void __launch_bounds__(128 * fp8pf::cfg<HD>::NWG) k_prefill_fp8(const __grid_constant__ attn_args args) {
     bf16 *out = args.out;
     const bf16 *q = args.q;
     const uint8_t *kc = (const uint8_t *)args.kc, *vc = (const uint8_t *)args.vc;
@@ -457,7 +461,7 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(const __grid_constant
     const int n_every = args.n_every;
     const float scale = args.scale, *scales = args.scales;
     using C = fp8pf::cfg<HD>;
-    constexpr int BN = C::BN;
+    constexpr int BN = C::BN, NWG = C::NWG;
     constexpr int ROWS = 64 * NWG, NT = 128 * NWG, NWARP = 4 * NWG;
     extern __shared__ __align__(128) uint8_t fp8pf_smem[];
     uint8_t *Qs = fp8pf_smem, *Ks = Qs + NWG * C::Q_BYTES, *Vr = Ks + 2 * C::K_BYTES, *Vt = Vr + 2 * C::VRAW_BYTES;
@@ -488,10 +492,9 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(const __grid_constant
     issue(t0, 0);
     __syncthreads();  // qscale_s
     rw.scales(qscale_s, warp, rr, kscale, scale);
-    // Q as wgmma A fragments in registers at head_dim 64. At 128 this gave wrong results on
-    // the H200 (NMSE 0.1-0.6), with or without register fences around the wgmma (cause not
-    // found), and at 256 the registers go to the accumulators, so both read Q
-    // through a shared-memory descriptor.
+    // Q as wgmma A fragments in registers at head_dim 64. At 128 they give wrong results on the
+    // H200, with or without register fences around the wgmma (cause unknown), and at 256 the
+    // registers go to the accumulators, so both read Q through a shared-memory descriptor.
     constexpr bool QREG = HD == 64;
     uint32_t qa[QREG ? HD / 32 : 1][4];
     if constexpr (QREG) {
@@ -518,7 +521,7 @@ __global__ void __launch_bounds__(128 * NWG) k_prefill_fp8(const __grid_constant
 #pragma unroll
         for (int kk = 0; kk < HD / 32; kk++) {
             if constexpr (QREG) fp8pf::rs<BN>(sacc, qa[kk], wgmma_desc(kt + kk * 256, 128, HD * 8), kk > 0);
-            else fp8pf::ss<BN>(sacc, wgmma_desc(Qs + (NWG > 1 ? (warp >> 2) * C::Q_BYTES : 0) + kk * 256, 128, HD * 8),
+            else fp8pf::ss<BN>(sacc, wgmma_desc(Qs + (warp >> 2) * C::Q_BYTES + kk * 256, 128, HD * 8),
                                wgmma_desc(kt + kk * 256, 128, HD * 8), kk > 0);
         }
         wgmma_commit();

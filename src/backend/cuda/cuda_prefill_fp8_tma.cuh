@@ -45,13 +45,18 @@
 namespace fp8tma {
 
 constexpr int BN = 128;  // keys a tile
+// Consumer warpgroups a CTA: three for two-level at head_dim 128 (three warps a sub-partition hide
+// the softmax chain's latency), else two (single and every:N do not fit three consumers' registers).
+template <int HD, fp8_accum_mode ACC> struct consumers {
+    static constexpr int NC = HD == 128 && ACC == FP8_TWO_LEVEL ? 3 : 2;
+};
 // K / raw-V ring slots: 3 for two consumers, 4 for three
 template <int NC> struct ring { static constexpr int KS = NC == 3 ? 4 : 3; };
 constexpr int N_BARS = 4 * 4 + 4;  // (room for 4 slots)
 // shared memory from a 1024-byte-aligned base (swizzle atoms: 8 rows of HD bytes): Q of the NC
 // consumers, K ring, raw V ring, Vᵀ pair, Q scales, mbarriers, and (three consumers) 256 bytes of
 // e4m3 ones: the B operand of the n8 MMA that sums each row's P
-template <int HD, int NC = 2> struct lay {
+template <int HD, int NC> struct lay {
     static constexpr int KS = ring<NC>::KS;
     static constexpr int Q_BYTES = 64 * HD, TILE_BYTES = BN * HD;
     static constexpr int OFF_K = NC * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_VT = OFF_V + KS * TILE_BYTES;
@@ -180,20 +185,20 @@ __device__ __forceinline__ void transpose_ldsm(const uint8_t *vr, uint8_t *vt, i
 
 }  // namespace fp8tma
 
-// HD: head_dim, 128 or 64. ACC: 0 two-level, 1 every:N (n_every tiles), 2 single — the older
+// HD: head_dim, 128 or 64. ACC: the accumulation mode (every:N with N = a.n_every) — the older
 // kernel's modes (cuda_prefill_fp8.cuh, softmax_pv), with tile t's rescale and P·V(t) a tile apart.
 // every:N rescales o once a promotion by the product of the tiles' α (the older kernel: by each α in
 // turn — the same up to float rounding; the CPU emulation needs no rescale, it knows the exact max).
-// NC: consumer warpgroups, 2, or 3 for two-level at head_dim 128 only: at 512 threads the consumers
-// take 152 registers (o 64 + S 64 + P 16), so no P·V under a warpgroup's own softmax and T in two
-// 64-column halves; single and every:N do not fit 152 registers. kmap / vmap: the layer's K and V
-// cache as 4-d tensors {head_dim bytes, kv_block_tokens, n_kv_heads, n_blocks}, boxes of
-// {head_dim, rows, 1, 1}, swizzled.
-template <int HD, int ACC, int NC = 2>
-__global__ void __launch_bounds__(128 * (NC + 1), 1)
+// NC (consumers above): with three, at 512 threads, the consumers take 152 registers (o 64 + S 64 +
+// P 16), so no P·V under a warpgroup's own softmax and T in two 64-column halves. kmap / vmap: the
+// layer's K and V cache as 4-d tensors {head_dim bytes, kv_block_tokens, n_kv_heads, n_blocks},
+// boxes of {head_dim, rows, 1, 1}, swizzled.
+template <int HD, fp8_accum_mode ACC>
+__global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
     k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                       const __grid_constant__ attn_args a) {
     using namespace fp8tma;
+    constexpr int NC = consumers<HD, ACC>::NC;
     bf16 *out = a.out;
     const bf16 *q = a.q;
     const int32_t *qstart = a.qstart, *pos_arr = a.pos, *btab = a.btab, *vt_start = a.vt_start;
@@ -201,7 +206,6 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
     const int n_every = a.n_every;
     const float scale = a.scale, *scales = a.scales;
     const uint8_t *vtg = a.vtg;
-    static_assert(NC == 2 || (NC == 3 && ACC == 0), "three consumers: two-level only");
     typedef lay<HD, NC> L;
     constexpr int KS = L::KS;
     extern __shared__ uint8_t fp8tma_smem_raw[];
@@ -411,15 +415,15 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
     const float vscale = q_rows(rw, ct, g);
     const uint8_t *qw = Qs + wg * L::Q_BYTES;
 
-    float o[ACC != 2 ? HD / 2 : 1], tacc[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f},
-                                                  alpha_prev[2] = {1.0f, 1.0f};
+    float o[ACC != FP8_SINGLE ? HD / 2 : 1], tacc[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f},
+                                                           alpha_prev[2] = {1.0f, 1.0f};
 #pragma unroll
     for (int j = 0; j < HD / 2; j++) tacc[j] = 0.0f;
 #pragma unroll
-    for (int j = 0; j < (ACC != 2 ? HD / 2 : 1); j++) o[j] = 0.0f;
+    for (int j = 0; j < (ACC != FP8_SINGLE ? HD / 2 : 1); j++) o[j] = 0.0f;
     // o = o·a + T (a: one factor per row, picked by (j >> 1) & 1): two-level's fold, every:N's promotion
     auto fold = [&](const float (&a)[2]) {
-        if constexpr (ACC != 2) {  // (single has no o)
+        if constexpr (ACC != FP8_SINGLE) {  // (single has no o)
 #pragma unroll
             for (int j = 0; j < HD / 2; j++) o[j] = fmaf(o[j], a[(j >> 1) & 1], tacc[j]);
         }
@@ -427,7 +431,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
     // every:N: tile t's P·V starts T afresh at the CTA's first tile and at multiples of N, and T is
     // promoted into o after tiles N−1, 2N−1, … and the last (absolute tile indices). ph = t % N of
     // the next tile whose P·V is issued; amul = the α product since the last promotion.
-    int ph = ACC == 1 ? t0 % n_every : 0;
+    int ph = ACC == FP8_EVERY_N ? t0 % n_every : 0;
     float amul[2] = {1.0f, 1.0f};
     uint32_t pa[BN / 32][4];
     auto v_wait = [&](int i) {  // tile i's Vᵀ in place
@@ -436,7 +440,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
     };
     auto pv_issue = [&](int i) {  // T (+)= P(i)·Vᵀ(i) (two-level starts T from zero each tile, every:N when fresh)
         const uint8_t *vt = pre ? Vs + (i % KS) * L::TILE_BYTES : Vt + (i & 1) * L::TILE_BYTES;
-        const int sd0 = ACC == 0 || (ACC == 1 && (i == 0 || ph == 0)) ? 0 : 1;
+        const int sd0 = ACC == FP8_TWO_LEVEL || (ACC == FP8_EVERY_N && (i == 0 || ph == 0)) ? 0 : 1;
 #pragma unroll
         for (int kk = 0; kk < BN / 32; kk++)
             fp8pf::rs<HD>(tacc, pa[kk], wgmma_desc(vt + kk * 256, 128, BN * 8), kk == 0 ? sd0 : 1);
@@ -470,8 +474,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
             wgmma_wait<0>();
             fp8pf::fence_acc<HD>(tacc);
             mbar_arrive(pre ? &vempty[(i - 1) % KS] : &tempty[(i - 1) & 1]);
-            if constexpr (ACC == 0) fold(alpha_prev);
-            if constexpr (ACC == 1) {
+            if constexpr (ACC == FP8_TWO_LEVEL) fold(alpha_prev);
+            if constexpr (ACC == FP8_EVERY_N) {
                 if (ph == n_every - 1) {
                     fold(amul);
                     amul[0] = amul[1] = 1.0f;
@@ -479,8 +483,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
                 ph = ph + 1 == n_every ? 0 : ph + 1;
             }
         }
-        if constexpr (ACC == 1) amul[0] *= alpha[0], amul[1] *= alpha[1];
-        if constexpr (ACC != 0) {
+        if constexpr (ACC == FP8_EVERY_N) amul[0] *= alpha[0], amul[1] *= alpha[1];
+        if constexpr (ACC != FP8_TWO_LEVEL) {
 #pragma unroll
             for (int j = 0; j < HD / 2; j++) tacc[j] *= alpha[(j >> 1) & 1];
         }
@@ -496,11 +500,11 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
     pv_issue(n - 1);
     wgmma_wait<0>();
     fp8pf::fence_acc<HD>(tacc);
-    if constexpr (ACC == 0) fold(alpha_prev);
-    if constexpr (ACC == 1) fold(amul);  // (the last tile is always promoted)
+    if constexpr (ACC == FP8_TWO_LEVEL) fold(alpha_prev);
+    if constexpr (ACC == FP8_EVERY_N) fold(amul);  // (the last tile is always promoted)
     fp8pf::rows2 ro;  // (the rows' tokens and heads again: not kept live through the tile loop)
     ro.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
-    fp8pf::store_rows<HD>(out, ACC != 2 ? o : tacc, l, ro.on, ro.tok, ro.head, n_heads, g, G, vscale, c);
+    fp8pf::store_rows<HD>(out, ACC != FP8_SINGLE ? o : tacc, l, ro.on, ro.tok, ro.head, n_heads, g, G, vscale, c);
 }
 
 #include "cuda_prefill_vt.cuh"  // (the Vᵀ pass: its kernel uses transpose_ldsm above, its launch is used below)
@@ -551,35 +555,28 @@ static bool fp8tma_fits(const struct kv_layer *l, int G) {
            (fp8tma::BN % bs == 0 || bs % fp8tma::BN == 0);
 }
 
-// The kernel for head_dim HD and accumulation mode acc (0 two-level, 1 every:N, 2 single), with its
-// consumer count: three for two-level at head_dim 128, else two.
-template <int HD> struct fp8tma_kernel {
-    typedef decltype(&k_prefill_fp8_tma<HD, 0>) fn;
-    static fn get(int acc, int *nc) {
-        if constexpr (HD == 128) {
-            if (acc == 0) { *nc = 3; return k_prefill_fp8_tma<HD, 0, 3>; }
-        }
-        *nc = 2;
-        return acc == 0 ? k_prefill_fp8_tma<HD, 0> : acc == 1 ? k_prefill_fp8_tma<HD, 1> : k_prefill_fp8_tma<HD, 2>;
+// The kernel for head_dim HD in mode ACC: its consumer count, threads and shared memory.
+template <int HD, fp8_accum_mode ACC> struct fp8tma_kernel {
+    static constexpr int NC = fp8tma::consumers<HD, ACC>::NC;
+    static constexpr int THREADS = 128 * (NC + 1), SMEM = fp8tma::lay<HD, NC>::SMEM;
+    // its shared-memory limit (once per backend, at its creation)
+    static bool init(struct cuda_backend *c) {
+        return !cuda_fail(c,
+                          cudaFuncSetAttribute(k_prefill_fp8_tma<HD, ACC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               SMEM),
+                          "cudaFuncSetAttribute(k_prefill_fp8_tma)");
     }
-    static int smem(int nc) { return nc == 3 ? fp8tma::lay<HD, 3>::SMEM : fp8tma::lay<HD>::SMEM; }
 };
 
-// Sets the TMA kernels' shared-memory limits (once per backend, at its creation).
+// Sets the TMA kernels' shared-memory limits at head_dim HD (once per backend, at its creation).
 template <int HD> static bool fp8tma_init(struct cuda_backend *c) {
-    for (int acc = 0; acc < 3; acc++) {
-        int nc;
-        auto kern = fp8tma_kernel<HD>::get(acc, &nc);
-        if (cuda_fail(
-                c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8tma_kernel<HD>::smem(nc)),
-                "cudaFuncSetAttribute(k_prefill_fp8_tma)"))
-            return false;
-    }
-    return true;
+    return fp8tma_kernel<HD, FP8_TWO_LEVEL>::init(c) && fp8tma_kernel<HD, FP8_EVERY_N>::init(c) &&
+           fp8tma_kernel<HD, FP8_SINGLE>::init(c);
 }
 
-// acc: 0 two-level, 1 every:N (n_every tiles), 2 single
-template <int HD> static void launch_prefill_fp8_tma(const struct attn_call *a, int acc, int n_every) {
+// n_every: every:N's N (1 in the other modes)
+template <int HD, fp8_accum_mode ACC> static void launch_prefill_fp8_tma(const struct attn_call *a, int n_every) {
+    typedef fp8tma_kernel<HD, ACC> K;
     struct cuda_backend *c = a->c;
     const struct kv_layer *l = a->l;
     const int rows = l->kv_block_tokens < fp8tma::BN ? l->kv_block_tokens : fp8tma::BN;
@@ -590,10 +587,8 @@ template <int HD> static void launch_prefill_fp8_tma(const struct attn_call *a, 
     args.n_every = n_every;
     args.vtg = launch_prefill_vt<HD>(c, l, a->bt);  // (cuda_prefill_vt.cuh)
     args.vt_start = c->cb.vt_start;
-    int nc;
-    auto kern = fp8tma_kernel<HD>::get(acc, &nc);
-    const int qt = 64 * nc / a->G;
+    const int qt = 64 * K::NC / a->G;
     dim3 grid(a->bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    kern<<<grid, 128 * (nc + 1), fp8tma_kernel<HD>::smem(nc), c->stream>>>(km, vm, args);
+    k_prefill_fp8_tma<HD, ACC><<<grid, K::THREADS, K::SMEM, c->stream>>>(km, vm, args);
     CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma, TMA)");
 }
