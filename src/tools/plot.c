@@ -97,6 +97,9 @@ int plot_png(const char *path, const char *title, const char *xlabel, const char
     if (!plot_available())
         return err_set(OCT_EUNSUP, "gnuplot is not installed (apt-get install gnuplot-nox); skipped %s", path);
     remove(path);
+    int points = 0;
+    for (int k = 0; k < n_series; k++) points += s[k].n;
+    if (!points) return err_set(OCT_EINVAL, "no points to plot; skipped %s", path);
     FILE *f = popen("gnuplot", "w");
     if (!f) return err_set(OCT_EIO, "cannot start gnuplot");
     plot_write_script(f, path, title, xlabel, ylabel, s, n_series);

@@ -274,9 +274,15 @@ static int run_config(struct sweep_args *a, int c, struct sweep_data *d, struct 
     struct bench_load_options o = load_options(a, full, model);
     double dur;
     struct bench_outcome warm;
-    if (bench_load_run(&o, &d->warmup, 1, &warm, &dur) == OCT_OK && !warm.ok && !a->quiet)
-        fprintf(stderr, "octet: [%s] warm-up failed: %s\n", a->configs[c].name, warm.error);
+    rc = bench_load_run(&o, &d->warmup, 1, &warm, &dur);
+    if (rc == OCT_OK && !warm.ok)  // the same server would fail the measured requests too: stop here
+        rc = err_set(OCT_EIO, "the warm-up request failed: %s", warm.error);
     bench_outcomes_free(&warm, 1);
+    if (rc < 0) {
+        snprintf(r->error, sizeof r->error, "%s", err_msg());
+        launch_stop(&srv);
+        return rc;
+    }
     char label[160];
     if (!a->base_url) {  // "auto" is whatever the server chose: name it in every table, legend and JSON
         char log[1024];
@@ -299,6 +305,15 @@ static int run_config(struct sweep_args *a, int c, struct sweep_data *d, struct 
     launch_stop(&srv);
     if (rc < 0) { snprintf(r->error, sizeof r->error, "%s", err_msg()); return rc; }
     bench_metrics_compute(r->out, d->n_reqs, r->duration_s, &r->m);
+    const char *first = "";
+    for (int i = 0; i < d->n_reqs && !first[0]; i++) if (!r->out[i].ok) first = r->out[i].error;
+    if (r->m.completed == 0) {  // nothing to fit or plot
+        snprintf(r->error, sizeof r->error, "all %d requests failed (the first: %.900s)", d->n_reqs, first);
+        return err_set(OCT_EIO, "%s", r->error);
+    }
+    if (r->m.failed > 0)
+        fprintf(stderr, "octet: [%s] warning: %d of %d requests failed (the first: %s); the fits use the rest\n",
+                a->configs[c].name, r->m.failed, d->n_reqs, first);
     r->ran = true;
     if (d->cost)  // later configurations' ETAs follow this one's measured cost per length
         for (int i = 0; i < d->n_reqs; i++)
@@ -333,19 +348,20 @@ int cmd_bench_sweep(int argc, char **argv) {
     }
     struct sweep_data d = {0};
     struct sweep_result *res = calloc((size_t)a.n_configs, sizeof *res);
-    int n_ok = 0;
+    int n_ran = 0, n_clean = 0;
     for (int c = 0; res && c < a.n_configs; c++) {
         if (run_config(&a, c, &d, &res[c]) < 0) {
             if (!res[c].error[0]) snprintf(res[c].error, sizeof res[c].error, "%s", err_msg());
             fprintf(stderr, "octet: [%s] failed: %s\n", a.configs[c].name, res[c].error);
             if (!d.ready) break;  // no prompts: later configurations cannot run either
         } else {
-            n_ok++;
+            n_ran++;
+            n_clean += res[c].m.failed == 0;  // a configuration with failed requests makes the exit status 1
         }
     }
     read_loadavg(a.load_end);
-    int rc = n_ok == a.n_configs ? 0 : 1;
-    if (res && n_ok > 0 && sweep_report(&a, &d, res) < 0) {
+    int rc = n_clean == a.n_configs ? 0 : 1;
+    if (res && n_ran > 0 && sweep_report(&a, &d, res) < 0) {
         fprintf(stderr, "octet bench sweep: %s\n", err_msg());
         rc = 1;
     }

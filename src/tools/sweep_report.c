@@ -442,11 +442,15 @@ static int report_sweep(const struct sweep_args *a, const struct sweep_data *d, 
     json_t *advice = NULL;
     printf("\n");
     if (advise_report(&in, stdout, &advice) == OCT_OK) json_object_set_new(j, "advice", advice);
+    json_t *pl = json_object_get(j, "plots");
+    bool have_itl = json_object_get(pl, "itl") != NULL, have_ttft = json_object_get(pl, "ttft") != NULL;
     char path[1024];
     snprintf(path, sizeof path, "%s/sweep.json", a->output_dir);
     int rc = json_dump_file(j, path, JSON_INDENT(1)) == 0 ? OCT_OK : err_set(OCT_EIO, "cannot write %s", path);
     json_decref(j);
-    if (rc == OCT_OK) fprintf(stderr, "octet: wrote %s/{sweep.json,itl.png,ttft.png}\n", a->output_dir);
+    if (rc == OCT_OK)
+        fprintf(stderr, "octet: wrote %s/sweep.json%s%s\n", a->output_dir, have_itl ? ", itl.png" : "",
+                have_ttft ? ", ttft.png" : "");
     return rc;
 }
 

@@ -104,7 +104,13 @@ cut_pid=$CUT_PID
 read -r -t 20 cut_port <&"${CUT[0]}"
 out=$("$OCTET" bench serve --base-url "http://127.0.0.1:$cut_port" --tokenizer "$MODEL" --num-prompts 2 \
       --random-input-len 8 --random-output-len 4 --save-result "$tmp/cut.json" --disable-tqdm 2>"$tmp/cut.err"); rc=$?
+# a sweep against it stops at the failed warm-up: exit 1 with the reason, no tables of nan, no sweep.json
+"$OCTET" bench sweep --base-url "http://127.0.0.1:$cut_port" --tokenizer "$MODEL" --input-lens 8,16 --output-len 4 \
+  --output-dir "$tmp/cutsw" >"$tmp/cutsw.out" 2>"$tmp/cutsw.err"; src=$?
 kill "$cut_pid" 2>/dev/null; wait "$cut_pid" 2>/dev/null
+if [ $src -eq 1 ] && grep -q "\[external\] failed: the warm-up request failed: the stream ended without" "$tmp/cutsw.err" &&
+   ! grep -qi "nan" "$tmp/cutsw.out" && [ ! -e "$tmp/cutsw/sweep.json" ]; then ok
+else bad "sweep on a failing server: $src $(cat "$tmp/cutsw.out" "$tmp/cutsw.err")"; fi
 if [ $rc -eq 1 ] && grep -q "^Failed requests: *2" <<<"$out" && grep -q "without 'data: \[DONE\]'" "$tmp/cut.err" &&
    py_check "$tmp/cut.json" 'd["failed"] == 2 and d["completed"] == 0' 'all("[DONE]" in e for e in d["errors"])'; then ok
 else bad "a stream cut before [DONE] counted as a success: rc $rc $out $(cat "$tmp/cut.err")"; fi
