@@ -263,7 +263,7 @@ if start_server term --model dummy:tiny --max-model-len 8192 --num-kv-blocks 110
 fi
 
 # ---- API key ----
-start_server auth --api-key sekrit --num-kv-blocks 64 && {
+start_server auth --api-key sekrit --num-kv-blocks 64 --max-model-len 1024 && {
   post /v1/models ''; get /v1/models; [ "$CODE" = 401 ] && py 'd["error"]["code"]=="invalid_api_key"' && ok || bad "no key → $CODE"
   CODE=$(curl -s -m 10 -o "$tmp/body" -w '%{http_code}' -H 'Authorization: Bearer wrong' "$URL/v1/models"); [ "$CODE" = 401 ] && ok || bad "wrong key → $CODE"
   CODE=$(curl -s -m 10 -o "$tmp/body" -w '%{http_code}' -H 'Authorization: Bearer sekrit' "$URL/v1/models"); [ "$CODE" = 200 ] && ok || bad "right key → $CODE"
@@ -307,7 +307,7 @@ else bad "load_test build: $(cat "$tmp/cc")"; fi
 if command -v node >/dev/null && command -v npm >/dev/null; then
   d=tests/server/openai_client
   [ -d "$d/node_modules/openai" ] || (cd "$d" && timeout 120 npm install --no-audit --no-fund >"$tmp/npm" 2>&1) || bad "npm install: $(tail -5 "$tmp/npm")"
-  if [ -d "$d/node_modules/openai" ] && start_server npm --num-kv-blocks 64; then
+  if [ -d "$d/node_modules/openai" ] && start_server npm --num-kv-blocks 64 --max-model-len 1024; then
     if timeout 60 node "$d/client.mjs" "$URL/v1" stories >"$tmp/node.out" 2>&1; then ok; else bad "openai client: $(cat "$tmp/node.out")"; fi
     stop_server "$SPID"
   fi
