@@ -23,10 +23,12 @@ int advise_model_info(const char *path, bool allow_full_load, json_t **info) {
     struct model_config c;
     struct model *m = NULL;
     size_t n = strlen(path);
+    const char *weights = "bf16";  // dummy weights are bf16
     if (!strncmp(path, "dummy:", 6)) TRY(dummy_config(path + 6, &c));
     else if (allow_full_load || (n > 5 && !strcmp(path + n - 5, ".gguf"))) {
         TRY(model_load(&m, path));
         c = m->cfg;
+        weights = cli_kv_dtype_resolved("auto", m->weight_dtype);
         model_free(m);
     } else {
         return err_set(OCT_EUNSUP, "%s: model facts need a full load (pass --model to octet advise)", path);
@@ -40,6 +42,7 @@ int advise_model_info(const char *path, bool allow_full_load, json_t **info) {
     json_object_set_new(o, "max_pos", json_integer(c.max_pos));
     json_object_set_new(o, "sliding_window", json_integer(c.sliding_window));
     json_object_set_new(o, "n_sliding_layers", json_integer(n_sliding));
+    json_object_set_new(o, "weight_dtype", json_string(weights));
     *info = o;
     return OCT_OK;
 }
@@ -47,6 +50,8 @@ int advise_model_info(const char *path, bool allow_full_load, json_t **info) {
 struct advice {
     FILE *out;
     json_t *items;
+    char auto_label[48];    // "auto (bf16)": what --kv-cache-dtype auto runs as, when the model is known
+    const char *weights;    // the weights' type ("bf16"), or "the weights' type"
 };
 
 static void say(struct advice *a, const char *topic, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -141,6 +146,8 @@ int advise_check_inputs(const struct advise_inputs *in) {
     if (in->model_info && json_is_object(sweep_info) && !same_shape(in->model_info, sweep_info, why, sizeof why))
         return err_set(OCT_EINVAL, "--model %s is not the model the sweep measured (%s: %s)",
                        in->model ? in->model : "?", model ? model : "?", why);
+    if (in->model && model && !json_is_object(sweep_info) && !same_name(in->model, model))
+        return err_set(OCT_EINVAL, "--model %s is not the model the sweep measured (%s)", in->model, model);
     const json_t *info = in->model_info ? in->model_info : json_is_object(sweep_info) ? sweep_info : NULL;
     if (in->accuracy && model) {
         const char *am = json_string_value(json_object_get(in->accuracy, "model"));
@@ -196,7 +203,7 @@ static int speed_rule(struct advice *a, json_t *res, const json_t *sweep, const 
     if (!(sb > 0) || r2b < 0.5 || r2f < 0.5) {  // noise, not a trend: no line to cross
         say(a, "speed", "Inconclusive: the ITL fits do not show a trend to compare (R2 %.3f and %.3f, baseline slope "
             "%.3g ms/token), so there is no trustworthy break-even. Repeat with --num-requests-per-len 3, longer "
-            "--input-lens and an otherwise idle machine; until then stay in bf16 (auto) for speed.", r2b, r2f, sb);
+            "--input-lens and an otherwise idle machine; until then stay in %s for speed.", r2b, r2f, sb, a->auto_label);
         json_object_set_new(res, "break_even", json_string("inconclusive"));
         json_object_set_new(res, "break_even_tokens", json_null());
         return 0;
@@ -209,17 +216,18 @@ static int speed_rule(struct advice *a, json_t *res, const json_t *sweep, const 
     } else if (!strcmp(kind, "never") || (max_ctx > 0 && be > max_ctx)) {
         if (!strcmp(kind, "never"))
             say(a, "speed", "'%s' never becomes faster than '%s' here (ITL slope %.1f%% of it, intercept %+.3f ms): "
-                "stay in bf16 (auto) for speed; FP8 still halves KV memory, so use it only when you need the "
-                "capacity (twice the context or concurrent requests).", cfg_name(fp8), cfg_name(base), ratio, d_int);
+                "stay in %s for speed; FP8 still halves KV memory, so use it only when you need the "
+                "capacity (twice the context or concurrent requests).", cfg_name(fp8), cfg_name(base), ratio, d_int,
+                a->auto_label);
         else
             say(a, "speed", "The ITL lines cross at ~%.0f tokens, beyond this model's max_model_len %.0f: on this "
-                "machine '%s' does not pay for speed; stay in bf16 (auto) unless you need the KV capacity.",
-                be, max_ctx, cfg_name(fp8));
+                "machine '%s' does not pay for speed; stay in %s unless you need the KV capacity.",
+                be, max_ctx, cfg_name(fp8), a->auto_label);
     } else {
         say(a, "speed", "Use '%s' for contexts above ~%.0f tokens: its ITL grows at %.1f%% of '%s''s rate per token "
             "of context (ideal 50%%), which repays its fixed cost (intercept %+.3f ms) from the break-even on. "
-            "Stay in bf16 (auto) for requests below ~%.0f tokens.",
-            cfg_name(fp8), be, ratio, cfg_name(base), d_int, be);
+            "Stay in %s for requests below ~%.0f tokens.",
+            cfg_name(fp8), be, ratio, cfg_name(base), d_int, a->auto_label, be);
         if (be > longest && longest > 0)
             say(a, "speed", "The break-even is extrapolated: the longest measured prompt was %.0f tokens; extend "
                 "--input-lens past %.0f to confirm it.", longest, be);
@@ -239,7 +247,12 @@ int advise_report(const struct advise_inputs *in, FILE *out, json_t **advice) {
         return err_set(OCT_EINVAL, "sweep JSON: no \"configs\" array (is it a sweep.json from octet bench sweep?)");
     const json_t *info = in->model_info ? in->model_info : json_object_get(sweep, "model_info");
     const char *model = str_or(json_string_value(json_object_get(sweep, "model")), "MODEL");
-    struct advice a = {out, json_array()};
+    struct advice a = {out, json_array(), "auto", "the weights' type"};
+    const char *wt = info ? json_string_value(json_object_get(info, "weight_dtype")) : NULL;
+    if (wt) {
+        snprintf(a.auto_label, sizeof a.auto_label, "auto (%s)", wt);
+        a.weights = wt;
+    }
     json_t *res = json_object();
     TRY(advise_check_inputs(in));
     if (out) fprintf(out, "Advice for %s (FP8 KV cache):\n", model);
@@ -264,8 +277,8 @@ int advise_report(const struct advise_inputs *in, FILE *out, json_t **advice) {
     int hd = info ? (int)num(info, "head_dim") : 0;
     if (hd == 256)
         say(&a, "prefill", "head_dim is 256: FP8 attention needs two-level accumulation there, which costs prefill "
-            "time; for prefill-bound workloads (long prompts, short answers) keep bf16 unless TTFT allows it%s.",
-            isfinite(tb) && isfinite(tf) && tb > 0 ? " (see the TTFT change below)" : "");
+            "time; for prefill-bound workloads (long prompts, short answers) keep %s unless TTFT allows it%s.",
+            a.auto_label, isfinite(tb) && isfinite(tf) && tb > 0 ? " (see the TTFT change below)" : "");
     if (isfinite(tb) && isfinite(tf) && tb > 0) {
         double pct = 100 * (tf / tb - 1);
         json_object_set_new(res, "ttft_change_pct_at_longest", json_real(pct));
@@ -286,7 +299,7 @@ int advise_report(const struct advise_inputs *in, FILE *out, json_t **advice) {
             if (skip_swa)
                 say(&a, "sliding_window", "%d of %d layers use a %d-token sliding window: their KV never exceeds "
                     "%d tokens, so FP8 saves little memory or bandwidth there while still costing accuracy. Keep them "
-                    "in bf16: --kv-cache-dtype-skip-layers sliding_window.", ns, nl, w, w);
+                    "in %s: --kv-cache-dtype-skip-layers sliding_window.", ns, nl, w, w, a.weights);
             else
                 say(&a, "sliding_window", "%d of %d layers use a %d-token sliding window: large enough for FP8 to "
                     "pay there too; skipping them (--kv-cache-dtype-skip-layers sliding_window) is optional.",

@@ -70,6 +70,9 @@ static int parse(struct calib_args *c, int argc, char **argv) {
         else if (!strcmp(f, "--ctx") || !strcmp(f, "-c")) TRY(cli_int(f, v, 2, 1 << 24, &c->ctx));
     }
     if (!c->a.model || !c->file || !c->output) return err_set(OCT_EINVAL, "--model, --file and --output are required");
+    if (c->a.ro.max_ctx > 0) return err_set(OCT_EINVAL, "--max-model-len: calibrate's context is --ctx (-c)");
+    if (c->a.ro.kv.scales_path[0])  // it observes the unquantized cache: scales would change nothing
+        return err_set(OCT_EINVAL, "--kv-scales: calibrate writes scales (--output) and reads none");
     return OCT_OK;
 }
 

@@ -63,6 +63,10 @@ static int eval_ppl(int argc, char **argv) {
         }
     }
     if (!a.model || !file) { err_set(OCT_EINVAL, "--model and --file are required"); goto bad; }
+    if (a.ro.max_ctx > 0) {  // it would be overridden by the chunk length
+        err_set(OCT_EINVAL, "--max-model-len: eval ppl's context is --ctx (-c), the chunk length");
+        goto bad;
+    }
 
     size_t text_len;
     char *text = stats_read_file("--file", file, &text_len);

@@ -74,6 +74,7 @@ static int parse(struct inspect_args *c, int argc, char **argv) {
         }
     }
     if (!c->a.model || !c->file) return err_set(OCT_EINVAL, "--model and --file are required");
+    if (c->a.ro.max_ctx > 0) return err_set(OCT_EINVAL, "--max-model-len: inspect's context is --ctx (-c)");
     return OCT_OK;
 }
 

@@ -164,6 +164,8 @@ expect_line "^octet generate: --kv-cache-dtype: unknown value 'fp9'" generate --
 expect_line "unexpected argument 'hello'" generate --model "$MODEL" hello
 expect_line "--tensor-parallel-size 2: tensor parallelism is not supported yet" generate --model "$MODEL" --prompt x --tensor-parallel-size 2
 expect_line "--dtype float16: not supported yet" eval ppl --model "$MODEL" --file tests/data/heldout.txt --dtype float16
+expect_line "--max-model-len: eval ppl's context is --ctx" eval ppl --model "$MODEL" --file tests/data/heldout.txt --max-model-len 64
+expect_line "--kv-scales: calibrate writes scales" calibrate --model "$MODEL" --file tests/data/heldout.txt -o "$tmp/x.json" --kv-scales x.json
 "$OCTET" genrate >/dev/null 2>"$tmp/err"
 if grep -q "unknown command 'genrate' (did you mean generate?)" "$tmp/err"; then ok; else bad "genrate: $(cat "$tmp/err")"; fi
 # bench sweep validates every configuration's flags before starting anything: no server, no output folder
@@ -201,13 +203,25 @@ json.dump({"model": "../shared/models/stories260K.gguf", "ppl": 3.7, "ref_ppl": 
 json.dump({"format": "octet-kv-scales/1", "model": "x.gguf", "layers": [{"k_scale": 1, "v_scale": 1}] * 5}, open(d + "/s5.json", "w"))
 json.dump({"format": "octet-kv-scales/1", "model": "dummy:tiny", "layers": [{"k_scale": 1, "v_scale": 1}] * 4}, open(d + "/s4.json", "w"))
 PY
-"$OCTET" advise --sweep "$tmp/adv/sweep.json" --calibration "$tmp/adv/s4.json" -o "$tmp/adv/a.json" >/dev/null 2>"$tmp/err"
+"$OCTET" advise --sweep "$tmp/adv/sweep.json" --calibration "$tmp/adv/s4.json" --output "$tmp/adv/a.json" >/dev/null 2>"$tmp/err"
 if [ $? = 0 ]; then ok; else bad "advise on one model: $(cat "$tmp/err")"; fi
-expect_err 1 "configuration 'other' ran --model dummy:llama-3.2-1b" advise --sweep "$tmp/adv/mixed.json" -o "$tmp/adv/a.json"
-expect_err 1 "is not the model the sweep measured (dummy:tiny: n_layers 16 vs 4)" advise --sweep "$tmp/adv/sweep.json" --model dummy:llama-3.2-1b -o "$tmp/adv/a.json"
-expect_err 1 "s5.json: 5 layers" advise --sweep "$tmp/adv/sweep.json" --calibration "$tmp/adv/s5.json" -o "$tmp/adv/a.json"
-expect_err 1 "--accuracy: measured on ../shared/models/stories260K.gguf" advise --sweep "$tmp/adv/sweep.json" --accuracy "$tmp/adv/acc.json" -o "$tmp/adv/a.json"
+expect_err 1 "configuration 'other' ran --model dummy:llama-3.2-1b" advise --sweep "$tmp/adv/mixed.json" --output "$tmp/adv/a.json"
+expect_err 1 "is not the model the sweep measured (dummy:tiny: n_layers 16 vs 4)" advise --sweep "$tmp/adv/sweep.json" --model dummy:llama-3.2-1b --output "$tmp/adv/a.json"
+expect_err 1 "s5.json: 5 layers" advise --sweep "$tmp/adv/sweep.json" --calibration "$tmp/adv/s5.json" --output "$tmp/adv/a.json"
+expect_err 1 "--accuracy: measured on ../shared/models/stories260K.gguf" advise --sweep "$tmp/adv/sweep.json" --accuracy "$tmp/adv/acc.json" --output "$tmp/adv/a.json"
 if ! grep -q "Recommendation" "$tmp/out"; then ok; else bad "advise printed a recommendation for mixed inputs"; fi
+python3 - "$tmp/adv" <<'PY'
+import json, sys
+d = sys.argv[1]
+fit = {"slope_ms_per_token": 1e-4, "intercept_ms": 1.0, "r2": 0.99}
+cfgs = [{"name": "auto", "flags": [], "itl_fit": fit}, {"name": "fp8", "flags": ["--kv-cache-dtype", "fp8"], "itl_fit": fit,
+        "vs_first": {"slope_ratio_pct": 100.0, "intercept_delta_ms": 0.1, "break_even": "never"}}]
+json.dump({"model": "dummy:tiny", "input_lens": [32, 64], "configs": cfgs}, open(d + "/fits.json", "w"))
+PY
+expect_err 1 "--model ../shared/models/stories260K.gguf is not the model the sweep measured (dummy:tiny)" advise --sweep "$tmp/adv/fits.json" --model "$MODEL" --output "$tmp/adv/a.json"
+# the advice says what auto runs as on the model
+out=$("$OCTET" advise --sweep "$tmp/adv/fits.json" --model dummy:tiny --output "$tmp/adv/a.json" 2>&1)
+if grep -q "stay in auto (bf16) for speed" <<<"$out" && ! grep -q "SPEC" <<<"$out"; then ok; else bad "advise auto label: $out"; fi
 # octet serve MODEL (positional, like vllm serve) with -c and --kv-cache-memory-bytes (vLLM's name)
 mkfifo "$tmp/srv.fifo"
 "$OCTET" serve "$MODEL" --port 0 -c 64 --kv-cache-memory-bytes=2147483648 >"$tmp/srv.fifo" 2>"$tmp/srv.err" &
