@@ -1,9 +1,14 @@
 # octet — one Makefile. `make` builds build/octet; `make test` runs the quick tier;
 # `make test-full` rebuilds under ASan+UBSan (build-san/), runs the threaded parts under TSan
 # (build-tsan/) and fuzzes the file parsers.
-# `make CUDA=1` adds the CUDA backend (src/backend/cuda/*.cu, nvcc, sm_90a) to the same
-# build/octet; `--device cpu|cuda` picks one at run time.
+# `make CUDA=1` builds build-cuda/octet: the same program with the CUDA backend added
+# (src/backend/cuda/*.cu, nvcc, sm_90a); `--device cpu|cuda` picks one at run time.
 
+# a CUDA build has its own folder (build-cuda/), so that CPU and CUDA builds live side by side and
+# switching between them rebuilds nothing
+ifeq ($(CUDA),1)
+  BUILD ?= build-cuda
+endif
 BUILD   ?= build
 CC      ?= cc
 OPT     ?= -O2 -march=native
@@ -23,7 +28,7 @@ endif
 ifeq ($(BUNDLE),1)
   BUILD   := build-bundle
   OPT     := -O2 -march=x86-64-v3
-  LDFLAGS += -Wl,-rpath,'$$ORIGIN/lib:$$ORIGIN/../lib'
+  LDFLAGS += -Wl,--disable-new-dtags,-rpath,'$$ORIGIN/lib:$$ORIGIN/../lib'  # (DT_RPATH: also the libraries' own dependencies)
 endif
 
 LIB_SRC  := $(filter-out src/main.c,$(shell find src -name '*.c' | sort))

@@ -4,7 +4,7 @@
 # (the short table of every stage), one <stage>.json per stage (its raw JSON parsed, its logs'
 # tails) and logs.tar.xz (every raw file; the raw folder is $GPU_CHECK_RAW, default a temporary one).
 # Exits non-zero when a stage fails (a test fails, a binary does not run, a given file is missing).
-# Binaries come from $OCTET_BIN (default build/; rebuilt with CUDA=1 when they do not run), carried
+# Binaries come from $OCTET_BIN (default build-cuda/; rebuilt with CUDA=1 when they do not run), carried
 # shared libraries from $OCTET_LIB, the cuDNN peer from $PEER (default .peer/peer_attention.py).
 #
 # Default stages:
@@ -47,7 +47,7 @@ mkdir -p "$DEST" || exit 2
 DEST=$(cd "$DEST" && pwd)
 OUT=${GPU_CHECK_RAW:-$(mktemp -d)}  # the stages' raw files (packed into DEST at the end)
 mkdir -p "$OUT" || exit 2
-BIN=${OCTET_BIN:-build}
+BIN=${OCTET_BIN:-build-cuda}
 [ -n "${OCTET_LIB:-}" ] && export LD_LIBRARY_PATH="$OCTET_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # a file named by the caller must exist: a missing one fails the run before any stage starts
 for v in PEER MODEL OCTET_BIN BASE_BIN OCTET_LIB; do
@@ -78,7 +78,7 @@ say "gpu: $(head -n 1 "$OUT/gpu.txt")  binary: $("$BIN/octet" --version 2>/dev/n
 if ! "$BIN/octet" --help >/dev/null 2>&1; then
   say "carried binary does not run ($(ldd "$BIN/octet" 2>&1 | grep 'not found' | head -3 | tr '\n' ' ')); building with CUDA=1"
   make -j16 CUDA=1 gpu-tests > "$OUT/build.log" 2>&1 || { say "build failed (see build.log)"; exit 1; }
-  BIN=build
+  BIN=build-cuda
 fi
 
 if has probe; then
