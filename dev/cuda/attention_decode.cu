@@ -15,7 +15,7 @@
 // cuda_decode.cu plans them (one wave of the fused instance's residency; FP8 splits of at least 8
 // blocks, struct cuda_tuning's default). A launch runs without a kernel before it, so a DECODE_PDL
 // kernel's waits return at once.
-// Build: make CUDA=1 gpu-tests (build/gpu/attention_decode); run: build/gpu/attention_decode [variant]
+// Build: make CUDA=1 gpu-tests (build-cuda/gpu/attention_decode); run: build-cuda/gpu/attention_decode [variant]
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -5,7 +5,7 @@
 // product on sampled rows. Prints a table, then one JSON object per line.
 // The weights rotate over enough copies (>= 512 MB) that every launch reads them from HBM, not L2;
 // a timed interval holds BURST launches back to back (as a decode step's graph runs them).
-// Build: make CUDA=1 gpu-tests (build/gpu/gemv_bench); run: build/gpu/gemv_bench [reps]
+// Build: make CUDA=1 gpu-tests (build-cuda/gpu/gemv_bench); run: build-cuda/gpu/gemv_bench [reps]
 #include <cmath>
 #include <cstdint>
 #include <cstdio>

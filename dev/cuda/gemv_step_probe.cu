@@ -14,7 +14,7 @@
 //  3. A timeline of the ordinary and the PDL replays: per kernel, the gap between the previous
 //     kernel's last CTA end and its first CTA start, the first data's latency in its CTAs, its span.
 // Prints a table, then one JSON object per line. Build: make CUDA=1 gpu-tests; run:
-// build/gpu/gemv_step_probe [replays]
+// build-cuda/gpu/gemv_step_probe [replays]
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
