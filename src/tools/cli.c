@@ -41,9 +41,13 @@ static size_t flag_eq_split(const char *s) {
     return (size_t)(eq - s);
 }
 
-// Per-command spellings of one flag: vLLM's current names beside octet's.
+// Per-command spellings of one flag: vLLM's current names beside octet's, and the short
+// aliases of commands whose parsers do not take the model flags.
 static const struct { const char *cmd, *alias, *name; } aliases[] = {
     {"serve", "--kv-cache-memory-bytes", "--kv-cache-memory"},
+    {"bench sweep", "-m", "--model"},
+    {"bench sweep", "-o", "--output-dir"},
+    {"eval needle", "-t", "--threads"},
 };
 
 // Splits s at blanks and checks the model flags among the words.

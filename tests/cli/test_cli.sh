@@ -172,6 +172,7 @@ if grep -q "unknown command 'genrate' (did you mean generate?)" "$tmp/err"; then
 expect_line "--kv-cache-dtype: unknown value 'fp9'" bench sweep --kv-cache-dtype auto,fp9 --output-dir "$tmp/sw"
 expect_line "--max-model-len: 'x' is not an integer" bench sweep --config "--kv-cache-dtype=fp8 --max-model-len=x" --output-dir "$tmp/sw"
 if [ ! -e "$tmp/sw" ]; then ok; else bad "bench sweep with a bad flag created $tmp/sw"; fi
+expect_err 2 "--input-lens: 'x'" bench sweep -m dummy:tiny -o "$tmp/sw" --input-lens x
 # eval ppl ends with llama-perplexity's line; its +/- is ppl x the standard error of the mean NLL
 p=$("$OCTET" eval ppl --model "$MODEL" --file tests/data/heldout.txt -c 128 --chunks 4 2>/dev/null)
 pj=$("$OCTET" eval ppl --model "$MODEL" --file tests/data/heldout.txt -c 128 --chunks 4 --json 2>/dev/null)
