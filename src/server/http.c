@@ -2,7 +2,11 @@
 // A generation ("job") is owned by its connection's thread: a whole response is produced
 // inside the access handler; a stream is produced by the response's content reader and
 // freed by MHD's free callback, which aborts the request if it had not finished. Every
-// job is listed in server.active so that server_stop can abort what is left.
+// job is listed in server.active so that server_stop can abort what is left. A job that
+// ends early (client gone, shutdown) is drained to its final event before it is freed, so
+// once its "aborted" log line is out the engine has released it. Connection limits and
+// timeouts: MHD's inactivity timeout is the keep-alive timeout until a job runs, then the
+// stall timeout; http_guard.c bounds the time to send one request.
 #include "http.h"
 
 #include <microhttpd.h>
@@ -17,6 +21,7 @@
 #include <unistd.h>
 
 #include "../base/check.h"
+#include "http_guard.h"
 #include "metrics.h"
 
 enum route { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS };
@@ -36,11 +41,14 @@ struct server {
     pthread_cond_t cv;          // signalled when a job leaves
     struct job *active;         // doubly linked list of jobs in flight
     int n_active;
+    struct guard *g;            // request deadlines
+    struct host_allow hosts;
 };
 
 // One generation in flight.
 struct job {
     struct server *s;
+    struct MHD_Connection *c;
     struct job *prev, *next;
     struct req_handle *h;
     struct oai_request req;
@@ -57,6 +65,8 @@ struct job {
     struct text_buf sse;        // stream bytes not yet handed to MHD: sse.p[sse_off..sse.n)
     size_t sse_off;
     bool sent_done;
+    bool watch_half;            // a whole (non-streamed) answer not yet begun: report a half-close
+    const char *why;            // why the job ended early (for its log line)
 };
 
 // Per-connection request state (MHD's con_cls).
@@ -64,11 +74,14 @@ struct conn {
     enum route route;
     struct text_buf body;
     bool too_large, answered;
+    bool close;                 // answer with Connection: close (the body's framing is in doubt)
 };
 
 void server_options_default(struct server_options *o) {
-    *o = (struct server_options){.host = "127.0.0.1", .port = 8000, .api_key = NULL,
-                                 .max_body_bytes = 4u << 20, .shutdown_grace_ms = 10000};
+    *o = (struct server_options){.host = "127.0.0.1", .port = 8000, .api_key = NULL, .allowed_hosts = NULL,
+                                 .max_body_bytes = 4u << 20, .shutdown_grace_ms = 10000,
+                                 .timeout_keep_alive_s = 5, .http_timeout_s = 30,
+                                 .max_connections = 1024, .max_connections_per_ip = 256};
 }
 
 static double now_s(void) {
@@ -81,11 +94,12 @@ static double now_s(void) {
 
 // allow: the Allow header of a 405 (the route's method), else NULL.
 static enum MHD_Result send_text_allow(struct server *s, struct MHD_Connection *c, int status, const char *ctype,
-                                       const char *body, size_t n, const char *allow) {
+                                       const char *body, size_t n, const char *allow, bool close) {
     struct MHD_Response *r = MHD_create_response_from_buffer(n, (void *)body, MHD_RESPMEM_MUST_COPY);
     if (!r) return MHD_NO;
     MHD_add_response_header(r, "Content-Type", ctype);
     if (allow) MHD_add_response_header(r, "Allow", allow);
+    if (close) MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     metrics_count_http(&s->m, status);
@@ -94,7 +108,7 @@ static enum MHD_Result send_text_allow(struct server *s, struct MHD_Connection *
 
 static enum MHD_Result send_text(struct server *s, struct MHD_Connection *c, int status, const char *ctype,
                                  const char *body, size_t n) {
-    return send_text_allow(s, c, status, ctype, body, n, NULL);
+    return send_text_allow(s, c, status, ctype, body, n, NULL, false);
 }
 
 // The body of a 500 answer when the JSON error itself cannot be built.
@@ -111,9 +125,10 @@ static enum MHD_Result send_json(struct server *s, struct MHD_Connection *c, int
 }
 
 static enum MHD_Result send_error_allow(struct server *s, struct MHD_Connection *c, const struct oai_error *e,
-                                        const char *allow) {
+                                        const char *allow, bool close) {
     char *t = oai_error_body(e);
-    enum MHD_Result rc = send_text_allow(s, c, e->status, "application/json", t ? t : "{}", t ? strlen(t) : 2, allow);
+    enum MHD_Result rc = send_text_allow(s, c, e->status, "application/json", t ? t : "{}", t ? strlen(t) : 2, allow,
+                                         close);
     free(t);
     return rc;
 }
@@ -134,10 +149,24 @@ static enum MHD_Result fail(struct server *s, struct MHD_Connection *c, int stat
 
 // ---- jobs -----------------------------------------------------------------------------
 
-static bool client_gone(int fd) {
-    if (fd < 0) return false;
+// Sets the connection's inactivity timeout. Setting 0 first restarts MHD's clock, which
+// counts from the last socket read or write: a generation may have kept this thread away
+// from the socket for minutes without the client being at fault.
+static void conn_timeout(struct MHD_Connection *c, int seconds) {
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)seconds);
+}
+
+enum client_state { CLIENT_HERE, CLIENT_HALF_CLOSED, CLIENT_GONE };
+
+// A peer that only shut down its sending side (FIN: POLLRDHUP) may still read; one that has
+// closed its socket answers the next bytes it is sent with a reset (POLLERR/POLLHUP).
+static enum client_state client_state(int fd) {
+    if (fd < 0) return CLIENT_HERE;
     struct pollfd p = {.fd = fd, .events = POLLRDHUP};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+    if (poll(&p, 1, 0) <= 0) return CLIENT_HERE;
+    if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return CLIENT_GONE;
+    return p.revents & POLLRDHUP ? CLIENT_HALF_CLOSED : CLIENT_HERE;
 }
 
 static void job_unlist(struct job *j) {
@@ -154,7 +183,19 @@ static void job_unlist(struct job *j) {
 static void job_free(struct job *j) {
     if (!j) return;
     if (j->h) {
-        if (!j->done) req_abort(j->h);
+        if (!j->done) {
+            // abort, then wait for the final event: the engine has then freed the request's
+            // blocks and counted its end (engine_stats), so the log line below means it is gone
+            req_abort(j->h);
+            struct gen_event ev;
+            while (req_next(j->h, &ev, -1) && ev.kind == GEN_TOKEN) {}
+            j->done = true;
+            metrics_observe_finished(&j->s->m, now_s() - j->t_start, "abort");
+            j->finished_counted = true;
+            metrics_count_client_gone(&j->s->m);
+            fprintf(stderr, "octet: request %s aborted: %s after %d tokens\n", j->resp.id,
+                    j->why ? j->why : "its connection closed (the client went away or stopped reading)", j->n_tokens);
+        }
         job_unlist(j);  // first: server_stop aborts the listed jobs' handles under s->mu
         req_release(j->h);
     }
@@ -173,6 +214,7 @@ static struct job *job_start(struct server *s, struct MHD_Connection *c, struct 
     struct job *j = calloc(1, sizeof *j);
     if (!j) { oai_request_free(req); fail(s, c, 500, "server_error", NULL, "out of memory"); return NULL; }
     j->s = s;
+    j->c = c;
     j->req = *req;  // the job now owns the request's buffers
     j->finished_counted = true;  // until submitted
     oai_response_init(&j->resp, &s->c, &j->req, streaming);
@@ -201,20 +243,26 @@ static struct job *job_start(struct server *s, struct MHD_Connection *c, struct 
     s->active = j;
     s->n_active++;
     pthread_mutex_unlock(&s->mu);
+    conn_timeout(c, HTTP_STALL_TIMEOUT_S);
     return j;
 }
 
-// Waits for the job's next event, watching the client. Returns 1 with *ev, or 0 if the
-// client went away (the request is aborted).
-static int job_next(struct job *j, struct gen_event *ev) {
+// Waits for the job's next event, watching the client, for up to budget_s seconds (<0: no
+// limit). Returns 1 with *ev; 0 if the client went away (the request is aborted); -1 if the
+// client half-closed and j->watch_half is set; -2 when the budget ran out.
+static int job_next(struct job *j, struct gen_event *ev, double budget_s) {
+    double until = budget_s < 0 ? 0 : now_s() + budget_s;
     for (;;) {
         // events may arrive back to back for a long time: look at the socket every 20 ms
         double t = now_s();
         if (t - j->t_polled >= 0.02) {
             j->t_polled = t;
-            if (client_gone(j->fd)) { req_abort(j->h); return 0; }
+            enum client_state cs = client_state(j->fd);
+            if (cs == CLIENT_GONE) { j->why = "the client went away"; req_abort(j->h); return 0; }
+            if (cs == CLIENT_HALF_CLOSED && j->watch_half) return -1;
         }
         if (req_next(j->h, ev, 20)) return 1;
+        if (until > 0 && now_s() >= until) return -2;
     }
 }
 
@@ -257,9 +305,18 @@ static void sse_data(struct job *j, json_t *o) {
     free(t);
 }
 
+// Hands MHD up to max bytes of j->sse.
+static ssize_t job_emit(struct job *j, char *buf, size_t max) {
+    size_t k = j->sse.n - j->sse_off < max ? j->sse.n - j->sse_off : max;
+    memcpy(buf, j->sse.p + j->sse_off, k);
+    j->sse_off += k;
+    return (ssize_t)k;
+}
+
 // MHD content reader: blocks until the next piece of the event stream is ready.
 static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
     struct job *j = cls;
+    conn_timeout(j->c, HTTP_STALL_TIMEOUT_S);
     while (j->sse_off >= j->sse.n) {
         j->sse.n = j->sse_off = 0;
         if (j->sent_done) return MHD_CONTENT_READER_END_OF_STREAM;
@@ -279,14 +336,43 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
             continue;
         }
         struct gen_event ev;
-        if (!job_next(j, &ev)) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (job_next(j, &ev, -1) != 1) return MHD_CONTENT_READER_END_WITH_ERROR;
         json_t *ch = job_event(j, &ev);
         if (ch) sse_data(j, ch);
     }
-    size_t k = j->sse.n - j->sse_off < max ? j->sse.n - j->sse_off : max;
-    memcpy(buf, j->sse.p + j->sse_off, k);
-    j->sse_off += k;
-    return (ssize_t)k;
+    return job_emit(j, buf, max);
+}
+
+// MHD content reader of a whole answer begun before the generation ended (its client
+// half-closed): a space at once and after each second of waiting (JSON allows leading
+// whitespace; a client that has closed its socket answers those bytes with a reset, which
+// aborts the request), then the body. A generation error then arrives with status 200.
+static ssize_t whole_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    struct job *j = cls;
+    conn_timeout(j->c, HTTP_STALL_TIMEOUT_S);
+    if (j->sse_off < j->sse.n) return job_emit(j, buf, max);
+    if (j->sent_done) return MHD_CONTENT_READER_END_OF_STREAM;
+    if (pos == 0) { buf[0] = ' '; return 1; }
+    struct gen_event ev;
+    while (!j->done) {
+        int rc = job_next(j, &ev, 1.0);
+        if (rc == 0) return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (rc == -2) { buf[0] = ' '; return 1; }
+        if (rc == 1) json_decref(job_event(j, &ev));
+    }
+    char *t = NULL;
+    if (j->error[0]) {
+        struct oai_error e;
+        oai_error_set(&e, 500, "server_error", NULL, NULL, "%s", j->error);
+        t = oai_error_body(&e);
+    } else {
+        t = json_dumps(j->final, JSON_COMPACT);
+    }
+    j->sse.n = j->sse_off = 0;
+    if (!t || text_buf_append(&j->sse, t, strlen(t)) < 0) { free(t); return MHD_CONTENT_READER_END_WITH_ERROR; }
+    free(t);
+    j->sent_done = true;
+    return job_emit(j, buf, max);
 }
 
 static enum MHD_Result generate(struct server *s, struct MHD_Connection *c, struct conn *cn) {
@@ -308,11 +394,24 @@ static enum MHD_Result generate(struct server *s, struct MHD_Connection *c, stru
         return rc;
     }
     struct gen_event ev;
+    j->watch_half = true;
     while (!j->done) {
-        if (!job_next(j, &ev)) { job_free(j); return MHD_NO; }  // client gone: close
-        json_t *ch = job_event(j, &ev);
-        json_decref(ch);
+        int got = job_next(j, &ev, -1);
+        if (got == 0) { job_free(j); return MHD_NO; }  // client gone: close
+        if (got < 0) {  // half-closed: answer now, as a body that ends when the generation does
+            j->watch_half = false;
+            struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, whole_read, j,
+                                                                       job_free_cb);
+            if (!r) { job_free(j); return MHD_NO; }
+            MHD_add_response_header(r, "Content-Type", "application/json");
+            enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, r);
+            MHD_destroy_response(r);
+            metrics_count_http(&s->m, 200);
+            return rc;
+        }
+        json_decref(job_event(j, &ev));
     }
+    conn_timeout(c, HTTP_STALL_TIMEOUT_S);
     enum MHD_Result rc;
     if (j->error[0]) rc = fail(s, c, 500, "server_error", NULL, j->error);
     else { rc = send_json(s, c, 200, j->final); j->final = NULL; }
@@ -345,14 +444,68 @@ static bool authorized(struct server *s, struct MHD_Connection *c) {
     return !diff;
 }
 
+struct length_headers { int n_length, n_te; const char *first; bool conflict; };
+
+static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const char *key, const char *value) {
+    struct length_headers *l = cls;
+    if (!strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING)) l->n_te++;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH)) return MHD_YES;
+    if (l->n_length++ == 0) l->first = value;
+    else if (strcmp(l->first, value ? value : "")) l->conflict = true;
+    return MHD_YES;
+}
+
+// Whether a Content-Type value is application/json (parameters such as charset allowed).
+static bool is_json_type(const char *v) {
+    if (!v) return false;
+    while (*v == ' ' || *v == '\t') v++;
+    if (strncasecmp(v, "application/json", 16)) return false;
+    v += 16;
+    while (*v == ' ' || *v == '\t') v++;
+    return *v == 0 || *v == ';';
+}
+
+// Checks of a POST's headers; returns true with *e set when the request is refused.
+static bool refuse_post(struct server *s, struct MHD_Connection *c, struct conn *cn, struct oai_error *e) {
+    const char *ct = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (!is_json_type(ct)) {
+        oai_error_set(e, 415, "invalid_request_error", NULL, "unsupported_media_type",
+                      "Content-Type must be application/json (got %s%.100s%s)", ct ? "'" : "", ct ? ct : "none",
+                      ct ? "'" : "");
+        return true;
+    }
+    struct length_headers l = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_length, &l);
+    if (l.conflict || (l.n_length && l.n_te)) {
+        oai_error_set(e, 400, "invalid_request_error", NULL, "bad_request",
+                      l.conflict ? "conflicting Content-Length headers" : "both Content-Length and Transfer-Encoding");
+        cn->close = true;
+        return true;
+    }
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (!cl || strtoull(cl, NULL, 10) <= s->o.max_body_bytes) return false;
+    // Too large. A client waiting for "100 Continue" has sent nothing yet: answer now. Any
+    // other is sending the body already: read and drop it, then answer (closing on a client
+    // still sending would reset the connection and lose the answer).
+    const char *ex = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+    if (!ex || strcasecmp(ex, "100-continue")) { cn->too_large = true; return false; }
+    oai_error_set(e, 413, "invalid_request_error", NULL, "request_too_large",
+                  "the request body is larger than the limit of %zu bytes (--max-body-bytes)", s->o.max_body_bytes);
+    return true;
+}
+
 // First call for a request: everything decidable from the headers alone.
 static enum MHD_Result first_call(struct server *s, struct MHD_Connection *c, struct conn *cn, const char *url,
                                   const char *method) {
     const char *want = NULL;
     cn->route = route_of(url, &want);
     bool head_ok = cn->route != R_COMPLETIONS && cn->route != R_CHAT;  // routes that answer HEAD like GET
+    const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
     struct oai_error e;
-    if (cn->route == R_NONE) {
+    if (!host_allowed(&s->hosts, host)) {
+        oai_error_set(&e, 403, "invalid_request_error", NULL, "host_not_allowed",
+                      "Host '%.200s' is not allowed (start the server with --allowed-hosts NAME to answer it)", host);
+    } else if (cn->route == R_NONE) {
         oai_error_set(&e, 404, "invalid_request_error", NULL, "not_found", "no route for %s %s", method, url);
     } else if (strcmp(method, want) && !(head_ok && !strcmp(method, "HEAD"))) {
         oai_error_set(&e, 405, "invalid_request_error", NULL, "method_not_allowed", "%s %s is not allowed (use %s)",
@@ -362,14 +515,16 @@ static enum MHD_Result first_call(struct server *s, struct MHD_Connection *c, st
                       "missing or incorrect API key (send 'Authorization: Bearer KEY')");
     } else if (atomic_load(&s->stopping)) {
         oai_error_set(&e, 503, "server_error", NULL, "server_shutting_down", "the server is shutting down");
-    } else {
-        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (!cl || strtoull(cl, NULL, 10) <= s->o.max_body_bytes) return MHD_YES;
-        oai_error_set(&e, 413, "invalid_request_error", NULL, "request_too_large",
-                      "the request body is larger than the limit of %zu bytes (--max-body-bytes)", s->o.max_body_bytes);
+    } else if (strcmp(method, "POST") || !refuse_post(s, c, cn, &e)) {
+        return MHD_YES;
     }
     cn->answered = true;
-    return send_error_allow(s, c, &e, e.status == 405 ? want : NULL);
+    return send_error_allow(s, c, &e, e.status == 405 ? want : NULL, cn->close);
+}
+
+static struct guard_conn *conn_guard(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
@@ -391,6 +546,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     if (cn->answered) return MHD_YES;
     cn->answered = true;
+    guard_disarm(s->g, conn_guard(c));  // the request is in: no deadline while it is answered
     if (cn->too_large)
         return fail(s, c, 413, "invalid_request_error", "request_too_large",
                     "the request body is larger than the limit (--max-body-bytes)");
@@ -398,8 +554,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     case R_HEALTH:
         if (atomic_load(&s->stopping)) return fail(s, c, 503, "server_error", "server_shutting_down", "shutting down");
         return send_text(s, c, 200, "application/json", "{\"status\":\"ok\"}", 15);
-    case R_MODELS:
-        return send_json(s, c, 200, oai_models(&s->c, s->started));
+    case R_MODELS: {
+        struct oai_context mc = s->c;
+        mc.model_path = mc.served_name;  // the model's file path is not disclosed
+        return send_json(s, c, 200, oai_models(&mc, s->started));
+    }
     case R_METRICS: {
         struct engine_stats es;
         struct text_buf t = {0};
@@ -418,11 +577,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode toe) {
+    struct server *s = cls;
     struct conn *cn = *con_cls;
     if (!cn) return;
     text_buf_free(&cn->body);
     free(cn);
     *con_cls = NULL;
+    // the connection may carry another request: idle again, and a new deadline
+    conn_timeout(c, s->o.timeout_keep_alive_s);
+    guard_arm(s->g, conn_guard(c));
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    struct server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *socket_context = ci ? guard_open(s->g, ci->connect_fd) : NULL;
+    } else {
+        guard_close(s->g, *socket_context);
+        *socket_context = NULL;
+    }
 }
 
 // ---- lifecycle ------------------------------------------------------------------------
@@ -434,29 +609,39 @@ int server_start(struct server **out, struct engine *e, const struct oai_context
     struct addrinfo *ai = NULL;
     char port[16];
     snprintf(port, sizeof port, "%d", o->port);
+    if (o->api_key && !*o->api_key) return err_set(OCT_EINVAL, "--api-key is empty (an empty key would let anyone in)");
+    struct host_allow hosts;
+    TRY(host_allow_init(&hosts, o->allowed_hosts, o->host));
     int g = getaddrinfo(o->host, port, &hints, &ai);
     if (g) return err_set(OCT_EINVAL, "--host %s: %s", o->host, gai_strerror(g));
     struct server *s = calloc(1, sizeof *s);
     if (!s) { freeaddrinfo(ai); return err_set(OCT_ENOMEM, "out of memory"); }
+    if (guard_create(&s->g, o->http_timeout_s) < 0) { freeaddrinfo(ai); free(s); return OCT_EIO; }
     s->e = e;
     s->c = *c;
     s->o = *o;
+    s->hosts = hosts;
     s->started = (long long)time(NULL);
     metrics_init(&s->m, c->served_name);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL | MHD_USE_ITC;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    // The inactivity timeout is the keep-alive one until a job runs (conn_timeout); at the
+    // connection limit new connections wait in the backlog; past the per-address limit they are closed.
     s->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, s,
                             MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)3600,  // a 128k prefill on a CPU takes minutes
-                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)1000,
+                            MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout_keep_alive_s,
+                            MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
+                            MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o->max_connections_per_ip,
                             MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
                             MHD_OPTION_THREAD_STACK_SIZE, (size_t)(512 * 1024),
                             MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
+        guard_destroy(s->g);
         metrics_free(&s->m);
         free(s);
         return err_set(OCT_EIO, "cannot listen on %s:%d (address in use or not available)", o->host, o->port);
@@ -498,6 +683,7 @@ void server_stop(struct server *s) {
         wait_idle(s, now_s() + 5.0);
     }
     MHD_stop_daemon(s->d);
+    guard_destroy(s->g);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     metrics_free(&s->m);

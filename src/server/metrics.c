@@ -1,5 +1,5 @@
 // metrics.c — Prometheus text exposition of the server's metrics. Histogram buckets
-// follow vLLM's defaults for the same metrics so dashboards carry over.
+// follow vLLM's defaults for the same metrics.
 #include "metrics.h"
 
 #include <string.h>
@@ -75,6 +75,12 @@ void metrics_count_http(struct metrics *m, int status) {
     pthread_mutex_unlock(&m->mu);
 }
 
+void metrics_count_client_gone(struct metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    m->client_gone_total++;
+    pthread_mutex_unlock(&m->mu);
+}
+
 static int head(struct text_buf *o, const char *name, const char *type, const char *help) {
     return text_buf_printf(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
@@ -108,35 +114,38 @@ static int hist(struct text_buf *o, const struct metrics *m, const char *name, c
 int metrics_render(struct metrics *m, const struct engine_stats *es, struct text_buf *o) {
     int rc = 0;
     pthread_mutex_lock(&m->mu);
-    rc |= gauge(o, m, "vllm:num_requests_running", "Number of requests in model execution batches.", es->n_running);
-    rc |= gauge(o, m, "vllm:num_requests_waiting", "Number of requests waiting to be processed.", es->n_waiting);
-    rc |= gauge(o, m, "vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", es->kv_cache_usage);
-    rc |= gauge(o, m, "octet:kv_blocks", "KV-cache blocks in the pool.", es->n_blocks_total);
-    rc |= gauge(o, m, "octet:kv_blocks_free", "KV-cache blocks free or evictable (not held by a request).",
+    rc |= gauge(o, m, "octet_num_requests_running", "Number of requests in model execution batches.", es->n_running);
+    rc |= gauge(o, m, "octet_num_requests_waiting", "Number of requests waiting to be processed.", es->n_waiting);
+    rc |= gauge(o, m, "octet_kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", es->kv_cache_usage);
+    rc |= gauge(o, m, "octet_kv_blocks", "KV-cache blocks in the pool.", es->n_blocks_total);
+    rc |= gauge(o, m, "octet_kv_blocks_free", "KV-cache blocks free or evictable (not held by a request).",
                 es->n_blocks_free);
-    rc |= counter(o, m, "vllm:prompt_tokens_total", "Number of prefill tokens processed.", es->prompt_tokens_total);
-    rc |= counter(o, m, "vllm:generation_tokens_total", "Number of generation tokens processed.",
+    rc |= counter(o, m, "octet_prompt_tokens_total", "Number of prefill tokens processed.", es->prompt_tokens_total);
+    rc |= counter(o, m, "octet_generation_tokens_total", "Number of generation tokens processed.",
                   es->generation_tokens_total);
-    rc |= counter(o, m, "octet:preemptions_total", "Cumulative number of preemptions from the engine.",
+    rc |= counter(o, m, "octet_preemptions_total", "Cumulative number of preemptions from the engine.",
                   es->preemptions_total);
-    rc |= counter(o, m, "octet:prefix_cache_queries_total", "Prefix-cache queries, in tokens.",
+    rc |= counter(o, m, "octet_prefix_cache_queries_total", "Prefix-cache queries, in tokens.",
                   es->prefix_cache_queries_total);
-    rc |= counter(o, m, "octet:prefix_cache_hits_total", "Prefix-cache hits, in tokens.", es->prefix_cache_hits_total);
-    rc |= counter(o, m, "octet:engine_requests_finished_total", "Requests the engine finished (any reason).",
+    rc |= counter(o, m, "octet_prefix_cache_hits_total", "Prefix-cache hits, in tokens.", es->prefix_cache_hits_total);
+    rc |= counter(o, m, "octet_engine_requests_finished_total", "Requests the engine finished (any reason).",
                   es->requests_finished_total);
-    rc |= counter(o, m, "octet:steps_ahead_total",
+    rc |= counter(o, m, "octet_steps_ahead_total",
                   "Greedy decode steps launched before the previous step was read back (asynchronous scheduling).",
                   es->steps_ahead_total);
-    rc |= counter(o, m, "octet:http_requests_total", "HTTP requests answered.", m->http_requests_total);
-    rc |= counter(o, m, "octet:http_errors_total", "HTTP requests answered with a 4xx or 5xx status.",
+    rc |= counter(o, m, "octet_http_requests_total", "HTTP requests answered.", m->http_requests_total);
+    rc |= counter(o, m, "octet_http_errors_total", "HTTP requests answered with a 4xx or 5xx status.",
                   m->http_errors_total);
-    rc |= head(o, "vllm:request_success_total", "counter", "Count of successfully processed requests.");
+    rc |= counter(o, m, "octet_client_disconnects_total",
+                  "Requests aborted because their client went away (counted once the engine released them).",
+                  m->client_gone_total);
+    rc |= head(o, "octet_request_success_total", "counter", "Count of successfully processed requests.");
     for (int r = 0; r < METRICS_N_REASONS; r++)
-        rc |= text_buf_printf(o, "vllm:request_success_total{finished_reason=\"%s\",model_name=\"%s\"} %lld\n",
+        rc |= text_buf_printf(o, "octet_request_success_total{finished_reason=\"%s\",model_name=\"%s\"} %lld\n",
                               reason_names[r], m->model_name, m->success[r]);
-    rc |= hist(o, m, "vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", &m->ttft);
-    rc |= hist(o, m, "vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &m->itl);
-    rc |= hist(o, m, "vllm:e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.",
+    rc |= hist(o, m, "octet_time_to_first_token_seconds", "Histogram of time to first token in seconds.", &m->ttft);
+    rc |= hist(o, m, "octet_inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", &m->itl);
+    rc |= hist(o, m, "octet_e2e_request_latency_seconds", "Histogram of end to end request latency in seconds.",
                &m->e2e);
     pthread_mutex_unlock(&m->mu);
     return rc ? -1 : 0;

@@ -31,7 +31,7 @@ if cc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra tests/server/load_test.c -o "$tmp
   exec {fd}<&-
   if [ -n "$port" ]; then
     "$tmp/load_test" --url "http://127.0.0.1:$port" --model stories --clients 64 --distinct 16 --max-tokens 48 \
-      --disconnect 100 >"$tmp/load.out" 2>"$tmp/load.err" && ok || bad "load test under TSan: $(tail -5 "$tmp/load.err")"
+      --disconnect 100 --server-log "$tmp/serve.log" >"$tmp/load.out" 2>"$tmp/load.err" && ok || bad "load test under TSan: $(tail -5 "$tmp/load.err")"
     kill -TERM "$spid"; wait "$spid"; rc=$?; spid=""
     [ $rc = 0 ] && ok || bad "server under TSan exited $rc: $(grep -m1 -A16 'WARNING: ThreadSanitizer' "$tmp/serve.log" || tail -5 "$tmp/serve.log")"
   else bad "TSan server did not start: $(tail -5 "$tmp/serve.log")"; fi

@@ -1,8 +1,10 @@
 // server_unit.c — unit checks of the server's pure parts, built and run by
 // test_server.sh: text_output (stop strings held back across token boundaries, partial
 // UTF-8, stop ids, flush), chat_template (detection and each family's exact rendering),
-// openai (request defaults and derived stop strings) and metrics (cumulative buckets).
+// openai (request defaults and derived stop strings) and metrics (cumulative buckets; every
+// metric name matches ^[a-zA-Z_][a-zA-Z0-9_]*$ and has its # HELP and # TYPE lines).
 // Uses the byte tokenizer (ids 0..255 are bytes), so token boundaries are explicit.
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +148,14 @@ static void test_openai(const struct tokenizer *t) {
     free(body);
 }
 
+// Whether a fresh rendering of m contains s.
+static int metrics_text_has(struct metrics *m, const struct engine_stats *es, const char *s) {
+    struct text_buf t = {0};
+    int has = metrics_render(m, es, &t) == 0 && t.p && strstr(t.p, s) != NULL;
+    text_buf_free(&t);
+    return has;
+}
+
 static void test_metrics(void) {
     struct metrics m;
     metrics_init(&m, "a\"b");
@@ -155,12 +165,46 @@ static void test_metrics(void) {
     struct engine_stats es = {.n_running = 2, .n_blocks_total = 10, .n_blocks_free = 7};
     struct text_buf t = {0};
     CHECK(metrics_render(&m, &es, &t) == 0, "render");
-    CHECK(strstr(t.p, "vllm:time_to_first_token_seconds_bucket{le=\"0.001\",model_name=\"a\\\"b\"} 0\n") &&
-          strstr(t.p, "vllm:time_to_first_token_seconds_bucket{le=\"0.005\",model_name=\"a\\\"b\"} 1\n") &&
-          strstr(t.p, "vllm:time_to_first_token_seconds_bucket{le=\"+Inf\",model_name=\"a\\\"b\"} 2\n") &&
-          strstr(t.p, "vllm:time_to_first_token_seconds_count{model_name=\"a\\\"b\"} 2\n") &&
-          strstr(t.p, "vllm:request_success_total{finished_reason=\"length\",model_name=\"a\\\"b\"} 1\n") &&
-          strstr(t.p, "vllm:num_requests_running{model_name=\"a\\\"b\"} 2\n"), "metrics text:\n%s", t.p);
+    CHECK(strstr(t.p, "octet_time_to_first_token_seconds_bucket{le=\"0.001\",model_name=\"a\\\"b\"} 0\n") &&
+          strstr(t.p, "octet_time_to_first_token_seconds_bucket{le=\"0.005\",model_name=\"a\\\"b\"} 1\n") &&
+          strstr(t.p, "octet_time_to_first_token_seconds_bucket{le=\"+Inf\",model_name=\"a\\\"b\"} 2\n") &&
+          strstr(t.p, "octet_time_to_first_token_seconds_count{model_name=\"a\\\"b\"} 2\n") &&
+          strstr(t.p, "octet_request_success_total{finished_reason=\"length\",model_name=\"a\\\"b\"} 1\n") &&
+          strstr(t.p, "octet_num_requests_running{model_name=\"a\\\"b\"} 2\n"), "metrics text:\n%s", t.p);
+    // every sample's metric name is a plain Prometheus name with HELP and TYPE lines
+    regex_t re;
+    regcomp(&re, "^[a-zA-Z_][a-zA-Z0-9_]*$", REG_EXTENDED | REG_NOSUB);
+    int n_samples = 0, n_bad = 0;
+    for (char *line = strtok(t.p, "\n"); line; line = strtok(NULL, "\n")) {
+        if (line[0] == '#') continue;
+        char name[128];
+        size_t k = strcspn(line, "{ ");
+        if (k >= sizeof name) { n_bad++; continue; }
+        memcpy(name, line, k);
+        name[k] = 0;
+        n_samples++;
+        if (regexec(&re, name, 0, NULL, 0)) { n_bad++; fprintf(stderr, "bad metric name '%s'\n", name); continue; }
+        // a histogram's samples carry _bucket/_sum/_count after the declared name
+        char base[128];
+        snprintf(base, sizeof base, "%s", name);
+        struct text_buf q = {0};
+        for (int pass = 0; pass < 2; pass++) {
+            q.n = 0;
+            text_buf_printf(&q, "# TYPE %s ", base);
+            if (metrics_text_has(&m, &es, q.p)) break;
+            char *u = strrchr(base, '_');
+            if (pass == 0 && u && (!strcmp(u, "_bucket") || !strcmp(u, "_sum") || !strcmp(u, "_count"))) *u = 0;
+        }
+        char help[160];
+        snprintf(help, sizeof help, "# HELP %s ", base);
+        if (!metrics_text_has(&m, &es, q.p) || !metrics_text_has(&m, &es, help)) {
+            n_bad++;
+            fprintf(stderr, "metric '%s' lacks # HELP or # TYPE\n", name);
+        }
+        text_buf_free(&q);
+    }
+    regfree(&re);
+    CHECK(n_samples > 20 && n_bad == 0, "%d of %d metric samples have a bad name or no HELP/TYPE", n_bad, n_samples);
     text_buf_free(&t);
     metrics_free(&m);
 }
