@@ -291,7 +291,7 @@ def complete(k):
     return json.load(urllib.request.urlopen(req, timeout=120))["choices"][0]["text"]
 with concurrent.futures.ThreadPoolExecutor(3) as ex:
     texts = list(ex.map(complete, range(3)))
-ahead = [l.split()[-1] for l in urllib.request.urlopen(base + "/metrics").read().decode().splitlines() if l.startswith("octet:steps_ahead_total")]
+ahead = [l.split()[-1] for l in urllib.request.urlopen(base + "/metrics").read().decode().splitlines() if l.startswith("octet_steps_ahead_total")]
 json.dump({"texts": texts, "steps_ahead": float(ahead[0]) if ahead else -1}, open(sys.argv[2], "w"))
 PY
     kill $pid; wait $pid 2>/dev/null

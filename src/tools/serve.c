@@ -1,16 +1,19 @@
 // serve.c — `octet serve`: flags → model + engine + HTTP server, then waits for SIGINT or
 // SIGTERM and shuts down in order (stop accepting, drain, abort the rest, stop the engine),
 // exiting 0. Owns only the process wiring; the server lives in src/server/.
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../base/check.h"
 #include "../engine/engine.h"
 #include "../model/model.h"
 #include "../model/tokenizer.h"
 #include "../server/http.h"
+#include "../server/http_guard.h"
 #include "cli.h"
 #include "tools.h"
 
@@ -20,10 +23,19 @@ static void usage(void) {
             "server flags:\n"
             "  --host ADDR                  address to bind (default 127.0.0.1)\n"
             "  --port N                     port (default 8000; 0 = pick a free one)\n"
-            "  --served-model-name NAME     the name clients send as \"model\" (default: the --model value)\n"
-            "  --api-key KEY                require 'Authorization: Bearer KEY' on /v1/*\n"
+            "  --served-model-name NAME     the name clients send as \"model\" (default: the --model file's name;\n"
+            "                               its path is accepted too)\n"
+            "  --api-key KEY                require 'Authorization: Bearer KEY' on /v1/* (not empty)\n"
+            "  --allowed-hosts H1,H2|*      Host header values answered besides IP literals, localhost and\n"
+            "                               --host (DNS rebinding protection; * = any)\n"
             "  --max-body-bytes N           largest request body (default 4194304)\n"
-            "  --shutdown-grace-ms N        on SIGTERM, how long in-flight requests may finish (default 10000)\n"
+            "  --shutdown-grace-ms N        on SIGTERM, how long in-flight requests may finish (default 10000);\n"
+            "                               a second SIGTERM or SIGINT exits at once\n"
+            "  --timeout-keep-alive S       close a connection idle (or silent mid-request) this long (default 5)\n"
+            "  --http-timeout S             answer 408 to a request not received whole in S seconds (default 30)\n"
+            "  --max-connections N          open connections at most; more wait to be accepted (default 1024)\n"
+            "  --max-connections-per-ip N   open connections from one address at most; more are refused\n"
+            "                               (default 256; 0 = no limit)\n"
             "engine flags:\n"
             "  --max-num-seqs N             running requests per step (default 64)\n"
             "  --enable-chunked-prefill | --no-enable-chunked-prefill   (default on)\n"
@@ -36,6 +48,14 @@ static void usage(void) {
             "  --gpu-memory-utilization F   share of the GPU's memory octet may use in all (default 0.9)\n"
             "  --num-kv-blocks N            KV pool size in blocks (overrides the budget; for tests)\n");
     cli_print_model_flags();
+}
+
+// Waits for a second SIGINT/SIGTERM during shutdown and exits at once (status 1).
+static void *second_signal(void *arg) {
+    int sig = 0;
+    sigwait(arg, &sig);
+    fprintf(stderr, "octet: second %s: exiting without finishing the shutdown\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    _exit(1);
 }
 
 // Server/engine flags that are not shared with other subcommands. Returns 1 if consumed,
@@ -58,9 +78,25 @@ static int parse_serve_flag(struct engine_options *eo, struct server_options *so
         eo->gpu_memory_utilization = d;
     } else if (!strcmp(f, "--host") || !strcmp(f, "--port") || !strcmp(f, "--served-model-name") ||
              !strcmp(f, "--api-key") || !strcmp(f, "--max-body-bytes") || !strcmp(f, "--max-num-seqs") ||
-             !strcmp(f, "--kv-cache-memory") || !strcmp(f, "--num-kv-blocks") || !strcmp(f, "--shutdown-grace-ms")) {
+             !strcmp(f, "--kv-cache-memory") || !strcmp(f, "--num-kv-blocks") || !strcmp(f, "--shutdown-grace-ms") ||
+             !strcmp(f, "--allowed-hosts") || !strcmp(f, "--timeout-keep-alive") || !strcmp(f, "--http-timeout") ||
+             !strcmp(f, "--max-connections") || !strcmp(f, "--max-connections-per-ip")) {
         if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
         if (!strcmp(f, "--host")) so->host = v;
+        else if (!strcmp(f, "--allowed-hosts")) so->allowed_hosts = v;
+        else if (!strcmp(f, "--timeout-keep-alive")) {
+            TRY(cli_int(f, v, 1, 86400, &n));
+            so->timeout_keep_alive_s = (int)n;
+        } else if (!strcmp(f, "--http-timeout")) {
+            TRY(cli_int(f, v, 1, 86400, &n));
+            so->http_timeout_s = (int)n;
+        } else if (!strcmp(f, "--max-connections")) {
+            TRY(cli_int(f, v, 1, 1 << 20, &n));
+            so->max_connections = (int)n;
+        } else if (!strcmp(f, "--max-connections-per-ip")) {
+            TRY(cli_int(f, v, 0, 1 << 20, &n));
+            so->max_connections_per_ip = (int)n;
+        }
         else if (!strcmp(f, "--served-model-name")) *name = v;
         else if (!strcmp(f, "--api-key")) so->api_key = v;
         else if (!strcmp(f, "--port")) {
@@ -104,6 +140,13 @@ int cmd_serve(int argc, char **argv) {
         if (rc == 0) { err_set(OCT_EINVAL, "unknown flag '%s'", argv[i]); goto bad; }
     }
     if (!a.model) { err_set(OCT_EINVAL, "--model is required"); goto bad; }
+    if (so.api_key && !*so.api_key) {
+        err_set(OCT_EINVAL, "--api-key is empty (an empty key would let anyone in)");
+        goto bad;
+    }
+    if (!so.api_key && !host_is_loopback(so.host))
+        fprintf(stderr, "octet: warning: --host %s is reachable from other machines and there is no --api-key: "
+                        "anyone who can connect can use the server\n", so.host);
     // the shared flags land in runner_options; the engine takes the same values
     eo.kv = a.ro.kv;
     eo.n_threads = a.ro.n_threads;
@@ -133,7 +176,10 @@ int cmd_serve(int argc, char **argv) {
     struct engine_memory_plan plan;
     engine_memory_plan_get(e, &plan);
     const char *tmpl = tokenizer_chat_template(m->tok);
-    struct oai_context c = {.tok = m->tok, .served_name = name ? name : a.model, .model_path = a.model,
+    // the default served name is the file's name, not its path (which /v1/models would disclose)
+    const char *base = strrchr(a.model, '/');
+    base = base && base[1] ? base + 1 : a.model;
+    struct oai_context c = {.tok = m->tok, .served_name = name ? name : base, .model_path = a.model,
                             .max_model_len = plan.max_model_len, .tmpl = chat_template_detect(tmpl)};
     fprintf(stderr, "octet: chat template: %s%s\n", chat_template_name(c.tmpl),
             tmpl ? "" : " (the model has none; fallback)");
@@ -148,7 +194,10 @@ int cmd_serve(int argc, char **argv) {
 
     int sig = 0;
     sigwait(&sigs, &sig);
-    fprintf(stderr, "octet: %s received, shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    fprintf(stderr, "octet: %s received, shutting down (send it again to exit at once)\n",
+            sig == SIGINT ? "SIGINT" : "SIGTERM");
+    pthread_t second;
+    if (pthread_create(&second, NULL, second_signal, &sigs) == 0) pthread_detach(second);
     server_stop(s);
     engine_destroy(e);
     model_free(m);
