@@ -15,6 +15,16 @@ enum chat_template_kind chat_template_detect(const char *j) {
     if (strstr(j, "<|im_start|>")) return CHAT_TEMPLATE_CHATML;
     if (strstr(j, "<start_of_turn>")) return CHAT_TEMPLATE_GEMMA;
     if (strstr(j, "[INST]")) return CHAT_TEMPLATE_LLAMA2;
+    if (strstr(j, "<|user|>") && strstr(j, "<|end|>")) return CHAT_TEMPLATE_PHI3;
+    return CHAT_TEMPLATE_CHATML;
+}
+
+enum chat_template_kind chat_template_for_arch(const char *arch) {
+    if (!arch) return CHAT_TEMPLATE_CHATML;
+    if (!strcmp(arch, "llama")) return CHAT_TEMPLATE_LLAMA3;
+    if (!strcmp(arch, "mistral")) return CHAT_TEMPLATE_LLAMA2;
+    if (!strcmp(arch, "gemma2") || !strcmp(arch, "gemma3")) return CHAT_TEMPLATE_GEMMA;
+    if (!strcmp(arch, "phi3")) return CHAT_TEMPLATE_PHI3;
     return CHAT_TEMPLATE_CHATML;
 }
 
@@ -23,6 +33,7 @@ const char *chat_template_name(enum chat_template_kind k) {
     case CHAT_TEMPLATE_LLAMA3: return "llama3";
     case CHAT_TEMPLATE_LLAMA2: return "llama2";
     case CHAT_TEMPLATE_GEMMA: return "gemma";
+    case CHAT_TEMPLATE_PHI3: return "phi3";
     default: return "chatml";
     }
 }
@@ -32,11 +43,12 @@ const char *chat_template_end_of_turn(enum chat_template_kind k) {
     case CHAT_TEMPLATE_LLAMA3: return "<|eot_id|>";
     case CHAT_TEMPLATE_LLAMA2: return "</s>";
     case CHAT_TEMPLATE_GEMMA: return "<end_of_turn>";
+    case CHAT_TEMPLATE_PHI3: return "<|end|>";
     default: return "<|im_end|>";
     }
 }
 
-bool chat_template_has_bos(enum chat_template_kind k) { return k != CHAT_TEMPLATE_CHATML; }
+bool chat_template_has_bos(enum chat_template_kind k) { return k != CHAT_TEMPLATE_CHATML && k != CHAT_TEMPLATE_PHI3; }
 
 // Role as the family spells it; NULL if the role is not a chat role.
 static const char *norm_role(const char *r) {
@@ -127,6 +139,12 @@ int chat_template_render_spans(enum chat_template_kind k, const struct chat_msg 
         if (add_generation_prompt) A("<start_of_turn>model\n");
         break;
     }
+    case CHAT_TEMPLATE_PHI3:
+        for (int i = 0; i < n; i++) {
+            A("<|"); A(norm_role(msgs[i].role)); A("|>\n"); C(msgs[i].content, false); A("<|end|>\n");
+        }
+        if (add_generation_prompt) A("<|assistant|>\n");
+        break;
     }
     if (!b.p && text_buf_append(&b, "", 0) < 0) goto oom;
     *out = b.p;

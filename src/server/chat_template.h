@@ -13,6 +13,7 @@ enum chat_template_kind {
     CHAT_TEMPLATE_LLAMA3,       // <|start_header_id|>role<|end_header_id|>\n\n...<|eot_id|>
     CHAT_TEMPLATE_LLAMA2,       // <s>[INST] <<SYS>>..<</SYS>> user [/INST] answer </s>
     CHAT_TEMPLATE_GEMMA,        // <start_of_turn>user\n...<end_of_turn>\n
+    CHAT_TEMPLATE_PHI3,         // <|user|>\n...<|end|>\n<|assistant|>\n
 };
 
 struct chat_msg {
@@ -23,6 +24,10 @@ struct chat_msg {
 // Picks the family by signature substrings of the Jinja source (NULL → ChatML).
 enum chat_template_kind chat_template_detect(const char *jinja);
 const char *chat_template_name(enum chat_template_kind k);
+// The family's own template for a checkpoint that carries none, by struct model_config.arch
+// (llama → llama3, mistral → llama2's [INST], qwen2/qwen3 → ChatML, gemma2/gemma3 → gemma,
+// phi3 → phi3); ChatML for any other.
+enum chat_template_kind chat_template_for_arch(const char *arch);
 // The text that ends an assistant turn ("<|im_end|>", "<|eot_id|>"…): a stop string/token.
 const char *chat_template_end_of_turn(enum chat_template_kind k);
 // True if the rendered text starts with the BOS token's text (then encode without adding

@@ -17,6 +17,7 @@
 #include "../../src/engine/sampler.h"
 #include "../../src/model/forward.h"
 #include "../../src/model/model.h"
+#include "../../src/server/chat_template.h"
 #include "../test.h"
 
 static const char *const fixtures[] = {"llama3_rope", "llama_yarn_bias", "llama_linear", "llama_dynamic", "qwen2",
@@ -262,6 +263,28 @@ TEST(a_backend_lacking_an_op_refuses_the_model) {
     model_free(m);
 }
 
+// Each family's chat template: detected from the checkpoint's Jinja, or the family's own when it has none.
+TEST(chat_templates_per_family) {
+    struct model *m;
+    CHECK_OK(model_load(&m, "tests/data/hf/phi3"));
+    CHECK_EQ_INT(chat_template_for_arch(m->cfg.arch), CHAT_TEMPLATE_PHI3);
+    model_free(m);
+    CHECK_EQ_INT(chat_template_for_arch("qwen3"), CHAT_TEMPLATE_CHATML);
+    CHECK_EQ_INT(chat_template_for_arch("gemma3"), CHAT_TEMPLATE_GEMMA);
+    CHECK_EQ_INT(chat_template_for_arch("mistral"), CHAT_TEMPLATE_LLAMA2);
+    CHECK_EQ_INT(chat_template_for_arch("llama"), CHAT_TEMPLATE_LLAMA3);
+    const char *phi3_jinja = "{% for message in messages %}{% if message['role'] == 'user' %}{{'<|user|>' + "
+                             "message['content'] + '<|end|>'}}{% endif %}{% endfor %}";
+    CHECK_EQ_INT(chat_template_detect(phi3_jinja), CHAT_TEMPLATE_PHI3);
+    struct chat_msg msgs[] = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", "Bye"}};
+    char *out;
+    CHECK_OK(chat_template_render(CHAT_TEMPLATE_PHI3, msgs, 4, true, "<s>", &out));
+    CHECK_MSG(!strcmp(out, "<|system|>\nBe brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\nHello<|end|>\n"
+                           "<|user|>\nBye<|end|>\n<|assistant|>\n"), "phi3 rendered: %s", out);
+    CHECK(!strcmp(chat_template_end_of_turn(CHAT_TEMPLATE_PHI3), "<|end|>"));
+    free(out);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/octet_arch_XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
@@ -269,6 +292,7 @@ int main(void) {
     RUN(older_config_layout_gives_the_same_numbers);
     RUN(what_cannot_be_honoured_is_refused_by_name);
     RUN(a_backend_lacking_an_op_refuses_the_model);
+    RUN(chat_templates_per_family);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", tmpdir);
