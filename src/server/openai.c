@@ -4,15 +4,18 @@
 // ignore_eos). Every error names the offending field in "param".
 #include "openai.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "../base/check.h"
+#include "oai_fields.h"
 
 #define INVALID "invalid_request_error"
 
@@ -40,47 +43,13 @@ char *oai_error_body(const struct oai_error *e) {
 }
 
 // ---- parsing --------------------------------------------------------------------------
+// (field reads and the policy for fields octet does not implement: oai_fields.c)
 
-// Looks up an optional field; JSON null counts as absent.
-static json_t *opt(json_t *o, const char *k) {
-    json_t *v = json_object_get(o, k);
-    return json_is_null(v) ? NULL : v;
-}
+#define opt oaf_opt
 
 static int bad(struct oai_error *e, const char *param, const char *fmt, const char *what) {
     oai_error_set(e, 400, INVALID, param, NULL, fmt, param, what);
     return -1;
-}
-
-static int get_int(json_t *o, const char *k, long long lo, long long hi, long long *out, bool *present,
-                   struct oai_error *e) {
-    json_t *v = opt(o, k);
-    if (present) *present = v != NULL;
-    if (!v) return 0;
-    if (!json_is_integer(v)) return bad(e, k, "'%s' must be an integer%s", "");
-    long long x = json_integer_value(v);
-    if (x < lo || x > hi) {
-        oai_error_set(e, 400, INVALID, k, NULL, "'%s' is %lld; it must be in %lld..%lld", k, x, lo, hi);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
-
-static int get_num(json_t *o, const char *k, double *out, struct oai_error *e) {
-    json_t *v = opt(o, k);
-    if (!v) return 0;
-    if (!json_is_number(v)) return bad(e, k, "'%s' must be a number%s", "");
-    *out = json_number_value(v);
-    return 0;
-}
-
-static int get_bool(json_t *o, const char *k, bool *out, struct oai_error *e) {
-    json_t *v = opt(o, k);
-    if (!v) return 0;
-    if (!json_is_boolean(v)) return bad(e, k, "'%s' must be a boolean%s", "");
-    *out = json_is_true(v);
-    return 0;
 }
 
 static int tokenize(const struct oai_context *c, const char *text, size_t n, bool add_bos, bool special,
@@ -109,6 +78,21 @@ static int token_ids(const struct oai_context *c, json_t *a, struct oai_request 
     return 0;
 }
 
+static int oom(struct oai_error *e) {
+    oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    return -1;
+}
+
+// echo of a token-id prompt: its decoded text (as vLLM echoes it).
+static int echo_ids(const struct oai_context *c, struct oai_request *r, struct oai_error *e) {
+    size_t k = tokenizer_decode(c->tok, r->prompt_ids, r->n_prompt, false, NULL, 0);
+    if (!(r->echo_text = malloc(k + 1))) return oom(e);
+    tokenizer_decode(c->tok, r->prompt_ids, r->n_prompt, false, r->echo_text, k);
+    r->echo_text[k] = 0;
+    r->n_echo = k;
+    return 0;
+}
+
 static int parse_prompt(const struct oai_context *c, json_t *b, struct oai_request *r, struct oai_error *e) {
     json_t *p = opt(b, "prompt");
     if (!p) return bad(e, "prompt", "'%s' is required%s", "");
@@ -116,10 +100,17 @@ static int parse_prompt(const struct oai_context *c, json_t *b, struct oai_reque
         p = json_array_get(p, 0);  // a batch of one
     if (json_is_string(p)) {
         bool bos = tokenizer_add_bos(c->tok);
+        if (r->echo) {
+            r->n_echo = json_string_length(p);
+            if (!(r->echo_text = malloc(r->n_echo + 1))) return oom(e);
+            memcpy(r->echo_text, json_string_value(p), r->n_echo + 1);
+        }
         return tokenize(c, json_string_value(p), json_string_length(p), bos, false, r, "prompt", e);
     }
-    if (json_is_array(p) && json_array_size(p) > 0 && json_is_integer(json_array_get(p, 0)))
-        return token_ids(c, p, r, e);
+    if (json_is_array(p) && json_array_size(p) > 0 && json_is_integer(json_array_get(p, 0))) {
+        TRY(token_ids(c, p, r, e));
+        return r->echo ? echo_ids(c, r, e) : 0;
+    }
     if (json_is_array(p) && json_array_size(p) > 1)
         return bad(e, "prompt", "'%s': batched prompts are not supported (send one prompt per request)%s", "");
     return bad(e, "prompt", "'%s' must be a string or an array of token ids%s", "");
@@ -159,6 +150,7 @@ static int parse_messages(const struct oai_context *c, json_t *b, struct oai_req
     struct text_buf *texts = calloc(n, sizeof *texts);
     int rc = -1;
     char *prompt = NULL;
+    size_t *spans = NULL;
     if (!cm || !texts) { oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory"); goto done; }
     for (size_t i = 0; i < n; i++) {
         json_t *m = json_array_get(ms, i), *role = json_object_get(m, "role");
@@ -173,32 +165,34 @@ static int parse_messages(const struct oai_context *c, json_t *b, struct oai_req
         cm[i].role = json_string_value(role);
         cm[i].content = texts[i].p;
     }
-    if (chat_template_render(c->tmpl, cm, (int)n, true, NULL, &prompt) < 0) {
+    // the BOS text in place where the family puts it (the tokenizer parses it as special)
+    char bos[64] = "";
+    int id = tokenizer_bos(c->tok);
+    if (id >= 0 && chat_template_has_bos(c->tmpl)) {
+        size_t k = tokenizer_piece(c->tok, id, true, bos, sizeof bos - 1);
+        bos[k < sizeof bos - 1 ? k : sizeof bos - 1] = 0;
+    }
+    if (!(spans = malloc(sizeof(size_t) * 2 * n))) { oom(e); goto done; }
+    for (size_t i = 0; i < 2 * n; i++) spans[i] = SIZE_MAX;  // (a system text a family drops has none)
+    if (chat_template_render_spans(c->tmpl, cm, (int)n, true, bos, &prompt, spans) < 0) {
         oai_error_set(e, 400, INVALID, "messages", NULL, "%s", err_msg());
         goto done;
     }
-    if (chat_template_has_bos(c->tmpl)) {
-        // re-render with the BOS text in place, and let the tokenizer parse it as special
-        char bos[64] = "";
-        int id = tokenizer_bos(c->tok);
-        if (id >= 0) {
-            size_t k = tokenizer_piece(c->tok, id, true, bos, sizeof bos - 1);
-            bos[k < sizeof bos - 1 ? k : sizeof bos - 1] = 0;
-        }
-        free(prompt);
-        prompt = NULL;
-        if (chat_template_render(c->tmpl, cm, (int)n, true, bos, &prompt) < 0) {
-            oai_error_set(e, 500, "server_error", NULL, NULL, "%s", err_msg());
-            goto done;
-        }
-        rc = tokenize(c, prompt, strlen(prompt), false, true, r, "messages", e);
-    } else {
-        rc = tokenize(c, prompt, strlen(prompt), tokenizer_add_bos(c->tok), true, r, "messages", e);
-    }
+    for (size_t i = 0; i < 2 * n; i++)
+        if (spans[i] == SIZE_MAX) spans[i] = strlen(prompt);
+    // special tokens only in the template's own text, unless the server allows them in content
+    bool add_bos = !chat_template_has_bos(c->tmpl) && tokenizer_add_bos(c->tok);
+    int n_lit = c->special_in_content ? 0 : (int)n;  // (one content span a message)
+    if (tokenizer_encode_literal(c->tok, prompt, strlen(prompt), add_bos, spans, n_lit, &r->prompt_ids,
+                                 &r->n_prompt) < 0)
+        oai_error_set(e, 400, INVALID, "messages", NULL, "'messages' could not be tokenized: %s", err_msg());
+    else
+        rc = 0;
 done:
     if (texts) for (size_t i = 0; i < n; i++) text_buf_free(&texts[i]);
     free(texts);
     free(cm);
+    free(spans);
     free(prompt);
     return rc;
 }
@@ -232,6 +226,77 @@ static uint64_t random_seed(void) {
     return x * 0xBF58476D1CE4E5B9ull;
 }
 
+// logit_bias: {"token id": bias in [-100, 100]} (OpenAI's range; ids checked against the vocabulary).
+static int parse_logit_bias(const struct oai_context *c, json_t *b, struct oai_request *r, struct oai_error *e) {
+    json_t *lb = opt(b, "logit_bias");
+    if (!lb) return 0;
+    if (!json_is_object(lb)) return oaf_bad(e, "logit_bias", "'logit_bias' must be an object of token id: bias");
+    size_t n = json_object_size(lb);
+    if (n && !(r->bias = malloc(sizeof *r->bias * n))) return oom(e);
+    const char *key;
+    json_t *v;
+    int k = 0, n_vocab = tokenizer_n_vocab(c->tok);
+    json_object_foreach(lb, key, v) {
+        char *end;
+        long id = strtol(key, &end, 10);
+        if (!*key || *end || id < 0 || id >= n_vocab)
+            return oaf_bad(e, "logit_bias", "'logit_bias' key '%.32s' must be a token id in 0..%d", key, n_vocab - 1);
+        double x = json_is_number(v) ? json_number_value(v) : NAN;
+        if (!(x >= -100 && x <= 100)) {
+            char sv[32] = "not a number";
+            if (json_is_number(v)) oaf_num_str(x, sv, sizeof sv);
+            return oaf_bad(e, "logit_bias", "'logit_bias' for token %ld is %s; it must be a number in [-100, 100]",
+                           id, sv);
+        }
+        r->bias[k++] = (struct logit_bias){.id = (int32_t)id, .bias = (float)x};
+    }
+    r->gen.sp.bias = r->bias;
+    r->gen.sp.n_bias = k;
+    return 0;
+}
+
+// stop_token_ids: token ids that end the output (vLLM's field); the chat end-of-turn id joins later.
+static int parse_stop_ids(const struct oai_context *c, json_t *b, struct oai_request *r, struct oai_error *e) {
+    json_t *a = opt(b, "stop_token_ids");
+    size_t n = a ? json_array_size(a) : 0;
+    if (a && !json_is_array(a)) return oaf_bad(e, "stop_token_ids", "'stop_token_ids' must be an array of token ids");
+    if (!(r->stop_ids = malloc(sizeof(int32_t) * (n + 1)))) return oom(e);
+    int n_vocab = tokenizer_n_vocab(c->tok);
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_array_get(a, i);
+        if (!json_is_integer(t) || json_integer_value(t) < 0 || json_integer_value(t) >= n_vocab)
+            return oaf_bad(e, "stop_token_ids", "'stop_token_ids'[%zu] must be a token id in 0..%d", i, n_vocab - 1);
+        r->stop_ids[r->n_stop_ids++] = (int32_t)json_integer_value(t);
+    }
+    return 0;
+}
+
+// The sampling fields, each checked in the JSON's own number before it becomes a float.
+static int parse_sampling(json_t *b, struct oai_request *r, struct oai_error *e) {
+    double t = 1.0, tp = 1.0, mp = 0.0, pp = 0, fp = 0, rp = 1;
+    long long tk = 0, seed = 0;
+    bool has_seed = false;
+    // (1e30: far beyond any use, and within a float)
+    if (oaf_num(b, "temperature", 0, false, 1e30, &t, e) < 0 || oaf_num(b, "top_p", 0, true, 1, &tp, e) < 0 ||
+        oaf_num(b, "min_p", 0, false, 1, &mp, e) < 0 || oaf_num(b, "presence_penalty", -2, false, 2, &pp, e) < 0 ||
+        oaf_num(b, "frequency_penalty", -2, false, 2, &fp, e) < 0 ||
+        oaf_num(b, "repetition_penalty", 1e-30, false, 1e30, &rp, e) < 0)
+        return -1;
+    if (oaf_int(b, "top_k", -1, 1 << 30, &tk, NULL, e) < 0) return -1;
+    if (oaf_int(b, "seed", INT64_MIN, INT64_MAX, &seed, &has_seed, e) < 0) return -1;
+    struct sampling_params *sp = &r->gen.sp;
+    sampling_params_default(sp);
+    sp->temperature = (float)t;  // (below 1e-5 it is greedy, as in vLLM: tiny values need no care)
+    sp->top_k = (int)tk;
+    sp->top_p = tp < FLT_MIN ? FLT_MIN : (float)tp;  // (a positive top_p keeps at least the likeliest token)
+    sp->min_p = (float)mp;
+    sp->presence_penalty = (float)pp;
+    sp->frequency_penalty = (float)fp;
+    sp->repetition_penalty = (float)rp;
+    sp->seed = has_seed ? (uint64_t)seed : random_seed();
+    return 0;
+}
+
 static int parse_fields(const struct oai_context *c, json_t *b, struct oai_request *r, struct oai_error *e) {
     json_t *model = opt(b, "model");
     if (model && !json_is_string(model)) return bad(e, "model", "'%s' must be a string%s", "");
@@ -242,54 +307,43 @@ static int parse_fields(const struct oai_context *c, json_t *b, struct oai_reque
         return -1;
     }
     long long n = 1;
-    if (get_int(b, "n", 1, 1, &n, NULL, e) < 0) {
-        oai_error_set(e, 400, INVALID, "n", NULL, "'n' must be 1 (only one choice per request is supported)");
+    if (oaf_int(b, "n", 1, 1 << 30, &n, NULL, e) < 0) return -1;
+    if (n != 1) {
+        oai_error_set(e, 400, INVALID, "n", NULL, "'n' is %lld; it is unsupported: only one choice per request (n 1)",
+                      n);
         return -1;
     }
-    double t = 1.0, tp = 1.0, mp = 0.0;
-    long long tk = 0, seed = 0;
-    bool has_seed = false;
-    if (get_num(b, "temperature", &t, e) < 0 || get_num(b, "top_p", &tp, e) < 0 || get_num(b, "min_p", &mp, e) < 0)
-        return -1;
-    if (!(t >= 0) || !isfinite(t)) {
-        oai_error_set(e, 400, INVALID, "temperature", NULL, "'temperature' is %g; it must be >= 0", t);
-        return -1;
-    }
-    if (!(tp > 0 && tp <= 1)) {
-        oai_error_set(e, 400, INVALID, "top_p", NULL, "'top_p' is %g; it must be in (0, 1]", tp);
-        return -1;
-    }
-    if (!(mp >= 0 && mp <= 1)) {
-        oai_error_set(e, 400, INVALID, "min_p", NULL, "'min_p' is %g; it must be in [0, 1]", mp);
-        return -1;
-    }
-    if (get_int(b, "top_k", -1, 1 << 30, &tk, NULL, e) < 0) return -1;
-    if (get_int(b, "seed", INT64_MIN, INT64_MAX, &seed, &has_seed, e) < 0) return -1;
-    r->gen.sp = (struct sampling_params){.temperature = (float)t, .top_k = (int)tk, .top_p = (float)tp,
-                                         .min_p = (float)mp, .seed = has_seed ? (uint64_t)seed : random_seed()};
-    if (get_bool(b, "ignore_eos", &r->gen.ignore_eos, e) < 0 || get_bool(b, "stream", &r->stream, e) < 0) return -1;
+    if (parse_sampling(b, r, e) < 0 || parse_logit_bias(c, b, r, e) < 0 || parse_stop_ids(c, b, r, e) < 0) return -1;
+    if (oaf_bool(b, "ignore_eos", &r->gen.ignore_eos, e) < 0 || oaf_bool(b, "stream", &r->stream, e) < 0) return -1;
     json_t *so = opt(b, "stream_options");
     if (so) {
         if (!json_is_object(so)) return bad(e, "stream_options", "'%s' must be an object%s", "");
         if (!r->stream) return bad(e, "stream_options", "'%s' is only allowed when 'stream' is true%s", "");
-        if (get_bool(so, "include_usage", &r->include_usage, e) < 0) { e->param = "stream_options"; return -1; }
+        if (oaf_bool(so, "include_usage", &r->include_usage, e) < 0) { e->param = "stream_options"; return -1; }
     }
     r->gen.top_logprobs = -1;
     long long k = 0;
     bool has = false;
     if (r->kind == OAI_COMPLETION) {
-        if (get_int(b, "logprobs", 0, ENGINE_MAX_TOP_LOGPROBS, &k, &has, e) < 0) return -1;
+        if (oaf_int(b, "logprobs", 0, ENGINE_MAX_TOP_LOGPROBS, &k, &has, e) < 0) return -1;
         if (has) r->logprobs = true, r->gen.top_logprobs = (int)k;
+        if (oaf_bool(b, "echo", &r->echo, e) < 0) return -1;
+        if (r->echo && r->logprobs) {
+            oai_error_set(e, 400, INVALID, "echo", "unsupported_value",
+                          "'echo' with 'logprobs' is unsupported: octet does not compute the prompt's logprobs");
+            return -1;
+        }
     } else {
-        if (get_bool(b, "logprobs", &r->logprobs, e) < 0) return -1;
-        if (get_int(b, "top_logprobs", 0, ENGINE_MAX_TOP_LOGPROBS, &k, &has, e) < 0) return -1;
+        if (oaf_bool(b, "logprobs", &r->logprobs, e) < 0) return -1;
+        if (oaf_int(b, "top_logprobs", 0, ENGINE_MAX_TOP_LOGPROBS, &k, &has, e) < 0) return -1;
         if (has && !r->logprobs) return bad(e, "top_logprobs", "'%s' requires 'logprobs': true%s", "");
         if (r->logprobs) r->gen.top_logprobs = (int)k;
     }
     return parse_stop(b, r, e);
 }
 
-// Sets max_tokens: checks an explicit value against the context, else picks the default.
+// Sets max_tokens: checks an explicit value against the context, else picks the default; then
+// min_tokens (at most max_tokens).
 static int parse_max_tokens(const struct oai_context *c, json_t *b, struct oai_request *r, struct oai_error *e) {
     int room = c->max_model_len - r->n_prompt;
     const char *pname = r->kind == OAI_CHAT ? "messages" : "prompt";
@@ -301,24 +355,31 @@ static int parse_max_tokens(const struct oai_context *c, json_t *b, struct oai_r
         return -1;
     }
     const char *k = opt(b, "max_tokens") ? "max_tokens" : "max_completion_tokens";
-    long long mt = 0;
+    long long mt = 0, mn = 0;
     bool has = false;
     json_t *v = opt(b, k);
-    if (v && json_is_integer(v) && json_integer_value(v) <= 0) {
-        oai_error_set(e, 400, INVALID, k, NULL, "'%s' is %lld; it must be at least 1", k,
-                      (long long)json_integer_value(v));
-        return -1;
+    if (v && json_is_number(v) && json_number_value(v) < 1) {
+        char sv[32];
+        oaf_num_str(json_number_value(v), sv, sizeof sv);
+        return oaf_bad(e, k, "'%s' is %s; it must be at least 1", k, sv);
     }
-    if (get_int(b, k, 1, INT32_MAX, &mt, &has, e) < 0) return -1;
-    if (!has) { r->gen.max_tokens = r->kind == OAI_COMPLETION && room > 16 ? 16 : room; return 0; }
-    if (mt > room) {
+    if (oaf_int(b, k, 1, INT32_MAX, &mt, &has, e) < 0) return -1;
+    if (!has) {
+        r->gen.max_tokens = r->kind == OAI_COMPLETION && room > 16 ? 16 : room;
+    } else if (mt > room) {
         oai_error_set(e, 400, INVALID, k, "context_length_exceeded",
                       "This model's maximum context length is %d tokens. However, you requested %lld tokens "
                       "(%d in the prompt, %lld for the completion)",
                       c->max_model_len, r->n_prompt + mt, r->n_prompt, mt);
         return -1;
+    } else {
+        r->gen.max_tokens = (int)mt;
     }
-    r->gen.max_tokens = (int)mt;
+    if (oaf_int(b, "min_tokens", 0, INT32_MAX, &mn, NULL, e) < 0) return -1;
+    if (mn > r->gen.max_tokens)
+        return oaf_bad(e, "min_tokens", "'min_tokens' is %lld; it must be at most max_tokens (%d)", mn,
+                       r->gen.max_tokens);
+    r->gen.sp.min_tokens = (int)mn;
     return 0;
 }
 
@@ -339,6 +400,7 @@ int oai_parse(const struct oai_context *c, enum oai_kind kind, const char *body,
     if (parse_fields(c, b, r, e) < 0) goto done;
     if (kind == OAI_COMPLETION ? parse_prompt(c, b, r, e) < 0 : parse_messages(c, b, r, e) < 0) goto done;
     if (parse_max_tokens(c, b, r, e) < 0) goto done;
+    if (oaf_check_fields(b, kind, e) < 0) goto done;  // (after the required fields' own errors)
     if (kind == OAI_CHAT) {
         const char *eot = chat_template_end_of_turn(c->tmpl);
         int id = tokenizer_token_id(c->tok, eot, strlen(eot));
@@ -346,9 +408,11 @@ int oai_parse(const struct oai_context *c, enum oai_kind kind, const char *body,
         else r->stops[r->n_stops++] = strdup(eot);
     }
     for (int i = 0; i < r->n_stops; i++)
-        if (!r->stops[i]) { oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory"); goto done; }
+        if (!r->stops[i]) { oom(e); goto done; }
     r->gen.prompt = r->prompt_ids;
     r->gen.n_prompt = r->n_prompt;
+    r->gen.stop_ids = r->stop_ids;
+    r->gen.n_stop_ids = r->n_stop_ids;
     rc = 0;
 done:
     json_decref(b);
@@ -359,8 +423,14 @@ done:
 void oai_request_free(struct oai_request *r) {
     free(r->prompt_ids);
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    free(r->stop_ids);
+    free(r->bias);
+    free(r->echo_text);
     r->prompt_ids = NULL;
-    r->n_stops = 0;
+    r->stop_ids = NULL;
+    r->bias = NULL;
+    r->echo_text = NULL;
+    r->n_stops = r->n_stop_ids = 0;
 }
 
 // ---- responses ------------------------------------------------------------------------
@@ -382,8 +452,10 @@ void oai_response_init(struct oai_response *s, const struct oai_context *c, cons
     snprintf(s->id, sizeof s->id, "%s-%llx%06llx", r->kind == OAI_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)random_seed() >> 24, atomic_fetch_add(&seq, 1) & 0xffffff);
     text_output_init(&s->out, c->tok, (const char *const *)r->stops, r->n_stops, r->stop_ids, r->n_stop_ids);
+    s->out.min_tokens = r->gen.sp.min_tokens;
     if (r->logprobs && !streaming)
         s->lp = empty_logprobs(r->kind);
+    if (r->echo && !streaming) text_buf_append(&s->text, r->echo_text, r->n_echo);  // (the completion follows)
 }
 
 void oai_response_free(struct oai_response *s) {
@@ -401,17 +473,29 @@ static json_t *jstr(const char *p, size_t n) {
     return j;
 }
 
+// The token's raw bytes, whole however long (*p: buf, or malloc'd when it does not fit; NULL
+// out of memory).
+static size_t token_piece(const struct oai_response *s, int32_t id, char *buf, size_t cap, char **p) {
+    size_t k = tokenizer_piece(s->c->tok, id, false, buf, cap);
+    *p = buf;
+    if (k > cap && (*p = malloc(k))) tokenizer_piece(s->c->tok, id, false, *p, k);
+    return k;
+}
+
 static json_t *token_str(const struct oai_response *s, int32_t id) {
-    char piece[256];
-    size_t k = tokenizer_piece(s->c->tok, id, false, piece, sizeof piece);
-    return jstr(piece, k < sizeof piece ? k : sizeof piece);
+    char buf[256], *p;
+    size_t k = token_piece(s, id, buf, sizeof buf, &p);
+    json_t *j = p ? jstr(p, k) : NULL;
+    if (p != buf) free(p);
+    return j;
 }
 
 static json_t *token_bytes(const struct oai_response *s, int32_t id) {
-    unsigned char piece[256];
-    size_t k = tokenizer_piece(s->c->tok, id, false, (char *)piece, sizeof piece);
-    json_t *a = json_array();
-    for (size_t i = 0; i < k && i < sizeof piece; i++) json_array_append_new(a, json_integer(piece[i]));
+    char buf[256], *p;
+    size_t k = token_piece(s, id, buf, sizeof buf, &p);
+    json_t *a = p ? json_array() : NULL;
+    for (size_t i = 0; a && i < k; i++) json_array_append_new(a, json_integer((unsigned char)p[i]));
+    if (p != buf) free(p);
     return a;
 }
 
@@ -466,7 +550,7 @@ static json_t *chunk(struct oai_response *s, const char *text, size_t n, json_t 
 int oai_response_token(struct oai_response *s, const struct gen_event *ev, json_t **out) {
     *out = NULL;
     if (s->out.stopped) return 1;
-    size_t offset = s->out.n_decoded;
+    size_t offset = s->out.n_chars;  // (OpenAI's text_offset counts characters)
     struct text_buf t = {0};
     int rc = text_output_push(&s->out, ev->token, s->streaming ? &t : &s->text);
     if (rc < 0) return -1;
@@ -494,7 +578,8 @@ static json_t *usage(const struct oai_response *s, int n_cached) {
 }
 
 json_t *oai_response_first_chunk(struct oai_response *s) {
-    return s->r->kind == OAI_CHAT ? chunk(s, "", 0, NULL, NULL) : NULL;
+    if (s->r->kind == OAI_CHAT) return chunk(s, "", 0, NULL, NULL);
+    return s->r->echo ? chunk(s, s->r->echo_text, s->r->n_echo, NULL, NULL) : NULL;
 }
 
 json_t *oai_response_usage_chunk(const struct oai_response *s, int n_cached) {
@@ -527,6 +612,6 @@ int oai_response_finish(struct oai_response *s, const char *finish, int n_cached
 
 json_t *oai_models(const struct oai_context *c, long long created) {
     return json_pack("{s:s,s:[{s:s,s:s,s:I,s:s,s:s,s:i}]}", "object", "list", "data", "id", c->served_name, "object",
-                     "model", "created", (json_int_t)created, "owned_by", "octet", "root", c->model_path,
+                     "model", "created", (json_int_t)created, "owned_by", "octet", "root", c->served_name,
                      "max_model_len", c->max_model_len);
 }

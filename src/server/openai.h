@@ -2,7 +2,8 @@
 // for /v1/completions and /v1/chat/completions, building gen_request + stop strings,
 // and every response/chunk/error body; not: HTTP, sockets or the engine's queues).
 // Invariant: a body either parses into a request the engine will accept (prompt fits
-// max_model_len with max_tokens) or yields an oai_error naming the field at fault.
+// max_model_len with max_tokens) or yields an oai_error naming the field at fault; a field
+// octet does not implement is refused (oai_fields.h), never ignored.
 #ifndef OCTET_OPENAI_H
 #define OCTET_OPENAI_H
 
@@ -32,6 +33,8 @@ struct oai_context {
     const char *model_path;     // also accepted in "model"
     int max_model_len;
     enum chat_template_kind tmpl;
+    bool special_in_content;    // chat: parse special-token text inside message content too
+                                // (default false: only the template's own text holds special tokens)
 };
 
 struct oai_request {
@@ -41,8 +44,12 @@ struct oai_request {
     int n_prompt;
     char *stops[OAI_MAX_STOPS + 1]; // malloc'd; +1 for the chat end-of-turn text
     int n_stops;
-    int32_t stop_ids[1];        // chat: the end-of-turn token, if the vocabulary has one
-    int n_stop_ids;
+    int32_t *stop_ids;          // [n_stop_ids] malloc'd: stop_token_ids, then (chat) the end-of-turn
+    int n_stop_ids;             // token if the vocabulary has one; gen.stop_ids points here
+    struct logit_bias *bias;    // [gen.sp.n_bias] malloc'd; gen.sp.bias points here
+    bool echo;                  // completions: "echo": true
+    char *echo_text;            // with echo: the prompt's text (malloc'd)
+    size_t n_echo;
     bool stream, include_usage;
     bool logprobs;              // completions: "logprobs" given; chat: "logprobs": true
 };
@@ -80,8 +87,8 @@ int oai_response_token(struct oai_response *s, const struct gen_event *ev, json_
 // The end (finish_reason "stop", "length" or "abort"). Streaming: *chunk gets the last
 // chunk (held-back text and finish_reason). Whole: *chunk gets the full response body.
 int oai_response_finish(struct oai_response *s, const char *finish_reason, int n_cached, json_t **chunk);
-// Streaming chat: the opening chunk (delta {"role":"assistant","content":""}); NULL for
-// completions, which have no role.
+// Streaming: the opening chunk. Chat: delta {"role":"assistant","content":""}; completions
+// with echo: the prompt's text; other completions: NULL.
 json_t *oai_response_first_chunk(struct oai_response *s);
 // stream_options.include_usage: the final chunk with empty choices and usage.
 json_t *oai_response_usage_chunk(const struct oai_response *s, int n_cached);

@@ -1,9 +1,10 @@
 // text_output.c — incremental detokenization plus stop-string hold-back (see the header
 // for the invariant). The held tail is at most max(len(stop)) - 1 bytes plus one token's
-// text, so every push costs O(held * n_stops).
+// text, so every push costs O(held * n_stops). A token's text is never cut, however long.
 #include "text_output.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,7 @@ void text_output_free(struct text_output *o) { text_buf_free(&o->held); }
 
 // Releases held[0..k) to out and keeps the rest.
 static int release(struct text_output *o, size_t k, struct text_buf *out) {
+    if (!o->held.p) return text_buf_append(out, "", 0);  // (nothing decoded yet: a stop id first)
     if (text_buf_append(out, o->held.p, k) < 0) return -1;
     memmove(o->held.p, o->held.p + k, o->held.n - k);
     o->held.n -= k;
@@ -63,14 +65,21 @@ static int release(struct text_output *o, size_t k, struct text_buf *out) {
     return 0;
 }
 
-// Scans the held text: a complete stop string ends the output; otherwise everything but
-// the longest tail that is a proper prefix of some stop string is released.
+// Scans the held text: a complete stop string (ending past stop_floor) ends the output;
+// otherwise everything but the longest tail that is a proper prefix of some stop string is
+// released.
 static int scan(struct text_output *o, struct text_buf *out) {
     const char *h = o->held.p;
-    size_t n = o->held.n, hit = (size_t)-1;
-    for (int j = 0; j < o->n_stops; j++) {
-        const char *p = memmem(h, n, o->stops[j], strlen(o->stops[j]));
-        if (p && (size_t)(p - h) < hit) hit = (size_t)(p - h);
+    size_t n = o->held.n, hit = (size_t)-1, base = o->n_decoded - n;  // (base: h's offset in the output)
+    for (int j = 0; j < o->n_stops && o->stop_floor != SIZE_MAX; j++) {
+        size_t ls = strlen(o->stops[j]);
+        for (size_t from = 0; from + ls <= n;) {
+            const char *p = memmem(h + from, n - from, o->stops[j], ls);
+            if (!p) break;
+            size_t at = (size_t)(p - h);
+            if (base + at + ls > o->stop_floor) { if (at < hit) hit = at; break; }
+            from = at + 1;
+        }
     }
     if (hit != (size_t)-1) {
         if (text_buf_append(out, h, hit) < 0) return -1;
@@ -88,15 +97,30 @@ static int scan(struct text_output *o, struct text_buf *out) {
     return release(o, n - keep, out);
 }
 
+static size_t count_chars(const char *s, size_t n) {
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;  // (lead bytes: valid UTF-8)
+    return c;
+}
+
 int text_output_push(struct text_output *o, int32_t id, struct text_buf *out) {
     if (o->stopped) return 1;
-    for (int j = 0; j < o->n_stop_ids; j++)
+    bool may_stop = o->n_pushed++ >= o->min_tokens;
+    for (int j = 0; j < o->n_stop_ids && may_stop; j++)
         if (id == o->stop_ids[j]) { o->stopped = true; return release(o, o->held.n, out) < 0 ? -1 : 1; }
-    char piece[512];
-    size_t k = detok_push(o->tok, &o->d, id, piece, sizeof piece);
-    if (k > sizeof piece) k = sizeof piece;
+    // the piece and the pending bytes, each invalid byte possibly U+FFFD (3 bytes)
+    size_t cap = 3 * (tokenizer_piece(o->tok, id, false, NULL, 0) + sizeof o->d.pending) + 16;
+    char small[512], *piece = cap <= sizeof small ? small : malloc(cap);
+    if (!piece) return -1;
+    size_t k = detok_push(o->tok, &o->d, id, piece, cap);
+    if (k > cap) k = cap;
     o->n_decoded += k;
-    if (text_buf_append(&o->held, piece, k) < 0) return -1;
+    o->n_chars += count_chars(piece, k);
+    int rc = text_buf_append(&o->held, piece, k);
+    if (piece != small) free(piece);
+    if (rc < 0) return -1;
+    // (until the output holds min_tokens tokens no stop string may end; then none within their text)
+    if (o->n_pushed <= o->min_tokens) o->stop_floor = o->n_pushed < o->min_tokens ? SIZE_MAX : o->n_decoded;
     if (o->held.n == 0) return 0;
     return scan(o, out);
 }
@@ -106,6 +130,7 @@ int text_output_finish(struct text_output *o, struct text_buf *out) {
     char tail[16];
     size_t k = detok_flush(&o->d, tail, sizeof tail);
     o->n_decoded += k;
+    o->n_chars += count_chars(tail, k);
     if (text_buf_append(&o->held, tail, k) < 0) return -1;
     if (o->held.n == 0) return 0;
     // a stop string can still complete within the flushed bytes

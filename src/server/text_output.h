@@ -4,6 +4,8 @@
 // contains a stop string nor any part of one: a tail that could still grow into a stop
 // string is held until it either completes (then it is dropped, with everything after it)
 // or can no longer match (then it is released). Released text is always valid UTF-8.
+// With min_tokens, a stop string or stop id counts only once the output holds more than that
+// many tokens (a stop string that ends within their text is not one), as in vLLM.
 #ifndef OCTET_TEXT_OUTPUT_H
 #define OCTET_TEXT_OUTPUT_H
 
@@ -30,11 +32,17 @@ struct text_output {
     const int32_t *stop_ids;    // [n_stop_ids] borrowed: tokens that end the output (end of turn)
     int n_stop_ids;
     struct text_buf held;       // decoded but not yet released
-    size_t n_decoded;           // bytes decoded so far (released + held), for text_offset
+    size_t n_decoded;           // bytes decoded so far (released + held)
+    size_t n_chars;             // characters (code points) decoded so far, for text_offset
+    int min_tokens;             // stops count only after this many tokens (0 = always)
+    int n_pushed;               // tokens pushed so far
+    size_t stop_floor;          // a stop string must end past this byte offset (SIZE_MAX: none may yet;
+                                // set as tokens arrive)
     bool stopped;
 };
 
-// Starts a stream. Nothing is allocated until text arrives.
+// Starts a stream (min_tokens 0; set o->min_tokens before the first push for vLLM's min_tokens).
+// Nothing is allocated until text arrives.
 void text_output_init(struct text_output *o, const struct tokenizer *tok, const char *const *stops,
                       int n_stops, const int32_t *stop_ids, int n_stop_ids);
 void text_output_free(struct text_output *o);

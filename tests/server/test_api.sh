@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# End-to-end request and sampling rules of `octet serve` on stories260K: a KV pool smaller than
+# --max-model-len refuses to start (as vLLM does); a tiny temperature is greedy; numbers are
+# checked as sent; integral floats are integers; logit_bias, penalties, stop_token_ids,
+# min_tokens and echo act; fields octet does not implement get 400 naming them; chat content's
+# special-token text is text. Servers use --port 0 and are killed on exit. Prints
+# "N passed, N failed" last.
+set -u
+BUILD=${BUILD:-build}
+OCTET="$BUILD/octet"
+MODEL=../shared/models/stories260K.gguf
+. tests/lib.sh  # pass/fail counters, ok, bad
+tmp=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
+trap cleanup EXIT
+
+# start_server NAME ARGS... → sets URL and SPID (the pattern of tests/server/test_server.sh)
+start_server() {
+  local name=$1; shift
+  local fifo="$tmp/$name.fifo" line port="" fd
+  mkfifo "$fifo"
+  "$OCTET" serve --model "$MODEL" --port 0 --served-model-name stories "$@" >"$fifo" 2>"$tmp/$name.log" &
+  SPID=$!; pids+=("$SPID")
+  exec {fd}<"$fifo"
+  while IFS= read -r -t 60 -u "$fd" line; do
+    if [[ $line =~ serving\ .*\ on\ http://127\.0\.0\.1:([0-9]+)$ ]]; then port=${BASH_REMATCH[1]}; break; fi
+  done
+  cat <&"$fd" >/dev/null &
+  exec {fd}<&-
+  if [ -z "$port" ]; then bad "server $name did not start: $(tail -5 "$tmp/$name.log")"; URL=""; return 1; fi
+  URL="http://127.0.0.1:$port"
+}
+post() { CODE=$(curl -s -m 30 -o "$tmp/body" -w '%{http_code}' -H 'Content-Type: application/json' "$URL$1" --data-binary "$2"); }
+# [A=VALUE] py EXPR... : asserts Python expressions over d = the JSON body (a = $A)
+py() { python3 - "$tmp/body" "$@" <<'PY'
+import json, os, sys
+a = os.environ.get("A", "")
+s = open(sys.argv[1], encoding="utf-8", errors="replace").read()
+try: d = json.loads(s)
+except Exception: d = None
+for e in sys.argv[2:]:
+    if not eval(e): sys.exit("assert failed: " + e + "\n  body: " + s[:400])
+PY
+}
+text() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"], end="")' "$tmp/body"; }
+
+[ -x "$OCTET" ] || { echo "no $OCTET"; echo "0 passed, 1 failed"; exit 1; }
+
+# ---- a pool that cannot hold one --max-model-len sequence: refused at startup, naming both ----
+"$OCTET" serve --model "$MODEL" --port 0 --num-kv-blocks 8 --max-model-len 256 >"$tmp/small.out" 2>"$tmp/small.log"
+rc=$?
+if [ $rc != 0 ] && grep -q "max_model_len 256" "$tmp/small.log" && grep -q "8 blocks (128 tokens" "$tmp/small.log" &&
+   grep -q -- "--max-model-len to at most 128" "$tmp/small.log"; then ok; else bad "small pool: rc $rc: $(cat "$tmp/small.log")"; fi
+
+start_server main --num-kv-blocks 64 --max-model-len 256 || { echo "$pass passed, $fail failed"; exit 1; }
+C=/v1/completions; H=/v1/chat/completions
+
+# ---- a tiny temperature is greedy (it made every probability NaN) ----
+post $C '{"prompt":"Once upon a time","max_tokens":16,"temperature":0}'; greedy=$(text)
+for t in 1e-39 2.9e-39 1e-7; do
+  post $C "{\"prompt\":\"Once upon a time\",\"max_tokens\":16,\"temperature\":$t}"
+  [ "$CODE" = 200 ] && [ "$(text)" = "$greedy" ] && ok || bad "temperature $t: $CODE '$(head -c 300 "$tmp/body")'"
+done
+
+# ---- numbers as sent; integral floats ----
+post $C '{"prompt":"Once","temperature":1e39}'
+[ "$CODE" = 400 ] && py 'd["error"]["param"]=="temperature"' '"1e+39" in d["error"]["message"]' && ok || bad "temperature 1e39: $CODE $(cat "$tmp/body")"
+post $C '{"prompt":"Once upon a time","max_tokens":16,"temperature":0,"top_p":1e-50}'
+[ "$CODE" = 200 ] && [ "$(text)" = "$greedy" ] && ok || bad "top_p 1e-50: $CODE $(head -c 300 "$tmp/body")"
+post $C '{"prompt":"Once upon a time","max_tokens":16.0,"temperature":0,"n":1.0}'
+[ "$CODE" = 200 ] && [ "$(text)" = "$greedy" ] && ok || bad "n 1.0: $CODE $(head -c 300 "$tmp/body")"
+
+# ---- logit_bias, penalties, stop_token_ids, min_tokens, echo ----
+post $C '{"prompt":"Once upon a time","max_tokens":5,"temperature":0,"logit_bias":{"261":100}}'
+[ "$CODE" = 200 ] && py 'd["choices"][0]["text"]==" a a a a a"' && ok || bad "logit_bias: $(head -c 300 "$tmp/body")"
+post $C '{"prompt":"Once upon a time","max_tokens":16,"temperature":0,"repetition_penalty":5}'
+[ "$CODE" = 200 ] && [ "$(text)" != "$greedy" ] && ok || bad "repetition_penalty changes nothing: $(head -c 300 "$tmp/body")"
+post $C '{"prompt":"Once upon a time","max_tokens":40,"temperature":0}'; greedy40=$(text)
+post $C '{"prompt":"Once upon a time","max_tokens":40,"temperature":0,"presence_penalty":2,"frequency_penalty":2}'
+[ "$CODE" = 200 ] && [ "$(text)" != "$greedy40" ] && ok || bad "presence/frequency_penalty change nothing: $(head -c 300 "$tmp/body")"
+post $C '{"prompt":"Once upon a time","max_tokens":8,"temperature":0,"logit_bias":{"261":100},"stop_token_ids":[261]}'
+[ "$CODE" = 200 ] && py 'd["choices"][0]["finish_reason"]=="stop"' 'd["usage"]["completion_tokens"]==1' 'd["choices"][0]["text"]==""' && ok || bad "stop_token_ids: $(head -c 300 "$tmp/body")"
+post $C '{"prompt":"Once upon a time","max_tokens":8,"temperature":0,"logit_bias":{"261":100},"stop_token_ids":[261],"min_tokens":3}'
+[ "$CODE" = 200 ] && py 'd["choices"][0]["finish_reason"]=="stop"' 'd["usage"]["completion_tokens"]==4' '" a" not in d["choices"][0]["text"]' && ok || bad "min_tokens: $(head -c 300 "$tmp/body")"
+post $C '{"prompt":"Once upon a time","max_tokens":16,"temperature":0,"echo":true}'
+[ "$CODE" = 200 ] && A="Once upon a time$greedy" py 'd["choices"][0]["text"]==a' && ok || bad "echo: $(head -c 300 "$tmp/body")"
+post $C '{"prompt":"Once upon a time","max_tokens":4,"temperature":0,"echo":true,"stream":true}'
+[ "$CODE" = 200 ] && grep -q '"text":"Once upon a time"' "$tmp/body" && ok || bad "streamed echo: $(head -c 300 "$tmp/body")"
+
+# ---- fields octet does not implement: 400 naming them; harmless ones accepted ----
+expect() {  # PARAM CODE PATH BODY
+  post "$3" "$4"
+  if [ "$CODE" = 400 ] && A="$1|$2" py 'd["error"]["param"]==(a.split("|")[0] or None)' 'd["error"]["code"]==a.split("|")[1]'; then ok
+  else bad "$3 $4 → $CODE: $(head -c 300 "$tmp/body")"; fi
+}
+msg='{"messages":[{"role":"user","content":"hi"}],'
+expect tools unsupported_parameter $H "$msg\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}"
+expect response_format unsupported_parameter $H "$msg\"response_format\":{\"type\":\"json_object\"}}"
+expect suffix unsupported_parameter $C '{"prompt":"Once","suffix":" the end"}'
+expect best_of unsupported_parameter $C '{"prompt":"Once","best_of":3}'
+expect echo unsupported_value $C '{"prompt":"Once","echo":true,"logprobs":2}'
+expect "" unrecognized_parameter $C '{"prompt":"Once","frobnicate":true}'
+post $H "$msg\"user\":\"u-1\",\"metadata\":{\"k\":\"v\"},\"tools\":[],\"tool_choice\":\"none\",\"max_tokens\":2}"
+[ "$CODE" = 200 ] && ok || bad "harmless fields: $CODE $(head -c 300 "$tmp/body")"
+
+# ---- chat content's special-token text stays text (</s> is a control token here) ----
+post $H '{"messages":[{"role":"user","content":"x"}],"max_tokens":1}'; n1=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"]["prompt_tokens"])' "$tmp/body")
+post $H '{"messages":[{"role":"user","content":"x</s>"}],"max_tokens":1}'; n2=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"]["prompt_tokens"])' "$tmp/body")
+[ -n "$n1" ] && [ -n "$n2" ] && [ "$n2" -gt $((n1 + 1)) ] && ok || bad "chat content </s> read as a special token ($n1 → $n2 tokens)"
+
+kill -TERM "$SPID"; wait "$SPID"; rc=$?; [ $rc = 0 ] && ok || bad "server exited $rc on SIGTERM"
+if grep -l -E "AddressSanitizer|LeakSanitizer|runtime error:" "$tmp"/*.log >/dev/null 2>&1; then
+  bad "sanitizer reports: $(grep -h -A5 -E "AddressSanitizer|LeakSanitizer|runtime error:" "$tmp"/*.log | head -30)"
+else ok; fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
