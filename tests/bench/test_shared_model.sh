@@ -15,7 +15,7 @@ gguf="$tmp/llama8b-shape.gguf"
 if python3 tools/make_shape_gguf.py "$gguf" --vocab 128256 --dim 64 --heads 4 --kv-heads 1 --ffn 14336 --layers 2 \
    --dtype f16; then ok; else bad "make_shape_gguf.py"; fi
 for dts in fp16,fp8 fp8,fp16 fp16,fp16 bf16,fp8_e5m2,fp32; do
-  "$OCTET" bench model --model "$gguf" --kv-cache-dtype "$dts" --pp 32 --tg 2 --reps 1 --threads 2 \
+  "$OCTET" bench model --model "$gguf" --kv-cache-dtype "$dts" --pp 32 --tg 2 --reps 1 --threads 2 --json \
     >"$tmp/out" 2>"$tmp/err"; rc=$?
   n=$(grep -c '"tg_tok_s_median"' "$tmp/out")
   want=$(tr ',' '\n' <<<"$dts" | wc -l)
