@@ -46,7 +46,11 @@ static void usage(void) {
             "  --kv-cache-memory BYTES      KV pool budget (default: a quarter of RAM on the CPU; on a GPU what\n"
             "                               --gpu-memory-utilization leaves after weights and activations)\n"
             "  --gpu-memory-utilization F   share of the GPU's memory octet may use in all (default 0.9)\n"
-            "  --num-kv-blocks N            KV pool size in blocks (overrides the budget; for tests)\n");
+            "  --num-kv-blocks N            KV pool size in blocks (overrides the budget; for tests)\n"
+            "chat flags:\n"
+            "  --special-tokens-in-content  parse special-token text (<|eot_id|>, <|im_end|>...) inside chat message\n"
+            "                               content too; by default only the chat template's own text holds special\n"
+            "                               tokens, so a message cannot forge a turn boundary\n");
     cli_print_model_flags();
 }
 
@@ -132,8 +136,10 @@ int cmd_serve(int argc, char **argv) {
     struct server_options so;
     server_options_default(&so);
     const char *name = NULL;
+    bool special_in_content = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
+        if (!strcmp(argv[i], "--special-tokens-in-content")) { special_in_content = true; continue; }
         int rc = cli_parse_model_flag(&a, argc, argv, &i);
         if (rc == 0) rc = parse_serve_flag(&eo, &so, &name, argc, argv, &i);
         if (rc < 0) goto bad;
@@ -181,6 +187,7 @@ int cmd_serve(int argc, char **argv) {
     base = base && base[1] ? base + 1 : a.model;
     struct oai_context c = {.tok = m->tok, .served_name = name ? name : base, .model_path = a.model,
                             .max_model_len = plan.max_model_len, .tmpl = chat_template_detect(tmpl)};
+    c.special_in_content = special_in_content;
     fprintf(stderr, "octet: chat template: %s%s\n", chat_template_name(c.tmpl),
             tmpl ? "" : " (the model has none; fallback)");
     if (server_start(&s, e, &c, &so) < 0) {
