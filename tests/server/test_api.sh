@@ -3,7 +3,7 @@
 # --max-model-len refuses to start (as vLLM does); a tiny temperature is greedy; numbers are
 # checked as sent; integral floats are integers; logit_bias, penalties, stop_token_ids,
 # min_tokens and echo act; fields octet does not implement get 400 naming them; chat content's
-# special-token text is text. Servers use --port 0 and are killed on exit. Prints
+# special-token text is text unless --special-tokens-in-content. Servers use --port 0 and are killed on exit. Prints
 # "N passed, N failed" last.
 set -u
 BUILD=${BUILD:-build}
@@ -110,6 +110,13 @@ post $H '{"messages":[{"role":"user","content":"x</s>"}],"max_tokens":1}'; n2=$(
 [ -n "$n1" ] && [ -n "$n2" ] && [ "$n2" -gt $((n1 + 1)) ] && ok || bad "chat content </s> read as a special token ($n1 → $n2 tokens)"
 
 kill -TERM "$SPID"; wait "$SPID"; rc=$?; [ $rc = 0 ] && ok || bad "server exited $rc on SIGTERM"
+# --special-tokens-in-content: the operator's opt-in, </s> in content is the one control token
+if start_server special --num-kv-blocks 64 --max-model-len 256 --special-tokens-in-content; then
+  post $H '{"messages":[{"role":"user","content":"x</s>"}],"max_tokens":1}'; n3=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"]["prompt_tokens"])' "$tmp/body")
+  # (</s> is one token here, several as text; the text around it splits differently)
+  [ -n "$n3" ] && [ "$n3" -lt "$n2" ] && ok || bad "--special-tokens-in-content: x $n1, x</s> ${n3:-?} tokens (as text $n2)"
+  kill -TERM "$SPID"; wait "$SPID"; rc=$?; [ $rc = 0 ] && ok || bad "server exited $rc on SIGTERM"
+fi
 if grep -l -E "AddressSanitizer|LeakSanitizer|runtime error:" "$tmp"/*.log >/dev/null 2>&1; then
   bad "sanitizer reports: $(grep -h -A5 -E "AddressSanitizer|LeakSanitizer|runtime error:" "$tmp"/*.log | head -30)"
 else ok; fi
