@@ -116,6 +116,7 @@ int cmd_generate(int argc, char **argv) {
     const char *finish = "length";
     while (n_out < max_tokens) {
         int id = sampler_sample(&s, logits);
+        if (id < 0) goto fail_runner;  // (NaN or +inf logits: the sampler names them)
         out[n_out++] = id;
         if (!ignore_eos && tokenizer_is_eog(m->tok, id)) { finish = "stop"; break; }
         char piece[512];
