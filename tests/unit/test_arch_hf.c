@@ -2,7 +2,7 @@
 // checkpoints of tests/data/hf/ (tools/ref/make_hf_fixtures.py) with transformers' greedy tokens,
 // teacher-forced log-probabilities and perplexity (ref.json). On the CPU backend: greedy tokens
 // identical, log-probabilities within 1e-4, perplexity ratio within 1e-4 — also with the config
-// rewritten in the older layout (rope_theta / rope_scaling). Then the refusals: each config key
+// rewritten in the older layout (rope_theta / rope_scaling), and as GGUF files. Then the refusals: each config key
 // or tensor octet cannot honour is an error that names it.
 #include <jansson.h>
 #include <math.h>
@@ -104,6 +104,57 @@ TEST(every_family_matches_transformers) {
         check_against_ref(dir, ref, fixtures[i]);
         json_decref(ref);
     }
+}
+
+// The same checkpoints as GGUF files laid out as llama.cpp's converter lays them out
+// (tools/ref/hf_to_gguf_fixture.py): general.architecture llama, mistral, qwen2, qwen3, gemma3, phi3.
+TEST(gguf_files_match_transformers) {
+    static const char *const names[] = {"llama3_rope", "mistral", "qwen2", "qwen3", "gemma3", "phi3"};
+    for (int i = 0; i < 6; i++) {
+        json_t *ref = load_ref(names[i]);
+        char path[256], label[64];
+        snprintf(path, sizeof path, "tests/data/hf_gguf/%s.gguf", names[i]);
+        snprintf(label, sizeof label, "%s (gguf)", names[i]);
+        if (ref) check_against_ref(path, ref, label);
+        json_decref(ref);
+    }
+}
+
+// tests/data/hf_gguf/NAME.gguf copied to tmpdir with every `from` replaced by `to` (same length).
+static const char *gguf_patched(const char *name, const char *from, const char *to) {
+    static char out[128];
+    char in[128];
+    snprintf(in, sizeof in, "tests/data/hf_gguf/%s.gguf", name);
+    snprintf(out, sizeof out, "%s/%s_patched.gguf", tmpdir, name);
+    FILE *f = fopen(in, "rb");
+    if (!f) return NULL;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    size_t k = strlen(from);
+    for (size_t i = 0; i + k <= n; i++)
+        if (!memcmp(buf + i, from, k)) memcpy(buf + i, to, k);
+    f = fopen(out, "wb");
+    if (!f) return NULL;
+    bool ok = fwrite(buf, 1, n, f) == n;
+    return fclose(f) == 0 && ok ? out : NULL;
+}
+
+static void gguf_refused(const char *name, const char *from, const char *to, const char *want) {
+    const char *path = gguf_patched(name, from, to);
+    CHECK_MSG(path != NULL, "%s: cannot write the patched copy", name);
+    if (!path) return;
+    struct model *m;
+    int rc = model_load(&m, path);
+    CHECK_MSG(rc < 0, "%s patched: loaded, expected an error naming '%s'", name, want);
+    if (rc < 0) CHECK_MSG(strstr(err_msg(), want) != NULL, "error '%s' does not name '%s'", err_msg(), want);
+    else model_free(m);
+}
+
+TEST(gguf_refusals_name_the_problem) {
+    gguf_refused("qwen2", "qwen2", "qwenx", "architecture 'qwenx'");
+    gguf_refused("gemma3", "gemma3", "gemma2", "attn_q_norm.weight");  // q/k norms: not a gemma2 tensor
+    gguf_refused("phi3", "attn_qkv", "attn_qkx", "attn_qkv.weight");   // renamed away: missing, then unused
 }
 
 // A copy of fixture `name` in tmpdir/name with its config.json passed through edit().
@@ -290,6 +341,8 @@ int main(void) {
     if (!mkdtemp(tmpdir)) return 1;
     RUN(every_family_matches_transformers);
     RUN(older_config_layout_gives_the_same_numbers);
+    RUN(gguf_files_match_transformers);
+    RUN(gguf_refusals_name_the_problem);
     RUN(what_cannot_be_honoured_is_refused_by_name);
     RUN(a_backend_lacking_an_op_refuses_the_model);
     RUN(chat_templates_per_family);
