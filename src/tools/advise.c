@@ -203,7 +203,8 @@ static int speed_rule(struct advice *a, json_t *res, const json_t *sweep, const 
     if (!(sb > 0) || r2b < 0.5 || r2f < 0.5) {  // noise, not a trend: no line to cross
         say(a, "speed", "Inconclusive: the ITL fits do not show a trend to compare (R2 %.3f and %.3f, baseline slope "
             "%.3g ms/token), so there is no trustworthy break-even. Repeat with --num-requests-per-len 3, longer "
-            "--input-lens and an otherwise idle machine; until then stay in %s for speed.", r2b, r2f, sb, a->auto_label);
+            "--input-lens and an otherwise idle machine; until then stay in %s for speed.", r2b, r2f, sb,
+            a->auto_label);
         json_object_set_new(res, "break_even", json_string("inconclusive"));
         json_object_set_new(res, "break_even_tokens", json_null());
         return 0;
