@@ -11,6 +11,16 @@
 #include "../base/check.h"
 #include "config_hf.h"
 
+// Defaults of a family's config class for keys a checkpoint may leave out (transformers'
+// Gemma2Config / Gemma3TextConfig; Gemma 3's multimodal text_config omits most of them).
+struct hf_defaults {
+    int layers, hidden, heads, kv_heads, ffn, head_dim, max_pos, window;
+    double attn_softcap, final_softcap;  // used when the key is absent (null: none)
+};
+
+static const struct hf_defaults gemma2_defaults = {26, 2304, 8, 4, 9216, 256, 8192, 4096, 50.0, 30.0};
+static const struct hf_defaults gemma3_defaults = {26, 2304, 8, 4, 9216, 256, 131072, 4096, 0, 0};
+
 struct family {
     const char *hf_name, *arch;
     bool qkv_bias;        // q, k, v biases always (Qwen2)
@@ -20,16 +30,20 @@ struct family {
     bool window_all;      // sliding_window applies to every layer (Mistral, Phi-3)
     bool qwen_window;     // use_sliding_window / max_window_layers (Qwen2, Qwen3)
     bool tie_default;     // tie_word_embeddings when the key is absent
+    const struct hf_defaults *def; // or NULL: the shape keys are required
+    bool multimodal;      // the text model sits in text_config (vision tensors are skipped by the loader)
 };
 
 static const struct family families[] = {
-    {"LlamaForCausalLM", "llama", false, true, true, false, false, false, false, false},
-    {"MistralForCausalLM", "mistral", false, false, false, false, false, true, false, false},
-    {"Qwen2ForCausalLM", "qwen2", true, false, false, false, false, false, true, false},
-    {"Qwen3ForCausalLM", "qwen3", false, true, false, true, false, false, true, false},
-    {"Gemma2ForCausalLM", "gemma2", false, true, false, false, true, false, false, true},
-    {"Gemma3ForCausalLM", "gemma3", false, true, false, true, true, false, false, true},
-    {"Phi3ForCausalLM", "phi3", false, false, false, false, false, true, false, false},
+    {"LlamaForCausalLM", "llama", false, true, true, false, false, false, false, false, NULL, false},
+    {"MistralForCausalLM", "mistral", false, false, false, false, false, true, false, false, NULL, false},
+    {"Qwen2ForCausalLM", "qwen2", true, false, false, false, false, false, true, false, NULL, false},
+    {"Qwen3ForCausalLM", "qwen3", false, true, false, true, false, false, true, false, NULL, false},
+    {"Gemma2ForCausalLM", "gemma2", false, true, false, false, true, false, false, true, &gemma2_defaults, false},
+    {"Gemma3ForCausalLM", "gemma3", false, true, false, true, true, false, false, true, &gemma3_defaults, false},
+    {"Gemma3ForConditionalGeneration", "gemma3", false, true, false, true, true, false, false, true,
+     &gemma3_defaults, true},
+    {"Phi3ForCausalLM", "phi3", false, false, false, false, false, true, false, false, NULL, false},
 };
 
 #define FAIL(...) return err_set(OCT_EINVAL, __VA_ARGS__)
@@ -187,6 +201,7 @@ static int activation(struct model_config *c, const json_t *cfg, const struct fa
 // Which layers slide, from layer_types where the config has it, else each family's older switches.
 static int windows(struct model_config *c, const json_t *cfg, const struct family *f, const char *where) {
     TRY(integer(cfg, "sliding_window", false, 0, &c->sliding_window, where));
+    if (f->def && !json_object_get(cfg, "sliding_window")) c->sliding_window = f->def->window;
     bool use = true;
     if (f->qwen_window) TRY(boolean(cfg, "use_sliding_window", false, &use, where));
     if (!use) c->sliding_window = 0;
@@ -258,20 +273,27 @@ int config_from_hf(struct model_config *c, const json_t *cfg, const char *where)
                        "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM)",
                        where, a0);
     snprintf(c->arch, sizeof c->arch, "%s", f->arch);
-    TRY(integer(cfg, "num_hidden_layers", true, 0, &c->n_layers, where));
-    TRY(integer(cfg, "hidden_size", true, 0, &c->dim, where));
-    TRY(integer(cfg, "num_attention_heads", true, 0, &c->n_heads, where));
-    TRY(integer(cfg, "num_key_value_heads", false, c->n_heads, &c->n_kv_heads, where));
-    TRY(integer(cfg, "intermediate_size", true, 0, &c->ffn_dim, where));
-    TRY(integer(cfg, "max_position_embeddings", false, 2048, &c->max_pos, where));
+    bool tie_top = f->tie_default;
+    if (f->multimodal) {  // the language model's config; the top level says whether the head is tied
+        TRY(boolean(cfg, "tie_word_embeddings", f->tie_default, &tie_top, where));
+        cfg = json_object_get(cfg, "text_config");
+        if (!json_is_object(cfg)) FAIL("%s: %s needs a 'text_config' object", where, f->hf_name);
+    }
+    const struct hf_defaults *d = f->def;
+    TRY(integer(cfg, "num_hidden_layers", !d, d ? d->layers : 0, &c->n_layers, where));
+    TRY(integer(cfg, "hidden_size", !d, d ? d->hidden : 0, &c->dim, where));
+    TRY(integer(cfg, "num_attention_heads", !d, d ? d->heads : 0, &c->n_heads, where));
+    TRY(integer(cfg, "num_key_value_heads", false, d ? d->kv_heads : c->n_heads, &c->n_kv_heads, where));
+    TRY(integer(cfg, "intermediate_size", !d, d ? d->ffn : 0, &c->ffn_dim, where));
+    TRY(integer(cfg, "max_position_embeddings", false, d ? d->max_pos : 2048, &c->max_pos, where));
     if (c->n_heads <= 0) FAIL("%s: num_attention_heads must be positive", where);
-    TRY(integer(cfg, "head_dim", false, c->dim / c->n_heads, &c->head_dim, where));
+    TRY(integer(cfg, "head_dim", false, d ? d->head_dim : c->dim / c->n_heads, &c->head_dim, where));
     if (c->n_layers > MODEL_MAX_LAYERS)
         return err_set(OCT_EUNSUP, "%s: %d layers (max %d)", where, c->n_layers, MODEL_MAX_LAYERS);
     double eps;
     TRY(num(cfg, "rms_norm_eps", 1e-6, &eps, where));
     c->norm_eps = (float)eps;
-    TRY(boolean(cfg, "tie_word_embeddings", f->tie_default, &c->tied_output, where));
+    TRY(boolean(cfg, "tie_word_embeddings", tie_top, &c->tied_output, where));
     TRY(activation(c, cfg, f, where));
     bool ab = false, mb = false;
     if (f->reads_attn_bias) TRY(boolean(cfg, "attention_bias", false, &ab, where));
@@ -283,11 +305,14 @@ int config_from_hf(struct model_config *c, const json_t *cfg, const char *where)
     c->post_norms = f->gemma;
     if (f->gemma) {
         double qpas, acap, fcap;
-        TRY(num(cfg, "query_pre_attn_scalar", c->head_dim, &qpas, where));
+        TRY(num(cfg, "query_pre_attn_scalar", 256, &qpas, where));
         if (!(qpas > 0)) FAIL("%s: query_pre_attn_scalar %g must be positive", where, qpas);
         c->attn_scale = (float)(1.0 / sqrt(qpas));
-        TRY(num(cfg, "attn_logit_softcapping", 0, &acap, where));
-        TRY(num(cfg, "final_logit_softcapping", 0, &fcap, where));
+        // absent: the class default; null: none
+        TRY(num(cfg, "attn_logit_softcapping", json_object_get(cfg, "attn_logit_softcapping") ? 0 : d->attn_softcap,
+                &acap, where));
+        TRY(num(cfg, "final_logit_softcapping", json_object_get(cfg, "final_logit_softcapping") ? 0 : d->final_softcap,
+                &fcap, where));
         if (acap < 0 || fcap < 0) FAIL("%s: soft-capping values must be positive", where);
         c->attn_softcap = (float)acap;
         c->final_softcap = (float)fcap;

@@ -18,6 +18,8 @@
 // One load: the model and the tensors taken so far.
 struct st_load {
     struct model *m;
+    const char *pfx;                 // the language model's tensor prefix: "model." (or a multimodal one)
+    const char *lm_head;             // the output head's name
     const struct tensor_info **used; // [st_n_tensors]
     int n_used;
 };
@@ -45,8 +47,8 @@ static int st_weight(struct st_load *L, struct weight *w, const char *name, bool
 
 // A layer tensor by its name after "model.layers.N.".
 static int layer_weight(struct st_load *L, struct weight *w, int layer, const char *suffix, bool required) {
-    char tn[160];
-    snprintf(tn, sizeof tn, "model.layers.%d.%s", layer, suffix);
+    char tn[200];
+    snprintf(tn, sizeof tn, "%slayers.%d.%s", L->pfx, layer, suffix);
     return st_weight(L, w, tn, required);
 }
 
@@ -200,14 +202,24 @@ static int load_layer(struct st_load *L, int l) {
     return layer_kv_scales(L, l);
 }
 
-// Every tensor of the files must have been taken; rotary tables some exporters store are skipped.
+static bool starts(const char *s, const char *p) { return !strncmp(s, p, strlen(p)); }
+
+// Every tensor of the files must have been taken; rotary tables some exporters store are skipped,
+// and so are a multimodal checkpoint's vision tensors (octet serves its text model).
 static int check_all_used(struct st_load *L) {
     const struct st_dir *st = L->m->st;
+    int n_vision = 0;
     for (int i = 0; i < st_n_tensors(st); i++) {
         const struct tensor_info *t = st_tensor(st, i);
         bool used = false;
         for (int k = 0; k < L->n_used && !used; k++) used = L->used[k] == t;
         if (used) continue;
+        if (strcmp(L->pfx, "model.") &&
+            (starts(t->name, "vision_tower.") || starts(t->name, "multi_modal_projector.") ||
+             starts(t->name, "model.vision_tower.") || starts(t->name, "model.multi_modal_projector."))) {
+            n_vision++;
+            continue;
+        }
         size_t n = strlen(t->name);
         if (n >= 8 && !strcmp(t->name + n - 8, "inv_freq")) {
             fprintf(stderr, "octet: %s: ignoring tensor '%s' (RoPE tables are computed)\n", st_path(st), t->name);
@@ -216,6 +228,9 @@ static int check_all_used(struct st_load *L) {
         return err_set(OCT_EINVAL, "%s: tensor '%s' is not used by %s (a different architecture or variant?)",
                        st_path(st), t->name, L->m->cfg.arch);
     }
+    if (n_vision)
+        fprintf(stderr, "octet: %s: serving the text model; %d vision tensors (vision_tower, multi_modal_projector) "
+                "are not loaded\n", st_path(st), n_vision);
     return OCT_OK;
 }
 
@@ -226,26 +241,34 @@ int model_load_safetensors(struct model *m, const char *dir) {
     char where[1100];
     snprintf(where, sizeof where, "%s/config.json", dir);
     TRY(config_from_hf(c, cfg, where));
-    struct st_load L = {m, model_own(m, (size_t)(st_n_tensors(m->st) + 1) * sizeof(void *)), 0};
+    struct st_load L = {m, "model.", "lm_head.weight",
+                        model_own(m, (size_t)(st_n_tensors(m->st) + 1) * sizeof(void *)), 0};
     if (!L.used) return err_set(OCT_ENOMEM, "model: out of memory");
     if (c->head_dim % 2) return err_set(OCT_EINVAL, "%s: head_dim %d must be even", dir, c->head_dim);
+    // a multimodal checkpoint's language model: transformers 5's names, or the older ones
+    if (st_find_tensor(m->st, "model.language_model.embed_tokens.weight")) L.pfx = "model.language_model.";
+    else if (st_find_tensor(m->st, "language_model.model.embed_tokens.weight"))
+        L.pfx = "language_model.model.", L.lm_head = "language_model.lm_head.weight";
 
-    TRY(st_weight(&L, &m->token_embd, "model.embed_tokens.weight", true));
-    TRY(st_weight(&L, &m->output_norm, "model.norm.weight", true));
+    char tn[200];
+    snprintf(tn, sizeof tn, "%sembed_tokens.weight", L.pfx);
+    TRY(st_weight(&L, &m->token_embd, tn, true));
+    snprintf(tn, sizeof tn, "%snorm.weight", L.pfx);
+    TRY(st_weight(&L, &m->output_norm, tn, true));
     if (c->tied_output) {
         struct weight extra = {0};
-        TRY(st_weight(&L, &extra, "lm_head.weight", false));
+        TRY(st_weight(&L, &extra, L.lm_head, false));
         if (extra.data)
             fprintf(stderr, "octet: %s: ignoring lm_head.weight (tie_word_embeddings: the head is the embedding)\n",
                     dir);
         m->output = m->token_embd;
     } else {
-        TRY(st_weight(&L, &m->output, "lm_head.weight", false));
+        TRY(st_weight(&L, &m->output, L.lm_head, false));
         if (!m->output.data)
-            return err_set(OCT_EINVAL, "%s: tie_word_embeddings is false but there is no lm_head.weight", dir);
+            return err_set(OCT_EINVAL, "%s: tie_word_embeddings is false but there is no %s", dir, L.lm_head);
     }
     c->n_vocab = (int)m->token_embd.rows;
-    json_t *vs = json_object_get(cfg, "vocab_size");
+    json_t *tc = json_object_get(cfg, "text_config"), *vs = json_object_get(tc ? tc : cfg, "vocab_size");
     if (json_is_integer(vs) && json_integer_value(vs) != c->n_vocab)
         return err_set(OCT_EINVAL, "%s: vocab_size %lld but model.embed_tokens.weight has %d rows", where,
                        (long long)json_integer_value(vs), c->n_vocab);

@@ -207,6 +207,76 @@ static void to_old_layout(json_t *cfg) {
     json_decref(rp);
 }
 
+// The gemma3 fixture rewritten as Gemma3ForConditionalGeneration (the form of google/gemma-3-4b-it):
+// the text config under text_config, the language model's tensors under pfx, one vision tensor.
+static const char *as_multimodal(const char *pfx) {
+    static char dir[128];
+    char p[512];
+    snprintf(dir, sizeof dir, "%s/gemma3_mm", tmpdir);
+    snprintf(p, sizeof p, "rm -rf '%s' && mkdir -p '%s' && cp tests/data/hf/gemma3/tokenizer*.json '%s'", dir, dir,
+             dir);
+    if (system(p) != 0) return NULL;
+    json_t *text = json_load_file("tests/data/hf/gemma3/config.json", 0, NULL);
+    if (!text) return NULL;
+    json_object_del(text, "architectures");
+    json_t *cfg = json_object(), *archs = json_array();
+    json_array_append_new(archs, json_string("Gemma3ForConditionalGeneration"));
+    json_object_set_new(cfg, "architectures", archs);
+    json_object_set_new(cfg, "model_type", json_string("gemma3"));
+    json_object_set_new(cfg, "text_config", text);
+    json_object_set_new(cfg, "vision_config", json_object());
+    snprintf(p, sizeof p, "%s/config.json", dir);
+    int rc = json_dump_file(cfg, p, 0);
+    json_decref(cfg);
+    FILE *f = fopen("tests/data/hf/gemma3/model.safetensors", "rb");
+    if (rc || !f) return NULL;
+    uint64_t hn;
+    static char buf[1 << 21];
+    size_t got = fread(&hn, 8, 1, f) == 1 && hn < 65536 ? fread(buf, 1, sizeof buf, f) : 0;
+    fclose(f);
+    if (got <= hn) return NULL;
+    json_t *hdr = json_loadb(buf, hn, 0, NULL), *out = json_object();
+    const char *key;
+    json_t *val;
+    size_t data_len = got - hn;
+    json_object_foreach(hdr, key, val) {
+        char name[256];
+        bool meta = !strcmp(key, "__metadata__");
+        snprintf(name, sizeof name, "%s%s", meta ? "" : pfx, key + (meta ? 0 : 6));  // "model." → pfx
+        json_object_set(out, name, val);
+    }
+    json_object_set_new(out, "model.vision_tower.vision_model.post_layernorm.weight",
+                        json_pack("{s:s, s:[i], s:[I, I]}", "dtype", "F32", "shape", 4, "data_offsets",
+                                  (json_int_t)data_len, (json_int_t)data_len + 16));
+    char *h = json_dumps(out, JSON_COMPACT);
+    json_decref(hdr);
+    json_decref(out);
+    size_t n = strlen(h), padded = (n + 7) / 8 * 8;
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    f = fopen(p, "wb");
+    bool ok = f != NULL;
+    uint64_t hl = padded;
+    static const char zeros[16], spaces[8] = "        ";
+    ok = ok && fwrite(&hl, 8, 1, f) == 1 && fwrite(h, 1, n, f) == n && fwrite(spaces, 1, padded - n, f) == padded - n;
+    ok = ok && fwrite(buf + hn, 1, data_len, f) == data_len && fwrite(zeros, 1, 16, f) == 16;
+    if (f && fclose(f)) ok = false;
+    free(h);
+    return ok ? dir : NULL;
+}
+
+TEST(gemma3_multimodal_checkpoint_serves_its_text_model) {
+    json_t *ref = load_ref("gemma3");
+    const char *pfx[2] = {"model.language_model.", "language_model.model."};
+    for (int i = 0; i < 2 && ref; i++) {
+        const char *dir = as_multimodal(pfx[i]);
+        CHECK_MSG(dir != NULL, "cannot write the multimodal copy");
+        char label[64];
+        snprintf(label, sizeof label, "gemma3 as ConditionalGeneration (%s)", pfx[i]);
+        if (dir) check_against_ref(dir, ref, label);
+    }
+    json_decref(ref);
+}
+
 TEST(older_config_layout_gives_the_same_numbers) {
     const char *names[] = {"llama3_rope", "llama_yarn_bias", "llama_dynamic", "gemma3", "qwen2"};
     for (int i = 0; i < 5; i++) {
@@ -341,6 +411,7 @@ int main(void) {
     if (!mkdtemp(tmpdir)) return 1;
     RUN(every_family_matches_transformers);
     RUN(older_config_layout_gives_the_same_numbers);
+    RUN(gemma3_multimodal_checkpoint_serves_its_text_model);
     RUN(gguf_files_match_transformers);
     RUN(gguf_refusals_name_the_problem);
     RUN(what_cannot_be_honoured_is_refused_by_name);
