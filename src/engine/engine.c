@@ -656,6 +656,22 @@ void engine_memory_plan_log(const struct engine *e, FILE *f) {
     for (int l = 0; l < e->kv.n_layers; l++)
         fprintf(f, " %s%s", dtype_name(e->kv.layers[l].dtype), e->kv.layers[l].window ? "(swa)" : "");
     fprintf(f, "\n");
+    for (int sliding = 0; sliding < 2; sliding++) {  // KV bytes per token of each layer type
+        int n = 0, window = 0;
+        long bytes = 0;
+        for (int l = 0; l < e->kv.n_layers; l++) {
+            const struct kv_layer *k = &e->kv.layers[l];
+            if ((k->window > 0) != sliding) continue;
+            n++;
+            bytes += 2L * k->n_kv_heads * k->head_dim * (long)dtype_size(k->dtype);
+            window = k->window;
+        }
+        if (n && sliding)
+            fprintf(f, "octet: KV per token: %d sliding-window layers (%d tokens): %ld bytes (%ld a layer)\n", n,
+                    window, bytes, bytes / n);
+        else if (n)
+            fprintf(f, "octet: KV per token: %d full-attention layers: %ld bytes (%ld a layer)\n", n, bytes, bytes / n);
+    }
     fprintf(f, "octet: KV budget %.2f GiB, blocks of %d tokens, max_model_len %d\n", p->kv_budget_bytes / 1073741824.0,
             p->kv_block_tokens, p->max_model_len);
     fprintf(f, "octet: %-10s %14s %14s %12s %16s\n", "kv dtype", "bytes/token", "tokens", "blocks", "max concurrency");

@@ -13,6 +13,7 @@
 
 #include "../../src/base/argmax.h"
 #include "../../src/base/check.h"
+#include "../../src/engine/engine.h"
 #include "../../src/engine/runner.h"
 #include "../../src/engine/sampler.h"
 #include "../../src/model/forward.h"
@@ -406,6 +407,32 @@ TEST(chat_templates_per_family) {
     free(out);
 }
 
+// The startup report gives the KV bytes per token of each layer type (Gemma 3: two 8-token-window
+// layers and one full layer of 1 KV head x 256, bf16 → 1024 bytes a layer).
+TEST(startup_report_kv_bytes_per_layer_type) {
+    struct model *m;
+    CHECK_OK(model_load(&m, "tests/data/hf/gemma3"));
+    struct engine_options o;
+    engine_options_default(&o);
+    snprintf(o.kv.dtype, sizeof o.kv.dtype, "bf16");
+    snprintf(o.device, sizeof o.device, "cpu");
+    o.max_model_len = 64;
+    o.n_threads = 1;
+    o.num_kv_blocks = 64;
+    struct engine *e;
+    CHECK_OK(engine_create(&e, m, &o));
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    engine_memory_plan_log(e, f);
+    fclose(f);
+    CHECK_MSG(strstr(text, "1 full-attention layers: 1024 bytes (1024 a layer)") &&
+              strstr(text, "2 sliding-window layers (8 tokens): 2048 bytes (1024 a layer)"), "report:\n%s", text);
+    free(text);
+    engine_destroy(e);
+    model_free(m);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/octet_arch_XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
@@ -417,6 +444,7 @@ int main(void) {
     RUN(what_cannot_be_honoured_is_refused_by_name);
     RUN(a_backend_lacking_an_op_refuses_the_model);
     RUN(chat_templates_per_family);
+    RUN(startup_report_kv_bytes_per_layer_type);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", tmpdir);
