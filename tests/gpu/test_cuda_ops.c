@@ -83,6 +83,8 @@ TEST(elementwise_and_gemm) {
 #define WGMMA_BOUND 2e-3
 static enum attn_fp8_math case_math = ATTN_FP8_EXACT;
 static int case_acc = 0;
+// attn_params.softcap of the next cases (0: none)
+static float case_softcap = 0.0f;
 static double case_bound = 2e-5;
 static int case_bs = 16;  // kv_block_tokens of the next cases
 // Per-channel K offsets ([n_kv][hd], kv_layer.k_offset) for the next cases, or NULL.
@@ -132,7 +134,7 @@ static void attention_case(const char *label, enum dtype dt, int hd, int n_kv, i
         L[i].v = bk[i]->ops->alloc(bk[i], bytes);
     }
     // the table entry this shape takes (or, forced, whether the entry fits it)
-    const struct attn_params ap0 = {n_kv * G, 1.0f / sqrtf((float)hd), case_math, case_acc};
+    const struct attn_params ap0 = {n_kv * G, 1.0f / sqrtf((float)hd), case_math, case_acc, case_softcap};
     gpu->ops->batch_begin(gpu, &t->b);
     const char *kernel = cuda_attention_pick(gpu, &L[1], &ap0, &t->b);
     if (case_forced && !kernel) {
@@ -180,7 +182,7 @@ static void attention_case(const char *label, enum dtype dt, int hd, int n_kv, i
     size_t nout = (size_t)t->b.n_tokens * n_kv * G * hd;
     enum attn_fp8_math math = case_math;
     double bound = case_bound;
-    struct attn_params ap = {n_kv * G, 1.0f / sqrtf((float)hd), math, case_acc, 0.0f};
+    struct attn_params ap = {n_kv * G, 1.0f / sqrtf((float)hd), math, case_acc, case_softcap};
     if (dt == DT_E4M3 && !fp8_mma_kernel(kernel)) { math = ATTN_FP8_EXACT; bound = 2e-5; }
     ap.fp8_math = math;
     for (int i = 0; i < 2; i++) {
@@ -299,6 +301,7 @@ TEST(kv_write_and_attention) {
 }
 
 #include "cuda_ops_fp8_prefill.h"  // fp8_wgmma_prefill, fp8_prefill_unaligned_q, fp8_prefill_tiny_q, fp8_prefill_vt_pass
+#include "cuda_ops_arch.h"         // arch_ops, attention_softcap, attention_table_softcap
 
 // Rows of a product computed with n = 1 and inside a larger n: equal bit for bit for n <= 8
 // (the skinny GEMM: 1024 rows take its 2-warps-a-row form, 4096 its 1-warp form), and for any
@@ -721,6 +724,9 @@ int main(int argc, char **argv) {
     RUN_SEEDED(rmsnorm_shapes);
     RUN_SEEDED(attn_in_fused);
     RUN_SEEDED(greedy_ids);
+    RUN_SEEDED(arch_ops);
+    RUN_SEEDED(attention_softcap);
+    RUN_SEEDED(attention_table_softcap);
     if (argc > 1) json_dump_file(report, argv[1], JSON_INDENT(1));
     json_decref(report);
     gpu->ops->destroy(gpu);

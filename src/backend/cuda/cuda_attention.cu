@@ -13,7 +13,9 @@
 // Which steps an entry serves: the fast kernels by default, the batch-invariant ones under
 // --batch-invariant (a token's numbers independent of how its step was batched), the generic kernel
 // in both (one query row at a time, invariant too).
-enum { FAST = 1, INVARIANT = 2, BOTH = 3 };
+// SOFTCAP: the entry also honours attn_params.softcap (Gemma 2's attention logit soft-capping); an
+// entry without it is passed over for soft-capped calls.
+enum { FAST = 1, INVARIANT = 2, BOTH = 3, SOFTCAP = 4 };
 struct attn_entry {
     struct attn_kernel k;
     int serves;
@@ -21,22 +23,23 @@ struct attn_entry {
 
 static const struct attn_entry kernels[] = {
     // one query token a sequence, head_dim 64 / 128, G <= 8: keys on the MMA's M side
-    {{"decode_t", attn_decode_t_fits, attn_decode_t_launch}, FAST},
+    {{"decode_t", attn_decode_t_fits, attn_decode_t_launch}, FAST | SOFTCAP},
     // one query token a sequence, head_dim 256, G in 1, 2, 4, 8: SIMT (it fits head_dim 64 / 128 too,
     // which decode_t takes first)
-    {{"decode_simt", attn_decode_simt_fits, attn_decode_simt_launch}, FAST},
-    // e4m3, head_dim 64 / 128, blocks TMA can box: FP8 wgmma, warp-specialised
-    {{"prefill_fp8_tma", attn_prefill_fp8_tma_fits, attn_prefill_fp8_tma_launch}, FAST},
-    // e4m3, head_dim 64 / 128 / 256: FP8 wgmma, two warpgroups sharing each tile
-    {{"prefill_fp8_wgmma", attn_prefill_fp8_wgmma_fits, attn_prefill_fp8_wgmma_launch}, FAST},
+    {{"decode_simt", attn_decode_simt_fits, attn_decode_simt_launch}, FAST | SOFTCAP},
+    // e4m3, head_dim 64 / 128, blocks TMA can box: FP8 wgmma, warp-specialised (soft-capped: in the
+    // two-level accumulation mode)
+    {{"prefill_fp8_tma", attn_prefill_fp8_tma_fits, attn_prefill_fp8_tma_launch}, FAST | SOFTCAP},
+    // e4m3, head_dim 64 / 128 / 256: FP8 wgmma, two warpgroups sharing each tile (soft-capped: two-level)
+    {{"prefill_fp8_wgmma", attn_prefill_fp8_wgmma_fits, attn_prefill_fp8_wgmma_launch}, FAST | SOFTCAP},
     // bf16 / e4m3 / e5m2, head_dim 64 / 128, 16·2^k-token blocks: mma.sync
-    {{"prefill_mma", attn_prefill_mma_fits, attn_prefill_mma_launch}, FAST},
+    {{"prefill_mma", attn_prefill_mma_fits, attn_prefill_mma_launch}, FAST | SOFTCAP},
     // head_dim 64 / 128 / 256 where a 16-token part fits shared memory: SIMT
-    {{"prefill_simt", attn_prefill_simt_fits, attn_prefill_simt_launch}, FAST},
+    {{"prefill_simt", attn_prefill_simt_fits, attn_prefill_simt_launch}, FAST | SOFTCAP},
     // --batch-invariant, head_dim 64 / 128, G <= 8: every row through the decode kernel
-    {{"decode_invariant", attn_decode_invariant_fits, attn_decode_invariant_launch}, INVARIANT},
+    {{"decode_invariant", attn_decode_invariant_fits, attn_decode_invariant_launch}, INVARIANT | SOFTCAP},
     // everything else (head_dim <= 512): a warp per (token, query head)
-    {{"generic", attn_generic_fits, attn_generic_launch}, BOTH},
+    {{"generic", attn_generic_fits, attn_generic_launch}, BOTH | SOFTCAP},
 };
 #define N_KERNELS ((int)(sizeof kernels / sizeof kernels[0]))
 
@@ -65,10 +68,12 @@ static struct attn_call attn_call_of(struct cuda_backend *c, void *out, const vo
 static int attn_pick(const struct attn_call *a) {
     const char *force = a->c->tune.attn_kernel;
     const int mode = a->c->base.batch_invariant ? INVARIANT : FAST;
+    const bool cap = a->p->softcap > 0;
     for (int i = 0; i < N_KERNELS; i++) {
+        const bool can = !cap || (kernels[i].serves & SOFTCAP);
         if (force) {
-            if (!strcmp(force, kernels[i].k.name)) return kernels[i].k.fits(a) ? i : -1;
-        } else if ((kernels[i].serves & mode) && kernels[i].k.fits(a)) {
+            if (!strcmp(force, kernels[i].k.name)) return can && kernels[i].k.fits(a) ? i : -1;
+        } else if ((kernels[i].serves & mode) && can && kernels[i].k.fits(a)) {
             return i;
         }
     }
@@ -86,8 +91,9 @@ extern "C" void cuda_attention(struct backend *b, void *out, const void *q, cons
     if (i < 0) {
         if (c->tune.attn_kernel)
             cuda_latch(c, OCT_EINVAL,
-                       "attention: kernel '%s' does not fit head_dim %d, %d query heads a KV head, %s cache",
-                       c->tune.attn_kernel, l->head_dim, a.G, dtype_name(l->dtype));
+                       "attention: kernel '%s' does not fit head_dim %d, %d query heads a KV head, %s cache%s",
+                       c->tune.attn_kernel, l->head_dim, a.G, dtype_name(l->dtype),
+                       p->softcap > 0 ? ", soft-capped scores" : "");
         else
             cuda_latch(c, OCT_EUNSUP, "attention: head_dim %d > 512", l->head_dim);
         return;

@@ -45,6 +45,7 @@ struct attn_args {
     const float *scales;         // [2][KV_MAX_HEADS] K's, then V's descales
     int max_blocks, n_kv, G, bs, lgr, window;
     float scale;                 // softmax scale
+    float softcap;               // > 0: each scaled score s becomes softcap·tanh(s/softcap) (score_map); 0: none
     // split-KV decode: partials [n_rows][n_heads][n_splits][hd + 2], splits of at least min_split
     // blocks, or of abs_split blocks at absolute positions (--batch-invariant), seq_of: a row's
     // sequence (block table) when rows are not sequences, arrive: the fused combine's counters
@@ -79,6 +80,7 @@ static inline attn_args attn_args_of(const struct attn_call *a) {
     r.lgr = a->lgr;
     r.window = a->l->window;
     r.scale = a->p->softmax_scale;
+    r.softcap = a->p->softcap;
     return r;
 }
 

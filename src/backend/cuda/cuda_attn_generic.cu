@@ -1,5 +1,6 @@
 // cuda_attn_generic.cu — the generic attention kernel: any head_dim up to 512, any cache block
-// size and element type, one query row at a time (so also batch-invariant). It is the table's last
+// size and element type, soft-capped scores or not, one query row at a time (so also
+// batch-invariant). It is the table's last
 // entry, for the shapes no faster kernel fits. Owns its fits / launch entry of the attention
 // kernel table (cuda_attention.cu).
 //
@@ -9,11 +10,12 @@
 
 #include "cuda_attention.cuh"
 
-// One warp per (query token, query head); lane owns dims lane, lane+32, ...
+// One warp per (query token, query head); lane owns dims lane, lane+32, ... CAP: soft-capped scores.
+template <bool CAP>
 __device__ __forceinline__ void generic_body(bf16 *out, const bf16 *q, const void *kc, const void *vc, int dt,
                                              const int32_t *tok_seq, const int32_t *pos_arr, const int32_t *btab,
                                              int max_blocks, int n_kv, int G, int hd, int bs, int window, float scale,
-                                             const float *scales) {
+                                             const float *scales, float softcap) {
     const int t = blockIdx.x, qh = blockIdx.y, g = qh / G, lane = threadIdx.x;
     const int s = tok_seq[t], pos = pos_arr[t];
     const int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
@@ -25,7 +27,7 @@ __device__ __forceinline__ void generic_body(bf16 *out, const bf16 *q, const voi
 #pragma unroll
     for (int i = 0; i < MAXD; i++) {
         int d = lane + 32 * i;
-        qr[i] = d < hd ? __bfloat162float(qp[d]) * scale * kscale : 0.0f;
+        qr[i] = d < hd ? __bfloat162float(qp[d]) * scale * kscale : 0.0f;  // (scores in natural units)
         acc[i] = 0.0f;
     }
     const int32_t *bt = btab + (size_t)s * max_blocks;
@@ -38,6 +40,7 @@ __device__ __forceinline__ void generic_body(bf16 *out, const bf16 *q, const voi
             if (dd < hd) d += qr[i] * load_any(kc, base + dd, dt);
         }
         for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffff, d, o);
+        if constexpr (CAP) d = softcap * tanhf(d / softcap);
         float mn = fmaxf(m, d), alpha = __expf(m - mn), p = __expf(d - mn);
         l = l * alpha + p;
 #pragma unroll
@@ -55,16 +58,18 @@ __device__ __forceinline__ void generic_body(bf16 *out, const bf16 *q, const voi
     }
 }
 
-__global__ void k_generic(const __grid_constant__ attn_args a, int dt, int hd) {
-    generic_body(a.out, a.q, a.kc, a.vc, dt, a.tok_seq, a.pos, a.btab, a.max_blocks, a.n_kv, a.G, hd, a.bs, a.window,
-                 a.scale, a.scales);
+template <bool CAP> __global__ void k_generic(const __grid_constant__ attn_args a, int dt, int hd) {
+    generic_body<CAP>(a.out, a.q, a.kc, a.vc, dt, a.tok_seq, a.pos, a.btab, a.max_blocks, a.n_kv, a.G, hd, a.bs,
+                      a.window, a.scale, a.scales, a.softcap);
 }
 
 bool attn_generic_fits(const struct attn_call *a) { return a->l->head_dim <= 512; }
 
 void attn_generic_launch(const struct attn_call *a) {
     struct cuda_backend *c = a->c;
-    k_generic<<<dim3(a->bt->n_tokens, a->p->n_heads), 32, 0, c->stream>>>(attn_args_of(a), (int)a->l->dtype,
-                                                                          a->l->head_dim);
+    const dim3 grid(a->bt->n_tokens, a->p->n_heads);
+    const int dt = (int)a->l->dtype, hd = a->l->head_dim;
+    if (a->p->softcap > 0) k_generic<true><<<grid, 32, 0, c->stream>>>(attn_args_of(a), dt, hd);
+    else k_generic<false><<<grid, 32, 0, c->stream>>>(attn_args_of(a), dt, hd);
     CUDA_LAUNCHED(c, "attention generic");
 }

@@ -1,10 +1,10 @@
 // cuda_backend.cu — the CUDA backend's table, its creation and destruction: device memory, BF16
 // weights (converted at upload), the batch metadata upload, the elementwise ops (get_rows, rmsnorm,
-// rope, silu_mul, add, gather_rows; kernels in cuda_elementwise.cuh) and struct cuda_tuning's
-// defaults. The products and the sublayer ops live in cuda_gemm.cu, graphs and the logits in
-// cuda_step.cu, the cache write in cuda_kv_write.cu, attention in cuda_attention.cu. Activations
-// are BF16; math inside kernels is f32 (RoPE angles in f64, as the CPU computes them, so long
-// positions agree).
+// rope, silu_mul, add, gather_rows, bias_add, act_mul, scale; kernels in cuda_elementwise.cuh) and
+// struct cuda_tuning's defaults. The products and the sublayer ops live in cuda_gemm.cu, graphs and
+// the logits in cuda_step.cu, the cache write in cuda_kv_write.cu, attention in cuda_attention.cu.
+// Activations are BF16; math inside kernels is f32 (RoPE angles in f64, as the CPU computes them, so
+// long positions agree).
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -221,18 +221,22 @@ static void cu_rmsnorm(struct backend *b, void *out, const void *x, const struct
 }
 
 const double *cuda_rope_freqs(struct cuda_backend *c, const struct rope_table *rt) {
-    if (c->rope_host != rt) {  // one table per model: upload once
-        if (!c->d_inv_freq &&
-            cuda_fail(c, cudaMalloc((void **)&c->d_inv_freq, ROPE_MAX_PAIRS * sizeof(double)), "cudaMalloc"))
-            return nullptr;
-        if (cuda_fail(c,
-                      cudaMemcpyAsync(c->d_inv_freq, rt->inv_freq, rt->n_rot / 2 * sizeof(double),
-                                      cudaMemcpyHostToDevice, c->stream),
-                      "rope table"))
-            return nullptr;
-        c->rope_host = rt;
-    }
-    return c->d_inv_freq;
+    const int half = rt->n_rot / 2;
+    const size_t bytes = (size_t)half * sizeof(double);
+    for (int i = 0; i < c->n_rope && i < CUDA_ROPE_SLOTS; i++)
+        if (c->rope_half[i] == half && !memcmp(c->rope_key[i], rt->inv_freq, bytes))
+            return c->d_inv_freq + (size_t)i * ROPE_MAX_PAIRS;
+    const size_t all = CUDA_ROPE_SLOTS * ROPE_MAX_PAIRS * sizeof(double);
+    if (!c->d_inv_freq && cuda_fail(c, cudaMalloc((void **)&c->d_inv_freq, all), "cudaMalloc")) return nullptr;
+    // a new table: the next slot (past CUDA_ROPE_SLOTS tables, the oldest is replaced, which a step
+    // captured with it would not see: a backend serves one model, with at most two tables)
+    const int i = c->n_rope++ % CUDA_ROPE_SLOTS;
+    memcpy(c->rope_key[i], rt->inv_freq, bytes);
+    c->rope_half[i] = half;
+    double *d = c->d_inv_freq + (size_t)i * ROPE_MAX_PAIRS;
+    if (cuda_fail(c, cudaMemcpyAsync(d, c->rope_key[i], bytes, cudaMemcpyHostToDevice, c->stream), "rope table"))
+        return nullptr;
+    return d;
 }
 
 static void cu_rope(struct backend *b, void *x, int n_heads, int head_dim, const struct rope_table *rt,
@@ -243,9 +247,38 @@ static void cu_rope(struct backend *b, void *x, int n_heads, int head_dim, const
     const double *freqs = cuda_rope_freqs(c, rt);
     if (!freqs) return;
     long total = (long)bt->n_tokens * n_heads * half;
+    const rope_dyn dyn = {c->cb.tok_seq, c->cb.seq_lens, rt->dyn_max_pos, rt->dyn_theta, rt->dyn_factor, rt->n_rot};
     k_rope<<<blocks_for(total, 256), 256, 0, c->stream>>>((bf16 *)x, c->cb.pos, freqs, bt->n_tokens, n_heads, head_dim,
-                                                          half, rt->neox, rt->attn_factor);
+                                                          half, rt->neox, rt->attn_factor, dyn);
     CUDA_LAUNCHED(c, "rope");
+}
+
+static void cu_bias_add(struct backend *b, void *x, const struct weight *bias, int n) {
+    struct cuda_backend *c = cb_of(b);
+    const long total = (long)n * bias->cols;
+    if (CUDA_SKIP(c) || !total) return;
+    k_bias_add<<<blocks_for(total, 256), 256, 0, c->stream>>>((bf16 *)x, (const bf16 *)bias->dev, (int)bias->cols,
+                                                              total);
+    CUDA_LAUNCHED(c, "bias_add");
+}
+
+static void cu_act_mul(struct backend *b, void *out, const void *g, const void *u, int64_t n, enum ffn_act act) {
+    struct cuda_backend *c = cb_of(b);
+    if (CUDA_SKIP(c) || !n) return;
+    const unsigned grid = blocks_for(n, 256);
+    bf16 *o = (bf16 *)out;
+    const bf16 *gb = (const bf16 *)g, *ub = (const bf16 *)u;
+    if (act == FFN_ACT_GELU_TANH) k_act_mul<FFN_ACT_GELU_TANH><<<grid, 256, 0, c->stream>>>(o, gb, ub, n);
+    else if (act == FFN_ACT_GELU) k_act_mul<FFN_ACT_GELU><<<grid, 256, 0, c->stream>>>(o, gb, ub, n);
+    else k_act_mul<FFN_ACT_SILU><<<grid, 256, 0, c->stream>>>(o, gb, ub, n);
+    CUDA_LAUNCHED(c, "act_mul");
+}
+
+static void cu_scale(struct backend *b, void *x, int64_t n, float s) {
+    struct cuda_backend *c = cb_of(b);
+    if (CUDA_SKIP(c) || !n) return;
+    k_scale<<<blocks_for(n, 256), 256, 0, c->stream>>>((bf16 *)x, n, s);
+    CUDA_LAUNCHED(c, "scale");
 }
 
 static void cu_silu_mul(struct backend *b, void *out, const void *g, const void *u, int64_t n) {
@@ -340,6 +373,11 @@ static const struct backend_ops cuda_ops = {
     .logits_argmax = cuda_logits_argmax,
     .wait_ids = cuda_wait_ids,
     .kv_budget_default = cu_kv_budget_default,
+    .bias_add = cu_bias_add,
+    .act_mul = cu_act_mul,
+    .scale = cu_scale,
+    .attn_softcap = true,
+    .rope_dynamic = true,
 };
 
 extern "C" bool backend_cuda_available(void) {

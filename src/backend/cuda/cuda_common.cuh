@@ -55,6 +55,8 @@ struct gemm_plan {
 };
 #define N_PLANS 256
 
+#define CUDA_ROPE_SLOTS 4
+
 struct cuda_scale_slot;  // cuda_kv_write.cu: a layer's scales and K offsets on the device
 
 struct cuda_backend {
@@ -73,9 +75,11 @@ struct cuda_backend {
     int32_t *h_meta, *d_meta;   // pinned host staging and its device copy
     size_t meta_cap;            // int32 elements
     struct cuda_batch cb;
-    // rope table (inv_freq as double) cached by host pointer
-    const struct rope_table *rope_host;
-    double *d_inv_freq;
+    // rope tables' inverse frequencies (double) on the device, CUDA_ROPE_SLOTS of them keyed by their
+    // values (a model has one, or two with a separate RoPE for its sliding-window layers)
+    double *d_inv_freq;         // [CUDA_ROPE_SLOTS][ROPE_MAX_PAIRS]
+    double rope_key[CUDA_ROPE_SLOTS][ROPE_MAX_PAIRS];
+    int rope_half[CUDA_ROPE_SLOTS], n_rope;
     // split-KV decode scratch
     float *d_part;              // [n_parts][n_heads][head_dim + 2]
     size_t part_cap;            // floats
@@ -171,9 +175,28 @@ __device__ __forceinline__ size_t kv_sub_block(const int32_t *bt, int j, int n_k
     return ((((size_t)bt[j >> lgr] * n_kv + g) << lgr) + (j & ((1 << lgr) - 1)));
 }
 
-// The device copy of a rope table's inverse frequencies (uploaded when the table changes), or NULL
-// after latching an error.
+// The device copy of a rope table's inverse frequencies (uploaded the first time these values are
+// seen), or NULL after latching an error.
 const double *cuda_rope_freqs(struct cuda_backend *c, const struct rope_table *rt);
+
+// Attention logit soft-capping (Gemma 2, attn_params.softcap): each score s, in natural units after
+// the softmax scale, becomes cap·tanh(s/cap), before masking and the softmax. A kernel keeps its
+// scores as raw dot products times a factor into its own units (natural, or log2 for exp2);
+// score_map<CAP> does that step, with the cap in between when CAP: raw·k, or
+// tanh(raw·k/cap_u)·cap_u with cap_u = cap in the kernel's units (the map is the same in either units).
+template <bool CAP> struct score_map {
+    float k, k_cap, cap;  // k_cap = k / cap_u, cap = cap_u
+    // k: raw score → the kernel's units; unit: natural → the kernel's units (1 or log2 e)
+    __device__ __forceinline__ score_map(float k_, float softcap, float unit) {
+        k = k_;
+        cap = softcap * unit;
+        k_cap = CAP ? k_ / cap : 0.0f;
+    }
+    __device__ __forceinline__ float operator()(float raw) const {
+        if constexpr (CAP) return tanhf(raw * k_cap) * cap;
+        else return raw * k;
+    }
+};
 
 // The device copy of a layer's K and V scales ([2][KV_MAX_HEADS] floats: K's, then V's), uploaded
 // when they change (cuda_kv_write.cu); NULL after latching an error.

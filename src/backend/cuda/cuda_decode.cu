@@ -1,9 +1,9 @@
 // cuda_decode.cu — the decode attention family (one query token per sequence, split-KV across
-// CTAs): the transposed tensor-core kernel for head_dim 64 / 128 with G <= 8 (cuda_decode_t.cuh),
-// the SIMT kernel for head_dim 256, the batch-invariant path (cuda_decode_mma.cuh's kernel for
-// every query row, splits at absolute positions), the split plan and the combine
-// (cuda_combine.cuh). Owns their fits / launch entries of the kernel table and their per-backend
-// set-up (shared-memory limits, residency).
+// CTAs; every kernel also in a soft-capped form, attn_params.softcap): the transposed tensor-core
+// kernel for head_dim 64 / 128 with G <= 8 (cuda_decode_t.cuh), the SIMT kernel for head_dim 256,
+// the batch-invariant path (cuda_decode_mma.cuh's kernel for every query row, splits at absolute
+// positions), the split plan and the combine (cuda_combine.cuh). Owns their fits / launch entries of
+// the kernel table and their per-backend set-up (shared-memory limits, residency).
 //
 // Data layout (docs/kv_format.md): cache [n_blocks][n_kv_heads][kv_block_tokens][head_dim];
 // q, out [n_tokens][n_heads][head_dim] bf16.
@@ -18,12 +18,13 @@
 // ---------------------------------------------------------------- SIMT decode (head_dim 256)
 
 // One CTA = (sequence, KV head, split). 4 warps; each lane group of LPR lanes holds one
-// key row (16 bytes per lane), a warp covers one 16-token block per iteration.
-template <int HD, int G, int DT>
+// key row (16 bytes per lane), a warp covers one 16-token block per iteration. CAP: soft-capped scores.
+template <int HD, int G, int DT, bool CAP>
 __device__ __forceinline__ void decode_simt_body(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                  const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                  int max_blocks, int lgr, int n_kv, int window, float scale,
-                                                 const float *scales, int n_splits, int blocks_per_split) {
+                                                 const float *scales, int n_splits, int blocks_per_split,
+                                                 float softcap) {
     typedef typename kv_elem<DT>::T T;
     constexpr int E = 16 / sizeof(T);        // elements per 16-byte load
     constexpr int LPR = HD / E;              // lanes per key row
@@ -40,7 +41,7 @@ __device__ __forceinline__ void decode_simt_body(bf16 *out, float *part, const b
     const int t = qstart[s];  // the sequence's (only) query token
     const float kscale = DT == DT_BF16 ? 1.0f : scales[g];
     const float vscale = DT == DT_BF16 ? 1.0f : scales[KV_MAX_HEADS + g];
-    const float sc = scale * kscale;
+    const score_map<CAP> sc(scale * kscale, softcap, 1.0f);  // raw score → natural units
 
     float qr[G][E], acc[G][E], m[G], l[G];
 #pragma unroll
@@ -80,7 +81,7 @@ __device__ __forceinline__ void decode_simt_body(bf16 *out, float *part, const b
 #pragma unroll
                 for (int o = LPR / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffff, d, o);
                 if (!valid) continue;
-                float sv = d * sc, mn = fmaxf(m[h], sv);
+                float sv = sc(d), mn = fmaxf(m[h], sv);
                 float alpha = __expf(m[h] - mn), p = __expf(sv - mn);
                 l[h] = l[h] * alpha + p;
 #pragma unroll
@@ -119,10 +120,10 @@ __device__ __forceinline__ void decode_simt_body(bf16 *out, float *part, const b
     __syncthreads();
     merge_warps_store<HD>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits);
 }
-template <int HD, int G, int DT>
+template <int HD, int G, int DT, bool CAP>
 __global__ void __launch_bounds__(128) k_decode(const __grid_constant__ attn_args a, int blocks_per_split) {
-    decode_simt_body<HD, G, DT>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab, a.max_blocks, a.lgr,
-                                a.n_kv, a.window, a.scale, a.scales, a.n_splits, blocks_per_split);
+    decode_simt_body<HD, G, DT, CAP>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab, a.max_blocks, a.lgr,
+                                     a.n_kv, a.window, a.scale, a.scales, a.n_splits, blocks_per_split, a.softcap);
 }
 
 // ---------------------------------------------------------------- split plans
@@ -159,16 +160,17 @@ typedef void (*decode_fn)(attn_args);
 // The transposed kernel's ring depth (cuda_decode_t.cuh says why 2).
 #define DECODE_T_STAGES 2
 
-// The transposed kernel for head_dim HD, cache type index di (bf16, e4m3, e5m2) and launch policy.
-template <int HD> static decode_fn decode_t_kernel(int di, decode_policy p) {
+// The transposed kernel for head_dim HD, cache type index di (bf16, e4m3, e5m2), launch policy and
+// soft-capping (CAP).
+template <int HD, bool CAP = false> static decode_fn decode_t_kernel(int di, decode_policy p) {
     constexpr int S = DECODE_T_STAGES;
     if (p == DECODE_FUSED)
-        return di == 0   ? k_decode_t<HD, DT_BF16, S, DECODE_FUSED>
-               : di == 1 ? k_decode_t<HD, DT_E4M3, S, DECODE_FUSED>
-                         : k_decode_t<HD, DT_E5M2, S, DECODE_FUSED>;
-    return di == 0   ? k_decode_t<HD, DT_BF16, S, DECODE_PDL>
-           : di == 1 ? k_decode_t<HD, DT_E4M3, S, DECODE_PDL>
-                     : k_decode_t<HD, DT_E5M2, S, DECODE_PDL>;
+        return di == 0   ? k_decode_t<HD, DT_BF16, S, DECODE_FUSED, CAP>
+               : di == 1 ? k_decode_t<HD, DT_E4M3, S, DECODE_FUSED, CAP>
+                         : k_decode_t<HD, DT_E5M2, S, DECODE_FUSED, CAP>;
+    return di == 0   ? k_decode_t<HD, DT_BF16, S, DECODE_PDL, CAP>
+           : di == 1 ? k_decode_t<HD, DT_E4M3, S, DECODE_PDL, CAP>
+                     : k_decode_t<HD, DT_E5M2, S, DECODE_PDL, CAP>;
 }
 // The ring's bytes: 4 warps, the stages, K and V, 16 rows of HD elements.
 static constexpr size_t decode_ring(int hd, int stages, int di) {
@@ -180,11 +182,11 @@ static constexpr size_t decode_ring(int hd, int stages, int di) {
 template <int HD> static bool decode_init_hd(struct cuda_backend *c, int hi) {
     for (int di = 0; di < 3; di++) {
         const int ring = (int)decode_ring(HD, DECODE_T_STAGES, di);
-        for (decode_policy p : {DECODE_FUSED, DECODE_PDL}) {
-            const cudaError_t e =
-                cudaFuncSetAttribute(decode_t_kernel<HD>(di, p), cudaFuncAttributeMaxDynamicSharedMemorySize, ring);
-            if (cuda_fail(c, e, "decode attention: shared-memory limit")) return false;
-        }
+        for (decode_policy p : {DECODE_FUSED, DECODE_PDL})
+            for (decode_fn k : {decode_t_kernel<HD, false>(di, p), decode_t_kernel<HD, true>(di, p)}) {
+                const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, ring);
+                if (cuda_fail(c, e, "decode attention: shared-memory limit")) return false;
+            }
         int per = 0;
         const decode_fn fused = decode_t_kernel<HD>(di, DECODE_FUSED);
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fused, 128, ring) != cudaSuccess || per < 1) per = 1;
@@ -198,7 +200,7 @@ bool attn_decode_t_fits(const struct attn_call *a) {
     return a->decode && a->fast_dtype && a->lgr >= 0 && a->G <= 8 && (hd == 64 || hd == 128);
 }
 
-template <int HD> static void decode_t_launch(const struct attn_call *a) {
+template <int HD, bool CAP> static void decode_t_launch(const struct attn_call *a) {
     struct cuda_backend *c = a->c;
     const struct kv_layer *l = a->l;
     const int G = a->G, di = dtype_index(l->dtype);
@@ -224,20 +226,21 @@ template <int HD> static void decode_t_launch(const struct attn_call *a) {
             cuda_fail(c, cudaMemsetAsync(c->d_arrive, 0, cnt * sizeof(int), c->stream), "cudaMemset"))
             return;
         args.arrive = c->d_arrive;
-        decode_t_kernel<HD>(di, DECODE_FUSED)<<<grid, 128, ring, c->stream>>>(args);
+        decode_t_kernel<HD, CAP>(di, DECODE_FUSED)<<<grid, 128, ring, c->stream>>>(args);
         CUDA_LAUNCHED(c, "attention decode (fused combine)");
         return;
     }
     cudaLaunchAttribute attr[1];
     const cudaLaunchConfig_t cfg = pdl_config(grid, dim3(128), ring, c->stream, attr);
-    if (cuda_fail(c, cudaLaunchKernelEx(&cfg, decode_t_kernel<HD>(di, DECODE_PDL), args), "attention decode"))
+    if (cuda_fail(c, cudaLaunchKernelEx(&cfg, decode_t_kernel<HD, CAP>(di, DECODE_PDL), args), "attention decode"))
         return;
     if (n_splits > 1) launch_combine(c, a->out, a->bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart);
 }
 
 void attn_decode_t_launch(const struct attn_call *a) {
-    if (a->l->head_dim == 64) decode_t_launch<64>(a);
-    else decode_t_launch<128>(a);
+    const bool cap = a->p->softcap > 0;
+    if (a->l->head_dim == 64) cap ? decode_t_launch<64, true>(a) : decode_t_launch<64, false>(a);
+    else cap ? decode_t_launch<128, true>(a) : decode_t_launch<128, false>(a);
 }
 
 // ---------------------------------------------------------------- --batch-invariant (decode_invariant)
@@ -254,20 +257,20 @@ __global__ void k_pseudo_seqs(int32_t *qs, int32_t *sl, const int32_t *pos, int 
 }
 
 #define INVARIANT_STAGES 3  // the heads-on-M kernel's ring depth on this path
-template <int HD> static decode_fn decode_invariant_kernel(int di) {
+template <int HD, bool CAP = false> static decode_fn decode_invariant_kernel(int di) {
     constexpr int S = INVARIANT_STAGES;
-    return di == 0   ? k_decode_mma<HD, DT_BF16, S, DECODE_PLAIN>
-           : di == 1 ? k_decode_mma<HD, DT_E4M3, S, DECODE_PLAIN>
-                     : k_decode_mma<HD, DT_E5M2, S, DECODE_PLAIN>;
+    return di == 0   ? k_decode_mma<HD, DT_BF16, S, DECODE_PLAIN, CAP>
+           : di == 1 ? k_decode_mma<HD, DT_E4M3, S, DECODE_PLAIN, CAP>
+                     : k_decode_mma<HD, DT_E5M2, S, DECODE_PLAIN, CAP>;
 }
 
 template <int HD> static bool decode_invariant_init(struct cuda_backend *c) {
-    for (int di = 0; di < 3; di++) {
-        const cudaError_t e = cudaFuncSetAttribute(decode_invariant_kernel<HD>(di),
-                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                   (int)decode_ring(HD, INVARIANT_STAGES, di));
-        if (cuda_fail(c, e, "decode attention (batch-invariant): shared-memory limit")) return false;
-    }
+    for (int di = 0; di < 3; di++)
+        for (decode_fn k : {decode_invariant_kernel<HD, false>(di), decode_invariant_kernel<HD, true>(di)}) {
+            const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       (int)decode_ring(HD, INVARIANT_STAGES, di));
+            if (cuda_fail(c, e, "decode attention (batch-invariant): shared-memory limit")) return false;
+        }
     return true;
 }
 
@@ -276,7 +279,7 @@ bool attn_decode_invariant_fits(const struct attn_call *a) {
     return a->fast_dtype && a->lgr >= 0 && a->G <= 8 && (hd == 64 || hd == 128);
 }
 
-template <int HD> static void decode_invariant_launch(const struct attn_call *a) {
+template <int HD, bool CAP> static void decode_invariant_launch(const struct attn_call *a) {
     struct cuda_backend *c = a->c;
     const struct kv_layer *l = a->l;
     const struct batch *bt = a->bt;
@@ -311,15 +314,16 @@ template <int HD> static void decode_invariant_launch(const struct attn_call *a)
         args.qstart = qs + r0;
         args.seq_lens = sl + r0;
         args.seq_of = seq_of ? seq_of + r0 : nullptr;
-        decode_invariant_kernel<HD>(di)<<<dim3(n, l->n_kv_heads, n_splits), 128, ring, c->stream>>>(args);
+        decode_invariant_kernel<HD, CAP>(di)<<<dim3(n, l->n_kv_heads, n_splits), 128, ring, c->stream>>>(args);
         if (CUDA_LAUNCHED(c, "attention (batch-invariant)")) return;
         launch_combine(c, a->out, n, l->n_kv_heads * G, HD, n_splits, qs + r0);
     }
 }
 
 void attn_decode_invariant_launch(const struct attn_call *a) {
-    if (a->l->head_dim == 64) decode_invariant_launch<64>(a);
-    else decode_invariant_launch<128>(a);
+    const bool cap = a->p->softcap > 0;
+    if (a->l->head_dim == 64) cap ? decode_invariant_launch<64, true>(a) : decode_invariant_launch<64, false>(a);
+    else cap ? decode_invariant_launch<128, true>(a) : decode_invariant_launch<128, false>(a);
 }
 
 // ---------------------------------------------------------------- SIMT decode (decode_simt)
@@ -330,7 +334,7 @@ bool attn_decode_simt_fits(const struct attn_call *a) {
            (G == 1 || G == 2 || G == 4 || G == 8);
 }
 
-template <int HD, int G> static void decode_simt_g(const struct attn_call *a) {
+template <int HD, int G, bool CAP> static void decode_simt_g(const struct attn_call *a) {
     struct cuda_backend *c = a->c;
     const struct kv_layer *l = a->l;
     const int nb_max = plan_blocks(a), ctas = a->bt->n_seqs * l->n_kv_heads;
@@ -346,27 +350,33 @@ template <int HD, int G> static void decode_simt_g(const struct attn_call *a) {
     args.part = c->d_part;
     args.n_splits = n_splits;
     const dim3 grid(a->bt->n_seqs, l->n_kv_heads, n_splits);
-    if (l->dtype == DT_BF16) k_decode<HD, G, DT_BF16><<<grid, 128, 0, c->stream>>>(args, per_split);
-    else if (l->dtype == DT_E4M3) k_decode<HD, G, DT_E4M3><<<grid, 128, 0, c->stream>>>(args, per_split);
-    else k_decode<HD, G, DT_E5M2><<<grid, 128, 0, c->stream>>>(args, per_split);
+    if (l->dtype == DT_BF16) k_decode<HD, G, DT_BF16, CAP><<<grid, 128, 0, c->stream>>>(args, per_split);
+    else if (l->dtype == DT_E4M3) k_decode<HD, G, DT_E4M3, CAP><<<grid, 128, 0, c->stream>>>(args, per_split);
+    else k_decode<HD, G, DT_E5M2, CAP><<<grid, 128, 0, c->stream>>>(args, per_split);
     if (CUDA_LAUNCHED(c, "attention decode (SIMT)")) return;
     if (n_splits > 1) launch_combine(c, a->out, a->bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart);
 }
 
-template <int HD> static void decode_simt_hd(const struct attn_call *a) {
+template <int HD, bool CAP> static void decode_simt_hd(const struct attn_call *a) {
     switch (a->G) {
-    case 1: decode_simt_g<HD, 1>(a); break;
-    case 2: decode_simt_g<HD, 2>(a); break;
-    case 4: decode_simt_g<HD, 4>(a); break;
-    default: decode_simt_g<HD, 8>(a); break;
+    case 1: decode_simt_g<HD, 1, CAP>(a); break;
+    case 2: decode_simt_g<HD, 2, CAP>(a); break;
+    case 4: decode_simt_g<HD, 4, CAP>(a); break;
+    default: decode_simt_g<HD, 8, CAP>(a); break;
     }
 }
 
-void attn_decode_simt_launch(const struct attn_call *a) {
+template <bool CAP> static void decode_simt_cap(const struct attn_call *a) {
     const int hd = a->l->head_dim;
-    if (hd == 64) decode_simt_hd<64>(a);
-    else if (hd == 128) decode_simt_hd<128>(a);
-    else decode_simt_hd<256>(a);
+    if (hd == 64) decode_simt_hd<64, CAP>(a);
+    else if (hd == 128) decode_simt_hd<128, CAP>(a);
+    else decode_simt_hd<256, CAP>(a);
+}
+
+// (soft-capped: every shape it fits; without the cap, decode_t takes head_dim 64 / 128 first)
+void attn_decode_simt_launch(const struct attn_call *a) {
+    if (a->p->softcap > 0) decode_simt_cap<true>(a);
+    else decode_simt_cap<false>(a);
 }
 
 bool cuda_decode_init(struct cuda_backend *c) {

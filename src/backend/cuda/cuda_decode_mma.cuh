@@ -306,12 +306,12 @@ struct decode_cta {
 // Each warp streams blocks through a ring of STAGES shared-memory buffers with cp.async (STAGES-1
 // blocks in flight while one computes). seq_of (rows that are not sequences): a row's sequence,
 // whose block table it reads.
-template <int HD, int DT, int STAGES, decode_policy P>
+template <int HD, int DT, int STAGES, decode_policy P, bool CAP>
 __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                 const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                 int max_blocks, int lgr, int n_kv, int G, int window, float scale,
                                                 const float *scales, int n_splits, int min_split,
-                                                const int32_t *seq_of, int abs_split, int *arrive) {
+                                                const int32_t *seq_of, int abs_split, int *arrive, float softcap) {
     static_assert(STAGES >= 2, "the ring is required");
     static_assert(P != DECODE_PDL, "this kernel has no programmatic-dependent waits");
     typedef mma_traits<DT> TR;
@@ -328,7 +328,7 @@ __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf
         return;
     const int pos = cta.pos, lo = cta.lo, b0 = cta.b0, b1 = cta.b1, t = cta.t;
     const float kscale = cta.kscale, vscale = cta.vscale;
-    const float sc = scale * kscale;
+    const score_map<CAP> sc(scale * kscale, softcap, 1.0f);  // raw score → natural units (CAP: soft-capped)
 
     float o[NT][4];
 #pragma unroll
@@ -390,7 +390,7 @@ __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf
         // online softmax on row rr (rows rr+8 are padding)
         float x[4];
         int kp0 = blk * 16 + 2 * c;
-        x[0] = sv[0][0] * sc; x[1] = sv[0][1] * sc; x[2] = sv[1][0] * sc; x[3] = sv[1][1] * sc;
+        x[0] = sc(sv[0][0]); x[1] = sc(sv[0][1]); x[2] = sc(sv[1][0]); x[3] = sc(sv[1][1]);
         const int kpos[4] = {kp0, kp0 + 1, kp0 + 8, kp0 + 9};
         float mx = -INFINITY;
 #pragma unroll
@@ -433,10 +433,10 @@ __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf
 
 // The heads-on-M decode kernel. --batch-invariant runs it for every query row at ring depth 3
 // with DECODE_PLAIN (splits at absolute block positions, partials always through k_combine);
-// dev/cuda/attention_decode.cu times its other forms.
-template <int HD, int DT, int STAGES, decode_policy P>
+// dev/cuda/attention_decode.cu times its other forms. CAP: soft-capped scores (attn_args.softcap > 0).
+template <int HD, int DT, int STAGES, decode_policy P, bool CAP = false>
 __global__ void __launch_bounds__(128) k_decode_mma(const __grid_constant__ attn_args a) {
-    decode_mma_body<HD, DT, STAGES, P>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab, a.max_blocks,
-                                       a.lgr, a.n_kv, a.G, a.window, a.scale, a.scales, a.n_splits, a.min_split,
-                                       a.seq_of, a.abs_split, a.arrive);
+    decode_mma_body<HD, DT, STAGES, P, CAP>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab,
+                                            a.max_blocks, a.lgr, a.n_kv, a.G, a.window, a.scale, a.scales, a.n_splits,
+                                            a.min_split, a.seq_of, a.abs_split, a.arrive, a.softcap);
 }

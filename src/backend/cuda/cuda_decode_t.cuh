@@ -74,12 +74,12 @@ template <int HD, int DT> struct frags {
 //     iteration, which is as fast for it.
 //   DECODE_FUSED, DECODE_PLAIN: ordinary launches; a stage is refilled at the top of the next
 //     iteration.
-template <int HD, int DT, int STAGES, decode_policy P>
+template <int HD, int DT, int STAGES, decode_policy P, bool CAP>
 __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                               const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                               int max_blocks, int lgr, int n_kv, int G, int window, float scale,
                                               const float *scales, int n_splits, int min_split,
-                                              const int32_t *seq_of, int abs_split, int *arrive) {
+                                              const int32_t *seq_of, int abs_split, int *arrive, float softcap) {
     static_assert(STAGES >= 2, "the ring is required");
     constexpr bool PDLW = P == DECODE_PDL, EARLY = PDLW && DT != DT_BF16;
     typedef mma_traits<DT> TR;
@@ -93,7 +93,8 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
         return;
     const int pos = cta.pos, lo = cta.lo, b0 = cta.b0, b1 = cta.b1, t = cta.t;
     const float kscale = cta.kscale, vscale = cta.vscale;
-    const float sc2 = scale * kscale * 1.4426950408889634f;  // scores → log2 units
+    // scores → log2 units (CAP: soft-capped)
+    const score_map<CAP> sc2(scale * kscale * 1.4426950408889634f, softcap, 1.4426950408889634f);
 
     const int32_t *bt = btab + (size_t)(seq_of ? seq_of[s] : s) * max_blocks;
     const char *K = (const char *)kc, *V = (const char *)vc;
@@ -172,7 +173,7 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
         // x[i]: (key gr, head 2c), (key gr, head 2c+1), (key gr+8, head 2c), (key gr+8, head 2c+1)
         float x[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) x[i] = (sa[i] + sb[i]) * sc2;
+        for (int i = 0; i < 4; i++) x[i] = sc2(sa[i] + sb[i]);
         if (blk * 16 < lo || blk * 16 + 15 > pos) {  // a block at the window's start or past the position
             const int kp = blk * 16 + gr;
             if (kp < lo || kp > pos) x[0] = x[1] = -INFINITY;
@@ -262,10 +263,11 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
 
 // The transposed decode kernel. Production runs ring depth 2 (one block in flight while one
 // computes; a third stage queues more requests ahead of every warp's first block and is slower)
-// with DECODE_PDL or DECODE_FUSED; dev/cuda/attention_decode.cu times its other forms.
-template <int HD, int DT, int STAGES, decode_policy P>
+// with DECODE_PDL or DECODE_FUSED; dev/cuda/attention_decode.cu times its other forms. CAP: soft-capped
+// scores (attn_args.softcap > 0).
+template <int HD, int DT, int STAGES, decode_policy P, bool CAP = false>
 __global__ void __launch_bounds__(128) k_decode_t(const __grid_constant__ attn_args a) {
-    decode_t_body<HD, DT, STAGES, P>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab, a.max_blocks,
-                                     a.lgr, a.n_kv, a.G, a.window, a.scale, a.scales, a.n_splits, a.min_split,
-                                     a.seq_of, a.abs_split, a.arrive);
+    decode_t_body<HD, DT, STAGES, P, CAP>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab, a.max_blocks,
+                                          a.lgr, a.n_kv, a.G, a.window, a.scale, a.scales, a.n_splits, a.min_split,
+                                          a.seq_of, a.abs_split, a.arrive, a.softcap);
 }

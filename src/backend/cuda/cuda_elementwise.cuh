@@ -1,5 +1,6 @@
-// cuda_elementwise.cuh — the CUDA backend's elementwise kernels (get_rows, rmsnorm, rope,
-// silu_mul, add, gather_rows), included by cuda_backend.cu, whose ops launch them.
+// cuda_elementwise.cuh — the CUDA backend's elementwise kernels (get_rows, rmsnorm, rope with
+// dynamic NTK, silu_mul, act_mul, bias_add, scale, add, gather_rows), included by cuda_backend.cu,
+// whose ops launch them.
 #pragma once
 
 #include "cuda_rmsnorm.cuh"
@@ -39,9 +40,18 @@ __global__ void __launch_bounds__(1024) k_rmsnorm(bf16 *out, const bf16 *x, cons
             o[i] = __float2bfloat16_rn(__bfloat162float(xr[i]) * r * __bfloat162float(w[i]));
 }
 
+// Dynamic NTK (rope_table.dyn_max_pos > 0): a token of a sequence whose context after the step is
+// L > max_pos rotates with base theta·(factor·L/max_pos − factor + 1)^(n_rot/(n_rot − 2)), as the CPU.
+struct rope_dyn {
+    const int32_t *tok_seq, *seq_lens;  // [n_tokens] each token's sequence; [n_seqs] contexts
+    int max_pos;                        // 0: off
+    double theta, factor;
+    int n_rot;
+};
+
 // One thread per (token, head, pair). Angles in double, as the CPU backend.
 __global__ void k_rope(bf16 *x, const int32_t *pos, const double *inv_freq, int n_tokens, int n_heads,
-                       int head_dim, int half, int neox, float attn_factor) {
+                       int head_dim, int half, int neox, float attn_factor, const rope_dyn dyn) {
     long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
     long total = (long)n_tokens * n_heads * half;
     if (idx >= total) return;
@@ -50,7 +60,42 @@ __global__ void k_rope(bf16 *x, const int32_t *pos, const double *inv_freq, int 
     int t = (int)(th / n_heads);
     bf16 *hv = x + th * head_dim;
     int a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
-    rope_pair(hv[a], hv[b], pos[t], inv_freq[i], attn_factor);
+    double f = inv_freq[i];
+    if (dyn.max_pos > 0) {
+        const int len = dyn.seq_lens[dyn.tok_seq[t]], d = dyn.n_rot;
+        if (len > dyn.max_pos) {
+            const double growth = dyn.factor * len / dyn.max_pos - (dyn.factor - 1);
+            const double base = dyn.theta * pow(growth, (double)d / (d - 2));
+            f = 1.0 / pow(base, (2.0 * i) / d);
+        }
+    }
+    rope_pair(hv[a], hv[b], pos[t], f, attn_factor);
+}
+
+// x[i][j] += bias[j] (projection biases), the sum in f32.
+__global__ void k_bias_add(bf16 *x, const bf16 *bias, int cols, long n) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = __float2bfloat16_rn(__bfloat162float(x[i]) + __bfloat162float(bias[i % cols]));
+}
+
+// out = act(g) ⊙ u (GeGLU with the tanh or the erf GELU; SwiGLU as k_silu_mul), as the CPU computes it.
+template <int ACT> __global__ void k_act_mul(bf16 *out, const bf16 *g, const bf16 *u, long n) {
+    pdl_trigger();
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float x = __bfloat162float(g[i]);
+    float a;
+    if constexpr (ACT == FFN_ACT_GELU_TANH)
+        a = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));  // sqrt(2/pi)
+    else if constexpr (ACT == FFN_ACT_GELU) a = 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+    else a = x / (1.0f + expf(-x));
+    out[i] = __float2bfloat16_rn(a * __bfloat162float(u[i]));
+}
+
+// x *= s (the embedding scale).
+__global__ void k_scale(bf16 *x, long n, float s) {
+    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = __float2bfloat16_rn(__bfloat162float(x[i]) * s);
 }
 
 __global__ void k_silu_mul(bf16 *out, const bf16 *g, const bf16 *u, long n) {

@@ -191,11 +191,16 @@ static void qkv(struct cuda_backend *c, const struct attn_in_args *a, int n) {
 }
 
 // The products, RoPE and the cache write in one launch where it takes the step; otherwise the
-// products (qkv), then RoPE on Q and K and the cache write in one launch (cuda_kv_write.cu).
+// products (qkv), then RoPE on Q and K and the cache write in one launch (cuda_kv_write.cu); with
+// dynamic NTK, backend.c's composition.
 void cuda_attn_in(struct backend *b, const struct attn_in_args *a, const struct batch *bt) {
     struct cuda_backend *c = (struct cuda_backend *)b;
     const int n = bt->n_tokens;
     if (CUDA_SKIP(c) || !n) return;
+    if (a->rope->dyn_max_pos > 0) {  // dynamic NTK: the frequencies per sequence, which only k_rope computes
+        backend_attn_in(b, a, bt);
+        return;
+    }
     if (qkv_rope_launch(c, a, n)) {
         CUDA_LAUNCHED(c, "gemv rmsnorm + Q|K|V + RoPE + kv_write");
         return;

@@ -14,22 +14,27 @@ bool attn_prefill_mma_fits(const struct attn_call *a) {
     return a->fast_dtype && (hd == 64 || hd == 128) && a->lgr >= 0 && a->G <= 16 && 16 % a->G == 0;
 }
 
-void attn_prefill_mma_launch(const struct attn_call *a) {
+template <bool CAP> static void prefill_mma_launch(const struct attn_call *a) {
     struct cuda_backend *c = a->c;
     const struct kv_layer *l = a->l;
     const int qt = 64 / a->G;
     const dim3 grid(a->bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
     const attn_args args = attn_args_of(a);
     if (l->head_dim == 64) {
-        if (l->dtype == DT_BF16) k_prefill_mma<64, DT_BF16><<<grid, 128, 0, c->stream>>>(args);
-        else if (l->dtype == DT_E4M3) k_prefill_mma<64, DT_E4M3><<<grid, 128, 0, c->stream>>>(args);
-        else k_prefill_mma<64, DT_E5M2><<<grid, 128, 0, c->stream>>>(args);
+        if (l->dtype == DT_BF16) k_prefill_mma<64, DT_BF16, CAP><<<grid, 128, 0, c->stream>>>(args);
+        else if (l->dtype == DT_E4M3) k_prefill_mma<64, DT_E4M3, CAP><<<grid, 128, 0, c->stream>>>(args);
+        else k_prefill_mma<64, DT_E5M2, CAP><<<grid, 128, 0, c->stream>>>(args);
     } else {
-        if (l->dtype == DT_BF16) k_prefill_mma<128, DT_BF16><<<grid, 128, 0, c->stream>>>(args);
-        else if (l->dtype == DT_E4M3) k_prefill_mma<128, DT_E4M3><<<grid, 128, 0, c->stream>>>(args);
-        else k_prefill_mma<128, DT_E5M2><<<grid, 128, 0, c->stream>>>(args);
+        if (l->dtype == DT_BF16) k_prefill_mma<128, DT_BF16, CAP><<<grid, 128, 0, c->stream>>>(args);
+        else if (l->dtype == DT_E4M3) k_prefill_mma<128, DT_E4M3, CAP><<<grid, 128, 0, c->stream>>>(args);
+        else k_prefill_mma<128, DT_E5M2, CAP><<<grid, 128, 0, c->stream>>>(args);
     }
     CUDA_LAUNCHED(c, "attention prefill (mma)");
+}
+
+void attn_prefill_mma_launch(const struct attn_call *a) {
+    if (a->p->softcap > 0) prefill_mma_launch<true>(a);
+    else prefill_mma_launch<false>(a);
 }
 
 // ---------------------------------------------------------------- SIMT (prefill_simt)
@@ -40,12 +45,12 @@ void attn_prefill_mma_launch(const struct attn_call *a) {
 // 16-token parts of a block whose size is a multiple of 16 (else the whole block), one key at a
 // time, so the part size does not change the numbers. Why parts: at the CUDA default of 64-token
 // blocks a whole block of f32 K and V at head_dim 256 is 128 KB, one CTA an SM; a 16-token part is
-// 32 KB, several CTAs an SM.
-template <int HD>
+// 32 KB, several CTAs an SM. CAP: soft-capped scores (score_map).
+template <int HD, bool CAP>
 __device__ __forceinline__ void prefill_simt_body(bf16 *out, const bf16 *q, const void *kc, const void *vc, int dt,
                                                   const int32_t *qstart, const int32_t *pos_arr, const int32_t *btab,
                                                   int max_blocks, int n_kv, int G, int bs, int window, float scale,
-                                                  const float *scales, int sub) {
+                                                  const float *scales, int sub, float softcap) {
     constexpr int THR = HD / 32, ROWS = 128 / THR;
     extern __shared__ float smem[];
     float *sk = smem, *sv = smem + (size_t)sub * HD;  // [sub][HD] each
@@ -87,6 +92,7 @@ __device__ __forceinline__ void prefill_simt_body(bf16 *out, const bf16 *q, cons
             for (int i = 0; i < 32; i++) d += qr[i] * kr[i];
 #pragma unroll
             for (int o = THR / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffff, d, o);
+            if constexpr (CAP) d = softcap * tanhf(d / softcap);  // (q carries the scales: d in natural units)
             if (!active || kp < my_lo || kp > my_pos) continue;
             float mn = fmaxf(m, d), alpha = __expf(m - mn), p = __expf(d - mn);
             l = l * alpha + p;
@@ -103,10 +109,10 @@ __device__ __forceinline__ void prefill_simt_body(bf16 *out, const bf16 *q, cons
     for (int i = 0; i < 32; i++) op[i] = __float2bfloat16_rn(acc[i] * f);
 }
 
-template <int HD>
+template <int HD, bool CAP>
 __global__ void __launch_bounds__(128) k_prefill(const __grid_constant__ attn_args a, int dt, int sub) {
-    prefill_simt_body<HD>(a.out, a.q, a.kc, a.vc, dt, a.qstart, a.pos, a.btab, a.max_blocks, a.n_kv, a.G, a.bs,
-                          a.window, a.scale, a.scales, sub);
+    prefill_simt_body<HD, CAP>(a.out, a.q, a.kc, a.vc, dt, a.qstart, a.pos, a.btab, a.max_blocks, a.n_kv, a.G, a.bs,
+                               a.window, a.scale, a.scales, sub, a.softcap);
 }
 
 // Keys stream through shared memory in parts of `sub` tokens: 16 where the block is a multiple of 16.
@@ -125,7 +131,7 @@ bool attn_prefill_simt_fits(const struct attn_call *a) {
            prefill_simt_smem(a->l) <= a->c->smem_optin;
 }
 
-template <int HD> static void prefill_simt_launch(const struct attn_call *a) {
+template <int HD, bool CAP> static void prefill_simt_launch(const struct attn_call *a) {
     struct cuda_backend *c = a->c;
     const struct kv_layer *l = a->l;
     constexpr int ROWS = 128 / (HD / 32);
@@ -133,16 +139,21 @@ template <int HD> static void prefill_simt_launch(const struct attn_call *a) {
     const size_t smem = prefill_simt_smem(l);
     const dim3 grid(a->bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
     if (smem > 48 * 1024 &&
-        cuda_fail(c, cudaFuncSetAttribute(k_prefill<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+        cuda_fail(c, cudaFuncSetAttribute(k_prefill<HD, CAP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                   "attention prefill: shared-memory limit"))
         return;
-    k_prefill<HD><<<grid, 128, smem, c->stream>>>(attn_args_of(a), (int)l->dtype, sub);
+    k_prefill<HD, CAP><<<grid, 128, smem, c->stream>>>(attn_args_of(a), (int)l->dtype, sub);
     CUDA_LAUNCHED(c, "attention prefill (SIMT)");
 }
 
-void attn_prefill_simt_launch(const struct attn_call *a) {
+template <bool CAP> static void prefill_simt_cap(const struct attn_call *a) {
     const int hd = a->l->head_dim;
-    if (hd == 64) prefill_simt_launch<64>(a);
-    else if (hd == 128) prefill_simt_launch<128>(a);
-    else prefill_simt_launch<256>(a);
+    if (hd == 64) prefill_simt_launch<64, CAP>(a);
+    else if (hd == 128) prefill_simt_launch<128, CAP>(a);
+    else prefill_simt_launch<256, CAP>(a);
+}
+
+void attn_prefill_simt_launch(const struct attn_call *a) {
+    if (a->p->softcap > 0) prefill_simt_cap<true>(a);
+    else prefill_simt_cap<false>(a);
 }

@@ -2,7 +2,8 @@
 // kernel for head_dim 64 / 128 (cuda_prefill_fp8_tma.cuh, with the Vᵀ pass of
 // cuda_prefill_vt.cuh) and the older two-warpgroup kernel for head_dim 256 and the cache blocks
 // TMA cannot box (cuda_prefill_fp8.cuh). Owns their fits / launch entries of the attention kernel
-// table and their per-backend set-up. --fp8-attention-accumulation picks the mode in both.
+// table and their per-backend set-up. --fp8-attention-accumulation picks the mode in both; soft-capped
+// scores (Gemma 2) run in the two-level mode.
 #include "cuda_attention.cuh"
 #include "cuda_decode_mma.cuh"  // (the cp.async helpers the older kernel shares)
 #include "cuda_prefill.cuh"
@@ -15,13 +16,22 @@ static fp8_accum_mode fp8_mode(const struct attn_params *p) {
     return p->fp8_accum < 0 ? FP8_SINGLE : p->fp8_accum > 1 ? FP8_EVERY_N : FP8_TWO_LEVEL;
 }
 static int fp8_every(const struct attn_params *p) { return fp8_mode(p) == FP8_EVERY_N ? p->fp8_accum : 1; }
+// Soft-capped scores (attn_params.softcap) run in the two-level mode (the default) only: the other
+// modes' soft-capped calls go to the kernels after these in the table.
+static bool fp8_cap_fits(const struct attn_params *p) { return p->softcap <= 0 || fp8_mode(p) == FP8_TWO_LEVEL; }
 
 // ---------------------------------------------------------------- TMA (prefill_fp8_tma)
 
-bool attn_prefill_fp8_tma_fits(const struct attn_call *a) { return a->l->dtype == DT_E4M3 && fp8tma_fits(a->l, a->G); }
+bool attn_prefill_fp8_tma_fits(const struct attn_call *a) {
+    return a->l->dtype == DT_E4M3 && fp8tma_fits(a->l, a->G) && fp8_cap_fits(a->p);
+}
 
 template <int HD> static void fp8_tma_launch(const struct attn_call *a) {
     const int n_every = fp8_every(a->p);
+    if (a->p->softcap > 0) {  // (two-level: fp8_cap_fits)
+        launch_prefill_fp8_tma<HD, FP8_TWO_LEVEL, true>(a, n_every);
+        return;
+    }
     switch (fp8_mode(a->p)) {
     case FP8_TWO_LEVEL: launch_prefill_fp8_tma<HD, FP8_TWO_LEVEL>(a, n_every); break;
     case FP8_EVERY_N: launch_prefill_fp8_tma<HD, FP8_EVERY_N>(a, n_every); break;
@@ -37,20 +47,20 @@ void attn_prefill_fp8_tma_launch(const struct attn_call *a) {
 // ---------------------------------------------------------------- two warpgroups (prefill_fp8_wgmma)
 
 // Two consumer warpgroups a CTA share each K/V tile, its loads and its Vᵀ transpose.
-template <int HD, fp8_accum_mode ACC> static bool fp8_wgmma_init1(struct cuda_backend *c) {
-    return !cuda_fail(
-        c,
-        cudaFuncSetAttribute(k_prefill_fp8<HD, ACC>, cudaFuncAttributeMaxDynamicSharedMemorySize, fp8pf::cfg<HD>::SMEM),
-        "fp8 prefill: shared-memory limit");
+template <int HD, fp8_accum_mode ACC, bool CAP = false> static bool fp8_wgmma_init1(struct cuda_backend *c) {
+    return !cuda_fail(c,
+                      cudaFuncSetAttribute(k_prefill_fp8<HD, ACC, CAP>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           fp8pf::cfg<HD>::SMEM),
+                      "fp8 prefill: shared-memory limit");
 }
 template <int HD> static bool fp8_wgmma_init(struct cuda_backend *c) {
     return fp8_wgmma_init1<HD, FP8_TWO_LEVEL>(c) && fp8_wgmma_init1<HD, FP8_EVERY_N>(c) &&
-           fp8_wgmma_init1<HD, FP8_SINGLE>(c);
+           fp8_wgmma_init1<HD, FP8_SINGLE>(c) && fp8_wgmma_init1<HD, FP8_TWO_LEVEL, true>(c);
 }
 
 bool attn_prefill_fp8_wgmma_fits(const struct attn_call *a) {
     const int hd = a->l->head_dim;
-    return a->l->dtype == DT_E4M3 && (hd == 64 || hd == 128 || hd == 256) && 64 % a->G == 0;
+    return a->l->dtype == DT_E4M3 && (hd == 64 || hd == 128 || hd == 256) && 64 % a->G == 0 && fp8_cap_fits(a->p);
 }
 
 template <int HD> static void fp8_wgmma_launch(const struct attn_call *a) {
@@ -62,6 +72,11 @@ template <int HD> static void fp8_wgmma_launch(const struct attn_call *a) {
     attn_args args = attn_args_of(a);
     args.n_every = acc == FP8_SINGLE ? 0 : fp8_every(a->p);
     const dim3 block(128 * C::NWG);
+    if (a->p->softcap > 0) {  // (two-level: fp8_cap_fits)
+        k_prefill_fp8<HD, FP8_TWO_LEVEL, true><<<grid, block, C::SMEM, c->stream>>>(args);
+        CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma, soft-capped)");
+        return;
+    }
     switch (acc) {
     case FP8_TWO_LEVEL: k_prefill_fp8<HD, FP8_TWO_LEVEL><<<grid, block, C::SMEM, c->stream>>>(args); break;
     case FP8_EVERY_N: k_prefill_fp8<HD, FP8_EVERY_N><<<grid, block, C::SMEM, c->stream>>>(args); break;

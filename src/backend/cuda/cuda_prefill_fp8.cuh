@@ -130,10 +130,24 @@ template <int HD, fp8_accum_mode ACC> struct acc_state {
 // exponentials. Per row the values and the order of the sum are the same either way.
 // LSUM = false leaves l to the caller (only m and alpha are updated): the three-consumer TMA loop
 // takes each tile's sum from the tensor core instead, as Σ of the e4m3 P (cuda_prefill_fp8_tma.cuh).
-template <int BN, bool LSUM = true>
+// CAP: soft-capping (score_map) with cap2 = the cap in log2 units: each score becomes
+// tanh(s·row_sc/cap2)·cap2 first, and the factor on the capped scores is 1.
+template <int BN, bool LSUM = true, bool CAP = false>
 __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float (&row_sc)[2], const int (&row_lo)[2],
-                                          const int (&row_pos)[2], float (&m)[2], float (&l)[2], float (&alpha)[2]) {
+                                          const int (&row_pos)[2], float (&m)[2], float (&l)[2], float (&alpha)[2],
+                                          float cap2 = 0.0f) {
     constexpr int NJ = BN / 8;
+    float rsc[2] = {row_sc[0], row_sc[1]};  // the factor on sacc from here on
+    if constexpr (CAP) {
+        const float k[2] = {row_sc[0] / cap2, row_sc[1] / cap2};
+#pragma unroll
+        for (int j = 0; j < NJ; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) sacc[4 * j + 2 * h + e] = tanhf(sacc[4 * j + 2 * h + e] * k[h]) * cap2;
+        rsc[0] = rsc[1] = 1.0f;
+    }
     // online softmax on rows rr (h = 0) and rr + 8 (h = 1), in the log2 domain scaled by
     // row_sc (> 0, so the raw scores' max is the scaled scores' max): one FFMA and one ex2 per
     // score, P·256 as 2^(s·sc − m + 8); l sums P·256. Only tiles that cross a row's window
@@ -185,7 +199,7 @@ __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float
     float off[2], sum[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        const float mn = fmaxf(m[h], mx[h][0] * row_sc[h]);
+        const float mn = fmaxf(m[h], mx[h][0] * rsc[h]);
         alpha[h] = mn == -INFINITY ? 1.0f : ex2(m[h] - mn);
         off[h] = mn == -INFINITY ? 0.0f : 8.0f - mn;  // (all masked so far: every x is −inf → P = 0)
         m[h] = mn;
@@ -196,7 +210,7 @@ __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float
         for (int h = 0; h < 2; h++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
-                const float x = fmaf(sacc[4 * j + 2 * h + e], row_sc[h], off[h]);
+                const float x = fmaf(sacc[4 * j + 2 * h + e], rsc[h], off[h]);
                 const float p = ex2(x);
                 if constexpr (LSUM) sum[h] += p;
                 sacc[4 * j + 2 * h + e] = p;
@@ -220,15 +234,15 @@ template <int BN> __device__ __forceinline__ void pack_p(const float *sacc, uint
 
 // One KV tile t after S = Q·Kᵀ: softmax_s and pack_p, then P·V into the accumulators per accumulation mode
 // ACC (o: FP32, tacc: the MMA's); vt is the tile's Vᵀ.
-template <int HD, fp8_accum_mode ACC, int NO_O, int NO_T>
+template <int HD, fp8_accum_mode ACC, bool CAP, int NO_O, int NO_T>
 __device__ __forceinline__ void softmax_pv(float *sacc, int t, int t0, int t1, int n_every, int c,
                                            const float (&row_sc)[2], const int (&row_lo)[2], const int (&row_pos)[2],
                                            float (&m)[2], float (&l)[2], float (&o)[NO_O], float (&tacc)[NO_T],
-                                           const uint8_t *vt) {
+                                           const uint8_t *vt, float cap2) {
     constexpr int NO = HD / 2, BN = cfg<HD>::BN;
     float alpha[2];
     uint32_t pa[BN / 32][4];
-    softmax_s<BN>(sacc, t, c, row_sc, row_lo, row_pos, m, l, alpha);
+    softmax_s<BN, true, CAP>(sacc, t, c, row_sc, row_lo, row_pos, m, l, alpha, cap2);
     pack_p<BN>(sacc, pa);
     // rescale the running accumulators (fragment element i belongs to row rr + 8·((i>>1)&1))
     if constexpr (ACC == FP8_EVERY_N) {  // (two-level rescales o in the FFMA that adds the tile)
@@ -450,8 +464,8 @@ struct cta_tiles {
 }  // namespace fp8pf
 
 // ACC: the accumulation mode (every:N with N = args.n_every). Two warpgroups a CTA, each with its
-// own 64 query rows, share the CTA's K/V tiles and its Vᵀ transpose.
-template <int HD, fp8_accum_mode ACC>
+// own 64 query rows, share the CTA's K/V tiles and its Vᵀ transpose. CAP: soft-capped scores.
+template <int HD, fp8_accum_mode ACC, bool CAP = false>
 __global__ void __launch_bounds__(128 * fp8pf::cfg<HD>::NWG) k_prefill_fp8(const __grid_constant__ attn_args args) {
     bf16 *out = args.out;
     const bf16 *q = args.q;
@@ -460,6 +474,7 @@ __global__ void __launch_bounds__(128 * fp8pf::cfg<HD>::NWG) k_prefill_fp8(const
     const int max_blocks = args.max_blocks, n_kv = args.n_kv, G = args.G, bs = args.bs, window = args.window;
     const int n_every = args.n_every;
     const float scale = args.scale, *scales = args.scales;
+    const float cap2 = args.softcap * 1.4426950408889634f;  // (CAP) the cap in log2 units
     using C = fp8pf::cfg<HD>;
     constexpr int BN = C::BN, NWG = C::NWG;
     constexpr int ROWS = 64 * NWG, NT = 128 * NWG, NWARP = 4 * NWG;
@@ -530,7 +545,8 @@ __global__ void __launch_bounds__(128 * fp8pf::cfg<HD>::NWG) k_prefill_fp8(const
         wgmma_wait<0>();
         fp8pf::fence_acc<BN>(sacc);
         __syncthreads();  // Vᵀ complete
-        fp8pf::softmax_pv<HD, ACC>(sacc, t, t0, t1, n_every, c, rw.sc, rw.lo, rw.pos, a.m, a.l, a.o, a.tacc, Vt);
+        fp8pf::softmax_pv<HD, ACC, CAP>(sacc, t, t0, t1, n_every, c, rw.sc, rw.lo, rw.pos, a.m, a.l, a.o, a.tacc, Vt,
+                                        cap2);
         __syncthreads();  // stage st and Vᵀ free for reuse
     }
     fp8pf::store_rows<HD>(out, a.result(), a.l, rw.on, rw.tok, rw.head, n_heads, g, G, vscale, c);

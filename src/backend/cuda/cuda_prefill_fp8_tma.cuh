@@ -192,8 +192,8 @@ __device__ __forceinline__ void transpose_ldsm(const uint8_t *vr, uint8_t *vt, i
 // NC (consumers above): with three, at 512 threads, the consumers take 152 registers (o 64 + S 64 +
 // P 16), so no P·V under a warpgroup's own softmax and T in two 64-column halves. kmap / vmap: the
 // layer's K and V cache as 4-d tensors {head_dim bytes, kv_block_tokens, n_kv_heads, n_blocks},
-// boxes of {head_dim, rows, 1, 1}, swizzled.
-template <int HD, fp8_accum_mode ACC>
+// boxes of {head_dim, rows, 1, 1}, swizzled. CAP: soft-capped scores (fp8pf::softmax_s).
+template <int HD, fp8_accum_mode ACC, bool CAP = false>
 __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
     k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                       const __grid_constant__ attn_args a) {
@@ -205,6 +205,7 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
     const int max_blocks = a.max_blocks, n_kv = a.n_kv, G = a.G, bs = a.bs, rows_box = a.rows_box, window = a.window;
     const int n_every = a.n_every;
     const float scale = a.scale, *scales = a.scales;
+    const float cap2 = a.softcap * 1.4426950408889634f;  // (CAP) the cap in log2 units
     const uint8_t *vtg = a.vtg;
     typedef lay<HD, NC> L;
     constexpr int KS = L::KS;
@@ -368,7 +369,7 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
                 mbar_arrive(&kempty[st]);
                 float alpha[2];
                 if (turns) fp8tma::bar_sync(tok_mine, 64);
-                fp8pf::softmax_s<BN, false>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m3, l3, alpha);
+                fp8pf::softmax_s<BN, false, CAP>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m3, l3, alpha, cap2);
                 uint32_t pa3[BN / 32][4];
                 fp8pf::pack_p<BN>(sacc, pa3);
                 if (turns && (wgu != NC - 1 || i + 1 < n)) fp8tma::bar_arrive(tok_next, 64);  // (n turns each)
@@ -469,7 +470,7 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
         fp8pf::fence_acc<BN>(sacc);
         mbar_arrive(&kempty[st]);
         float alpha[2];
-        fp8pf::softmax_s<BN>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha);
+        fp8pf::softmax_s<BN, true, CAP>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha, cap2);
         if constexpr (!FIRST) {  // P·V(i − 1) done: T folded, its P registers free for P(i)
             wgmma_wait<0>();
             fp8pf::fence_acc<HD>(tacc);
@@ -555,28 +556,30 @@ static bool fp8tma_fits(const struct kv_layer *l, int G) {
            (fp8tma::BN % bs == 0 || bs % fp8tma::BN == 0);
 }
 
-// The kernel for head_dim HD in mode ACC: its consumer count, threads and shared memory.
-template <int HD, fp8_accum_mode ACC> struct fp8tma_kernel {
+// The kernel for head_dim HD in mode ACC (soft-capped: CAP): its consumer count, threads and shared memory.
+template <int HD, fp8_accum_mode ACC, bool CAP = false> struct fp8tma_kernel {
     static constexpr int NC = fp8tma::consumers<HD, ACC>::NC;
     static constexpr int THREADS = 128 * (NC + 1), SMEM = fp8tma::lay<HD, NC>::SMEM;
     // its shared-memory limit (once per backend, at its creation)
     static bool init(struct cuda_backend *c) {
         return !cuda_fail(c,
-                          cudaFuncSetAttribute(k_prefill_fp8_tma<HD, ACC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                               SMEM),
+                          cudaFuncSetAttribute(k_prefill_fp8_tma<HD, ACC, CAP>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM),
                           "cudaFuncSetAttribute(k_prefill_fp8_tma)");
     }
 };
 
-// Sets the TMA kernels' shared-memory limits at head_dim HD (once per backend, at its creation).
+// Sets the TMA kernels' shared-memory limits at head_dim HD (once per backend, at its creation); the
+// soft-capped kernel exists in the two-level mode (the default) only.
 template <int HD> static bool fp8tma_init(struct cuda_backend *c) {
     return fp8tma_kernel<HD, FP8_TWO_LEVEL>::init(c) && fp8tma_kernel<HD, FP8_EVERY_N>::init(c) &&
-           fp8tma_kernel<HD, FP8_SINGLE>::init(c);
+           fp8tma_kernel<HD, FP8_SINGLE>::init(c) && fp8tma_kernel<HD, FP8_TWO_LEVEL, true>::init(c);
 }
 
 // n_every: every:N's N (1 in the other modes)
-template <int HD, fp8_accum_mode ACC> static void launch_prefill_fp8_tma(const struct attn_call *a, int n_every) {
-    typedef fp8tma_kernel<HD, ACC> K;
+template <int HD, fp8_accum_mode ACC, bool CAP = false>
+static void launch_prefill_fp8_tma(const struct attn_call *a, int n_every) {
+    typedef fp8tma_kernel<HD, ACC, CAP> K;
     struct cuda_backend *c = a->c;
     const struct kv_layer *l = a->l;
     const int rows = l->kv_block_tokens < fp8tma::BN ? l->kv_block_tokens : fp8tma::BN;
@@ -589,6 +592,6 @@ template <int HD, fp8_accum_mode ACC> static void launch_prefill_fp8_tma(const s
     args.vt_start = c->cb.vt_start;
     const int qt = 64 * K::NC / a->G;
     dim3 grid(a->bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    k_prefill_fp8_tma<HD, ACC><<<grid, K::THREADS, K::SMEM, c->stream>>>(km, vm, args);
+    k_prefill_fp8_tma<HD, ACC, CAP><<<grid, K::THREADS, K::SMEM, c->stream>>>(km, vm, args);
     CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma, TMA)");
 }

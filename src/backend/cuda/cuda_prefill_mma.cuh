@@ -7,11 +7,11 @@
 // permutation are the decode kernel's (cuda_decode_mma.cuh).
 #pragma once
 
-template <int HD, int DT>
+template <int HD, int DT, bool CAP>
 __device__ __forceinline__ void prefill_mma_body(bf16 *out, const bf16 *q, const void *kc, const void *vc,
                                                  const int32_t *qstart, const int32_t *pos_arr, const int32_t *btab,
                                                  int max_blocks, int lgr, int n_kv, int G, int window, float scale,
-                                                 const float *scales) {
+                                                 const float *scales, float softcap) {
     typedef mma_traits<DT> TR;
     constexpr int ES = DT == DT_BF16 ? 2 : 1;
     constexpr int SEG = HD / 8, NCH = HD / 16, NT = HD / 8;
@@ -25,7 +25,7 @@ __device__ __forceinline__ void prefill_mma_body(bf16 *out, const bf16 *q, const
     if (q0 >= n_q) return;
     const bool fp8 = DT != DT_BF16;
     const float kscale = fp8 ? scales[g] : 1.0f, vscale = fp8 ? scales[KV_MAX_HEADS + g] : 1.0f;
-    const float sc = scale * kscale;
+    const score_map<CAP> sc(scale * kscale, softcap, 1.0f);  // raw score → natural units (soft-capped: CAP)
     // this lane's two rows: warp*16 + rr and + 8
     int row_tok[2], row_head[2], row_pos[2], row_lo[2];
     bool row_on[2];
@@ -93,7 +93,7 @@ __device__ __forceinline__ void prefill_mma_body(bf16 *out, const bf16 *q, const
         uint32_t pa[4];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            float x[4] = {sv[0][2 * h] * sc, sv[0][2 * h + 1] * sc, sv[1][2 * h] * sc, sv[1][2 * h + 1] * sc};
+            float x[4] = {sc(sv[0][2 * h]), sc(sv[0][2 * h + 1]), sc(sv[1][2 * h]), sc(sv[1][2 * h + 1])};
             float mx = -INFINITY;
 #pragma unroll
             for (int i = 0; i < 4; i++) {
@@ -131,7 +131,9 @@ __device__ __forceinline__ void prefill_mma_body(bf16 *out, const bf16 *q, const
     }
 }
 
-template <int HD, int DT> __global__ void __launch_bounds__(128) k_prefill_mma(const __grid_constant__ attn_args a) {
-    prefill_mma_body<HD, DT>(a.out, a.q, a.kc, a.vc, a.qstart, a.pos, a.btab, a.max_blocks, a.lgr, a.n_kv, a.G,
-                             a.window, a.scale, a.scales);
+// CAP: soft-capped scores (attn_args.softcap > 0).
+template <int HD, int DT, bool CAP = false>
+__global__ void __launch_bounds__(128) k_prefill_mma(const __grid_constant__ attn_args a) {
+    prefill_mma_body<HD, DT, CAP>(a.out, a.q, a.kc, a.vc, a.qstart, a.pos, a.btab, a.max_blocks, a.lgr, a.n_kv, a.G,
+                                  a.window, a.scale, a.scales, a.softcap);
 }
