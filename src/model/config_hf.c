@@ -173,6 +173,9 @@ static int rope_config_hf(struct model_config *c, const json_t *cfg, const struc
     char w[300];
     snprintf(w, sizeof w, "%s rope%s", where, full ? " (full_attention)" : "");
     TRY(rope_from(&c->rope, global, theta_top, c->max_pos, top_orig, c->head_dim, w));
+    if (c->rope.scaling == ROPE_SCALING_DYNAMIC)
+        fprintf(stderr, "octet: %s: dynamic NTK RoPE as transformers runs it: plain up to %d tokens, then a base "
+                "that grows with each sequence's length (not vLLM's fixed form)\n", where, c->max_pos);
     if (gemma3) {
         double local_theta;
         TRY(num(cfg, "rope_local_base_freq", 1e4, &local_theta, where));
