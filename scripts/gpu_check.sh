@@ -10,6 +10,10 @@
 # Default stages:
 #   probe       the wgmma / mma.sync FP8 accumulation probe and a SASS count of QGMMA / HMMA
 #   ops         every CUDA op and every attention kernel-table entry vs the CPU backend (test_cuda_ops)
+#   hf          the transformers fixtures of tests/data/hf (every dense family) on CUDA vs the CPU backend,
+#               bf16 and fp8 caches (and fp8 with --kv-cache-dtype-skip-layers sliding_window): KL and
+#               top-1 per row, teacher-forced and on the greedy path (test_hf_cuda, whose comment
+#               justifies the bounds)
 #   golden      stories260K greedy tokens, CUDA vs CPU; calibrated e4m3 with K offsets, GPU vs CPU ppl
 #   kld         FP8-vs-BF16 KLD on dummy:llama-3.2-1b
 #   attn        decode attention at B=1 L=128k, B=8 L=32k, B=8 L=8k, B=1 L=4k beside cuDNN BF16
@@ -38,8 +42,8 @@ set -u
 DEST=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 REPORT="$(cd "$(dirname "$0")" && pwd)/gpu_report.py"  # the summary lines and tables from each stage's raw output
 shift
-STAGES=${*:-probe ops golden kld attn model fp8prefill needle ttft pd async}
-KNOWN=" probe ops golden kld attn model fp8prefill needle ttft pd async compare itl load depth step timing prof source gemv "
+STAGES=${*:-probe ops hf golden kld attn model fp8prefill needle ttft pd async}
+KNOWN=" probe ops hf golden kld attn model fp8prefill needle ttft pd async compare itl load depth step timing prof source gemv "
 for st in $STAGES; do
   case "$KNOWN" in *" $st "*) ;; *) echo "gpu_check: unknown stage '$st' (stages:$KNOWN)" >&2; exit 2;; esac
 done
@@ -95,6 +99,13 @@ if has ops; then
   say "ops vs cpu: $(tail -n 1 "$OUT/ops.log")"
   grep -qE ' 0 failed' <(tail -n 1 "$OUT/ops.log") || failed ops
   grep -E "FAIL" "$OUT/ops.log" | head -20 | tee -a "$summary"
+fi
+
+if has hf; then
+  "$BIN/gpu/test_hf_cuda" "$OUT/hf.json" > "$OUT/hf.log" 2>&1
+  say "hf fixtures cuda vs cpu: $(tail -n 1 "$OUT/hf.log")"
+  grep -qE ' 0 failed' <(tail -n 1 "$OUT/hf.log") || failed hf
+  grep -E "FAIL" "$OUT/hf.log" | head -20 | tee -a "$summary"
 fi
 
 if has golden; then
