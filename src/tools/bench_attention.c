@@ -246,6 +246,5 @@ done:
     b->ops->destroy(b);
     return rc;
 bad:
-    fprintf(stderr, "octet bench attention: %s\n", err_msg());
-    return 2;
+    return cli_usage_error();
 }

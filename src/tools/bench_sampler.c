@@ -112,6 +112,5 @@ int cmd_bench_sampler(int argc, char **argv) {
     free(lg);
     return 0;
 bad:
-    fprintf(stderr, "octet bench sampler: %s\n", err_msg());
-    return 2;
+    return cli_usage_error();
 }

@@ -119,11 +119,7 @@ int cmd_bench_serve(int argc, char **argv) {
                            .num_prompts = 1000, .rate = INFINITY};
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
-    if (parse(&a, argc, argv) < 0) {
-        fprintf(stderr, "octet bench serve: %s\n", err_msg());
-        usage();
-        return 2;
-    }
+    if (parse(&a, argc, argv) < 0) return cli_usage_error();  // one line and a pointer to --help
     char model[512] = "";
     if (a.model) snprintf(model, sizeof model, "%s", a.model);
     else if (bench_discover(a.base_url, a.api_key, model, sizeof model, NULL) < 0) {

@@ -128,6 +128,14 @@ static int parse_serve_flag(struct engine_options *eo, struct server_options *so
     return 1;
 }
 
+// The server's own flags, for the "did you mean" of a misspelled one (cli_known adds the model flags).
+static const char *const serve_flags[] = {"--allowed-hosts", "--api-key", "--async-scheduling",
+    "--enable-chunked-prefill", "--enable-prefix-caching", "--gpu-memory-utilization", "--host", "--http-timeout",
+    "--kv-cache-memory", "--kv-cache-memory-bytes", "--max-body-bytes", "--max-connections",
+    "--max-connections-per-ip", "--max-num-seqs", "--no-async-scheduling", "--no-enable-chunked-prefill",
+    "--no-enable-prefix-caching", "--num-kv-blocks", "--port", "--served-model-name", "--shutdown-grace-ms",
+    "--special-tokens-in-content", "--timeout-keep-alive", NULL};
+
 int cmd_serve(int argc, char **argv) {
     struct cli_model_args a;
     cli_model_args_default(&a);
@@ -143,7 +151,7 @@ int cmd_serve(int argc, char **argv) {
         int rc = cli_parse_model_flag(&a, argc, argv, &i);
         if (rc == 0) rc = parse_serve_flag(&eo, &so, &name, argc, argv, &i);
         if (rc < 0) goto bad;
-        if (rc == 0) { err_set(OCT_EINVAL, "unknown flag '%s'", argv[i]); goto bad; }
+        if (rc == 0) { cli_known(argv[i], serve_flags); goto bad; }  // "unknown flag" with a "did you mean"
     }
     if (!a.model) { err_set(OCT_EINVAL, "--model is required"); goto bad; }
     if (so.api_key && !*so.api_key) {
@@ -211,7 +219,5 @@ int cmd_serve(int argc, char **argv) {
     fprintf(stderr, "octet: stopped\n");
     return 0;
 bad:
-    fprintf(stderr, "octet serve: %s\n", err_msg());
-    usage();
-    return 2;
+    return cli_usage_error();
 }

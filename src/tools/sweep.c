@@ -330,10 +330,8 @@ int cmd_bench_sweep(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
     if (parse(&a, argc, argv) < 0) {
-        fprintf(stderr, "octet bench sweep: %s\n", err_msg());
-        usage();
         free_args(&a);
-        return 2;
+        return cli_usage_error();  // one line and a pointer to --help
     }
     check_machine(&a);
     if (a.cpu_grid && !a.quiet)
