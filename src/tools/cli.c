@@ -74,7 +74,13 @@ static int check_sweep_flags(int argc, char **argv) {
 }
 
 int cli_normalize(int argc, char **argv, int *out_argc, char ***out_argv) {
-    static char **nv;  // kept for the life of the process
+    static char **nv, **owned;  // kept for the life of the process (a second call frees the first's)
+    static int n_owned;
+    for (int i = 0; i < n_owned; i++) free(owned[i]);
+    free(owned);
+    free(nv);
+    nv = owned = NULL;
+    n_owned = 0;
     *out_argc = argc;
     *out_argv = argv;
     if (argc < 2) return OCT_OK;
@@ -84,7 +90,8 @@ int cli_normalize(int argc, char **argv, int *out_argc, char ***out_argv) {
     else
         snprintf(g_cmd, sizeof g_cmd, "%s", cmd);
     nv = calloc((size_t)argc * 2 + 2, sizeof *nv);
-    if (!nv) return err_set(OCT_ENOMEM, "out of memory");
+    owned = calloc((size_t)argc, sizeof *owned);
+    if (!nv || !owned) return err_set(OCT_ENOMEM, "out of memory");
     int n = 0;
     nv[n++] = argv[0];
     nv[n++] = argv[1];
@@ -99,8 +106,8 @@ int cli_normalize(int argc, char **argv, int *out_argc, char ***out_argv) {
         bool is_value = i > 2 && flag_eq_split(argv[i - 1]) == 0 && in_list(argv[i - 1], free_text_flags);
         if (k && !is_value) {
             char *name = strndup(s, k);
-            if (!name) { nv[n++] = argv[i]; continue; }
-            nv[n++] = name;
+            if (!name) return err_set(OCT_ENOMEM, "out of memory");
+            nv[n++] = owned[n_owned++] = name;
             nv[n++] = argv[i] + k + 1;
         } else {
             nv[n++] = argv[i];
