@@ -41,10 +41,16 @@ static size_t flag_eq_split(const char *s) {
     return (size_t)(eq - s);
 }
 
-// Per-command spellings of one flag: vLLM's current names beside octet's, and the short
-// aliases of commands whose parsers do not take the model flags.
+// Per-command spellings of one flag: vLLM's and llama.cpp's names beside octet's, and the
+// short aliases of commands whose parsers do not take the model flags.
 static const struct { const char *cmd, *alias, *name; } aliases[] = {
     {"serve", "--kv-cache-memory-bytes", "--kv-cache-memory"},
+    {"generate", "--n-predict", "--max-tokens"},    // llama-cli
+    {"generate", "--ctx-size", "--max-model-len"},
+    {"serve", "--ctx-size", "--max-model-len"},     // llama-server
+    {"eval ppl", "--ctx-size", "--ctx"},            // llama-perplexity
+    {"calibrate", "--ctx-size", "--ctx"},
+    {"inspect", "--ctx-size", "--ctx"},
     {"bench sweep", "-m", "--model"},
     {"bench sweep", "-o", "--output-dir"},
     {"eval needle", "-t", "--threads"},

@@ -139,7 +139,8 @@ expect_err 1 "cannot open" eval ppl --model "$MODEL" --file "$tmp/none.txt"
 # --flag=value and the short aliases (-m -p -n -t -c) give the same greedy text as the long flags
 t1=$("$OCTET" generate --model="$MODEL" --prompt="Once upon a time" --max-tokens=8 --kv-cache-dtype=fp32 2>/dev/null)
 t2=$("$OCTET" generate -m "$MODEL" -p "Once upon a time" -n 8 -t 1 -c 64 --tensor-parallel-size 1 --dtype auto 2>/dev/null)
-if [ "$t1" = ", there was a little girl" ] && [ "$t2" = "$t1" ]; then ok; else bad "--flag=value / aliases: '$t1' '$t2'"; fi
+t3=$("$OCTET" generate -m "$MODEL" -p "Once upon a time" --n-predict 8 --ctx-size=64 2>/dev/null)
+if [ "$t1" = ", there was a little girl" ] && [ "$t2" = "$t1" ] && [ "$t3" = "$t1" ]; then ok; else bad "--flag=value / aliases: '$t1' '$t2' '$t3'"; fi
 # generate: the text's newline comes before the timing line even when both go to one pipe; auto is resolved
 both=$("$OCTET" generate --model "$MODEL" --prompt "Once upon a time" --max-tokens 8 2>&1)
 if [ "$(echo "$both" | head -n 1)" = ", there was a little girl" ] && echo "$both" | tail -n 1 | grep -q "^octet: prompt .*(auto (fp32))$" &&
