@@ -190,7 +190,7 @@ if start_server main --served-model-name stories --num-kv-blocks 64 --max-model-
 fi
 
 # ---- one address at its connection limit; another still gets in ----
-if start_server perip --num-kv-blocks 64 --max-connections-per-ip 4 --http-timeout 120 --timeout-keep-alive 120; then
+if start_server perip --num-kv-blocks 64 --max-model-len 1024 --max-connections-per-ip 4 --http-timeout 120 --timeout-keep-alive 120; then
   raw per_ip 4; chk 'r["refused"]=="" or r["refused"].startswith("<")' 'r["other"]==200' && ok || bad "per-IP limit: $(cat "$tmp/out")"
   kill -TERM "$SPID"; wait "$SPID"
 fi
@@ -198,11 +198,11 @@ fi
 # ---- startup checks ----
 "$OCTET" serve --model "$MODEL" --port 0 --api-key "" >/dev/null 2>"$tmp/empty.log"; rc=$?
 [ $rc = 2 ] && grep -q -- "--api-key is empty" "$tmp/empty.log" && ok || bad "empty --api-key: exit $rc, $(head -2 "$tmp/empty.log")"
-if start_server open --host 0.0.0.0 --num-kv-blocks 64; then
+if start_server open --host 0.0.0.0 --num-kv-blocks 64 --max-model-len 1024; then
   grep -q "warning: --host 0.0.0.0 is reachable from other machines and there is no --api-key" "$tmp/open.log" && ok || bad "no warning for --host 0.0.0.0 without a key"
   kill -TERM "$SPID"; wait "$SPID"
 fi
-if start_server openkey --host 0.0.0.0 --api-key k --num-kv-blocks 64; then
+if start_server openkey --host 0.0.0.0 --api-key k --num-kv-blocks 64 --max-model-len 1024; then
   grep -q "warning: --host" "$tmp/openkey.log" && bad "warning despite --api-key" || ok
   kill -TERM "$SPID"; wait "$SPID"
 fi
