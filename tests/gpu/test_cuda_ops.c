@@ -691,6 +691,29 @@ TEST(attention_table) {
     }
 }
 
+// An f16 cache (which attention_table's dtypes leave out) through the entries the table picks for
+// it: prefill steps take the 16-bit wgmma prefill (prefill_bf16_tma) at head_dim 64 / 128 / 256,
+// chunked (queries against a cached prefix), beside a decode row, windowed, in 16- and 64-token
+// blocks; each against the CPU.
+TEST(f16_cache_prefill) {
+    int e = -1;
+    for (int i = 0; i < cuda_attention_kernel_count() && i < MAX_KERNELS; i++)
+        if (!strcmp(cuda_attention_kernel_name(i), "prefill_bf16_tma")) e = i;
+    CHECK(e >= 0);
+    if (e < 0) return;
+    const int before = kernel_cases[e];
+    int q4[2] = {300, 1}, c4[2] = {500, 900}, q7[1] = {700}, c7[1] = {700};
+    case_bs = 64;
+    attention_case("f16 prefill+decode hd128 G4 bs64", DT_F16, 128, 8, 4, 0, 2, q4, c4);
+    attention_case("f16 prefill hd64 G8 window 128 bs64", DT_F16, 64, 8, 8, 128, 1, q7, c7);
+    attention_case("f16 prefill+decode hd256 G2 bs64", DT_F16, 256, 4, 2, 0, 2, q4, c4);
+    case_bs = 16;
+    attention_case("f16 prefill+decode hd128 G3", DT_F16, 128, 4, 3, 0, 2, q4, c4);
+    char name[96];
+    snprintf(name, sizeof name, "f16 prefill on prefill_bf16_tma (cases: %d of 4)", kernel_cases[e] - before);
+    record(name, kernel_cases[e] - before == 4 ? 0.0 : 1.0, 0, NULL);
+}
+
 // The batch-invariant mode (--batch-invariant): GEMM rows and attention rows independent of the
 // step's batch, bit for bit.
 TEST(batch_invariant_mode) {
@@ -719,6 +742,7 @@ int main(int argc, char **argv) {
     RUN_SEEDED(gemm_rows_invariant);
     RUN_SEEDED(prefill_decode_identity);
     RUN_SEEDED(attention_table);
+    RUN_SEEDED(f16_cache_prefill);
     RUN_SEEDED(batch_invariant_mode);
     RUN_SEEDED(fused_projections);
     RUN_SEEDED(rmsnorm_shapes);

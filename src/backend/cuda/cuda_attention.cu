@@ -32,6 +32,8 @@ static const struct attn_entry kernels[] = {
     {{"prefill_fp8_tma", attn_prefill_fp8_tma_fits, attn_prefill_fp8_tma_launch}, FAST | SOFTCAP},
     // e4m3, head_dim 64 / 128 / 256: FP8 wgmma, two warpgroups sharing each tile (soft-capped: two-level)
     {{"prefill_fp8_wgmma", attn_prefill_fp8_wgmma_fits, attn_prefill_fp8_wgmma_launch}, FAST | SOFTCAP},
+    // bf16 / f16, head_dim 64 / 128 / 256, blocks TMA can box: 16-bit wgmma, warp-specialised
+    {{"prefill_bf16_tma", attn_prefill_bf16_tma_fits, attn_prefill_bf16_tma_launch}, FAST},
     // bf16 / e4m3 / e5m2, head_dim 64 / 128, 16·2^k-token blocks: mma.sync
     {{"prefill_mma", attn_prefill_mma_fits, attn_prefill_mma_launch}, FAST | SOFTCAP},
     // head_dim 64 / 128 / 256 where a 16-token part fits shared memory: SIMT
@@ -116,4 +118,6 @@ extern "C" const char *cuda_attention_pick(struct backend *b, const struct kv_la
     return i < 0 ? NULL : kernels[i].k.name;
 }
 
-bool cuda_attention_init(struct cuda_backend *c) { return cuda_decode_init(c) && cuda_prefill_fp8_init(c); }
+bool cuda_attention_init(struct cuda_backend *c) {
+    return cuda_decode_init(c) && cuda_prefill_fp8_init(c) && cuda_prefill_bf16_init(c);
+}

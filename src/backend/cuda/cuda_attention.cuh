@@ -1,9 +1,10 @@
 // cuda_attention.cuh — the seam between the attention dispatcher (cuda_attention.cu: the kernel
 // table and cuda_attention()) and the kernel families, each its own translation unit: decode
-// (cuda_decode.cu), bf16 / e5m2 prefill (cuda_prefill.cu), FP8 prefill (cuda_prefill_fp8.cu), and
-// the generic kernel (cuda_attn_generic.cu). Owns: struct attn_call (one layer's attention call as
-// every family receives it), struct attn_kernel (one table entry), struct attn_args (what every
-// attention kernel takes, as one parameter) and the cache-element helpers the SIMT kernels share.
+// (cuda_decode.cu), bf16 / e5m2 prefill (cuda_prefill.cu), FP8 prefill (cuda_prefill_fp8.cu), bf16 /
+// f16 wgmma prefill (cuda_prefill_bf16.cu), and the generic kernel (cuda_attn_generic.cu). Owns:
+// struct attn_call (one layer's attention call as every family receives it), struct attn_kernel
+// (one table entry), struct attn_args (what every attention kernel takes, as one parameter) and the
+// cache-element helpers the SIMT kernels share.
 #pragma once
 
 #include "cuda_common.cuh"
@@ -127,6 +128,10 @@ void attn_prefill_fp8_tma_launch(const struct attn_call *a);
 bool attn_prefill_fp8_wgmma_fits(const struct attn_call *a);
 void attn_prefill_fp8_wgmma_launch(const struct attn_call *a);
 bool cuda_prefill_fp8_init(struct cuda_backend *c);
+// bf16 / f16 wgmma prefill (cuda_prefill_bf16.cu)
+bool attn_prefill_bf16_tma_fits(const struct attn_call *a);
+void attn_prefill_bf16_tma_launch(const struct attn_call *a);
+bool cuda_prefill_bf16_init(struct cuda_backend *c);
 // bf16 / e5m2 prefill (cuda_prefill.cu)
 bool attn_prefill_mma_fits(const struct attn_call *a);
 void attn_prefill_mma_launch(const struct attn_call *a);

@@ -1,0 +1,73 @@
+// cuda_prefill_bf16.cu — prefill attention over a bf16 or f16 cache on Hopper's 16-bit tensor cores
+// (cuda_prefill_bf16.cuh: TMA copies, two consumer warpgroups, wgmma). Owns the prefill_bf16_tma
+// entry of the attention kernel table (fits / launch) and its per-backend set-up.
+#include "cuda_attention.cuh"
+#include "cuda_prefill_bf16.cuh"
+
+template <int HD, int DT> static constexpr auto bf16tma_kernel() {
+    return k_prefill_bf16<HD, DT, bf16pf::stages<HD>::KS, true>;
+}
+template <int HD> static constexpr int bf16tma_smem() { return bf16pf::lay<HD, bf16pf::stages<HD>::KS>::SMEM; }
+
+template <int HD> static bool bf16tma_init(struct cuda_backend *c) {
+    return !cuda_fail(c,
+                      cudaFuncSetAttribute(bf16tma_kernel<HD, DT_BF16>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           bf16tma_smem<HD>()),
+                      "bf16 prefill: shared-memory limit") &&
+           !cuda_fail(c,
+                      cudaFuncSetAttribute(bf16tma_kernel<HD, DT_F16>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           bf16tma_smem<HD>()),
+                      "bf16 prefill: shared-memory limit");
+}
+
+bool cuda_prefill_bf16_init(struct cuda_backend *c) {
+    return bf16tma_init<64>(c) && bf16tma_init<128>(c) && bf16tma_init<256>(c);
+}
+
+bool attn_prefill_bf16_tma_fits(const struct attn_call *a) {
+    const struct kv_layer *l = a->l;
+    const int qt = 128 / (a->G > 0 ? a->G : 1);  // query tokens a CTA (the grid's y covers max_q of them)
+    return (l->dtype == DT_BF16 || l->dtype == DT_F16) && bf16pf_fits(l->head_dim, l->kv_block_tokens, a->G) &&
+           (a->c->cb.max_q + qt - 1) / qt <= 65535;
+}
+
+template <int HD, int DT> static void bf16tma_launch(const struct attn_call *a) {
+    struct cuda_backend *c = a->c;
+    const struct kv_layer *l = a->l;
+    if (!c->tma_encode) {
+        void *fn = NULL;
+        cudaDriverEntryPointQueryResult qr;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr) !=
+                cudaSuccess ||
+            qr != cudaDriverEntryPointSuccess || !fn) {
+            cuda_latch(c, OCT_EUNSUP, "bf16 prefill (TMA): cuTensorMapEncodeTiled unavailable");
+            return;
+        }
+        c->tma_encode = fn;
+    }
+    const int rows = l->kv_block_tokens < bf16pf::lay<HD, 2>::BN ? l->kv_block_tokens : bf16pf::lay<HD, 2>::BN;
+    CUtensorMap km, vm;
+    const bf16pf_encode_fn enc = (bf16pf_encode_fn)c->tma_encode;
+    CUresult r = bf16pf_map(enc, &km, l->k, HD, l->kv_block_tokens, l->n_kv_heads, l->n_blocks, rows);
+    if (r == CUDA_SUCCESS) r = bf16pf_map(enc, &vm, l->v, HD, l->kv_block_tokens, l->n_kv_heads, l->n_blocks, rows);
+    if (r != CUDA_SUCCESS) {
+        cuda_latch(c, OCT_EUNSUP, "bf16 prefill (TMA): cuTensorMapEncodeTiled failed (%d)", (int)r);
+        return;
+    }
+    attn_args args = attn_args_of(a);
+    args.rows_box = rows;
+    // one CTA a (sequence, 128 query rows, KV head)
+    const int qt = 128 / a->G;
+    const dim3 grid(a->bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
+    bf16tma_kernel<HD, DT>()<<<grid, 384, bf16tma_smem<HD>(), c->stream>>>(km, vm, args);
+    CUDA_LAUNCHED(c, "attention prefill (bf16 wgmma, TMA)");
+}
+
+void attn_prefill_bf16_tma_launch(const struct attn_call *a) {
+    const bool f16 = a->l->dtype == DT_F16;
+    switch (a->l->head_dim) {
+    case 64: f16 ? bf16tma_launch<64, DT_F16>(a) : bf16tma_launch<64, DT_BF16>(a); break;
+    case 128: f16 ? bf16tma_launch<128, DT_F16>(a) : bf16tma_launch<128, DT_BF16>(a); break;
+    default: f16 ? bf16tma_launch<256, DT_F16>(a) : bf16tma_launch<256, DT_BF16>(a); break;
+    }
+}

@@ -1,0 +1,351 @@
+// cuda_prefill_bf16.cuh — paged causal prefill attention over a bf16 or f16 cache on Hopper's
+// 16-bit tensor cores (wgmma .bf16 / .f16, HGMMA in SASS), built as the FP8 TMA kernel is
+// (cuda_prefill_fp8_tma.cuh): a TMA copy warp, two consumer warpgroups taking turns at the tensor
+// cores, K and V in a ring of mbarrier-guarded stages. Included by cuda_prefill_bf16.cu (the
+// kernel-table entry) and dev/cuda/prefill_bf16.cu (the lab). Owns: the kernel, its shared-memory
+// layout, its TMA tensor maps and the wgmma operand descriptors; it shares the FP8 kernels' CTA
+// tiling, row set-up, online softmax and output store (fp8pf::, cuda_prefill_fp8.cuh).
+//
+// One CTA = (sequence, 128 query rows, KV head), 384 threads; a query row is one (token, query
+// head of the KV head's group) pair, so the G heads share every K/V load:
+//   warpgroup 0, the producer (24 registers): one thread issues the TMA boxes — per cache block of a
+//     tile and per 64-element (128-byte) column chunk of a row, straight from the paged cache
+//     through the block table — waiting for free slots itself; its other threads exit;
+//   warpgroups 1, 2, the consumers (240 registers), 64 query rows each: per KV tile i,
+//     S(i) = Q·K(i)ᵀ  (wgmma SS, Q and K K-major) issued with O += P(i−1)·V(i−1) (wgmma RS, P in
+//     registers, V read MN-major from its rows: 16-bit types need no Vᵀ), the softmax of S(i) under
+//     the P·V, then O·α(i) and P(i) packed into the registers the next P·V reads. The two
+//     warpgroups take turns issuing (a named-barrier ping-pong), so one's softmax runs under the
+//     other's tensor-core work. O is the wgmma accumulator itself (16-bit products accumulate in
+//     FP32 in the tensor core, unlike e4m3's).
+// Shared memory (1024-byte aligned): Q of the two consumers, then K and V rings of KS stages. Every
+// operand is stored as 128-byte-swizzled row chunks: [chunk c of 64 elements][row][128 bytes], the
+// 16-byte unit u of row r at (u ^ r % 8)·16 — TMA's 128-byte swizzle, which wgmma's descriptors
+// name with layout 1 (8-row atoms of 1024 bytes).
+// Tiles sit at absolute key positions (BN keys a tile: 128, or 64 at head_dim 256), as the FP8
+// kernels' do. A tile's rows past the context's last key hold numbers from an earlier tile, zeros,
+// or (in the last block loaded) unwritten cache bytes: K's are masked to −inf before the softmax,
+// and V's are zeroed by the consumers before the last P·V, so NaN bytes never reach a product.
+#pragma once
+
+#include <cuda.h>  // CUtensorMap and cuTensorMapEncodeTiled's enums (types only; the function comes from cudart)
+
+#include "cuda_decode_mma.cuh"  // (the cp.async helpers cuda_prefill_fp8.cuh uses)
+#include "cuda_prefill_fp8.cuh"
+
+namespace bf16pf {
+
+// Shared-memory layout for head_dim HD with KS K/V stages.
+template <int HD, int KS> struct lay {
+    static constexpr int BN = HD == 256 ? 64 : 128;  // keys a tile
+    static constexpr int NCH = HD / 64;               // 128-byte chunks of a row
+    static constexpr int Q_BYTES = 64 * HD * 2, TILE_BYTES = BN * HD * 2;
+    static constexpr int OFF_K = 2 * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_BAR = OFF_V + KS * TILE_BYTES;
+    static constexpr int SMEM = OFF_BAR + 4 * KS * 8 + 1024;  // (+ the alignment slack)
+};
+// The default ring depth: what fits beside Q in 227 KB.
+template <int HD> struct stages { static constexpr int KS = HD == 64 ? 4 : 2; };
+
+enum { BAR_Q = 1, BAR_TURN = 3 };  // named barriers (0 is __syncthreads): BAR_Q + wg, BAR_TURN + wg
+
+__device__ __forceinline__ uint32_t sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void bar_sync(int id, int n) {
+    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+__device__ __forceinline__ void bar_arrive(int id, int n) {
+    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
+}
+template <int N> __device__ __forceinline__ void reg_dealloc() {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <int N> __device__ __forceinline__ void reg_alloc() {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+__device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(sa(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, uint32_t bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sa(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sa(b)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity) {
+    uint32_t done;
+    do {
+        asm volatile(
+            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
+            : "=r"(done)
+            : "r"(sa(b)), "r"(parity), "r"(0x989680u)
+            : "memory");
+    } while (!done);
+}
+// one box of a 4-d tensor map into shared memory, completing its bytes on mbarrier b
+__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, uint64_t *b, int c0, int c1, int c2,
+                                         int c3) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
+                 "%5}], [%6];" ::"r"(sa(dst)),
+                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(sa(b))
+                 : "memory");
+}
+// wgmma descriptor of a 128-byte-swizzled operand at shared address addr: lbo / sbo in bytes (K-major:
+// sbo = 1024 between 8-row groups, lbo unused; MN-major: lbo between 64-element column chunks, sbo
+// between 8-row groups along K)
+__device__ __forceinline__ uint64_t desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+    return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) | ((uint64_t)(sbo >> 4) << 32) |
+           ((uint64_t)1 << 62);
+}
+
+// The 16-bit type's wgmma shapes: S = Q·Kᵀ (N = keys) and O += P·V (N = head_dim)
+template <int DT, int N> __device__ __forceinline__ void ss(float *d, uint64_t a, uint64_t b, int sd) {
+    if constexpr (DT == DT_BF16) {
+        if constexpr (N == 64) wgmma_ss_bf16_n64(d, a, b, sd); else wgmma_ss_bf16_n128(d, a, b, sd);
+    } else {
+        if constexpr (N == 64) wgmma_ss_f16_n64(d, a, b, sd); else wgmma_ss_f16_n128(d, a, b, sd);
+    }
+}
+template <int DT, int N> __device__ __forceinline__ void rs(float *d, const uint32_t *a, uint64_t b, int sd) {
+    if constexpr (DT == DT_BF16) {
+        if constexpr (N == 64) wgmma_rs_bf16_n64_bmn(d, a, b, sd);
+        else if constexpr (N == 128) wgmma_rs_bf16_n128_bmn(d, a, b, sd);
+        else wgmma_rs_bf16_n256_bmn(d, a, b, sd);
+    } else {
+        if constexpr (N == 64) wgmma_rs_f16_n64_bmn(d, a, b, sd);
+        else if constexpr (N == 128) wgmma_rs_f16_n128_bmn(d, a, b, sd);
+        else wgmma_rs_f16_n256_bmn(d, a, b, sd);
+    }
+}
+// two floats as the type's pair (the lower element in the low half)
+template <int DT> __device__ __forceinline__ uint32_t pack2(float a, float b) {
+    if constexpr (DT == DT_BF16) {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(a, b);
+        return *(const uint32_t *)&h;
+    } else {
+        const __half2 h = __floats2half2_rn(a, b);
+        return *(const uint32_t *)&h;
+    }
+}
+
+// This warpgroup's 64 query rows (CTA rows 64·wg ..) into Qw, swizzled: thread tid of 128 moves
+// 16-byte units (row r, unit u); an f16 cache takes Q converted to f16 (saturated at ±65504).
+// Rows past the CTA's tokens are zero.
+template <int HD, int DT>
+__device__ __forceinline__ void load_q(uint8_t *Qw, const bf16 *q, int tid, int wg, const fp8pf::cta_tiles &ct,
+                                       int n_heads, int g, int G) {
+    constexpr int UPR = HD / 8;  // 16-byte units a row
+    const bool aligned = ((uintptr_t)q & 15) == 0;
+    for (int idx = tid; idx < 64 * UPR; idx += 128) {
+        const int r = idx / UPR, u = idx % UPR, row = 64 * wg + r, qi = ct.q0 + row / G;
+        const bool on = row < ct.tok_per_cta * G && qi < ct.n_q;
+        const bf16 *src = q + ((size_t)(ct.t_begin + qi) * n_heads + g * G + row % G) * HD + u * 8;
+        uint4 w = make_uint4(0u, 0u, 0u, 0u);
+        if (on) {
+            if (aligned) {
+                w = __ldg(reinterpret_cast<const uint4 *>(src));
+            } else {
+                uint16_t e[8];
+                for (int k = 0; k < 8; k++) e[k] = __ldg(reinterpret_cast<const unsigned short *>(src) + k);
+                w = make_uint4(e[0] | (uint32_t)e[1] << 16, e[2] | (uint32_t)e[3] << 16, e[4] | (uint32_t)e[5] << 16,
+                               e[6] | (uint32_t)e[7] << 16);
+            }
+        }
+        if constexpr (DT == DT_F16) {
+            uint32_t *x = &w.x;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const float a = fminf(fmaxf(__uint_as_float(x[k] << 16), -65504.0f), 65504.0f),
+                            b = fminf(fmaxf(__uint_as_float(x[k] & 0xffff0000u), -65504.0f), 65504.0f);
+                x[k] = pack2<DT_F16>(a, b);
+            }
+        }
+        *(uint4 *)(Qw + (u >> 3) * (64 * 128) + r * 128 + (((u & 7) ^ (r & 7)) << 4)) = w;
+    }
+}
+
+}  // namespace bf16pf
+
+// HD: head_dim 64, 128 or 256. DT: DT_BF16 or DT_F16 (the cache's type; Q is bf16 and converted).
+// KS: K/V ring stages. PINGPONG: the consumers take turns issuing their MMAs. kmap / vmap: the
+// layer's K and V cache as 4-d tensors {head_dim, kv_block_tokens, n_kv_heads, n_blocks} of 16-bit
+// elements, boxes of {64, rows_box, 1, 1}, 128-byte swizzle.
+// Registers: setmaxnreg moves them within the CTA's allocation at launch (168 a thread at 384
+// threads), so what the producer gives, 128·(168 − 24), must cover what the consumers take,
+// 256·(240 − 168); a consumer's setmaxnreg.inc waits until the pool holds it, for ever if it never
+// does.
+template <int HD, int DT, int KS, bool PINGPONG>
+__global__ void __launch_bounds__(384, 1)
+    k_prefill_bf16(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
+                   const __grid_constant__ attn_args a) {
+    using namespace bf16pf;
+    typedef lay<HD, KS> L;
+    constexpr int BN = L::BN, NCH = L::NCH;
+    extern __shared__ uint8_t bf16pf_smem_raw[];
+    // (an offset into the shared array, so that every access stays in the shared space)
+    uint8_t *sm = bf16pf_smem_raw + ((1024u - (sa(bf16pf_smem_raw) & 1023u)) & 1023u);
+    uint8_t *Qs = sm, *Ks = sm + L::OFF_K, *Vs = sm + L::OFF_V;
+    uint64_t *bars = (uint64_t *)(sm + L::OFF_BAR);
+    uint64_t *kfull = bars, *vfull = bars + KS, *kempty = bars + 2 * KS, *vempty = bars + 3 * KS;
+    const int s = blockIdx.x, g = blockIdx.z, G = a.G;
+    fp8pf::cta_tiles ct = {};
+    if (!ct.begin(a.qstart, a.pos, 128, G, a.window, BN, true)) return;  // (the whole CTA, before any barrier)
+    const int n = ct.t1 - ct.t0 + 1, t0 = ct.t0, p_last = ct.p_last;
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < KS; i++) {
+            mbar_init(&kfull[i], 1);
+            mbar_init(&vfull[i], 1);
+            mbar_init(&kempty[i], 256);
+            mbar_init(&vempty[i], 256);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    // the rings zeroed: rows a tile does not load hold finite numbers
+    for (int i = threadIdx.x; i < 2 * KS * L::TILE_BYTES / 16; i += 384)
+        ((uint4 *)Ks)[i] = make_uint4(0u, 0u, 0u, 0u);
+    fence_proxy_async();
+    __syncthreads();
+
+    if (threadIdx.x < 128) {  // ---- producer
+        reg_dealloc<24>();
+        if (threadIdx.x == 0) {
+            const int32_t *bt = a.btab + (size_t)s * a.max_blocks;
+            const int rows = a.rows_box, bs = a.bs;
+            for (int i = 0; i < n; i++) {
+                const int t = t0 + i, st = i % KS, nb = min(BN / rows, (p_last - t * BN) / rows + 1);
+                const uint32_t bytes = (uint32_t)(nb * rows * HD * 2);
+                uint8_t *kd = Ks + st * L::TILE_BYTES, *vd = Vs + st * L::TILE_BYTES;
+                if (i >= KS) mbar_wait(&kempty[st], ((i / KS) - 1) & 1);
+                mbar_expect_tx(&kfull[st], bytes);
+                for (int j = 0; j < nb; j++) {
+                    const int kp = t * BN + j * rows, blk = bt[kp / bs], r0 = kp % bs;
+#pragma unroll
+                    for (int ch = 0; ch < NCH; ch++)
+                        tma_load(kd + ch * (BN * 128) + j * rows * 128, &kmap, &kfull[st], ch * 64, r0, g, blk);
+                }
+                if (i >= KS) mbar_wait(&vempty[st], ((i / KS) - 1) & 1);
+                mbar_expect_tx(&vfull[st], bytes);
+                for (int j = 0; j < nb; j++) {
+                    const int kp = t * BN + j * rows, blk = bt[kp / bs], r0 = kp % bs;
+#pragma unroll
+                    for (int ch = 0; ch < NCH; ch++)
+                        tma_load(vd + ch * (BN * 128) + j * rows * 128, &vmap, &vfull[st], ch * 64, r0, g, blk);
+                }
+            }
+        }
+        return;
+    }
+
+    // ---- consumers: warpgroups 1, 2, 64 query rows each
+    reg_alloc<240>();
+    const int tid = threadIdx.x - 128, wg = tid >> 7, warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
+    const int n_heads = a.n_kv * G;
+    load_q<HD, DT>(Qs + wg * L::Q_BYTES, a.q, tid & 127, wg, ct, n_heads, g, G);
+    fp8pf::rows2 rw;
+    rw.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, a.pos, a.window);
+    rw.sc[0] = rw.sc[1] = a.scale * 1.4426950408889634f;
+    fence_proxy_async();              // Q visible to the wgmma
+    bar_sync(BAR_Q + wg, 128);        // this warpgroup's Q rows written
+    // descriptors' shared addresses: Q chunk (kk / 4) at 8 KB steps, a k-step 32 bytes into it; K and V
+    // chunks at BN·128-byte steps; V's k-step (16 keys) 2 KB
+    const uint32_t qa = sa(Qs + wg * L::Q_BYTES), ka = sa(Ks), va = sa(Vs);
+    float o[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int j = 0; j < HD / 2; j++) o[j] = 0.0f;
+    uint32_t pa[BN / 16][4];
+    auto pv_issue = [&](int i) {  // O += P(i)·V(i)
+        const uint32_t v0 = va + (uint32_t)((i % KS) * L::TILE_BYTES);
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) rs<DT, HD>(o, pa[kk], desc(v0 + kk * 2048, BN * 128, 1024), 1);
+        wgmma_commit();
+    };
+    // one tile i; FIRST (tile 0) has no P·V(i − 1) to issue. (Two instances rather than branches:
+    // ptxas serialises every wgmma when a wait's group count depends on a branch.)
+    auto tile = [&](auto first, int i) {
+        constexpr bool FIRST = decltype(first)::value;
+        const int st = i % KS;
+        mbar_wait(&kfull[st], (i / KS) & 1);
+        if constexpr (!FIRST) mbar_wait(&vfull[(i - 1) % KS], ((i - 1) / KS) & 1);
+        float sacc[BN / 2];
+        if (PINGPONG) bar_sync(BAR_TURN + wg, 256);
+        wgmma_fence();
+        const uint32_t k0 = ka + (uint32_t)(st * L::TILE_BYTES);
+#pragma unroll
+        for (int kk = 0; kk < HD / 16; kk++)
+            ss<DT, BN>(sacc, desc(qa + (kk >> 2) * (64 * 128) + (kk & 3) * 32, 16, 1024),
+                       desc(k0 + (kk >> 2) * (BN * 128) + (kk & 3) * 32, 16, 1024), kk > 0);
+        wgmma_commit();
+        if constexpr (!FIRST) pv_issue(i - 1);
+        if (PINGPONG && (wg == 0 || i + 1 < n)) bar_arrive(BAR_TURN + (wg ^ 1), 256);  // (n turns each way)
+        if constexpr (FIRST) wgmma_wait<0>();
+        else wgmma_wait<1>();  // S(i) done, P·V(i − 1) may still run
+        fp8pf::fence_acc<BN>(sacc);
+        mbar_arrive(&kempty[st]);
+        float alpha[2];
+        fp8pf::softmax_s<BN>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha);
+        if constexpr (!FIRST) {  // P·V(i − 1) done: its V stage free, its P registers free for P(i)
+            wgmma_wait<0>();
+            fp8pf::fence_acc<HD>(o);
+            mbar_arrive(&vempty[(i - 1) % KS]);
+        }
+#pragma unroll
+        for (int j = 0; j < HD / 2; j++) o[j] *= alpha[(j >> 1) & 1];
+        // P (= 256·softmax weights, as fp8pf's softmax scales them) as the A fragments of the k-steps:
+        // k-step kk's keys 16kk + 2c (+1) and 16kk + 8 + 2c (+1), rows rr and rr + 8
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; kk++) {
+            const float *p = sacc + 8 * kk;
+            pa[kk][0] = pack2<DT>(p[0], p[1]);
+            pa[kk][1] = pack2<DT>(p[2], p[3]);
+            pa[kk][2] = pack2<DT>(p[4], p[5]);
+            pa[kk][3] = pack2<DT>(p[6], p[7]);
+        }
+    };
+    if (PINGPONG && wg == 1) bar_arrive(BAR_TURN, 256);  // warpgroup 1 (wg 0) takes the first turn
+    tile(std::true_type(), 0);
+    for (int i = 1; i < n; i++) tile(std::false_type(), i);
+    {  // the last tile: V rows past the last key zeroed (unwritten cache bytes could be NaN), then its P·V
+        const int st = (n - 1) % KS, klim = p_last - (t0 + n - 1) * BN;
+        mbar_wait(&vfull[st], ((n - 1) / KS) & 1);
+        if (klim < BN - 1) {
+            uint8_t *v0 = Vs + st * L::TILE_BYTES;
+            const int nz = (BN - 1 - klim) * 8;  // 16-byte units a chunk
+            for (int idx = tid & 127; idx < NCH * nz; idx += 128)
+                *(uint4 *)(v0 + (idx / nz) * (BN * 128) + (klim + 1) * 128 + (idx % nz) * 16) =
+                    make_uint4(0u, 0u, 0u, 0u);
+            fence_proxy_async();
+            bar_sync(BAR_Q + wg, 128);
+        }
+        wgmma_fence();
+        pv_issue(n - 1);
+        wgmma_wait<0>();
+        fp8pf::fence_acc<HD>(o);
+    }
+    fp8pf::rows2 ro;  // (the rows' tokens and heads again: not kept live through the tile loop)
+    ro.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, a.pos, a.window);
+    fp8pf::store_rows<HD>(a.out, o, l, ro.on, ro.tok, ro.head, n_heads, g, G, 1.0f, c);
+}
+
+// ---------------------------------------------------------------- host side
+
+// cuTensorMapEncodeTiled's type (reached through cudart's driver entry point: no libcuda link)
+typedef CUresult (*bf16pf_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                     const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
+                                     CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// A layer's K or V cache of 16-bit elements as {head_dim, kv_block_tokens, n_kv_heads, n_blocks},
+// boxes of {64, rows, 1, 1} (one 128-byte chunk of `rows` rows) in 128-byte swizzle.
+static inline CUresult bf16pf_map(bf16pf_encode_fn encode, CUtensorMap *map, void *base, int hd, int bs, int n_kv,
+                                  int n_blocks, int rows) {
+    const cuuint64_t e = 2, dims[4] = {(cuuint64_t)hd, (cuuint64_t)bs, (cuuint64_t)n_kv, (cuuint64_t)n_blocks};
+    const cuuint64_t strides[3] = {hd * e, hd * e * bs, hd * e * bs * n_kv};
+    const cuuint32_t box[4] = {64, (cuuint32_t)rows, 1, 1}, es[4] = {1, 1, 1, 1};
+    return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, base, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+// Whether the kernel covers a cache of head_dim hd, blocks of bs tokens, G query heads a KV head:
+// whole swizzle atoms per box (bs a multiple of 8), tiles made of whole boxes, at least one token
+// in a CTA's 128 rows.
+static inline bool bf16pf_fits(int hd, int bs, int G) {
+    const int bn = hd == 256 ? 64 : 128;
+    return (hd == 64 || hd == 128 || hd == 256) && G >= 1 && G <= 128 && bs % 8 == 0 && (bn % bs == 0 || bs % bn == 0);
+}
