@@ -94,7 +94,7 @@ int bench_load_run(const struct bench_load_options *o, const struct bench_reques
         arrive[i] = arrive[i - 1] + (isfinite(o->request_rate) ? -log(1.0 - rng_double(&g)) / o->request_rate : 0);
     struct progress pr;
     progress_start(&pr, o->progress_label ? o->progress_label : "", n, !o->progress_label);
-    progress_set_costs(&pr, o->progress_cost);
+    progress_set_costs(&pr, o->progress_cost, o->progress_later);
     double t0 = http_now_s();
     int next = 0;
     while (ctx.n_done < n) {

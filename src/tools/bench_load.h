@@ -30,6 +30,7 @@ struct bench_load_options {
     double timeout_s;       // per request, 0 = none
     const char *progress_label;  // NULL = no progress output
     const double *progress_cost; // [n] relative cost of each request for the progress ETA, or NULL (equal)
+    double progress_later;       // cost, in those units, of the work queued after this run (its total ETA)
 };
 
 struct bench_outcome {

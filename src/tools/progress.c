@@ -17,7 +17,10 @@ void progress_start(struct progress *p, const char *label, int total, bool quiet
     if (!quiet && !p->tty) fprintf(stderr, "%s: 0/%d\n", p->label, total);
 }
 
-void progress_set_costs(struct progress *p, const double *cost) { p->cost = cost; }
+void progress_set_costs(struct progress *p, const double *cost, double later) {
+    p->cost = cost;
+    p->later = later > 0 ? later : 0;
+}
 
 static void draw(struct progress *p, double now);
 
@@ -41,12 +44,15 @@ double progress_fraction(const struct progress *p) {
     return all > 0 ? cost_of(p, 0, p->done) / all : 1.0;
 }
 
-double progress_eta_s(const struct progress *p, double now_s) {
-    double done = cost_of(p, 0, p->done), left = cost_of(p, p->done, p->total);
+static double eta(const struct progress *p, double now_s, double extra) {
+    double done = cost_of(p, 0, p->done), left = cost_of(p, p->done, p->total) + extra;
     if (p->done <= 0 || !(done > 0)) return -1;
     double rate = done / (p->done_s - p->start_s > 1e-9 ? p->done_s - p->start_s : 1e-9);  // cost per second
     return left / rate - (now_s - p->done_s);
 }
+
+double progress_eta_s(const struct progress *p, double now_s) { return eta(p, now_s, 0); }
+double progress_eta_all_s(const struct progress *p, double now_s) { return eta(p, now_s, p->later); }
 
 static void draw(struct progress *p, double now) {
     p->line_due = false;
@@ -55,7 +61,10 @@ static void draw(struct progress *p, double now) {
     if (p->done < p->total) {
         size_t n = 0;
         if (p->running[0]) n += (size_t)snprintf(tail + n, sizeof tail - n, ", running %s", p->running);
-        if (p->done > 0 && eta >= 0) snprintf(tail + n, sizeof tail - n, ", eta %.0fs", eta);
+        double all = progress_eta_all_s(p, now);
+        if (p->done > 0 && eta >= 0 && p->later > 0 && all >= 0)
+            snprintf(tail + n, sizeof tail - n, ", eta %.0fs (%.0fs for all)", eta, all);
+        else if (p->done > 0 && eta >= 0) snprintf(tail + n, sizeof tail - n, ", eta %.0fs", eta);
         else if (p->done > 0) snprintf(tail + n, sizeof tail - n, ", eta: this item runs past its estimate");
     }
     if (p->tty) {

@@ -297,6 +297,8 @@ static int run_config(struct sweep_args *a, int c, struct sweep_data *d, struct 
              a->n_configs);
     o.progress_label = a->quiet ? NULL : label;
     o.progress_cost = a->throughput ? NULL : d->cost;
+    for (int i = 0; o.progress_cost && i < d->n_reqs; i++)  // the configurations after this one: the same requests
+        o.progress_later += (a->n_configs - 1 - c) * d->cost[i];
     if (a->throughput) { o.max_concurrency = a->max_conc; o.request_rate = a->rate; }
     r->out = calloc((size_t)d->n_reqs, sizeof *r->out);
     r->n_out = d->n_reqs;

@@ -159,7 +159,8 @@ if py_check "$sw/sweep.json" 'd["model"] == "dummy:tiny" and d["input_lens"] == 
    'd["model_info"]["head_dim"] == 32' 'd["plots"] == {"itl": "itl.png", "ttft": "ttft.png"}' 'd["advice"]["verdict"] in ("fp8", "fp8_above_break_even", "bf16")'; then ok
 else bad "sweep JSON schema"; fi
 # progress names the running length and weighs the ETA by cost; "auto" is resolved in the tables
-if grep -q "^sweep auto (bf16) \[1/2\]: 1/4 (.*% of the work) .*, running input 64" "$tmp/sweep.err" &&
+if grep -q "^sweep auto (bf16) \[1/2\]: 1/4 (.*% of the work) .*, running input 64, eta [0-9]*s ([0-9]*s for all)" \
+     "$tmp/sweep.err" &&
    grep -q "^sweep fp8 \[2/2\]: 4/4 (100% of the work)" "$tmp/sweep.err" && grep -q "^auto (bf16) " "$tmp/sweep.out" &&
    grep -q "^machine: [0-9]* cores, load average" "$tmp/sweep.out"; then ok
 else bad "sweep progress/labels: $(cat "$tmp/sweep.err")"; fi

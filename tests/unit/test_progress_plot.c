@@ -15,7 +15,7 @@ TEST(eta_by_cost) {
     static const double cost[3] = {1, 4, 16};
     struct progress p;
     progress_start(&p, "t", 3, true);
-    progress_set_costs(&p, cost);
+    progress_set_costs(&p, cost, 21);
     p.start_s = 0;
     p.done = 1;
     p.done_s = 1.0;                                 // the first item (cost 1) took 1 s
@@ -23,7 +23,8 @@ TEST(eta_by_cost) {
     CHECK_NEAR(progress_eta_s(&p, 5.0), 16.0, 1e-9);  // counts down while the next one runs
     CHECK(progress_eta_s(&p, 30.0) < 0);              // running past its estimate: no made-up number
     CHECK_NEAR(progress_fraction(&p), 1.0 / 21, 1e-12);
-    progress_set_costs(&p, NULL);                   // equal items: the old count-based estimate
+    CHECK_NEAR(progress_eta_all_s(&p, 1.0), 41.0, 1e-9);  // and a second run of the same 21 after it
+    progress_set_costs(&p, NULL, 0);                   // equal items: the old count-based estimate
     CHECK_NEAR(progress_eta_s(&p, 1.0), 2.0, 1e-9);
     CHECK_NEAR(progress_fraction(&p), 1.0 / 3, 1e-12);
     p.done = 0;
