@@ -22,7 +22,7 @@ trap cleanup EXIT
 start_server() {
   local name=$1; shift
   local fifo="$tmp/$name.fifo" line port="" fd
-  mkfifo "$fifo"
+  rm -f "$fifo"; mkfifo "$fifo"
   "$OCTET" serve --model "$MODEL" --port 0 --served-model-name stories "$@" >"$fifo" 2>"$tmp/$name.log" &
   SPID=$!; pids+=("$SPID")
   exec {fd}<"$fifo"
