@@ -284,7 +284,7 @@ fi
 if has async; then  # asynchronous scheduling: the same greedy completions with and without it
   # (3 concurrent requests of 100-180 tokens; ASYNC_MODEL, default dummy:llama-3.1-8b; about 1 minute)
   for a in async-scheduling no-async-scheduling; do
-    "$BIN/octet" serve --model "${ASYNC_MODEL:-dummy:llama-3.1-8b}" --port "${ASYNC_PORT:-18123}" --kv-cache-memory 8000000000 \
+    "$BIN/octet" serve --model "${ASYNC_MODEL:-dummy:llama-3.1-8b}" --port "${ASYNC_PORT:-18123}" --kv-cache-memory 8000000000 --max-model-len 8192 \
       --"$a" > "$OUT/serve_$a.log" 2>&1 &
     pid=$!
     python3 - "${ASYNC_PORT:-18123}" "$OUT/async_$a.json" <<'PY'  # (urllib: a system curl may not run beside the carried libraries)
