@@ -69,6 +69,7 @@ pack() {  # on every exit: the raw files into DEST's per-stage JSON and logs.tar
   exit $rc
 }
 trap pack EXIT
+trap 'exit 143' TERM INT  # (a timeout still packs what the stages wrote)
 : > "$summary"
 say() { echo "$*" | tee -a "$summary"; }
 FAILED=""
