@@ -180,16 +180,41 @@ static void read_loadavg(double l[3]) {
     fclose(f);
 }
 
-// Before any server starts: a machine already busy makes every timing slower and noisier.
+// Busy and total jiffies of all cores from /proc/stat's first line; false when unreadable.
+static bool cpu_jiffies(double *busy, double *total) {
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return false;
+    unsigned long long v[8] = {0};  // user nice system idle iowait irq softirq steal
+    int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5],
+                   &v[6], &v[7]);
+    fclose(f);
+    if (n < 4) return false;
+    *busy = (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]);
+    *total = *busy + (double)(v[3] + v[4]);
+    return true;
+}
+
+// Before any server starts: a machine already busy makes every timing slower and noisier. Busy is
+// measured over SWEEP_BUSY_SAMPLE_S now (the load average lags by minutes: a job that just ended
+// still counts in it); the load average is recorded beside it.
+#define SWEEP_BUSY_SAMPLE_S 1.0
 static void check_machine(struct sweep_args *a) {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     a->n_cpus = n > 0 ? (int)n : 1;
     read_loadavg(a->load_start);
-    a->busy = a->load_start[0] >= 0.5 * a->n_cpus;
+    double b0, t0, b1, t1;
+    a->busy_cores = -1;
+    if (cpu_jiffies(&b0, &t0)) {
+        struct timespec ts = {(time_t)SWEEP_BUSY_SAMPLE_S,
+                              (long)((SWEEP_BUSY_SAMPLE_S - (int)SWEEP_BUSY_SAMPLE_S) * 1e9)};
+        nanosleep(&ts, NULL);
+        if (cpu_jiffies(&b1, &t1) && t1 > t0) a->busy_cores = (b1 - b0) / (t1 - t0) * a->n_cpus;
+    }
+    a->busy = a->busy_cores >= 0 ? a->busy_cores >= 0.5 * a->n_cpus : a->load_start[0] >= 0.5 * a->n_cpus;
     if (a->busy)
-        fprintf(stderr, "octet: warning: this machine is busy (load average %.2f over the last minute on %d cores): "
-                "the timings will be slower and noisier than an idle machine's; compare them with a recorded "
-                "run only on an idle machine\n", a->load_start[0], a->n_cpus);
+        fprintf(stderr, "octet: warning: this machine is busy (%.1f of its %d cores in use by other work, load average "
+                "%.2f): the timings will be slower and noisier than an idle machine's; compare them with a "
+                "recorded run only on an idle machine\n", a->busy_cores, a->n_cpus, a->load_start[0]);
 }
 
 // The cache dtype(s) octet serve reported in its log ("KV cache dtype per layer: bf16 bf16 ..."):

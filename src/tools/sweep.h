@@ -36,7 +36,8 @@ struct sweep_args {
     bool cpu_grid;                     // the default grid was capped at SWEEP_CPU_MAX_LEN
     int n_cpus;                        // online cores, and the load average before any server started
     double load_start[3], load_end[3]; // (1, 5, 15 minutes; negative when /proc/loadavg is unreadable)
-    bool busy;                         // load_start[0] at or above half the cores: timings are not an idle run's
+    double busy_cores;                 // cores in use by other work just before the sweep (-1: unknown)
+    bool busy;                         // busy_cores (else load_start[0]) at or above half the cores
 };
 
 struct sweep_data {

@@ -362,6 +362,7 @@ static json_t *host_json(const struct sweep_args *a) {
     }
     json_object_set_new(h, "cpu", cpu[0] ? json_string(cpu) : json_null());
     json_object_set_new(h, "cores", json_integer(a->n_cpus));
+    json_object_set_new(h, "busy_cores_start", a->busy_cores >= 0 ? json_real(a->busy_cores) : json_null());
     json_object_set_new(h, "loadavg_start", loadavg_json(a->load_start));
     json_object_set_new(h, "loadavg_end", loadavg_json(a->load_end));
     json_object_set_new(h, "busy", json_boolean(a->busy));
@@ -390,9 +391,8 @@ static json_t *header_json(const struct sweep_args *a, const struct sweep_result
 // each request's decode quarters (SWEEP_NOISY_PCT and above: another process took turns).
 #define SWEEP_NOISY_PCT 25.0
 static void print_noise(const struct sweep_args *a, const struct sweep_result *res) {
-    if (a->load_start[0] >= 0)
-        printf("\nmachine: %d cores, load average %.2f before the sweep%s\n", a->n_cpus, a->load_start[0],
-               a->busy ? " (busy: slower and noisier than an idle run)" : "");
+    printf("\nmachine: %d cores, %.1f in use by other work and load average %.2f before the sweep%s\n", a->n_cpus,
+           a->busy_cores, a->load_start[0], a->busy ? " (busy: slower and noisier than an idle run)" : "");
     for (int c = 0; c < a->n_configs; c++)
         if (res[c].ran && res[c].itl_spread_pct >= SWEEP_NOISY_PCT)
             printf("warning: [%s] a request's decode speed varied by %.0f%% between the quarters of its tokens "

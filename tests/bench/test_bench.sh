@@ -148,7 +148,7 @@ if py_check "$sw/sweep.json" 'd["model"] == "dummy:tiny" and d["input_lens"] == 
    '[c["kv_cache_dtype_resolved"] for c in d["configs"]] == ["bf16", "fp8_e4m3"]' \
    'all(c["itl_quarter_spread_pct"] is None or c["itl_quarter_spread_pct"] >= 0 for c in d["configs"])' \
    'd["host"]["cores"] >= 1 and d["host"]["octet"].startswith("octet ") and len(d["host"]["loadavg_start"]) == 3' \
-   'd["host"]["busy"] == (d["host"]["loadavg_start"][0] >= d["host"]["cores"] / 2)' \
+   'd["host"]["busy_cores_start"] >= 0 and d["host"]["busy"] == (d["host"]["busy_cores_start"] >= d["host"]["cores"] / 2)' \
    'all(set(c["itl_fit"]) >= {"slope_ms_per_token", "slope_se_ms_per_token", "intercept_ms", "r2"} for c in d["configs"])' \
    'd["configs"][1]["vs_first"]["slope_ratio_pct_se"] > 0' \
    'all(set(c["ttft_fit"]) >= {"a", "b", "c", "r2"} for c in d["configs"])' \
@@ -162,7 +162,7 @@ else bad "sweep JSON schema"; fi
 if grep -q "^sweep auto (bf16) \[1/2\]: 1/4 (.*% of the work) .*, running input 64, eta [0-9]*s ([0-9]*s for all)" \
      "$tmp/sweep.err" &&
    grep -q "^sweep fp8 \[2/2\]: 4/4 (100% of the work)" "$tmp/sweep.err" && grep -q "^auto (bf16) " "$tmp/sweep.out" &&
-   grep -q "^machine: [0-9]* cores, load average" "$tmp/sweep.out"; then ok
+   grep -q "^machine: [0-9]* cores, [0-9.]* in use by other work and load average" "$tmp/sweep.out"; then ok
 else bad "sweep progress/labels: $(cat "$tmp/sweep.err")"; fi
 # without a GPU the default grid ends at 8192 tokens (the README's main job stays near a minute)
 if ! command -v nvidia-smi >/dev/null 2>&1; then
