@@ -12,9 +12,49 @@
 #include <string.h>
 
 static int upload(struct backend *b, struct weight *w) {
-    if (!w->data || w->dev) return 0;  // absent or already uploaded (tied output)
+    if (!w->data || w->dev) return 0;  // absent, or uploaded by another forward of this backend type
     if (b->ops->weight_upload(b, w) < 0) return err_set(OCT_ENOMEM, "backend %s: cannot upload weight", b->ops->name);
     return 0;
+}
+
+// Every weight of the model, in one list: [3 + n_layers * LAYER_N_WEIGHTS] pointers.
+static int model_weights(struct model *m, struct weight **ws) {
+    int n = 0;
+    ws[n++] = &m->token_embd;
+    ws[n++] = &m->output_norm;
+    ws[n++] = &m->output;
+    for (int l = 0; l < m->cfg.n_layers; l++, n += LAYER_N_WEIGHTS) layer_weight_list(&m->layers[l], ws + n);
+    return n;
+}
+
+// The forwards of one backend type share the model's weight copies (engines on one model); the last
+// to go releases them, so that a later forward of another type (the CPU, then CUDA, on one loaded
+// model) uploads its own instead of reading the other's pointers. Two types at once are refused.
+static int weights_acquire(struct model *m, struct backend *b) {
+    if (m->dev_users > 0 && m->dev_ops != (const void *)b->ops)
+        return err_set(OCT_EUNSUP, "model %s: its weights are in use by another backend; one loaded model runs on one "
+                       "backend type at a time (load it again for the %s backend)", m->name, b->ops->name);
+    struct weight *ws[3 + MODEL_MAX_LAYERS * LAYER_N_WEIGHTS];
+    const int n = model_weights(m, ws);
+    for (int i = 0; i < n; i++) {
+        const int rc = upload(b, ws[i]);
+        if (rc < 0) {  // (a first user leaves no copies behind)
+            if (m->dev_users == 0)
+                for (int j = 0; j < i; j++) if (ws[j]->dev) b->ops->weight_release(b, ws[j]);
+            return rc;
+        }
+    }
+    m->dev_ops = b->ops;
+    m->dev_users++;
+    return OCT_OK;
+}
+
+static void weights_release(struct model *m, struct backend *b) {
+    if (--m->dev_users > 0) return;
+    struct weight *ws[3 + MODEL_MAX_LAYERS * LAYER_N_WEIGHTS];
+    const int n = model_weights(m, ws);
+    for (int i = 0; i < n; i++) if (ws[i]->dev) b->ops->weight_release(b, ws[i]);
+    m->dev_ops = NULL;
 }
 
 // The model's needs the backend lacks: an error naming the architecture and the op.
@@ -42,14 +82,8 @@ int forward_init(struct forward *f, struct model *m, struct backend *b, int max_
     rope_table_init(&f->rope, &c->rope);
     if (c->local_rope) rope_table_init(&f->rope_local, &c->rope_local);
     else f->rope_local = f->rope;
-    TRY(upload(b, &m->token_embd));
-    TRY(upload(b, &m->output_norm));
-    TRY(upload(b, &m->output));
-    for (int l = 0; l < c->n_layers; l++) {
-        struct weight *ws[LAYER_N_WEIGHTS];
-        layer_weight_list(&m->layers[l], ws);
-        for (int i = 0; i < LAYER_N_WEIGHTS; i++) TRY(upload(b, ws[i]));
-    }
+    TRY(weights_acquire(m, b));
+    f->holds_weights = true;
     size_t es = dtype_size(b->ops->act_dtype), T = (size_t)max_tokens;
     size_t qd = (size_t)c->n_heads * c->head_dim, kvd = (size_t)c->n_kv_heads * c->head_dim;
     void **bufs[] = {&f->x, &f->xn, &f->q, &f->k, &f->v, &f->att, &f->proj, &f->gate, &f->act, &f->last};
@@ -67,6 +101,7 @@ int forward_init(struct forward *f, struct model *m, struct backend *b, int max_
 
 void forward_free(struct forward *f) {
     if (!f->b) return;
+    if (f->holds_weights) weights_release(f->m, f->b);
     void *bufs[] = {f->x, f->xn, f->q, f->k, f->v, f->att, f->proj, f->gate, f->act, f->last};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) if (bufs[i]) f->b->ops->free(f->b, bufs[i]);
     free(f->probe_buf);

@@ -22,6 +22,7 @@ struct forward {
     int max_tokens, max_logits;
     enum attn_fp8_math fp8_math;
     int fp8_accum;          // struct attn_params.fp8_accum
+    bool holds_weights;     // counted in the model's dev_users (released by forward_free)
     struct rope_table rope;
     struct rope_table rope_local;  // the sliding-window layers' table (Gemma 3), else a copy of rope
     // backend activations, act dtype

@@ -44,6 +44,10 @@ struct model {
     struct tokenizer *tok;
     float *ckpt_k_scale, *ckpt_v_scale; // [n_layers][n_kv_heads] from the checkpoint, or NULL
     size_t weight_bytes;          // total bytes of all weights (tied counted once)
+    // The weights' backend copies (struct weight.dev) belong to one backend type at a time: the
+    // forwards using them (engines sharing the model) and that backend's ops (forward.c).
+    int dev_users;
+    const void *dev_ops;
     // ownership of backing storage
     struct gguf *gguf;
     struct st_dir *st;

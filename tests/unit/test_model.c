@@ -9,6 +9,7 @@
 
 #include "../../src/base/check.h"
 #include "../../src/engine/runner.h"
+#include "../../src/model/forward.h"
 #include "../../src/model/model.h"
 #include "../test.h"
 
@@ -161,11 +162,49 @@ TEST(bad_models_fail_clearly) {
     rmdir(dir);
 }
 
+// One loaded model, its weights' backend copies shared by the forwards of one backend type and
+// released by the last: a later forward of another type uploads its own (CUDA once read the CPU's
+// host pointers after a CPU runner on the same model), and two types at once are refused.
+TEST(weights_follow_the_backend_type) {
+    struct model *m;
+    CHECK(model_load(&m, "dummy:tiny") == 0);
+    if (!m) return;
+    struct runner_options o;
+    runner_options_default(&o);
+    o.max_ctx = 32;
+    struct runner r1, r2;
+    CHECK(runner_init(&r1, m, &o) == 0);
+    CHECK(runner_init(&r2, m, &o) == 0);
+    CHECK(m->dev_users == 2 && m->token_embd.dev != NULL && m->layers[0].wq.dev != NULL);
+    // a backend of another type (the CPU's ops at another address) while the CPU holds the weights
+    struct backend *b = backend_create("cpu", 1);
+    CHECK(b != NULL);
+    if (b) {
+        struct backend_ops other = *b->ops;
+        const struct backend_ops *own = b->ops;
+        b->ops = &other;
+        struct forward f;
+        CHECK(forward_init(&f, m, b, 8, 1) < 0 && strstr(err_msg(), "in use by another backend") != NULL);
+        runner_free(&r1);
+        CHECK(m->dev_users == 1 && m->token_embd.dev != NULL);
+        runner_free(&r2);
+        CHECK(m->dev_users == 0 && m->token_embd.dev == NULL && m->layers[0].wq.dev == NULL);
+        CHECK(forward_init(&f, m, b, 8, 1) == 0);  // now the other type takes them
+        CHECK(m->dev_users == 1 && m->dev_ops == (const void *)&other && m->token_embd.dev != NULL);
+        forward_free(&f);
+        CHECK(m->dev_users == 0 && m->token_embd.dev == NULL);
+        b->ops = own;
+        b->ops->destroy(b);
+    }
+    model_free(m);
+}
+
 int main(void) {
     RUN(safetensors_equals_gguf);
     RUN(dummy_presets_have_real_shapes);
     RUN(dummy_deterministic_and_runs);
     RUN(sliding_window_changes_long_contexts_only);
     RUN(bad_models_fail_clearly);
+    RUN(weights_follow_the_backend_type);
     return test_summary("model");
 }
