@@ -64,6 +64,11 @@ struct kv_layer {
     // uploads a copy for its kv_write.
     const float *k_offset;
     void *k, *v;            // backend memory
+    // fp8_per_token_head: kv_write gives every (token, KV head) row of K and of V its own f32
+    // scale (absmax / 448), stored [n_blocks][n_kv_heads][kv_block_tokens] right after the
+    // pages' data in the same allocation (k_tok_scale inside k, v_tok_scale inside v);
+    // k_scale/v_scale are then 1.0 and unused. NULL for every other layer (docs/kv_format.md).
+    float *k_tok_scale, *v_tok_scale;
 };
 
 struct attn_params {
@@ -127,6 +132,7 @@ struct backend_ops {
     void (*destroy)(struct backend *b);
     enum dtype act_dtype;  // activation element type
     int kv_block_tokens;   // the cache block size when the user gives none (--kv-block-tokens)
+    bool kv_token_scales;  // kv_write and attention implement per-token-head scales (fp8_per_token_head)
     // memory (bytes); alloc returns zeroed memory or NULL
     void *(*alloc)(struct backend *b, size_t bytes);
     void (*free)(struct backend *b, void *p);

@@ -377,7 +377,7 @@ static uint64_t cache_salt(const struct kv_cache *kv) {
     uint64_t h = 0x84222325cbf29ce4ull;
     for (int l = 0; l < kv->n_layers; l++) {
         const struct kv_layer *L = &kv->layers[l];
-        h = (h ^ (uint64_t)L->dtype) * 0x100000001b3ull;
+        h = (h ^ (uint64_t)L->dtype ^ (L->k_tok_scale ? 0x100u : 0u)) * 0x100000001b3ull;
         for (int i = 0; i < L->n_kv_heads; i++) {
             uint32_t a, b;
             memcpy(&a, &L->k_scale[i], 4);
