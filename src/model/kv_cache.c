@@ -22,7 +22,7 @@ int kv_dtype_parse(const char *s, enum dtype model_dtype, enum dtype *out) {
     static const struct { const char *name; int dt; } names[] = {
         {"auto", -1}, {"fp32", DT_F32}, {"float32", DT_F32}, {"fp16", DT_F16}, {"float16", DT_F16},
         {"half", DT_F16}, {"bf16", DT_BF16}, {"bfloat16", DT_BF16}, {"fp8", DT_E4M3},
-        {"fp8_e4m3", DT_E4M3}, {"fp8_e5m2", DT_E5M2},
+        {"fp8_e4m3", DT_E4M3}, {"fp8_e5m2", DT_E5M2}, {"fp8_per_token_head", DT_E4M3},
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(s, names[i].name) == 0) {
@@ -30,7 +30,17 @@ int kv_dtype_parse(const char *s, enum dtype model_dtype, enum dtype *out) {
             return OCT_OK;
         }
     return err_set(OCT_EINVAL,
-                   "--kv-cache-dtype: unknown value '%s' (choose auto, fp32, fp16, bf16, fp8, fp8_e4m3, fp8_e5m2)", s);
+                   "--kv-cache-dtype: unknown value '%s' (choose auto, fp32, fp16, bf16, fp8, fp8_e4m3, fp8_e5m2, "
+                   "fp8_per_token_head)", s);
+}
+
+bool kv_dtype_token_scales(const char *s) { return strcmp(s, "fp8_per_token_head") == 0; }
+
+size_t kv_layer_bytes(const struct kv_layer *l, bool tok_scales, int n_blocks, size_t *scales_at) {
+    size_t data = (size_t)n_blocks * l->n_kv_heads * l->kv_block_tokens * l->head_dim * dtype_size(l->dtype);
+    if (!tok_scales) { *scales_at = 0; return data; }
+    *scales_at = (data + 63) / 64 * 64;
+    return *scales_at + (size_t)n_blocks * l->n_kv_heads * l->kv_block_tokens * sizeof(float);
 }
 
 int kv_options_set_dtype(struct kv_options *o, const char *s) {
@@ -86,6 +96,7 @@ int kv_cache_plan(struct kv_cache *kv, const struct model *m, const struct kv_op
         bool sliding = c->sliding_window > 0 && c->layer_sliding[l];
         bool skip = o->skip[l] || (o->skip_sliding && sliding);
         L->dtype = skip ? model_dt : chosen;
+        kv->tok_scales[l] = !skip && kv_dtype_token_scales(o->dtype);
         L->n_kv_heads = c->n_kv_heads;
         L->head_dim = c->head_dim;
         L->kv_block_tokens = bs;
@@ -96,6 +107,9 @@ int kv_cache_plan(struct kv_cache *kv, const struct model *m, const struct kv_op
         }
     }
     if (o->scales_path[0]) TRY(kv_scales_load(kv, o->scales_path));
+    for (int l = 0; l < c->n_layers; l++)  // dynamic scales replace static ones (K offsets still apply)
+        for (int h = 0; kv->tok_scales[l] && h < c->n_kv_heads; h++)
+            kv->layers[l].k_scale[h] = kv->layers[l].v_scale[h] = 1.0f;
     return OCT_OK;
 }
 
@@ -104,17 +118,22 @@ long kv_cache_bytes_per_token(const struct kv_cache *kv) {
     for (int l = 0; l < kv->n_layers; l++) {
         const struct kv_layer *L = &kv->layers[l];
         total += 2L * L->n_kv_heads * L->head_dim * (long)dtype_size(L->dtype);
+        if (kv->tok_scales[l]) total += 2L * L->n_kv_heads * (long)sizeof(float);  // one f32 per head, K and V
     }
     return total;
 }
 
 int kv_cache_alloc(struct kv_cache *kv, struct backend *b, int n_blocks) {
+    for (int l = 0; l < kv->n_layers; l++)
+        if (kv->tok_scales[l] && !b->ops->kv_token_scales)
+            return err_set(OCT_EUNSUP, "--kv-cache-dtype fp8_per_token_head: the %s backend does not implement "
+                           "per-token-head KV scales (use the cpu backend, or fp8 with static scales)", b->ops->name);
     kv->b = b;
     kv->n_blocks = n_blocks;
     kv->bytes = 0;
     for (int l = 0; l < kv->n_layers; l++) {
         struct kv_layer *L = &kv->layers[l];
-        size_t bytes = (size_t)n_blocks * L->n_kv_heads * L->kv_block_tokens * L->head_dim * dtype_size(L->dtype);
+        size_t at, bytes = kv_layer_bytes(L, kv->tok_scales[l], n_blocks, &at);
         L->n_blocks = n_blocks;
         L->k = b->ops->alloc(b, bytes);
         L->v = b->ops->alloc(b, bytes);
@@ -122,6 +141,8 @@ int kv_cache_alloc(struct kv_cache *kv, struct backend *b, int n_blocks) {
             kv_cache_free(kv);
             return err_set(OCT_ENOMEM, "kv cache: cannot allocate %zu bytes for layer %d", 2 * bytes, l);
         }
+        L->k_tok_scale = kv->tok_scales[l] ? (float *)((char *)L->k + at) : NULL;
+        L->v_tok_scale = kv->tok_scales[l] ? (float *)((char *)L->v + at) : NULL;
         kv->bytes += 2 * bytes;
     }
     return OCT_OK;
@@ -136,6 +157,7 @@ void kv_cache_free(struct kv_cache *kv) {
         if (kv->layers[l].k) kv->b->ops->free(kv->b, kv->layers[l].k);
         if (kv->layers[l].v) kv->b->ops->free(kv->b, kv->layers[l].v);
         kv->layers[l].k = kv->layers[l].v = NULL;
+        kv->layers[l].k_tok_scale = kv->layers[l].v_tok_scale = NULL;
     }
     kv->b = NULL;
 }

@@ -1,11 +1,13 @@
 // cpu_attention.c — the reference paged attention and kv_write (the FP8 rules of
 // docs/kv_format.md in their plainest form). Attention reads the cache in its stored
 // dtype and widens one key/value row at a time (no f32 copy of the cache); K's scale is
-// applied to the dot product and V's to the accumulated output. One task = one query
+// applied to the dot product and V's to the accumulated output; per-token-head scales
+// (fp8_per_token_head) multiply each key's score and each value row's P. One task = one query
 // token × one KV head, so the query heads sharing that KV head read it once (GQA).
 // Two passes (scores, then softmax·V) over the exact max make the result independent
 // of how tokens were grouped into steps. Rows are widened one block-run at a time into a
 // [kv_block_tokens][head_dim] tile (L1-resident), never the whole cache.
+#include <float.h>
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
@@ -76,6 +78,16 @@ static void narrow_row(enum dtype dt, void *base, size_t idx, int n, const float
     }
 }
 
+// The dynamic scale of one stored row (fp8_per_token_head): absmax / 448, one IEEE f32
+// division; 1.0 when that is not a positive normal float (an all-zero row, a subnormal absmax,
+// or an infinite one), so the division in narrow_row never meets 0 or inf.
+static float kv_token_scale(const float *x, int n) {
+    float amax = 0.0f;
+    for (int i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    float s = amax / FP8_E4M3_MAX;
+    return s >= FLT_MIN && s <= FLT_MAX ? s : 1.0f;
+}
+
 void cpu_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt) {
     const float *kf = k, *vf = v;
     int hd = l->head_dim, nkv = l->n_kv_heads, bs = l->kv_block_tokens;
@@ -93,8 +105,14 @@ void cpu_kv_write(struct backend *b, struct kv_layer *l, const void *k, const vo
                 for (int i = 0; i < hd; i++) centred[i] = krow[i] - o[i];
                 krow = centred;
             }
-            narrow_row(l->dtype, l->k, dst, hd, krow, l->k_scale[h]);
-            narrow_row(l->dtype, l->v, dst, hd, vf + src, l->v_scale[h]);
+            float ks = l->k_scale[h], vs = l->v_scale[h];
+            if (l->k_tok_scale) {  // per-token-head: each row's own scale, stored beside the pages
+                size_t si = ((size_t)blk * nkv + h) * bs + off;
+                l->k_tok_scale[si] = ks = kv_token_scale(krow, hd);
+                l->v_tok_scale[si] = vs = kv_token_scale(vf + src, hd);
+            }
+            narrow_row(l->dtype, l->k, dst, hd, krow, ks);
+            narrow_row(l->dtype, l->v, dst, hd, vf + src, vs);
         }
     }
 }
@@ -265,8 +283,10 @@ static void pv_wgmma_model(const struct kv_layer *l, const int32_t *btab, int g,
             float pf[32];
             for (int kp = k0; kp < k1; kp++) {
                 pf[kp - k0] = ph[kp - lo] * ATTN_FP8_P_SCALE;
-                widen_row(l->dtype, l->v, (((size_t)btab[kp / bs] * nkv + g) * bs + kp % bs) * hd, hd,
-                          gbuf + (size_t)(kp - k0) * hd);
+                size_t vi = ((size_t)btab[kp / bs] * nkv + g) * bs + kp % bs;
+                float *row = gbuf + (size_t)(kp - k0) * hd;
+                widen_row(l->dtype, l->v, vi * hd, hd, row);
+                for (int d = 0; l->v_tok_scale && d < hd; d++) row[d] *= l->v_tok_scale[vi];  // real V
             }
             mma_add(t, gbuf, pf, k1 - k0, hd);
             bool tile_end = k1 % bn == 0 || k1 == end;
@@ -328,11 +348,13 @@ static void attn_task(void *ctx, int task, int thread) {
         }
     }
     float kscale = is_fp8(l->dtype) ? l->k_scale[g] : 1.0f;
+    const float *kts = l->k_tok_scale, *vts = l->v_tok_scale;  // [n_blocks][nkv][bs] or NULL
     // pass 1: scores, one block (a contiguous [rows][hd] run for head g) at a time
     for (int j = 0; j < n_keys;) {
         int kp = lo + j, off = kp % bs, rows = bs - off < n_keys - j ? bs - off : n_keys - j;
         size_t idx = (((size_t)btab[kp / bs] * nkv + g) * bs + off) * hd;
         widen_row(l->dtype, l->k, idx, rows * hd, tile);
+        const float *rks = kts ? kts + idx / hd : NULL;  // the rows' K scales
         for (int r0 = 0; r0 < rows; r0 += KT) {
             int nr = rows - r0 < KT ? rows - r0 : KT;
             const float *src = tile + (size_t)r0 * hd;
@@ -345,6 +367,8 @@ static void attn_task(void *ctx, int task, int thread) {
                 score_tile(sv, qv + (size_t)h * hd, kt, hd);
                 float *sc = scores + (size_t)h * n_keys + j + r0, cap = a->p->softcap;
                 for (int r = 0; r < nr; r++) sc[r] = sv[r] * f;
+                if (rks)  // per-token-head K scale: one more f32 product on the score
+                    for (int r = 0; r < nr; r++) sc[r] *= rks[r0 + r];
                 if (cap > 0)  // soft-capping (Gemma 2): cap·tanh(s/cap) on the scaled score
                     for (int r = 0; r < nr; r++) sc[r] = cap * tanhf(sc[r] / cap);
             }
@@ -375,7 +399,11 @@ static void attn_task(void *ctx, int task, int thread) {
         widen_row(l->dtype, l->v, idx, rows * hd, tile);
         for (int h = 0; h < group; h++) {
             const float *p = scores + (size_t)h * n_keys + j;
-            float *ac = acc + (size_t)h * hd;
+            float *ac = acc + (size_t)h * hd, pv[1024];  // rows <= kv_block_tokens <= 1024
+            if (vts) {  // per-token-head V scale folded into P (the denominator keeps P unscaled)
+                for (int r = 0; r < rows; r++) pv[r] = p[r] * vts[idx / hd + r];
+                p = pv;
+            }
             pv_rows(ac, p, tile, rows, hd);
         }
         j += rows;
