@@ -1,6 +1,7 @@
 // cli.c — argv normalization, unknown-flag suggestions, usage errors, and the model/engine
 // flags every model-running subcommand accepts.
 #include "cli.h"
+#include "tools.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -56,19 +57,29 @@ static const struct { const char *cmd, *alias, *name; } aliases[] = {
     {"eval needle", "-t", "--threads"},
 };
 
-// Splits s at blanks and checks the model flags among the words.
+// Splits s at blanks and checks the words as `octet serve` flags (serve.c), as the sweep's servers get them.
 static int check_flag_string(const char *s) {
     char *dup = strdup(s), *save = NULL, *words[128];
     if (!dup) return err_set(OCT_ENOMEM, "out of memory");
     int n = 0;
     for (char *t = strtok_r(dup, " \t", &save); t && n < 128; t = strtok_r(NULL, " \t", &save)) words[n++] = t;
-    int rc = cli_check_model_words(words, n);
+    char *w[256], *names[128];  // "--x=y" split as cli_normalize does for the server
+    int m = 0, n_names = 0, rc = OCT_OK;
+    for (int i = 0; i < n && rc == OCT_OK; i++) {
+        size_t k = flag_eq_split(words[i]);
+        if (!k) { w[m++] = words[i]; continue; }
+        if (!(names[n_names] = strndup(words[i], k))) rc = err_set(OCT_ENOMEM, "out of memory");
+        else { w[m++] = names[n_names++]; w[m++] = words[i] + k + 1; }
+    }
+    if (rc == OCT_OK) rc = serve_check_flags(w, m);
+    for (int i = 0; i < n_names; i++) free(names[i]);
     free(dup);
     return rc;
 }
 
 // `bench sweep` hands --kv-cache-dtype, --config and --serve-args to servers it starts much
-// later: their model flags are checked here, before any of them runs.
+// later: every flag among them (model and server flags, with their values) is checked here,
+// before any of them runs.
 static int check_sweep_flags(int argc, char **argv) {
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return OCT_OK;
@@ -337,28 +348,6 @@ int cli_check_kv_dtypes(const char *list) {
     free(dup);
     if (rc == OCT_OK && n == 0) rc = err_set(OCT_EINVAL, "--kv-cache-dtype: empty list");
     return rc;
-}
-
-int cli_check_model_words(char *const *words, int n) {
-    struct cli_model_args a;
-    cli_model_args_default(&a);
-    char **w = calloc((size_t)n * 2 + 1, sizeof *w), *names[64];  // "--x=y" split as cli_normalize does
-    if (!w) return err_set(OCT_ENOMEM, "out of memory");
-    int m = 0, n_names = 0, rc = OCT_OK;
-    for (int i = 0; i < n; i++) {
-        size_t k = flag_eq_split(words[i]);
-        if (k && n_names < 64 && (names[n_names] = strndup(words[i], k))) {
-            w[m++] = names[n_names++];
-            w[m++] = words[i] + k + 1;
-        } else {
-            w[m++] = words[i];
-        }
-    }
-    for (int i = 0; i < m && rc >= 0; i++)
-        if (w[i][0] == '-') rc = cli_parse_model_flag(&a, m, w, &i);
-    for (int i = 0; i < n_names; i++) free(names[i]);
-    free(w);
-    return rc < 0 ? rc : OCT_OK;
 }
 
 const char *cli_kv_dtype_resolved(const char *dtype, enum dtype model_dt) {

@@ -58,9 +58,6 @@ int cli_edit_distance(const char *a, const char *b);
 
 // Checks a comma-separated --kv-cache-dtype list ("auto,fp8") without running anything.
 int cli_check_kv_dtypes(const char *list);
-// Checks the model/engine flags among words (e.g. a `bench sweep --config` string split at
-// spaces) as cli_parse_model_flag would; words that are not model flags are skipped.
-int cli_check_model_words(char *const *words, int n);
 // What a --kv-cache-dtype value runs as on a model whose weights are model_dt: "auto (bf16)"
 // for auto, the value itself otherwise.
 const char *cli_kv_dtype_label(const char *dtype, enum dtype model_dt, char *buf, size_t n);

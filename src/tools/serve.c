@@ -136,6 +136,41 @@ static const char *const serve_flags[] = {"--allowed-hosts", "--api-key", "--asy
     "--no-enable-prefix-caching", "--num-kv-blocks", "--port", "--served-model-name", "--shutdown-grace-ms",
     "--special-tokens-in-content", "--timeout-keep-alive", NULL};
 
+// argv[1..argc) into the flag structs; 1: --help was asked for; <0: a bad flag (err_msg says which).
+static int parse_args(int argc, char **argv, struct cli_model_args *a, struct engine_options *eo,
+                      struct server_options *so, const char **name, bool *special_in_content) {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+        if (!strcmp(argv[i], "--special-tokens-in-content")) { *special_in_content = true; continue; }
+        int rc = cli_parse_model_flag(a, argc, argv, &i);
+        if (rc == 0) rc = parse_serve_flag(eo, so, name, argc, argv, &i);
+        if (rc < 0) return rc;
+        if (rc == 0) {  // "unknown flag" with a "did you mean"
+            cli_known(argv[i], serve_flags);
+            return OCT_EINVAL;
+        }
+    }
+    return OCT_OK;
+}
+
+int serve_check_flags(char **words, int n) {
+    char **argv = calloc((size_t)n + 2, sizeof *argv);
+    if (!argv) return err_set(OCT_ENOMEM, "out of memory");
+    argv[0] = "serve";
+    for (int i = 0; i < n; i++) argv[i + 1] = words[i];
+    struct cli_model_args a;
+    cli_model_args_default(&a);
+    struct engine_options eo;
+    engine_options_default(&eo);
+    struct server_options so;
+    server_options_default(&so);
+    const char *name = NULL;
+    bool special = false;
+    int rc = parse_args(n + 1, argv, &a, &eo, &so, &name, &special);
+    free(argv);
+    return rc < 0 ? rc : OCT_OK;
+}
+
 int cmd_serve(int argc, char **argv) {
     struct cli_model_args a;
     cli_model_args_default(&a);
@@ -145,14 +180,9 @@ int cmd_serve(int argc, char **argv) {
     server_options_default(&so);
     const char *name = NULL;
     bool special_in_content = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
-        if (!strcmp(argv[i], "--special-tokens-in-content")) { special_in_content = true; continue; }
-        int rc = cli_parse_model_flag(&a, argc, argv, &i);
-        if (rc == 0) rc = parse_serve_flag(&eo, &so, &name, argc, argv, &i);
-        if (rc < 0) goto bad;
-        if (rc == 0) { cli_known(argv[i], serve_flags); goto bad; }  // "unknown flag" with a "did you mean"
-    }
+    const int prc = parse_args(argc, argv, &a, &eo, &so, &name, &special_in_content);
+    if (prc == 1) { usage(); return 0; }
+    if (prc < 0) goto bad;
     if (!a.model) { err_set(OCT_EINVAL, "--model is required"); goto bad; }
     if (so.api_key && !*so.api_key) {
         err_set(OCT_EINVAL, "--api-key is empty (an empty key would let anyone in)");

@@ -6,6 +6,9 @@
 int cmd_generate(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_serve(int argc, char **argv);   // src/tools/serve.c
+// Checks words as `octet serve` flags (their values too) without loading or starting anything:
+// what `bench sweep` hands its servers, checked before the first starts. <0: err_msg() names it.
+int serve_check_flags(char **words, int n);
 int cmd_bench(int argc, char **argv);   // src/tools/bench.c
 int cmd_bench_model(int argc, char **argv); // src/tools/bench_model.c: llama-bench style pp/tg
 

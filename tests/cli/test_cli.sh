@@ -177,6 +177,9 @@ if grep -q "unknown command 'genrate' (did you mean generate?)" "$tmp/err"; then
 # bench sweep validates every configuration's flags before starting anything: no server, no output folder
 expect_line "--kv-cache-dtype: unknown value 'fp9'" bench sweep --kv-cache-dtype auto,fp9 --output-dir "$tmp/sw"
 expect_line "--max-model-len: 'x' is not an integer" bench sweep --config "--kv-cache-dtype=fp8 --max-model-len=x" --output-dir "$tmp/sw"
+expect_line "--max-num-seqs: 'x' is not an integer" bench sweep --config "--kv-cache-dtype fp8 --max-num-seqs x" --output-dir "$tmp/sw"
+expect_line "unknown flag '--max-num-seq' (did you mean --max-num-seqs?)" bench sweep --serve-args "--max-num-seq=4" --output-dir "$tmp/sw"
+expect_line "--timeout-keep-alive: '0'" bench sweep --serve-args "--threads 1 --timeout-keep-alive=0" --output-dir "$tmp/sw"
 if [ ! -e "$tmp/sw" ]; then ok; else bad "bench sweep with a bad flag created $tmp/sw"; fi
 expect_line "--input-lens: 'x'" bench sweep -m dummy:tiny -o "$tmp/sw" --input-lens x
 # eval ppl ends with llama-perplexity's line; its +/- is ppl x the standard error of the mean NLL
