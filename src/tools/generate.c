@@ -119,16 +119,17 @@ int cmd_generate(int argc, char **argv) {
         if (id < 0) goto fail_runner;  // (NaN or +inf logits: the sampler names them)
         out[n_out++] = id;
         if (!ignore_eos && tokenizer_is_eog(m->tok, id)) { finish = "stop"; break; }
-        char piece[512];
-        size_t k = detok_push(m->tok, &dt, id, piece, sizeof piece);
-        if (k > sizeof piece) k = sizeof piece;
-        if (text_len + k + 16 > text_cap) {
-            char *t2 = realloc(text, text_cap * 2 + k);
+        // the piece and the pending bytes, each invalid byte possibly U+FFFD (3 bytes): never cut
+        const size_t cap = 3 * (tokenizer_piece(m->tok, id, false, NULL, 0) + sizeof dt.pending) + 16;
+        if (text_len + cap + 16 > text_cap) {
+            char *t2 = realloc(text, text_cap * 2 + cap);
             if (!t2) { err_set(OCT_ENOMEM, "out of memory"); goto fail_runner; }
             text = t2;
-            text_cap = text_cap * 2 + k;
+            text_cap = text_cap * 2 + cap;
         }
-        memcpy(text + text_len, piece, k);
+        char *piece = text + text_len;
+        size_t k = detok_push(m->tok, &dt, id, piece, cap);
+        if (k > cap) k = cap;
         text_len += k;
         if (!json) { fwrite(piece, 1, k, stdout); fflush(stdout); }
         bool stopped = false;
