@@ -1,7 +1,8 @@
 // test_attention.c — the CPU backend's kv_write and paged attention against a plain
 // float64 attention written here, over every KV dtype, head_dim 8..256, GQA groups,
 // sliding windows, per-head scales, shuffled block tables and several sequences per
-// batch; plus the FP8 byte contract of kv_write and chunking invariance.
+// batch; plus the FP8 byte contract of kv_write and chunking invariance; per-token-head
+// scales (fp8_per_token_head): their round trip and the same float64 comparison.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,14 @@ struct setup {
     int hd, n_kv, n_heads, bs, window, n_seqs;
     enum dtype dt;
     int seq_len[4];  // context length of each sequence (all tokens are queries)
+    bool tok;        // fp8_per_token_head: per-(token, KV head) scales written by kv_write (e4m3)
 };
+
+// The scale of stored row `row` ([n_blocks][n_kv][bs] index) of K or V: its own with per-token-head scales.
+static float row_scale(const struct kv_layer *L, bool is_k, size_t row, int h) {
+    const float *ts = is_k ? L->k_tok_scale : L->v_tok_scale;
+    return ts ? ts[row] : is_k ? L->k_scale[h] : L->v_scale[h];
+}
 
 // value a stored element decodes to, scale applied (what attention must see)
 static double stored(enum dtype dt, const void *base, size_t i, float scale) {
@@ -72,6 +80,11 @@ static double run_case(const struct setup *s, int *fails) {
     size_t bytes = (size_t)n_blocks * s->n_kv * s->bs * s->hd * dtype_size(s->dt);
     L.k = b->ops->alloc(b, bytes);
     L.v = b->ops->alloc(b, bytes);
+    if (s->tok) {  // static scales are 1.0 then (kv_cache_plan); the rows carry their own
+        for (int h = 0; h < s->n_kv; h++) L.k_scale[h] = L.v_scale[h] = 1.0f;
+        L.k_tok_scale = b->ops->alloc(b, (size_t)n_blocks * s->n_kv * s->bs * sizeof(float));
+        L.v_tok_scale = b->ops->alloc(b, (size_t)n_blocks * s->n_kv * s->bs * sizeof(float));
+    }
     struct batch bt = {.n_tokens = n_tok, .token_ids = tok, .positions = pos, .slot_mapping = slot, .n_seqs = s->n_seqs,
                        .query_start = qs, .seq_lens = sl, .block_tables = btab, .max_blocks_per_seq = max_blocks};
     b->ops->kv_write(b, &L, k, v, &bt);
@@ -83,7 +96,8 @@ static double run_case(const struct setup *s, int *fails) {
                 for (int d = 0; d < s->hd; d++) {
                     size_t src = ((size_t)t * s->n_kv + h) * s->hd + d;
                     size_t dst = (((size_t)(slot[t] / s->bs) * s->n_kv + h) * s->bs + slot[t] % s->bs) * s->hd + d;
-                    uint8_t want = s->dt == DT_E4M3 ? fp8_e4m3_from_f32(k[src] / L.k_scale[h]) : fp8_e5m2_from_f32(k[src] / L.k_scale[h]);
+                    float ks = row_scale(&L, true, dst / s->hd, h);
+                    uint8_t want = s->dt == DT_E4M3 ? fp8_e4m3_from_f32(k[src] / ks) : fp8_e5m2_from_f32(k[src] / ks);
                     if (((uint8_t *)L.k)[dst] != want) bad++;
                 }
         CHECK_EQ_INT(bad, 0);
@@ -102,7 +116,8 @@ static double run_case(const struct setup *s, int *fails) {
                 for (int j = lo; j <= p; j++) {
                     size_t base = (((size_t)btab[q * max_blocks + j / s->bs] * s->n_kv + g) * s->bs + j % s->bs) * s->hd;
                     double d = 0;
-                    for (int i = 0; i < s->hd; i++) d += (double)qv[((size_t)t * s->n_heads + hq) * s->hd + i] * stored(s->dt, L.k, base + i, L.k_scale[g]);
+                    float ks = row_scale(&L, true, base / s->hd, g);
+                    for (int i = 0; i < s->hd; i++) d += (double)qv[((size_t)t * s->n_heads + hq) * s->hd + i] * stored(s->dt, L.k, base + i, ks);
                     sc[j - lo] = d / sqrt((double)s->hd);
                     if (sc[j - lo] > m) m = sc[j - lo];
                 }
@@ -111,7 +126,8 @@ static double run_case(const struct setup *s, int *fails) {
                     double w = exp(sc[j - lo] - m);
                     sum += w;
                     size_t base = (((size_t)btab[q * max_blocks + j / s->bs] * s->n_kv + g) * s->bs + j % s->bs) * s->hd;
-                    for (int i = 0; i < s->hd; i++) acc[i] += w * stored(s->dt, L.v, base + i, L.v_scale[g]);
+                    float vs = row_scale(&L, false, base / s->hd, g);
+                    for (int i = 0; i < s->hd; i++) acc[i] += w * stored(s->dt, L.v, base + i, vs);
                 }
                 for (int i = 0; i < s->hd; i++) {
                     double e = fabs(acc[i] / sum - out[((size_t)t * s->n_heads + hq) * s->hd + i]);
@@ -132,6 +148,7 @@ static double run_case(const struct setup *s, int *fails) {
         free(out1);
     }
     b->ops->free(b, L.k); b->ops->free(b, L.v);
+    if (s->tok) { b->ops->free(b, L.k_tok_scale); b->ops->free(b, L.v_tok_scale); }
     free(sc); free(acc); free(perm); free(btab); free(tok); free(pos); free(slot); free(k); free(v); free(qv); free(out);
     b->ops->destroy(b);
     return worst;
@@ -144,7 +161,7 @@ TEST(all_dtypes_and_shapes) {
     };
     for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
         for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-            struct setup s = {shapes[i].hd, shapes[i].n_kv, shapes[i].n_heads, shapes[i].bs, shapes[i].window, 1, dts[d], {45}};
+            struct setup s = {shapes[i].hd, shapes[i].n_kv, shapes[i].n_heads, shapes[i].bs, shapes[i].window, 1, dts[d], {45}, false};
             int fails = 0;
             double w = run_case(&s, &fails);
             CHECK_MSG(fails == 0, "dtype %s hd %d window %d: worst error %g", dtype_name(dts[d]), s.hd, s.window, w);
@@ -307,11 +324,92 @@ TEST(wgmma_model_vector_matches_scalar) {
     CHECK_MSG(diff == 0, "%d of %d MMAs differ between the vector and scalar forms", diff, cases);
 }
 
+// fp8_per_token_head against the float64 reference over the stored bytes and each row's own
+// scales: GQA, head_dim 8..256, odd block sizes, a sliding window, several sequences; run_case
+// also checks the byte contract with each row's scale and that token-by-token equals whole.
+TEST(token_scales_against_float64) {
+    struct { int hd, n_kv, n_heads, bs, window; } shapes[] = {
+        {8, 4, 8, 16, 0}, {64, 2, 8, 16, 0}, {128, 1, 4, 16, 0}, {256, 2, 4, 32, 0}, {24, 3, 6, 7, 0}, {64, 2, 4, 16, 5},
+    };
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        struct setup s = {shapes[i].hd, shapes[i].n_kv, shapes[i].n_heads, shapes[i].bs, shapes[i].window, 1, DT_E4M3,
+                          {45}, true};
+        int fails = 0;
+        double w = run_case(&s, &fails);
+        CHECK_MSG(fails == 0, "per-token-head hd %d window %d: worst error %g", s.hd, s.window, w);
+        s.n_seqs = 3; s.seq_len[0] = 17; s.seq_len[1] = 1; s.seq_len[2] = 33;
+        fails = 0;
+        w = run_case(&s, &fails);
+        CHECK_MSG(fails == 0, "per-token-head 3 seqs hd %d: worst error %g", s.hd, w);
+    }
+}
+
+// kv_write's per-token-head scales: each row's scale is absmax / 448 (one f32 division), its
+// absmax element stores ±448 (0x7E/0xFE), rows 1000x larger or smaller keep e4m3's relative
+// precision, an all-zero row gets scale 1.0 (no division by 0), a K offset is subtracted before
+// the absmax, and the static scales are not used.
+TEST(token_scale_round_trip) {
+    struct backend *b = backend_cpu_create(1);
+    enum { HD = 16, N = 5, NKV = 2, BS = 4 };
+    struct kv_layer L = {.dtype = DT_E4M3, .n_kv_heads = NKV, .head_dim = HD, .kv_block_tokens = BS, .n_blocks = 2};
+    for (int h = 0; h < NKV; h++) L.k_scale[h] = L.v_scale[h] = 7.0f;  // must be ignored
+    L.k = b->ops->alloc(b, 2 * NKV * BS * HD);
+    L.v = b->ops->alloc(b, 2 * NKV * BS * HD);
+    L.k_tok_scale = b->ops->alloc(b, 2 * NKV * BS * sizeof(float));
+    L.v_tok_scale = b->ops->alloc(b, 2 * NKV * BS * sizeof(float));
+    float k[N * NKV * HD], v[N * NKV * HD];
+    const float mag[N] = {1.0f, 1000.0f, 1e-3f, 0.0f, 3.7f};
+    struct rng r;
+    rng_seed(&r, 5);
+    for (int t = 0; t < N; t++)
+        for (int i = 0; i < NKV * HD; i++) {
+            k[t * NKV * HD + i] = (2 * rng_float(&r) - 1) * mag[t];
+            v[t * NKV * HD + i] = (2 * rng_float(&r) - 1) * mag[t] * 0.5f;
+        }
+    int32_t slot[N] = {5, 0, 7, 2, 4}, pos[N] = {0, 1, 2, 3, 4};
+    struct batch bt = {.n_tokens = N, .positions = pos, .slot_mapping = slot};
+    b->ops->kv_write(b, &L, k, v, &bt);
+    int bad_scale = 0, bad_max = 0, bad_rel = 0;
+    for (int t = 0; t < N; t++)
+        for (int h = 0; h < NKV; h++)
+            for (int which = 0; which < 2; which++) {
+                const float *x = (which ? v : k) + ((size_t)t * NKV + h) * HD;
+                const uint8_t *st = (const uint8_t *)(which ? L.v : L.k);
+                size_t row = ((size_t)(slot[t] / BS) * NKV + h) * BS + slot[t] % BS;
+                float sc = (which ? L.v_tok_scale : L.k_tok_scale)[row], amax = 0;
+                int at = 0;
+                for (int i = 0; i < HD; i++) if (fabsf(x[i]) > amax) { amax = fabsf(x[i]); at = i; }
+                float want = amax > 0 ? amax / 448.0f : 1.0f;
+                bad_scale += sc != want;
+                if (amax > 0) bad_max += (st[row * HD + at] & 0x7F) != 0x7E;
+                for (int i = 0; i < HD; i++) {  // e4m3 normals: |error| <= 2^-4 relative
+                    double y = (double)fp8_e4m3_to_f32(st[row * HD + i]) * sc;
+                    if (fabs(x[i]) >= amax / 64 && fabs(y - x[i]) > fabs(x[i]) / 16) bad_rel++;
+                    if (amax == 0 && (st[row * HD + i] & 0x7F) != 0) bad_rel++;  // ±0
+                }
+            }
+    CHECK_EQ_INT(bad_scale, 0);
+    CHECK_EQ_INT(bad_max, 0);
+    CHECK_EQ_INT(bad_rel, 0);
+    // a K offset: the scale is that of k − o
+    float off[NKV * HD];
+    for (int i = 0; i < NKV * HD; i++) off[i] = 100.0f;
+    L.k_offset = off;
+    b->ops->kv_write(b, &L, k, v, &bt);
+    float amax = 0;
+    for (int i = 0; i < HD; i++) amax = fmaxf(amax, fabsf(k[i] - 100.0f));  // token 0, head 0 → slot 5
+    CHECK(L.k_tok_scale[(size_t)(5 / BS) * NKV * BS + 5 % BS] == amax / 448.0f);
+    b->ops->free(b, L.k); b->ops->free(b, L.v); b->ops->free(b, L.k_tok_scale); b->ops->free(b, L.v_tok_scale);
+    b->ops->destroy(b);
+}
+
 int main(void) {
     RUN(wgmma_model_vector_matches_scalar);
     RUN(all_dtypes_and_shapes);
     RUN(k_offset_leaves_attention_unchanged);
     RUN(padding_slots_are_skipped);
     RUN(fp8_emulation_is_close_but_rounded);
+    RUN(token_scales_against_float64);
+    RUN(token_scale_round_trip);
     return test_summary("attention");
 }
