@@ -1,5 +1,6 @@
 // test_kv.c — kv_pool (allocation, refcounts, exhaustion, no leak), KV options parsing
-// (dtypes, skip lists incl. sliding_window), per-layer planning and the scales file.
+// (dtypes, skip lists incl. sliding_window), per-layer planning and the scales file;
+// fp8_per_token_head's plan, sizes, scale placement and the refusal of backends without it.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,9 +141,72 @@ TEST(plan_skip_layers_and_scales) {
     model_free(m);
 }
 
+// fp8_per_token_head: planned as e4m3 with dynamic scales on every layer but the skip layers,
+// static scales (checkpoint or file) set aside; bytes per token count one f32 per KV head for K
+// and V; the scales live after each layer's pages; a backend without kv_token_scales (the CUDA
+// backend) is refused at allocation with an error naming the dtype and the backend.
+TEST(token_scales_plan_alloc_and_refusal) {
+    struct model *m;
+    CHECK_OK(model_load(&m, "dummy:tiny-swa"));
+    if (!m) return;
+    struct kv_options o;
+    kv_options_default(&o);
+    CHECK_OK(kv_options_set_dtype(&o, "fp8_per_token_head"));
+    CHECK(kv_dtype_token_scales("fp8_per_token_head") && !kv_dtype_token_scales("fp8"));
+    CHECK_OK(kv_options_set_skip(&o, "sliding_window"));
+    struct kv_cache kv;
+    CHECK_OK(kv_cache_plan(&kv, m, &o, 16));
+    CHECK(!kv.tok_scales[0] && kv.tok_scales[1] && !kv.tok_scales[2] && kv.tok_scales[3]);
+    CHECK_EQ_INT(kv.layers[1].dtype, DT_E4M3);
+    CHECK_EQ_INT(kv.layers[0].dtype, DT_BF16);
+    // 2 bf16 layers + 2 e4m3 layers with 2 KV heads x (K, V) x 4 scale bytes
+    CHECK_EQ_INT(kv_cache_bytes_per_token(&kv), 2 * (2 * 2 * 32 * 2) + 2 * (2 * 2 * 32 * 1 + 2 * 2 * 4));
+    struct backend *b = backend_cpu_create(1);
+    CHECK_OK(kv_cache_alloc(&kv, b, 3));
+    size_t at;
+    size_t bytes = kv_layer_bytes(&kv.layers[1], true, 3, &at);
+    CHECK_EQ_INT(at, 3 * 2 * 16 * 32);
+    CHECK_EQ_INT(bytes, at + 3 * 2 * 16 * 4);
+    CHECK(kv.layers[1].k_tok_scale == (float *)((char *)kv.layers[1].k + at));
+    CHECK(kv.layers[1].v_tok_scale == (float *)((char *)kv.layers[1].v + at));
+    CHECK(kv.layers[0].k_tok_scale == NULL && kv.layers[2].v_tok_scale == NULL);
+    CHECK_EQ_INT(kv.bytes, 2 * (2 * kv_layer_bytes(&kv.layers[0], false, 3, &at)) + 2 * (2 * bytes));
+    kv_cache_free(&kv);
+    CHECK(kv.layers[1].k_tok_scale == NULL);
+    // a scales file's static scales are set aside (its K offsets still apply)
+    char dir[] = "/tmp/octet_kvtXXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(o.scales_path, sizeof o.scales_path, "%s/s.json", dir);
+    write_file(o.scales_path, "{\"layers\":[{\"k_scale\":0.5,\"v_scale\":0.5},{\"k_scale\":0.5,\"v_scale\":0.25},"
+                              "{\"k_scale\":1,\"v_scale\":1},{\"k_scale\":1,\"v_scale\":1}]}");
+    CHECK_OK(kv_cache_plan(&kv, m, &o, 16));
+    CHECK(kv.layers[1].k_scale[0] == 1.0f && kv.layers[1].v_scale[1] == 1.0f);
+    CHECK(kv.layers[0].k_scale[0] == 0.5f);  // (a bf16 skip layer: unused either way)
+    unlink(o.scales_path);
+    rmdir(dir);
+    // a backend without the capability: the CPU's ops with kv_token_scales off, named "cuda"
+    struct backend_ops ops = *b->ops;
+    ops.kv_token_scales = false;
+    ops.name = "cuda";
+    const struct backend_ops *keep = b->ops;
+    b->ops = &ops;
+    CHECK(kv_cache_alloc(&kv, b, 3) == OCT_EUNSUP);
+    CHECK_MSG(strstr(err_msg(), "fp8_per_token_head") && strstr(err_msg(), "cuda"), "%s", err_msg());
+    CHECK(kv.layers[1].k == NULL);
+    kv_options_default(&o);  // other dtypes need no capability
+    CHECK_OK(kv_options_set_dtype(&o, "fp8"));
+    CHECK_OK(kv_cache_plan(&kv, m, &o, 16));
+    CHECK_OK(kv_cache_alloc(&kv, b, 3));
+    kv_cache_free(&kv);
+    b->ops = keep;
+    b->ops->destroy(b);
+    model_free(m);
+}
+
 int main(void) {
     RUN(pool_alloc_ref_free);
     RUN(options_parse);
     RUN(plan_skip_layers_and_scales);
+    RUN(token_scales_plan_alloc_and_refusal);
     return test_summary("kv");
 }
