@@ -2,10 +2,14 @@
 // weights. Work is split over weight rows, so each output element is one dot product
 // computed start to finish by one thread: results do not depend on the thread count or
 // on how many tokens share the batch (chunked prefill and decode give equal numbers).
+// Decode (fewer than 4 tokens) on 16-bit weights streams each weight byte once: four rows per
+// pass share each load of x, and F16 (F16C) / BF16 (shift) elements widen in registers, in the
+// same accumulation order as cpu_dot on a widened row, so its results equal the prefill path's.
 // Vector paths: AVX-512, AVX2+FMA, or portable C, chosen at compile time (-march=native).
 #include <string.h>
 
 #include "../../base/check.h"
+#include "../../base/half.h"
 #include "../weight.h"
 #include "cpu.h"
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
@@ -103,6 +107,85 @@ static void dot4(const float *w, const float *x0, const float *x1, const float *
 #endif
 }
 
+// ---- 16-bit weight rows against f32 x, widened in registers ----
+// gemv16: r[k] = Σ_i x[i]·w_k[i] for the NR rows w_k = w + k*cols (F16 if !bf, else BF16), each
+// equal bit for bit to cpu_dot(x, widened w_k, n).
+#if defined(__AVX512F__)
+static inline __m512 wide16(const uint16_t *p, int bf) {
+    __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    if (bf) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    return _mm512_cvtph_ps(h);
+}
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+static inline __m256 wide8(const uint16_t *p, int bf) {
+    __m128i h = _mm_loadu_si128((const __m128i *)p);
+    if (bf) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    return _mm256_cvtph_ps(h);
+}
+#endif
+
+static inline float wide1(uint16_t h, int bf) { return bf ? bf16_to_f32(h) : f16_to_f32(h); }
+
+#define GEMV_ROWS 4
+
+static inline __attribute__((always_inline)) void gemv16(const uint16_t *w, size_t cols, int nr, const float *x,
+                                                         int n, int bf, float *r) {
+    int i = 0;
+#if defined(__AVX512F__)
+    __m512 a[GEMV_ROWS], b[GEMV_ROWS];
+#pragma GCC unroll 4
+    for (int k = 0; k < nr; k++) a[k] = b[k] = _mm512_setzero_ps();
+    for (; i + 32 <= n; i += 32) {
+        __m512 xl = _mm512_loadu_ps(x + i), xh = _mm512_loadu_ps(x + i + 16);
+#pragma GCC unroll 4
+        for (int k = 0; k < nr; k++) {
+            a[k] = _mm512_fmadd_ps(xl, wide16(w + k * cols + i, bf), a[k]);
+            b[k] = _mm512_fmadd_ps(xh, wide16(w + k * cols + i + 16, bf), b[k]);
+        }
+    }
+    for (; i + 16 <= n; i += 16) {
+        __m512 xl = _mm512_loadu_ps(x + i);
+#pragma GCC unroll 4
+        for (int k = 0; k < nr; k++) a[k] = _mm512_fmadd_ps(xl, wide16(w + k * cols + i, bf), a[k]);
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < nr; k++) r[k] = _mm512_reduce_add_ps(_mm512_add_ps(a[k], b[k]));
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+    __m256 a[GEMV_ROWS], b[GEMV_ROWS];
+#pragma GCC unroll 4
+    for (int k = 0; k < nr; k++) a[k] = b[k] = _mm256_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+        __m256 xl = _mm256_loadu_ps(x + i), xh = _mm256_loadu_ps(x + i + 8);
+#pragma GCC unroll 4
+        for (int k = 0; k < nr; k++) {
+            a[k] = _mm256_fmadd_ps(xl, wide8(w + k * cols + i, bf), a[k]);
+            b[k] = _mm256_fmadd_ps(xh, wide8(w + k * cols + i + 8, bf), b[k]);
+        }
+    }
+    for (; i + 8 <= n; i += 8) {
+        __m256 xl = _mm256_loadu_ps(x + i);
+#pragma GCC unroll 4
+        for (int k = 0; k < nr; k++) a[k] = _mm256_fmadd_ps(xl, wide8(w + k * cols + i, bf), a[k]);
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < nr; k++) r[k] = hsum256(_mm256_add_ps(a[k], b[k]));
+#else
+    for (int k = 0; k < nr; k++) r[k] = 0;
+#endif
+    for (int k = 0; k < nr; k++)
+        for (int j = i; j < n; j++) r[k] += x[j] * wide1(w[k * cols + j], bf);
+}
+
+static void gemv16_4(const uint16_t *w, size_t cols, const float *x, int n, int bf, float *r) {
+    if (bf) gemv16(w, cols, GEMV_ROWS, x, n, 1, r);
+    else gemv16(w, cols, GEMV_ROWS, x, n, 0, r);
+}
+
+static void gemv16_1(const uint16_t *w, const float *x, int n, int bf, float *r) {
+    if (bf) gemv16(w, 0, 1, x, n, 1, r);
+    else gemv16(w, 0, 1, x, n, 0, r);
+}
+
 #define TOKEN_TILE 64
 #define MIN_TASK_MACS 16384
 
@@ -114,12 +197,35 @@ struct mm_ctx {
     int n, rows_per_task;
 };
 
+// Fewer than 4 tokens on 16-bit weights: GEMV_ROWS rows at a time, each streamed once for all tokens.
+static void gemv_task(struct mm_ctx *m, int r0, int r1) {
+    const struct weight *w = m->w;
+    int cols = (int)w->cols, rows = (int)w->rows, bf = w->dtype == DT_BF16;
+    const uint16_t *base = w->data;
+    int r = r0;
+    for (; r + GEMV_ROWS <= r1; r += GEMV_ROWS)
+        for (int t = 0; t < m->n; t++) {
+            float res[GEMV_ROWS];
+            gemv16_4(base + (size_t)r * cols, (size_t)cols, m->x + (size_t)t * cols, cols, bf, res);
+            memcpy(m->out + (size_t)t * rows + r, res, sizeof res);
+        }
+    for (; r < r1; r++)
+        for (int t = 0; t < m->n; t++)
+            gemv16_1(base + (size_t)r * cols, m->x + (size_t)t * cols, cols, bf, m->out + (size_t)t * rows + r);
+}
+
+static int gemv_fits(const struct weight *w, int n) { return n < 4 && (w->dtype == DT_F16 || w->dtype == DT_BF16); }
+
 static void mm_task(void *p, int task, int thread) {
     struct mm_ctx *m = p;
     const struct weight *w = m->w;
     int cols = (int)w->cols, rows = (int)w->rows;
     int r0 = task * m->rows_per_task, r1 = r0 + m->rows_per_task;
     if (r1 > rows) r1 = rows;
+    if (gemv_fits(w, m->n)) {
+        gemv_task(m, r0, r1);
+        return;
+    }
     float *buf = cpu_scratch(m->c, thread);
     for (int t0 = 0; t0 < m->n; t0 += TOKEN_TILE) {
         int t1 = t0 + TOKEN_TILE < m->n ? t0 + TOKEN_TILE : m->n;
@@ -151,6 +257,8 @@ void cpu_matmul(struct backend *b, void *out, const void *x, const struct weight
     if (rpt < 1) rpt = 1;
     int max_tasks = c->n_threads * 8;
     if ((rows + rpt - 1) / rpt > max_tasks) rpt = (rows + max_tasks - 1) / max_tasks;
+    // GEMV tasks: whole 16-row groups, so two threads never write one 64-byte line of out
+    if (gemv_fits(w, n) && rpt < rows) rpt = (rpt + 15) / 16 * 16;
     struct mm_ctx ctx = {c, out, x, w, n, rpt};
     threadpool_run(c->tp, (rows + rpt - 1) / rpt, mm_task, &ctx);
 }
