@@ -127,6 +127,21 @@ struct ffn_in_extra {
     enum ffn_act fn;
 };
 
+// moe_ffn's operands: the FFN sublayer of a mixture-of-experts layer, after its RMSNorm. Per token:
+// p = softmax(xn · routerᵀ) over the n_experts; the n_used largest (ties: the lower index); their
+// weights p_e, divided by their sum when norm_topk (which is softmax over the top-k logits, Mixtral's
+// order); out = Σ p_e · (silu(xn · gate_eᵀ) ⊙ (xn · up_eᵀ)) · down_eᵀ. Experts are stacked: expert e's
+// gate and up are rows [e·ffn, (e+1)·ffn) of gate and up, its down rows [e·dim, (e+1)·dim) of down.
+struct moe_ffn_args {
+    void *out;                         // [n][dim]
+    const void *xn;                    // [n][dim]
+    const struct weight *router;       // [n_experts][dim]
+    const struct weight *gate, *up;    // [n_experts·ffn][dim]
+    const struct weight *down;         // [n_experts·dim][ffn]
+    int n_experts, n_used;
+    bool norm_topk;
+};
+
 struct backend_ops {
     const char *name;
     void (*destroy)(struct backend *b);
@@ -207,6 +222,8 @@ struct backend_ops {
                     enum ffn_act act);
     // x *= s (Gemma's embedding scale).
     void (*scale)(struct backend *b, void *x /*[n]*/, int64_t n, float s);
+    // The routed experts of a mixture-of-experts FFN (struct moe_ffn_args).
+    void (*moe_ffn)(struct backend *b, const struct moe_ffn_args *a, int n);
     bool attn_softcap;      // attention honours attn_params.softcap
     bool rope_dynamic;      // rope honours rope_table.dyn_max_pos (dynamic NTK)
 };

@@ -28,6 +28,9 @@ int config_validate(const struct model_config *c) {
     NEED(!c->local_rope || (c->rope_local.theta > 1 && c->rope_local.n_rot == c->rope.n_rot),
          "config: local rope theta %g must be > 1", c->rope_local.theta);
     NEED(c->sliding_window >= 0, "config: sliding_window %d must be >= 0", c->sliding_window);
+    NEED(c->n_experts >= 0 && c->n_experts <= 4096, "config: %d experts (0..4096)", c->n_experts);
+    NEED(!c->n_experts || (c->n_experts_used >= 1 && c->n_experts_used <= c->n_experts),
+         "config: %d experts used per token of %d", c->n_experts_used, c->n_experts);
 #undef NEED
     return OCT_OK;
 }

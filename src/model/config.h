@@ -64,6 +64,11 @@ struct model_config {
     float attn_softcap;       // scores → cap·tanh(scores/cap) before softmax; 0 = none
     float final_softcap;      // logits → cap·tanh(logits/cap); 0 = none
     bool local_rope;          // sliding-window layers use rope_local (Gemma 3's separate base)
+    // Mixture of experts (Mixtral, Qwen3-MoE): every layer's FFN is n_experts SwiGLU experts of
+    // ffn_dim, n_experts_used of them per token by the router's softmax; 0 = a dense FFN.
+    int n_experts, n_experts_used;
+    bool moe_norm_topk;       // the chosen experts' weights renormalised to sum 1 (norm_topk_prob;
+                              // Mixtral always: the same as softmax over the top-k logits)
     struct rope_config rope_local;
 };
 

@@ -44,6 +44,8 @@ static const struct family families[] = {
     {"Gemma3ForConditionalGeneration", "gemma3", false, true, false, true, true, false, false, true,
      &gemma3_defaults, true},
     {"Phi3ForCausalLM", "phi3", false, false, false, false, false, true, false, false, NULL, false},
+    {"MixtralForCausalLM", "mixtral", false, false, false, false, false, true, false, false, NULL, false},
+    {"Qwen3MoeForCausalLM", "qwen3moe", false, true, false, true, false, false, true, false, NULL, false},
 };
 
 #define FAIL(...) return err_set(OCT_EINVAL, __VA_ARGS__)
@@ -263,6 +265,35 @@ static int refusals(const json_t *cfg, const char *where) {
     return OCT_OK;
 }
 
+// The experts of Mixtral (num_local_experts, every layer) and Qwen3-MoE (num_experts, moe_intermediate_size,
+// norm_topk_prob; decoder_sparse_step and mlp_only_layers must leave every layer sparse). The load-balancing
+// and router-noise keys only act in training and are accepted.
+static int experts(struct model_config *c, const json_t *cfg, const struct family *f, const char *where) {
+    bool mixtral = !strcmp(f->arch, "mixtral");
+    if (!mixtral && strcmp(f->arch, "qwen3moe")) return OCT_OK;
+    TRY(integer(cfg, mixtral ? "num_local_experts" : "num_experts", true, 0, &c->n_experts, where));
+    TRY(integer(cfg, "num_experts_per_tok", true, 0, &c->n_experts_used, where));
+    if (c->n_experts < 1 || c->n_experts > 4096)
+        FAIL("%s: '%s' %d must be 1..4096", where, mixtral ? "num_local_experts" : "num_experts", c->n_experts);
+    if (c->n_experts_used < 1 || c->n_experts_used > c->n_experts)
+        FAIL("%s: 'num_experts_per_tok' %d must be 1..%d", where, c->n_experts_used, c->n_experts);
+    c->moe_norm_topk = true;
+    if (mixtral) return OCT_OK;
+    TRY(boolean(cfg, "norm_topk_prob", false, &c->moe_norm_topk, where));
+    TRY(integer(cfg, "moe_intermediate_size", true, 0, &c->ffn_dim, where));
+    int step;
+    TRY(integer(cfg, "decoder_sparse_step", false, 1, &step, where));
+    if (step != 1)
+        return err_set(OCT_EUNSUP, "%s: decoder_sparse_step %d is not supported (only 1: every layer's FFN is "
+                       "experts)", where, step);
+    json_t *mlp_only = json_object_get(cfg, "mlp_only_layers");
+    if (mlp_only && !json_is_null(mlp_only) && !json_is_array(mlp_only))
+        FAIL("%s: 'mlp_only_layers' must be a list of layer indices", where);
+    if (json_array_size(mlp_only) > 0)
+        return err_set(OCT_EUNSUP, "%s: mlp_only_layers (dense FFN layers among the experts) is not supported", where);
+    return OCT_OK;
+}
+
 int config_from_hf(struct model_config *c, const json_t *cfg, const char *where) {
     memset(c, 0, sizeof *c);
     json_t *archs = json_object_get(cfg, "architectures");
@@ -273,7 +304,8 @@ int config_from_hf(struct model_config *c, const json_t *cfg, const char *where)
         if (!strcmp(families[i].hf_name, a0)) f = &families[i];
     if (!f)
         return err_set(OCT_EUNSUP, "%s: architecture '%s' is not supported (LlamaForCausalLM, MistralForCausalLM, "
-                       "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM)",
+                       "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM, "
+                       "MixtralForCausalLM, Qwen3MoeForCausalLM)",
                        where, a0);
     snprintf(c->arch, sizeof c->arch, "%s", f->arch);
     bool tie_top = f->tie_default;
@@ -323,6 +355,7 @@ int config_from_hf(struct model_config *c, const json_t *cfg, const char *where)
     }
     TRY(rope_config_hf(c, cfg, f, where));
     TRY(windows(c, cfg, f, where));
+    TRY(experts(c, cfg, f, where));
     TRY(refusals(cfg, where));
     return OCT_OK;
 }

@@ -1,5 +1,5 @@
-// forward.c — the decoder step of every dense family (GQA, RoPE, RMSNorm, SwiGLU or GeGLU,
-// optional per-layer sliding windows) over the backend seam; what differs between families is
+// forward.c — the decoder step of every family (GQA, RoPE, RMSNorm, SwiGLU or GeGLU or routed
+// SwiGLU experts, optional per-layer sliding windows) over the backend seam; what differs between families is
 // data in struct model_config (biases, q/k norms, post-norms, embedding scale, soft-caps, a
 // second RoPE table), read by the small steps below. Every backend runs this same code.
 #include "forward.h"
@@ -66,6 +66,7 @@ static int check_backend(const struct model_config *c, const struct backend_ops 
     else if (c->attn_softcap > 0 && !op->attn_softcap) need = "attention soft-capping";
     else if (c->rope.scaling == ROPE_SCALING_DYNAMIC && !c->rope.dyn_fixed && !op->rope_dynamic)
         need = "dynamic NTK RoPE";
+    else if (c->n_experts > 0 && !op->moe_ffn) need = "moe_ffn (mixture of experts)";
     if (need)
         return err_set(OCT_EUNSUP, "architecture %s needs op %s, not in the %s backend yet", c->arch, need, op->name);
     return OCT_OK;
@@ -140,6 +141,17 @@ static void proj_add(struct forward *f, const void *in, const struct weight *w, 
     op->add(f->b, f->x, f->proj, (int64_t)n * w->rows);
 }
 
+// A mixture-of-experts FFN sublayer: xn = rmsnorm(x); x += the routed experts' weighted sum (moe_ffn).
+static void moe_ffn(struct forward *f, const struct layer_weights *w, int n) {
+    const struct backend_ops *op = f->b->ops;
+    const struct model_config *c = &f->m->cfg;
+    const struct moe_ffn_args ma = {f->proj, f->xn, &w->ffn_router, &w->exp_gate, &w->exp_up, &w->exp_down,
+                                    c->n_experts, c->n_experts_used, c->moe_norm_topk};
+    op->rmsnorm(f->b, f->xn, f->x, &w->ffn_norm, n, c->norm_eps);
+    op->moe_ffn(f->b, &ma, n);
+    op->add(f->b, f->x, f->proj, (int64_t)n * c->dim);
+}
+
 // Final-logit soft-capping (Gemma 2): cap·tanh(z/cap), on the host rows.
 static void softcap_logits(float *z, size_t n, float cap) {
     for (size_t i = 0; i < n; i++) z[i] = cap * tanhf(z[i] / cap);
@@ -182,6 +194,10 @@ static int forward_issue(struct forward *f, struct kv_cache *kv, const struct ba
         }
         op->attention(b, f->att, f->q, &kv->layers[l], &ap, bt);
         proj_add(f, f->att, &w->wo, &w->bo, &w->post_attn_norm, n);       // x += norm(att · woᵀ + bo)
+        if (c->n_experts > 0) {  // x += Σ_k p_k · expert_k(rmsnorm(x)), the router's top-k experts
+            moe_ffn(f, w, n);
+            continue;
+        }
         // act(xn · w_gateᵀ) ⊙ (xn · w_upᵀ), xn = rmsnorm(x); the probe also wants the gate's pre-activation
         const struct ffn_in_args fi = {f->act, f->gate, f->xn, f->x, &w->ffn_norm, &w->w_gate, &w->w_up,
                                        c->norm_eps, f->probe != NULL};

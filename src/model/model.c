@@ -68,7 +68,8 @@ void layer_weight_list(struct layer_weights *w, struct weight *out[LAYER_N_WEIGH
     struct weight *ws[LAYER_N_WEIGHTS] = {&w->attn_norm, &w->wq, &w->wk, &w->wv, &w->wo, &w->ffn_norm,
                                           &w->w_gate, &w->w_up, &w->w_down, &w->bq, &w->bk, &w->bv, &w->bo,
                                           &w->q_norm, &w->k_norm, &w->post_attn_norm, &w->post_ffn_norm,
-                                          &w->b_gate, &w->b_up, &w->b_down};
+                                          &w->b_gate, &w->b_up, &w->b_down, &w->ffn_router, &w->exp_gate,
+                                          &w->exp_up, &w->exp_down};
     memcpy(out, ws, sizeof ws);
 }
 
@@ -117,9 +118,15 @@ int model_finish(struct model *m) {
         TRY(check_shape(&w->wv, "attn_v", l, kvd, c->dim));
         TRY(check_shape(&w->wo, "attn_output", l, c->dim, qd));
         TRY(check_shape(&w->ffn_norm, "ffn_norm", l, 1, c->dim));
-        TRY(check_shape(&w->w_gate, "ffn_gate", l, c->ffn_dim, c->dim));
-        TRY(check_shape(&w->w_up, "ffn_up", l, c->ffn_dim, c->dim));
-        TRY(check_shape(&w->w_down, "ffn_down", l, c->dim, c->ffn_dim));
+        bool dense = c->n_experts == 0;
+        int64_t E = c->n_experts;
+        TRY(check_opt(&w->w_gate, dense, "ffn_gate", l, c->ffn_dim, c->dim));
+        TRY(check_opt(&w->w_up, dense, "ffn_up", l, c->ffn_dim, c->dim));
+        TRY(check_opt(&w->w_down, dense, "ffn_down", l, c->dim, c->ffn_dim));
+        TRY(check_opt(&w->ffn_router, !dense, "ffn_gate_inp", l, E, c->dim));
+        TRY(check_opt(&w->exp_gate, !dense, "ffn_gate_exps", l, E * c->ffn_dim, c->dim));
+        TRY(check_opt(&w->exp_up, !dense, "ffn_up_exps", l, E * c->ffn_dim, c->dim));
+        TRY(check_opt(&w->exp_down, !dense, "ffn_down_exps", l, E * c->dim, c->ffn_dim));
         TRY(check_opt(&w->bq, c->attn_bias, "attn_q.bias", l, 1, qd));
         TRY(check_opt(&w->bk, c->attn_bias, "attn_k.bias", l, 1, kvd));
         TRY(check_opt(&w->bv, c->attn_bias, "attn_v.bias", l, 1, kvd));

@@ -27,10 +27,14 @@ struct layer_weights {
     struct weight post_ffn_norm;  // [1][dim] norm of the FFN output (Gemma 2/3)
     struct weight b_gate, b_up;   // [1][ffn]
     struct weight b_down;         // [1][dim]
+    // Mixture-of-experts layers (cfg.n_experts > 0) have these instead of w_gate, w_up, w_down:
+    struct weight ffn_router;     // [n_experts][dim]
+    struct weight exp_gate, exp_up; // [n_experts*ffn][dim] the experts stacked (expert e: rows e*ffn..)
+    struct weight exp_down;       // [n_experts*dim][ffn]
 };
 
 // Every weight of a layer, for loops that treat them alike (upload, size, shape checks).
-#define LAYER_N_WEIGHTS 20
+#define LAYER_N_WEIGHTS 24
 void layer_weight_list(struct layer_weights *w, struct weight *out[LAYER_N_WEIGHTS]);
 
 struct model {

@@ -1,7 +1,7 @@
 // model_st.c — Hugging Face directory (config.json + safetensors) → struct model: each
 // family's tensor names (config_hf.c reads the config), Phi-3's fused projections split into
-// views, Gemma's norms stored as w folded into 1 + w, and every tensor of the files accounted
-// for (one that nothing reads is an error naming it). Q and K projection rows (and their
+// views, mixture-of-experts layers' experts stacked, Gemma's norms stored as w folded into 1 + w,
+// and every tensor of the files accounted for (one that nothing reads is an error naming it). Q and K projection rows (and their
 // biases and per-head norms) are permuted from HF's rotate-half order into GGUF's
 // adjacent-pair order (a copy), so both formats give the same model and the same logits.
 #include <stdio.h>
@@ -136,6 +136,79 @@ static int layer_kv_scales(struct st_load *L, int l) {
     return OCT_OK;
 }
 
+// A mixture-of-experts layer's router and experts, stacked into exp_gate, exp_up [E*F][D] and exp_down
+// [E*D][F]: from transformers 5's 3-D experts.gate_up_proj [E][2F][D] and experts.down_proj [E][D][F]
+// (down a view, gate and up copies), or from one 2-D tensor per expert (copies) under Mixtral's names
+// (w1 gate, w3 up, w2 down) or Qwen3-MoE's (gate_proj, up_proj, down_proj). The block is `mlp` or
+// Mixtral's older `block_sparse_moe`.
+static int load_experts(struct st_load *L, int l) {
+    struct model *m = L->m;
+    const struct model_config *c = &m->cfg;
+    struct layer_weights *w = &m->layers[l];
+    const int64_t E = c->n_experts, F = c->ffn_dim, D = c->dim;
+    char tn[200], sfx[96];
+    const char *blk = "mlp";
+    snprintf(tn, sizeof tn, "%slayers.%d.block_sparse_moe.gate.weight", L->pfx, l);
+    if (st_find_tensor(m->st, tn)) blk = "block_sparse_moe";
+    snprintf(sfx, sizeof sfx, "%s.gate.weight", blk);
+    TRY(layer_weight(L, &w->ffn_router, l, sfx, true));
+    snprintf(tn, sizeof tn, "%slayers.%d.%s.experts.gate_up_proj", L->pfx, l, blk);
+    const struct tensor_info *gu = st_find_tensor(m->st, tn);
+    if (gu) {
+        snprintf(tn, sizeof tn, "%slayers.%d.%s.experts.down_proj", L->pfx, l, blk);
+        const struct tensor_info *dn = st_find_tensor(m->st, tn);
+        if (!dn) return err_set(OCT_EINVAL, "%s: missing tensor '%s'", st_path(m->st), tn);
+        if (gu->n_dims != 3 || gu->ne[2] != E || gu->ne[1] != 2 * F || gu->ne[0] != D || dn->n_dims != 3 ||
+            dn->ne[2] != E || dn->ne[1] != D || dn->ne[0] != F || gu->dtype != dn->dtype)
+            return err_set(OCT_EINVAL, "%s: layer %d: experts gate_up_proj / down_proj are not [%lld][%lld][%lld] / "
+                           "[%lld][%lld][%lld] of one dtype", st_path(m->st), l, (long long)E, (long long)(2 * F),
+                           (long long)D, (long long)E, (long long)D, (long long)F);
+        mark(L, gu);
+        mark(L, dn);
+        size_t es = dtype_size(gu->dtype), half = (size_t)(F * D) * es;
+        char *g = model_own(m, (size_t)E * half), *u = model_own(m, (size_t)E * half);
+        if (!g || !u) return err_set(OCT_ENOMEM, "model: out of memory stacking experts");
+        for (int64_t e = 0; e < E; e++) {
+            memcpy(g + e * half, (const char *)gu->data + 2 * e * half, half);
+            memcpy(u + e * half, (const char *)gu->data + (2 * e + 1) * half, half);
+        }
+        struct weight st = {gu->dtype, E * F, D, g, NULL};
+        w->exp_gate = st;
+        st.data = u;
+        w->exp_up = st;
+        struct weight dw = {dn->dtype, E * D, F, dn->data, NULL};
+        w->exp_down = dw;
+        return OCT_OK;
+    }
+    bool mixtral = !strcmp(blk, "block_sparse_moe") || !strcmp(c->arch, "mixtral");
+    static const char *const names[2][3] = {{"gate_proj", "up_proj", "down_proj"}, {"w1", "w3", "w2"}};
+    struct weight *dst[3] = {&w->exp_gate, &w->exp_up, &w->exp_down};
+    for (int k = 0; k < 3; k++) {
+        const int64_t rows = k < 2 ? F : D, cols = k < 2 ? D : F;
+        char *buf = NULL;
+        size_t bytes = 0;
+        for (int64_t e = 0; e < E; e++) {
+            struct weight one = {0};
+            snprintf(sfx, sizeof sfx, "%s.experts.%lld.%s.weight", blk, (long long)e, names[mixtral][k]);
+            TRY(layer_weight(L, &one, l, sfx, true));
+            if (one.rows != rows || one.cols != cols || (e > 0 && one.dtype != dst[k]->dtype))
+                return err_set(OCT_EINVAL, "%s: layer %d: expert tensor '%s' is [%lld x %lld] (want [%lld x %lld], "
+                               "the dtype of expert 0)", st_path(m->st), l, sfx, (long long)one.rows,
+                               (long long)one.cols, (long long)rows, (long long)cols);
+            if (!buf) {
+                bytes = (size_t)(rows * cols) * dtype_size(one.dtype);
+                buf = model_own(m, bytes * (size_t)E);
+                if (!buf) return err_set(OCT_ENOMEM, "model: out of memory stacking experts");
+                *dst[k] = one;
+                dst[k]->rows = E * rows;
+                dst[k]->data = buf;
+            }
+            memcpy(buf + (size_t)e * bytes, one.data, bytes);
+        }
+    }
+    return OCT_OK;
+}
+
 // One layer's tensors under the family's names.
 static int load_layer(struct st_load *L, int l) {
     struct model *m = L->m;
@@ -161,11 +234,14 @@ static int load_layer(struct st_load *L, int l) {
         TRY(layer_weight(L, &w->wq, l, "self_attn.q_proj.weight", true));
         TRY(layer_weight(L, &w->wk, l, "self_attn.k_proj.weight", true));
         TRY(layer_weight(L, &w->wv, l, "self_attn.v_proj.weight", true));
-        TRY(layer_weight(L, &w->w_gate, l, "mlp.gate_proj.weight", true));
-        TRY(layer_weight(L, &w->w_up, l, "mlp.up_proj.weight", true));
+        if (!c->n_experts) {
+            TRY(layer_weight(L, &w->w_gate, l, "mlp.gate_proj.weight", true));
+            TRY(layer_weight(L, &w->w_up, l, "mlp.up_proj.weight", true));
+        }
     }
     TRY(layer_weight(L, &w->wo, l, "self_attn.o_proj.weight", true));
-    TRY(layer_weight(L, &w->w_down, l, "mlp.down_proj.weight", true));
+    if (c->n_experts) TRY(load_experts(L, l));
+    else TRY(layer_weight(L, &w->w_down, l, "mlp.down_proj.weight", true));
     if (gemma) {
         TRY(layer_weight(L, &w->post_attn_norm, l, "post_attention_layernorm.weight", true));
         TRY(layer_weight(L, &w->ffn_norm, l, "pre_feedforward_layernorm.weight", true));

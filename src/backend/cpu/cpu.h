@@ -32,6 +32,12 @@ void cpu_kv_write(struct backend *b, struct kv_layer *l, const void *k, const vo
 void cpu_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,
                    const struct attn_params *p, const struct batch *bt);
 
+// The mixture-of-experts FFN (cpu_moe.c; struct moe_ffn_args says what it computes).
+void cpu_moe_ffn(struct backend *b, const struct moe_ffn_args *a, int n);
+// One token's routing: softmax over n_experts logits, the k largest (ties: the lower index) into
+// ids[k] with their probabilities in w[k], renormalised to sum 1 when norm_topk.
+void moe_route(const float *logits, int n_experts, int k, bool norm_topk, int *ids, float *w);
+
 // One MMA of the FP8 wgmma model (cpu_attention.c): t[0..hd) = t + Σ_j g[j]·f[j] (n ≤ 32 rows of
 // hd), every term and t cut to 14 significant bits; vec = 0 forces the scalar form, which the
 // vector form must match bit for bit (tests/unit/test_attention.c).

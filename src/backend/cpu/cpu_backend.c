@@ -247,6 +247,7 @@ static const struct backend_ops cpu_ops = {
     .bias_add = cpu_bias_add,
     .act_mul = cpu_act_mul,
     .scale = cpu_scale,
+    .moe_ffn = cpu_moe_ffn,
     .attn_softcap = true,
     .rope_dynamic = true,
 };
