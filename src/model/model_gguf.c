@@ -3,7 +3,9 @@
 // Families: llama and mistral (Q/K rows permuted to adjacent pairs by the converter), qwen2
 // (q/k/v biases), qwen3 (per-head q/k norms), gemma2 and gemma3 (norms stored as 1 + w, post-norms,
 // GeGLU, embedding scale, soft-caps, sliding-window pattern, Gemma 3's local RoPE base), phi3
-// (fused attn_qkv and gate+up in ffn_up); all but llama/mistral rotate halves (NEOX). Every key
+// (fused attn_qkv and gate+up in ffn_up), mixture-of-experts layers (llama with expert_count:
+// Mixtral; qwen3moe) as ffn_gate_inp and 3-D ffn_{gate,up,down}_exps; all but llama/mistral rotate
+// halves (NEOX). Every key
 // is read strictly (a key of the wrong type is an error naming it) and every tensor of the file
 // must be used.
 #include <math.h>
@@ -26,7 +28,7 @@ static const struct gguf_family gguf_families[] = {
     {"llama", false, false, false, false, false, 0}, {"mistral", false, false, false, false, false, 0},
     {"qwen2", true, true, false, false, false, 0},    {"qwen3", true, false, true, false, false, 0},
     {"gemma2", true, false, false, true, false, 2},   {"gemma3", true, false, true, true, false, 6},
-    {"phi3", true, false, false, false, true, 0},
+    {"phi3", true, false, false, false, true, 0},     {"qwen3moe", true, false, true, false, false, 0},
 };
 
 // One load: the model and the tensors taken so far.
@@ -196,6 +198,38 @@ static int family_keys(struct gguf_load *L, const struct gguf_family *f) {
     return OCT_OK;
 }
 
+// Mixture of experts: ARCH.expert_count / expert_used_count (qwen3moe: expert_feed_forward_length is the
+// experts' size); softmax routing with the chosen weights renormalised, as llama.cpp runs both families.
+// Shared experts and other gating functions are refused by name.
+static int moe_keys(struct gguf_load *L, const struct gguf_family *f) {
+    struct model_config *c = &L->m->cfg;
+    bool qwen = !strcmp(f->name, "qwen3moe");
+    int64_t v;
+    TRY(int_key(L, "expert_count", &v, qwen, 0));
+    c->n_experts = (int)v;
+    if (!c->n_experts) return OCT_OK;
+    if (strcmp(f->name, "llama") && !qwen)
+        return err_set(OCT_EUNSUP, "gguf %s: %s with experts is not supported", L->path, f->name);
+    TRY(int_key(L, "expert_used_count", &v, true, 0));
+    c->n_experts_used = (int)v;
+    if (c->n_experts > 4096 || c->n_experts_used < 1 || c->n_experts_used > c->n_experts)
+        return err_set(OCT_EINVAL, "gguf %s: %s.expert_used_count %d of %s.expert_count %d", L->path, L->arch,
+                       c->n_experts_used, L->arch, c->n_experts);
+    if (qwen) {
+        TRY(int_key(L, "expert_feed_forward_length", &v, true, 0));
+        c->ffn_dim = (int)v;
+    }
+    TRY(int_key(L, "expert_shared_count", &v, false, 0));
+    if (v) return err_set(OCT_EUNSUP, "gguf %s: %s.expert_shared_count %lld (shared experts) is not supported",
+                          L->path, L->arch, (long long)v);
+    TRY(int_key(L, "expert_gating_func", &v, false, 1));
+    if (v != 1) return err_set(OCT_EUNSUP, "gguf %s: %s.expert_gating_func %lld is not supported (only softmax)",
+                               L->path, L->arch, (long long)v);
+    c->moe_norm_topk = true;
+    if (!qwen) snprintf(c->arch, sizeof c->arch, "mixtral");
+    return OCT_OK;
+}
+
 static int load_layer(struct gguf_load *L, const struct gguf_family *f, int l) {
     struct model *m = L->m;
     const struct model_config *c = &m->cfg;
@@ -203,7 +237,14 @@ static int load_layer(struct gguf_load *L, const struct gguf_family *f, int l) {
     TRY(layer_tensor(L, &w->attn_norm, l, "attn_norm.weight", true));
     TRY(layer_tensor(L, &w->wo, l, "attn_output.weight", true));
     TRY(layer_tensor(L, &w->ffn_norm, l, "ffn_norm.weight", true));
-    TRY(layer_tensor(L, &w->w_down, l, "ffn_down.weight", true));
+    if (c->n_experts) {
+        TRY(layer_tensor(L, &w->ffn_router, l, "ffn_gate_inp.weight", true));
+        TRY(layer_tensor(L, &w->exp_gate, l, "ffn_gate_exps.weight", true));
+        TRY(layer_tensor(L, &w->exp_up, l, "ffn_up_exps.weight", true));
+        TRY(layer_tensor(L, &w->exp_down, l, "ffn_down_exps.weight", true));
+    } else {
+        TRY(layer_tensor(L, &w->w_down, l, "ffn_down.weight", true));
+    }
     if (f->phi3) {
         struct weight qkv = {0}, gu = {0};
         TRY(layer_tensor(L, &qkv, l, "attn_qkv.weight", true));
@@ -223,8 +264,10 @@ static int load_layer(struct gguf_load *L, const struct gguf_family *f, int l) {
         TRY(layer_tensor(L, &w->wq, l, "attn_q.weight", true));
         TRY(layer_tensor(L, &w->wk, l, "attn_k.weight", true));
         TRY(layer_tensor(L, &w->wv, l, "attn_v.weight", true));
-        TRY(layer_tensor(L, &w->w_gate, l, "ffn_gate.weight", true));
-        TRY(layer_tensor(L, &w->w_up, l, "ffn_up.weight", true));
+        if (!c->n_experts) {
+            TRY(layer_tensor(L, &w->w_gate, l, "ffn_gate.weight", true));
+            TRY(layer_tensor(L, &w->w_up, l, "ffn_up.weight", true));
+        }
     }
     if (c->attn_bias) {
         TRY(layer_tensor(L, &w->bq, l, "attn_q.bias", true));
@@ -297,7 +340,7 @@ int model_load_gguf(struct model *m, const char *path) {
         if (!strcmp(gguf_families[i].name, arch)) f = &gguf_families[i];
     if (!f)
         return err_set(OCT_EUNSUP, "gguf %s: architecture '%s' is not supported "
-                       "(llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3)", path, arch);
+                       "(llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe)", path, arch);
     snprintf(c->arch, sizeof c->arch, "%s", !strcmp(arch, "mistral") ? "llama" : arch);
     struct gguf_load L = {m, arch, path, model_own(m, (size_t)(gguf_n_tensors(m->gguf) + 1) * sizeof(void *)), 0};
     if (!L.used) return err_set(OCT_ENOMEM, "model: out of memory");
@@ -318,6 +361,7 @@ int model_load_gguf(struct model *m, const char *path) {
     TRY(rope_keys(&L, f));
     TRY(swa_layers(&L, f));
     TRY(family_keys(&L, f));
+    TRY(moe_keys(&L, f));
 
     TRY(gguf_weight(&L, &m->token_embd, "token_embd.weight", true));
     TRY(gguf_weight(&L, &m->output_norm, "output_norm.weight", true));

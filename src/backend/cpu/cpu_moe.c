@@ -49,6 +49,13 @@ void cpu_moe_ffn(struct backend *b, const struct moe_ffn_args *a, int n) {
                            E, K);
         return;
     }
+    const struct weight *mats[3] = {a->gate, a->up, a->down};
+    for (int i = 0; i < 3; i++)
+        if (mats[i]->dtype != DT_F32 && mats[i]->dtype != DT_F16 && mats[i]->dtype != DT_BF16) {
+            c->error = err_set(OCT_EUNSUP, "cpu: moe_ffn: expert weights of dtype %s (f32, f16 or bf16 only)",
+                               dtype_name(mats[i]->dtype));
+            return;
+        }
     float *logits = malloc((size_t)n * E * sizeof(float)), *wts = malloc((size_t)n * K * sizeof(float));
     int *ids = malloc((size_t)n * K * sizeof(int)), *rows = malloc((size_t)n * sizeof(int));
     float *rw = malloc((size_t)n * sizeof(float)), *xs = malloc((size_t)n * dim * sizeof(float));
