@@ -1,0 +1,279 @@
+// test_arch_moe.c — the mixture-of-experts families (Mixtral, Qwen3-MoE) on the CPU backend: the
+// checkpoints of tools/ref/make_moe_fixtures.py, whose layers compute exactly the dense MLP of a
+// transformers-saved fixture, against that fixture's ref.json (greedy tokens identical,
+// log-probabilities within 1e-4, perplexity ratio within 1e-4), from safetensors (per-expert and
+// transformers 5's fused 3-D layouts) and GGUF; the router and the moe_ffn op against a direct
+// per-token computation with distinct experts; the config refusals; and the refusal of a backend
+// without moe_ffn (the CUDA backend's table lacks it).
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../../src/backend/cpu/cpu.h"
+#include "../../src/backend/weight.h"
+#include "../../src/base/argmax.h"
+#include "../../src/base/check.h"
+#include "../../src/engine/runner.h"
+#include "../../src/engine/sampler.h"
+#include "../../src/model/forward.h"
+#include "../../src/model/model.h"
+#include "../test.h"
+
+static char tmpdir[64];
+
+static int ints(json_t *a, int32_t *out, int max) {
+    int n = (int)json_array_size(a);
+    for (int i = 0; i < n && i < max; i++) out[i] = (int32_t)json_integer_value(json_array_get(a, (size_t)i));
+    return n;
+}
+
+static json_t *load_ref(const char *name) {
+    char p[256];
+    snprintf(p, sizeof p, "tests/data/hf/%s/ref.json", name);
+    json_error_t e;
+    json_t *j = json_load_file(p, 0, &e);
+    if (!j) fprintf(stderr, "%s: %s\n", p, e.text);
+    return j;
+}
+
+// Loads path and checks it against ref; want_experts: the config it must have been read as.
+static void check_against_ref(const char *path, json_t *ref, int want_experts, int want_used) {
+    struct model *m;
+    int rc = model_load(&m, path);
+    CHECK_MSG(rc == 0, "%s: %s", path, err_msg());
+    if (rc) return;
+    CHECK_MSG(m->cfg.n_experts == want_experts && m->cfg.n_experts_used == want_used, "%s: %d experts, %d used",
+              path, m->cfg.n_experts, m->cfg.n_experts_used);
+    int V = m->cfg.n_vocab;
+    int32_t tok[64], prompt[64], gen[64];
+    int n = ints(json_object_get(ref, "tokens"), tok, 64);
+    int np = ints(json_object_get(ref, "prompt"), prompt, 64);
+    int ng = ints(json_object_get(ref, "gen"), gen, 64);
+    struct runner_options o;
+    runner_options_default(&o);
+    snprintf(o.kv.dtype, sizeof o.kv.dtype, "fp32");
+    snprintf(o.device, sizeof o.device, "cpu");
+    o.max_ctx = 128;
+    o.n_threads = 2;
+    struct runner r;
+    rc = runner_init(&r, m, &o);
+    CHECK_MSG(rc == 0, "%s: %s", path, err_msg());
+    if (rc) { model_free(m); return; }
+    float *lg = malloc((size_t)n * V * sizeof(float));
+    CHECK_OK(runner_feed(&r, tok, n, true, lg));  // teacher-forced, one step
+    json_t *lps = json_object_get(ref, "logprobs");
+    double worst = 0, nll = 0;
+    for (int i = 0; i + 1 < n; i++) {
+        double lp = logits_logprob(lg + (size_t)i * V, V, tok[i + 1]);
+        double d = fabs(lp - json_number_value(json_array_get(lps, (size_t)i)));
+        worst = d > worst ? d : worst;
+        nll -= lp;
+    }
+    double ppl = exp(nll / (n - 1)), want = json_number_value(json_object_get(ref, "ppl"));
+    if (getenv("TEST_VERBOSE"))
+        fprintf(stderr, "%s: worst logprob diff %.3g, ppl ratio-1 %.3g\n", path, worst, ppl / want - 1);
+    CHECK_MSG(worst < 1e-4, "%s: teacher-forced log-probabilities differ by up to %g", path, worst);
+    CHECK_MSG(fabs(ppl / want - 1) < 1e-4, "%s: perplexity %.6f, transformers %.6f", path, ppl, want);
+    runner_reset(&r);  // greedy: the prompt in one step, then a token a step
+    CHECK_OK(runner_feed(&r, prompt, np, false, lg));
+    int mismatch = -1;
+    for (int k = 0; k < ng; k++) {
+        int32_t id = logits_argmax(lg, V);
+        if (id != gen[k] && mismatch < 0) mismatch = k;
+        id = gen[k];
+        CHECK_OK(runner_feed(&r, &id, 1, false, lg));
+    }
+    CHECK_MSG(mismatch < 0, "%s: greedy token %d differs from transformers'", path, mismatch);
+    free(lg);
+    runner_free(&r);
+    model_free(m);
+}
+
+TEST(moe_checkpoints_match_transformers) {
+    static const struct { const char *name, *path; int experts, used; } cases[] = {
+        {"mixtral", "tests/data/hf/mixtral", 4, 2},             // block_sparse_moe.experts.E.w1/w2/w3
+        {"mixtral_fused", "tests/data/hf/mixtral_fused", 4, 4}, // mlp.experts.gate_up_proj (3-D)
+        {"qwen3_moe", "tests/data/hf/qwen3_moe", 4, 4},         // fused, norm_topk_prob false
+        {"qwen3_moe_topk", "tests/data/hf/qwen3_moe_topk", 4, 2}, // mlp.experts.E.gate_proj, norm_topk_prob
+        {"mixtral", "tests/data/hf_gguf/mixtral.gguf", 4, 2},   // GGUF llama with expert tensors
+        {"qwen3_moe_topk", "tests/data/hf_gguf/qwen3_moe_topk.gguf", 4, 2}, // GGUF qwen3moe
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *ref = load_ref(cases[i].name);
+        CHECK(ref != NULL);
+        if (ref) check_against_ref(cases[i].path, ref, cases[i].experts, cases[i].used);
+        json_decref(ref);
+    }
+}
+
+static float frand(unsigned *s) {
+    *s = *s * 1103515245u + 12345u;
+    return ((float)((*s >> 8) & 0xffff) / 65536.0f - 0.5f) * 2.0f;
+}
+
+// Softmax then top-k renormalised is softmax over the top-k logits (Mixtral's order); without
+// renormalising the weights are the full softmax's; ties go to the lower index.
+TEST(router_orders_and_ties) {
+    const float lg[6] = {0.5f, 2.0f, -1.0f, 1.5f, 2.0f, 0.1f};
+    int ids[3];
+    float w[3];
+    moe_route(lg, 6, 3, true, ids, w);
+    CHECK(ids[0] == 1 && ids[1] == 4 && ids[2] == 3);
+    double z = exp(2.0) + exp(2.0) + exp(1.5);
+    CHECK_NEAR(w[0], exp(2.0) / z, 1e-6);
+    CHECK_NEAR(w[2], exp(1.5) / z, 1e-6);
+    moe_route(lg, 6, 3, false, ids, w);
+    double all = 0;
+    for (int e = 0; e < 6; e++) all += exp(lg[e]);
+    CHECK_NEAR(w[1], exp(2.0) / all, 1e-6);
+    CHECK_NEAR(w[2], exp(1.5) / all, 1e-6);
+}
+
+// The CPU moe_ffn with distinct random experts against the sum written out token by token.
+TEST(moe_ffn_matches_a_direct_sum) {
+    enum { N = 5, D = 8, F = 6, NE = 4, K = 2 };
+    static float router[NE * D], gate[NE * F * D], up[NE * F * D], down[NE * D * F], xn[N * D], out[N * D];
+    unsigned s = 7;
+    for (int i = 0; i < NE * D; i++) router[i] = frand(&s);
+    for (int i = 0; i < NE * F * D; i++) gate[i] = frand(&s), up[i] = frand(&s);
+    for (int i = 0; i < NE * D * F; i++) down[i] = frand(&s);
+    for (int i = 0; i < N * D; i++) xn[i] = frand(&s);
+    struct weight wr = {DT_F32, NE, D, router, router}, wg = {DT_F32, NE * F, D, gate, gate};
+    struct weight wu = {DT_F32, NE * F, D, up, up}, wd = {DT_F32, NE * D, F, down, down};
+    struct backend *b = backend_cpu_create(2);
+    for (int norm = 0; norm < 2; norm++) {
+        const struct moe_ffn_args a = {out, xn, &wr, &wg, &wu, &wd, NE, K, norm};
+        b->ops->moe_ffn(b, &a, N);
+        CHECK_OK(b->ops->sync(b));
+        double worst = 0;
+        for (int t = 0; t < N; t++) {
+            double lg[NE], mx = -1e30, z = 0;
+            for (int e = 0; e < NE; e++) {
+                lg[e] = 0;
+                for (int d = 0; d < D; d++) lg[e] += (double)xn[t * D + d] * router[e * D + d];
+                mx = lg[e] > mx ? lg[e] : mx;
+            }
+            for (int e = 0; e < NE; e++) z += exp(lg[e] - mx);
+            int first = 0, second = -1;  // the two largest logits
+            for (int e = 1; e < NE; e++) if (lg[e] > lg[first]) first = e;
+            for (int e = 0; e < NE; e++) if (e != first && (second < 0 || lg[e] > lg[second])) second = e;
+            int pick[K] = {first, second};
+            double p[K], ps = 0;
+            for (int j = 0; j < K; j++) ps += p[j] = exp(lg[pick[j]] - mx) / z;
+            for (int d = 0; d < D; d++) {
+                double y = 0;
+                for (int j = 0; j < K; j++) {
+                    int e = pick[j];
+                    double acc = 0;
+                    for (int f = 0; f < F; f++) {
+                        double g = 0, u = 0;
+                        for (int i = 0; i < D; i++) {
+                            g += (double)xn[t * D + i] * gate[(e * F + f) * D + i];
+                            u += (double)xn[t * D + i] * up[(e * F + f) * D + i];
+                        }
+                        acc += g / (1 + exp(-g)) * u * down[(e * D + d) * F + f];
+                    }
+                    y += (norm ? p[j] / ps : p[j]) * acc;
+                }
+                double diff = fabs(y - out[t * D + d]);
+                worst = diff > worst ? diff : worst;
+            }
+        }
+        CHECK_MSG(worst < 1e-5, "norm_topk %d: moe_ffn differs from the direct sum by %g", norm, worst);
+    }
+    b->ops->destroy(b);
+}
+
+// A copy of fixture `name` in tmpdir/name with its config.json passed through edit().
+static const char *edited(const char *name, void (*edit)(json_t *cfg)) {
+    static char dir[128];
+    char src[128], p[512], q[512], cmd[700], cwd[256];
+    snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
+    snprintf(src, sizeof src, "tests/data/hf/%s", name);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
+    if (system(cmd) != 0 || !getcwd(cwd, sizeof cwd)) return NULL;
+    static const char *const files[] = {"model.safetensors", "tokenizer.json", "tokenizer_config.json"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s/%s", cwd, src, files[i]);
+        snprintf(q, sizeof q, "%s/%s", dir, files[i]);
+        if (symlink(p, q) != 0) return NULL;
+    }
+    snprintf(p, sizeof p, "%s/config.json", src);
+    json_t *cfg = json_load_file(p, 0, NULL);
+    if (!cfg) return NULL;
+    edit(cfg);
+    snprintf(q, sizeof q, "%s/config.json", dir);
+    int rc = json_dump_file(cfg, q, JSON_INDENT(1));
+    json_decref(cfg);
+    return rc == 0 ? dir : NULL;
+}
+
+static void refused(const char *name, void (*edit)(json_t *), const char *want) {
+    const char *dir = edited(name, edit);
+    CHECK_MSG(dir != NULL, "%s: cannot write the edited copy", name);
+    if (!dir) return;
+    struct model *m;
+    int rc = model_load(&m, dir);
+    CHECK_MSG(rc < 0, "%s: loaded, expected an error naming '%s'", name, want);
+    if (rc < 0) CHECK_MSG(strstr(err_msg(), want) != NULL, "error '%s' does not name '%s'", err_msg(), want);
+    else model_free(m);
+}
+
+static void sparse_step(json_t *c) { json_object_set_new(c, "decoder_sparse_step", json_integer(2)); }
+static void mlp_only(json_t *c) { json_object_set_new(c, "mlp_only_layers", json_pack("[i]", 1)); }
+static void too_many_used(json_t *c) { json_object_set_new(c, "num_experts_per_tok", json_integer(5)); }
+static void no_experts(json_t *c) { json_object_del(c, "num_experts"); }
+static void no_local_experts(json_t *c) { json_object_del(c, "num_local_experts"); }
+static void norm_string(json_t *c) { json_object_set_new(c, "norm_topk_prob", json_string("true")); }
+static void five_experts(json_t *c) { json_object_set_new(c, "num_local_experts", json_integer(5)); }
+static void eight_experts(json_t *c) { json_object_set_new(c, "num_experts", json_integer(8)); }
+static void no_moe_size(json_t *c) { json_object_del(c, "moe_intermediate_size"); }
+
+TEST(unsupported_moe_keys_are_refused_by_name) {
+    refused("qwen3_moe", sparse_step, "decoder_sparse_step");
+    refused("qwen3_moe", mlp_only, "mlp_only_layers");
+    refused("qwen3_moe", too_many_used, "num_experts_per_tok");
+    refused("qwen3_moe", no_experts, "num_experts");
+    refused("qwen3_moe", no_moe_size, "moe_intermediate_size");
+    refused("qwen3_moe_topk", norm_string, "norm_topk_prob");
+    refused("mixtral", no_local_experts, "num_local_experts");
+    refused("mixtral", five_experts, "experts.4.w1");         // the tensor the config promises is missing
+    refused("qwen3_moe", eight_experts, "gate_up_proj");      // the fused tensors' shape
+}
+
+// A backend whose table lacks moe_ffn (the CUDA backend's) refuses a MoE model at forward_init,
+// naming the op and the architecture.
+TEST(a_backend_without_moe_ffn_refuses_moe_models) {
+    struct model *m;
+    CHECK_OK(model_load(&m, "tests/data/hf/mixtral"));
+    struct backend *cpu = backend_cpu_create(1);
+    struct backend_ops ops = *cpu->ops;
+    ops.name = "lacking";
+    ops.moe_ffn = NULL;
+    struct backend fake = *cpu;
+    fake.ops = &ops;
+    struct forward f;
+    int rc = forward_init(&f, m, &fake, 4, 1);
+    CHECK(rc == OCT_EUNSUP);
+    CHECK_MSG(strstr(err_msg(), "moe_ffn") && strstr(err_msg(), "mixtral") && strstr(err_msg(), "lacking"),
+              "message: %s", err_msg());
+    cpu->ops->destroy(cpu);
+    model_free(m);
+}
+
+int main(void) {
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/octet_moe_XXXXXX");
+    if (!mkdtemp(tmpdir)) return 1;
+    RUN(router_orders_and_ties);
+    RUN(moe_ffn_matches_a_direct_sum);
+    RUN(moe_checkpoints_match_transformers);
+    RUN(unsupported_moe_keys_are_refused_by_name);
+    RUN(a_backend_without_moe_ffn_refuses_moe_models);
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", tmpdir);
+    return test_summary("test_arch_moe");
+}
