@@ -114,6 +114,10 @@ int cmd_bench_attention(int argc, char **argv) {
     }
     enum dtype dt;
     if (kv_dtype_parse(dtype_s, DT_BF16, &dt) < 0) goto bad;
+    if (kv_dtype_token_scales(dtype_s)) {  // its layers carry scales this bench does not allocate
+        err_set(OCT_EUNSUP, "--kv-cache-dtype %s: not supported by bench attention (bench model runs it)", dtype_s);
+        goto bad;
+    }
     if (batch < 1 || ctx < 1 || heads < 1 || kv_heads < 1 || heads % kv_heads || hd < 2 || iters < 1 || reps < 1 ||
         kv_heads > KV_MAX_HEADS || (bs_l != -1 && (bs_l < 1 || bs_l > 1024))) {
         err_set(OCT_EINVAL, "bad shape: batch %ld ctx %ld heads %ld/%ld head_dim %ld kv_block_tokens %ld", batch, ctx,
