@@ -14,7 +14,7 @@
 #include "model.h"
 
 // What a preset's layers have beyond Llama's (the families' differences, as in struct model_config).
-enum preset_family { FAM_LLAMA = 0, FAM_QWEN3, FAM_GEMMA3 };
+enum preset_family { FAM_LLAMA = 0, FAM_QWEN3, FAM_GEMMA3, FAM_QWEN3_MOE, FAM_MIXTRAL };
 
 struct preset {
     const char *name;
@@ -27,34 +27,44 @@ struct preset {
     int sliding_every; // layer l slides unless (l+1) % sliding_every == 0 (2: alternate)
     bool tied;
     enum preset_family family;
+    int n_experts, n_experts_used; // mixture of experts: ffn_dim is each expert's (0 = a dense FFN)
 };
 
 static const struct preset presets[] = {
     {"llama-3.1-8b", 32, 4096, 32, 8, 128, 14336, 128256, 131072, 500000, ROPE_SCALING_LLAMA3, 8, 8192, 0, 0, false,
-     FAM_LLAMA},
+     FAM_LLAMA, 0, 0},
     {"llama-3.2-1b", 16, 2048, 32, 8, 64, 8192, 128256, 131072, 500000, ROPE_SCALING_LLAMA3, 32, 8192, 0, 0, true,
-     FAM_LLAMA},
+     FAM_LLAMA, 0, 0},
     // gpt-oss-20b's attention (64 q / 8 kv heads, head_dim 64, 128-token windows on every
     // other layer, YaRN x32) with a dense FFN in place of the experts
     {"gpt-oss-20b-attn", 24, 2880, 64, 8, 64, 2880, 201088, 131072, 150000, ROPE_SCALING_YARN, 32, 4096, 128, 2, false,
-     FAM_LLAMA},
+     FAM_LLAMA, 0, 0},
     // head_dim 256 with 512-token windows on 3 of every 4 layers (Gemma-style)
-    {"gemma-hd256", 24, 2560, 8, 4, 256, 10240, 32000, 131072, 10000, ROPE_SCALING_NONE, 1, 0, 512, 4, true, FAM_LLAMA},
-    {"tiny", 4, 256, 8, 2, 32, 768, 512, 32768, 10000, ROPE_SCALING_NONE, 1, 0, 0, 0, true, FAM_LLAMA},
+    {"gemma-hd256", 24, 2560, 8, 4, 256, 10240, 32000, 131072, 10000, ROPE_SCALING_NONE, 1, 0, 512, 4, true, FAM_LLAMA, 0, 0},
+    {"tiny", 4, 256, 8, 2, 32, 768, 512, 32768, 10000, ROPE_SCALING_NONE, 1, 0, 0, 0, true, FAM_LLAMA, 0, 0},
     // a tiny model with sliding-window layers, for tests of hybrid attention
-    {"tiny-swa", 4, 256, 8, 2, 32, 768, 512, 32768, 10000, ROPE_SCALING_NONE, 1, 0, 64, 2, true, FAM_LLAMA},
+    {"tiny-swa", 4, 256, 8, 2, 32, 768, 512, 32768, 10000, ROPE_SCALING_NONE, 1, 0, 64, 2, true, FAM_LLAMA, 0, 0},
     // Qwen3-8B: per-head q/k RMSNorm
-    {"qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, 40960, 1000000, ROPE_SCALING_NONE, 1, 0, 0, 0, false, FAM_QWEN3},
+    {"qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, 40960, 1000000, ROPE_SCALING_NONE, 1, 0, 0, 0, false, FAM_QWEN3, 0, 0},
     // Gemma 3 4B: head_dim 256, 512-token windows on 5 of every 6 layers (local RoPE base 10000), GeGLU,
     // post-norms, q/k norms, embedding scale, linear RoPE x8 on the global layers
     {"gemma-3-4b", 34, 2560, 8, 4, 256, 10240, 262208, 131072, 1000000, ROPE_SCALING_LINEAR, 8, 0, 512, 6, true,
-     FAM_GEMMA3},
+     FAM_GEMMA3, 0, 0},
     {"llama-3.3-70b", 80, 8192, 64, 8, 128, 28672, 128256, 131072, 500000, ROPE_SCALING_LLAMA3, 8, 8192, 0, 0, false,
-     FAM_LLAMA},
+     FAM_LLAMA, 0, 0},
+    // Qwen3-30B-A3B: q/k norms, 128 experts of 768, 8 per token (norm_topk_prob)
+    {"qwen3-30b-a3b", 48, 2048, 32, 4, 128, 768, 151936, 40960, 1000000, ROPE_SCALING_NONE, 1, 0, 0, 0, false,
+     FAM_QWEN3_MOE, 128, 8},
+    // Mixtral 8x7B: 8 experts of 14336, 2 per token
+    {"mixtral-8x7b", 32, 4096, 32, 8, 128, 14336, 32000, 32768, 1000000, ROPE_SCALING_NONE, 1, 0, 0, 0, false,
+     FAM_MIXTRAL, 8, 2},
+    // a tiny mixture of experts, for tests
+    {"tiny-moe", 4, 256, 8, 2, 32, 128, 512, 32768, 10000, ROPE_SCALING_NONE, 1, 0, 0, 0, true, FAM_MIXTRAL, 8, 2},
 };
 
 const char *const dummy_preset_names[] = {"llama-3.1-8b", "llama-3.2-1b", "gpt-oss-20b-attn", "gemma-hd256", "tiny",
-                                          "tiny-swa", "qwen3-8b", "gemma-3-4b", "llama-3.3-70b", NULL};
+                                          "tiny-swa", "qwen3-8b", "gemma-3-4b", "llama-3.3-70b", "qwen3-30b-a3b",
+                                          "mixtral-8x7b", "tiny-moe", NULL};
 
 #define CHUNK 4096
 
@@ -89,7 +99,7 @@ static int find_preset(const char *name, const struct preset **out) {
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
         if (!strcmp(presets[i].name, name)) p = &presets[i];
     if (!p) {
-        char list[256] = "";
+        char list[512] = "";
         for (int i = 0; dummy_preset_names[i]; i++) {
             strcat(list, i ? ", " : "");
             strcat(list, dummy_preset_names[i]);
@@ -101,7 +111,7 @@ static int find_preset(const char *name, const struct preset **out) {
 }
 
 int dummy_config(const char *name, struct model_config *c) {
-    const struct preset *p;
+    const struct preset *p = NULL;
     TRY(find_preset(name, &p));
     memset(c, 0, sizeof *c);
     snprintf(c->arch, sizeof c->arch, "llama");
@@ -115,9 +125,15 @@ int dummy_config(const char *name, struct model_config *c) {
                                    .neox = false};
     c->sliding_window = p->window;
     for (int l = 0; l < c->n_layers; l++) c->layer_sliding[l] = p->window > 0 && (l + 1) % p->sliding_every != 0;
-    if (p->family == FAM_QWEN3) {
-        snprintf(c->arch, sizeof c->arch, "qwen3");
+    c->n_experts = p->n_experts;
+    c->n_experts_used = p->n_experts_used;
+    c->moe_norm_topk = p->n_experts > 0;
+    if (p->family == FAM_QWEN3 || p->family == FAM_QWEN3_MOE) {
+        snprintf(c->arch, sizeof c->arch, p->family == FAM_QWEN3 ? "qwen3" : "qwen3moe");
         c->qk_norm = true;
+        if (p->family == FAM_QWEN3_MOE) c->norm_eps = 1e-6f;
+    } else if (p->family == FAM_MIXTRAL) {
+        snprintf(c->arch, sizeof c->arch, "mixtral");
     } else if (p->family == FAM_GEMMA3) {
         snprintf(c->arch, sizeof c->arch, "gemma3");
         c->qk_norm = c->post_norms = true;
@@ -135,7 +151,7 @@ int dummy_config(const char *name, struct model_config *c) {
 }
 
 int model_load_dummy(struct model *m, const char *name) {
-    const struct preset *p;
+    const struct preset *p = NULL;
     TRY(find_preset(name, &p));
     TRY(dummy_config(name, &m->cfg));
     struct model_config *c = &m->cfg;
@@ -161,11 +177,21 @@ int model_load_dummy(struct model *m, const char *name) {
             {&w->post_attn_norm, "post_attention_norm", 1, c->dim, true},
             {&w->post_ffn_norm, "post_ffw_norm", 1, c->dim, true}};
         for (int i = 0; i < 13 && rc == OCT_OK; i++) {
+            if (i >= 6 && i < 9 && c->n_experts) continue;  // the experts below instead
             if (i >= 9 && i < 11 && !c->qk_norm) continue;
             if (i >= 11 && !c->post_norms) continue;
             char tn[64];
             snprintf(tn, sizeof tn, "blk.%d.%s", l, spec[i].n);
             rc = make_weight(m, tp, spec[i].w, tn, spec[i].r, spec[i].c, spec[i].ones);
+        }
+        int64_t E = c->n_experts, F = c->ffn_dim, D = c->dim;
+        struct { struct weight *w; const char *n; int64_t r, c; } moe[4] = {
+            {&w->ffn_router, "ffn_gate_inp", E, D}, {&w->exp_gate, "ffn_gate_exps", E * F, D},
+            {&w->exp_up, "ffn_up_exps", E * F, D}, {&w->exp_down, "ffn_down_exps", E * D, F}};
+        for (int i = 0; i < 4 && rc == OCT_OK && E; i++) {
+            char tn[64];
+            snprintf(tn, sizeof tn, "blk.%d.%s", l, moe[i].n);
+            rc = make_weight(m, tp, moe[i].w, tn, moe[i].r, moe[i].c, false);
         }
     }
     threadpool_free(tp);

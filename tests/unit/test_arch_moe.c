@@ -264,6 +264,69 @@ TEST(a_backend_without_moe_ffn_refuses_moe_models) {
     model_free(m);
 }
 
+// Parameters of a config's weights (the published totals: Qwen3-30B-A3B 30.5B, Mixtral 8x7B 46.7B).
+static double params(const struct model_config *c) {
+    double qd = (double)c->n_heads * c->head_dim, kvd = (double)c->n_kv_heads * c->head_dim, D = c->dim;
+    double layer = D * (2 * qd + 2 * kvd) + 2 * D + (c->qk_norm ? 2.0 * c->head_dim : 0) +
+                   (double)c->n_experts * (D + 3.0 * D * c->ffn_dim);
+    return c->n_layers * layer + (c->tied_output ? 1 : 2) * (double)c->n_vocab * D + D;
+}
+
+TEST(moe_presets_have_the_published_shapes) {
+    struct model_config c;
+    CHECK_OK(dummy_config("qwen3-30b-a3b", &c));
+    CHECK(!strcmp(c.arch, "qwen3moe") && c.qk_norm && c.moe_norm_topk);
+    CHECK(c.n_layers == 48 && c.dim == 2048 && c.n_heads == 32 && c.n_kv_heads == 4 && c.head_dim == 128);
+    CHECK(c.n_experts == 128 && c.n_experts_used == 8 && c.ffn_dim == 768 && c.n_vocab == 151936);
+    CHECK_MSG(fabs(params(&c) / 30.5e9 - 1) < 0.01, "qwen3-30b-a3b: %.3g parameters", params(&c));
+    CHECK_OK(dummy_config("mixtral-8x7b", &c));
+    CHECK(!strcmp(c.arch, "mixtral") && !c.qk_norm && c.moe_norm_topk);
+    CHECK(c.n_layers == 32 && c.dim == 4096 && c.n_heads == 32 && c.n_kv_heads == 8 && c.head_dim == 128);
+    CHECK(c.n_experts == 8 && c.n_experts_used == 2 && c.ffn_dim == 14336 && c.n_vocab == 32000);
+    CHECK_MSG(fabs(params(&c) / 46.7e9 - 1) < 0.01, "mixtral-8x7b: %.3g parameters", params(&c));
+}
+
+// dummy:tiny-moe runs, and a prefill in one step gives each token the logits it gets one step at a time
+// (tokens grouped by expert change nothing per token).
+TEST(tiny_moe_prefill_matches_token_by_token) {
+    struct model *m;
+    CHECK_OK(model_load(&m, "dummy:tiny-moe"));
+    if (!m) return;
+    struct runner_options o;
+    runner_options_default(&o);
+    snprintf(o.kv.dtype, sizeof o.kv.dtype, "fp32");
+    snprintf(o.device, sizeof o.device, "cpu");
+    o.max_ctx = 64;
+    o.n_threads = 2;
+    struct runner r;
+    int rc = runner_init(&r, m, &o);
+    CHECK_MSG(rc == 0, "%s", err_msg());
+    if (rc) { model_free(m); return; }
+    enum { N = 12 };
+    const int V = m->cfg.n_vocab;
+    int32_t tok[N];
+    for (int i = 0; i < N; i++) tok[i] = (int32_t)((i * 37 + 5) % V);
+    float *all = malloc((size_t)N * V * sizeof(float)), *one = malloc((size_t)V * sizeof(float));
+    CHECK_OK(runner_feed(&r, tok, N, true, all));
+    runner_reset(&r);
+    double worst = 0;
+    bool finite = true;
+    for (int i = 0; i < N; i++) {
+        CHECK_OK(runner_feed(&r, &tok[i], 1, false, one));
+        for (int v = 0; v < V; v++) {
+            double d = fabs(one[v] - all[(size_t)i * V + v]);
+            worst = d > worst ? d : worst;
+            finite = finite && isfinite(one[v]);
+        }
+    }
+    CHECK(finite);
+    CHECK_MSG(worst < 1e-4, "prefill and decode logits differ by %g", worst);
+    free(all);
+    free(one);
+    runner_free(&r);
+    model_free(m);
+}
+
 int main(void) {
     snprintf(tmpdir, sizeof tmpdir, "/tmp/octet_moe_XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
@@ -272,6 +335,8 @@ int main(void) {
     RUN(moe_checkpoints_match_transformers);
     RUN(unsupported_moe_keys_are_refused_by_name);
     RUN(a_backend_without_moe_ffn_refuses_moe_models);
+    RUN(moe_presets_have_the_published_shapes);
+    RUN(tiny_moe_prefill_matches_token_by_token);
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", tmpdir);
