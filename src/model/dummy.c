@@ -40,12 +40,14 @@ static const struct preset presets[] = {
     {"gpt-oss-20b-attn", 24, 2880, 64, 8, 64, 2880, 201088, 131072, 150000, ROPE_SCALING_YARN, 32, 4096, 128, 2, false,
      FAM_LLAMA, 0, 0},
     // head_dim 256 with 512-token windows on 3 of every 4 layers (Gemma-style)
-    {"gemma-hd256", 24, 2560, 8, 4, 256, 10240, 32000, 131072, 10000, ROPE_SCALING_NONE, 1, 0, 512, 4, true, FAM_LLAMA, 0, 0},
+    {"gemma-hd256", 24, 2560, 8, 4, 256, 10240, 32000, 131072, 10000, ROPE_SCALING_NONE, 1, 0, 512, 4, true, FAM_LLAMA,
+     0, 0},
     {"tiny", 4, 256, 8, 2, 32, 768, 512, 32768, 10000, ROPE_SCALING_NONE, 1, 0, 0, 0, true, FAM_LLAMA, 0, 0},
     // a tiny model with sliding-window layers, for tests of hybrid attention
     {"tiny-swa", 4, 256, 8, 2, 32, 768, 512, 32768, 10000, ROPE_SCALING_NONE, 1, 0, 64, 2, true, FAM_LLAMA, 0, 0},
     // Qwen3-8B: per-head q/k RMSNorm
-    {"qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, 40960, 1000000, ROPE_SCALING_NONE, 1, 0, 0, 0, false, FAM_QWEN3, 0, 0},
+    {"qwen3-8b", 36, 4096, 32, 8, 128, 12288, 151936, 40960, 1000000, ROPE_SCALING_NONE, 1, 0, 0, 0, false, FAM_QWEN3,
+     0, 0},
     // Gemma 3 4B: head_dim 256, 512-token windows on 5 of every 6 layers (local RoPE base 10000), GeGLU,
     // post-norms, q/k norms, embedding scale, linear RoPE x8 on the global layers
     {"gemma-3-4b", 34, 2560, 8, 4, 256, 10240, 262208, 131072, 1000000, ROPE_SCALING_LINEAR, 8, 0, 512, 6, true,

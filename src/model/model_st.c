@@ -1,9 +1,9 @@
 // model_st.c — Hugging Face directory (config.json + safetensors) → struct model: each
 // family's tensor names (config_hf.c reads the config), Phi-3's fused projections split into
 // views, mixture-of-experts layers' experts stacked, Gemma's norms stored as w folded into 1 + w,
-// and every tensor of the files accounted for (one that nothing reads is an error naming it). Q and K projection rows (and their
-// biases and per-head norms) are permuted from HF's rotate-half order into GGUF's
-// adjacent-pair order (a copy), so both formats give the same model and the same logits.
+// and every tensor of the files accounted for (one that nothing reads is an error naming it). Q and K
+// projection rows (and their biases and per-head norms) are permuted from HF's rotate-half order into
+// GGUF's adjacent-pair order (a copy), so both formats give the same model and the same logits.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
