@@ -1,4 +1,4 @@
-// dtype.c — sizes and names of the element types in dtype.h.
+// dtype.c — sizes, block layouts and names of the element types in dtype.h.
 #include "dtype.h"
 
 size_t dtype_size(enum dtype t) {
@@ -11,8 +11,34 @@ size_t dtype_size(enum dtype t) {
     }
 }
 
+int dtype_block_elems(enum dtype t) {
+    switch (t) {
+    case DT_Q8_0: return QK8_0;
+    case DT_Q4_0: return QK4_0;
+    default: return 1;
+    }
+}
+
+size_t dtype_block_bytes(enum dtype t) {
+    switch (t) {
+    case DT_Q8_0: return 2 + QK8_0;
+    case DT_Q4_0: return 2 + QK4_0 / 2;
+    default: return dtype_size(t);
+    }
+}
+
+size_t dtype_row_bytes(enum dtype t, int64_t n) {
+    int be = dtype_block_elems(t);
+    if (n < 0 || n % be) return 0;
+    return (size_t)(n / be) * dtype_block_bytes(t);
+}
+
+size_t dtype_align(enum dtype t) {
+    return dtype_block_elems(t) > 1 ? 2 : dtype_size(t);
+}
+
 const char *dtype_name(enum dtype t) {
-    static const char *names[DT_COUNT] = {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "i32", "i64"};
+    static const char *names[DT_COUNT] = {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "i32", "i64", "q8_0", "q4_0"};
     return (unsigned)t < DT_COUNT ? names[t] : "?";
 }
 

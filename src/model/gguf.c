@@ -287,14 +287,20 @@ static int read_tensor_info(struct reader *r, struct tensor_info *ti, uint64_t *
     case 0: ti->dtype = DT_F32; break;
     case 1: ti->dtype = DT_F16; break;
     case 30: ti->dtype = DT_BF16; break;
+    case 8: ti->dtype = DT_Q8_0; break;
+    case 2: ti->dtype = DT_Q4_0; break;
     default:
         return err_set(OCT_EUNSUP, "gguf %s: %s: ggml type %u (%s) is not supported (only F32, "
-                       "F16, BF16)", r->path, r->ctx, type, ggml_type_name(type));
+                       "F16, BF16, Q8_0, Q4_0)", r->path, r->ctx, type, ggml_type_name(type));
     }
-    size_t es = dtype_size(ti->dtype);
-    if ((uint64_t)n_elems > SIZE_MAX / es)
+    int be = dtype_block_elems(ti->dtype);
+    if (ti->ne[0] % be != 0)
+        return err_set(OCT_EINVAL, "gguf %s: %s: %s rows of %lld elements are not whole %d-element blocks",
+                       r->path, r->ctx, ggml_type_name(type), (long long)ti->ne[0], be);
+    size_t es = dtype_block_bytes(ti->dtype);
+    if ((uint64_t)(n_elems / be) > SIZE_MAX / es)
         return err_set(OCT_EINVAL, "gguf %s: %s: byte size overflows", r->path, r->ctx);
-    ti->n_bytes = (size_t)n_elems * es;
+    ti->n_bytes = (size_t)(n_elems / be) * es;
     return rd_u64(r, offset, "data offset");
 }
 
@@ -389,12 +395,12 @@ static int parse(struct gguf *g) {
                 rc = err_set(OCT_EINVAL, "gguf %s: tensor '%.100s': data [%llu, +%zu) lies "
                              "outside the %zu-byte data section", g->path, ti->name,
                              (unsigned long long)offsets[i], ti->n_bytes, data_bytes);
-            else if ((data_start + offsets[i]) % dtype_size(ti->dtype) != 0)  // read in place, as its type
+            else if ((data_start + offsets[i]) % dtype_align(ti->dtype) != 0)  // read in place, as its type
                 rc = err_set(OCT_EINVAL, "gguf %s: tensor '%.100s' (%s) starts at byte %llu of the file, "
                              "not a multiple of its %zu-byte elements (general.alignment %llu); octet reads "
                              "tensors in place: re-export with general.alignment 32", g->path, ti->name,
                              dtype_name(ti->dtype), (unsigned long long)(data_start + offsets[i]),
-                             dtype_size(ti->dtype), (unsigned long long)alignment);
+                             dtype_align(ti->dtype), (unsigned long long)alignment);
             else
                 ti->data = g->base + data_start + offsets[i];
         }

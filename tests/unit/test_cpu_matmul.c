@@ -1,5 +1,6 @@
-// test_cpu_matmul.c — src/backend/cpu/cpu_matmul.c: out = x·Wᵀ for F32/F16/BF16 weights against a
-// double-precision reference on the widened weights, and batch invariance: a token's outputs are
+// test_cpu_matmul.c — src/backend/cpu/cpu_matmul.c and cpu_quant.c: out = x·Wᵀ for F32/F16/BF16/
+// Q8_0/Q4_0 weights against a double-precision reference on the widened weights (the block types'
+// dequantizer is itself checked on hand-made blocks of known values), and batch invariance: a token's outputs are
 // equal bit for bit whether it is multiplied alone (the decode GEMV that widens 16-bit rows in
 // registers, four rows per pass) or inside a batch of 1..9 tokens (the prefill path), at any
 // thread count, for row counts that are not multiples of 4 and column counts with scalar tails.
@@ -7,6 +8,7 @@
 
 #include "../../src/backend/backend.h"
 #include "../../src/backend/weight.h"
+#include "../../src/backend/cpu/cpu_quant.h"
 #include "../../src/base/half.h"
 #include "../test.h"
 
@@ -18,6 +20,12 @@ static float frand(void) {  // in [-1, 1)
 
 static float widen(const struct weight *w, int64_t i) {
     const uint16_t *h = w->data;
+    if (dtype_block_elems(w->dtype) > 1) {  // the reference dequantizer, one row at a time
+        static float row[8192];
+        int64_t r = i / w->cols;
+        quant_row_to_f32(w->dtype, (const char *)w->data + r * dtype_row_bytes(w->dtype, w->cols), row, w->cols);
+        return row[i % w->cols];
+    }
     if (w->dtype == DT_F16) return f16_to_f32(h[i]);
     if (w->dtype == DT_BF16) return bf16_to_f32(h[i]);
     return ((const float *)w->data)[i];
@@ -28,9 +36,18 @@ static int check_shape(struct backend *b, enum dtype dt, int rows, int cols, int
     int bad = 0;
     size_t ne = (size_t)rows * cols;
     void *data = malloc(ne * 4);
+    if (dtype_block_elems(dt) > 1) {  // random quants, scales 2^-8..2^-5 (f16 exponents 7..10)
+        size_t bb = dtype_block_bytes(dt);
+        uint8_t *p = data;
+        for (size_t blk = 0; blk < ne / 32; blk++, p += bb) {
+            for (size_t j = 0; j < bb; j++) p[j] = (uint8_t)(frand() * 128 + 128);
+            uint16_t d = (uint16_t)(((7 + (p[0] & 3)) << 10) | (p[1] & 0x3FF));
+            memcpy(p, &d, 2);
+        }
+    }
     float *x = malloc((size_t)max_n * cols * 4), *out1 = malloc((size_t)rows * 4);
     float *outn = malloc((size_t)max_n * rows * 4);
-    for (size_t i = 0; i < ne; i++) {
+    for (size_t i = 0; dtype_block_elems(dt) == 1 && i < ne; i++) {
         float v = frand() * 0.5f;
         if (dt == DT_F16) ((uint16_t *)data)[i] = f32_to_f16(v);
         else if (dt == DT_BF16) ((uint16_t *)data)[i] = f32_to_bf16(v);
@@ -60,16 +77,18 @@ static int check_shape(struct backend *b, enum dtype dt, int rows, int cols, int
 }
 
 static const int shapes[][2] = {{1, 16}, {3, 7}, {4, 32}, {5, 48}, {7, 37}, {9, 64}, {33, 100}, {67, 256},
-                                {130, 2048}, {18, 4099}};
+                                {130, 2048}, {18, 4099}, {6, 96}, {13, 4096}};
 
 static void run_all(int threads) {
     struct backend *b = backend_cpu_create(threads);
     CHECK(b != NULL);
     if (!b) return;
-    enum dtype dts[] = {DT_F32, DT_F16, DT_BF16};
-    for (int d = 0; d < 3; d++)
-        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+    enum dtype dts[] = {DT_F32, DT_F16, DT_BF16, DT_Q8_0, DT_Q4_0};
+    for (int d = 0; d < 5; d++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            if (shapes[s][1] % dtype_block_elems(dts[d])) continue;  // block types: whole blocks only
             CHECK_EQ_INT(check_shape(b, dts[d], shapes[s][0], shapes[s][1], shapes[s][0] > 100 ? 5 : 9), 0);
+        }
     b->ops->destroy(b);
 }
 
@@ -105,7 +124,47 @@ TEST(known_values) {
     b->ops->destroy(b);
 }
 
+// Hand-made blocks: Q8_0 with d = 0.5 and q[j] = j - 16; Q4_0 with d = 2 and byte j = j | (15 - j) << 4,
+// so element j is 2(j - 8) and element 16 + j is 2(7 - j). Dequantized and multiplied exactly.
+TEST(known_blocks) {
+    uint8_t q8[2][34], q4[2][18];
+    float want8[64], want4[64], got[64], x[64];
+    for (int r = 0; r < 2; r++) {
+        uint16_t d8 = 0x3800, d4 = 0x4000;  // 0.5 and 2.0 in f16
+        memcpy(q8[r], &d8, 2);
+        memcpy(q4[r], &d4, 2);
+        for (int j = 0; j < 32; j++) { q8[r][2 + j] = (uint8_t)(int8_t)(j - 16 + r); want8[r * 32 + j] = 0.5f * (j - 16 + r); }
+        for (int j = 0; j < 16; j++) {
+            q4[r][2 + j] = (uint8_t)(j | (15 - j) << 4);
+            want4[r * 32 + j] = 2.0f * (j - 8);
+            want4[r * 32 + 16 + j] = 2.0f * (7 - j);
+        }
+    }
+    q8_0_row_to_f32(q8, got, 64);
+    int bad = 0;
+    for (int i = 0; i < 64; i++) bad += got[i] != want8[i];
+    q4_0_row_to_f32(q4, got, 64);
+    for (int i = 0; i < 64; i++) bad += got[i] != want4[i];
+    CHECK_EQ_INT(bad, 0);
+    // the same through matmul: one row of 64 (two blocks), x = 1..64
+    struct backend *b = backend_cpu_create(2);
+    CHECK(b != NULL);
+    if (!b) return;
+    double s8 = 0, s4 = 0;
+    for (int i = 0; i < 64; i++) { x[i] = (float)(i + 1); s8 += want8[i] * x[i]; s4 += want4[i] * x[i]; }
+    struct weight w8 = {DT_Q8_0, 1, 64, q8, NULL}, w4 = {DT_Q4_0, 1, 64, q4, NULL};
+    b->ops->weight_upload(b, &w8);
+    b->ops->weight_upload(b, &w4);
+    b->ops->matmul(b, got, x, &w8, 1);
+    CHECK_NEAR(got[0], s8, 0);
+    b->ops->matmul(b, got, x, &w4, 1);
+    CHECK_NEAR(got[0], s4, 0);
+    CHECK_EQ_INT(b->ops->sync(b), 0);
+    b->ops->destroy(b);
+}
+
 int main(void) {
+    RUN(known_blocks);
     RUN(known_values);
     RUN(one_thread);
     RUN(two_threads);

@@ -2,7 +2,8 @@
 // tensors, shapes), synthetic v2/v3 files built in memory, and corrupted variants
 // (every truncation of the metadata, bad magic/version, huge lengths and counts, bad
 // dims, bad offsets, misalignment (offsets, and tensors off their element size under a
-// general.alignment of 1 or 2), unsupported types, duplicates): each must fail with a
+// general.alignment of 1 or 2), unsupported types, block types (Q8_0, Q4_0) and rows that are
+// not whole blocks, duplicates): each must fail with a
 // message naming the file and the key or tensor, and never crash (run under ASan).
 #if !defined(_GNU_SOURCE) && !defined(_POSIX_C_SOURCE)
 #define _POSIX_C_SOURCE 200809L
@@ -356,6 +357,47 @@ TEST(synthetic) {
     free(b.p);
 }
 
+// One tensor 'q' of [64, 3] elements of ggml type `type` at offset 0; general.alignment `align`.
+static struct buf synth_block(uint32_t type, uint32_t align, size_t data_bytes, size_t *data_start) {
+    struct buf b = {0};
+    header(&b, 3, 1, 2);
+    kv_str(&b, "general.architecture", "llama");
+    kv_u32(&b, "general.alignment", align);
+    uint64_t ne[2] = {64, 3};
+    tensor(&b, "q", 2, ne, type, 0);
+    pad_to(&b, align);
+    *data_start = b.n;
+    for (size_t i = 0; i < data_bytes; i++) put(&b, &(uint8_t){(uint8_t)i}, 1);
+    return b;
+}
+
+// Q8_0 (ggml type 8) and Q4_0 (type 2) load as block types: 3 rows of 2 blocks of 34 / 18 bytes,
+// read in place; the data section must hold them all.
+TEST(block_types) {
+    static const struct { uint32_t type; enum dtype dt; size_t bytes; } cases[] = {{8, DT_Q8_0, 3 * 2 * 34},
+                                                                                   {2, DT_Q4_0, 3 * 2 * 18}};
+    for (int i = 0; i < 2; i++) {
+        size_t ds;
+        struct buf b = synth_block(cases[i].type, 32, cases[i].bytes, &ds);
+        struct gguf *g = NULL;
+        CHECK_OK(gguf_open_mem(&g, b.p, b.n, "q.gguf"));
+        if (g) {
+            const struct tensor_info *t = gguf_find_tensor(g, "q");
+            CHECK(t && t->dtype == cases[i].dt && t->n_bytes == cases[i].bytes && t->data == b.p + ds);
+            CHECK_EQ_INT(dtype_row_bytes(cases[i].dt, 64) * 3, cases[i].bytes);
+            gguf_close(g);
+        }
+        free(b.p);
+        b = synth_block(cases[i].type, 32, cases[i].bytes - 1, &ds);  // one byte short
+        EXPECT_FAIL(b.p, b.n, OCT_EINVAL, "tensor 'q': data");
+        free(b.p);
+    }
+    CHECK(!strcmp(dtype_name(DT_Q8_0), "q8_0") && !strcmp(dtype_name(DT_Q4_0), "q4_0"));
+    CHECK_EQ_INT(dtype_row_bytes(DT_Q8_0, 33), 0);
+    CHECK_EQ_INT(dtype_row_bytes(DT_F16, 33), 66);
+    CHECK_EQ_INT(dtype_size(DT_Q4_0), 0);
+}
+
 // general.alignment 1 or 2 is legal, but tensors are read in place as their type: one that
 // starts off a multiple of its element size is refused, naming it and the alignment.
 TEST(small_alignment) {
@@ -384,8 +426,11 @@ TEST(small_alignment) {
 
 TEST(synthetic_errors) {
     size_t ds;
-    struct buf b = synth(3, 8, 32, 0, &ds);  // Q8_0
-    EXPECT_FAIL(b.p, b.n, OCT_EUNSUP, "tensor 'a': ggml type 8 (Q8_0)");
+    struct buf b = synth(3, 8, 32, 0, &ds);  // Q8_0 rows of 4 elements: not whole 32-element blocks
+    EXPECT_FAIL(b.p, b.n, OCT_EINVAL, "tensor 'a': Q8_0 rows of 4 elements are not whole 32-element blocks");
+    free(b.p);
+    b = synth(3, 7, 32, 0, &ds);  // Q5_1
+    EXPECT_FAIL(b.p, b.n, OCT_EUNSUP, "tensor 'a': ggml type 7 (Q5_1)");
     free(b.p);
     b = synth(3, 12, 32, 0, &ds);
     EXPECT_FAIL(b.p, b.n, OCT_EUNSUP, "Q4_K");
@@ -483,5 +528,6 @@ int main(void) {
     RUN(synthetic);
     RUN(synthetic_errors);
     RUN(small_alignment);
+    RUN(block_types);
     return test_summary("gguf");
 }

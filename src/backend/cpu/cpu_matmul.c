@@ -1,6 +1,6 @@
-// cpu_matmul.c — out[n][rows] = x[n][cols] · Wᵀ for f32 activations and F32/F16/BF16
-// weights. Work is split over weight rows, so each output element is one dot product
-// computed start to finish by one thread: results do not depend on the thread count or
+// cpu_matmul.c — out[n][rows] = x[n][cols] · Wᵀ for f32 activations and F32/F16/BF16/Q8_0/Q4_0
+// weights (the block types' kernels are in cpu_quant.c). Work is split over weight rows, so each
+// output element is one dot product computed start to finish by one thread: results do not depend on the thread count or
 // on how many tokens share the batch (chunked prefill and decode give equal numbers).
 // Decode (fewer than 4 tokens) on 16-bit weights streams each weight byte once: four rows per
 // pass share each load of x, and F16 (F16C) / BF16 (shift) elements widen in registers, in the
@@ -12,6 +12,7 @@
 #include "../../base/half.h"
 #include "../weight.h"
 #include "cpu.h"
+#include "cpu_quant.h"
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
 #endif
@@ -198,9 +199,23 @@ struct mm_ctx {
 };
 
 // Fewer than 4 tokens on 16-bit weights: GEMV_ROWS rows at a time, each streamed once for all tokens.
-static void gemv_task(struct mm_ctx *m, int r0, int r1) {
+static void gemv_task(struct mm_ctx *m, int r0, int r1, int thread) {
     const struct weight *w = m->w;
     int cols = (int)w->cols, rows = (int)w->rows, bf = w->dtype == DT_BF16;
+    if (dtype_block_elems(w->dtype) > 1) {  // Q8_0 / Q4_0
+        size_t rb = dtype_row_bytes(w->dtype, cols);
+        float *tmp = cpu_scratch(m->c, thread);
+        for (int r = r0; r < r1; r += GEMV_ROWS) {
+            int nr = r1 - r < GEMV_ROWS ? r1 - r : GEMV_ROWS;
+            for (int t = 0; t < m->n; t++) {
+                float res[GEMV_ROWS];
+                quant_dot_rows(w->dtype, (const char *)w->data + (size_t)r * rb, rb, nr, m->x + (size_t)t * cols, cols,
+                               tmp, res);
+                memcpy(m->out + (size_t)t * rows + r, res, (size_t)nr * sizeof(float));
+            }
+        }
+        return;
+    }
     const uint16_t *base = w->data;
     int r = r0;
     for (; r + GEMV_ROWS <= r1; r += GEMV_ROWS)
@@ -214,7 +229,16 @@ static void gemv_task(struct mm_ctx *m, int r0, int r1) {
             gemv16_1(base + (size_t)r * cols, m->x + (size_t)t * cols, cols, bf, m->out + (size_t)t * rows + r);
 }
 
-static int gemv_fits(const struct weight *w, int n) { return n < 4 && (w->dtype == DT_F16 || w->dtype == DT_BF16); }
+static int gemv_fits(const struct weight *w, int n) {
+    return n < 4 && (w->dtype == DT_F16 || w->dtype == DT_BF16 || dtype_block_elems(w->dtype) > 1);
+}
+
+// Row r of w as f32: the block types are dequantized here, the others by cpu_weight_row.
+static const float *row_f32(const struct weight *w, int64_t r, float *buf) {
+    if (dtype_block_elems(w->dtype) == 1) return cpu_weight_row(w, r, buf);
+    quant_row_to_f32(w->dtype, (const char *)w->data + (size_t)r * dtype_row_bytes(w->dtype, w->cols), buf, w->cols);
+    return buf;
+}
 
 static void mm_task(void *p, int task, int thread) {
     struct mm_ctx *m = p;
@@ -223,14 +247,14 @@ static void mm_task(void *p, int task, int thread) {
     int r0 = task * m->rows_per_task, r1 = r0 + m->rows_per_task;
     if (r1 > rows) r1 = rows;
     if (gemv_fits(w, m->n)) {
-        gemv_task(m, r0, r1);
+        gemv_task(m, r0, r1, thread);
         return;
     }
     float *buf = cpu_scratch(m->c, thread);
     for (int t0 = 0; t0 < m->n; t0 += TOKEN_TILE) {
         int t1 = t0 + TOKEN_TILE < m->n ? t0 + TOKEN_TILE : m->n;
         for (int r = r0; r < r1; r++) {
-            const float *wr = cpu_weight_row(w, r, buf);
+            const float *wr = row_f32(w, r, buf);
             int t = t0;
             for (; t + 4 <= t1; t += 4) {
                 float res[4];
