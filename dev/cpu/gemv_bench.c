@@ -1,8 +1,8 @@
-// gemv_bench.c — the CPU backend's decode matmul alone: one token against a ring of F16/BF16/F32
-// weights (rows x cols each, 1 GiB in all by default, so every byte comes from memory as in a
+// gemv_bench.c — the CPU backend's decode matmul alone: one token against a ring of F16/BF16/F32/
+// Q8_0/Q4_0 weights (rows x cols each, 1 GiB in all by default, so every byte comes from memory as in a
 // model's decode), and reports weight GB/s read. Prints a table line and JSON.
 //   make && cc -O2 -march=native -pthread dev/cpu/gemv_bench.c build/liboctet.a -lm -o build/gemv_bench
-//   build/gemv_bench [f16|bf16|f32] [rows=8192] [cols=2048] [threads=2] [passes=5] [MiB=1024]
+//   build/gemv_bench [f16|bf16|f32|q8_0|q4_0] [rows=8192] [cols=2048] [threads=2] [passes=5] [MiB=1024]
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,9 +23,11 @@ int main(int argc, char **argv) {
     int rows = argc > 2 ? atoi(argv[2]) : 8192, cols = argc > 3 ? atoi(argv[3]) : 2048;
     int threads = argc > 4 ? atoi(argv[4]) : 2, passes = argc > 5 ? atoi(argv[5]) : 5;
     size_t mib = argc > 6 ? (size_t)atol(argv[6]) : 1024;
-    enum dtype dt = !strcmp(ty, "bf16") ? DT_BF16 : !strcmp(ty, "f32") ? DT_F32 : DT_F16;
+    enum dtype dt = !strcmp(ty, "bf16") ? DT_BF16 : !strcmp(ty, "f32") ? DT_F32 : !strcmp(ty, "q8_0") ? DT_Q8_0
+                  : !strcmp(ty, "q4_0") ? DT_Q4_0 : DT_F16;
     if (rows < 1 || cols < 1 || threads < 1 || passes < 1) { fprintf(stderr, "gemv_bench: bad arguments\n"); return 1; }
-    size_t wbytes = (size_t)rows * cols * dtype_size(dt);
+    size_t wbytes = (size_t)rows * dtype_row_bytes(dt, cols);
+    if (!wbytes) { fprintf(stderr, "gemv_bench: %d columns are not whole blocks of %s\n", cols, ty); return 1; }
     int nw = (int)((mib << 20) / wbytes);
     if (nw < 1) nw = 1;
     struct backend *b = backend_cpu_create(threads);
@@ -36,7 +38,8 @@ int main(int argc, char **argv) {
     for (int k = 0; k < nw; k++) {
         uint16_t *d = malloc(wbytes);
         if (!d) { fprintf(stderr, "gemv_bench: no memory for weight %d\n", k); return 1; }
-        for (size_t i = 0; i < wbytes / 2; i++) d[i] = (uint16_t)(0x3000 + ((i * 2654435761u) >> 12 & 0x3ff));  // 2^-3..2^-2: finite in f16 and bf16
+        // 2^-3..2^-2: finite in f16 and bf16; for the block types, every scale is such a number too
+        for (size_t i = 0; i < wbytes / 2; i++) d[i] = (uint16_t)(0x3000 + ((i * 2654435761u) >> 12 & 0x3ff));
         w[k] = (struct weight){dt, rows, cols, d, NULL};
         b->ops->weight_upload(b, &w[k]);
     }

@@ -1,7 +1,8 @@
 // cpu_matmul.c — out[n][rows] = x[n][cols] · Wᵀ for f32 activations and F32/F16/BF16/Q8_0/Q4_0
-// weights (the block types' kernels are in cpu_quant.c). Work is split over weight rows, so each
-// output element is one dot product computed start to finish by one thread: results do not depend on the thread count or
-// on how many tokens share the batch (chunked prefill and decode give equal numbers).
+// weights (the block types' kernels are in cpu_quant.c). Work is split over weight rows, so
+// each output element is one dot product computed start to finish by one thread: results do not
+// depend on the thread count or on how many tokens share the batch (chunked prefill and decode
+// give equal numbers).
 // Decode (fewer than 4 tokens) on 16-bit weights streams each weight byte once: four rows per
 // pass share each load of x, and F16 (F16C) / BF16 (shift) elements widen in registers, in the
 // same accumulation order as cpu_dot on a widened row, so its results equal the prefill path's.
