@@ -9,14 +9,18 @@
 #include "../../base/half.h"
 #include "cpu.h"
 #include "cpu_quant.h"
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__F16C__)
 #include <immintrin.h>
 #endif
 
-static float scale_of(const uint8_t *blk) {
+static inline float scale_of(const uint8_t *blk) {
     uint16_t h;
     memcpy(&h, blk, 2);
+#if defined(__F16C__)
+    return _cvtsh_ss(h);
+#else
     return f16_to_f32(h);
+#endif
 }
 
 void q8_0_row_to_f32(const void *src, float *dst, int64_t n) {
