@@ -22,7 +22,7 @@ enum chat_template_kind chat_template_detect(const char *j) {
 enum chat_template_kind chat_template_for_arch(const char *arch) {
     if (!arch) return CHAT_TEMPLATE_CHATML;
     if (!strcmp(arch, "llama")) return CHAT_TEMPLATE_LLAMA3;
-    if (!strcmp(arch, "mistral")) return CHAT_TEMPLATE_LLAMA2;
+    if (!strcmp(arch, "mistral") || !strcmp(arch, "mixtral")) return CHAT_TEMPLATE_LLAMA2;
     if (!strcmp(arch, "gemma2") || !strcmp(arch, "gemma3")) return CHAT_TEMPLATE_GEMMA;
     if (!strcmp(arch, "phi3")) return CHAT_TEMPLATE_PHI3;
     return CHAT_TEMPLATE_CHATML;

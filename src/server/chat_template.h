@@ -25,7 +25,7 @@ struct chat_msg {
 enum chat_template_kind chat_template_detect(const char *jinja);
 const char *chat_template_name(enum chat_template_kind k);
 // The family's own template for a checkpoint that carries none, by struct model_config.arch
-// (llama → llama3, mistral → llama2's [INST], qwen2/qwen3 → ChatML, gemma2/gemma3 → gemma,
+// (llama → llama3, mistral and mixtral → llama2's [INST], qwen2/qwen3/qwen3moe → ChatML, gemma2/gemma3 → gemma,
 // phi3 → phi3); ChatML for any other.
 enum chat_template_kind chat_template_for_arch(const char *arch);
 // The text that ends an assistant turn ("<|im_end|>", "<|eot_id|>"…): a stop string/token.
