@@ -49,6 +49,9 @@ int quant_row_to_f32(enum dtype t, const void *src, float *dst, int64_t n) {
     return 0;
 }
 
+// Prefetch distance, bytes ahead in each row: without it Q8_0 decode read 8-18 GB/s, with 512
+// about 22 (dev/cpu/gemv_bench, 2 threads, shared machine)
+#define QPF 512
 #if defined(__AVX512F__)
 // The two 16-element halves of one block, as f32 (scale applied).
 static inline void q8_0_block(const uint8_t *p, __m512 *lo, __m512 *hi) {
@@ -79,6 +82,7 @@ static inline __attribute__((always_inline)) void qdot(const uint8_t *w, size_t 
 #pragma GCC unroll 4
         for (int k = 0; k < nr; k++) {
             __m512 lo, hi;
+            _mm_prefetch((const char *)w + k * rb + blk * bb + QPF, _MM_HINT_T0);
             if (q4) q4_0_block(w + k * rb + blk * bb, &lo, &hi);
             else q8_0_block(w + k * rb + blk * bb, &lo, &hi);
             a[k] = _mm512_fmadd_ps(xl, lo, a[k]);
