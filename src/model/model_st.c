@@ -172,11 +172,11 @@ static int load_experts(struct st_load *L, int l) {
             memcpy(g + e * half, (const char *)gu->data + 2 * e * half, half);
             memcpy(u + e * half, (const char *)gu->data + (2 * e + 1) * half, half);
         }
-        struct weight st = {gu->dtype, E * F, D, g, NULL};
+        struct weight st = {gu->dtype, E * F, D, g, NULL, {0}};
         w->exp_gate = st;
         st.data = u;
         w->exp_up = st;
-        struct weight dw = {dn->dtype, E * D, F, dn->data, NULL};
+        struct weight dw = {dn->dtype, E * D, F, dn->data, NULL, {0}};
         w->exp_down = dw;
         return OCT_OK;
     }

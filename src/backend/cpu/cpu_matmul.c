@@ -1,6 +1,6 @@
 // cpu_matmul.c — out[n][rows] = x[n][cols] · Wᵀ for f32 activations and F32/F16/BF16/Q8_0/Q4_0
-// weights (the block types' kernels are in cpu_quant.c). Work is split over weight rows, so
-// each output element is one dot product computed start to finish by one thread: results do not
+// weights (the block types' kernels are in cpu_quant.c, FP8 weights' in cpu_fp8w.c). Work is split over weight
+// rows, so each output element is one dot product computed start to finish by one thread: results do not
 // depend on the thread count or on how many tokens share the batch (chunked prefill and decode
 // give equal numbers).
 // Decode (fewer than 4 tokens) on 16-bit weights streams each weight byte once: four rows per
@@ -13,6 +13,7 @@
 #include "../../base/half.h"
 #include "../weight.h"
 #include "cpu.h"
+#include "cpu_fp8w.h"
 #include "cpu_quant.h"
 #if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
 #include <immintrin.h>
@@ -270,6 +271,7 @@ static void mm_task(void *p, int task, int thread) {
 
 void cpu_matmul(struct backend *b, void *out, const void *x, const struct weight *w, int n) {
     struct cpu_backend *c = (struct cpu_backend *)b;
+    if (w->dtype == DT_E4M3) { cpu_fp8w_matmul(c, out, x, w, n); return; }  // FP8 weights: cpu_fp8w.c
     // each thread widens one 16-bit row into its scratch: reserved here, from the weight itself, since
     // a weight uploaded by another backend (engines sharing a model) never passed this one's upload
     if (cpu_reserve_scratch(c, (size_t)w->cols) < 0) {

@@ -1,0 +1,18 @@
+// cpu_fp8w.h — the CPU reference of the FP8-weight matmul (cpu_fp8w.c; the contract is
+// docs/fp8_weights.md): activation rows quantized to e4m3 (or e5m2) with their scales, dotted in
+// f32 with the e4m3 weights, times both scales.
+#ifndef OCTET_CPU_FP8W_H
+#define OCTET_CPU_FP8W_H
+
+#include "../weight.h"
+#include "cpu.h"
+
+// One activation row x[n] as the weight's scheme quantizes it: xq[i] = the fp8 value (decoded, exact
+// in f32) of x[i] / scale; returns the row's scale (dynamic: amax / fp8 max, 1 for an all-zero row;
+// static: fp8.input_scale).
+float fp8w_quant_row(const float *x, int n, const struct weight_fp8 *f, float *xq);
+
+// out[n][w.rows] = x[n][w.cols] · Wᵀ for a DT_E4M3 weight (cpu_matmul's dispatch).
+void cpu_fp8w_matmul(struct cpu_backend *c, float *out, const float *x, const struct weight *w, int n);
+
+#endif

@@ -1,0 +1,145 @@
+// test_fp8_weights.c — the CPU FP8-weight matmul (src/backend/cpu/cpu_fp8w.c) against an independent
+// NumPy model (tests/golden/fp8_weights.json, made by tools/ref/ref_fp8_weights.py): for per-tensor,
+// per-channel and 128×128-block weight scales, dynamic per-token and static per-tensor activation
+// scales, and e4m3 or e5m2 activations, the activation codes and scales match bit for bit and the
+// outputs to f32 rounding; a token's outputs do not depend on its batch or the thread count; a weight
+// without its scales is an error, not a silent result.
+#include <jansson.h>
+#include <stdint.h>
+
+#include "../../src/backend/backend.h"
+#include "../../src/backend/cpu/cpu_fp8w.h"
+#include "../../src/backend/weight.h"
+#include "../../src/base/check.h"
+#include "../../src/base/fp8.h"
+#include "../test.h"
+
+static json_t *golden;
+
+static void unhex(const char *s, uint8_t *out, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned v;
+        sscanf(s + 2 * i, "%2x", &v);
+        out[i] = (uint8_t)v;
+    }
+}
+
+static float *floats(json_t *a) {
+    float *f = malloc(json_array_size(a) * sizeof(float) + 4);
+    for (size_t i = 0; i < json_array_size(a); i++) f[i] = (float)json_number_value(json_array_get(a, i));
+    return f;
+}
+
+static struct weight case_weight(json_t *c, const uint8_t *codes, int R, int C, int B, float **scale) {
+    struct weight w = {DT_E4M3, R, C, codes, NULL, {0}};
+    const char *ws = json_string_value(json_object_get(c, "wscale"));
+    w.fp8.wscale = !strcmp(ws, "tensor") ? WSCALE_TENSOR : !strcmp(ws, "channel") ? WSCALE_CHANNEL : WSCALE_BLOCK;
+    w.fp8.block = B;
+    *scale = floats(json_object_get(c, "scale"));
+    w.fp8.scale = *scale;
+    w.fp8.ascale = !strcmp(json_string_value(json_object_get(c, "ascale")), "static") ? ASCALE_STATIC_TENSOR
+                                                                                       : ASCALE_DYNAMIC_TOKEN;
+    w.fp8.input_scale = (float)json_number_value(json_object_get(c, "input_scale"));
+    w.fp8.act_e5m2 = !strcmp(json_string_value(json_object_get(c, "act_dtype")), "e5m2");
+    return w;
+}
+
+TEST(quant_rows_match_reference) {
+    int R = (int)json_integer_value(json_object_get(golden, "rows"));
+    int C = (int)json_integer_value(json_object_get(golden, "cols")), N = (int)json_integer_value(json_object_get(golden, "n"));
+    float *x = floats(json_object_get(golden, "x")), *xq = malloc((size_t)C * 4);
+    uint8_t *want = malloc((size_t)N * C);
+    json_t *cases = json_object_get(golden, "cases");
+    for (size_t k = 0; k < json_array_size(cases); k++) {
+        json_t *c = json_array_get(cases, k);
+        float *scale;
+        struct weight w = case_weight(c, NULL, R, C, 128, &scale);
+        unhex(json_string_value(json_object_get(c, "xq_codes")), want, (size_t)N * C);
+        const float *tab = w.fp8.act_e5m2 ? fp8_e5m2_table : fp8_e4m3_table;
+        int bad = 0;
+        for (int t = 0; t < N; t++) {
+            float s = fp8w_quant_row(x + (size_t)t * C, C, &w.fp8, xq);
+            float ws = (float)json_number_value(json_array_get(json_object_get(c, "x_scale"), (size_t)t));
+            CHECK_MSG(s == ws, "%s token %d: scale %.9g vs %.9g", json_string_value(json_object_get(c, "name")), t, s,
+                      ws);
+            for (int i = 0; i < C; i++) bad += memcmp(&xq[i], &tab[want[(size_t)t * C + i]], 4) != 0;
+        }
+        CHECK_MSG(bad == 0, "%s: %d activation codes differ", json_string_value(json_object_get(c, "name")), bad);
+        free(scale);
+    }
+    free(x); free(xq); free(want);
+}
+
+static void run_cases(int threads) {
+    struct backend *b = backend_cpu_create(threads);
+    int R = (int)json_integer_value(json_object_get(golden, "rows"));
+    int C = (int)json_integer_value(json_object_get(golden, "cols")), N = (int)json_integer_value(json_object_get(golden, "n"));
+    int B = (int)json_integer_value(json_object_get(golden, "block"));
+    float *x = floats(json_object_get(golden, "x")), *out = malloc((size_t)N * R * 4), *one = malloc((size_t)R * 4);
+    uint8_t *codes = malloc((size_t)R * C);
+    unhex(json_string_value(json_object_get(golden, "w_codes")), codes, (size_t)R * C);
+    json_t *cases = json_object_get(golden, "cases");
+    for (size_t k = 0; k < json_array_size(cases); k++) {
+        json_t *c = json_array_get(cases, k);
+        const char *name = json_string_value(json_object_get(c, "name"));
+        float *scale;
+        struct weight w = case_weight(c, codes, R, C, B, &scale);
+        CHECK(b->ops->weight_upload(b, &w) == 0);
+        b->ops->matmul(b, out, x, &w, N);
+        CHECK_OK(b->ops->sync(b));
+        json_t *want = json_object_get(c, "out"), *wabs = json_object_get(c, "out_abs");
+        int bad = 0, noninv = 0;
+        for (int i = 0; i < N * R; i++) {
+            double ref = json_number_value(json_array_get(want, (size_t)i));
+            double tol = 4e-6 * json_number_value(json_array_get(wabs, (size_t)i)) + 1e-30;
+            if (!(fabs(out[i] - ref) <= tol)) {
+                if (bad++ < 3) fprintf(stderr, "  %s [%d]: %.9g vs %.9g (tol %g)\n", name, i, out[i], ref, tol);
+            }
+        }
+        CHECK_MSG(bad == 0, "%s: %d of %d outputs off the reference", name, bad, N * R);
+        for (int t = 0; t < N; t++) {  // alone (decode) equals inside the batch, bit for bit
+            b->ops->matmul(b, one, x + (size_t)t * C, &w, 1);
+            noninv += memcmp(one, out + (size_t)t * R, (size_t)R * 4) != 0;
+        }
+        CHECK_MSG(noninv == 0, "%s: %d tokens differ alone vs batched", name, noninv);
+        free(scale);
+    }
+    free(x); free(out); free(one); free(codes);
+    b->ops->destroy(b);
+}
+
+TEST(matmul_matches_reference_1_thread) { run_cases(1); }
+TEST(matmul_matches_reference_3_threads) { run_cases(3); }
+
+TEST(missing_scales_are_an_error) {
+    struct backend *b = backend_cpu_create(1);
+    uint8_t codes[16] = {0x38};
+    float x[16] = {1}, out[1];
+    struct weight w = {DT_E4M3, 1, 16, codes, NULL, {0}};
+    b->ops->weight_upload(b, &w);
+    b->ops->matmul(b, out, x, &w, 1);
+    CHECK(b->ops->sync(b) < 0);
+    CHECK(strstr(err_msg(), "without its scales") != NULL);
+    float one = 1;
+    w.fp8.scale = &one;
+    w.fp8.ascale = ASCALE_STATIC_TENSOR;  // static with no input_scale
+    b->ops->matmul(b, out, x, &w, 1);
+    CHECK(b->ops->sync(b) < 0);
+    w.fp8.input_scale = 1;
+    b->ops->matmul(b, out, x, &w, 1);
+    CHECK_OK(b->ops->sync(b));
+    CHECK(out[0] == 1.0f);  // 1 · e4m3(0x38) = 1 · 1.0
+    b->ops->destroy(b);
+}
+
+int main(void) {
+    json_error_t je;
+    golden = json_load_file("tests/golden/fp8_weights.json", 0, &je);
+    if (!golden) { fprintf(stderr, "cannot read tests/golden/fp8_weights.json: %s\n", je.text); return 1; }
+    RUN(quant_rows_match_reference);
+    RUN(matmul_matches_reference_1_thread);
+    RUN(matmul_matches_reference_3_threads);
+    RUN(missing_scales_are_an_error);
+    json_decref(golden);
+    return test_summary("fp8_weights");
+}
