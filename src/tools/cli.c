@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../base/check.h"
+#include "../model/model.h"
 
 static char g_cmd[64] = "octet";
 
@@ -24,7 +25,11 @@ static const char *const free_text_flags[] = {"--prompt", "-p", "--stop", "--con
 static const char *const model_flag_names[] = {"--model", "--kv-cache-dtype", "--kv-cache-dtype-skip-layers",
     "--kv-scales", "--kv-block-tokens", "--block-size", "--device", "--threads", "--max-model-len",
     "--max-num-batched-tokens", "--fp8-attention-math", "--fp8-attention-accumulation", "--batch-invariant",
-    "--enforce-eager", "--tensor-parallel-size", "--dtype", NULL};
+    "--enforce-eager", "--tensor-parallel-size", "--dtype", "--quantization", "--quantization-block",
+    "--quantization-skip-layers", "--fp8-gate-dtype", NULL};
+
+// Commands that load their model through cli_model_load, and so honour the FP8 weight flags.
+static const char *const fp8_commands[] = {"generate", "serve", "eval ppl", "eval needle", NULL};
 
 static bool in_list(const char *s, const char *const *list) {
     for (; *list; list++)
@@ -231,6 +236,34 @@ int cli_float(const char *flag, const char *s, double *out) {
     return OCT_OK;
 }
 
+// --quantization fp8 (vLLM's flag), --quantization-block 128, --quantization-skip-layers L,
+// --fp8-gate-dtype e4m3|e5m2: 1 when taken, <0 + err_msg().
+static int parse_fp8_flag(struct cli_model_args *a, const char *f, int argc, char **argv, int *i) {
+    const char *v = cli_value(argc, argv, i);
+    if (!v) return OCT_EINVAL;
+    if (!in_list(g_cmd, fp8_commands))
+        return err_set(OCT_EUNSUP, "%s: not taken by octet %s (generate, serve and eval run FP8 weights)", f, g_cmd);
+    long n;
+    if (!strcmp(f, "--quantization-block")) {
+        TRY(cli_int(f, v, 0, 1 << 16, &n));
+        if (n != 0 && n != 128) return err_set(OCT_EINVAL, "%s %ld: 0 (per output channel) or 128 (128x128 blocks)",
+                                               f, n);
+        a->fp8.block = (int)n;
+    } else if (!strcmp(f, "--quantization-skip-layers")) {
+        TRY(quant_fp8_parse_skip(&a->fp8, v));
+    } else if (!strcmp(f, "--fp8-gate-dtype")) {
+        if (strcmp(v, "e4m3") && strcmp(v, "e5m2") && strcmp(v, "fp8_e4m3") && strcmp(v, "fp8_e5m2"))
+            return err_set(OCT_EINVAL, "%s: '%s' (choose e4m3 or e5m2)", f, v);
+        a->fp8.gate_e5m2 = strstr(v, "e5m2") != NULL;
+    } else if (!strcmp(v, "fp8")) {
+        a->fp8.quantize = true;
+    } else {
+        return err_set(OCT_EUNSUP, "%s %s: not supported (fp8: e4m3 weights with per-channel or 128x128 block "
+                       "scales; GGUF files bring their own quantized types)", f, v);
+    }
+    return 1;
+}
+
 int cli_parse_model_flag(struct cli_model_args *a, int argc, char **argv, int *i) {
     const char *f = argv[*i], *v;
     long n;
@@ -291,10 +324,25 @@ int cli_parse_model_flag(struct cli_model_args *a, int argc, char **argv, int *i
         if (strcmp(v, "auto"))
             return err_set(OCT_EUNSUP, "--dtype %s: not supported yet (octet computes in the types the weights "
                            "are stored in; only auto; the KV cache's type is --kv-cache-dtype)", v);
+    } else if (!strcmp(f, "--quantization") || !strcmp(f, "--quantization-block") ||
+               !strcmp(f, "--quantization-skip-layers") || !strcmp(f, "--fp8-gate-dtype")) {
+        return parse_fp8_flag(a, f, argc, argv, i);
     } else {
         return 0;
     }
     return 1;
+}
+
+int cli_model_load(struct model **m, const struct cli_model_args *a) {
+    TRY(model_load(m, a->model));
+    int rc = quant_fp8_apply(*m, &a->fp8);
+    if (rc < 0) { model_free(*m); *m = NULL; return rc; }
+    size_t bytes[DT_COUNT];
+    model_weight_bytes_by_dtype(*m, bytes);
+    char label[160];
+    if (bytes[DT_E4M3])
+        fprintf(stderr, "octet: weights by dtype: %s\n", model_weight_dtypes_label(*m, label, sizeof label));
+    return OCT_OK;
 }
 
 void cli_print_model_flags(void) {
@@ -319,7 +367,12 @@ void cli_print_model_flags(void) {
             "                               CPU always is; on the GPU it costs speed, see docs/architecture.md)\n"
             "  --enforce-eager              run every step eagerly: no CUDA graphs of decode steps\n"
             "  --tensor-parallel-size 1     vLLM's flag: only 1 (one device) is supported\n"
-            "  --dtype auto                 vLLM's flag: only auto (the weights' own types) is supported\n");
+            "  --dtype auto                 vLLM's flag: only auto (the weights' own types) is supported\n"
+            "  --quantization fp8           generate/serve/eval: projections and lm_head to e4m3 at load, dynamic\n"
+            "                               per-token activation scales (docs/fp8_weights.md)\n"
+            "  --quantization-block N       0: a scale per output channel (default); 128: per 128x128 block\n"
+            "  --quantization-skip-layers L  layers kept in their dtype: '0,31,lm_head'\n"
+            "  --fp8-gate-dtype D           e4m3 (default) | e5m2: the SwiGLU gate's activations in e5m2\n");
 }
 
 int cli_parse_accum(const char *flag, const char *v, int *out) {

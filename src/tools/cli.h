@@ -4,7 +4,8 @@
 // model/engine flags --model, --kv-cache-dtype, --kv-cache-dtype-skip-layers, --kv-scales,
 // --kv-block-tokens, --device, --threads, --max-model-len, --max-num-batched-tokens,
 // --fp8-attention-*, --batch-invariant, --enforce-eager, --tensor-parallel-size, --dtype
-// into struct runner_options).
+// into struct runner_options, and the FP8 weight flags (--quantization fp8 ...) of generate, serve
+// and eval into struct quant_fp8_options).
 // Short aliases mean one thing everywhere: -m --model, -c the context (--max-model-len, or
 // --ctx where a command has one), -n tokens to generate, -t --threads, -o the output.
 #ifndef OCTET_CLI_H
@@ -14,10 +15,12 @@
 #include <stddef.h>
 
 #include "../engine/runner.h"
+#include "../model/quant_fp8.h"
 
 struct cli_model_args {
     const char *model;
     struct runner_options ro;
+    struct quant_fp8_options fp8;  // --quantization fp8, --quantization-block, -skip-layers, --fp8-gate-dtype
 };
 
 // Rewrites main's argv (argv[0] "octet", argv[1] the command) into the form every parser
@@ -43,6 +46,9 @@ const char *cli_value(int argc, char **argv, int *i);
 int cli_int(const char *flag, const char *s, long lo, long hi, long *out);
 int cli_float(const char *flag, const char *s, double *out);
 void cli_print_model_flags(void);
+// model_load of a->model with the FP8 weight flags applied (quant_fp8_apply); prints the weight bytes by
+// dtype when any weight is fp8. <0 + err_msg().
+int cli_model_load(struct model **m, const struct cli_model_args *a);
 // --fp8-attention-accumulation: two-level -> 0, every:N -> N (every:1 = two-level), single -> ATTN_ACC_SINGLE.
 int cli_parse_accum(const char *flag, const char *v, int *out);
 // The flag's spelling of an accumulation mode, in buf.

@@ -433,7 +433,7 @@ static int eval_model(int argc, char **argv) {
     struct passkey_cell *cells = calloc((size_t)m.n_lengths * m.n_depths, sizeof *cells);
     int ret = 1;
     if (!cells) { err_set(OCT_ENOMEM, "out of memory"); goto fail; }
-    if (model_load(&md, m.a.model) < 0) goto fail;
+    if (cli_model_load(&md, &m.a) < 0) goto fail;
     long max_len = 0;
     for (int i = 0; i < m.n_lengths; i++) max_len = m.lengths[i] > max_len ? m.lengths[i] : max_len;
     if (m.a.ro.max_ctx == 0) {

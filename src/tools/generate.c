@@ -85,7 +85,7 @@ int cmd_generate(int argc, char **argv) {
     if (sampling_params_check(&sp) < 0) goto bad;
 
     struct model *m;
-    if (model_load(&m, a.model) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); return 1; }
+    if (cli_model_load(&m, &a) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); return 1; }
     int32_t *ids = NULL;
     int n_ids = 0, rc = 1;
     struct runner r;

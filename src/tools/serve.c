@@ -214,7 +214,7 @@ int cmd_serve(int argc, char **argv) {
     struct model *m = NULL;
     struct engine *e = NULL;
     struct server *s = NULL;
-    if (model_load(&m, a.model) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); return 1; }
+    if (cli_model_load(&m, &a) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); return 1; }
     if (engine_create(&e, m, &eo) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); model_free(m); return 1; }
     engine_memory_plan_log(e, stderr);
     struct engine_memory_plan plan;
