@@ -148,6 +148,7 @@ struct backend_ops {
     enum dtype act_dtype;  // activation element type
     int kv_block_tokens;   // the cache block size when the user gives none (--kv-block-tokens)
     bool kv_token_scales;  // kv_write and attention implement per-token-head scales (fp8_per_token_head)
+    bool fp8_weights;      // matmul takes fp8_e4m3 weights with their scales (docs/fp8_weights.md)
     // memory (bytes); alloc returns zeroed memory or NULL
     void *(*alloc)(struct backend *b, size_t bytes);
     void (*free)(struct backend *b, void *p);

@@ -1,12 +1,15 @@
 // config_hf.c — a Hugging Face config.json → struct model_config (owns: the family table by
 // `architectures` name, both RoPE layouts (transformers 5's rope_parameters and the older
 // rope_theta / rope_scaling), the sliding-window switches of each family, and the refusal of
-// every key that would change the math in a way octet does not implement; not: tensors).
+// every key that would change the math in a way octet does not implement, and the FP8 schemes of a
+// quantization_config; not: tensors).
 // Numbers are parsed strictly: a key that is present must hold a number (or null), so a float
 // written as a string is an error that names the key, never a silent default.
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
 
 #include "../base/check.h"
 #include "config_hf.h"
@@ -358,4 +361,185 @@ int config_from_hf(struct model_config *c, const json_t *cfg, const char *where)
     TRY(experts(c, cfg, f, where));
     TRY(refusals(cfg, where));
     return OCT_OK;
+}
+
+// ---- quantization_config (FP8 checkpoints) ----
+
+static int one_of_keys(const json_t *o, const char *const *known, const char *what, const char *where) {
+    const char *key;
+    json_t *val;
+    json_object_foreach((json_t *)o, key, val) {
+        bool ok = false;
+        for (int i = 0; known[i]; i++) ok = ok || !strcmp(key, known[i]);
+        if (!ok && !json_is_null(val))
+            return err_set(OCT_EUNSUP, "%s: %s key '%s' is not supported", where, what, key);
+    }
+    return OCT_OK;
+}
+
+static const char *str_or(const json_t *o, const char *key, const char *def) {
+    const json_t *v = json_object_get(o, key);
+    return v && json_is_string(v) ? json_string_value(v) : def;
+}
+
+// quant_method "fp8" (transformers' FineGrainedFP8Config, vLLM's Fp8Config).
+static int quant_fp8(struct hf_quant *q, const json_t *qc, const char *where) {
+    static const char *const known[] = {"quant_method", "activation_scheme", "weight_block_size", "fmt",
+                                        "modules_to_not_convert", "ignored_layers", "dequantize", NULL};
+    TRY(one_of_keys(qc, known, "quantization_config", where));
+    const char *act = str_or(qc, "activation_scheme", "dynamic"), *fmt = str_or(qc, "fmt", "e4m3");
+    if (!strcmp(act, "static")) q->ascale = ASCALE_STATIC_TENSOR;
+    else if (strcmp(act, "dynamic"))
+        return err_set(OCT_EUNSUP, "%s: quantization_config activation_scheme '%s' is not supported (dynamic, "
+                       "static)", where, act);
+    if (strcmp(fmt, "e4m3")) return err_set(OCT_EUNSUP, "%s: quantization_config fmt '%s' is not supported (e4m3)",
+                                            where, fmt);
+    bool deq = false;
+    TRY(boolean(qc, "dequantize", false, &deq, where));
+    if (deq) return err_set(OCT_EUNSUP, "%s: quantization_config dequantize true is not supported", where);
+    const json_t *bs = json_object_get(qc, "weight_block_size");
+    q->wscale = WSCALE_TENSOR;
+    if (bs && !json_is_null(bs)) {
+        if (!json_is_array(bs) || json_array_size(bs) != 2 || json_integer_value(json_array_get(bs, 0)) != 128 ||
+            json_integer_value(json_array_get(bs, 1)) != 128)
+            return err_set(OCT_EUNSUP, "%s: quantization_config weight_block_size is not supported (only [128, 128])",
+                           where);
+        q->wscale = WSCALE_BLOCK;
+        q->block = 128;
+        if (q->ascale == ASCALE_STATIC_TENSOR)
+            return err_set(OCT_EUNSUP, "%s: quantization_config weight_block_size with activation_scheme static is "
+                           "not supported (block checkpoints use dynamic activations)", where);
+    }
+    q->ignore[0] = json_object_get(qc, "modules_to_not_convert");
+    q->ignore[1] = json_object_get(qc, "ignored_layers");
+    return OCT_OK;
+}
+
+// A compressed-tensors quantization args object: 8-bit float, symmetric.
+static int ct_args(const json_t *a, const char *what, const char *where) {
+    static const char *const known[] = {"num_bits", "type", "strategy", "dynamic", "symmetric", "group_size",
+                                        "block_structure", "observer", "observer_kwargs", "actorder",
+                                        "scale_dtype", "zp_dtype", NULL};
+    if (!json_is_object(a)) FAIL("%s: compressed-tensors %s must be an object", where, what);
+    TRY(one_of_keys(a, known, what, where));
+    const char *type = str_or(a, "type", "?");
+    json_int_t bits = json_integer_value(json_object_get(a, "num_bits"));
+    const json_t *sym = json_object_get(a, "symmetric");
+    if (strcmp(type, "float") || bits != 8 || (sym && json_is_false(sym)))
+        return err_set(OCT_EUNSUP, "%s: compressed-tensors %s of type '%s', %lld bits%s is not supported (8-bit "
+                       "float, symmetric)", where, what, type, (long long)bits,
+                       sym && json_is_false(sym) ? ", asymmetric" : "");
+    return OCT_OK;
+}
+
+static int quant_ct(struct hf_quant *q, const json_t *qc, const char *where) {
+    q->compressed = true;
+    const char *fmt = str_or(qc, "format", NULL);
+    const json_t *groups = json_object_get(qc, "config_groups");
+    if (!json_is_object(groups) || json_object_size(groups) != 1)
+        return err_set(OCT_EUNSUP, "%s: compressed-tensors config_groups must hold one group (%zu given)", where,
+                       json_is_object(groups) ? json_object_size(groups) : 0);
+    const json_t *g = json_object_iter_value(json_object_iter((json_t *)groups));
+    const char *gname = json_object_iter_key(json_object_iter((json_t *)groups));
+    if (!fmt) fmt = str_or(g, "format", "?");
+    if (strcmp(fmt, "float-quantized"))
+        return err_set(OCT_EUNSUP, "%s: compressed-tensors format '%s' is not supported (float-quantized)", where,
+                       fmt);
+    const json_t *targets = json_object_get(g, "targets");
+    const char *t0 = json_string_value(json_array_get(targets, 0));
+    if (!json_is_array(targets) || json_array_size(targets) != 1 || !t0 || strcmp(t0, "Linear"))
+        return err_set(OCT_EUNSUP, "%s: compressed-tensors group '%s' targets are not supported (only [\"Linear\"])",
+                       where, gname);
+    const json_t *w = json_object_get(g, "weights"), *in = json_object_get(g, "input_activations"),
+                 *out = json_object_get(g, "output_activations");
+    TRY(ct_args(w, "weights", where));
+    const char *ws = str_or(w, "strategy", "?");
+    if (!strcmp(ws, "tensor")) q->wscale = WSCALE_TENSOR;
+    else if (!strcmp(ws, "channel")) q->wscale = WSCALE_CHANNEL;
+    else if (!strcmp(ws, "block")) {
+        const json_t *bs = json_object_get(w, "block_structure");
+        if (json_integer_value(json_array_get(bs, 0)) != 128 || json_integer_value(json_array_get(bs, 1)) != 128)
+            return err_set(OCT_EUNSUP, "%s: compressed-tensors weights block_structure is not supported (only "
+                           "[128, 128])", where);
+        q->wscale = WSCALE_BLOCK;
+        q->block = 128;
+    } else {
+        return err_set(OCT_EUNSUP, "%s: compressed-tensors weights strategy '%s' is not supported (tensor, channel, "
+                       "block)", where, ws);
+    }
+    if (json_is_true(json_object_get(w, "dynamic")))
+        return err_set(OCT_EUNSUP, "%s: compressed-tensors dynamic weight scales are not supported", where);
+    if (out && !json_is_null(out))
+        return err_set(OCT_EUNSUP, "%s: compressed-tensors output_activations are not supported", where);
+    if (!in || json_is_null(in))
+        return err_set(OCT_EUNSUP, "%s: compressed-tensors without input_activations (FP8 weight-only) is not "
+                       "supported", where);
+    TRY(ct_args(in, "input_activations", where));
+    const char *as = str_or(in, "strategy", "?");
+    bool dyn = json_is_true(json_object_get(in, "dynamic"));
+    if (!strcmp(as, "token") && dyn) q->ascale = ASCALE_DYNAMIC_TOKEN;
+    else if (!strcmp(as, "tensor") && !dyn) q->ascale = ASCALE_STATIC_TENSOR;
+    else
+        return err_set(OCT_EUNSUP, "%s: compressed-tensors input_activations strategy '%s' with dynamic %s is not "
+                       "supported (token dynamic, tensor static)", where, as, dyn ? "true" : "false");
+    static const char *const off[] = {"sparsity_config", "transform_config", NULL};
+    for (int i = 0; off[i]; i++) {
+        const json_t *v = json_object_get(qc, off[i]);
+        if (v && !json_is_null(v) && !(json_is_object(v) && json_object_size(v) == 0))
+            return err_set(OCT_EUNSUP, "%s: compressed-tensors %s is not supported", where, off[i]);
+    }
+    q->ignore[0] = json_object_get(qc, "ignore");
+    return OCT_OK;
+}
+
+int config_hf_quant(struct hf_quant *q, const json_t *cfg, const char *where) {
+    memset(q, 0, sizeof *q);
+    const json_t *qc = json_object_get(cfg, "quantization_config");
+    if (!qc || json_is_null(qc)) {
+        const json_t *tc = json_object_get(cfg, "text_config");
+        qc = tc ? json_object_get(tc, "quantization_config") : NULL;
+        if (!qc || json_is_null(qc)) return OCT_OK;
+    }
+    if (!json_is_object(qc)) FAIL("%s: 'quantization_config' must be an object", where);
+    const char *method = str_or(qc, "quant_method", NULL);
+    if (!method) FAIL("%s: quantization_config has no quant_method", where);
+    if (!strcmp(method, "fp8")) TRY(quant_fp8(q, qc, where));
+    else if (!strcmp(method, "compressed-tensors")) TRY(quant_ct(q, qc, where));
+    else
+        return err_set(OCT_EUNSUP, "%s: quantization_config quant_method '%s' is not supported (fp8, "
+                       "compressed-tensors float-quantized)", where, method);
+    for (int k = 0; k < 2; k++) {
+        const json_t *l = q->ignore[k];
+        if (l && !json_is_null(l) && !json_is_array(l))
+            FAIL("%s: quantization_config ignore lists must be arrays of module names", where);
+        for (size_t i = 0; json_is_array(l) && i < json_array_size(l); i++)
+            if (!json_is_string(json_array_get(l, i)))
+                FAIL("%s: quantization_config ignore lists must be arrays of module names", where);
+    }
+    q->fp8 = true;
+    return OCT_OK;
+}
+
+int config_hf_quant_ignored(const struct hf_quant *q, const char *module) {
+    for (int k = 0; k < 2; k++) {
+        const json_t *l = q->ignore[k];
+        for (size_t i = 0; json_is_array(l) && i < json_array_size(l); i++) {
+            const char *e = json_string_value(json_array_get(l, i));
+            if (strncmp(e, "re:", 3)) {
+                if (strstr(module, e)) return 1;
+                continue;
+            }
+            int ec;
+            PCRE2_SIZE eo;
+            pcre2_code *re = pcre2_compile((PCRE2_SPTR)(e + 3), PCRE2_ZERO_TERMINATED, PCRE2_ANCHORED, &ec, &eo,
+                                           NULL);
+            if (!re) return err_set(OCT_EINVAL, "quantization_config ignore pattern '%s' does not compile", e);
+            pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+            int rc = md ? pcre2_match(re, (PCRE2_SPTR)module, PCRE2_ZERO_TERMINATED, 0, 0, md, NULL) : -1;
+            pcre2_match_data_free(md);
+            pcre2_code_free(re);
+            if (rc >= 0) return 1;
+        }
+    }
+    return 0;
 }

@@ -72,10 +72,24 @@ static int check_backend(const struct model_config *c, const struct backend_ops 
     return OCT_OK;
 }
 
+// FP8 weights need the backend's fp8_weights ability: an error naming the first such weight.
+static int check_fp8_weights(struct model *m, const struct backend_ops *op) {
+    if (op->fp8_weights) return OCT_OK;
+    struct weight *ws[3 + MODEL_MAX_LAYERS * LAYER_N_WEIGHTS];
+    const int n = model_weights(m, ws);
+    for (int i = 0; i < n; i++)
+        if (ws[i]->data && ws[i]->dtype == DT_E4M3)
+            return err_set(OCT_EUNSUP, "model %s has fp8_e4m3 weights (%s%d): the %s backend has no FP8 weight GEMMs "
+                           "yet (run it with --device cpu)", m->name, i < 3 ? "top-level tensor " : "layer ",
+                           i < 3 ? i : (i - 3) / LAYER_N_WEIGHTS, op->name);
+    return OCT_OK;
+}
+
 int forward_init(struct forward *f, struct model *m, struct backend *b, int max_tokens, int max_logits) {
     memset(f, 0, sizeof *f);
     const struct model_config *c = &m->cfg;
     TRY(check_backend(c, b->ops));
+    TRY(check_fp8_weights(m, b->ops));
     f->m = m;
     f->b = b;
     f->max_tokens = max_tokens;

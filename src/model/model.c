@@ -58,6 +58,7 @@ static int check_shape(const struct weight *w, const char *what, int layer, int6
     if (w->rows != rows || w->cols != cols)
         return err_set(OCT_EINVAL, "model: tensor %s (layer %d) is [%lld x %lld], expected [%lld x %lld]", what, layer,
                        (long long)w->rows, (long long)w->cols, (long long)rows, (long long)cols);
+    if (w->dtype == DT_E4M3 && rows > 1 && w->fp8.scale) return OCT_OK;  // fp8 matrices (docs/fp8_weights.md)
     if (w->dtype != DT_F32 && w->dtype != DT_F16 && w->dtype != DT_BF16)
         return err_set(OCT_EUNSUP, "model: tensor %s (layer %d) has dtype %s (need f32, f16 or bf16)",
                        what, layer, dtype_name(w->dtype));
@@ -145,6 +146,7 @@ int model_finish(struct model *m) {
     }
     m->weight_bytes = total;
     m->weight_dtype = m->layers[0].wq.dtype;
+    if (m->weight_dtype == DT_E4M3) m->weight_dtype = m->token_embd.dtype;  // FP8 checkpoints: the unquantized type
     if (!m->tok) {
         TRY(tokenizer_bytes(&m->tok, c->n_vocab));
     }

@@ -4,6 +4,9 @@
 // and every tensor of the files accounted for (one that nothing reads is an error naming it). Q and K
 // projection rows (and their biases and per-head norms) are permuted from HF's rotate-half order into
 // GGUF's adjacent-pair order (a copy), so both formats give the same model and the same logits.
+// FP8 checkpoints (config_hf_quant): each linear layer's e4m3 weight takes its scales (and static
+// input_scale) from the tensors beside it; a layer in the ignore lists stays in its dtype.
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,12 +25,104 @@ struct st_load {
     const char *lm_head;             // the output head's name
     const struct tensor_info **used; // [st_n_tensors]
     int n_used;
+    struct hf_quant q;               // the checkpoint's quantization_config
 };
 
 static void mark(struct st_load *L, const struct tensor_info *t) {
     for (int i = 0; i < L->n_used; i++)
         if (L->used[i] == t) return;
     L->used[L->n_used++] = t;
+}
+
+static bool ends(const char *s, const char *suffix) {
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+// n f32 values of a scale tensor (F32, BF16 or F16) into an owned array; each finite and >= 0
+// (> 0 for an input_scale).
+static int scale_values(struct st_load *L, const struct tensor_info *t, int64_t n, bool positive, const float **out) {
+    struct model *m = L->m;
+    if ((t->dtype != DT_F32 && t->dtype != DT_BF16 && t->dtype != DT_F16) || tensor_n_elems(t) != n)
+        return err_set(OCT_EINVAL, "%s: scale tensor '%s' must hold %lld f32/bf16/f16 values (has %lld %s)",
+                       st_path(m->st), t->name, (long long)n, (long long)tensor_n_elems(t), dtype_name(t->dtype));
+    float *d = model_own(m, (size_t)n * sizeof(float));
+    if (!d) return err_set(OCT_ENOMEM, "model: out of memory");
+    if (t->dtype == DT_F32) memcpy(d, t->data, (size_t)n * sizeof(float));
+    else if (t->dtype == DT_BF16) bf16_row_to_f32(t->data, d, (size_t)n);
+    else f16_row_to_f32(t->data, d, (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(d[i]) || d[i] < 0 || (positive && d[i] == 0))
+            return err_set(OCT_EINVAL, "%s: scale tensor '%s' holds %g at %lld (scales are finite and %s)",
+                           st_path(m->st), t->name, d[i], (long long)i, positive ? "positive" : "non-negative");
+    mark(L, t);
+    *out = d;
+    return OCT_OK;
+}
+
+// A linear layer's e4m3 weight t of `module`: its scales by the checkpoint's scheme.
+static int fp8_weight(struct st_load *L, struct weight *w, const struct tensor_info *t, const char *module) {
+    struct model *m = L->m;
+    const struct hf_quant *q = &L->q;
+    char sn[220];
+    snprintf(sn, sizeof sn, "%s.%s", module, q->compressed ? "weight_scale" : "weight_scale_inv");
+    const struct tensor_info *st = st_find_tensor(m->st, sn);
+    if (!st && !q->compressed) st = st_find_tensor(m->st, (snprintf(sn, sizeof sn, "%s.weight_scale", module), sn));
+    if (!st)
+        return err_set(OCT_EINVAL, "%s: fp8 tensor '%s' has no scale tensor '%s.%s'", st_path(m->st), t->name,
+                       module, q->compressed ? "weight_scale" : "weight_scale_inv");
+    memset(&w->fp8, 0, sizeof w->fp8);
+    w->fp8.wscale = q->wscale;
+    w->fp8.block = q->block;
+    w->fp8.ascale = q->ascale;
+    int64_t n = weight_fp8_n_scales(w);
+    if (q->wscale == WSCALE_BLOCK && (st->n_dims != 2 || st->ne[1] != (w->rows + 127) / 128 ||
+                                      st->ne[0] != (w->cols + 127) / 128))
+        return err_set(OCT_EINVAL, "%s: block scales '%s' must be [%lld, %lld] for a [%lld, %lld] weight",
+                       st_path(m->st), sn, (long long)((w->rows + 127) / 128), (long long)((w->cols + 127) / 128),
+                       (long long)w->rows, (long long)w->cols);
+    TRY(scale_values(L, st, n, false, &w->fp8.scale));
+    if (q->ascale == ASCALE_STATIC_TENSOR) {
+        snprintf(sn, sizeof sn, "%s.input_scale", module);
+        const struct tensor_info *it = st_find_tensor(m->st, sn);
+        if (!it)
+            return err_set(OCT_EINVAL, "%s: static activation scales, but '%s' has no '%s'", st_path(m->st),
+                           t->name, sn);
+        const float *is;
+        TRY(scale_values(L, it, 1, true, &is));
+        w->fp8.input_scale = is[0];
+    }
+    return OCT_OK;
+}
+
+// A linear layer's weight in an FP8 checkpoint: e4m3 with scales, or another dtype when the ignore
+// lists name it (the output head may always be unquantized).
+static int quant_check(struct st_load *L, struct weight *w, const struct tensor_info *t, const char *name) {
+    struct model *m = L->m;
+    bool fp8 = t->dtype == DT_E4M3 || t->dtype == DT_E5M2;
+    bool linear = ends(name, "_proj.weight") || !strcmp(name, L->lm_head);
+    if (!fp8 && !L->q.fp8) return OCT_OK;
+    if (fp8 && !linear)
+        return err_set(OCT_EUNSUP, "%s: tensor '%s' is %s: only linear layers' weights may be fp8", st_path(m->st),
+                       name, dtype_name(t->dtype));
+    if (fp8 && !L->q.fp8)
+        return err_set(OCT_EINVAL, "%s: tensor '%s' is %s but config.json has no quantization_config",
+                       st_path(m->st), name, dtype_name(t->dtype));
+    if (t->dtype == DT_E5M2)
+        return err_set(OCT_EUNSUP, "%s: tensor '%s': fp8_e5m2 weights are not supported (e4m3)", st_path(m->st),
+                       name);
+    if (!linear) return OCT_OK;
+    char module[200];
+    snprintf(module, sizeof module, "%.*s", (int)(strlen(name) - strlen(".weight")), name);
+    int ig = config_hf_quant_ignored(&L->q, module);
+    if (ig < 0) return ig;
+    if (fp8 && ig)
+        return err_set(OCT_EINVAL, "%s: '%s' is in quantization_config's ignore list but stored in fp8_e4m3",
+                       st_path(m->st), module);
+    if (!fp8 && !ig && strcmp(name, L->lm_head))
+        return err_set(OCT_EINVAL, "%s: '%s' is %s, but quantization_config quantizes it (it is not in an ignore "
+                       "list)", st_path(m->st), module, dtype_name(t->dtype));
+    return fp8 ? fp8_weight(L, w, t, module) : OCT_OK;
 }
 
 static int st_weight(struct st_load *L, struct weight *w, const char *name, bool required) {
@@ -42,7 +137,7 @@ static int st_weight(struct st_load *L, struct weight *w, const char *name, bool
     w->rows = t->n_dims == 2 ? t->ne[1] : 1;
     if (t->n_dims == 1) w->rows = 1;
     w->data = t->data;
-    return OCT_OK;
+    return quant_check(L, w, t, name);
 }
 
 // A layer tensor by its name after "model.layers.N.".
@@ -69,14 +164,31 @@ static int permute_pairs(struct model *m, struct weight *w, int n_heads, int hd,
                 memcpy(dst + ((size_t)h * hd + 2 * j + i) * unit, src + ((size_t)h * hd + i * hd / 2 + j) * unit,
                        unit);
     w->data = dst;
+    if (rows && w->dtype == DT_E4M3 && w->fp8.wscale == WSCALE_CHANNEL) {  // the scales move with their rows
+        float *sc = model_own(m, (size_t)n * sizeof(float));
+        if (!sc) return err_set(OCT_ENOMEM, "model: out of memory permuting q/k");
+        for (int h = 0; h < n_heads; h++)
+            for (int i = 0; i < 2; i++)
+                for (int j = 0; j < hd / 2; j++)
+                    sc[(size_t)h * hd + 2 * j + i] = w->fp8.scale[(size_t)h * hd + i * hd / 2 + j];
+        w->fp8.scale = sc;
+    }
+    if (rows && w->dtype == DT_E4M3 && w->fp8.wscale == WSCALE_BLOCK && w->fp8.block % hd)
+        return err_set(OCT_EUNSUP, "%s: q/k head_dim %d does not divide the %d-row scale blocks (rows would move "
+                       "between blocks)", st_path(m->st), hd, w->fp8.block);
     return OCT_OK;
 }
 
 // Rows [r0, r0+n) of a fused projection as a view.
+// (fp8: per-channel scales from r0 on; block scales from r0's band, r0 a multiple of the block, which the
+// caller checks).
 static struct weight rows_of(const struct weight *w, int64_t r0, int64_t n) {
     struct weight v = *w;
     v.rows = n;
     v.data = (const char *)w->data + (size_t)(r0 * w->cols) * dtype_size(w->dtype);
+    if (w->dtype == DT_E4M3 && w->fp8.wscale == WSCALE_CHANNEL) v.fp8.scale = w->fp8.scale + r0;
+    if (w->dtype == DT_E4M3 && w->fp8.wscale == WSCALE_BLOCK)
+        v.fp8.scale = w->fp8.scale + (r0 / w->fp8.block) * ((w->cols + w->fp8.block - 1) / w->fp8.block);
     return v;
 }
 
@@ -163,6 +275,8 @@ static int load_experts(struct st_load *L, int l) {
             return err_set(OCT_EINVAL, "%s: layer %d: experts gate_up_proj / down_proj are not [%lld][%lld][%lld] / "
                            "[%lld][%lld][%lld] of one dtype", st_path(m->st), l, (long long)E, (long long)(2 * F),
                            (long long)D, (long long)E, (long long)D, (long long)F);
+        if (gu->dtype == DT_E4M3 || dn->dtype == DT_E4M3)
+            return err_set(OCT_EUNSUP, "%s: layer %d: fp8 experts are not supported yet", st_path(m->st), l);
         mark(L, gu);
         mark(L, dn);
         size_t es = dtype_size(gu->dtype), half = (size_t)(F * D) * es;
@@ -191,6 +305,8 @@ static int load_experts(struct st_load *L, int l) {
             struct weight one = {0};
             snprintf(sfx, sizeof sfx, "%s.experts.%lld.%s.weight", blk, (long long)e, names[mixtral][k]);
             TRY(layer_weight(L, &one, l, sfx, true));
+            if (one.dtype == DT_E4M3)
+                return err_set(OCT_EUNSUP, "%s: layer %d: fp8 experts are not supported yet", st_path(m->st), l);
             if (one.rows != rows || one.cols != cols || (e > 0 && one.dtype != dst[k]->dtype))
                 return err_set(OCT_EINVAL, "%s: layer %d: expert tensor '%s' is [%lld x %lld] (want [%lld x %lld], "
                                "the dtype of expert 0)", st_path(m->st), l, sfx, (long long)one.rows,
@@ -225,6 +341,10 @@ static int load_layer(struct st_load *L, int l) {
             return err_set(OCT_EINVAL, "%s: layer %d: qkv_proj has %lld rows (want %lld), gate_up_proj %lld (want %d)",
                            st_path(m->st), l, (long long)qkv.rows, (long long)(qd + 2 * kvd), (long long)gu.rows,
                            2 * c->ffn_dim);
+        if ((qkv.dtype == DT_E4M3 && qkv.fp8.wscale == WSCALE_BLOCK && (qd % 128 || kvd % 128)) ||
+            (gu.dtype == DT_E4M3 && gu.fp8.wscale == WSCALE_BLOCK && c->ffn_dim % 128))
+            return err_set(OCT_EUNSUP, "%s: layer %d: fused projections whose parts are not whole 128-row blocks "
+                           "cannot split 128x128 block scales", st_path(m->st), l);
         w->wq = rows_of(&qkv, 0, qd);
         w->wk = rows_of(&qkv, qd, kvd);
         w->wv = rows_of(&qkv, qd + kvd, kvd);
@@ -301,6 +421,10 @@ static int check_all_used(struct st_load *L) {
             fprintf(stderr, "octet: %s: ignoring tensor '%s' (RoPE tables are computed)\n", st_path(st), t->name);
             continue;
         }
+        if (ends(t->name, "input_scale") || ends(t->name, "weight_scale") || ends(t->name, "weight_scale_inv"))
+            return err_set(OCT_EINVAL, "%s: tensor '%s' is not used by the quantization_config's scheme (%s)",
+                           st_path(st), t->name, !L->q.fp8 ? "there is none" : L->q.ascale == ASCALE_DYNAMIC_TOKEN
+                           ? "dynamic activations have no input_scale" : "its layer is not fp8");
         return err_set(OCT_EINVAL, "%s: tensor '%s' is not used by %s (a different architecture or variant?)",
                        st_path(st), t->name, L->m->cfg.arch);
     }
@@ -318,8 +442,9 @@ int model_load_safetensors(struct model *m, const char *dir) {
     snprintf(where, sizeof where, "%s/config.json", dir);
     TRY(config_from_hf(c, cfg, where));
     struct st_load L = {m, "model.", "lm_head.weight",
-                        model_own(m, (size_t)(st_n_tensors(m->st) + 1) * sizeof(void *)), 0};
+                        model_own(m, (size_t)(st_n_tensors(m->st) + 1) * sizeof(void *)), 0, {0}};
     if (!L.used) return err_set(OCT_ENOMEM, "model: out of memory");
+    TRY(config_hf_quant(&L.q, cfg, where));
     if (c->head_dim % 2) return err_set(OCT_EINVAL, "%s: head_dim %d must be even", dir, c->head_dim);
     // a multimodal checkpoint's language model: transformers 5's names, or the older ones
     if (st_find_tensor(m->st, "model.language_model.embed_tokens.weight")) L.pfx = "model.language_model.";

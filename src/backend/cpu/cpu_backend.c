@@ -220,6 +220,7 @@ static const struct backend_ops cpu_ops = {
     .act_dtype = DT_F32,
     .kv_block_tokens = 16,
     .kv_token_scales = true,
+    .fp8_weights = true,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .upload = cpu_copy,

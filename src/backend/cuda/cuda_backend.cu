@@ -65,6 +65,9 @@ static int cu_sync(struct backend *b) {
 
 static int cu_weight_upload(struct backend *b, struct weight *w) {
     struct cuda_backend *c = cb_of(b);
+    if (w->dtype != DT_F32 && w->dtype != DT_F16 && w->dtype != DT_BF16)  // (the GGUF block types: CPU only)
+        return err_set(OCT_EUNSUP, "weights of dtype %s are not supported by the cuda backend (f32, f16, bf16; "
+                       "GGUF block types run with --device cpu)", dtype_name(w->dtype));
     size_t n = (size_t)(w->rows * w->cols);
     bf16 *d = nullptr;
     if (cuda_fail(c, cudaMalloc((void **)&d, n * sizeof(bf16)), "cudaMalloc(weight)"))
