@@ -11,10 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int upload(struct backend *b, struct weight *w) {
+// Weight i of model_weights' list; a refusal names the tensor (blk.L.NAME) after the backend's reason.
+static int upload(struct backend *b, struct weight *w, int i) {
     if (!w->data || w->dev) return 0;  // absent, or uploaded by another forward of this backend type
-    if (b->ops->weight_upload(b, w) < 0) return err_set(OCT_ENOMEM, "backend %s: cannot upload weight", b->ops->name);
-    return 0;
+    int rc = b->ops->weight_upload(b, w);
+    if (rc >= 0) return 0;
+    if (i < 3) return err_wrap(rc, "backend %s: tensor %s: ", b->ops->name,
+                               i == 0 ? "token_embd" : i == 1 ? "output_norm" : "output");
+    return err_wrap(rc, "backend %s: tensor blk.%d.%s: ", b->ops->name, (i - 3) / LAYER_N_WEIGHTS,
+                    layer_weight_name((i - 3) % LAYER_N_WEIGHTS));
 }
 
 // Every weight of the model, in one list: [3 + n_layers * LAYER_N_WEIGHTS] pointers.
@@ -37,7 +42,7 @@ static int weights_acquire(struct model *m, struct backend *b) {
     struct weight *ws[3 + MODEL_MAX_LAYERS * LAYER_N_WEIGHTS];
     const int n = model_weights(m, ws);
     for (int i = 0; i < n; i++) {
-        const int rc = upload(b, ws[i]);
+        const int rc = upload(b, ws[i], i);
         if (rc < 0) {  // (a first user leaves no copies behind)
             if (m->dev_users == 0)
                 for (int j = 0; j < i; j++) if (ws[j]->dev) b->ops->weight_release(b, ws[j]);

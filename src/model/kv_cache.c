@@ -26,7 +26,9 @@ int kv_dtype_parse(const char *s, enum dtype model_dtype, enum dtype *out) {
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (strcmp(s, names[i].name) == 0) {
-            *out = names[i].dt < 0 ? model_dtype : (enum dtype)names[i].dt;
+            // auto: the weights' type, or f16 under GGUF block-type weights (as llama.cpp's default cache)
+            if (names[i].dt < 0) *out = dtype_is_block(model_dtype) ? DT_F16 : model_dtype;
+            else *out = (enum dtype)names[i].dt;
             return OCT_OK;
         }
     return err_set(OCT_EINVAL,
@@ -83,7 +85,8 @@ int kv_cache_plan(struct kv_cache *kv, const struct model *m, const struct kv_op
         return err_set(OCT_EUNSUP, "kv cache: %d query heads per KV head (max 64)", c->n_heads / c->n_kv_heads);
     const int bs = o->kv_block_tokens ? o->kv_block_tokens : default_block_tokens;
     if (bs < 1 || bs > 1024) return err_set(OCT_EINVAL, "--kv-block-tokens %d outside 1..1024", bs);
-    enum dtype model_dt = m->weight_dtype, chosen;
+    enum dtype model_dt, chosen;  // (model_dt: what "auto" and the skipped layers store)
+    TRY(kv_dtype_parse("auto", m->weight_dtype, &model_dt));
     TRY(kv_dtype_parse(o->dtype, model_dt, &chosen));
     for (int l = 0; l < MODEL_MAX_LAYERS; l++)
         if (o->skip[l] && l >= c->n_layers)

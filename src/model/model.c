@@ -59,9 +59,10 @@ static int check_shape(const struct weight *w, const char *what, int layer, int6
         return err_set(OCT_EINVAL, "model: tensor %s (layer %d) is [%lld x %lld], expected [%lld x %lld]", what, layer,
                        (long long)w->rows, (long long)w->cols, (long long)rows, (long long)cols);
     if (w->dtype == DT_E4M3 && rows > 1 && w->fp8.scale) return OCT_OK;  // fp8 matrices (docs/fp8_weights.md)
-    if (w->dtype != DT_F32 && w->dtype != DT_F16 && w->dtype != DT_BF16)
-        return err_set(OCT_EUNSUP, "model: tensor %s (layer %d) has dtype %s (need f32, f16 or bf16)",
-                       what, layer, dtype_name(w->dtype));
+    // the block types (GGUF Q8_0, Q4_0, K-quants) for matrices only; norms and biases stay f32/f16/bf16
+    if (w->dtype != DT_F32 && w->dtype != DT_F16 && w->dtype != DT_BF16 && !(dtype_is_block(w->dtype) && rows > 1))
+        return err_set(OCT_EUNSUP, "model: tensor %s (layer %d) has dtype %s (need f32, f16 or bf16%s)",
+                       what, layer, dtype_name(w->dtype), rows > 1 ? ", or a GGUF block type" : "");
     return OCT_OK;
 }
 
@@ -72,6 +73,15 @@ void layer_weight_list(struct layer_weights *w, struct weight *out[LAYER_N_WEIGH
                                           &w->b_gate, &w->b_up, &w->b_down, &w->ffn_router, &w->exp_gate,
                                           &w->exp_up, &w->exp_down};
     memcpy(out, ws, sizeof ws);
+}
+
+const char *layer_weight_name(int i) {
+    static const char *names[LAYER_N_WEIGHTS] = {
+        "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
+        "ffn_down", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "attn_q_norm",
+        "attn_k_norm", "post_attention_norm", "post_ffw_norm", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias",
+        "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    return i >= 0 && i < LAYER_N_WEIGHTS ? names[i] : "?";
 }
 
 int model_norm_plus_one(struct model *m, struct weight *w) {
@@ -110,7 +120,7 @@ int model_finish(struct model *m) {
     const struct weight *top[] = {&m->token_embd, &m->output_norm, &m->output};
     for (int i = 0; i < 3; i++)
         if (i < 2 || m->output.data != m->token_embd.data)
-            total += (size_t)(top[i]->rows * top[i]->cols) * dtype_size(top[i]->dtype);
+            total += (size_t)top[i]->rows * dtype_row_bytes(top[i]->dtype, top[i]->cols);
     for (int l = 0; l < c->n_layers; l++) {
         struct layer_weights *w = &m->layers[l];
         TRY(check_shape(&w->attn_norm, "attn_norm", l, 1, c->dim));
@@ -142,7 +152,7 @@ int model_finish(struct model *m) {
         struct weight *ws[LAYER_N_WEIGHTS];
         layer_weight_list(w, ws);
         for (int i = 0; i < LAYER_N_WEIGHTS; i++)
-            if (ws[i]->data) total += (size_t)(ws[i]->rows * ws[i]->cols) * dtype_size(ws[i]->dtype);
+            if (ws[i]->data) total += (size_t)ws[i]->rows * dtype_row_bytes(ws[i]->dtype, ws[i]->cols);
     }
     m->weight_bytes = total;
     m->weight_dtype = m->layers[0].wq.dtype;

@@ -36,6 +36,8 @@ struct layer_weights {
 // Every weight of a layer, for loops that treat them alike (upload, size, shape checks).
 #define LAYER_N_WEIGHTS 24
 void layer_weight_list(struct layer_weights *w, struct weight *out[LAYER_N_WEIGHTS]);
+// The GGUF-style name of layer_weight_list's entry i ("attn_q", "ffn_down", ...).
+const char *layer_weight_name(int i);
 
 struct model {
     struct model_config cfg;

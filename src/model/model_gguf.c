@@ -254,7 +254,7 @@ static int load_layer(struct gguf_load *L, const struct gguf_family *f, int l) {
             return err_set(OCT_EINVAL, "gguf %s: layer %d: attn_qkv has %lld rows (want %lld), ffn_up %lld (want %d)",
                            L->path, l, (long long)qkv.rows, (long long)(qd + 2 * kvd), (long long)gu.rows,
                            2 * c->ffn_dim);
-        size_t rb = (size_t)qkv.cols * dtype_size(qkv.dtype), gb = (size_t)gu.cols * dtype_size(gu.dtype);
+        size_t rb = dtype_row_bytes(qkv.dtype, qkv.cols), gb = dtype_row_bytes(gu.dtype, gu.cols);
         w->wq = qkv, w->wq.rows = qd;
         w->wk = qkv, w->wk.rows = kvd, w->wk.data = (const char *)qkv.data + qd * rb;
         w->wv = qkv, w->wv.rows = kvd, w->wv.data = (const char *)qkv.data + (qd + kvd) * rb;

@@ -357,13 +357,13 @@ TEST(synthetic) {
     free(b.p);
 }
 
-// One tensor 'q' of [64, 3] elements of ggml type `type` at offset 0; general.alignment `align`.
-static struct buf synth_block(uint32_t type, uint32_t align, size_t data_bytes, size_t *data_start) {
+// One tensor 'q' of [ne0, 3] elements of ggml type `type` at offset 0; general.alignment `align`.
+static struct buf synth_block(uint32_t type, uint64_t ne0, uint32_t align, size_t data_bytes, size_t *data_start) {
     struct buf b = {0};
     header(&b, 3, 1, 2);
     kv_str(&b, "general.architecture", "llama");
     kv_u32(&b, "general.alignment", align);
-    uint64_t ne[2] = {64, 3};
+    uint64_t ne[2] = {ne0, 3};
     tensor(&b, "q", 2, ne, type, 0);
     pad_to(&b, align);
     *data_start = b.n;
@@ -371,28 +371,33 @@ static struct buf synth_block(uint32_t type, uint32_t align, size_t data_bytes, 
     return b;
 }
 
-// Q8_0 (ggml type 8) and Q4_0 (type 2) load as block types: 3 rows of 2 blocks of 34 / 18 bytes,
-// read in place; the data section must hold them all.
+// Q8_0 (ggml type 8) and Q4_0 (type 2) load as block types: 3 rows of 2 blocks of 34 / 18 bytes;
+// Q4_K, Q5_K, Q6_K (12, 13, 14): 3 rows of 2 super-blocks of 144 / 176 / 210 bytes; read in place,
+// and the data section must hold them all.
 TEST(block_types) {
-    static const struct { uint32_t type; enum dtype dt; size_t bytes; } cases[] = {{8, DT_Q8_0, 3 * 2 * 34},
-                                                                                   {2, DT_Q4_0, 3 * 2 * 18}};
-    for (int i = 0; i < 2; i++) {
+    static const struct { uint32_t type; enum dtype dt; uint64_t ne0; size_t bytes; } cases[] = {
+        {8, DT_Q8_0, 64, 3 * 2 * 34},     {2, DT_Q4_0, 64, 3 * 2 * 18},     {12, DT_Q4_K, 512, 3 * 2 * 144},
+        {13, DT_Q5_K, 512, 3 * 2 * 176}, {14, DT_Q6_K, 512, 3 * 2 * 210}};
+    for (int i = 0; i < 5; i++) {
         size_t ds;
-        struct buf b = synth_block(cases[i].type, 32, cases[i].bytes, &ds);
+        struct buf b = synth_block(cases[i].type, cases[i].ne0, 32, cases[i].bytes, &ds);
         struct gguf *g = NULL;
         CHECK_OK(gguf_open_mem(&g, b.p, b.n, "q.gguf"));
         if (g) {
             const struct tensor_info *t = gguf_find_tensor(g, "q");
             CHECK(t && t->dtype == cases[i].dt && t->n_bytes == cases[i].bytes && t->data == b.p + ds);
-            CHECK_EQ_INT(dtype_row_bytes(cases[i].dt, 64) * 3, cases[i].bytes);
+            CHECK_EQ_INT(dtype_row_bytes(cases[i].dt, (int64_t)cases[i].ne0) * 3, cases[i].bytes);
             gguf_close(g);
         }
         free(b.p);
-        b = synth_block(cases[i].type, 32, cases[i].bytes - 1, &ds);  // one byte short
+        b = synth_block(cases[i].type, cases[i].ne0, 32, cases[i].bytes - 1, &ds);  // one byte short
         EXPECT_FAIL(b.p, b.n, OCT_EINVAL, "tensor 'q': data");
         free(b.p);
     }
     CHECK(!strcmp(dtype_name(DT_Q8_0), "q8_0") && !strcmp(dtype_name(DT_Q4_0), "q4_0"));
+    CHECK(!strcmp(dtype_name(DT_Q4_K), "q4_k") && !strcmp(dtype_name(DT_Q5_K), "q5_k") &&
+          !strcmp(dtype_name(DT_Q6_K), "q6_k"));
+    CHECK_EQ_INT(dtype_row_bytes(DT_Q6_K, 128), 0);
     CHECK_EQ_INT(dtype_row_bytes(DT_Q8_0, 33), 0);
     CHECK_EQ_INT(dtype_row_bytes(DT_F16, 33), 66);
     CHECK_EQ_INT(dtype_size(DT_Q4_0), 0);
@@ -432,8 +437,11 @@ TEST(synthetic_errors) {
     b = synth(3, 7, 32, 0, &ds);  // Q5_1
     EXPECT_FAIL(b.p, b.n, OCT_EUNSUP, "tensor 'a': ggml type 7 (Q5_1)");
     free(b.p);
-    b = synth(3, 12, 32, 0, &ds);
-    EXPECT_FAIL(b.p, b.n, OCT_EUNSUP, "Q4_K");
+    b = synth(3, 12, 32, 0, &ds);  // Q4_K rows of 4 elements
+    EXPECT_FAIL(b.p, b.n, OCT_EINVAL, "tensor 'a': Q4_K rows of 4 elements are not whole 256-element blocks");
+    free(b.p);
+    b = synth(3, 16, 32, 0, &ds);  // IQ2_XXS
+    EXPECT_FAIL(b.p, b.n, OCT_EUNSUP, "tensor 'a': ggml type 16 (IQ2_XXS) is not supported");
     free(b.p);
     b = synth(3, 0, 33, 0, &ds);  // misaligned
     EXPECT_FAIL(b.p, b.n, OCT_EINVAL, "tensor 'b': data offset 33 is not a multiple");

@@ -8,15 +8,21 @@ meta     : dict key -> value (arrays become Python lists; strings are str)
 tensors  : dict name -> numpy array. Shape is numpy order, i.e. reversed GGUF ne:
            a GGUF tensor with ne=[64,512] becomes an array of shape (512, 64)
            (ne[0] is the contiguous, fastest-varying axis).
-Only F32 / F16 tensors are decoded (that is all stories260K needs); other types
-raise NotImplementedError.
+F32, F16 and BF16 tensors are decoded as they are; the block types Q8_0, Q4_0, Q4_K, Q5_K and
+Q6_K are dequantized to float32 (gguf_quant.py, the reference octet's CPU kernels are checked
+against); other types raise NotImplementedError.
 Also: read_gguf(..., info=True) returns a third item, the list of
 (name, ne, ggml_type, offset) tensor infos.
 """
 import struct
 import sys
 
+import os
+
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gguf_quant  # noqa: E402
 
 GGUF_MAGIC = b"GGUF"
 
@@ -36,7 +42,7 @@ _NP_SCALAR = {
 }
 
 # ggml tensor types we decode
-GGML_F32, GGML_F16 = 0, 1
+GGML_F32, GGML_F16, GGML_BF16 = 0, 1, 30
 
 
 class _Reader:
@@ -112,6 +118,18 @@ def read_gguf(path, info=False):
             a = np.frombuffer(buf, dtype="<f4", count=n, offset=data_start + off)
         elif gt == GGML_F16:
             a = np.frombuffer(buf, dtype="<f2", count=n, offset=data_start + off)
+        elif gt == GGML_BF16:
+            u = np.frombuffer(buf, dtype="<u2", count=n, offset=data_start + off)
+            a = (u.astype(np.uint32) << 16).view(np.float32)
+        elif gt in gguf_quant.TYPES:
+            _, be, bb = gguf_quant.TYPES[gt]
+            if ne[0] % be:
+                raise ValueError("tensor %s: rows of %d elements are not whole %d-element blocks" % (name, ne[0], be))
+            nbytes = n // be * bb
+            if data_start + off + nbytes > len(buf):
+                raise ValueError("tensor %s: data runs past the end of the file" % name)
+            raw = np.frombuffer(buf, dtype=np.uint8, count=nbytes, offset=data_start + off)
+            a = gguf_quant.dequantize(gt, raw, n)
         else:
             raise NotImplementedError("ggml type %d (tensor %s)" % (gt, name))
         tensors[name] = a.reshape(shape)

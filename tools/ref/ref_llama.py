@@ -45,7 +45,7 @@ class Model:
         self.n_embd = int(g("embedding_length"))
         self.n_head = int(g("attention.head_count"))
         self.n_head_kv = int(g("attention.head_count_kv", self.n_head))
-        self.head_dim = self.n_embd // self.n_head
+        self.head_dim = int(g("attention.key_length", self.n_embd // self.n_head))
         self.n_rot = int(g("rope.dimension_count", self.head_dim))
         self.eps = float(g("attention.layer_norm_rms_epsilon", 1e-5))
         self.rope_theta = float(g("rope.freq_base", 10000.0))
@@ -59,7 +59,12 @@ class Model:
             self.layers.append({k: f64(t[p + k + ".weight"]) for k in (
                 "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
                 "ffn_norm", "ffn_gate", "ffn_up", "ffn_down")})
-        # tokenizer
+        # tokenizer (a file without one: octet's byte stand-in, bytes 0..255, BOS 256, EOS 257)
+        self.vocab = self.tok_embd.shape[0]
+        if "tokenizer.ggml.tokens" not in meta:
+            self.tokens = None
+            self.bos, self.eos = 256, 257
+            return
         self.tokens = meta["tokenizer.ggml.tokens"]
         self.scores = meta["tokenizer.ggml.scores"]
         self.token_type = meta["tokenizer.ggml.token_type"]
@@ -78,6 +83,8 @@ class Model:
         4. each final symbol -> its token id, or byte-fallback tokens <0xNN>
            for each UTF-8 byte of a symbol that is not in the vocab."""
         out = [self.bos] if add_bos else []
+        if self.tokens is None:  # the byte stand-in
+            return out + list(text.encode("utf-8"))
         if text == "":
             return out
         s = SPACE + text.replace(" ", SPACE)

@@ -12,6 +12,7 @@
 #include "../rope_table.h"
 #include "../weight.h"
 #include "cpu.h"
+#include "cpu_quant.h"
 
 float *cpu_scratch(struct cpu_backend *c, int thread) { return c->scratch + (size_t)thread * c->scratch_floats; }
 
@@ -30,7 +31,10 @@ const float *cpu_weight_row(const struct weight *w, int64_t row, float *dst) {
     case DT_F32: return (const float *)(base + row * w->cols * 4);
     case DT_F16: f16_row_to_f32((const uint16_t *)(base + row * w->cols * 2), dst, (size_t)w->cols); return dst;
     case DT_BF16: bf16_row_to_f32((const uint16_t *)(base + row * w->cols * 2), dst, (size_t)w->cols); return dst;
-    default: memset(dst, 0, (size_t)w->cols * sizeof(float)); return dst;
+    default:  // the GGUF block types (an embedding row of a quantized token_embd)
+        if (quant_row_to_f32(w->dtype, base + row * (int64_t)dtype_row_bytes(w->dtype, w->cols), dst, w->cols) < 0)
+            memset(dst, 0, (size_t)w->cols * sizeof(float));
+        return dst;
     }
 }
 

@@ -1,5 +1,6 @@
-// cpu_quant.c — GGUF Q8_0 and Q4_0 weights on the CPU: the scalar reference dequantizers (what
-// the prefill path widens a row with) and the decode dot products, which dequantize each
+// cpu_quant.c — GGUF Q8_0 and Q4_0 weights on the CPU (the K-quants are in cpu_kquant.c, dispatched
+// from here): the scalar reference dequantizers (what the prefill path widens a row with) and the
+// decode dot products, which dequantize each
 // 32-element block in registers (AVX-512) and accumulate in cpu_dot's order: a block's first 16
 // elements into one accumulator, its last 16 into the other. A scale times a quant is exact in
 // f32 (11 + 8 significant bits), so the in-register and widened values are the same numbers and
@@ -45,6 +46,9 @@ void q4_0_row_to_f32(const void *src, float *dst, int64_t n) {
 int quant_row_to_f32(enum dtype t, const void *src, float *dst, int64_t n) {
     if (t == DT_Q8_0) q8_0_row_to_f32(src, dst, n);
     else if (t == DT_Q4_0) q4_0_row_to_f32(src, dst, n);
+    else if (t == DT_Q4_K) q4_k_row_to_f32(src, dst, n);
+    else if (t == DT_Q5_K) q5_k_row_to_f32(src, dst, n);
+    else if (t == DT_Q6_K) q6_k_row_to_f32(src, dst, n);
     else return -1;
     return 0;
 }
@@ -96,8 +100,15 @@ static inline __attribute__((always_inline)) void qdot(const uint8_t *w, size_t 
 
 void quant_dot_rows(enum dtype t, const void *w, size_t row_bytes, int nr, const float *x, int n, float *tmp,
                     float *r) {
+    if (t != DT_Q8_0 && t != DT_Q4_0) {  // the K-quants
+        if (kquant_dot_rows(t, w, row_bytes, nr, x, n, r) == 0) return;
+        for (int k = 0; k < nr; k++) {
+            quant_row_to_f32(t, (const uint8_t *)w + k * row_bytes, tmp, n);
+            r[k] = cpu_dot(x, tmp, n);
+        }
+        return;
+    }
 #if defined(__AVX512F__)
-    (void)tmp;
     if (t == DT_Q4_0) {
         if (nr == 4) qdot(w, row_bytes, 4, x, n, 1, r);
         else for (int k = 0; k < nr; k++) qdot((const uint8_t *)w + k * row_bytes, 0, 1, x, n, 1, r + k);

@@ -1,0 +1,204 @@
+// cpu_kquant.c — GGUF K-quant weights (Q4_K, Q5_K, Q6_K) on the CPU: the scalar reference
+// dequantizers and the decode dot products, which dequantize each 32-element sub-block in registers
+// (AVX-512) and accumulate in cpu_dot's order (a sub-block's first 16 elements into one accumulator,
+// its last 16 into the other), so decode equals prefill (which widens a row with the reference)
+// bit for bit. Each value is computed as in the reference: (d·scale)·q − (dmin·min), each product
+// and the difference rounded to f32, no fused multiply-add.
+//
+// A super-block holds QK_K = 256 elements as 8 sub-blocks of 32 (Q4_K, Q5_K) or 16 of 16 (Q6_K):
+//   Q4_K (144 bytes): f16 d, f16 dmin, scales[12], qs[128]. Sub-block s (0..7) has a 6-bit scale
+//     sc and min m: for s < 4, sc = scales[s] & 63, m = scales[s+4] & 63; else
+//     sc = (scales[s+4] & 15) | (scales[s-4] >> 6) << 4, m = (scales[s+4] >> 4) | (scales[s] >> 6) << 4.
+//     Its element l (0..31) is nibble (qs[32·(s/2) + l] >> 4·(s%2)) & 15; w = d·sc·q − dmin·m.
+//   Q5_K (176 bytes): f16 d, f16 dmin, scales[12], qh[32], qs[128]: as Q4_K, with bit s of qh[l]
+//     as the nibble's fifth bit (q = nibble | bit << 4, 0..31).
+//   Q6_K (210 bytes): ql[128], qh[64], int8 scales[16], f16 d. Half h (0, 1) of 128 elements,
+//     quarter j (0..3) of 32, element l (0..31): low 4 bits from ql[64h + 32·(j%2) + l] (the low
+//     nibble for j < 2, the high one otherwise), high 2 bits (qh[32h + l] >> 2j) & 3, q = that − 32;
+//     the scale is scales[8h + 2j + l/16]; w = d·scale·q.
+#include <string.h>
+
+#include "../../base/half.h"
+#include "cpu.h"
+#include "cpu_quant.h"
+#if defined(__AVX512F__) || defined(__F16C__)
+#include <immintrin.h>
+#endif
+
+static inline float f16_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+#if defined(__F16C__)
+    return _cvtsh_ss(h);
+#else
+    return f16_to_f32(h);
+#endif
+}
+
+// The 6-bit scale and min of sub-block s of a Q4_K / Q5_K super-block's 12 scale bytes.
+static inline void k4_scale_min(const uint8_t *sc, int s, int *scale, int *min) {
+    if (s < 4) {
+        *scale = sc[s] & 63;
+        *min = sc[s + 4] & 63;
+    } else {
+        *scale = (sc[s + 4] & 15) | (sc[s - 4] >> 6) << 4;
+        *min = (sc[s + 4] >> 4) | (sc[s] >> 6) << 4;
+    }
+}
+
+#define Q4K_BYTES 144
+#define Q5K_BYTES 176
+#define Q6K_BYTES 210
+
+void q4_k_row_to_f32(const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    for (int64_t b = 0; b < n / QK_K; b++, p += Q4K_BYTES, dst += QK_K) {
+        float d = f16_at(p), dmin = f16_at(p + 2);
+        for (int s = 0; s < 8; s++) {
+            int sc, m;
+            k4_scale_min(p + 4, s, &sc, &m);
+            float ds = d * (float)sc, dm = dmin * (float)m;
+            const uint8_t *q = p + 16 + 32 * (s / 2);
+            for (int l = 0; l < 32; l++) dst[32 * s + l] = ds * (float)((q[l] >> 4 * (s % 2)) & 15) - dm;
+        }
+    }
+}
+
+void q5_k_row_to_f32(const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    for (int64_t b = 0; b < n / QK_K; b++, p += Q5K_BYTES, dst += QK_K) {
+        float d = f16_at(p), dmin = f16_at(p + 2);
+        const uint8_t *qh = p + 16;
+        for (int s = 0; s < 8; s++) {
+            int sc, m;
+            k4_scale_min(p + 4, s, &sc, &m);
+            float ds = d * (float)sc, dm = dmin * (float)m;
+            const uint8_t *q = p + 48 + 32 * (s / 2);
+            for (int l = 0; l < 32; l++) {
+                int v = ((q[l] >> 4 * (s % 2)) & 15) | ((qh[l] >> s) & 1) << 4;
+                dst[32 * s + l] = ds * (float)v - dm;
+            }
+        }
+    }
+}
+
+void q6_k_row_to_f32(const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    for (int64_t b = 0; b < n / QK_K; b++, p += Q6K_BYTES, dst += QK_K) {
+        const uint8_t *ql = p, *qh = p + 128;
+        const int8_t *scales = (const int8_t *)(p + 192);
+        float d = f16_at(p + 208);
+        for (int h = 0; h < 2; h++)
+            for (int j = 0; j < 4; j++)
+                for (int l = 0; l < 32; l++) {
+                    int lo = (ql[64 * h + 32 * (j % 2) + l] >> 4 * (j / 2)) & 15;
+                    int v = (lo | ((qh[32 * h + l] >> 2 * j) & 3) << 4) - 32;
+                    float ds = d * (float)scales[8 * h + 2 * j + l / 16];
+                    dst[128 * h + 32 * j + l] = ds * (float)v;
+                }
+    }
+}
+
+#if defined(__AVX512F__)
+#define QPF 512  // prefetch distance in each row, bytes (as cpu_quant.c)
+
+static inline __m512 widen_u8(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)); }
+
+// Sub-block s of a Q4_K (q5 = 0) or Q5_K (q5 = 1) super-block p, as f32 halves lo (elements 0..15)
+// and hi (16..31).
+static inline __attribute__((always_inline)) void k45_sub(const uint8_t *p, int s, int q5, __m512 *lo,
+                                                          __m512 *hi) {
+    int sc, m;
+    k4_scale_min(p + 4, s, &sc, &m);
+    __m512 ds = _mm512_set1_ps(f16_at(p) * (float)sc), dm = _mm512_set1_ps(f16_at(p + 2) * (float)m);
+    const uint8_t *q = p + (q5 ? 48 : 16) + 32 * (s / 2);
+    __m128i mask = _mm_set1_epi8(15);
+    __m128i a = _mm_loadu_si128((const __m128i *)q), b = _mm_loadu_si128((const __m128i *)(q + 16));
+    if (s % 2) { a = _mm_srli_epi16(a, 4); b = _mm_srli_epi16(b, 4); }
+    a = _mm_and_si128(a, mask);
+    b = _mm_and_si128(b, mask);
+    if (q5) {
+        __m128i bit = _mm_set1_epi8((char)(1 << s)), sixteen = _mm_set1_epi8(16);
+        __m128i ha = _mm_loadu_si128((const __m128i *)(p + 16)), hb = _mm_loadu_si128((const __m128i *)(p + 32));
+        a = _mm_or_si128(a, _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(ha, bit), bit), sixteen));
+        b = _mm_or_si128(b, _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(hb, bit), bit), sixteen));
+    }
+    *lo = _mm512_sub_ps(_mm512_mul_ps(ds, widen_u8(a)), dm);
+    *hi = _mm512_sub_ps(_mm512_mul_ps(ds, widen_u8(b)), dm);
+}
+
+// Quarter j of half h of a Q6_K super-block p, as f32 halves lo and hi.
+static inline __attribute__((always_inline)) void q6_sub(const uint8_t *p, int h, int j, __m512 *lo, __m512 *hi) {
+    const uint8_t *ql = p + 64 * h + 32 * (j % 2), *qh = p + 128 + 32 * h;
+    const int8_t *scales = (const int8_t *)(p + 192) + 8 * h + 2 * j;
+    float d = f16_at(p + 208);
+    __m128i mask = _mm_set1_epi8(15), three = _mm_set1_epi8(3);
+    __m128i a = _mm_loadu_si128((const __m128i *)ql), b = _mm_loadu_si128((const __m128i *)(ql + 16));
+    __m128i ha = _mm_loadu_si128((const __m128i *)qh), hb = _mm_loadu_si128((const __m128i *)(qh + 16));
+    if (j / 2) { a = _mm_srli_epi16(a, 4); b = _mm_srli_epi16(b, 4); }
+    ha = _mm_and_si128(_mm_srli_epi16(ha, 2 * j), three);
+    hb = _mm_and_si128(_mm_srli_epi16(hb, 2 * j), three);
+    a = _mm_or_si128(_mm_and_si128(a, mask), _mm_slli_epi16(ha, 4));
+    b = _mm_or_si128(_mm_and_si128(b, mask), _mm_slli_epi16(hb, 4));
+    __m512i k32 = _mm512_set1_epi32(32);
+    __m512 va = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(a), k32));
+    __m512 vb = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(b), k32));
+    *lo = _mm512_mul_ps(_mm512_set1_ps(d * (float)scales[0]), va);
+    *hi = _mm512_mul_ps(_mm512_set1_ps(d * (float)scales[1]), vb);
+}
+
+// r[k] = Σ x·w_k over nr rows at w + k·rb; kind 0 Q4_K, 1 Q5_K, 2 Q6_K.
+static inline __attribute__((always_inline)) void kdot(const uint8_t *w, size_t rb, int nr, const float *x, int n,
+                                                       int kind, float *r) {
+    __m512 a[4], b[4];
+    size_t bb = kind == 0 ? Q4K_BYTES : kind == 1 ? Q5K_BYTES : Q6K_BYTES;
+#pragma GCC unroll 4
+    for (int k = 0; k < nr; k++) a[k] = b[k] = _mm512_setzero_ps();
+    for (int i = 0, blk = 0; i < n; i += QK_K, blk++) {
+#pragma GCC unroll 4
+        for (int k = 0; k < nr; k++) {
+            const uint8_t *p = w + k * rb + blk * bb;
+            _mm_prefetch((const char *)p + QPF, _MM_HINT_T0);
+            _mm_prefetch((const char *)p + QPF + 64, _MM_HINT_T0);
+            _mm_prefetch((const char *)p + QPF + 128, _MM_HINT_T0);
+            if (kind == 2) _mm_prefetch((const char *)p + QPF + 192, _MM_HINT_T0);
+        }
+        for (int s = 0; s < 8; s++) {
+            __m512 xl = _mm512_loadu_ps(x + i + 32 * s), xh = _mm512_loadu_ps(x + i + 32 * s + 16);
+#pragma GCC unroll 4
+            for (int k = 0; k < nr; k++) {
+                __m512 lo, hi;
+                const uint8_t *p = w + k * rb + blk * bb;
+                if (kind == 2) q6_sub(p, s / 4, s % 4, &lo, &hi);
+                else k45_sub(p, s, kind, &lo, &hi);
+                a[k] = _mm512_fmadd_ps(xl, lo, a[k]);
+                b[k] = _mm512_fmadd_ps(xh, hi, b[k]);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < nr; k++) r[k] = _mm512_reduce_add_ps(_mm512_add_ps(a[k], b[k]));
+}
+
+#define KDOT_KIND(name, kind)                                                                          \
+    static void name(const uint8_t *w, size_t rb, int nr, const float *x, int n, float *r) {          \
+        if (nr == 4) kdot(w, rb, 4, x, n, kind, r);                                                    \
+        else for (int k = 0; k < nr; k++) kdot(w + k * rb, 0, 1, x, n, kind, r + k);                  \
+    }
+KDOT_KIND(kdot_q4, 0)
+KDOT_KIND(kdot_q5, 1)
+KDOT_KIND(kdot_q6, 2)
+#endif
+
+int kquant_dot_rows(enum dtype t, const void *w, size_t row_bytes, int nr, const float *x, int n, float *r) {
+#if defined(__AVX512F__)
+    if (t == DT_Q4_K) kdot_q4(w, row_bytes, nr, x, n, r);
+    else if (t == DT_Q5_K) kdot_q5(w, row_bytes, nr, x, n, r);
+    else if (t == DT_Q6_K) kdot_q6(w, row_bytes, nr, x, n, r);
+    else return -1;
+    return 0;
+#else
+    (void)t, (void)w, (void)row_bytes, (void)nr, (void)x, (void)n, (void)r;
+    return -1;
+#endif
+}

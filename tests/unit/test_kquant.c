@@ -1,0 +1,249 @@
+// test_kquant.c — the K-quant weights (src/backend/cpu/cpu_kquant.c): hand-made Q4_K, Q5_K and Q6_K
+// super-blocks of known values (every 6-bit scale and min packing case, negative Q6_K scales) through
+// the reference dequantizer; the decode dot products equal cpu_dot on the dequantized row bit for
+// bit; the CPU matmul of K-quant weights equals a double-precision reference, decode equal to prefill.
+// Two more modes serve tests/cli/test_quant_gguf.sh (the NumPy side lives there):
+//   test_kquant --blocks TYPE RAW F32   checks the blocks in file RAW (ggml type TYPE) against the
+//                                       NumPy dequantizer's float32 values in file F32, bit for bit;
+//   test_kquant --logits MODEL ID...    prints the logits of the last of the token ids as JSON.
+#include <stdint.h>
+
+#include "../../src/backend/backend.h"
+#include "../../src/backend/cpu/cpu.h"
+#include "../../src/backend/cpu/cpu_quant.h"
+#include "../../src/base/check.h"
+#include "../../src/base/half.h"
+#include "../../src/engine/runner.h"
+#include "../../src/model/model.h"
+#include "../test.h"
+
+static uint32_t rng = 777;
+static uint32_t next(void) { return rng = rng * 1664525u + 1013904223u; }
+static float frand(void) { return (float)(next() >> 8) / (float)(1u << 23) - 1.0f; }  // [-1, 1)
+
+static void put_f16(uint8_t *p, float v) {
+    uint16_t h = f32_to_f16(v);
+    memcpy(p, &h, 2);
+}
+
+// The 12 scale bytes of 8 6-bit scales and mins, packed by the layout in cpu_kquant.c.
+static void pack_k4_scales(uint8_t *s, const int *sc, const int *m) {
+    for (int j = 0; j < 4; j++) {
+        s[j] = (uint8_t)(sc[j] | (sc[j + 4] >> 4) << 6);
+        s[j + 4] = (uint8_t)(m[j] | (m[j + 4] >> 4) << 6);
+        s[j + 8] = (uint8_t)((sc[j + 4] & 15) | (m[j + 4] & 15) << 4);
+    }
+}
+
+static const int SC[8] = {1, 63, 17, 40, 33, 50, 7, 62}, MN[8] = {0, 5, 63, 32, 48, 1, 60, 16};
+
+// Q4_K and Q5_K: d = 0.25, dmin = 0.125, q[i] = (7i + 3) mod 16 (or 32), so w = 0.25·sc·q − 0.125·m, exact.
+static void known_k45(int q5) {
+    uint8_t blk[176] = {0};
+    float want[QK_K], got[QK_K];
+    int qmax = q5 ? 32 : 16;
+    put_f16(blk, 0.25f);
+    put_f16(blk + 2, 0.125f);
+    pack_k4_scales(blk + 4, SC, MN);
+    uint8_t *qh = blk + 16, *qs = blk + (q5 ? 48 : 16);
+    for (int i = 0; i < QK_K; i++) {
+        int s = i / 32, l = i % 32, q = (7 * i + 3) % qmax;
+        qs[32 * (s / 2) + l] |= (uint8_t)((q & 15) << 4 * (s % 2));
+        if (q5) qh[l] |= (uint8_t)((q >> 4) << s);
+        want[i] = 0.25f * (float)SC[s] * (float)q - 0.125f * (float)MN[s];
+    }
+    if (q5) q5_k_row_to_f32(blk, got, QK_K);
+    else q4_k_row_to_f32(blk, got, QK_K);
+    int bad = 0;
+    for (int i = 0; i < QK_K; i++) bad += got[i] != want[i];
+    CHECK_EQ_INT(bad, 0);
+}
+
+TEST(known_q4_k) { known_k45(0); }
+TEST(known_q5_k) { known_k45(1); }
+
+// Q6_K: d = 0.5, scales[g] = 16g − 128 + 3 (negative and positive), q[i] = (5i mod 64) − 32.
+TEST(known_q6_k) {
+    uint8_t blk[210] = {0};
+    float want[QK_K], got[QK_K];
+    int8_t sc[16];
+    for (int g = 0; g < 16; g++) sc[g] = (int8_t)(16 * g - 128 + 3);
+    memcpy(blk + 192, sc, 16);
+    put_f16(blk + 208, 0.5f);
+    for (int i = 0; i < QK_K; i++) {
+        int h = i / 128, j = (i % 128) / 32, l = i % 32, q = (5 * i) % 64;
+        blk[64 * h + 32 * (j % 2) + l] |= (uint8_t)((q & 15) << 4 * (j / 2));
+        blk[128 + 32 * h + l] |= (uint8_t)((q >> 4) << 2 * j);
+        want[i] = 0.5f * (float)sc[i / 16] * (float)(q - 32);
+    }
+    q6_k_row_to_f32(blk, got, QK_K);
+    int bad = 0;
+    for (int i = 0; i < QK_K; i++) bad += got[i] != want[i];
+    CHECK_EQ_INT(bad, 0);
+}
+
+// Random super-blocks of t: random bytes, with the f16 scales set to finite values 2^-9..2^-6.
+static void random_blocks(enum dtype t, uint8_t *p, int64_t n_blocks) {
+    size_t bb = dtype_block_bytes(t);
+    for (int64_t b = 0; b < n_blocks; b++, p += bb) {
+        for (size_t j = 0; j < bb; j++) p[j] = (uint8_t)next();
+        if (t == DT_Q6_K) put_f16(p + 208, ldexpf(1.0f + frand() * 0.5f, -7 - (int)(next() % 3)));
+        else {
+            put_f16(p, ldexpf(1.0f + frand() * 0.5f, -7 - (int)(next() % 3)));
+            put_f16(p + 2, ldexpf(1.0f + frand() * 0.5f, -8 - (int)(next() % 3)));
+        }
+    }
+}
+
+static const enum dtype KTYPES[3] = {DT_Q4_K, DT_Q5_K, DT_Q6_K};
+
+// quant_dot_rows (1..4 rows, the kernels decode uses) equals cpu_dot on the dequantized rows, bit for bit.
+TEST(dot_equals_dequantized) {
+    for (int ti = 0; ti < 3; ti++)
+        for (int nb = 1; nb <= 5; nb += 2) {
+            enum dtype t = KTYPES[ti];
+            int n = nb * QK_K;
+            size_t rb = dtype_row_bytes(t, n);
+            uint8_t *w = malloc(4 * rb);
+            float *x = malloc((size_t)n * 4), *row = malloc((size_t)n * 4), *tmp = malloc((size_t)n * 4);
+            random_blocks(t, w, 4 * nb);
+            for (int i = 0; i < n; i++) x[i] = frand();
+            for (int nr = 1; nr <= 4; nr++) {
+                float r[4];
+                quant_dot_rows(t, w, rb, nr, x, n, tmp, r);
+                for (int k = 0; k < nr; k++) {
+                    quant_row_to_f32(t, w + k * rb, row, n);
+                    float want = cpu_dot(x, row, n);
+                    CHECK_MSG(memcmp(&want, &r[k], 4) == 0, "%s n %d rows %d: row %d %.9g vs %.9g", dtype_name(t), n,
+                              nr, k, r[k], want);
+                }
+            }
+            free(w); free(x); free(row); free(tmp);
+        }
+}
+
+// The CPU matmul on K-quant weights: each token's outputs equal a double reference on the dequantized
+// weights, and are the same bits whether the token is decoded alone (n < 4) or in a prefill batch.
+TEST(matmul) {
+    static const int shapes[][2] = {{1, 256}, {5, 512}, {67, 768}, {130, 2048}};
+    struct backend *b = backend_cpu_create(2);
+    CHECK(b != NULL);
+    if (!b) return;
+    for (int ti = 0; ti < 3; ti++)
+        for (int s = 0; s < 4; s++) {
+            enum dtype t = KTYPES[ti];
+            int rows = shapes[s][0], cols = shapes[s][1], N = 6;
+            size_t rb = dtype_row_bytes(t, cols);
+            uint8_t *data = malloc((size_t)rows * rb);
+            random_blocks(t, data, (int64_t)rows * cols / QK_K);
+            float *x = malloc((size_t)N * cols * 4), *one = malloc((size_t)rows * 4), *all = malloc((size_t)N * rows * 4);
+            float *deq = malloc((size_t)cols * 4);
+            for (int i = 0; i < N * cols; i++) x[i] = frand();
+            struct weight w = {t, rows, cols, data, NULL, {0}};
+            b->ops->weight_upload(b, &w);
+            b->ops->matmul(b, all, x, &w, N);
+            int bad = 0, inv = 0;
+            for (int tk = 0; tk < N; tk++) {
+                b->ops->matmul(b, one, x + (size_t)tk * cols, &w, 1);
+                for (int r = 0; r < rows; r++) {
+                    quant_row_to_f32(t, data + r * rb, deq, cols);
+                    double ref = 0, mag = 0;
+                    for (int c = 0; c < cols; c++) {
+                        ref += (double)x[(size_t)tk * cols + c] * deq[c];
+                        mag += fabs((double)x[(size_t)tk * cols + c] * deq[c]);
+                    }
+                    inv += memcmp(&one[r], &all[(size_t)tk * rows + r], 4) != 0;
+                    bad += fabs(one[r] - ref) > 1e-5 * mag + 1e-30;
+                }
+            }
+            CHECK_EQ_INT(b->ops->sync(b), 0);
+            CHECK_MSG(bad == 0 && inv == 0, "%s [%d x %d]: %d outputs off the reference, %d differ decode vs prefill",
+                      dtype_name(t), rows, cols, bad, inv);
+            b->ops->weight_release(b, &w);
+            free(data); free(x); free(one); free(all); free(deq);
+        }
+    b->ops->destroy(b);
+}
+
+static void *read_all(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long len = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    void *p = malloc(len > 0 ? (size_t)len : 1);
+    *n = p && fread(p, 1, (size_t)len, f) == (size_t)len ? (size_t)len : 0;
+    fclose(f);
+    return p;
+}
+
+// --blocks TYPE RAW F32: each block of RAW dequantizes to F32's values, bit for bit, and the decode
+// dot product of each run of 4 blocks as a row equals cpu_dot on those values.
+static int check_blocks(const char *type, const char *raw_path, const char *f32_path) {
+    static const struct { const char *name; enum dtype t; } types[] = {
+        {"q8_0", DT_Q8_0}, {"q4_0", DT_Q4_0}, {"q4_k", DT_Q4_K}, {"q5_k", DT_Q5_K}, {"q6_k", DT_Q6_K}};
+    enum dtype t = DT_COUNT;
+    for (int i = 0; i < 5; i++) if (!strcmp(type, types[i].name)) t = types[i].t;
+    size_t nr = 0, nf = 0;
+    uint8_t *raw = read_all(raw_path, &nr);
+    float *want = read_all(f32_path, &nf);
+    size_t be = (size_t)dtype_block_elems(t), bb = dtype_block_bytes(t);
+    CHECK_MSG(t != DT_COUNT && raw && want && nr && nr % bb == 0 && nf == nr / bb * be * 4, "%s: %s (%zu bytes), %s "
+              "(%zu bytes)", type, raw_path, nr, f32_path, nf);
+    if (t == DT_COUNT || !nr || nr % bb || nf != nr / bb * be * 4) return test_summary("kquant_blocks");
+    size_t n_blocks = nr / bb, bad = 0, bad_dot = 0;
+    float got[QK_K], x[4 * QK_K], tmp[4 * QK_K];
+    for (size_t b = 0; b < n_blocks; b++) {
+        quant_row_to_f32(t, raw + b * bb, got, (int64_t)be);
+        bad += memcmp(got, want + b * be, be * 4) != 0;
+    }
+    for (size_t i = 0; i < 4 * be; i++) x[i] = frand();
+    for (size_t b = 0; b + 4 <= n_blocks; b += 4) {  // rows of 4 blocks
+        float r, ref = cpu_dot(x, want + b * be, (int)(4 * be));
+        quant_dot_rows(t, raw + b * bb, 0, 1, x, (int)(4 * be), tmp, &r);
+        bad_dot += memcmp(&r, &ref, 4) != 0;
+    }
+    CHECK_MSG(bad == 0, "%s: %zu of %zu blocks differ from NumPy's values", type, bad, n_blocks);
+    CHECK_MSG(bad_dot == 0, "%s: %zu rows' dot products differ from cpu_dot on NumPy's values", type, bad_dot);
+    free(raw);
+    free(want);
+    return test_summary("kquant_blocks");
+}
+
+// --logits MODEL ID...: the last token's logits (CPU, fp32 cache) as one JSON array.
+static int print_logits(const char *path, int n, char **ids) {
+    struct model *m = NULL;
+    if (model_load(&m, path) < 0) { fprintf(stderr, "%s\n", err_msg()); return 1; }
+    struct runner_options o;
+    runner_options_default(&o);
+    snprintf(o.device, sizeof o.device, "cpu");
+    snprintf(o.kv.dtype, sizeof o.kv.dtype, "fp32");
+    o.max_ctx = 256;
+    struct runner r;
+    if (runner_init(&r, m, &o) < 0) { fprintf(stderr, "%s\n", err_msg()); model_free(m); return 1; }
+    int32_t tok[256];
+    for (int i = 0; i < n && i < 256; i++) tok[i] = atoi(ids[i]);
+    float *lg = malloc((size_t)m->cfg.n_vocab * 4);
+    int rc = runner_feed(&r, tok, n < 256 ? n : 256, false, lg);
+    if (rc < 0) fprintf(stderr, "%s\n", err_msg());
+    else {
+        printf("[");
+        for (int v = 0; v < m->cfg.n_vocab; v++) printf("%s%.9g", v ? "," : "", lg[v]);
+        printf("]\n");
+    }
+    free(lg);
+    runner_free(&r);
+    model_free(m);
+    return rc < 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 5 && !strcmp(argv[1], "--blocks")) return check_blocks(argv[2], argv[3], argv[4]);
+    if (argc >= 4 && !strcmp(argv[1], "--logits")) return print_logits(argv[2], argc - 3, argv + 3);
+    RUN(known_q4_k);
+    RUN(known_q5_k);
+    RUN(known_q6_k);
+    RUN(dot_equals_dequantized);
+    RUN(matmul);
+    return test_summary("kquant");
+}
