@@ -17,7 +17,7 @@ needs no 8B of memory.
   make_shape_gguf.py OUT.gguf [--vocab 128256] [--dim 4096] [--layers 2] [--heads 32]
                      [--kv-heads 8] [--head-dim D] [--ffn 14336]
                      [--dtype f16|bf16|f32|q8_0|q4_0|q4_k|q5_k|q6_k|q4_k_m] [--seed 0] [--std 0.02]
-                     [--alignment 32]
+                     [--alignment 32] [--arch llama|phi3]
 Defaults are Llama-3.1-8B's widths with 2 layers (about 2.5 GB in F16).
 """
 import argparse
@@ -104,9 +104,11 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0, help="block types: the random matrices' seed")
     ap.add_argument("--std", type=float, default=0.02, help="block types: the random matrices' standard deviation")
     ap.add_argument("--alignment", type=int, default=32)
+    ap.add_argument("--arch", default="llama", choices=["llama", "phi3"],
+                    help="phi3: Q, K, V fused in attn_qkv and gate + up in ffn_up")
     a = ap.parse_args(argv)
     hd = a.head_dim or a.dim // a.heads
-    arch = "llama"
+    arch = a.arch
     kvs = [("general.architecture", GGUF_STR, arch), ("general.name", GGUF_STR, "octet-shape-test"),
            ("general.alignment", GGUF_U32, a.alignment),
            (arch + ".block_count", GGUF_U32, a.layers), (arch + ".context_length", GGUF_U32, 131072),
@@ -121,6 +123,11 @@ def main(argv=None):
     tensors = [("token_embd.weight", [D, V])]
     for l in range(a.layers):
         p = "blk.%d." % l
+        if arch == "phi3":
+            tensors += [(p + "attn_norm.weight", [D]), (p + "attn_qkv.weight", [D, (a.heads + 2 * a.kv_heads) * hd]),
+                        (p + "attn_output.weight", [a.heads * hd, D]), (p + "ffn_norm.weight", [D]),
+                        (p + "ffn_up.weight", [D, 2 * F]), (p + "ffn_down.weight", [F, D])]
+            continue
         tensors += [(p + "attn_norm.weight", [D]), (p + "attn_q.weight", [D, a.heads * hd]),
                     (p + "attn_k.weight", [D, a.kv_heads * hd]), (p + "attn_v.weight", [D, a.kv_heads * hd]),
                     (p + "attn_output.weight", [a.heads * hd, D]), (p + "ffn_norm.weight", [D]),

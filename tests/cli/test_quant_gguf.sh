@@ -6,6 +6,7 @@
 #   - a small Llama-shaped model with random weights written in each type (tools/make_shape_gguf.py):
 #     octet's greedy tokens, last-position logits and perplexity (CPU, fp32 cache) equal the float64
 #     reference forward on the dequantized weights;
+#   - Phi-3's fused attn_qkv / ffn_up in Q4_K and Q8_0 give the logits of the file dequantized to F32;
 #   - a truncated file and an unsupported block type are refused with errors that name them.
 set -u
 . tests/lib.sh
@@ -68,6 +69,30 @@ err = max(abs(a - b) for a, b in zip(lg, r["logits"]))
 assert len(lg) == len(r["logits"]) and err < 1e-5 * (1 + big), ("logits", err, big)
 PY
   then ok; else bad "$t model against the reference: $(tail -n 3 "$tmp/err")"; fi
+done
+
+# ---- Phi-3 (Q, K, V fused in attn_qkv, gate + up in ffn_up, split by block rows): the quantized file
+# against its copy dequantized to F32 (tools/gguf_dequant.py), octet on both ----
+for t in q4_k q8_0; do
+  m=$tmp/phi3_$t.gguf
+  if ! "$PY" tools/make_shape_gguf.py "$m" --arch phi3 --vocab 512 --dim 256 --layers 2 --heads 4 --kv-heads 2 \
+       --ffn 512 --dtype $t --seed 2 --std 0.08 || ! "$PY" tools/gguf_dequant.py "$m" "$tmp/phi3_f32.gguf"; then
+    bad "phi3 $t files"; continue
+  fi
+  res=()
+  for f in "$m" "$tmp/phi3_f32.gguf"; do
+    res+=("$("$O" generate -m "$f" -p "Hello, quant" -n 8 --json --ignore-eos --device cpu --kv-cache-dtype fp32 \
+             2>>"$tmp/err")")
+    res+=("$("$K" --logits "$f" 256 72 101 108 108 111 2>>"$tmp/err")")
+  done
+  if "$PY" - "${res[@]}" <<'PY'
+import json, sys
+ga, la, gb, lb = (json.loads(a) for a in sys.argv[1:])
+assert ga["tokens"] == gb["tokens"], (ga["tokens"], gb["tokens"])
+big = max(abs(v) for v in lb)
+assert len(la) == len(lb) and max(abs(a - b) for a, b in zip(la, lb)) < 1e-5 * (1 + big)
+PY
+  then ok; else bad "phi3 $t against its F32 copy: $(tail -n 3 "$tmp/err")"; fi
 done
 
 # ---- refusals ----

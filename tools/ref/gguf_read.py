@@ -81,6 +81,32 @@ class _Reader:
         raise ValueError("unknown GGUF value type %d" % t)
 
 
+def read_layout(path):
+    """The file's layout, for tools that rewrite it: (bytes, kv_end, infos, data_start, alignment),
+    where bytes[:kv_end] is the header and metadata and infos the (name, ne, ggml_type, offset) list."""
+    with open(path, "rb") as f:
+        buf = f.read()
+    r = _Reader(buf)
+    if buf[:4] != GGUF_MAGIC:
+        raise ValueError("not a GGUF file")
+    r.pos = 4
+    r.unpack("<I")
+    n_tensors, n_kv = r.unpack("<Q"), r.unpack("<Q")
+    meta = {}
+    for _ in range(n_kv):
+        key = r.string()
+        meta[key] = r.value(r.unpack("<I"))
+    kv_end = r.pos
+    infos = []
+    for _ in range(n_tensors):
+        name = r.string()
+        nd = r.unpack("<I")
+        ne = [r.unpack("<Q") for _ in range(nd)]
+        infos.append((name, ne, r.unpack("<I"), r.unpack("<Q")))
+    align = int(meta.get("general.alignment", 32))
+    return buf, kv_end, infos, (r.pos + align - 1) // align * align, align
+
+
 def read_gguf(path, info=False):
     with open(path, "rb") as f:
         buf = f.read()
