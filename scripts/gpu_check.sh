@@ -30,6 +30,10 @@
 #               prefill (d128 4k/16k/64k, every:4 and single at 16k, d64 16k) and whole-model tg64, the builds alternating round by
 #               round (COMPARE_ROUNDS, default 3); medians and new/base ratios (about 4 minutes)
 #   itl         the single-request ITL study on dummy:llama-3.1-8b (about 2.5 minutes)
+#   hd256       the head_dim-256 study on dummy:gemma-3-4b (8 query / 4 KV heads, 512-token windows on 5 of 6
+#               layers): its attention kernels (decode, prefill, soft-capped prefill; BASE_BIN's beside where
+#               given) against cuDNN at the same shape, then the single-request sweep for bf16, fp8, and fp8
+#               with the window layers in bf16 (about 6 minutes)
 #   load        throughput under load, LOAD_PROMPTS requests (default 24; about 5 minutes)
 #   depth       decode ms/token at depths 256-16384, bf16 vs fp8 in one process (paired)
 #   step        ncu kernel times of one captured decode step, summed by kernel (STEP_DEPTHS)
@@ -43,7 +47,7 @@ DEST=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 REPORT="$(cd "$(dirname "$0")" && pwd)/gpu_report.py"  # the summary lines and tables from each stage's raw output
 shift
 STAGES=${*:-probe ops hf golden kld attn model fp8prefill needle ttft pd async}
-KNOWN=" probe ops hf golden kld attn model fp8prefill needle ttft pd async compare itl load depth step timing prof source gemv "
+KNOWN=" probe ops hf golden kld attn model fp8prefill needle ttft pd async compare itl hd256 load depth step timing prof source gemv "
 for st in $STAGES; do
   case "$KNOWN" in *" $st "*) ;; *) echo "gpu_check: unknown stage '$st' (stages:$KNOWN)" >&2; exit 2;; esac
 done
@@ -195,13 +199,12 @@ if has attn; then
   python3 "$REPORT" attn "$OUT/attn.jsonl" | tee -a "$summary"
 fi
 if has fp8prefill; then
-  # prefill attention, causal, 32q/8kv heads: bf16 (mma.sync) and fp8 (wgmma) per accumulation mode, cuDNN beside
+  # prefill attention, causal, 32q/8kv heads: bf16 and fp8 (wgmma) per accumulation mode, cuDNN beside
   : > "$OUT/fp8prefill.jsonl"
   for d in ${FP8PF_DIMS:-64 128 256}; do  # (FP8PF_DIMS: a subset of the head dims, for a short lab call)
     for L in 4096 16384 65536; do
       it=3; [ $L = 65536 ] && it=1
-      # bf16 at head_dim 256 runs the SIMT prefill kernel (~2 TFLOP/s): only at 4k
-      [ $d = 128 ] || [ $L = 4096 ] && "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype bf16 --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
+      "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype bf16 --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
       for acc in two-level every:4 single; do
         "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype fp8 \
           --fp8-attention-accumulation $acc --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
@@ -281,6 +284,40 @@ if has itl; then  # the seed's single-request ITL study (about 2.5 minutes)
     --input-lens 256,1024,4096,16384,32768,65536,130944 --output-len 128 --serve-args "--kv-cache-memory 40000000000" \
     --output-dir "$OUT/sweep_llama-3.1-8b" --quiet > "$OUT/itl.log" 2>&1
   python3 "$REPORT" itl "$OUT/sweep_llama-3.1-8b/sweep.json" | tee -a "$summary"
+fi
+if has hd256; then  # the head_dim-256 study (gemma-3-4b's attention shape: 8 query heads, 4 KV heads)
+  : > "$OUT/hd256_decode.jsonl"; : > "$OUT/hd256_prefill.jsonl"
+  H256="--heads 8 --kv-heads 4 --head-dim 256"
+  for shape in "1 131072" "8 32768" "1 4096"; do
+    set -- $shape
+    for dt in bf16 fp8; do
+      for b in "$BIN" ${BASE_BIN:-}; do
+        "$b/octet" bench attention --device cuda --batch $1 --ctx $2 $H256 --kv-cache-dtype $dt --iters 50 --reps 7 \
+          2>>"$OUT/hd256.log" | tail -n 1 | sed "s|^{|{\"variant\":\"$([ "$b" = "$BIN" ] && echo new || echo base)\",|" \
+          >> "$OUT/hd256_decode.jsonl"
+      done
+    done
+    [ -f "$PEER" ] && python3 "$PEER" --mode decode --batch $1 --len $2 $H256 --json 2>>"$OUT/hd256.log" | tail -n 1 >> "$OUT/hd256_decode.jsonl"
+  done
+  python3 "$REPORT" attn "$OUT/hd256_decode.jsonl" | sed 's/^/hd256 decode /' | tee -a "$summary"
+  for L in 4096 16384 65536; do
+    it=3; [ $L = 65536 ] && it=1
+    for dt in bf16 fp8; do
+      for cap in 0 50; do
+        "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L $H256 --kv-cache-dtype $dt --softcap $cap \
+          --iters $it --reps 3 2>>"$OUT/hd256.log" | tail -n 1 >> "$OUT/hd256_prefill.jsonl"
+      done
+    done
+    [ -f "$PEER" ] && python3 "$PEER" --mode prefill --len $L $H256 --json 2>>"$OUT/hd256.log" | tail -n 1 >> "$OUT/hd256_prefill.jsonl"
+  done
+  python3 "$REPORT" fp8prefill "$OUT/hd256_prefill.jsonl" | sed 's/^/hd256 prefill /' | tee -a "$summary"
+  grep -h -o '"softcap": *[0-9.]*\|"TFLOPs": *[0-9.]*\|"kv_dtype": *"[a-z0-9_]*"\|"len": *[0-9]*' "$OUT/hd256_prefill.jsonl" \
+    | paste -d' ' - - - - | sed 's/^/hd256 prefill /' | tee -a "$summary"
+  "$BIN/octet" bench sweep --model dummy:gemma-3-4b --config "--kv-cache-dtype auto" --config "--kv-cache-dtype fp8" \
+    --config "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window" \
+    --input-lens 256,1024,4096,16384,32768,65536,130944 --output-len 128 --serve-args "--kv-cache-memory 40000000000" \
+    --output-dir "$OUT/sweep_gemma-3-4b" --quiet > "$OUT/hd256_sweep.log" 2>&1
+  python3 "$REPORT" study "$OUT/sweep_gemma-3-4b/sweep.json" | sed 's/^/hd256 sweep /' | tee -a "$summary"
 fi
 if has async; then  # asynchronous scheduling: the same greedy completions with and without it
   # (3 concurrent requests of 100-180 tokens; ASYNC_MODEL, default dummy:llama-3.1-8b; about 1 minute)

@@ -87,6 +87,21 @@ def ttft(argv):
     print(f"ttft {argv[2]}: {line}; fp8/auto quadratic = {ratio:.3f}")
 
 
+def study(argv):  # a sweep of several --config runs: each one's ITL and TTFT fits, and its ratios to the first
+    j = json.load(open(argv[1]))
+    cs = [c for c in j["configs"] if c.get("itl_fit") and c.get("ttft_fit")]
+    if not cs:
+        print("study: no config has both fits"); return
+    b = cs[0]
+    print(f"| config | ITL slope ms/token | intercept ms | slope ÷ {b['name']} | TTFT a ms/tok^2 | a ÷ {b['name']} | TTFT at longest ms |")
+    for c in cs:
+        f, t = c["itl_fit"], c["ttft_fit"]
+        last = max(c["points"], key=lambda p: p["input_len"])
+        print(f"| {c['name']} | {f['slope_ms_per_token']:.3e} | {f['intercept_ms']:.2f} | "
+              f"{f['slope_ms_per_token'] / b['itl_fit']['slope_ms_per_token']:.3f} | {t['a']:.3e} | "
+              f"{t['a'] / b['ttft_fit']['a']:.3f} | {last.get('ttft_ms', 0):.0f} @ {last['input_len']} |")
+
+
 def gemv(argv):
     rows = [json.loads(l) for l in open(argv[1])]
     for key in sorted({(r["shape"], r["n"]) for r in rows}, key=lambda k: (k[1], k[0])):
@@ -335,7 +350,7 @@ def pack(argv):  # pack RAW_DIR DEST_DIR: one DEST/<stage>.json per stage holdin
     print("pack: " + ", ".join(f"{s}.json ({len(f)} files)" for s, f in sorted(stages.items())))
 
 
-KINDS = {f.__name__: f for f in (prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, step, itl, load, pd, source,
+KINDS = {f.__name__: f for f in (study, prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, step, itl, load, pd, source,
                                        same, compare, pack)}
 
 if __name__ == "__main__":

@@ -57,9 +57,10 @@ int cmd_bench_attention(int argc, char **argv) {
     static const char *const valued[] = {"--mode", "--batch", "--ctx", "--heads", "--kv-heads", "--head-dim", "--iters",
                                          "--reps", "--kv-cache-dtype", "--device", "--window",
                                          "--fp8-attention-accumulation", "--kv-block-tokens", "--block-order",
-                                         "--queries", NULL};
+                                         "--queries", "--softcap", NULL};
     const char *mode = "decode", *dtype_s = "bf16", *device = "auto", *order = "shuffled";
     int accum = 0;
+    double softcap = 0.0;  // > 0: Gemma 2's attention logit soft-capping (attn_params.softcap)
     bool list = false;  // --list: which attention kernel the shape takes, then exit
     // bs_l -1: the backend's; nql (prefill): the queries a sequence, its last positions
     long batch = 1, ctx = 8192, heads = 32, kv_heads = 8, hd = 128, iters = 20, reps = 5, window = 0, bs_l = -1;
@@ -71,7 +72,8 @@ int cmd_bench_attention(int argc, char **argv) {
                     "usage: octet bench attention [--mode decode|prefill] [--batch B] [--ctx L] [--heads 32]\n"
                     "       [--kv-heads 8] [--head-dim 128] [--kv-cache-dtype bf16|fp8|fp8_e5m2|fp32] [--window W]\n"
                     "       [--device cpu|cuda] [--iters N] [--reps N]\n"
-                    "       [--fp8-attention-accumulation two-level|every:N|single]\n"
+                    "       [--fp8-attention-accumulation two-level|every:N|single] [--softcap C (scores soft-capped\n"
+                    "        at C, as Gemma 2's attention; default none)]\n"
                     "       [--kv-block-tokens N (default: the backend's, 16 CPU / 64 CUDA)]\n"
                     "       [--block-order shuffled|sequential (the cache blocks' physical order; default shuffled)]\n"
                     "       [--queries N (prefill: the last N of the --ctx positions query, a chunked prefill's\n"
@@ -98,6 +100,10 @@ int cmd_bench_attention(int argc, char **argv) {
         else if (!strcmp(f, "--kv-cache-dtype")) dtype_s = v;
         else if (!strcmp(f, "--block-order")) order = v;
         else if (!strcmp(f, "--fp8-attention-accumulation")) { if (cli_parse_accum(f, v, &accum) < 0) goto bad; }
+        else if (!strcmp(f, "--softcap")) {
+            if (cli_float(f, v, &softcap) < 0) goto bad;
+            if (softcap < 0) { err_set(OCT_EINVAL, "--softcap %s: a cap >= 0 (0: none)", v); goto bad; }
+        }
         else device = v;
     }
     bool decode = !strcmp(mode, "decode");
@@ -186,7 +192,7 @@ int cmd_bench_attention(int argc, char **argv) {
     struct batch bt = {.n_tokens = n_q, .token_ids = qtok, .positions = qpos, .slot_mapping = qslot,
                        .n_seqs = (int)batch, .query_start = qs, .seq_lens = sl, .block_tables = btab,
                        .max_blocks_per_seq = blocks_per_seq};
-    struct attn_params ap = {(int)heads, 1.0f / sqrtf((float)hd), ATTN_FP8_EXACT, accum, 0.0f};
+    struct attn_params ap = {(int)heads, 1.0f / sqrtf((float)hd), ATTN_FP8_EXACT, accum, (float)softcap};
     if (b->ops->batch_begin(b, &bt) < 0 || b->ops->sync(b) < 0) {
         fprintf(stderr, "octet: %s\n", err_msg());
         goto done;
@@ -230,6 +236,7 @@ int cmd_bench_attention(int argc, char **argv) {
     char an[24];
     json_object_set_new(o, "accumulation", json_string(cli_accum_name(accum, an, sizeof an)));
     json_object_set_new(o, "kv_block_tokens", json_integer(bs));
+    json_object_set_new(o, "softcap", json_real(softcap));
     if (!decode) json_object_set_new(o, "queries", json_integer(nql));
     json_object_set_new(o, "block_order", json_string(order));
     json_object_set_new(o, "kernel", json_string(kernel ? kernel : "none"));

@@ -95,8 +95,8 @@ TEST(arch_ops) {
 // Soft-capped attention (cap 1: scores of about ±1 bend hard, so a kernel that skipped the cap would
 // be far outside the bounds) on the shapes of the cases above, each through the entry the table
 // picks: decode (decode_t at head_dim 64 / 128, decode_simt at 256), e4m3 prefill (prefill_fp8_tma,
-// prefill_fp8_wgmma at 256; every:N goes past them to prefill_mma), bf16 / e5m2 prefill
-// (prefill_mma, prefill_simt at 256) and the fixtures' small head dims (generic).
+// prefill_fp8_wgmma at 256, in every accumulation mode), bf16 prefill (prefill_bf16_tma), e5m2
+// prefill (prefill_mma, prefill_simt at 256) and the fixtures' small head dims (generic).
 TEST(attention_softcap) {
     const enum dtype dts[3] = {DT_BF16, DT_E4M3, DT_E5M2};
     case_softcap = 1.0f;
@@ -115,8 +115,14 @@ TEST(attention_softcap) {
         case_bs = 16;
         attention_case("softcap prefill hd64 G8 window 128", dts[d], 64, 8, 8, 128, 2, q4, c4);
         attention_case("softcap prefill hd256 G2 window 512", dts[d], 256, 4, 2, 512, 2, q4, c4);
-        case_acc = 4;  // every:4: the FP8 kernels' soft-capped form is two-level's only
+        case_acc = 4;  // every:4 and single: the FP8 kernels cap the scores in every accumulation mode
         attention_case("softcap prefill+decode hd128 G4 every:4", dts[d], 128, 8, 4, 0, 2, q4, c4);
+        case_bs = 64;
+        attention_case("softcap prefill hd256 G2 bs64 every:4", dts[d], 256, 4, 2, 0, 2, q4, c4);
+        case_acc = -1;
+        attention_case("softcap prefill hd256 G2 bs64 single", dts[d], 256, 4, 2, 0, 2, q4, c4);
+        case_bs = 16;
+        attention_case("softcap prefill+decode hd64 G8 single", dts[d], 64, 8, 8, 0, 2, q4, c4);
         case_acc = 0;
         case_math = ATTN_FP8_EXACT;
         case_bound = 2e-5;
@@ -126,10 +132,10 @@ TEST(attention_softcap) {
     case_softcap = 0.0f;
 }
 
-// Every entry of the kernel table forced on soft-capped shapes: each entry that honours the cap
-// must take at least one (prefill_bf16_tma does not honour it; the table passes it over).
+// Every entry of the kernel table forced on soft-capped shapes: each entry must take at least one
+// (an entry named in no_softcap would not honour the cap, and the table would pass it over).
 TEST(attention_table_softcap) {
-    static const char *const no_softcap[] = {"prefill_bf16_tma"};
+    static const char *const no_softcap[] = {NULL};
     const enum dtype dts[3] = {DT_BF16, DT_E4M3, DT_E5M2};
     struct cuda_tuning saved, t;
     cuda_tuning_get(gpu, &saved);
@@ -161,7 +167,7 @@ TEST(attention_table_softcap) {
     for (int e = 0; e < cuda_attention_kernel_count() && e < MAX_KERNELS; e++) {
         const char *nm = cuda_attention_kernel_name(e);
         bool capable = true;
-        for (size_t k = 0; k < sizeof no_softcap / sizeof no_softcap[0]; k++) capable &= strcmp(nm, no_softcap[k]) != 0;
+        for (size_t k = 0; no_softcap[k]; k++) capable &= strcmp(nm, no_softcap[k]) != 0;
         const int n = kernel_cases[e] - before[e];
         char name[128];
         snprintf(name, sizeof name, "attention table: %s soft-capped on a shape it fits (cases: %d)%s", nm, n,

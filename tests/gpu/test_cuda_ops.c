@@ -240,6 +240,9 @@ TEST(kv_write_and_attention) {
         attention_case("decode hd128 G4 B1 40k", dts[d], 128, 8, 4, 0, 1, q3, c6);
         attention_case("decode hd256 G2", dts[d], 256, 4, 2, 0, 1, q3, c3);
         attention_case("decode hd256 G2 window 512", dts[d], 256, 4, 2, 512, 1, q3, c3);
+        attention_case("decode hd256 G8 B2", dts[d], 256, 2, 8, 0, 2, q2, c2);
+        attention_case("decode hd256 G3 B3", dts[d], 256, 2, 3, 0, 3, q1, c1);
+        attention_case("decode hd256 G1 B1 40k", dts[d], 256, 8, 1, 0, 1, q3, c6);
         int q4[2] = {300, 1}, c4[2] = {500, 900};  // chunked prefill (200 cached) + a decode, one batch
         // e4m3 prefill runs on FP8 wgmma (Q and P in e4m3): compared with the CPU's emulation
         bool wg = dts[d] == DT_E4M3;

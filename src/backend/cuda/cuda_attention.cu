@@ -22,18 +22,17 @@ struct attn_entry {
 };
 
 static const struct attn_entry kernels[] = {
-    // one query token a sequence, head_dim 64 / 128, G <= 8: keys on the MMA's M side
+    // one query token a sequence, head_dim 64 / 128 / 256, G <= 8: keys on the MMA's M side
     {{"decode_t", attn_decode_t_fits, attn_decode_t_launch}, FAST | SOFTCAP},
-    // one query token a sequence, head_dim 256, G in 1, 2, 4, 8: SIMT (it fits head_dim 64 / 128 too,
-    // which decode_t takes first)
+    // one query token a sequence, head_dim 64 / 128 / 256, G in 1, 2, 4, 8: SIMT (decode_t takes its
+    // shapes first)
     {{"decode_simt", attn_decode_simt_fits, attn_decode_simt_launch}, FAST | SOFTCAP},
-    // e4m3, head_dim 64 / 128, blocks TMA can box: FP8 wgmma, warp-specialised (soft-capped: in the
-    // two-level accumulation mode)
+    // e4m3, head_dim 64 / 128, blocks TMA can box: FP8 wgmma, warp-specialised
     {{"prefill_fp8_tma", attn_prefill_fp8_tma_fits, attn_prefill_fp8_tma_launch}, FAST | SOFTCAP},
-    // e4m3, head_dim 64 / 128 / 256: FP8 wgmma, two warpgroups sharing each tile (soft-capped: two-level)
+    // e4m3, head_dim 64 / 128 / 256: FP8 wgmma, two warpgroups sharing each tile
     {{"prefill_fp8_wgmma", attn_prefill_fp8_wgmma_fits, attn_prefill_fp8_wgmma_launch}, FAST | SOFTCAP},
     // bf16 / f16, head_dim 64 / 128 / 256, blocks TMA can box: 16-bit wgmma, warp-specialised
-    {{"prefill_bf16_tma", attn_prefill_bf16_tma_fits, attn_prefill_bf16_tma_launch}, FAST},
+    {{"prefill_bf16_tma", attn_prefill_bf16_tma_fits, attn_prefill_bf16_tma_launch}, FAST | SOFTCAP},
     // bf16 / e4m3 / e5m2, head_dim 64 / 128, 16·2^k-token blocks: mma.sync
     {{"prefill_mma", attn_prefill_mma_fits, attn_prefill_mma_launch}, FAST | SOFTCAP},
     // head_dim 64 / 128 / 256 where a 16-token part fits shared memory: SIMT

@@ -349,6 +349,8 @@ static const struct backend_ops cuda_ops = {
     // 64: the FP8 TMA prefill copies a box per block (16-token blocks cost it a quarter of its rate),
     // and the decode kernels read a block as 16-token runs at the same speed
     .kv_block_tokens = 64,
+    .kv_token_scales = false,  // (fp8_per_token_head caches are refused at load)
+    .fp8_weights = false,      // (fp8_e4m3 weights are refused at load)
     .alloc = cu_alloc,
     .free = cu_free,
     .upload = cu_upload,
@@ -379,6 +381,7 @@ static const struct backend_ops cuda_ops = {
     .bias_add = cu_bias_add,
     .act_mul = cu_act_mul,
     .scale = cu_scale,
+    .moe_ffn = nullptr,  // (no expert kernels yet: forward_init refuses mixture-of-experts models here)
     .attn_softcap = true,
     .rope_dynamic = true,
 };

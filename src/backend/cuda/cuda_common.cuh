@@ -128,7 +128,7 @@ struct cuda_backend {
     struct cuda_scale_slot *scale_slots;
     // tuning (cuda_tuning.h) and what the attention families set up once (cuda_attention_init)
     struct cuda_tuning tune;
-    int decode_resident[2][3];  // [head_dim 64, 128][bf16, e4m3, e5m2]: CTAs of the decode kernel an SM holds
+    int decode_resident[3][3];  // [head_dim 64, 128, 256][bf16, e4m3, e5m2]: CTAs of the decode kernel an SM holds
     void *tma_encode;           // cuTensorMapEncodeTiled, from cudart's driver entry point
 };
 

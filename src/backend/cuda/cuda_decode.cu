@@ -1,6 +1,6 @@
 // cuda_decode.cu — the decode attention family (one query token per sequence, split-KV across
 // CTAs; every kernel also in a soft-capped form, attn_params.softcap): the transposed tensor-core
-// kernel for head_dim 64 / 128 with G <= 8 (cuda_decode_t.cuh), the SIMT kernel for head_dim 256,
+// kernel for head_dim 64 / 128 / 256 with G <= 8 (cuda_decode_t.cuh), the SIMT kernel,
 // the batch-invariant path (cuda_decode_mma.cuh's kernel for every query row, splits at absolute
 // positions), the split plan and the combine (cuda_combine.cuh). Owns their fits / launch entries of
 // the kernel table and their per-backend set-up (shared-memory limits, residency).
@@ -15,7 +15,7 @@
 #include "cuda_decode_t.cuh"
 #include "cuda_combine.cuh"
 
-// ---------------------------------------------------------------- SIMT decode (head_dim 256)
+// ---------------------------------------------------------------- SIMT decode
 
 // One CTA = (sequence, KV head, split). 4 warps; each lane group of LPR lanes holds one
 // key row (16 bytes per lane), a warp covers one 16-token block per iteration. CAP: soft-capped scores.
@@ -197,8 +197,11 @@ template <int HD> static bool decode_init_hd(struct cuda_backend *c, int hi) {
 
 bool attn_decode_t_fits(const struct attn_call *a) {
     const int hd = a->l->head_dim;
-    return a->decode && a->fast_dtype && a->lgr >= 0 && a->G <= 8 && (hd == 64 || hd == 128);
+    return a->decode && a->fast_dtype && a->lgr >= 0 && a->G <= 8 && (hd == 64 || hd == 128 || hd == 256);
 }
+
+// decode_resident's first index
+static constexpr int hd_index(int hd) { return hd == 64 ? 0 : hd == 128 ? 1 : 2; }
 
 template <int HD, bool CAP> static void decode_t_launch(const struct attn_call *a) {
     struct cuda_backend *c = a->c;
@@ -206,7 +209,7 @@ template <int HD, bool CAP> static void decode_t_launch(const struct attn_call *
     const int G = a->G, di = dtype_index(l->dtype);
     const size_t ring = decode_ring(HD, DECODE_T_STAGES, di);
     int n_splits, per_split;
-    plan_splits(a, c->n_sm * c->decode_resident[HD == 128][di], &n_splits, &per_split);
+    plan_splits(a, c->n_sm * c->decode_resident[hd_index(HD)][di], &n_splits, &per_split);
     const size_t need = (size_t)a->bt->n_seqs * l->n_kv_heads * G * n_splits * (HD + 2);
     if (n_splits > 1 && !cuda_reserve(c, &c->d_part, &c->part_cap, need)) return;
     attn_args args = attn_args_of(a);
@@ -240,7 +243,8 @@ template <int HD, bool CAP> static void decode_t_launch(const struct attn_call *
 void attn_decode_t_launch(const struct attn_call *a) {
     const bool cap = a->p->softcap > 0;
     if (a->l->head_dim == 64) cap ? decode_t_launch<64, true>(a) : decode_t_launch<64, false>(a);
-    else cap ? decode_t_launch<128, true>(a) : decode_t_launch<128, false>(a);
+    else if (a->l->head_dim == 128) cap ? decode_t_launch<128, true>(a) : decode_t_launch<128, false>(a);
+    else cap ? decode_t_launch<256, true>(a) : decode_t_launch<256, false>(a);
 }
 
 // ---------------------------------------------------------------- --batch-invariant (decode_invariant)
@@ -373,13 +377,13 @@ template <bool CAP> static void decode_simt_cap(const struct attn_call *a) {
     else decode_simt_hd<256, CAP>(a);
 }
 
-// (soft-capped: every shape it fits; without the cap, decode_t takes head_dim 64 / 128 first)
 void attn_decode_simt_launch(const struct attn_call *a) {
     if (a->p->softcap > 0) decode_simt_cap<true>(a);
     else decode_simt_cap<false>(a);
 }
 
 bool cuda_decode_init(struct cuda_backend *c) {
-    return decode_init_hd<64>(c, 0) && decode_init_hd<128>(c, 1) && decode_invariant_init<64>(c) &&
+    return decode_init_hd<64>(c, 0) && decode_init_hd<128>(c, 1) && decode_init_hd<256>(c, 2) &&
+           decode_invariant_init<64>(c) &&
            decode_invariant_init<128>(c);
 }

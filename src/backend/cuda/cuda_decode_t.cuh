@@ -1,5 +1,5 @@
 // cuda_decode_t.cuh — paged decode attention with the keys on the MMA's M side (decode for
-// G <= 8 at head_dim 64 and 128), included by cuda_decode.cu after cuda_decode_mma.cuh, whose
+// G <= 8 at head_dim 64, 128 and 256), included by cuda_decode.cu after cuda_decode_mma.cuh, whose
 // operand traits, ring copies, split ranges, warp merge and fused combine it shares. Owns: the
 // transposed kernel, its fragment layouts and its lazily rescaled softmax.
 //
@@ -51,9 +51,11 @@ template <int HD, int DT> struct frags {
     static constexpr int ES = DT == DT_BF16 ? 2 : 1, ROWB = HD * ES;
     static constexpr int KB = HD / 4 * ES, VB = HD / 8 * ES;  // bytes a lane reads of a K row, of a V row
     uint32_t k[2][KB / 4], v[4][VB / 4];
-    __device__ __forceinline__ void load(const char *kb, const char *vb, int g, int c) {
+    __device__ __forceinline__ void load_k(const char *kb, int g, int c) {
         load_run<ROWB, KB>(k[0], kb, g, c * KB);
         load_run<ROWB, KB>(k[1], kb, g + 8, c * KB);
+    }
+    __device__ __forceinline__ void load_v(const char *vb, int g, int c) {
         const int vk[4] = {2 * c, 2 * c + 1, 2 * c + 8, 2 * c + 9};
 #pragma unroll
         for (int i = 0; i < 4; i++) load_run<ROWB, VB>(v[i], vb, vk[i], g * VB);
@@ -82,6 +84,9 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
                                               const int32_t *seq_of, int abs_split, int *arrive, float softcap) {
     static_assert(STAGES >= 2, "the ring is required");
     constexpr bool PDLW = P == DECODE_PDL, EARLY = PDLW && DT != DT_BF16;
+    // LATE_V: a bf16 block at head_dim 256 is 128 words of K and V fragments a lane; V's are read after
+    // the scores, when K's are dead, so that Qᵀ, Oᵀ and one operand fit the registers (no spills)
+    constexpr bool LATE_V = HD == 256 && !EARLY && DT == DT_BF16;
     typedef mma_traits<DT> TR;
     pdl_trigger();
     constexpr int ES = DT == DT_BF16 ? 2 : 1, NJ = HD / 16;  // NJ: MMAs per block for Sᵀ and for Oᵀ
@@ -151,8 +156,11 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
         cp_async_wait<STAGES - 1>();  // (EARLY: STAGES groups outstanding, so this stage's has landed)
         __syncwarp();
         const char *ks = my_ring + (size_t)stage * 2 * BLK_BYTES;
-        f.load(ks, ks + BLK_BYTES, gr, c);
-        __syncwarp();  // every lane has its words before the stage is refilled
+        f.load_k(ks, gr, c);
+        if constexpr (!LATE_V) {
+            f.load_v(ks + BLK_BYTES, gr, c);
+            __syncwarp();  // every lane has its words before the stage is refilled
+        }
         if constexpr (EARLY) issue(blk + 4 * STAGES, stage);
         stage = (stage + 1) % STAGES;
 
@@ -208,6 +216,10 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
         const uint32_t e2 = __shfl_sync(0xffffffff, ev, src + 4), o2 = __shfl_sync(0xffffffff, od, src + 4);
         const uint32_t w1 = gr & 1 ? o1 : e1, w2 = gr & 1 ? o2 : e2;  // (key 2c, 2c+8), (key 2c+1, 2c+9)
         const uint32_t pb0 = __byte_perm(w1, w2, 0x5410), pb1 = __byte_perm(w1, w2, 0x7632);
+        if constexpr (LATE_V) {
+            f.load_v(ks + BLK_BYTES, gr, c);
+            __syncwarp();  // (the stage is refilled at the top of the next iteration)
+        }
         // Oᵀ += Vᵀ·Pᵀ: tile jt's A rows gr, gr+8 = the lane's V dims 2jt, 2jt+1 of keys 2c, 2c+1 |
         // 2c+8, 2c+9
 #pragma unroll

@@ -1,23 +1,24 @@
 // cuda_prefill_bf16.cu — prefill attention over a bf16 or f16 cache on Hopper's 16-bit tensor cores
-// (cuda_prefill_bf16.cuh: TMA copies, two consumer warpgroups, wgmma). Owns the prefill_bf16_tma
-// entry of the attention kernel table (fits / launch) and its per-backend set-up.
+// (cuda_prefill_bf16.cuh: TMA copies, two consumer warpgroups, wgmma), soft-capped scores (Gemma 2)
+// included. Owns the prefill_bf16_tma entry of the attention kernel table (fits / launch) and its
+// per-backend set-up.
 #include "cuda_attention.cuh"
 #include "cuda_prefill_bf16.cuh"
 
-template <int HD, int DT> static constexpr auto bf16tma_kernel() {
-    return k_prefill_bf16<HD, DT, bf16pf::stages<HD>::KS, true>;
+template <int HD, int DT, bool CAP = false> static constexpr auto bf16tma_kernel() {
+    return k_prefill_bf16<HD, DT, bf16pf::stages<HD>::KS, true, CAP>;
 }
 template <int HD> static constexpr int bf16tma_smem() { return bf16pf::lay<HD, bf16pf::stages<HD>::KS>::SMEM; }
 
-template <int HD> static bool bf16tma_init(struct cuda_backend *c) {
+template <int HD, int DT, bool CAP> static bool bf16tma_init1(struct cuda_backend *c) {
     return !cuda_fail(c,
-                      cudaFuncSetAttribute(bf16tma_kernel<HD, DT_BF16>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           bf16tma_smem<HD>()),
-                      "bf16 prefill: shared-memory limit") &&
-           !cuda_fail(c,
-                      cudaFuncSetAttribute(bf16tma_kernel<HD, DT_F16>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                      cudaFuncSetAttribute(bf16tma_kernel<HD, DT, CAP>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            bf16tma_smem<HD>()),
                       "bf16 prefill: shared-memory limit");
+}
+template <int HD> static bool bf16tma_init(struct cuda_backend *c) {
+    return bf16tma_init1<HD, DT_BF16, false>(c) && bf16tma_init1<HD, DT_F16, false>(c) &&
+           bf16tma_init1<HD, DT_BF16, true>(c) && bf16tma_init1<HD, DT_F16, true>(c);
 }
 
 bool cuda_prefill_bf16_init(struct cuda_backend *c) {
@@ -31,7 +32,7 @@ bool attn_prefill_bf16_tma_fits(const struct attn_call *a) {
            (a->c->cb.max_q + qt - 1) / qt <= 65535;
 }
 
-template <int HD, int DT> static void bf16tma_launch(const struct attn_call *a) {
+template <int HD, int DT, bool CAP> static void bf16tma_launch(const struct attn_call *a) {
     struct cuda_backend *c = a->c;
     const struct kv_layer *l = a->l;
     if (!c->tma_encode) {
@@ -59,15 +60,22 @@ template <int HD, int DT> static void bf16tma_launch(const struct attn_call *a) 
     // one CTA a (sequence, 128 query rows, KV head)
     const int qt = 128 / a->G;
     const dim3 grid(a->bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    bf16tma_kernel<HD, DT>()<<<grid, 384, bf16tma_smem<HD>(), c->stream>>>(km, vm, args);
+    bf16tma_kernel<HD, DT, CAP>()<<<grid, 384, bf16tma_smem<HD>(), c->stream>>>(km, vm, args);
     CUDA_LAUNCHED(c, "attention prefill (bf16 wgmma, TMA)");
 }
 
-void attn_prefill_bf16_tma_launch(const struct attn_call *a) {
-    const bool f16 = a->l->dtype == DT_F16;
+template <int HD, bool CAP> static void bf16tma_launch_hd(const struct attn_call *a) {
+    if (a->l->dtype == DT_F16) bf16tma_launch<HD, DT_F16, CAP>(a);
+    else bf16tma_launch<HD, DT_BF16, CAP>(a);
+}
+template <bool CAP> static void bf16tma_launch_cap(const struct attn_call *a) {
     switch (a->l->head_dim) {
-    case 64: f16 ? bf16tma_launch<64, DT_F16>(a) : bf16tma_launch<64, DT_BF16>(a); break;
-    case 128: f16 ? bf16tma_launch<128, DT_F16>(a) : bf16tma_launch<128, DT_BF16>(a); break;
-    default: f16 ? bf16tma_launch<256, DT_F16>(a) : bf16tma_launch<256, DT_BF16>(a); break;
+    case 64: bf16tma_launch_hd<64, CAP>(a); break;
+    case 128: bf16tma_launch_hd<128, CAP>(a); break;
+    default: bf16tma_launch_hd<256, CAP>(a); break;
     }
+}
+void attn_prefill_bf16_tma_launch(const struct attn_call *a) {
+    if (a->p->softcap > 0) bf16tma_launch_cap<true>(a);
+    else bf16tma_launch_cap<false>(a);
 }

@@ -165,14 +165,15 @@ __device__ __forceinline__ void load_q(uint8_t *Qw, const bf16 *q, int tid, int 
 }  // namespace bf16pf
 
 // HD: head_dim 64, 128 or 256. DT: DT_BF16 or DT_F16 (the cache's type; Q is bf16 and converted).
-// KS: K/V ring stages. PINGPONG: the consumers take turns issuing their MMAs. kmap / vmap: the
+// KS: K/V ring stages. PINGPONG: the consumers take turns issuing their MMAs. CAP: soft-capped scores
+// (attn_args.softcap, fp8pf::softmax_s). kmap / vmap: the
 // layer's K and V cache as 4-d tensors {head_dim, kv_block_tokens, n_kv_heads, n_blocks} of 16-bit
 // elements, boxes of {64, rows_box, 1, 1}, 128-byte swizzle.
 // Registers: setmaxnreg moves them within the CTA's allocation at launch (168 a thread at 384
 // threads), so what the producer gives, 128·(168 − 24), must cover what the consumers take,
 // 256·(240 − 168); a consumer's setmaxnreg.inc waits until the pool holds it, for ever if it never
 // does.
-template <int HD, int DT, int KS, bool PINGPONG>
+template <int HD, int DT, int KS, bool PINGPONG, bool CAP = false>
 __global__ void __launch_bounds__(384, 1)
     k_prefill_bf16(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                    const __grid_constant__ attn_args a) {
@@ -242,6 +243,7 @@ __global__ void __launch_bounds__(384, 1)
     fp8pf::rows2 rw;
     rw.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, a.pos, a.window);
     rw.sc[0] = rw.sc[1] = a.scale * 1.4426950408889634f;
+    const float cap2 = a.softcap * 1.4426950408889634f;  // (CAP) the cap in log2 units
     fence_proxy_async();              // Q visible to the wgmma
     bar_sync(BAR_Q + wg, 128);        // this warpgroup's Q rows written
     // descriptors' shared addresses: Q chunk (kk / 4) at 8 KB steps, a k-step 32 bytes into it; K and V
@@ -280,7 +282,7 @@ __global__ void __launch_bounds__(384, 1)
         fp8pf::fence_acc<BN>(sacc);
         mbar_arrive(&kempty[st]);
         float alpha[2];
-        fp8pf::softmax_s<BN>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha);
+        fp8pf::softmax_s<BN, true, CAP>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha, cap2);
         if constexpr (!FIRST) {  // P·V(i − 1) done: its V stage free, its P registers free for P(i)
             wgmma_wait<0>();
             fp8pf::fence_acc<HD>(o);

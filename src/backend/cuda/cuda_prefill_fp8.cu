@@ -2,8 +2,8 @@
 // kernel for head_dim 64 / 128 (cuda_prefill_fp8_tma.cuh, with the Vᵀ pass of
 // cuda_prefill_vt.cuh) and the older two-warpgroup kernel for head_dim 256 and the cache blocks
 // TMA cannot box (cuda_prefill_fp8.cuh). Owns their fits / launch entries of the attention kernel
-// table and their per-backend set-up. --fp8-attention-accumulation picks the mode in both; soft-capped
-// scores (Gemma 2) run in the two-level mode.
+// table and their per-backend set-up. --fp8-attention-accumulation picks the mode in both, with or
+// without soft-capped scores (Gemma 2).
 #include "cuda_attention.cuh"
 #include "cuda_decode_mma.cuh"  // (the cp.async helpers the older kernel shares)
 #include "cuda_prefill.cuh"
@@ -16,32 +16,29 @@ static fp8_accum_mode fp8_mode(const struct attn_params *p) {
     return p->fp8_accum < 0 ? FP8_SINGLE : p->fp8_accum > 1 ? FP8_EVERY_N : FP8_TWO_LEVEL;
 }
 static int fp8_every(const struct attn_params *p) { return fp8_mode(p) == FP8_EVERY_N ? p->fp8_accum : 1; }
-// Soft-capped scores (attn_params.softcap) run in the two-level mode (the default) only: the other
-// modes' soft-capped calls go to the kernels after these in the table.
-static bool fp8_cap_fits(const struct attn_params *p) { return p->softcap <= 0 || fp8_mode(p) == FP8_TWO_LEVEL; }
 
 // ---------------------------------------------------------------- TMA (prefill_fp8_tma)
 
 bool attn_prefill_fp8_tma_fits(const struct attn_call *a) {
-    return a->l->dtype == DT_E4M3 && fp8tma_fits(a->l, a->G) && fp8_cap_fits(a->p);
+    return a->l->dtype == DT_E4M3 && fp8tma_fits(a->l, a->G);
 }
 
-template <int HD> static void fp8_tma_launch(const struct attn_call *a) {
+template <int HD, bool CAP> static void fp8_tma_launch(const struct attn_call *a) {
     const int n_every = fp8_every(a->p);
-    if (a->p->softcap > 0) {  // (two-level: fp8_cap_fits)
-        launch_prefill_fp8_tma<HD, FP8_TWO_LEVEL, true>(a, n_every);
-        return;
-    }
     switch (fp8_mode(a->p)) {
-    case FP8_TWO_LEVEL: launch_prefill_fp8_tma<HD, FP8_TWO_LEVEL>(a, n_every); break;
-    case FP8_EVERY_N: launch_prefill_fp8_tma<HD, FP8_EVERY_N>(a, n_every); break;
-    case FP8_SINGLE: launch_prefill_fp8_tma<HD, FP8_SINGLE>(a, n_every); break;
+    case FP8_TWO_LEVEL: launch_prefill_fp8_tma<HD, FP8_TWO_LEVEL, CAP>(a, n_every); break;
+    case FP8_EVERY_N: launch_prefill_fp8_tma<HD, FP8_EVERY_N, CAP>(a, n_every); break;
+    case FP8_SINGLE: launch_prefill_fp8_tma<HD, FP8_SINGLE, CAP>(a, n_every); break;
     }
+}
+template <bool CAP> static void fp8_tma_cap(const struct attn_call *a) {
+    if (a->l->head_dim == 64) fp8_tma_launch<64, CAP>(a);
+    else fp8_tma_launch<128, CAP>(a);
 }
 
 void attn_prefill_fp8_tma_launch(const struct attn_call *a) {
-    if (a->l->head_dim == 64) fp8_tma_launch<64>(a);
-    else fp8_tma_launch<128>(a);
+    if (a->p->softcap > 0) fp8_tma_cap<true>(a);
+    else fp8_tma_cap<false>(a);
 }
 
 // ---------------------------------------------------------------- two warpgroups (prefill_fp8_wgmma)
@@ -53,17 +50,20 @@ template <int HD, fp8_accum_mode ACC, bool CAP = false> static bool fp8_wgmma_in
                                            fp8pf::cfg<HD>::SMEM),
                       "fp8 prefill: shared-memory limit");
 }
+template <int HD, bool CAP> static bool fp8_wgmma_init_cap(struct cuda_backend *c) {
+    return fp8_wgmma_init1<HD, FP8_TWO_LEVEL, CAP>(c) && fp8_wgmma_init1<HD, FP8_EVERY_N, CAP>(c) &&
+           fp8_wgmma_init1<HD, FP8_SINGLE, CAP>(c);
+}
 template <int HD> static bool fp8_wgmma_init(struct cuda_backend *c) {
-    return fp8_wgmma_init1<HD, FP8_TWO_LEVEL>(c) && fp8_wgmma_init1<HD, FP8_EVERY_N>(c) &&
-           fp8_wgmma_init1<HD, FP8_SINGLE>(c) && fp8_wgmma_init1<HD, FP8_TWO_LEVEL, true>(c);
+    return fp8_wgmma_init_cap<HD, false>(c) && fp8_wgmma_init_cap<HD, true>(c);
 }
 
 bool attn_prefill_fp8_wgmma_fits(const struct attn_call *a) {
     const int hd = a->l->head_dim;
-    return a->l->dtype == DT_E4M3 && (hd == 64 || hd == 128 || hd == 256) && 64 % a->G == 0 && fp8_cap_fits(a->p);
+    return a->l->dtype == DT_E4M3 && (hd == 64 || hd == 128 || hd == 256) && 64 % a->G == 0;
 }
 
-template <int HD> static void fp8_wgmma_launch(const struct attn_call *a) {
+template <int HD, bool CAP> static void fp8_wgmma_launch(const struct attn_call *a) {
     typedef fp8pf::cfg<HD> C;
     struct cuda_backend *c = a->c;
     const fp8_accum_mode acc = fp8_mode(a->p);
@@ -72,24 +72,24 @@ template <int HD> static void fp8_wgmma_launch(const struct attn_call *a) {
     attn_args args = attn_args_of(a);
     args.n_every = acc == FP8_SINGLE ? 0 : fp8_every(a->p);
     const dim3 block(128 * C::NWG);
-    if (a->p->softcap > 0) {  // (two-level: fp8_cap_fits)
-        k_prefill_fp8<HD, FP8_TWO_LEVEL, true><<<grid, block, C::SMEM, c->stream>>>(args);
-        CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma, soft-capped)");
-        return;
-    }
     switch (acc) {
-    case FP8_TWO_LEVEL: k_prefill_fp8<HD, FP8_TWO_LEVEL><<<grid, block, C::SMEM, c->stream>>>(args); break;
-    case FP8_EVERY_N: k_prefill_fp8<HD, FP8_EVERY_N><<<grid, block, C::SMEM, c->stream>>>(args); break;
-    case FP8_SINGLE: k_prefill_fp8<HD, FP8_SINGLE><<<grid, block, C::SMEM, c->stream>>>(args); break;
+    case FP8_TWO_LEVEL: k_prefill_fp8<HD, FP8_TWO_LEVEL, CAP><<<grid, block, C::SMEM, c->stream>>>(args); break;
+    case FP8_EVERY_N: k_prefill_fp8<HD, FP8_EVERY_N, CAP><<<grid, block, C::SMEM, c->stream>>>(args); break;
+    case FP8_SINGLE: k_prefill_fp8<HD, FP8_SINGLE, CAP><<<grid, block, C::SMEM, c->stream>>>(args); break;
     }
     CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma)");
 }
 
-void attn_prefill_fp8_wgmma_launch(const struct attn_call *a) {
+template <bool CAP> static void fp8_wgmma_cap(const struct attn_call *a) {
     const int hd = a->l->head_dim;
-    if (hd == 64) fp8_wgmma_launch<64>(a);
-    else if (hd == 128) fp8_wgmma_launch<128>(a);
-    else fp8_wgmma_launch<256>(a);
+    if (hd == 64) fp8_wgmma_launch<64, CAP>(a);
+    else if (hd == 128) fp8_wgmma_launch<128, CAP>(a);
+    else fp8_wgmma_launch<256, CAP>(a);
+}
+
+void attn_prefill_fp8_wgmma_launch(const struct attn_call *a) {
+    if (a->p->softcap > 0) fp8_wgmma_cap<true>(a);
+    else fp8_wgmma_cap<false>(a);
 }
 
 bool cuda_prefill_fp8_init(struct cuda_backend *c) {

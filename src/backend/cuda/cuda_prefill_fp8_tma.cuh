@@ -569,11 +569,14 @@ template <int HD, fp8_accum_mode ACC, bool CAP = false> struct fp8tma_kernel {
     }
 };
 
-// Sets the TMA kernels' shared-memory limits at head_dim HD (once per backend, at its creation); the
-// soft-capped kernel exists in the two-level mode (the default) only.
+// Sets the TMA kernels' shared-memory limits at head_dim HD, every mode with and without soft-capping
+// (once per backend, at its creation).
+template <int HD, bool CAP> static bool fp8tma_init_cap(struct cuda_backend *c) {
+    return fp8tma_kernel<HD, FP8_TWO_LEVEL, CAP>::init(c) && fp8tma_kernel<HD, FP8_EVERY_N, CAP>::init(c) &&
+           fp8tma_kernel<HD, FP8_SINGLE, CAP>::init(c);
+}
 template <int HD> static bool fp8tma_init(struct cuda_backend *c) {
-    return fp8tma_kernel<HD, FP8_TWO_LEVEL>::init(c) && fp8tma_kernel<HD, FP8_EVERY_N>::init(c) &&
-           fp8tma_kernel<HD, FP8_SINGLE>::init(c) && fp8tma_kernel<HD, FP8_TWO_LEVEL, true>::init(c);
+    return fp8tma_init_cap<HD, false>(c) && fp8tma_init_cap<HD, true>(c);
 }
 
 // n_every: every:N's N (1 in the other modes)
