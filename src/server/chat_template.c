@@ -28,6 +28,10 @@ enum chat_template_kind chat_template_for_arch(const char *arch) {
     return CHAT_TEMPLATE_CHATML;
 }
 
+enum chat_template_kind chat_template_pick(const char *jinja, const char *arch) {
+    return jinja ? chat_template_detect(jinja) : chat_template_for_arch(arch);
+}
+
 const char *chat_template_name(enum chat_template_kind k) {
     switch (k) {
     case CHAT_TEMPLATE_LLAMA3: return "llama3";

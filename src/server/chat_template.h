@@ -1,7 +1,7 @@
 // chat_template.h — chat messages → one prompt string (owns: detection of well-known
 // template families from the model's Jinja text, and a native renderer for each; not:
-// tokenization, nor a Jinja interpreter). A template we do not recognise, or none, falls
-// back to ChatML. Invariant: rendering is a pure function of (kind, messages, flags).
+// tokenization, nor a Jinja interpreter). A template we do not recognise falls back to ChatML; a
+// checkpoint without one gets its architecture family's. Invariant: rendering is a pure function of (kind, messages, flags).
 #ifndef OCTET_CHAT_TEMPLATE_H
 #define OCTET_CHAT_TEMPLATE_H
 
@@ -28,6 +28,9 @@ const char *chat_template_name(enum chat_template_kind k);
 // (llama → llama3, mistral and mixtral → llama2's [INST], qwen2/qwen3/qwen3moe → ChatML, gemma2/gemma3 → gemma,
 // phi3 → phi3); ChatML for any other.
 enum chat_template_kind chat_template_for_arch(const char *arch);
+// What serving uses: the checkpoint's own template (chat_template_detect) where it has one, else its
+// family's (chat_template_for_arch).
+enum chat_template_kind chat_template_pick(const char *jinja, const char *arch);
 // The text that ends an assistant turn ("<|im_end|>", "<|eot_id|>"…): a stop string/token.
 const char *chat_template_end_of_turn(enum chat_template_kind k);
 // True if the rendered text starts with the BOS token's text (then encode without adding

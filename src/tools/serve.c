@@ -224,10 +224,10 @@ int cmd_serve(int argc, char **argv) {
     const char *base = strrchr(a.model, '/');
     base = base && base[1] ? base + 1 : a.model;
     struct oai_context c = {.tok = m->tok, .served_name = name ? name : base, .model_path = a.model,
-                            .max_model_len = plan.max_model_len, .tmpl = chat_template_detect(tmpl)};
+                            .max_model_len = plan.max_model_len, .tmpl = chat_template_pick(tmpl, m->cfg.arch)};
     c.special_in_content = special_in_content;
-    fprintf(stderr, "octet: chat template: %s%s\n", chat_template_name(c.tmpl),
-            tmpl ? "" : " (the model has none; fallback)");
+    fprintf(stderr, "octet: chat template: %s%s%s%s\n", chat_template_name(c.tmpl),
+            tmpl ? "" : " (the model has none: the ", tmpl ? "" : m->cfg.arch, tmpl ? "" : " family's)");
     if (server_start(&s, e, &c, &so) < 0) {
         fprintf(stderr, "octet: %s\n", err_msg());
         engine_destroy(e);

@@ -395,6 +395,10 @@ TEST(chat_templates_per_family) {
     CHECK_EQ_INT(chat_template_for_arch("gemma3"), CHAT_TEMPLATE_GEMMA);
     CHECK_EQ_INT(chat_template_for_arch("mistral"), CHAT_TEMPLATE_LLAMA2);
     CHECK_EQ_INT(chat_template_for_arch("llama"), CHAT_TEMPLATE_LLAMA3);
+    // serving: the checkpoint's own template first, the family's where it has none
+    CHECK_EQ_INT(chat_template_pick(NULL, "gemma2"), CHAT_TEMPLATE_GEMMA);
+    CHECK_EQ_INT(chat_template_pick(NULL, "phi3"), CHAT_TEMPLATE_PHI3);
+    CHECK_EQ_INT(chat_template_pick("<|im_start|>{{ m }}", "gemma2"), CHAT_TEMPLATE_CHATML);
     const char *phi3_jinja = "{% for message in messages %}{% if message['role'] == 'user' %}{{'<|user|>' + "
                              "message['content'] + '<|end|>'}}{% endif %}{% endfor %}";
     CHECK_EQ_INT(chat_template_detect(phi3_jinja), CHAT_TEMPLATE_PHI3);
