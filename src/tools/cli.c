@@ -60,6 +60,15 @@ static const struct { const char *cmd, *alias, *name; } aliases[] = {
     {"bench sweep", "-m", "--model"},
     {"bench sweep", "-o", "--output-dir"},
     {"eval needle", "-t", "--threads"},
+    {"bench model", "-p", "--pp"},                  // llama-bench
+    {"bench model", "--n-prompt", "--pp"},
+    {"bench model", "--n-gen", "--tg"},
+    {"bench model", "-d", "--depth"},
+    {"bench model", "--n-depth", "--depth"},
+    {"bench model", "-r", "--reps"},
+    {"bench model", "--repetitions", "--reps"},
+    {"bench model", "-ctk", "--cache-type-k"},
+    {"bench model", "-ctv", "--cache-type-v"},
 };
 
 // Splits s at blanks and checks the words as `octet serve` flags (serve.c), as the sweep's servers get them.
