@@ -1,8 +1,8 @@
 // gemv_bench.c — the CPU backend's decode matmul alone: one token against a ring of F16/BF16/F32/
-// Q8_0/Q4_0 weights (rows x cols each, 1 GiB in all by default, so every byte comes from memory as in a
+// Q8_0/Q4_0/Q4_K/Q5_K/Q6_K weights (rows x cols each, 1 GiB in all by default, so every byte comes from memory as in a
 // model's decode), and reports weight GB/s read. Prints a table line and JSON.
 //   make && cc -O2 -march=native -pthread dev/cpu/gemv_bench.c build/liboctet.a -lm -o build/gemv_bench
-//   build/gemv_bench [f16|bf16|f32|q8_0|q4_0] [rows=8192] [cols=2048] [threads=2] [passes=5] [MiB=1024]
+//   build/gemv_bench [f16|bf16|f32|q8_0|q4_0|q4_k|q5_k|q6_k] [rows=8192] [cols=2048] [threads=2] [passes=5] [MiB=1024]
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +24,8 @@ int main(int argc, char **argv) {
     int threads = argc > 4 ? atoi(argv[4]) : 2, passes = argc > 5 ? atoi(argv[5]) : 5;
     size_t mib = argc > 6 ? (size_t)atol(argv[6]) : 1024;
     enum dtype dt = !strcmp(ty, "bf16") ? DT_BF16 : !strcmp(ty, "f32") ? DT_F32 : !strcmp(ty, "q8_0") ? DT_Q8_0
-                  : !strcmp(ty, "q4_0") ? DT_Q4_0 : DT_F16;
+                  : !strcmp(ty, "q4_0") ? DT_Q4_0 : !strcmp(ty, "q4_k") ? DT_Q4_K : !strcmp(ty, "q5_k") ? DT_Q5_K
+                  : !strcmp(ty, "q6_k") ? DT_Q6_K : DT_F16;
     if (rows < 1 || cols < 1 || threads < 1 || passes < 1) { fprintf(stderr, "gemv_bench: bad arguments\n"); return 1; }
     size_t wbytes = (size_t)rows * dtype_row_bytes(dt, cols);
     if (!wbytes) { fprintf(stderr, "gemv_bench: %d columns are not whole blocks of %s\n", cols, ty); return 1; }

@@ -104,13 +104,22 @@ void q6_k_row_to_f32(const void *src, float *dst, int64_t n) {
 
 static inline __m512 widen_u8(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)); }
 
+// The 8 sub-block scales d·sc and mins dmin·m of a Q4_K / Q5_K super-block p, as f32.
+static inline void k45_scales(const uint8_t *p, float *ds, float *dm) {
+    float d = f16_at(p), dmin = f16_at(p + 2);
+    for (int s = 0; s < 8; s++) {
+        int sc, m;
+        k4_scale_min(p + 4, s, &sc, &m);
+        ds[s] = d * (float)sc;
+        dm[s] = dmin * (float)m;
+    }
+}
+
 // Sub-block s of a Q4_K (q5 = 0) or Q5_K (q5 = 1) super-block p, as f32 halves lo (elements 0..15)
-// and hi (16..31).
-static inline __attribute__((always_inline)) void k45_sub(const uint8_t *p, int s, int q5, __m512 *lo,
-                                                          __m512 *hi) {
-    int sc, m;
-    k4_scale_min(p + 4, s, &sc, &m);
-    __m512 ds = _mm512_set1_ps(f16_at(p) * (float)sc), dm = _mm512_set1_ps(f16_at(p + 2) * (float)m);
+// and hi (16..31), with its scale ds and min dm.
+static inline __attribute__((always_inline)) void k45_sub(const uint8_t *p, int s, int q5, float ds_s, float dm_s,
+                                                          __m512 *lo, __m512 *hi) {
+    __m512 ds = _mm512_set1_ps(ds_s), dm = _mm512_set1_ps(dm_s);
     const uint8_t *q = p + (q5 ? 48 : 16) + 32 * (s / 2);
     __m128i mask = _mm_set1_epi8(15);
     __m128i a = _mm_loadu_si128((const __m128i *)q), b = _mm_loadu_si128((const __m128i *)(q + 16));
@@ -154,6 +163,7 @@ static inline __attribute__((always_inline)) void kdot(const uint8_t *w, size_t 
     size_t bb = kind == 0 ? Q4K_BYTES : kind == 1 ? Q5K_BYTES : Q6K_BYTES;
 #pragma GCC unroll 4
     for (int k = 0; k < nr; k++) a[k] = b[k] = _mm512_setzero_ps();
+    float ds[4][8], dm[4][8];
     for (int i = 0, blk = 0; i < n; i += QK_K, blk++) {
 #pragma GCC unroll 4
         for (int k = 0; k < nr; k++) {
@@ -162,6 +172,7 @@ static inline __attribute__((always_inline)) void kdot(const uint8_t *w, size_t 
             _mm_prefetch((const char *)p + QPF + 64, _MM_HINT_T0);
             _mm_prefetch((const char *)p + QPF + 128, _MM_HINT_T0);
             if (kind == 2) _mm_prefetch((const char *)p + QPF + 192, _MM_HINT_T0);
+            if (kind != 2) k45_scales(p, ds[k], dm[k]);
         }
         for (int s = 0; s < 8; s++) {
             __m512 xl = _mm512_loadu_ps(x + i + 32 * s), xh = _mm512_loadu_ps(x + i + 32 * s + 16);
@@ -170,7 +181,7 @@ static inline __attribute__((always_inline)) void kdot(const uint8_t *w, size_t 
                 __m512 lo, hi;
                 const uint8_t *p = w + k * rb + blk * bb;
                 if (kind == 2) q6_sub(p, s / 4, s % 4, &lo, &hi);
-                else k45_sub(p, s, kind, &lo, &hi);
+                else k45_sub(p, s, kind, ds[k][s], dm[k][s], &lo, &hi);
                 a[k] = _mm512_fmadd_ps(xl, lo, a[k]);
                 b[k] = _mm512_fmadd_ps(xh, hi, b[k]);
             }
