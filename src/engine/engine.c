@@ -16,6 +16,7 @@
 #include "../base/threadpool.h"
 #include "../model/forward.h"
 #include "../model/model.h"
+#include "../model/quant_fp8.h"
 #include "../model/tokenizer.h"
 #include "batch.h"
 #include "kv_pool.h"
@@ -649,9 +650,10 @@ void engine_stats_get(struct engine *e, struct engine_stats *s) {
 void engine_memory_plan_log(const struct engine *e, FILE *f) {
     const struct engine_memory_plan *p = &e->plan;
     const struct model_config *c = &e->m->cfg;
+    char by_dtype[160];  // "fp8_e4m3 7.6 MiB, bf16 1.0 MiB": the bytes of each weight dtype
     fprintf(f, "octet: model %s: %d layers, %d/%d heads, head_dim %d, weights %.1f MiB (%s)\n", e->m->name,
             c->n_layers, c->n_heads, c->n_kv_heads, c->head_dim, p->weight_bytes / 1048576.0,
-            dtype_name(e->m->weight_dtype));
+            model_weight_dtypes_label(e->m, by_dtype, sizeof by_dtype));
     fprintf(f, "octet: KV cache dtype per layer:");
     for (int l = 0; l < e->kv.n_layers; l++)
         fprintf(f, " %s%s", dtype_name(e->kv.layers[l].dtype), e->kv.layers[l].window ? "(swa)" : "");
