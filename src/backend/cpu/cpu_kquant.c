@@ -1,8 +1,8 @@
 // cpu_kquant.c — GGUF K-quant weights (Q4_K, Q5_K, Q6_K) on the CPU: the scalar reference
 // dequantizers and the decode dot products, which dequantize each 32-element sub-block in registers
-// (AVX-512) and accumulate in cpu_dot's order (a sub-block's first 16 elements into one accumulator,
-// its last 16 into the other), so decode equals prefill (which widens a row with the reference)
-// bit for bit. Each value is computed as in the reference: (d·scale)·q − (dmin·min), each product
+// (AVX-512, or AVX2+FMA) and accumulate in cpu_dot's order for that instruction set, so decode equals
+// prefill (which widens a row with the reference and runs cpu_dot) bit for bit; other builds widen a
+// row and run cpu_dot. Each value is computed as in the reference: (d·scale)·q − (dmin·min), each product
 // and the difference rounded to f32, no fused multiply-add.
 //
 // A super-block holds QK_K = 256 elements as 8 sub-blocks of 32 (Q4_K, Q5_K) or 16 of 16 (Q6_K):
@@ -21,7 +21,7 @@
 #include "../../base/half.h"
 #include "cpu.h"
 #include "cpu_quant.h"
-#if defined(__AVX512F__) || defined(__F16C__)
+#if defined(__AVX512F__) || defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -99,10 +99,9 @@ void q6_k_row_to_f32(const void *src, float *dst, int64_t n) {
     }
 }
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#define KQ_SIMD 1
 #define QPF 512  // prefetch distance in each row, bytes (as cpu_quant.c)
-
-static inline __m512 widen_u8(__m128i v) { return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v)); }
 
 // The 8 sub-block scales d·sc and mins dmin·m of a Q4_K / Q5_K super-block p, as f32.
 static inline void k45_scales(const uint8_t *p, float *ds, float *dm) {
@@ -115,11 +114,12 @@ static inline void k45_scales(const uint8_t *p, float *ds, float *dm) {
     }
 }
 
-// Sub-block s of a Q4_K (q5 = 0) or Q5_K (q5 = 1) super-block p, as f32 halves lo (elements 0..15)
-// and hi (16..31), with its scale ds and min dm.
-static inline __attribute__((always_inline)) void k45_sub(const uint8_t *p, int s, int q5, float ds_s, float dm_s,
-                                                          __m512 *lo, __m512 *hi) {
-    __m512 ds = _mm512_set1_ps(ds_s), dm = _mm512_set1_ps(dm_s);
+// One 32-element sub-block as bytes: a = elements 0..15, b = 16..31, each value (byte − off)·scale − min,
+// scale s_lo for a and s_hi for b.
+struct ksub { __m128i a, b; float s_lo, s_hi, min; int off; };
+
+// Sub-block s of a Q4_K (q5 = 0) or Q5_K (q5 = 1) super-block p, with its scale ds and min dm.
+static inline __attribute__((always_inline)) struct ksub k45_sub(const uint8_t *p, int s, int q5, float ds, float dm) {
     const uint8_t *q = p + (q5 ? 48 : 16) + 32 * (s / 2);
     __m128i mask = _mm_set1_epi8(15);
     __m128i a = _mm_loadu_si128((const __m128i *)q), b = _mm_loadu_si128((const __m128i *)(q + 16));
@@ -132,12 +132,11 @@ static inline __attribute__((always_inline)) void k45_sub(const uint8_t *p, int 
         a = _mm_or_si128(a, _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(ha, bit), bit), sixteen));
         b = _mm_or_si128(b, _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(hb, bit), bit), sixteen));
     }
-    *lo = _mm512_sub_ps(_mm512_mul_ps(ds, widen_u8(a)), dm);
-    *hi = _mm512_sub_ps(_mm512_mul_ps(ds, widen_u8(b)), dm);
+    return (struct ksub){a, b, ds, ds, dm, 0};
 }
 
-// Quarter j of half h of a Q6_K super-block p, as f32 halves lo and hi.
-static inline __attribute__((always_inline)) void q6_sub(const uint8_t *p, int h, int j, __m512 *lo, __m512 *hi) {
+// Quarter j of half h of a Q6_K super-block p.
+static inline __attribute__((always_inline)) struct ksub q6_sub(const uint8_t *p, int h, int j) {
     const uint8_t *ql = p + 64 * h + 32 * (j % 2), *qh = p + 128 + 32 * h;
     const int8_t *scales = (const int8_t *)(p + 192) + 8 * h + 2 * j;
     float d = f16_at(p + 208);
@@ -149,20 +148,54 @@ static inline __attribute__((always_inline)) void q6_sub(const uint8_t *p, int h
     hb = _mm_and_si128(_mm_srli_epi16(hb, 2 * j), three);
     a = _mm_or_si128(_mm_and_si128(a, mask), _mm_slli_epi16(ha, 4));
     b = _mm_or_si128(_mm_and_si128(b, mask), _mm_slli_epi16(hb, 4));
-    __m512i k32 = _mm512_set1_epi32(32);
-    __m512 va = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(a), k32));
-    __m512 vb = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(b), k32));
-    *lo = _mm512_mul_ps(_mm512_set1_ps(d * (float)scales[0]), va);
-    *hi = _mm512_mul_ps(_mm512_set1_ps(d * (float)scales[1]), vb);
+    return (struct ksub){a, b, d * (float)scales[0], d * (float)scales[1], 0.0f, 32};
 }
 
-// r[k] = Σ x·w_k over nr rows at w + k·rb; kind 0 Q4_K, 1 Q5_K, 2 Q6_K.
+static inline __attribute__((always_inline)) struct ksub ksub_at(const uint8_t *p, int kind, int s, const float *ds,
+                                                                 const float *dm) {
+    return kind == 2 ? q6_sub(p, s / 4, s % 4) : k45_sub(p, s, kind, ds[s], dm[s]);
+}
+
+#if defined(__AVX512F__)
+#define VF __m512
+// 16 bytes of q as f32 (q − off)·scale − min: the reference's (d·sc)·q − dmin·m, no fused multiply-add.
+static inline VF kvals(__m128i q, int off, float scale, float min) {
+    __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(q), _mm512_set1_epi32(off)));
+    v = _mm512_mul_ps(_mm512_set1_ps(scale), v);
+    return min != 0.0f ? _mm512_sub_ps(v, _mm512_set1_ps(min)) : v;
+}
+#else
+#define VF __m256
+// 8 bytes (the low half of q) as f32, as above.
+static inline VF kvals(__m128i q, int off, float scale, float min) {
+    __m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(q), _mm256_set1_epi32(off)));
+    v = _mm256_mul_ps(_mm256_set1_ps(scale), v);
+    return min != 0.0f ? _mm256_sub_ps(v, _mm256_set1_ps(min)) : v;
+}
+static inline float khsum(__m256 v) {  // cpu_dot's AVX2 reduction order
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, hi);
+    lo = _mm_hadd_ps(lo, lo);
+    lo = _mm_hadd_ps(lo, lo);
+    return _mm_cvtss_f32(lo);
+}
+#endif
+
+// r[k] = Σ x·w_k over nr rows at w + k·rb; kind 0 Q4_K, 1 Q5_K, 2 Q6_K. Two accumulators per row as
+// cpu_dot has: AVX-512 adds each sub-block's first 16 products to a and its last 16 to b; AVX2 adds
+// elements 0..7 and 16..23 to a, 8..15 and 24..31 to b.
 static inline __attribute__((always_inline)) void kdot(const uint8_t *w, size_t rb, int nr, const float *x, int n,
                                                        int kind, float *r) {
-    __m512 a[4], b[4];
+    VF a[4], b[4];
     size_t bb = kind == 0 ? Q4K_BYTES : kind == 1 ? Q5K_BYTES : Q6K_BYTES;
 #pragma GCC unroll 4
-    for (int k = 0; k < nr; k++) a[k] = b[k] = _mm512_setzero_ps();
+    for (int k = 0; k < nr; k++) {
+#if defined(__AVX512F__)
+        a[k] = b[k] = _mm512_setzero_ps();
+#else
+        a[k] = b[k] = _mm256_setzero_ps();
+#endif
+    }
     float ds[4][8], dm[4][8];
     for (int i = 0, blk = 0; i < n; i += QK_K, blk++) {
 #pragma GCC unroll 4
@@ -175,20 +208,37 @@ static inline __attribute__((always_inline)) void kdot(const uint8_t *w, size_t 
             if (kind != 2) k45_scales(p, ds[k], dm[k]);
         }
         for (int s = 0; s < 8; s++) {
-            __m512 xl = _mm512_loadu_ps(x + i + 32 * s), xh = _mm512_loadu_ps(x + i + 32 * s + 16);
+            const float *xs = x + i + 32 * s;
+#if defined(__AVX512F__)
+            __m512 xl = _mm512_loadu_ps(xs), xh = _mm512_loadu_ps(xs + 16);
 #pragma GCC unroll 4
             for (int k = 0; k < nr; k++) {
-                __m512 lo, hi;
-                const uint8_t *p = w + k * rb + blk * bb;
-                if (kind == 2) q6_sub(p, s / 4, s % 4, &lo, &hi);
-                else k45_sub(p, s, kind, ds[k][s], dm[k][s], &lo, &hi);
-                a[k] = _mm512_fmadd_ps(xl, lo, a[k]);
-                b[k] = _mm512_fmadd_ps(xh, hi, b[k]);
+                struct ksub q = ksub_at(w + k * rb + blk * bb, kind, s, ds[k], dm[k]);
+                a[k] = _mm512_fmadd_ps(xl, kvals(q.a, q.off, q.s_lo, q.min), a[k]);
+                b[k] = _mm512_fmadd_ps(xh, kvals(q.b, q.off, q.s_hi, q.min), b[k]);
             }
+#else
+            __m256 x0 = _mm256_loadu_ps(xs), x1 = _mm256_loadu_ps(xs + 8);
+            __m256 x2 = _mm256_loadu_ps(xs + 16), x3 = _mm256_loadu_ps(xs + 24);
+#pragma GCC unroll 4
+            for (int k = 0; k < nr; k++) {
+                struct ksub q = ksub_at(w + k * rb + blk * bb, kind, s, ds[k], dm[k]);
+                a[k] = _mm256_fmadd_ps(x0, kvals(q.a, q.off, q.s_lo, q.min), a[k]);
+                b[k] = _mm256_fmadd_ps(x1, kvals(_mm_srli_si128(q.a, 8), q.off, q.s_lo, q.min), b[k]);
+                a[k] = _mm256_fmadd_ps(x2, kvals(q.b, q.off, q.s_hi, q.min), a[k]);
+                b[k] = _mm256_fmadd_ps(x3, kvals(_mm_srli_si128(q.b, 8), q.off, q.s_hi, q.min), b[k]);
+            }
+#endif
         }
     }
 #pragma GCC unroll 4
-    for (int k = 0; k < nr; k++) r[k] = _mm512_reduce_add_ps(_mm512_add_ps(a[k], b[k]));
+    for (int k = 0; k < nr; k++) {
+#if defined(__AVX512F__)
+        r[k] = _mm512_reduce_add_ps(_mm512_add_ps(a[k], b[k]));
+#else
+        r[k] = khsum(_mm256_add_ps(a[k], b[k]));
+#endif
+    }
 }
 
 #define KDOT_KIND(name, kind)                                                                          \
@@ -202,7 +252,7 @@ KDOT_KIND(kdot_q6, 2)
 #endif
 
 int kquant_dot_rows(enum dtype t, const void *w, size_t row_bytes, int nr, const float *x, int n, float *r) {
-#if defined(__AVX512F__)
+#if defined(KQ_SIMD)
     if (t == DT_Q4_K) kdot_q4(w, row_bytes, nr, x, n, r);
     else if (t == DT_Q5_K) kdot_q5(w, row_bytes, nr, x, n, r);
     else if (t == DT_Q6_K) kdot_q6(w, row_bytes, nr, x, n, r);
