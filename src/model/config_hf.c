@@ -268,16 +268,19 @@ static int refusals(const json_t *cfg, const char *where) {
     return OCT_OK;
 }
 
-// The experts of Mixtral (num_local_experts, every layer) and Qwen3-MoE (num_experts, moe_intermediate_size,
-// norm_topk_prob; decoder_sparse_step and mlp_only_layers must leave every layer sparse). The load-balancing
-// and router-noise keys only act in training and are accepted.
+// The experts of Mixtral (num_local_experts, every layer) and Qwen3-MoE (num_experts, which transformers 5
+// saves as num_local_experts; moe_intermediate_size, norm_topk_prob; decoder_sparse_step and mlp_only_layers
+// must leave every layer sparse). The load-balancing and router-noise keys only act in training and are accepted.
 static int experts(struct model_config *c, const json_t *cfg, const struct family *f, const char *where) {
     bool mixtral = !strcmp(f->arch, "mixtral");
     if (!mixtral && strcmp(f->arch, "qwen3moe")) return OCT_OK;
-    TRY(integer(cfg, mixtral ? "num_local_experts" : "num_experts", true, 0, &c->n_experts, where));
+    bool local = mixtral || !json_object_get(cfg, "num_experts");
+    if (!mixtral && local && !json_object_get(cfg, "num_local_experts"))
+        FAIL("%s: missing key 'num_experts' (or transformers 5's 'num_local_experts')", where);
+    TRY(integer(cfg, local ? "num_local_experts" : "num_experts", true, 0, &c->n_experts, where));
     TRY(integer(cfg, "num_experts_per_tok", true, 0, &c->n_experts_used, where));
     if (c->n_experts < 1 || c->n_experts > 4096)
-        FAIL("%s: '%s' %d must be 1..4096", where, mixtral ? "num_local_experts" : "num_experts", c->n_experts);
+        FAIL("%s: '%s' %d must be 1..4096", where, local ? "num_local_experts" : "num_experts", c->n_experts);
     if (c->n_experts_used < 1 || c->n_experts_used > c->n_experts)
         FAIL("%s: 'num_experts_per_tok' %d must be 1..%d", where, c->n_experts_used, c->n_experts);
     c->moe_norm_topk = true;

@@ -100,6 +100,8 @@ TEST(moe_checkpoints_match_transformers) {
         {"qwen3_moe_topk", "tests/data/hf/qwen3_moe_topk", 4, 2}, // mlp.experts.E.gate_proj, norm_topk_prob
         {"mixtral", "tests/data/hf_gguf/mixtral.gguf", 4, 2},   // GGUF llama with expert tensors
         {"qwen3_moe_topk", "tests/data/hf_gguf/qwen3_moe_topk.gguf", 4, 2}, // GGUF qwen3moe
+        {"mixtral_routed", "tests/data/hf/mixtral_routed", 4, 2},     // transformers' own, random routers
+        {"qwen3_moe_routed", "tests/data/hf/qwen3_moe_routed", 4, 2}, // the same, norm_topk_prob false
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_t *ref = load_ref(cases[i].name);
@@ -239,6 +241,7 @@ TEST(unsupported_moe_keys_are_refused_by_name) {
     refused("qwen3_moe", no_experts, "num_experts");
     refused("qwen3_moe", no_moe_size, "moe_intermediate_size");
     refused("qwen3_moe_topk", norm_string, "norm_topk_prob");
+    refused("qwen3_moe_routed", no_local_experts, "num_experts");  // transformers 5 writes num_local_experts
     refused("mixtral", no_local_experts, "num_local_experts");
     refused("mixtral", five_experts, "experts.4.w1");         // the tensor the config promises is missing
     refused("qwen3_moe", eight_experts, "gate_up_proj");      // the fused tensors' shape

@@ -14,7 +14,7 @@ tests/data/tok_bpe, and ref.json:
   prompt, gen  the greedy prompt (20 ids) and model.generate's 16 greedy tokens (with its cache)
   margins      top-1 minus top-2 logit at each greedy step (a near tie makes a token fragile)
   inv_freq     every rotary module's inv_freq and attention scaling, for diagnosis
-Usage: python3 make_hf_fixtures.py OUT_DIR [TOKENIZER_DIR]
+Usage: python3 make_hf_fixtures.py OUT_DIR [TOKENIZER_DIR [NAME,NAME...]] (default: every fixture)
 """
 import json
 import math
@@ -76,6 +76,13 @@ FIXTURES = {
                                    "sliding_attention": dict(rope_type="default", rope_theta=10000.0)}),
     "phi3": cfg("phi3", num_hidden_layers=2, tie_word_embeddings=False,
                 rope_parameters=dict(rope_type="default", rope_theta=10000.0)),
+    # mixtures of experts with random routers (top-k really routes: each token picks its own experts)
+    "mixtral_routed": cfg("mixtral", num_hidden_layers=2, tie_word_embeddings=False, num_local_experts=4,
+                          num_experts_per_tok=2, rope_parameters=dict(rope_type="default", rope_theta=1000000.0)),
+    "qwen3_moe_routed": cfg("qwen3_moe", num_hidden_layers=2, tie_word_embeddings=False, head_dim=32, num_experts=4,
+                            num_experts_per_tok=2, moe_intermediate_size=64, norm_topk_prob=False,
+                            decoder_sparse_step=1, mlp_only_layers=[],
+                            rope_parameters=dict(rope_type="default", rope_theta=1000000.0)),
 }
 
 GEMMA = ("gemma2", "gemma3_text")
@@ -94,8 +101,8 @@ def init_weights(model, model_type, gen):
                 v = 0.5 * torch.randn(p.shape, generator=gen)
             elif "lm_head" in name:
                 v = 3.0 * torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1])
-            else:
-                v = torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[1])
+            else:  # (fan-in: the last dimension, also of transformers 5's 3-D expert tensors)
+                v = torch.randn(p.shape, generator=gen) / math.sqrt(p.shape[-1])
             p.copy_(v.to(torch.bfloat16).to(torch.float32))
 
 
@@ -158,7 +165,14 @@ def main():
     tok_dir = sys.argv[2] if len(sys.argv) > 2 else "tests/data/tok_bpe"
     torch.set_num_threads(4)
     failed = 0
+    only = sys.argv[3].split(",") if len(sys.argv) > 3 else list(FIXTURES)
+    for name in only:
+        if name not in FIXTURES:
+            print(f"{name}: no such fixture ({', '.join(FIXTURES)})")
+            return 2
     for name, (mt, kw) in FIXTURES.items():
+        if name not in only:
+            continue
         try:
             make(name, mt, kw, out_dir, tok_dir)
         except Exception:
