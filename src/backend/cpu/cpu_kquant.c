@@ -158,19 +158,20 @@ static inline __attribute__((always_inline)) struct ksub ksub_at(const uint8_t *
 
 #if defined(__AVX512F__)
 #define VF __m512
-// 16 bytes of q as f32 (q − off)·scale − min: the reference's (d·sc)·q − dmin·m, no fused multiply-add.
-static inline VF kvals(__m128i q, int off, float scale, float min) {
+// 16 bytes of q as f32 (q − off)·scale − min (Q6_K: no min): the reference's (d·sc)·q − dmin·m, no fused
+// multiply-add.
+static inline __attribute__((always_inline)) VF kvals(__m128i q, int off, float scale, float min, int has_min) {
     __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(q), _mm512_set1_epi32(off)));
     v = _mm512_mul_ps(_mm512_set1_ps(scale), v);
-    return min != 0.0f ? _mm512_sub_ps(v, _mm512_set1_ps(min)) : v;
+    return has_min ? _mm512_sub_ps(v, _mm512_set1_ps(min)) : v;
 }
 #else
 #define VF __m256
 // 8 bytes (the low half of q) as f32, as above.
-static inline VF kvals(__m128i q, int off, float scale, float min) {
+static inline __attribute__((always_inline)) VF kvals(__m128i q, int off, float scale, float min, int has_min) {
     __m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(q), _mm256_set1_epi32(off)));
     v = _mm256_mul_ps(_mm256_set1_ps(scale), v);
-    return min != 0.0f ? _mm256_sub_ps(v, _mm256_set1_ps(min)) : v;
+    return has_min ? _mm256_sub_ps(v, _mm256_set1_ps(min)) : v;
 }
 static inline float khsum(__m256 v) {  // cpu_dot's AVX2 reduction order
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
@@ -214,8 +215,8 @@ static inline __attribute__((always_inline)) void kdot(const uint8_t *w, size_t 
 #pragma GCC unroll 4
             for (int k = 0; k < nr; k++) {
                 struct ksub q = ksub_at(w + k * rb + blk * bb, kind, s, ds[k], dm[k]);
-                a[k] = _mm512_fmadd_ps(xl, kvals(q.a, q.off, q.s_lo, q.min), a[k]);
-                b[k] = _mm512_fmadd_ps(xh, kvals(q.b, q.off, q.s_hi, q.min), b[k]);
+                a[k] = _mm512_fmadd_ps(xl, kvals(q.a, q.off, q.s_lo, q.min, kind != 2), a[k]);
+                b[k] = _mm512_fmadd_ps(xh, kvals(q.b, q.off, q.s_hi, q.min, kind != 2), b[k]);
             }
 #else
             __m256 x0 = _mm256_loadu_ps(xs), x1 = _mm256_loadu_ps(xs + 8);
@@ -223,10 +224,10 @@ static inline __attribute__((always_inline)) void kdot(const uint8_t *w, size_t 
 #pragma GCC unroll 4
             for (int k = 0; k < nr; k++) {
                 struct ksub q = ksub_at(w + k * rb + blk * bb, kind, s, ds[k], dm[k]);
-                a[k] = _mm256_fmadd_ps(x0, kvals(q.a, q.off, q.s_lo, q.min), a[k]);
-                b[k] = _mm256_fmadd_ps(x1, kvals(_mm_srli_si128(q.a, 8), q.off, q.s_lo, q.min), b[k]);
-                a[k] = _mm256_fmadd_ps(x2, kvals(q.b, q.off, q.s_hi, q.min), a[k]);
-                b[k] = _mm256_fmadd_ps(x3, kvals(_mm_srli_si128(q.b, 8), q.off, q.s_hi, q.min), b[k]);
+                a[k] = _mm256_fmadd_ps(x0, kvals(q.a, q.off, q.s_lo, q.min, kind != 2), a[k]);
+                b[k] = _mm256_fmadd_ps(x1, kvals(_mm_srli_si128(q.a, 8), q.off, q.s_lo, q.min, kind != 2), b[k]);
+                a[k] = _mm256_fmadd_ps(x2, kvals(q.b, q.off, q.s_hi, q.min, kind != 2), a[k]);
+                b[k] = _mm256_fmadd_ps(x3, kvals(_mm_srli_si128(q.b, 8), q.off, q.s_hi, q.min, kind != 2), b[k]);
             }
 #endif
         }
