@@ -20,89 +20,20 @@
 #include "../../src/model/model.h"
 #include "../../src/server/chat_template.h"
 #include "../test.h"
+#include "hf_fixture.h"
 
 static const char *const fixtures[] = {"llama3_rope", "llama_yarn_bias", "llama_linear", "llama_dynamic", "qwen2",
                                        "qwen3",       "mistral",         "gemma2",       "gemma3",        "phi3"};
 #define N_FIXTURES (sizeof fixtures / sizeof fixtures[0])
 
-static char tmpdir[64];
-
-static int ints(json_t *a, int32_t *out, int max) {
-    int n = (int)json_array_size(a);
-    for (int i = 0; i < n && i < max; i++) out[i] = (int32_t)json_integer_value(json_array_get(a, (size_t)i));
-    return n;
-}
-
-// Runs one checkpoint directory against ref (transformers' numbers); reports the worst errors.
-static void check_against_ref(const char *dir, json_t *ref, const char *label) {
-    struct model *m;
-    int rc = model_load(&m, dir);
-    CHECK_MSG(rc == 0, "%s: %s", label, err_msg());
-    if (rc) return;
-    int V = m->cfg.n_vocab;
-    int32_t tok[64], prompt[64], gen[64];
-    int n = ints(json_object_get(ref, "tokens"), tok, 64);
-    int np = ints(json_object_get(ref, "prompt"), prompt, 64);
-    int ng = ints(json_object_get(ref, "gen"), gen, 64);
-    struct runner_options o;
-    runner_options_default(&o);
-    snprintf(o.kv.dtype, sizeof o.kv.dtype, "fp32");
-    snprintf(o.device, sizeof o.device, "cpu");
-    o.max_ctx = 128;
-    o.n_threads = 2;
-    struct runner r;
-    rc = runner_init(&r, m, &o);
-    CHECK_MSG(rc == 0, "%s: %s", label, err_msg());
-    if (rc) { model_free(m); return; }
-    // teacher-forced: one step over the whole sequence, as transformers' single forward call
-    float *lg = malloc((size_t)n * V * sizeof(float));
-    CHECK_OK(runner_feed(&r, tok, n, true, lg));
-    json_t *lps = json_object_get(ref, "logprobs");
-    double worst = 0, nll = 0;
-    for (int i = 0; i + 1 < n; i++) {
-        double lp = logits_logprob(lg + (size_t)i * V, V, tok[i + 1]);
-        double d = fabs(lp - json_number_value(json_array_get(lps, (size_t)i)));
-        worst = d > worst ? d : worst;
-        nll -= lp;
-    }
-    double ppl = exp(nll / (n - 1)), want = json_number_value(json_object_get(ref, "ppl"));
-    if (getenv("TEST_VERBOSE"))
-        fprintf(stderr, "%s: worst logprob diff %.3g, ppl ratio-1 %.3g\n", label, worst, ppl / want - 1);
-    CHECK_MSG(worst < 1e-4, "%s: teacher-forced log-probabilities differ by up to %g", label, worst);
-    CHECK_MSG(fabs(ppl / want - 1) < 1e-4, "%s: perplexity %.6f, transformers %.6f", label, ppl, want);
-    // greedy: the prompt in one step, then one token a step (transformers' generate with its cache)
-    runner_reset(&r);
-    CHECK_OK(runner_feed(&r, prompt, np, false, lg));
-    int mismatch = -1;
-    for (int k = 0; k < ng; k++) {
-        int32_t id = logits_argmax(lg, V);
-        if (id != gen[k] && mismatch < 0) mismatch = k;
-        id = gen[k];  // stay on the reference path
-        CHECK_OK(runner_feed(&r, &id, 1, false, lg));
-    }
-    CHECK_MSG(mismatch < 0, "%s: greedy token %d differs from transformers'", label, mismatch);
-    free(lg);
-    runner_free(&r);
-    model_free(m);
-}
-
-static json_t *load_ref(const char *name) {
-    char p[256];
-    snprintf(p, sizeof p, "tests/data/hf/%s/ref.json", name);
-    json_error_t e;
-    json_t *j = json_load_file(p, 0, &e);
-    if (!j) fprintf(stderr, "%s: %s\n", p, e.text);
-    return j;
-}
-
 TEST(every_family_matches_transformers) {
     for (size_t i = 0; i < N_FIXTURES; i++) {
-        json_t *ref = load_ref(fixtures[i]);
+        json_t *ref = hf_load_ref(fixtures[i]);
         CHECK(ref != NULL);
         if (!ref) continue;
         char dir[256];
         snprintf(dir, sizeof dir, "tests/data/hf/%s", fixtures[i]);
-        check_against_ref(dir, ref, fixtures[i]);
+        hf_check_against_ref(dir, ref, fixtures[i]);
         json_decref(ref);
     }
 }
@@ -112,21 +43,21 @@ TEST(every_family_matches_transformers) {
 TEST(gguf_files_match_transformers) {
     static const char *const names[] = {"llama3_rope", "mistral", "qwen2", "qwen3", "gemma3", "phi3"};
     for (int i = 0; i < 6; i++) {
-        json_t *ref = load_ref(names[i]);
+        json_t *ref = hf_load_ref(names[i]);
         char path[256], label[64];
         snprintf(path, sizeof path, "tests/data/hf_gguf/%s.gguf", names[i]);
         snprintf(label, sizeof label, "%s (gguf)", names[i]);
-        if (ref) check_against_ref(path, ref, label);
+        if (ref) hf_check_against_ref(path, ref, label);
         json_decref(ref);
     }
 }
 
-// tests/data/hf_gguf/NAME.gguf copied to tmpdir with every `from` replaced by `to` (same length).
+// tests/data/hf_gguf/NAME.gguf copied to hf_tmpdir with every `from` replaced by `to` (same length).
 static const char *gguf_patched(const char *name, const char *from, const char *to) {
     static char out[128];
     char in[128];
     snprintf(in, sizeof in, "tests/data/hf_gguf/%s.gguf", name);
-    snprintf(out, sizeof out, "%s/%s_patched.gguf", tmpdir, name);
+    snprintf(out, sizeof out, "%s/%s_patched.gguf", hf_tmpdir, name);
     FILE *f = fopen(in, "rb");
     if (!f) return NULL;
     static char buf[1 << 20];
@@ -142,47 +73,13 @@ static const char *gguf_patched(const char *name, const char *from, const char *
 }
 
 static void gguf_refused(const char *name, const char *from, const char *to, const char *want) {
-    const char *path = gguf_patched(name, from, to);
-    CHECK_MSG(path != NULL, "%s: cannot write the patched copy", name);
-    if (!path) return;
-    struct model *m;
-    int rc = model_load(&m, path);
-    CHECK_MSG(rc < 0, "%s patched: loaded, expected an error naming '%s'", name, want);
-    if (rc < 0) CHECK_MSG(strstr(err_msg(), want) != NULL, "error '%s' does not name '%s'", err_msg(), want);
-    else model_free(m);
+    hf_load_refused(gguf_patched(name, from, to), name, want);
 }
 
 TEST(gguf_refusals_name_the_problem) {
     gguf_refused("qwen2", "qwen2", "qwenx", "architecture 'qwenx'");
     gguf_refused("gemma3", "gemma3", "gemma2", "attn_q_norm.weight");  // q/k norms: not a gemma2 tensor
     gguf_refused("phi3", "attn_qkv", "attn_qkx", "attn_qkv.weight");   // renamed away: missing, then unused
-}
-
-// A copy of fixture `name` in tmpdir/name with its config.json passed through edit().
-static const char *edited(const char *name, void (*edit)(json_t *cfg)) {
-    static char dir[128];
-    char src[128], p[512], q[512];
-    snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
-    snprintf(src, sizeof src, "tests/data/hf/%s", name);
-    char cmd[700];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
-    if (system(cmd) != 0) return NULL;
-    static const char *const files[] = {"model.safetensors", "tokenizer.json", "tokenizer_config.json"};
-    char cwd[256];
-    if (!getcwd(cwd, sizeof cwd)) return NULL;
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s/%s/%s", cwd, src, files[i]);
-        snprintf(q, sizeof q, "%s/%s", dir, files[i]);
-        if (symlink(p, q) != 0) return NULL;
-    }
-    snprintf(p, sizeof p, "%s/config.json", src);
-    json_t *cfg = json_load_file(p, 0, NULL);
-    if (!cfg) return NULL;
-    edit(cfg);
-    snprintf(q, sizeof q, "%s/config.json", dir);
-    int rc = json_dump_file(cfg, q, JSON_INDENT(1));
-    json_decref(cfg);
-    return rc == 0 ? dir : NULL;
 }
 
 // transformers 5's rope_parameters → the older rope_theta + rope_scaling (+ rope_local_base_freq).
@@ -213,7 +110,7 @@ static void to_old_layout(json_t *cfg) {
 static const char *as_multimodal(const char *pfx) {
     static char dir[128];
     char p[512];
-    snprintf(dir, sizeof dir, "%s/gemma3_mm", tmpdir);
+    snprintf(dir, sizeof dir, "%s/gemma3_mm", hf_tmpdir);
     snprintf(p, sizeof p, "rm -rf '%s' && mkdir -p '%s' && cp tests/data/hf/gemma3/tokenizer*.json '%s'", dir, dir,
              dir);
     if (system(p) != 0) return NULL;
@@ -266,14 +163,14 @@ static const char *as_multimodal(const char *pfx) {
 }
 
 TEST(gemma3_multimodal_checkpoint_serves_its_text_model) {
-    json_t *ref = load_ref("gemma3");
+    json_t *ref = hf_load_ref("gemma3");
     const char *pfx[2] = {"model.language_model.", "language_model.model."};
     for (int i = 0; i < 2 && ref; i++) {
         const char *dir = as_multimodal(pfx[i]);
         CHECK_MSG(dir != NULL, "cannot write the multimodal copy");
         char label[64];
         snprintf(label, sizeof label, "gemma3 as ConditionalGeneration (%s)", pfx[i]);
-        if (dir) check_against_ref(dir, ref, label);
+        if (dir) hf_check_against_ref(dir, ref, label);
     }
     json_decref(ref);
 }
@@ -281,28 +178,16 @@ TEST(gemma3_multimodal_checkpoint_serves_its_text_model) {
 TEST(older_config_layout_gives_the_same_numbers) {
     const char *names[] = {"llama3_rope", "llama_yarn_bias", "llama_dynamic", "gemma3", "qwen2"};
     for (int i = 0; i < 5; i++) {
-        json_t *ref = load_ref(names[i]);
-        const char *dir = edited(names[i], to_old_layout);
+        json_t *ref = hf_load_ref(names[i]);
+        const char *dir = hf_edited(names[i], to_old_layout);
         CHECK_MSG(dir != NULL, "%s: cannot write the edited copy", names[i]);
         if (dir && ref) {
             char label[64];
             snprintf(label, sizeof label, "%s (old layout)", names[i]);
-            check_against_ref(dir, ref, label);
+            hf_check_against_ref(dir, ref, label);
         }
         json_decref(ref);
     }
-}
-
-// Loading name with edit applied must fail with a message containing want.
-static void refused(const char *name, void (*edit)(json_t *), const char *want) {
-    const char *dir = edited(name, edit);
-    CHECK_MSG(dir != NULL, "%s: cannot write the edited copy", name);
-    if (!dir) return;
-    struct model *m;
-    int rc = model_load(&m, dir);
-    CHECK_MSG(rc < 0, "%s: loaded, expected an error naming '%s'", name, want);
-    if (rc < 0) CHECK_MSG(strstr(err_msg(), want) != NULL, "error '%s' does not name '%s'", err_msg(), want);
-    else model_free(m);
 }
 
 static void no_architectures(json_t *c) { json_object_del(c, "architectures"); }
@@ -345,43 +230,36 @@ static void unknown_arch(json_t *c) {
 }
 
 TEST(what_cannot_be_honoured_is_refused_by_name) {
-    refused("llama3_rope", no_architectures, "architectures");
-    refused("llama3_rope", unknown_arch, "FalconForCausalLM");
-    refused("llama3_rope", theta_string, "rope_theta");
-    refused("llama3_rope", eps_string, "rms_norm_eps");
-    refused("qwen2", untie, "lm_head.weight");
-    refused("llama3_rope", relu, "relu");
-    refused("llama_yarn_bias", no_attention_bias, "_proj.bias");
-    refused("llama_yarn_bias", no_mlp_bias, "mlp.");
-    refused("llama3_rope", longrope, "longrope");
-    refused("llama3_rope", unknown_rope_key, "short_factor");
-    refused("llama3_rope", partial_rotary, "partial_rotary_factor");
-    refused("llama_yarn_bias", yarn_no_orig, "original_max_position_embeddings");
-    refused("gemma3", bidirectional, "use_bidirectional_attention");
-    refused("qwen2", chunked, "chunked_attention");
-    refused("gemma2", gemma_as_llama, "post_feedforward_layernorm");  // Gemma tensors unused by Llama
+    hf_refused("llama3_rope", no_architectures, "architectures");
+    hf_refused("llama3_rope", unknown_arch, "FalconForCausalLM");
+    hf_refused("llama3_rope", theta_string, "rope_theta");
+    hf_refused("llama3_rope", eps_string, "rms_norm_eps");
+    hf_refused("qwen2", untie, "lm_head.weight");
+    hf_refused("llama3_rope", relu, "relu");
+    hf_refused("llama_yarn_bias", no_attention_bias, "_proj.bias");
+    hf_refused("llama_yarn_bias", no_mlp_bias, "mlp.");
+    hf_refused("llama3_rope", longrope, "longrope");
+    hf_refused("llama3_rope", unknown_rope_key, "short_factor");
+    hf_refused("llama3_rope", partial_rotary, "partial_rotary_factor");
+    hf_refused("llama_yarn_bias", yarn_no_orig, "original_max_position_embeddings");
+    hf_refused("gemma3", bidirectional, "use_bidirectional_attention");
+    hf_refused("qwen2", chunked, "chunked_attention");
+    hf_refused("gemma2", gemma_as_llama, "post_feedforward_layernorm");  // Gemma tensors unused by Llama
 }
 
 // A backend without an op the family needs refuses at forward_init, naming the op (as the CUDA
 // backend does for the ops it lacks).
+static void no_softcap(struct backend_ops *ops) { ops->attn_softcap = false; }
+static void no_act_mul(struct backend_ops *ops) { ops->act_mul = NULL; }
+
 TEST(a_backend_lacking_an_op_refuses_the_model) {
     struct model *m;
     CHECK_OK(model_load(&m, "tests/data/hf/gemma2"));
-    struct backend *cpu = backend_cpu_create(1);
-    struct backend_ops ops = *cpu->ops;
-    ops.name = "lacking";
-    ops.attn_softcap = false;
-    struct backend fake = *cpu;
-    fake.ops = &ops;
-    struct forward f;
-    int rc = forward_init(&f, m, &fake, 4, 1);
+    int rc = hf_forward_init_lacking(m, no_softcap);
     CHECK(rc == OCT_EUNSUP);
     CHECK_MSG(strstr(err_msg(), "soft-capping") && strstr(err_msg(), "gemma2"), "message: %s", err_msg());
-    ops.attn_softcap = true;
-    ops.act_mul = NULL;
-    rc = forward_init(&f, m, &fake, 4, 1);
+    rc = hf_forward_init_lacking(m, no_act_mul);
     CHECK_MSG(rc == OCT_EUNSUP && strstr(err_msg(), "act_mul"), "message: %s", err_msg());
-    cpu->ops->destroy(cpu);
     model_free(m);
 }
 
@@ -438,8 +316,7 @@ TEST(startup_report_kv_bytes_per_layer_type) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/octet_arch_XXXXXX");
-    if (!mkdtemp(tmpdir)) return 1;
+    if (hf_tmpdir_make("octet_arch")) return 1;
     RUN(every_family_matches_transformers);
     RUN(older_config_layout_gives_the_same_numbers);
     RUN(gemma3_multimodal_checkpoint_serves_its_text_model);
@@ -449,8 +326,6 @@ int main(void) {
     RUN(a_backend_lacking_an_op_refuses_the_model);
     RUN(chat_templates_per_family);
     RUN(startup_report_kv_bytes_per_layer_type);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", tmpdir);
+    hf_tmpdir_remove();
     return test_summary("test_arch_hf");
 }

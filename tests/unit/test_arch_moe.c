@@ -1,10 +1,11 @@
-// test_arch_moe.c — the mixture-of-experts families (Mixtral, Qwen3-MoE) on the CPU backend: the
-// checkpoints of tools/ref/make_moe_fixtures.py, whose layers compute exactly the dense MLP of a
-// transformers-saved fixture, against that fixture's ref.json (greedy tokens identical,
-// log-probabilities within 1e-4, perplexity ratio within 1e-4), from safetensors (per-expert and
-// transformers 5's fused 3-D layouts) and GGUF; the router and the moe_ffn op against a direct
-// per-token computation with distinct experts; the config refusals; and the refusal of a backend
-// without moe_ffn (the CUDA backend's table lacks it).
+// test_arch_moe.c — the mixture-of-experts families (Mixtral, Qwen3-MoE) on the CPU backend against
+// transformers (greedy tokens identical, log-probabilities within 1e-4, perplexity ratio within 1e-4;
+// hf_fixture.h): mixtral_routed and qwen3_moe_routed, which transformers built and ran with random
+// routers (top-2 of 4), and the checkpoints of tools/ref/make_moe_fixtures.py, whose layers compute
+// exactly the dense MLP of a transformers-saved fixture, from safetensors (per-expert and transformers
+// 5's fused 3-D layouts) and GGUF; the routed ones with an fp8 KV cache; the router and the moe_ffn op
+// against a direct per-token computation with distinct experts; the config refusals; and the refusal
+// of a backend without moe_ffn (the CUDA backend's table lacks it).
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,25 +22,9 @@
 #include "../../src/model/forward.h"
 #include "../../src/model/model.h"
 #include "../test.h"
+#include "hf_fixture.h"
 
-static char tmpdir[64];
-
-static int ints(json_t *a, int32_t *out, int max) {
-    int n = (int)json_array_size(a);
-    for (int i = 0; i < n && i < max; i++) out[i] = (int32_t)json_integer_value(json_array_get(a, (size_t)i));
-    return n;
-}
-
-static json_t *load_ref(const char *name) {
-    char p[256];
-    snprintf(p, sizeof p, "tests/data/hf/%s/ref.json", name);
-    json_error_t e;
-    json_t *j = json_load_file(p, 0, &e);
-    if (!j) fprintf(stderr, "%s: %s\n", p, e.text);
-    return j;
-}
-
-// Loads path and checks it against ref; want_experts: the config it must have been read as.
+// Loads path, checks the expert config it was read as, then checks it against ref.
 static void check_against_ref(const char *path, json_t *ref, int want_experts, int want_used) {
     struct model *m;
     int rc = model_load(&m, path);
@@ -47,48 +32,7 @@ static void check_against_ref(const char *path, json_t *ref, int want_experts, i
     if (rc) return;
     CHECK_MSG(m->cfg.n_experts == want_experts && m->cfg.n_experts_used == want_used, "%s: %d experts, %d used",
               path, m->cfg.n_experts, m->cfg.n_experts_used);
-    int V = m->cfg.n_vocab;
-    int32_t tok[64], prompt[64], gen[64];
-    int n = ints(json_object_get(ref, "tokens"), tok, 64);
-    int np = ints(json_object_get(ref, "prompt"), prompt, 64);
-    int ng = ints(json_object_get(ref, "gen"), gen, 64);
-    struct runner_options o;
-    runner_options_default(&o);
-    snprintf(o.kv.dtype, sizeof o.kv.dtype, "fp32");
-    snprintf(o.device, sizeof o.device, "cpu");
-    o.max_ctx = 128;
-    o.n_threads = 2;
-    struct runner r;
-    rc = runner_init(&r, m, &o);
-    CHECK_MSG(rc == 0, "%s: %s", path, err_msg());
-    if (rc) { model_free(m); return; }
-    float *lg = malloc((size_t)n * V * sizeof(float));
-    CHECK_OK(runner_feed(&r, tok, n, true, lg));  // teacher-forced, one step
-    json_t *lps = json_object_get(ref, "logprobs");
-    double worst = 0, nll = 0;
-    for (int i = 0; i + 1 < n; i++) {
-        double lp = logits_logprob(lg + (size_t)i * V, V, tok[i + 1]);
-        double d = fabs(lp - json_number_value(json_array_get(lps, (size_t)i)));
-        worst = d > worst ? d : worst;
-        nll -= lp;
-    }
-    double ppl = exp(nll / (n - 1)), want = json_number_value(json_object_get(ref, "ppl"));
-    if (getenv("TEST_VERBOSE"))
-        fprintf(stderr, "%s: worst logprob diff %.3g, ppl ratio-1 %.3g\n", path, worst, ppl / want - 1);
-    CHECK_MSG(worst < 1e-4, "%s: teacher-forced log-probabilities differ by up to %g", path, worst);
-    CHECK_MSG(fabs(ppl / want - 1) < 1e-4, "%s: perplexity %.6f, transformers %.6f", path, ppl, want);
-    runner_reset(&r);  // greedy: the prompt in one step, then a token a step
-    CHECK_OK(runner_feed(&r, prompt, np, false, lg));
-    int mismatch = -1;
-    for (int k = 0; k < ng; k++) {
-        int32_t id = logits_argmax(lg, V);
-        if (id != gen[k] && mismatch < 0) mismatch = k;
-        id = gen[k];
-        CHECK_OK(runner_feed(&r, &id, 1, false, lg));
-    }
-    CHECK_MSG(mismatch < 0, "%s: greedy token %d differs from transformers'", path, mismatch);
-    free(lg);
-    runner_free(&r);
+    hf_check_model(m, ref, path);
     model_free(m);
 }
 
@@ -104,9 +48,69 @@ TEST(moe_checkpoints_match_transformers) {
         {"qwen3_moe_routed", "tests/data/hf/qwen3_moe_routed", 4, 2}, // the same, norm_topk_prob false
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        json_t *ref = load_ref(cases[i].name);
+        json_t *ref = hf_load_ref(cases[i].name);
         CHECK(ref != NULL);
         if (ref) check_against_ref(cases[i].path, ref, cases[i].experts, cases[i].used);
+        json_decref(ref);
+    }
+}
+
+// Teacher-forced logits of ref's tokens under a KV cache of kv_dtype into lg[n * V]; returns n, or 0.
+static int teacher_forced(struct model *m, json_t *ref, const char *kv_dtype, float *lg) {
+    int32_t tok[64];
+    int n = hf_ints(json_object_get(ref, "tokens"), tok, 64);
+    struct runner r;
+    int rc = hf_runner(&r, m, kv_dtype);
+    CHECK_MSG(rc == 0, "%s cache: %s", kv_dtype, err_msg());
+    if (rc) return 0;
+    rc = runner_feed(&r, tok, n, true, lg);
+    CHECK_OK(rc);
+    runner_free(&r);
+    return rc ? 0 : n;
+}
+
+// With an fp8 (e4m3) KV cache the routed fixtures stay near the fp32 cache's numbers over the 40
+// teacher-forced positions: the same top-1 token at 3 in 4 or more (measured 35 and 32), mean KL
+// (fp32 || fp8) below 0.05 (measured 0.022 and 0.018). Routing makes the error lumpy: where the cache's
+// rounding moves a token across a near tie of the router it takes another expert (position 15 of both
+// fixtures picks a different second expert in layer 1), so a few positions reach a KL of 0.4-0.7 where
+// the dense fixtures stay below 0.025 (TEST_VERBOSE prints the positions above 0.05).
+TEST(moe_fp8_kv_cache_keeps_top1_and_small_kl) {
+    static const char *const names[] = {"mixtral_routed", "qwen3_moe_routed"};
+    for (int i = 0; i < 2; i++) {
+        json_t *ref = hf_load_ref(names[i]);
+        char dir[128];
+        snprintf(dir, sizeof dir, "tests/data/hf/%s", names[i]);
+        struct model *m;
+        int rc = ref ? model_load(&m, dir) : -1;
+        CHECK_MSG(rc == 0, "%s: %s", names[i], err_msg());
+        if (rc) { json_decref(ref); continue; }
+        int V = m->cfg.n_vocab;
+        float *a = malloc((size_t)64 * V * sizeof(float)), *b = malloc((size_t)64 * V * sizeof(float));
+        int n = teacher_forced(m, ref, "fp32", a);
+        CHECK(n > 0 && teacher_forced(m, ref, "fp8", b) == n);
+        int agree = 0;
+        double kl_max = 0, kl_sum = 0;
+        for (int t = 0; t < n; t++) {
+            const float *p = a + (size_t)t * V, *q = b + (size_t)t * V;
+            agree += logits_argmax(p, V) == logits_argmax(q, V);
+            double kl = 0;
+            for (int v = 0; v < V; v++) {
+                double lp = logits_logprob(p, V, v), lq = logits_logprob(q, V, v);
+                kl += exp(lp) * (lp - lq);
+            }
+            kl_sum += kl;
+            if (getenv("TEST_VERBOSE") && kl > 0.05) fprintf(stderr, "  position %d: KL %.3g\n", t, kl);
+            kl_max = kl > kl_max ? kl : kl_max;
+        }
+        if (getenv("TEST_VERBOSE"))
+            fprintf(stderr, "%s fp8 cache: top-1 %d/%d, KL mean %.3g max %.3g\n", names[i], agree, n,
+                    kl_sum / n, kl_max);
+        CHECK_MSG(agree * 4 >= n * 3, "%s: fp8 cache agrees on top-1 at %d of %d positions", names[i], agree, n);
+        CHECK_MSG(kl_sum / n < 0.05, "%s: fp8 cache mean KL %g", names[i], kl_sum / n);
+        free(a);
+        free(b);
+        model_free(m);
         json_decref(ref);
     }
 }
@@ -189,41 +193,6 @@ TEST(moe_ffn_matches_a_direct_sum) {
     b->ops->destroy(b);
 }
 
-// A copy of fixture `name` in tmpdir/name with its config.json passed through edit().
-static const char *edited(const char *name, void (*edit)(json_t *cfg)) {
-    static char dir[128];
-    char src[128], p[512], q[512], cmd[700], cwd[256];
-    snprintf(dir, sizeof dir, "%s/%s", tmpdir, name);
-    snprintf(src, sizeof src, "tests/data/hf/%s", name);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", dir, dir);
-    if (system(cmd) != 0 || !getcwd(cwd, sizeof cwd)) return NULL;
-    static const char *const files[] = {"model.safetensors", "tokenizer.json", "tokenizer_config.json"};
-    for (int i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s/%s/%s", cwd, src, files[i]);
-        snprintf(q, sizeof q, "%s/%s", dir, files[i]);
-        if (symlink(p, q) != 0) return NULL;
-    }
-    snprintf(p, sizeof p, "%s/config.json", src);
-    json_t *cfg = json_load_file(p, 0, NULL);
-    if (!cfg) return NULL;
-    edit(cfg);
-    snprintf(q, sizeof q, "%s/config.json", dir);
-    int rc = json_dump_file(cfg, q, JSON_INDENT(1));
-    json_decref(cfg);
-    return rc == 0 ? dir : NULL;
-}
-
-static void refused(const char *name, void (*edit)(json_t *), const char *want) {
-    const char *dir = edited(name, edit);
-    CHECK_MSG(dir != NULL, "%s: cannot write the edited copy", name);
-    if (!dir) return;
-    struct model *m;
-    int rc = model_load(&m, dir);
-    CHECK_MSG(rc < 0, "%s: loaded, expected an error naming '%s'", name, want);
-    if (rc < 0) CHECK_MSG(strstr(err_msg(), want) != NULL, "error '%s' does not name '%s'", err_msg(), want);
-    else model_free(m);
-}
-
 static void sparse_step(json_t *c) { json_object_set_new(c, "decoder_sparse_step", json_integer(2)); }
 static void mlp_only(json_t *c) { json_object_set_new(c, "mlp_only_layers", json_pack("[i]", 1)); }
 static void too_many_used(json_t *c) { json_object_set_new(c, "num_experts_per_tok", json_integer(5)); }
@@ -235,35 +204,29 @@ static void eight_experts(json_t *c) { json_object_set_new(c, "num_experts", jso
 static void no_moe_size(json_t *c) { json_object_del(c, "moe_intermediate_size"); }
 
 TEST(unsupported_moe_keys_are_refused_by_name) {
-    refused("qwen3_moe", sparse_step, "decoder_sparse_step");
-    refused("qwen3_moe", mlp_only, "mlp_only_layers");
-    refused("qwen3_moe", too_many_used, "num_experts_per_tok");
-    refused("qwen3_moe", no_experts, "num_experts");
-    refused("qwen3_moe", no_moe_size, "moe_intermediate_size");
-    refused("qwen3_moe_topk", norm_string, "norm_topk_prob");
-    refused("qwen3_moe_routed", no_local_experts, "num_experts");  // transformers 5 writes num_local_experts
-    refused("mixtral", no_local_experts, "num_local_experts");
-    refused("mixtral", five_experts, "experts.4.w1");         // the tensor the config promises is missing
-    refused("qwen3_moe", eight_experts, "gate_up_proj");      // the fused tensors' shape
+    hf_refused("qwen3_moe", sparse_step, "decoder_sparse_step");
+    hf_refused("qwen3_moe", mlp_only, "mlp_only_layers");
+    hf_refused("qwen3_moe", too_many_used, "num_experts_per_tok");
+    hf_refused("qwen3_moe", no_experts, "num_experts");
+    hf_refused("qwen3_moe", no_moe_size, "moe_intermediate_size");
+    hf_refused("qwen3_moe_topk", norm_string, "norm_topk_prob");
+    hf_refused("qwen3_moe_routed", no_local_experts, "num_experts");  // transformers 5 writes num_local_experts
+    hf_refused("mixtral", no_local_experts, "num_local_experts");
+    hf_refused("mixtral", five_experts, "experts.4.w1");         // the tensor the config promises is missing
+    hf_refused("qwen3_moe", eight_experts, "gate_up_proj");      // the fused tensors' shape
 }
 
 // A backend whose table lacks moe_ffn (the CUDA backend's) refuses a MoE model at forward_init,
 // naming the op and the architecture.
+static void no_moe_ffn(struct backend_ops *ops) { ops->moe_ffn = NULL; }
+
 TEST(a_backend_without_moe_ffn_refuses_moe_models) {
     struct model *m;
     CHECK_OK(model_load(&m, "tests/data/hf/mixtral"));
-    struct backend *cpu = backend_cpu_create(1);
-    struct backend_ops ops = *cpu->ops;
-    ops.name = "lacking";
-    ops.moe_ffn = NULL;
-    struct backend fake = *cpu;
-    fake.ops = &ops;
-    struct forward f;
-    int rc = forward_init(&f, m, &fake, 4, 1);
+    int rc = hf_forward_init_lacking(m, no_moe_ffn);
     CHECK(rc == OCT_EUNSUP);
     CHECK_MSG(strstr(err_msg(), "moe_ffn") && strstr(err_msg(), "mixtral") && strstr(err_msg(), "lacking"),
               "message: %s", err_msg());
-    cpu->ops->destroy(cpu);
     model_free(m);
 }
 
@@ -331,17 +294,15 @@ TEST(tiny_moe_prefill_matches_token_by_token) {
 }
 
 int main(void) {
-    snprintf(tmpdir, sizeof tmpdir, "/tmp/octet_moe_XXXXXX");
-    if (!mkdtemp(tmpdir)) return 1;
+    if (hf_tmpdir_make("octet_moe")) return 1;
     RUN(router_orders_and_ties);
     RUN(moe_ffn_matches_a_direct_sum);
     RUN(moe_checkpoints_match_transformers);
+    RUN(moe_fp8_kv_cache_keeps_top1_and_small_kl);
     RUN(unsupported_moe_keys_are_refused_by_name);
     RUN(a_backend_without_moe_ffn_refuses_moe_models);
     RUN(moe_presets_have_the_published_shapes);
     RUN(tiny_moe_prefill_matches_token_by_token);
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", tmpdir);
+    hf_tmpdir_remove();
     return test_summary("test_arch_moe");
 }
