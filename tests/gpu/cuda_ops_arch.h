@@ -94,7 +94,7 @@ TEST(arch_ops) {
 
 // Soft-capped attention (cap 1: scores of about ±1 bend hard, so a kernel that skipped the cap would
 // be far outside the bounds) on the shapes of the cases above, each through the entry the table
-// picks: decode (decode_t at head_dim 64 / 128, decode_simt at 256), e4m3 prefill (prefill_fp8_tma,
+// picks: decode (decode_t at head_dim 64 / 128 / 256), e4m3 prefill (prefill_fp8_tma,
 // prefill_fp8_wgmma at 256, in every accumulation mode), bf16 prefill (prefill_bf16_tma), e5m2
 // prefill (prefill_mma, prefill_simt at 256) and the fixtures' small head dims (generic).
 TEST(attention_softcap) {

@@ -251,6 +251,14 @@ TEST(kv_write_and_attention) {
         attention_case("prefill+decode hd128 G4", dts[d], 128, 8, 4, 0, 2, q4, c4);
         attention_case("prefill hd64 G8 window 128", dts[d], 64, 8, 8, 128, 2, q4, c4);
         attention_case("prefill hd256 G2", dts[d], 256, 4, 2, 0, 2, q4, c4);
+        // head_dim 256 over many tiles (rings and, for e4m3, the staging tiles reused), G 8 and 1
+        int q8[1] = {2000}, c8[1] = {2000}, q9[2] = {700, 1}, c9[2] = {1500, 3000};
+        attention_case("prefill hd256 G8 2000", dts[d], 256, 2, 8, 0, 1, q8, c8);
+        case_bs = 64;
+        attention_case("prefill+decode hd256 G1 window 512 bs64", dts[d], 256, 4, 1, 512, 2, q9, c9);
+        case_bs = 128;
+        attention_case("prefill+decode hd256 G4 bs128", dts[d], 256, 2, 4, 0, 2, q9, c9);
+        case_bs = 16;
         case_math = ATTN_FP8_EXACT;
         case_bound = 2e-5;
         int q5[2] = {40, 1}, c5[2] = {100, 300};

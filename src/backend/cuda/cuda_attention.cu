@@ -24,11 +24,11 @@ struct attn_entry {
 static const struct attn_entry kernels[] = {
     // one query token a sequence, head_dim 64 / 128 / 256, G <= 8: keys on the MMA's M side
     {{"decode_t", attn_decode_t_fits, attn_decode_t_launch}, FAST | SOFTCAP},
-    // one query token a sequence, head_dim 64 / 128 / 256, G in 1, 2, 4, 8: SIMT (decode_t takes its
-    // shapes first)
-    {{"decode_simt", attn_decode_simt_fits, attn_decode_simt_launch}, FAST | SOFTCAP},
     // e4m3, head_dim 64 / 128, blocks TMA can box: FP8 wgmma, warp-specialised
     {{"prefill_fp8_tma", attn_prefill_fp8_tma_fits, attn_prefill_fp8_tma_launch}, FAST | SOFTCAP},
+    // e4m3, head_dim 256, blocks TMA can box: the 16-bit wgmma kernel on the tiles converted to f16 in
+    // shared memory (FP8 wgmma's two accumulators do not fit the registers at 256 dims)
+    {{"prefill_e4m3_f16", attn_prefill_e4m3_f16_fits, attn_prefill_e4m3_f16_launch}, FAST | SOFTCAP},
     // e4m3, head_dim 64 / 128 / 256: FP8 wgmma, two warpgroups sharing each tile
     {{"prefill_fp8_wgmma", attn_prefill_fp8_wgmma_fits, attn_prefill_fp8_wgmma_launch}, FAST | SOFTCAP},
     // bf16 / f16, head_dim 64 / 128 / 256, blocks TMA can box: 16-bit wgmma, warp-specialised

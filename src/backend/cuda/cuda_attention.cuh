@@ -119,8 +119,6 @@ bool attn_decode_invariant_fits(const struct attn_call *a);
 void attn_decode_invariant_launch(const struct attn_call *a);
 bool attn_decode_t_fits(const struct attn_call *a);
 void attn_decode_t_launch(const struct attn_call *a);
-bool attn_decode_simt_fits(const struct attn_call *a);
-void attn_decode_simt_launch(const struct attn_call *a);
 bool cuda_decode_init(struct cuda_backend *c);
 // FP8 prefill (cuda_prefill_fp8.cu)
 bool attn_prefill_fp8_tma_fits(const struct attn_call *a);
@@ -129,6 +127,8 @@ bool attn_prefill_fp8_wgmma_fits(const struct attn_call *a);
 void attn_prefill_fp8_wgmma_launch(const struct attn_call *a);
 bool cuda_prefill_fp8_init(struct cuda_backend *c);
 // bf16 / f16 wgmma prefill (cuda_prefill_bf16.cu)
+bool attn_prefill_e4m3_f16_fits(const struct attn_call *a);
+void attn_prefill_e4m3_f16_launch(const struct attn_call *a);
 bool attn_prefill_bf16_tma_fits(const struct attn_call *a);
 void attn_prefill_bf16_tma_launch(const struct attn_call *a);
 bool cuda_prefill_bf16_init(struct cuda_backend *c);

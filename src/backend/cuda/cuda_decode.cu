@@ -1,6 +1,6 @@
 // cuda_decode.cu — the decode attention family (one query token per sequence, split-KV across
 // CTAs; every kernel also in a soft-capped form, attn_params.softcap): the transposed tensor-core
-// kernel for head_dim 64 / 128 / 256 with G <= 8 (cuda_decode_t.cuh), the SIMT kernel,
+// kernel for head_dim 64 / 128 / 256 with G <= 8 (cuda_decode_t.cuh),
 // the batch-invariant path (cuda_decode_mma.cuh's kernel for every query row, splits at absolute
 // positions), the split plan and the combine (cuda_combine.cuh). Owns their fits / launch entries of
 // the kernel table and their per-backend set-up (shared-memory limits, residency).
@@ -14,117 +14,6 @@
 #include "cuda_prefill_fp8.cuh"  // (fp8pf::ex2, the exponential the transposed kernel shares)
 #include "cuda_decode_t.cuh"
 #include "cuda_combine.cuh"
-
-// ---------------------------------------------------------------- SIMT decode
-
-// One CTA = (sequence, KV head, split). 4 warps; each lane group of LPR lanes holds one
-// key row (16 bytes per lane), a warp covers one 16-token block per iteration. CAP: soft-capped scores.
-template <int HD, int G, int DT, bool CAP>
-__device__ __forceinline__ void decode_simt_body(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
-                                                 const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
-                                                 int max_blocks, int lgr, int n_kv, int window, float scale,
-                                                 const float *scales, int n_splits, int blocks_per_split,
-                                                 float softcap) {
-    typedef typename kv_elem<DT>::T T;
-    constexpr int E = 16 / sizeof(T);        // elements per 16-byte load
-    constexpr int LPR = HD / E;              // lanes per key row
-    constexpr int ROWS = 32 / LPR;           // key rows per warp load
-    constexpr int BS = 16;                   // tokens per step (a cache block is 2^lgr of them)
-    constexpr int U = BS / ROWS;             // loads per lane per block
-    const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, r = lane / LPR, cidx = lane % LPR;
-    const int ctx = seq_lens[s], pos = ctx - 1;
-    const int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-    const int b_first = lo / BS, b_last = pos / BS;
-    const int b0 = b_first + split * blocks_per_split;
-    const int b1 = min(b_last + 1, b0 + blocks_per_split);
-    const int t = qstart[s];  // the sequence's (only) query token
-    const float kscale = DT == DT_BF16 ? 1.0f : scales[g];
-    const float vscale = DT == DT_BF16 ? 1.0f : scales[KV_MAX_HEADS + g];
-    const score_map<CAP> sc(scale * kscale, softcap, 1.0f);  // raw score → natural units
-
-    float qr[G][E], acc[G][E], m[G], l[G];
-#pragma unroll
-    for (int h = 0; h < G; h++) {
-        const bf16 *qh = q + ((size_t)t * n_kv * G + g * G + h) * HD + cidx * E;
-#pragma unroll
-        for (int i = 0; i < E; i++) { qr[h][i] = __bfloat162float(qh[i]); acc[h][i] = 0.0f; }
-        m[h] = -INFINITY;
-        l[h] = 0.0f;
-    }
-    const int32_t *bt = btab + (size_t)s * max_blocks;
-    for (int blk = b0 + warp; blk < b1; blk += 4) {
-        size_t base = kv_sub_block(bt, blk, n_kv, g, lgr) * BS * HD;
-        uint4 kr[U], vr[U];
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            size_t off = base + (size_t)(u * ROWS + r) * HD + cidx * E;
-            kr[u] = *(const uint4 *)((const T *)kc + off);
-            vr[u] = *(const uint4 *)((const T *)vc + off);
-        }
-#pragma unroll
-        for (int u = 0; u < U; u++) {
-            int kp = blk * BS + u * ROWS + r;
-            const T *kk = (const T *)&kr[u], *vv = (const T *)&vr[u];
-            float kf[E], vf[E];
-#pragma unroll
-            for (int i = 0; i < E; i++) {
-                kf[i] = kv_elem<DT>::f(kk[i]);
-                vf[i] = kv_elem<DT>::f(vv[i]);
-            }
-            bool valid = kp >= lo && kp <= pos;
-#pragma unroll
-            for (int h = 0; h < G; h++) {
-                float d = 0.0f;
-#pragma unroll
-                for (int i = 0; i < E; i++) d += qr[h][i] * kf[i];
-#pragma unroll
-                for (int o = LPR / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffff, d, o);
-                if (!valid) continue;
-                float sv = sc(d), mn = fmaxf(m[h], sv);
-                float alpha = __expf(m[h] - mn), p = __expf(sv - mn);
-                l[h] = l[h] * alpha + p;
-#pragma unroll
-                for (int i = 0; i < E; i++) acc[h][i] = acc[h][i] * alpha + p * vf[i];
-                m[h] = mn;
-            }
-        }
-    }
-    // merge the lane groups of the warp (same dims, different keys)
-#pragma unroll
-    for (int h = 0; h < G; h++) {
-#pragma unroll
-        for (int o = LPR; o < 32; o <<= 1) {
-            float mo = __shfl_xor_sync(0xffffffff, m[h], o), lo_ = __shfl_xor_sync(0xffffffff, l[h], o);
-            float mn = fmaxf(m[h], mo);
-            float a = mn == -INFINITY ? 0.0f : __expf(m[h] - mn), bb = mn == -INFINITY ? 0.0f : __expf(mo - mn);
-#pragma unroll
-            for (int i = 0; i < E; i++) {
-                float ao = __shfl_xor_sync(0xffffffff, acc[h][i], o);
-                acc[h][i] = acc[h][i] * a + ao * bb;
-            }
-            l[h] = l[h] * a + lo_ * bb;
-            m[h] = mn;
-        }
-    }
-    // merge the 4 warps through shared memory
-    __shared__ float sm_m[4][16], sm_l[4][16], sm_acc[4][8][HD];
-    if (r == 0) {
-#pragma unroll
-        for (int h = 0; h < G; h++) {
-#pragma unroll
-            for (int i = 0; i < E; i++) sm_acc[warp][h][cidx * E + i] = acc[h][i];
-            if (cidx == 0) { sm_m[warp][h] = m[h]; sm_l[warp][h] = l[h]; }
-        }
-    }
-    __syncthreads();
-    merge_warps_store<HD>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits);
-}
-template <int HD, int G, int DT, bool CAP>
-__global__ void __launch_bounds__(128) k_decode(const __grid_constant__ attn_args a, int blocks_per_split) {
-    decode_simt_body<HD, G, DT, CAP>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab, a.max_blocks, a.lgr,
-                                     a.n_kv, a.window, a.scale, a.scales, a.n_splits, blocks_per_split, a.softcap);
-}
 
 // ---------------------------------------------------------------- split plans
 
@@ -328,58 +217,6 @@ void attn_decode_invariant_launch(const struct attn_call *a) {
     const bool cap = a->p->softcap > 0;
     if (a->l->head_dim == 64) cap ? decode_invariant_launch<64, true>(a) : decode_invariant_launch<64, false>(a);
     else cap ? decode_invariant_launch<128, true>(a) : decode_invariant_launch<128, false>(a);
-}
-
-// ---------------------------------------------------------------- SIMT decode (decode_simt)
-
-bool attn_decode_simt_fits(const struct attn_call *a) {
-    const int hd = a->l->head_dim, G = a->G;
-    return a->decode && a->fast_dtype && a->lgr >= 0 && (hd == 64 || hd == 128 || hd == 256) &&
-           (G == 1 || G == 2 || G == 4 || G == 8);
-}
-
-template <int HD, int G, bool CAP> static void decode_simt_g(const struct attn_call *a) {
-    struct cuda_backend *c = a->c;
-    const struct kv_layer *l = a->l;
-    const int nb_max = plan_blocks(a), ctas = a->bt->n_seqs * l->n_kv_heads;
-    int n_splits = (c->n_sm * 4 + ctas - 1) / ctas;
-    const int max_splits = (nb_max + 3) / 4;  // at least ~4 blocks (one per warp) per split
-    if (n_splits > max_splits) n_splits = max_splits;
-    if (n_splits < 1) n_splits = 1;
-    const int per_split = (nb_max + n_splits - 1) / n_splits;
-    n_splits = (nb_max + per_split - 1) / per_split;
-    const size_t need = (size_t)a->bt->n_seqs * l->n_kv_heads * G * n_splits * (HD + 2);
-    if (n_splits > 1 && !cuda_reserve(c, &c->d_part, &c->part_cap, need)) return;
-    attn_args args = attn_args_of(a);
-    args.part = c->d_part;
-    args.n_splits = n_splits;
-    const dim3 grid(a->bt->n_seqs, l->n_kv_heads, n_splits);
-    if (l->dtype == DT_BF16) k_decode<HD, G, DT_BF16, CAP><<<grid, 128, 0, c->stream>>>(args, per_split);
-    else if (l->dtype == DT_E4M3) k_decode<HD, G, DT_E4M3, CAP><<<grid, 128, 0, c->stream>>>(args, per_split);
-    else k_decode<HD, G, DT_E5M2, CAP><<<grid, 128, 0, c->stream>>>(args, per_split);
-    if (CUDA_LAUNCHED(c, "attention decode (SIMT)")) return;
-    if (n_splits > 1) launch_combine(c, a->out, a->bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart);
-}
-
-template <int HD, bool CAP> static void decode_simt_hd(const struct attn_call *a) {
-    switch (a->G) {
-    case 1: decode_simt_g<HD, 1, CAP>(a); break;
-    case 2: decode_simt_g<HD, 2, CAP>(a); break;
-    case 4: decode_simt_g<HD, 4, CAP>(a); break;
-    default: decode_simt_g<HD, 8, CAP>(a); break;
-    }
-}
-
-template <bool CAP> static void decode_simt_cap(const struct attn_call *a) {
-    const int hd = a->l->head_dim;
-    if (hd == 64) decode_simt_hd<64, CAP>(a);
-    else if (hd == 128) decode_simt_hd<128, CAP>(a);
-    else decode_simt_hd<256, CAP>(a);
-}
-
-void attn_decode_simt_launch(const struct attn_call *a) {
-    if (a->p->softcap > 0) decode_simt_cap<true>(a);
-    else decode_simt_cap<false>(a);
 }
 
 bool cuda_decode_init(struct cuda_backend *c) {

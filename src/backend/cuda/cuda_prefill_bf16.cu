@@ -1,19 +1,22 @@
-// cuda_prefill_bf16.cu — prefill attention over a bf16 or f16 cache on Hopper's 16-bit tensor cores
-// (cuda_prefill_bf16.cuh: TMA copies, two consumer warpgroups, wgmma), soft-capped scores (Gemma 2)
-// included. Owns the prefill_bf16_tma entry of the attention kernel table (fits / launch) and its
-// per-backend set-up.
+// cuda_prefill_bf16.cu — prefill attention on Hopper's 16-bit tensor cores (cuda_prefill_bf16.cuh:
+// TMA copies, two consumer warpgroups, wgmma), soft-capped scores (Gemma 2) included: over a bf16 or
+// f16 cache, and over an e4m3 cache at head_dim 256, converted to f16 in shared memory. Owns the
+// prefill_bf16_tma and prefill_e4m3_f16 entries of the attention kernel table (fits / launch) and
+// their per-backend set-up.
 #include "cuda_attention.cuh"
 #include "cuda_prefill_bf16.cuh"
 
 template <int HD, int DT, bool CAP = false> static constexpr auto bf16tma_kernel() {
     return k_prefill_bf16<HD, DT, bf16pf::stages<HD>::KS, true, CAP>;
 }
-template <int HD> static constexpr int bf16tma_smem() { return bf16pf::lay<HD, bf16pf::stages<HD>::KS>::SMEM; }
+template <int HD, int DT = DT_BF16> static constexpr int bf16tma_smem() {
+    return bf16pf::lay<HD, bf16pf::stages<HD>::KS, DT == DT_E4M3>::SMEM;
+}
 
 template <int HD, int DT, bool CAP> static bool bf16tma_init1(struct cuda_backend *c) {
     return !cuda_fail(c,
                       cudaFuncSetAttribute(bf16tma_kernel<HD, DT, CAP>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           bf16tma_smem<HD>()),
+                                           bf16tma_smem<HD, DT>()),
                       "bf16 prefill: shared-memory limit");
 }
 template <int HD> static bool bf16tma_init(struct cuda_backend *c) {
@@ -22,7 +25,8 @@ template <int HD> static bool bf16tma_init(struct cuda_backend *c) {
 }
 
 bool cuda_prefill_bf16_init(struct cuda_backend *c) {
-    return bf16tma_init<64>(c) && bf16tma_init<128>(c) && bf16tma_init<256>(c);
+    return bf16tma_init<64>(c) && bf16tma_init<128>(c) && bf16tma_init<256>(c) &&
+           bf16tma_init1<256, DT_E4M3, false>(c) && bf16tma_init1<256, DT_E4M3, true>(c);
 }
 
 bool attn_prefill_bf16_tma_fits(const struct attn_call *a) {
@@ -49,8 +53,9 @@ template <int HD, int DT, bool CAP> static void bf16tma_launch(const struct attn
     const int rows = l->kv_block_tokens < bf16pf::lay<HD, 2>::BN ? l->kv_block_tokens : bf16pf::lay<HD, 2>::BN;
     CUtensorMap km, vm;
     const bf16pf_encode_fn enc = (bf16pf_encode_fn)c->tma_encode;
-    CUresult r = bf16pf_map(enc, &km, l->k, HD, l->kv_block_tokens, l->n_kv_heads, l->n_blocks, rows);
-    if (r == CUDA_SUCCESS) r = bf16pf_map(enc, &vm, l->v, HD, l->kv_block_tokens, l->n_kv_heads, l->n_blocks, rows);
+    const auto map = DT == DT_E4M3 ? bf16pf_map_e4m3 : bf16pf_map;
+    CUresult r = map(enc, &km, l->k, HD, l->kv_block_tokens, l->n_kv_heads, l->n_blocks, rows);
+    if (r == CUDA_SUCCESS) r = map(enc, &vm, l->v, HD, l->kv_block_tokens, l->n_kv_heads, l->n_blocks, rows);
     if (r != CUDA_SUCCESS) {
         cuda_latch(c, OCT_EUNSUP, "bf16 prefill (TMA): cuTensorMapEncodeTiled failed (%d)", (int)r);
         return;
@@ -60,8 +65,8 @@ template <int HD, int DT, bool CAP> static void bf16tma_launch(const struct attn
     // one CTA a (sequence, 128 query rows, KV head)
     const int qt = 128 / a->G;
     const dim3 grid(a->bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    bf16tma_kernel<HD, DT, CAP>()<<<grid, 384, bf16tma_smem<HD>(), c->stream>>>(km, vm, args);
-    CUDA_LAUNCHED(c, "attention prefill (bf16 wgmma, TMA)");
+    bf16tma_kernel<HD, DT, CAP>()<<<grid, 384, bf16tma_smem<HD, DT>(), c->stream>>>(km, vm, args);
+    CUDA_LAUNCHED(c, DT == DT_E4M3 ? "attention prefill (e4m3 as f16, wgmma, TMA)" : "attention prefill (bf16 wgmma, TMA)");
 }
 
 template <int HD, bool CAP> static void bf16tma_launch_hd(const struct attn_call *a) {
@@ -78,4 +83,18 @@ template <bool CAP> static void bf16tma_launch_cap(const struct attn_call *a) {
 void attn_prefill_bf16_tma_launch(const struct attn_call *a) {
     if (a->p->softcap > 0) bf16tma_launch_cap<true>(a);
     else bf16tma_launch_cap<false>(a);
+}
+
+// ---------------------------------------------------------------- e4m3 at head_dim 256 (prefill_e4m3_f16)
+
+bool attn_prefill_e4m3_f16_fits(const struct attn_call *a) {
+    const struct kv_layer *l = a->l;
+    const int qt = 128 / (a->G > 0 ? a->G : 1);
+    return l->dtype == DT_E4M3 && l->head_dim == 256 && bf16pf_fits(256, l->kv_block_tokens, a->G) &&
+           (a->c->cb.max_q + qt - 1) / qt <= 65535;
+}
+
+void attn_prefill_e4m3_f16_launch(const struct attn_call *a) {
+    if (a->p->softcap > 0) bf16tma_launch<256, DT_E4M3, true>(a);
+    else bf16tma_launch<256, DT_E4M3, false>(a);
 }

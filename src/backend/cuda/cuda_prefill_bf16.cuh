@@ -35,13 +35,15 @@
 
 namespace bf16pf {
 
-// Shared-memory layout for head_dim HD with KS K/V stages.
-template <int HD, int KS> struct lay {
+// Shared-memory layout for head_dim HD with KS K/V stages; CVT (an e4m3 cache): one K and one V tile
+// of e4m3 bytes as TMA lands them, [BN][HD], beside the 16-bit rings.
+template <int HD, int KS, bool CVT = false> struct lay {
     static constexpr int BN = HD == 256 ? 64 : 128;  // keys a tile
     static constexpr int NCH = HD / 64;               // 128-byte chunks of a row
-    static constexpr int Q_BYTES = 64 * HD * 2, TILE_BYTES = BN * HD * 2;
-    static constexpr int OFF_K = 2 * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_BAR = OFF_V + KS * TILE_BYTES;
-    static constexpr int SMEM = OFF_BAR + 4 * KS * 8 + 1024;  // (+ the alignment slack)
+    static constexpr int Q_BYTES = 64 * HD * 2, TILE_BYTES = BN * HD * 2, RAW_BYTES = CVT ? BN * HD : 0;
+    static constexpr int OFF_K = 2 * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_RAW = OFF_V + KS * TILE_BYTES;
+    static constexpr int OFF_BAR = OFF_RAW + 2 * RAW_BYTES;
+    static constexpr int SMEM = OFF_BAR + (4 * KS + 4) * 8 + 1024;  // (+ the alignment slack)
 };
 // The default ring depth: what fits beside Q in 227 KB.
 template <int HD> struct stages { static constexpr int KS = HD == 64 ? 4 : 2; };
@@ -162,9 +164,36 @@ __device__ __forceinline__ void load_q(uint8_t *Qw, const bf16 *q, int tid, int 
     }
 }
 
+// An e4m3 tile's first `rows` rows (raw: [rows][HD] bytes) into a 16-bit ring stage as f16 (exact:
+// every e4m3 value is an f16), swizzled as TMA would have: thread ct of nt moves 16-byte units.
+template <int HD, int BN>
+__device__ __forceinline__ void cvt_tile(uint8_t *dst, const uint8_t *raw, int rows, int ct, int nt) {
+    constexpr int UPR = HD / 16;  // 16-byte e4m3 units a row
+    for (int idx = ct; idx < rows * UPR; idx += nt) {
+        const int r = idx / UPR, u = idx % UPR;
+        const uint4 w = *(const uint4 *)(raw + r * HD + u * 16);
+        const uint32_t x[4] = {w.x, w.y, w.z, w.w};
+        uint32_t h[8];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h[2 * k]) : "h"((uint16_t)(x[k] & 0xffffu)));
+            asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h[2 * k + 1]) : "h"((uint16_t)(x[k] >> 16)));
+        }
+        // the 16 elements are the row's 16-bit units 2u and 2u + 1 (one 128-byte chunk: 8 units)
+        uint8_t *row = dst + (u >> 2) * (BN * 128) + r * 128;
+        const int w0 = (2 * u) & 7;
+        *(uint4 *)(row + ((w0 ^ (r & 7)) << 4)) = make_uint4(h[0], h[1], h[2], h[3]);
+        *(uint4 *)(row + (((w0 + 1) ^ (r & 7)) << 4)) = make_uint4(h[4], h[5], h[6], h[7]);
+    }
+}
+
 }  // namespace bf16pf
 
-// HD: head_dim 64, 128 or 256. DT: DT_BF16 or DT_F16 (the cache's type; Q is bf16 and converted).
+// HD: head_dim 64, 128 or 256. DT: DT_BF16 or DT_F16 (the cache's type; Q is bf16 and converted), or
+// DT_E4M3 at head_dim 256 (CVT): TMA lands each e4m3 tile in a staging buffer, warps 1-3 of the
+// producer warpgroup convert it to f16 into the ring and the consumers compute as for an f16 cache,
+// the K scale folded into the softmax's and the V scale into the output's (at head_dim 256 the FP8
+// kernels' two accumulators, 256 registers a thread, do not fit).
 // KS: K/V ring stages. PINGPONG: the consumers take turns issuing their MMAs. CAP: soft-capped scores
 // (attn_args.softcap, fp8pf::softmax_s). kmap / vmap: the
 // layer's K and V cache as 4-d tensors {head_dim, kv_block_tokens, n_kv_heads, n_blocks} of 16-bit
@@ -178,7 +207,10 @@ __global__ void __launch_bounds__(384, 1)
     k_prefill_bf16(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                    const __grid_constant__ attn_args a) {
     using namespace bf16pf;
-    typedef lay<HD, KS> L;
+    constexpr bool CVT = DT == DT_E4M3;
+    constexpr int WT = CVT ? DT_F16 : DT;  // the wgmma operands' type
+    static_assert(!CVT || HD == 256, "e4m3 runs this kernel at head_dim 256 only");
+    typedef lay<HD, KS, CVT> L;
     constexpr int BN = L::BN, NCH = L::NCH;
     extern __shared__ uint8_t bf16pf_smem_raw[];
     // (an offset into the shared array, so that every access stays in the shared space)
@@ -186,16 +218,26 @@ __global__ void __launch_bounds__(384, 1)
     uint8_t *Qs = sm, *Ks = sm + L::OFF_K, *Vs = sm + L::OFF_V;
     uint64_t *bars = (uint64_t *)(sm + L::OFF_BAR);
     uint64_t *kfull = bars, *vfull = bars + KS, *kempty = bars + 2 * KS, *vempty = bars + 3 * KS;
+    // (CVT) the staging tiles: TMA completes rkfull / rvfull, the converters arrive on rkempty / rvempty
+    uint64_t *rkfull = bars + 4 * KS, *rvfull = rkfull + 1, *rkempty = rkfull + 2, *rvempty = rkfull + 3;
+    uint8_t *rawk = sm + L::OFF_RAW, *rawv = rawk + L::RAW_BYTES;
+    constexpr int NCV = 96;  // (CVT) converting threads: warps 1-3
     const int s = blockIdx.x, g = blockIdx.z, G = a.G;
     fp8pf::cta_tiles ct = {};
     if (!ct.begin(a.qstart, a.pos, 128, G, a.window, BN, true)) return;  // (the whole CTA, before any barrier)
     const int n = ct.t1 - ct.t0 + 1, t0 = ct.t0, p_last = ct.p_last;
     if (threadIdx.x == 0) {
         for (int i = 0; i < KS; i++) {
-            mbar_init(&kfull[i], 1);
-            mbar_init(&vfull[i], 1);
+            mbar_init(&kfull[i], CVT ? NCV : 1);
+            mbar_init(&vfull[i], CVT ? NCV : 1);
             mbar_init(&kempty[i], 256);
             mbar_init(&vempty[i], 256);
+        }
+        if constexpr (CVT) {
+            mbar_init(rkfull, 1);
+            mbar_init(rvfull, 1);
+            mbar_init(rkempty, NCV);
+            mbar_init(rvempty, NCV);
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -206,8 +248,44 @@ __global__ void __launch_bounds__(384, 1)
     __syncthreads();
 
     if (threadIdx.x < 128) {  // ---- producer
-        reg_dealloc<24>();
-        if (threadIdx.x == 0) {
+        reg_dealloc<CVT ? 40 : 24>();
+        if (CVT && threadIdx.x == 0) {  // e4m3 tiles into the staging buffers, one at a time
+            const int32_t *bt = a.btab + (size_t)s * a.max_blocks;
+            const int rows = a.rows_box, bs = a.bs;
+            for (int i = 0; i < n; i++) {
+                const int t = t0 + i, nb = min(BN / rows, (p_last - t * BN) / rows + 1);
+                const uint32_t bytes = (uint32_t)(nb * rows * HD);
+                if (i >= 1) mbar_wait(rkempty, (i - 1) & 1);
+                mbar_expect_tx(rkfull, bytes);
+                for (int j = 0; j < nb; j++) {
+                    const int kp = t * BN + j * rows;
+                    tma_load(rawk + j * rows * HD, &kmap, rkfull, 0, kp % bs, g, bt[kp / bs]);
+                }
+                if (i >= 1) mbar_wait(rvempty, (i - 1) & 1);
+                mbar_expect_tx(rvfull, bytes);
+                for (int j = 0; j < nb; j++) {
+                    const int kp = t * BN + j * rows;
+                    tma_load(rawv + j * rows * HD, &vmap, rvfull, 0, kp % bs, g, bt[kp / bs]);
+                }
+            }
+        } else if (CVT && threadIdx.x >= 32) {  // the converters: staging → ring stage, as f16
+            const int ct = threadIdx.x - 32, rows = a.rows_box;
+            for (int i = 0; i < n; i++) {
+                const int t = t0 + i, st = i % KS, nr = min(BN / rows, (p_last - t * BN) / rows + 1) * rows;
+                mbar_wait(rkfull, i & 1);
+                if (i >= KS) mbar_wait(&kempty[st], ((i / KS) - 1) & 1);
+                cvt_tile<HD, BN>(Ks + st * L::TILE_BYTES, rawk, nr, ct, NCV);
+                fence_proxy_async();  // (the ring's generic-proxy writes, before the wgmma reads them)
+                mbar_arrive(rkempty);
+                mbar_arrive(&kfull[st]);
+                mbar_wait(rvfull, i & 1);
+                if (i >= KS) mbar_wait(&vempty[st], ((i / KS) - 1) & 1);
+                cvt_tile<HD, BN>(Vs + st * L::TILE_BYTES, rawv, nr, ct, NCV);
+                fence_proxy_async();
+                mbar_arrive(rvempty);
+                mbar_arrive(&vfull[st]);
+            }
+        } else if (!CVT && threadIdx.x == 0) {
             const int32_t *bt = a.btab + (size_t)s * a.max_blocks;
             const int rows = a.rows_box, bs = a.bs;
             for (int i = 0; i < n; i++) {
@@ -236,13 +314,14 @@ __global__ void __launch_bounds__(384, 1)
     }
 
     // ---- consumers: warpgroups 1, 2, 64 query rows each
-    reg_alloc<240>();
+    reg_alloc<CVT ? 232 : 240>();  // (what the producer warpgroup gives: 128·(168 − 40) = 256·(232 − 168))
     const int tid = threadIdx.x - 128, wg = tid >> 7, warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
     const int n_heads = a.n_kv * G;
-    load_q<HD, DT>(Qs + wg * L::Q_BYTES, a.q, tid & 127, wg, ct, n_heads, g, G);
+    load_q<HD, WT>(Qs + wg * L::Q_BYTES, a.q, tid & 127, wg, ct, n_heads, g, G);
     fp8pf::rows2 rw;
     rw.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, a.pos, a.window);
-    rw.sc[0] = rw.sc[1] = a.scale * 1.4426950408889634f;
+    const float kscale = CVT ? a.scales[g] : 1.0f, vscale = CVT ? a.scales[KV_MAX_HEADS + g] : 1.0f;
+    rw.sc[0] = rw.sc[1] = a.scale * kscale * 1.4426950408889634f;
     const float cap2 = a.softcap * 1.4426950408889634f;  // (CAP) the cap in log2 units
     fence_proxy_async();              // Q visible to the wgmma
     bar_sync(BAR_Q + wg, 128);        // this warpgroup's Q rows written
@@ -256,7 +335,7 @@ __global__ void __launch_bounds__(384, 1)
     auto pv_issue = [&](int i) {  // O += P(i)·V(i)
         const uint32_t v0 = va + (uint32_t)((i % KS) * L::TILE_BYTES);
 #pragma unroll
-        for (int kk = 0; kk < BN / 16; kk++) rs<DT, HD>(o, pa[kk], desc(v0 + kk * 2048, BN * 128, 1024), 1);
+        for (int kk = 0; kk < BN / 16; kk++) rs<WT, HD>(o, pa[kk], desc(v0 + kk * 2048, BN * 128, 1024), 1);
         wgmma_commit();
     };
     // one tile i; FIRST (tile 0) has no P·V(i − 1) to issue. (Two instances rather than branches:
@@ -272,7 +351,7 @@ __global__ void __launch_bounds__(384, 1)
         const uint32_t k0 = ka + (uint32_t)(st * L::TILE_BYTES);
 #pragma unroll
         for (int kk = 0; kk < HD / 16; kk++)
-            ss<DT, BN>(sacc, desc(qa + (kk >> 2) * (64 * 128) + (kk & 3) * 32, 16, 1024),
+            ss<WT, BN>(sacc, desc(qa + (kk >> 2) * (64 * 128) + (kk & 3) * 32, 16, 1024),
                        desc(k0 + (kk >> 2) * (BN * 128) + (kk & 3) * 32, 16, 1024), kk > 0);
         wgmma_commit();
         if constexpr (!FIRST) pv_issue(i - 1);
@@ -295,10 +374,10 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int kk = 0; kk < BN / 16; kk++) {
             const float *p = sacc + 8 * kk;
-            pa[kk][0] = pack2<DT>(p[0], p[1]);
-            pa[kk][1] = pack2<DT>(p[2], p[3]);
-            pa[kk][2] = pack2<DT>(p[4], p[5]);
-            pa[kk][3] = pack2<DT>(p[6], p[7]);
+            pa[kk][0] = pack2<WT>(p[0], p[1]);
+            pa[kk][1] = pack2<WT>(p[2], p[3]);
+            pa[kk][2] = pack2<WT>(p[4], p[5]);
+            pa[kk][3] = pack2<WT>(p[6], p[7]);
         }
     };
     if (PINGPONG && wg == 1) bar_arrive(BAR_TURN, 256);  // warpgroup 1 (wg 0) takes the first turn
@@ -323,7 +402,7 @@ __global__ void __launch_bounds__(384, 1)
     }
     fp8pf::rows2 ro;  // (the rows' tokens and heads again: not kept live through the tile loop)
     ro.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, a.pos, a.window);
-    fp8pf::store_rows<HD>(a.out, o, l, ro.on, ro.tok, ro.head, n_heads, g, G, 1.0f, c);
+    fp8pf::store_rows<HD>(a.out, o, l, ro.on, ro.tok, ro.head, n_heads, g, G, vscale, c);
 }
 
 // ---------------------------------------------------------------- host side
@@ -342,6 +421,17 @@ static inline CUresult bf16pf_map(bf16pf_encode_fn encode, CUtensorMap *map, voi
     const cuuint32_t box[4] = {64, (cuuint32_t)rows, 1, 1}, es[4] = {1, 1, 1, 1};
     return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 4, base, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+}
+
+// A layer's e4m3 K or V cache as {head_dim, kv_block_tokens, n_kv_heads, n_blocks} bytes, boxes of
+// {head_dim, rows, 1, 1} (whole rows, unswizzled: the converters read them as they lie).
+static inline CUresult bf16pf_map_e4m3(bf16pf_encode_fn encode, CUtensorMap *map, void *base, int hd, int bs,
+                                       int n_kv, int n_blocks, int rows) {
+    const cuuint64_t dims[4] = {(cuuint64_t)hd, (cuuint64_t)bs, (cuuint64_t)n_kv, (cuuint64_t)n_blocks};
+    const cuuint64_t strides[3] = {(cuuint64_t)hd, (cuuint64_t)hd * bs, (cuuint64_t)hd * bs * n_kv};
+    const cuuint32_t box[4] = {(cuuint32_t)hd, (cuuint32_t)rows, 1, 1}, es[4] = {1, 1, 1, 1};
+    return encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, base, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                  CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
 // Whether the kernel covers a cache of head_dim hd, blocks of bs tokens, G query heads a KV head:
