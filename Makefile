@@ -138,4 +138,4 @@ deps:
 clean:
 	rm -rf build build-san build-tsan build-fuzz build-bundle
 
--include $(LIB_OBJ:.o=.d) $(BUILD)/obj/src/main.d
+-include $(LIB_OBJ:.o=.d) $(BUILD)/obj/src/main.d $(TEST_BIN:=.d)

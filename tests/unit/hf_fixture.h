@@ -1,6 +1,7 @@
 // hf_fixture.h — the transformers fixtures of tests/data/hf/ (tools/ref/make_hf_fixtures.py) as the
 // unit tests use them (owns: reading ref.json, the check of a checkpoint against it on the CPU backend —
-// greedy tokens identical, teacher-forced log-probabilities within 1e-4, perplexity ratio within 1e-4 —,
+// greedy tokens identical, teacher-forced log-probabilities within 1e-4, perplexity ratio within 1e-4,
+// the last position's logits within 1e-4 —,
 // the scratch folder, copies of a fixture with an edited config.json, and the checks that a load or a
 // backend lacking an op is refused with an error naming the problem). Included by test_arch_hf.c and test_arch_moe.c after test.h.
 #ifndef OCTET_HF_FIXTURE_H
@@ -85,9 +86,18 @@ static inline void hf_check_model(struct model *m, json_t *ref, const char *labe
         nll -= lp;
     }
     double ppl = exp(nll / (n - 1)), want = json_number_value(json_object_get(ref, "ppl"));
+    json_t *last = json_object_get(ref, "last_logits");  // the logits after the last token
+    double worst_last = 0;
+    for (int v = 0; v < V && (int)json_array_size(last) == V; v++) {
+        double d = fabs(lg[(size_t)(n - 1) * V + v] - json_number_value(json_array_get(last, (size_t)v)));
+        worst_last = d > worst_last ? d : worst_last;
+    }
     if (getenv("TEST_VERBOSE"))
-        fprintf(stderr, "%s: worst logprob diff %.3g, ppl ratio-1 %.3g\n", label, worst, ppl / want - 1);
+        fprintf(stderr, "%s: worst logprob diff %.3g, ppl ratio-1 %.3g, last logits %.3g\n", label, worst,
+                ppl / want - 1, worst_last);
     CHECK_MSG(worst < 1e-4, "%s: teacher-forced log-probabilities differ by up to %g", label, worst);
+    CHECK_MSG(json_array_size(last) == (size_t)V, "%s: ref.json has no last_logits of %d", label, V);
+    CHECK_MSG(worst_last < 1e-4, "%s: the last position's logits differ by up to %g", label, worst_last);
     CHECK_MSG(fabs(ppl / want - 1) < 1e-4, "%s: perplexity %.6f, transformers %.6f", label, ppl, want);
     // greedy: the prompt in one step, then one token a step (transformers' generate with its cache)
     runner_reset(&r);

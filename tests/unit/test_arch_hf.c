@@ -1,7 +1,7 @@
 // test_arch_hf.c — every dense family against transformers 5 itself: the tiny random-weight
 // checkpoints of tests/data/hf/ (tools/ref/make_hf_fixtures.py) with transformers' greedy tokens,
-// teacher-forced log-probabilities and perplexity (ref.json). On the CPU backend: greedy tokens
-// identical, log-probabilities within 1e-4, perplexity ratio within 1e-4 — also with the config
+// teacher-forced log-probabilities and perplexity (ref.json). On the CPU backend (hf_fixture.h): greedy
+// tokens identical, log-probabilities, perplexity ratio and last logits within 1e-4 — also with the config
 // rewritten in the older layout (rope_theta / rope_scaling), and as GGUF files. Then the refusals: each config key
 // or tensor octet cannot honour is an error that names it.
 #include <jansson.h>

@@ -1,6 +1,6 @@
 // test_arch_moe.c — the mixture-of-experts families (Mixtral, Qwen3-MoE) on the CPU backend against
-// transformers (greedy tokens identical, log-probabilities within 1e-4, perplexity ratio within 1e-4;
-// hf_fixture.h): mixtral_routed and qwen3_moe_routed, which transformers built and ran with random
+// transformers (greedy tokens identical, log-probabilities, perplexity ratio and last logits within
+// 1e-4; hf_fixture.h): mixtral_routed and qwen3_moe_routed, which transformers built and ran with random
 // routers (top-2 of 4), and the checkpoints of tools/ref/make_moe_fixtures.py, whose layers compute
 // exactly the dense MLP of a transformers-saved fixture, from safetensors (per-expert and transformers
 // 5's fused 3-D layouts) and GGUF; the routed ones with an fp8 KV cache; the router and the moe_ffn op
