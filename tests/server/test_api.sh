@@ -9,40 +9,8 @@ set -u
 BUILD=${BUILD:-build}
 OCTET="$BUILD/octet"
 MODEL=../shared/models/stories260K.gguf
-. tests/lib.sh  # pass/fail counters, ok, bad
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
-trap cleanup EXIT
+. tests/server/lib.sh  # counters, $tmp, start_server, post, py
 
-# start_server NAME ARGS... → sets URL and SPID (the pattern of tests/server/test_server.sh)
-start_server() {
-  local name=$1; shift
-  local fifo="$tmp/$name.fifo" line port="" fd
-  mkfifo "$fifo"
-  "$OCTET" serve --model "$MODEL" --port 0 --served-model-name stories "$@" >"$fifo" 2>"$tmp/$name.log" &
-  SPID=$!; pids+=("$SPID")
-  exec {fd}<"$fifo"
-  while IFS= read -r -t 60 -u "$fd" line; do
-    if [[ $line =~ serving\ .*\ on\ http://127\.0\.0\.1:([0-9]+)$ ]]; then port=${BASH_REMATCH[1]}; break; fi
-  done
-  cat <&"$fd" >/dev/null &
-  exec {fd}<&-
-  if [ -z "$port" ]; then bad "server $name did not start: $(tail -5 "$tmp/$name.log")"; URL=""; return 1; fi
-  URL="http://127.0.0.1:$port"
-}
-post() { CODE=$(curl -s -m 30 -o "$tmp/body" -w '%{http_code}' -H 'Content-Type: application/json' "$URL$1" --data-binary "$2"); }
-# [A=VALUE] py EXPR... : asserts Python expressions over d = the JSON body (a = $A)
-py() { python3 - "$tmp/body" "$@" <<'PY'
-import json, os, sys
-a = os.environ.get("A", "")
-s = open(sys.argv[1], encoding="utf-8", errors="replace").read()
-try: d = json.loads(s)
-except Exception: d = None
-for e in sys.argv[2:]:
-    if not eval(e): sys.exit("assert failed: " + e + "\n  body: " + s[:400])
-PY
-}
 text() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["text"], end="")' "$tmp/body"; }
 
 [ -x "$OCTET" ] || { echo "no $OCTET"; echo "0 passed, 1 failed"; exit 1; }

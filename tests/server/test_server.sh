@@ -10,33 +10,7 @@ set -u
 BUILD=${BUILD:-build}
 OCTET="$BUILD/octet"
 MODEL=../shared/models/stories260K.gguf
-. tests/lib.sh  # pass/fail counters, ok, bad
-tmp=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
-trap cleanup EXIT
-
-# start_server NAME ARGS... → sets URL (http://127.0.0.1:PORT) and SPID; log in $tmp/NAME.log.
-# The server's stdout comes through a FIFO, read line by line until it says "serving ... on URL"
-# (printed once it listens); a server that exits first closes the FIFO and ends the read.
-start_server() {
-  local name=$1; shift
-  local fifo="$tmp/$name.fifo" line port="" fd
-  rm -f "$fifo"; mkfifo "$fifo"
-  "$OCTET" serve --model "$MODEL" --port 0 --served-model-name stories "$@" >"$fifo" 2>"$tmp/$name.log" &
-  SPID=$!; pids+=("$SPID")
-  exec {fd}<"$fifo"
-  while IFS= read -r -t 60 -u "$fd" line; do
-    printf '%s\n' "$line" >>"$tmp/$name.out"
-    if [[ $line =~ serving\ .*\ on\ http://127\.0\.0\.1:([0-9]+)$ ]]; then port=${BASH_REMATCH[1]}; break; fi
-  done
-  cat <&"$fd" >>"$tmp/$name.out" &  # the rest of its stdout, until it exits
-  exec {fd}<&-
-  if [ -z "$port" ]; then bad "server $name did not start: $(tail -5 "$tmp/$name.log")"; URL=""; return 1; fi
-  URL="http://127.0.0.1:$port"
-}
-# stop_server PID: SIGTERM must end it with exit 0 (under SAN=1 this also means no leaks)
-stop_server() { kill -TERM "$1" 2>/dev/null; wait "$1" 2>/dev/null; local rc=$?; [ $rc = 0 ] && ok || bad "server $1 exited $rc on SIGTERM"; }
+. tests/server/lib.sh  # counters, $tmp, start_server, stop_server, post, get, py
 
 # stream_start NAME JSON → posts a streamed completion in the background and returns once its
 # first SSE line has arrived (the request is in the engine); curl's pid in CPID, the pid of the
@@ -53,9 +27,6 @@ stream_start() {
   exec {fd}<&-
 }
 
-# post PATH JSON → body in $tmp/body, status in $CODE
-post() { CODE=$(curl -s -m 30 -o "$tmp/body" -w '%{http_code}' -H 'Content-Type: application/json' "$URL$1" --data-binary "$2"); }
-get() { CODE=$(curl -s -m 30 -o "$tmp/body" -w '%{http_code}' "$URL$1"); }
 # wait_log FILE PATTERN: blocks (tail -f, woken by inotify) until a line of FILE matches; 60 s bound
 wait_log() {
   local fd pid rc
@@ -64,18 +35,6 @@ wait_log() {
   grep -q -m1 -E -- "$2" <&"$fd"; rc=$?
   kill "$pid" 2>/dev/null; exec {fd}<&-
   return $rc
-}
-# [A=VALUE] py EXPR... : asserts Python expressions over d = the JSON body, s = the raw
-# body and a = $A (a value passed in from the shell)
-py() { python3 - "$tmp/body" "$@" <<'PY'
-import json, os, sys
-a = os.environ.get("A", "")
-s = open(sys.argv[1], encoding="utf-8", errors="replace").read()
-try: d = json.loads(s)
-except Exception: d = None
-for e in sys.argv[2:]:
-    if not eval(e): sys.exit("assert failed: " + e + "\n  body: " + s[:400])
-PY
 }
 # sse_text → prints the concatenated text of an SSE body in $tmp/body, checks framing
 sse() { python3 - "$tmp/body" "$1" <<'PY'
