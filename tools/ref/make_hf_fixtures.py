@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """make_hf_fixtures.py — tiny random-weight Hugging Face checkpoints of every dense architecture
-octet serves, with transformers' own greedy tokens, teacher-forced log-probabilities and
-perplexity, for tests/unit/test_arch_hf.c.
+octet serves (for tests/unit/test_arch_hf.c) and of the mixtures of experts mixtral_routed and
+qwen3_moe_routed (random routers, top-2 of 4 experts, so each token takes its own experts; Mixtral
+renormalises the top-k weights, this Qwen3-MoE has norm_topk_prob false; for tests/unit/test_arch_moe.c),
+with transformers' own greedy tokens, teacher-forced log-probabilities and perplexity.
 
 Needs torch and transformers 5 (the GPU machine has both; the computation runs on the CPU in
 float32, eager attention). Each fixture is a directory NAME/ holding config.json and
@@ -13,6 +15,7 @@ tests/data/tok_bpe, and ref.json:
   ppl          exp(-mean(logprobs))
   prompt, gen  the greedy prompt (20 ids) and model.generate's 16 greedy tokens (with its cache)
   margins      top-1 minus top-2 logit at each greedy step (a near tie makes a token fragile)
+  last_logits  the logits after the last of tokens
   inv_freq     every rotary module's inv_freq and attention scaling, for diagnosis
 Usage: python3 make_hf_fixtures.py OUT_DIR [TOKENIZER_DIR [NAME,NAME...]] (default: every fixture)
 """
