@@ -28,8 +28,9 @@ static const char *const model_flag_names[] = {"--model", "--kv-cache-dtype", "-
     "--enforce-eager", "--tensor-parallel-size", "--dtype", "--quantization", "--quantization-block",
     "--quantization-skip-layers", "--fp8-gate-dtype", NULL};
 
-// Commands that load their model through cli_model_load, and so honour the FP8 weight flags.
-static const char *const fp8_commands[] = {"generate", "serve", "eval ppl", "eval needle", NULL};
+// Commands that load their model through cli_model_load, and so honour the FP8 weight flags ("bench sweep"
+// checks them in the --serve-args it hands to `octet serve`).
+static const char *const fp8_commands[] = {"generate", "serve", "eval ppl", "eval needle", "bench sweep", NULL};
 
 static bool in_list(const char *s, const char *const *list) {
     for (; *list; list++)

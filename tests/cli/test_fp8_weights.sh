@@ -111,6 +111,11 @@ refused "skip without --quantization" "applies to --quantization fp8" gen $L --q
 refused "e5m2 gate without fp8" "has no fp8 gate projections" gen $L --fp8-gate-dtype e5m2
 refused "block 64" "0 (per output channel) or 128" gen $L --quantization fp8 --quantization-block 64
 refused "inspect ignores no flag" "not taken by octet inspect" "$OCTET" inspect -m $L --quantization fp8
+# bench sweep checks the FP8 flags of the servers it will start: a good set passes (the run stops at the next,
+# unknown flag), a bad one is refused up front
+refused "sweep --serve-args fp8" "unknown flag '--not-a-flag'" "$OCTET" bench sweep -m $L \
+  --serve-args "--quantization fp8 --quantization-block 128 --fp8-gate-dtype e5m2" --not-a-flag
+refused "sweep --serve-args fp9" "--quantization fp9: not supported" "$OCTET" bench sweep -m $L --serve-args "--quantization fp9"
 
 echo "fp8_weights: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
