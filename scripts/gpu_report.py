@@ -350,7 +350,7 @@ def pack(argv):  # pack RAW_DIR DEST_DIR: one DEST/<stage>.json per stage holdin
     print("pack: " + ", ".join(f"{s}.json ({len(f)} files)" for s, f in sorted(stages.items())))
 
 
-KINDS = {f.__name__: f for f in (study, prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, step, itl, load, pd, source,
+KINDS = {f.__name__: f for f in (prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, step, itl, study, load, pd, source,
                                        same, compare, pack)}
 
 if __name__ == "__main__":

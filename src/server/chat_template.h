@@ -1,7 +1,8 @@
 // chat_template.h — chat messages → one prompt string (owns: detection of well-known
 // template families from the model's Jinja text, and a native renderer for each; not:
 // tokenization, nor a Jinja interpreter). A template we do not recognise falls back to ChatML; a
-// checkpoint without one gets its architecture family's. Invariant: rendering is a pure function of (kind, messages, flags).
+// checkpoint without one gets its architecture family's. Invariant: rendering is a pure function of
+// (kind, messages, flags).
 #ifndef OCTET_CHAT_TEMPLATE_H
 #define OCTET_CHAT_TEMPLATE_H
 
