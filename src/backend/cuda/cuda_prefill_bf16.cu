@@ -66,7 +66,8 @@ template <int HD, int DT, bool CAP> static void bf16tma_launch(const struct attn
     const int qt = 128 / a->G;
     const dim3 grid(a->bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
     bf16tma_kernel<HD, DT, CAP>()<<<grid, 384, bf16tma_smem<HD, DT>(), c->stream>>>(km, vm, args);
-    CUDA_LAUNCHED(c, DT == DT_E4M3 ? "attention prefill (e4m3 as f16, wgmma, TMA)" : "attention prefill (bf16 wgmma, TMA)");
+    CUDA_LAUNCHED(c, DT == DT_E4M3 ? "attention prefill (e4m3 as f16, wgmma, TMA)"
+                                   : "attention prefill (bf16 wgmma, TMA)");
 }
 
 template <int HD, bool CAP> static void bf16tma_launch_hd(const struct attn_call *a) {
