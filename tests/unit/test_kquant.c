@@ -6,6 +6,8 @@
 //   test_kquant --blocks TYPE RAW F32   checks the blocks in file RAW (ggml type TYPE) against the
 //                                       NumPy dequantizer's float32 values in file F32, bit for bit;
 //   test_kquant --logits MODEL ID...    prints the logits of the last of the token ids as JSON.
+// Also: a backend that refuses block-type weights at upload (as the CUDA backend does) fails
+// forward_init with an error naming the tensor (blk.L.NAME) and the dtype.
 #include <stdint.h>
 
 #include "../../src/backend/backend.h"
@@ -14,6 +16,7 @@
 #include "../../src/base/check.h"
 #include "../../src/base/half.h"
 #include "../../src/engine/runner.h"
+#include "../../src/model/forward.h"
 #include "../../src/model/model.h"
 #include "../test.h"
 
@@ -165,6 +168,40 @@ TEST(matmul) {
     b->ops->destroy(b);
 }
 
+static int refuse_blocks(struct backend *b, struct weight *w) {
+    if (dtype_is_block(w->dtype))
+        return err_set(OCT_EUNSUP, "weights of dtype %s are not supported", dtype_name(w->dtype));
+    w->dev = (void *)w->data;
+    return OCT_OK;
+}
+
+// dummy:tiny with layer 1's ffn_down replaced by Q6_K blocks, on the CPU table with that upload.
+TEST(upload_refusal_names_tensor) {
+    struct model *m = NULL;
+    CHECK_OK(model_load(&m, "dummy:tiny"));
+    struct backend *b = backend_cpu_create(1);
+    if (!m || !b) return;
+    struct weight *wd = &m->layers[1].w_down;
+    size_t rb = dtype_row_bytes(DT_Q6_K, wd->cols);
+    CHECK(rb > 0);
+    uint8_t *blocks = calloc((size_t)wd->rows, rb ? rb : 1);
+    wd->dtype = DT_Q6_K;
+    wd->data = blocks;
+    struct backend_ops ops = *b->ops;
+    ops.weight_upload = refuse_blocks;
+    const struct backend_ops *cpu_ops = b->ops;
+    b->ops = &ops;
+    struct forward f;
+    int rc = forward_init(&f, m, b, 16, 1);
+    CHECK(rc == OCT_EUNSUP);
+    CHECK_MSG(strstr(err_msg(), "tensor blk.1.ffn_down") && strstr(err_msg(), "q6_k"), "%s", err_msg());
+    if (rc == OCT_OK) forward_free(&f);
+    b->ops = cpu_ops;
+    b->ops->destroy(b);
+    model_free(m);
+    free(blocks);
+}
+
 static void *read_all(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -245,5 +282,6 @@ int main(int argc, char **argv) {
     RUN(known_q6_k);
     RUN(dot_equals_dequantized);
     RUN(matmul);
+    RUN(upload_refusal_names_tensor);
     return test_summary("kquant");
 }
