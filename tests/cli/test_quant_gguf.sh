@@ -7,6 +7,7 @@
 #     octet's greedy tokens, last-position logits and perplexity (CPU, fp32 cache) equal the float64
 #     reference forward on the dequantized weights;
 #   - Phi-3's fused attn_qkv / ffn_up in Q4_K and Q8_0 give the logits of the file dequantized to F32;
+#   - the "auto" KV cache of a quantized file is fp16;
 #   - a truncated file and an unsupported block type are refused with errors that name them.
 set -u
 . tests/lib.sh
@@ -94,6 +95,11 @@ assert len(la) == len(lb) and max(abs(a - b) for a, b in zip(la, lb)) < 1e-5 * (
 PY
   then ok; else bad "phi3 $t against its F32 copy: $(tail -n 3 "$tmp/err")"; fi
 done
+
+# ---- the "auto" cache under block-type weights is fp16 ----
+out=$("$O" generate -m "$tmp/m_q4_k_m.gguf" -p hi -n 1 --json --device cpu 2>/dev/null)
+if "$PY" -c 'import json,sys; d=json.loads(sys.argv[1]); assert d["kv_cache_dtype_resolved"]=="fp16", d' "$out"; then ok
+else bad "auto cache of a Q4_K_M file: $out"; fi
 
 # ---- refusals ----
 head -c $(( $(stat -c %s "$tmp/m_q4_k.gguf") - 100 )) "$tmp/m_q4_k.gguf" >"$tmp/trunc.gguf"
