@@ -165,26 +165,45 @@ __device__ __forceinline__ void load_q(uint8_t *Qw, const bf16 *q, int tid, int 
 }
 
 // An e4m3 tile's first `rows` rows (raw: [rows][HD] bytes) into a 16-bit ring stage as f16 (exact:
-// every e4m3 value is an f16), swizzled as TMA would have: thread ct of nt moves 16-byte units.
+// every e4m3 value is an f16), swizzled as TMA would have: thread ct of nt moves 16-byte units, UN at
+// a time (their shared-memory loads in flight together).
 template <int HD, int BN>
 __device__ __forceinline__ void cvt_tile(uint8_t *dst, const uint8_t *raw, int rows, int ct, int nt) {
-    constexpr int UPR = HD / 16;  // 16-byte e4m3 units a row
-    for (int idx = ct; idx < rows * UPR; idx += nt) {
-        const int r = idx / UPR, u = idx % UPR;
-        const uint4 w = *(const uint4 *)(raw + r * HD + u * 16);
-        const uint32_t x[4] = {w.x, w.y, w.z, w.w};
-        uint32_t h[8];
+    constexpr int UPR = HD / 16, UN = 2;  // 16-byte e4m3 units a row; units a thread has in flight
+    const int total = rows * UPR;
+    for (int i0 = ct; i0 < total; i0 += UN * nt) {
+        uint4 w[UN];
 #pragma unroll
-        for (int k = 0; k < 4; k++) {
-            asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h[2 * k]) : "h"((uint16_t)(x[k] & 0xffffu)));
-            asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h[2 * k + 1]) : "h"((uint16_t)(x[k] >> 16)));
+        for (int k = 0; k < UN; k++) {
+            const int idx = i0 + k * nt;
+            if (idx < total) w[k] = *(const uint4 *)(raw + idx * 16);  // (row idx / UPR, unit idx % UPR)
         }
-        // the 16 elements are the row's 16-bit units 2u and 2u + 1 (one 128-byte chunk: 8 units)
-        uint8_t *row = dst + (u >> 2) * (BN * 128) + r * 128;
-        const int w0 = (2 * u) & 7;
-        *(uint4 *)(row + ((w0 ^ (r & 7)) << 4)) = make_uint4(h[0], h[1], h[2], h[3]);
-        *(uint4 *)(row + (((w0 + 1) ^ (r & 7)) << 4)) = make_uint4(h[4], h[5], h[6], h[7]);
+#pragma unroll
+        for (int k = 0; k < UN; k++) {
+            const int idx = i0 + k * nt, r = idx / UPR, u = idx % UPR;
+            if (idx >= total) break;
+            const uint32_t x[4] = {w[k].x, w[k].y, w[k].z, w[k].w};
+            uint32_t h[8];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h[2 * e]) : "h"((uint16_t)(x[e] & 0xffffu)));
+                asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h[2 * e + 1]) : "h"((uint16_t)(x[e] >> 16)));
+            }
+            // the 16 elements are the row's 16-bit units 2u and 2u + 1 (one 128-byte chunk: 8 units)
+            uint8_t *row = dst + (u >> 2) * (BN * 128) + r * 128;
+            const int w0 = (2 * u) & 7;
+            *(uint4 *)(row + ((w0 ^ (r & 7)) << 4)) = make_uint4(h[0], h[1], h[2], h[3]);
+            *(uint4 *)(row + (((w0 + 1) ^ (r & 7)) << 4)) = make_uint4(h[4], h[5], h[6], h[7]);
+        }
     }
+}
+
+// One box of a 4-d tensor map into L2 (no shared memory, no barrier): the next tile's e4m3 bytes, so
+// that its copy into the staging buffer, which waits for the converters, reads L2
+__device__ __forceinline__ void tma_prefetch(const CUtensorMap *map, int c0, int c1, int c2, int c3) {
+    asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];" ::"l"((uint64_t)map),
+                 "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+                 : "memory");
 }
 
 }  // namespace bf16pf
@@ -266,6 +285,14 @@ __global__ void __launch_bounds__(384, 1)
                 for (int j = 0; j < nb; j++) {
                     const int kp = t * BN + j * rows;
                     tma_load(rawv + j * rows * HD, &vmap, rvfull, 0, kp % bs, g, bt[kp / bs]);
+                }
+                if (i + 1 < n) {  // the next tile into L2 while this one is converted
+                    const int nb1 = min(BN / rows, (p_last - (t + 1) * BN) / rows + 1);
+                    for (int j = 0; j < nb1; j++) {
+                        const int kp = (t + 1) * BN + j * rows;
+                        tma_prefetch(&kmap, 0, kp % bs, g, bt[kp / bs]);
+                        tma_prefetch(&vmap, 0, kp % bs, g, bt[kp / bs]);
+                    }
                 }
             }
         } else if (CVT && threadIdx.x >= 32) {  // the converters: staging → ring stage, as f16
