@@ -59,6 +59,37 @@ void calib_stats_free(struct calib_stats *s) {
     memset(s, 0, sizeof *s);
 }
 
+int calib_sample_init(struct calib_sample *p, const struct calib_stats *s, int cap) {
+    memset(p, 0, sizeof *p);
+    size_t L = (size_t)s->n_layers, hd = (size_t)s->head_dim;
+    p->cap = cap;
+    p->n = calloc(L, sizeof *p->n);
+    p->q = malloc(L * cap * s->n_heads * hd * sizeof(float));
+    p->k = malloc(L * cap * s->n_kv_heads * hd * sizeof(float));
+    p->v = malloc(L * cap * s->n_kv_heads * hd * sizeof(float));
+    if (!p->n || !p->q || !p->k || !p->v) {
+        calib_sample_free(p);
+        return err_set(OCT_ENOMEM, "calibrate: no memory for a sample of %d tokens per layer", cap);
+    }
+    return OCT_OK;
+}
+
+void calib_sample_free(struct calib_sample *p) {
+    free(p->n); free(p->q); free(p->k); free(p->v);
+    memset(p, 0, sizeof *p);
+}
+
+// Appends the first tokens of x (one layer's Q, K or V; [n_tokens][width]) to the sample.
+static void sample_add(struct calib_stats *s, int layer, enum probe_kind kind, const float *x, int n_tokens,
+                       int width) {
+    struct calib_sample *p = s->sample;
+    int have = p->n[layer], take = p->cap - have < n_tokens ? p->cap - have : n_tokens;
+    if (take <= 0) return;
+    float *dst = kind == PROBE_Q ? p->q : kind == PROBE_K ? p->k : p->v;
+    memcpy(dst + ((size_t)layer * p->cap + have) * width, x, (size_t)take * width * sizeof(float));
+    if (kind == PROBE_V) p->n[layer] += take;  // Q, K and V of a step arrive in this order
+}
+
 struct stats_hist *calib_hist(const struct calib_stats *s, int layer, enum probe_kind kind, int head) {
     return &s->h[((size_t)layer * 3 + (size_t)kind) * s->n_heads + head];
 }
@@ -66,6 +97,7 @@ struct stats_hist *calib_hist(const struct calib_stats *s, int layer, enum probe
 void calib_probe(void *ctx, int layer, enum probe_kind kind, const float *x, int n_tokens, int width) {
     struct calib_stats *s = ctx;
     if (kind == PROBE_GATE || layer >= s->n_layers) return;
+    if (s->sample) sample_add(s, layer, kind, x, n_tokens, width);
     int hd = s->head_dim, nh = width / hd;  // x is [n_tokens][nh][hd]
     if (kind == PROBE_K) {
         double *sum = s->k_sum + (size_t)layer * nh * hd;
@@ -204,7 +236,9 @@ int calib_scales_write(const char *path, const struct calib_scales *c, const cha
         json_object_set_new(e, "q_scale", scale_json(c->q + (size_t)l * c->n_heads, c->n_heads, c->granularity));
         json_object_set_new(e, "k_amax", json_real(c->k_amax[l]));
         json_object_set_new(e, "v_amax", json_real(c->v_amax[l]));
-        if (c->k_off) {
+        if (c->k_choice) json_object_set_new(e, "k_choice", json_string(c->k_choice[l]));
+        if (c->v_choice) json_object_set_new(e, "v_choice", json_string(c->v_choice[l]));
+        if (c->k_off && (!c->k_off_layer || c->k_off_layer[l])) {
             json_t *heads = json_array();
             for (int h = 0; h < c->n_kv_heads; h++) {
                 const float *o = c->k_off + ((size_t)l * c->n_kv_heads + h) * c->head_dim;

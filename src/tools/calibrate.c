@@ -10,6 +10,7 @@
 #include "../base/check.h"
 #include "../model/model.h"
 #include "../model/tokenizer.h"
+#include "calib_choose.h"
 #include "calib_scales.h"
 #include "cli.h"
 #include "stats_util.h"
@@ -19,20 +20,26 @@ static void usage(void) {
     fprintf(stderr,
             "usage: octet calibrate --model PATH --file TEXT --output scales.json\n"
             "       [--granularity tensor|head] [--method max|percentile:99.9]\n"
-            "       [--num-tokens N] [--ctx N] [--kv-cache-dtype fp8|fp8_e4m3|fp8_e5m2] [--threads N]\n"
+            "       [--num-tokens N] [--ctx N] [--kv-cache-dtype fp8|fp8_e4m3|fp8_e5m2|fp8_per_token_head]\n"
+            "       [--threads N]\n"
             "       [--k-offset none|mean]\n"
             "  -f, --file TEXT  -o, --output FILE  -c, --ctx N (tokens per chunk, default 512)\n"
             "Scale = statistic(|x|) / fp8_max (448 for e4m3, 57344 for e5m2), from the K and V\n"
             "each layer writes to its cache (Q too, for reference). Load with --kv-scales.\n"
             "--k-offset mean also writes each K channel's mean (a second pass over the text\n"
             "measures |K - mean| for the K scales): FP8 layers store K - mean, which leaves\n"
-            "attention unchanged and shrinks what e4m3 must round.\n");
+            "attention unchanged and shrinks what e4m3 must round.\n"
+            "Without --granularity, --method or --k-offset, each layer's K and V keep whichever of\n"
+            "1.0, max, percentile:99.9 and percentile:99.99, per tensor or per head, with or without\n"
+            "K offsets, changes the layer's attention output least on the text (a table compares them).\n"
+            "--kv-cache-dtype fp8_per_token_head computes its scales as tokens are written: the file's\n"
+            "K offsets (--k-offset mean, the default for it) are what it uses.\n");
 }
 
 struct calib_args {
     struct cli_model_args a;
     const char *file, *output, *method_str, *target;
-    bool k_offset;
+    bool k_offset, fixed;  // fixed: a --granularity, --method or --k-offset was given
     enum calib_granularity g;
     struct calib_method method;
     long num_tokens, ctx;
@@ -46,9 +53,9 @@ static int parse(struct calib_args *c, int argc, char **argv) {
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(); exit(0); }
         if (!strcmp(f, "--kv-cache-dtype")) {
             if (!(v = cli_value(argc, argv, &i))) return OCT_EINVAL;
-            if (strcmp(v, "fp8") && strcmp(v, "fp8_e4m3") && strcmp(v, "fp8_e5m2"))
-                return err_set(OCT_EINVAL,
-                               "--kv-cache-dtype: '%s' has no scales (choose fp8, fp8_e4m3 or fp8_e5m2)", v);
+            if (strcmp(v, "fp8") && strcmp(v, "fp8_e4m3") && strcmp(v, "fp8_e5m2") && !kv_dtype_token_scales(v))
+                return err_set(OCT_EINVAL, "--kv-cache-dtype: '%s' has no scales (choose fp8, fp8_e4m3, fp8_e5m2 "
+                               "or fp8_per_token_head)", v);
             c->target = v;
             continue;
         }
@@ -57,6 +64,7 @@ static int parse(struct calib_args *c, int argc, char **argv) {
         if (rc < 0) return rc;
         if (rc == 1) continue;
         if (!cli_known(f, valued) || !(v = cli_value(argc, argv, &i))) return OCT_EINVAL;
+        if (!strcmp(f, "--granularity") || !strcmp(f, "--method") || !strcmp(f, "--k-offset")) c->fixed = true;
         if (!strcmp(f, "--file") || !strcmp(f, "-f")) c->file = v;
         else if (!strcmp(f, "--output") || !strcmp(f, "-o")) c->output = v;
         else if (!strcmp(f, "--granularity")) TRY(calib_parse_granularity(v, &c->g));
@@ -103,6 +111,7 @@ int cmd_calibrate(int argc, char **argv) {
     struct runner r = {0};
     struct calib_stats st = {0};
     struct calib_scales sc = {0};
+    struct calib_choice ch = {0};
     int32_t *ids = NULL;
     int n_ids = 0, rc = 1;
     if (model_load(&m, c.a.model) < 0) goto fail;
@@ -120,6 +129,24 @@ int cmd_calibrate(int argc, char **argv) {
     c.a.ro.kv.scales_path[0] = 0;
     if (runner_init(&r, m, &c.a.ro) < 0) goto fail;
     if (calib_stats_init(&st, &m->cfg) < 0) goto fail;
+    bool dynamic = kv_dtype_token_scales(c.target);
+    if (dynamic && !c.fixed) c.k_offset = c.fixed = true;  // its scales are per token: only offsets apply
+    const char *label = dynamic ? c.target : NULL;  // the file names the cache it was made for
+    enum dtype dt;
+    kv_dtype_parse(c.target, DT_F32, &dt);
+    if (!label) label = dtype_name(dt);
+    if (!c.fixed) {
+        fprintf(stderr, "calibrate: %d tokens in chunks of %ld, choosing per layer by attention error\n", n_ids, ctx);
+        if (calib_choose(&ch, &r, ids, n_ids, (int)ctx, dt, &st) < 0) goto fail;
+        if (calib_scales_write(c.output, &ch.result, m->name, "min-attention-error", st.n_tokens, label) < 0)
+            goto fail;
+        calib_choice_print(&ch, stdout);
+        printf("\n");
+        print_summary(&ch.result, label);
+        fprintf(stderr, "calibrate: wrote %s (%ld tokens observed)\n", c.output, st.n_tokens);
+        rc = 0;
+        goto done;
+    }
     fprintf(stderr, "calibrate: %d tokens in chunks of %ld, %s, %s\n", n_ids, ctx,
             c.g == CALIB_HEAD ? "per head" : "per tensor", c.method_str);
     if (calib_collect(&r, ids, n_ids, (int)ctx, &st) < 0) goto fail;
@@ -127,11 +154,10 @@ int cmd_calibrate(int argc, char **argv) {
         if (calib_offsets_from_mean(&st) < 0 || calib_collect(&r, ids, n_ids, (int)ctx, &st) < 0) goto fail;
         fprintf(stderr, "calibrate: K offsets = per-channel means; K scales measured on K - offset\n");
     }
-    enum dtype dt;
-    kv_dtype_parse(c.target, DT_F32, &dt);
     if (calib_scales_compute(&st, c.g, c.method, stats_fp8_max(dt), &sc) < 0) goto fail;
-    if (calib_scales_write(c.output, &sc, m->name, c.method_str, st.n_tokens, dtype_name(dt)) < 0) goto fail;
-    print_summary(&sc, dtype_name(dt));
+    if (calib_scales_write(c.output, &sc, m->name, c.method_str, st.n_tokens, label) < 0) goto fail;
+    print_summary(&sc, label);
+    if (dynamic) printf("(fp8_per_token_head uses its own scale per token and the file's K offsets)\n");
     fprintf(stderr, "calibrate: wrote %s (%ld tokens observed)\n", c.output, st.n_tokens);
     rc = 0;
     goto done;
@@ -139,6 +165,7 @@ fail:
     fprintf(stderr, "octet calibrate: %s\n", err_msg());
 done:
     calib_scales_free(&sc);
+    calib_choice_free(&ch);
     calib_stats_free(&st);
     if (r.m) runner_free(&r);
     free(ids);

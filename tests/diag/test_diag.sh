@@ -17,7 +17,7 @@ pyjson() {  # $1 = file, $2 = python assertions over d
 ppl_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ppl"])' "$1"; }
 
 # --- calibrate: per tensor, max; schema; loads with --kv-scales
-if "$OCTET" calibrate --model "$MODEL" --file "$TEXT" --num-tokens 2048 --ctx 256 --output "$tmp/s.json" >"$tmp/out" 2>"$tmp/err" &&
+if "$OCTET" calibrate --model "$MODEL" --file "$TEXT" --granularity tensor --method max --num-tokens 2048 --ctx 256 --output "$tmp/s.json" >"$tmp/out" 2>"$tmp/err" &&
    pyjson "$tmp/s.json" '
 assert d["format"]=="octet-kv-scales/1" and d["granularity"]=="tensor" and d["method"]=="max"
 assert d["model"].endswith("stories260K.gguf") and d["num_tokens"]==2048 and len(d["layers"])==5
