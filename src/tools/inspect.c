@@ -25,7 +25,8 @@ static const char *const kind_name[INSPECT_KINDS] = {"q", "k", "v", "gate"};
 static void usage(void) {
     fprintf(stderr,
             "usage: octet inspect --model PATH --file TEXT [--num-tokens N] [--ctx N]\n"
-            "       [--kv-cache-dtype fp8|fp8_e4m3|fp8_e5m2] [--kv-scales FILE] [--output-dir DIR] [--json]\n"
+            "       [--kv-cache-dtype fp8|fp8_e4m3|fp8_e5m2|fp8_per_token_head] [--kv-scales FILE]\n"
+            "       [--output-dir DIR] [--json]\n"
             "       [--kld-threshold 0.02] [--skip-fraction 0.1] [model flags]\n"
             "  -f, --file TEXT  -o, --output-dir DIR  -c, --ctx N (tokens per chunk, default 512)\n"
             "Layers are numbered from 0, as --kv-cache-dtype-skip-layers takes them.\n"
@@ -51,9 +52,9 @@ static int parse(struct inspect_args *c, int argc, char **argv) {
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(); exit(0); }
         if (!strcmp(f, "--kv-cache-dtype")) {
             if (!(v = cli_value(argc, argv, &i))) return OCT_EINVAL;
-            if (strcmp(v, "fp8") && strcmp(v, "fp8_e4m3") && strcmp(v, "fp8_e5m2"))
-                return err_set(OCT_EINVAL,
-                               "--kv-cache-dtype: '%s' is not an FP8 type (choose fp8, fp8_e4m3 or fp8_e5m2)", v);
+            if (strcmp(v, "fp8") && strcmp(v, "fp8_e4m3") && strcmp(v, "fp8_e5m2") && !kv_dtype_token_scales(v))
+                return err_set(OCT_EINVAL, "--kv-cache-dtype: '%s' is not an FP8 type (choose fp8, fp8_e4m3, "
+                               "fp8_e5m2 or fp8_per_token_head)", v);
             c->target = v;
             continue;
         }
@@ -248,12 +249,15 @@ int cmd_inspect(int argc, char **argv) {
     c.a.ro.max_ctx = sc.ctx;
     enum dtype dt;
     kv_dtype_parse(c.target, DT_F32, &dt);
+    bool dynamic = kv_dtype_token_scales(c.target);
+    const char *label = dynamic ? c.target : dtype_name(dt);  // fp8_per_token_head is e4m3 with its own scales
 
     // 1. reference pass: observe every layer, keep the reference logits
     struct runner_options ro_ref = c.a.ro;
     snprintf(ro_ref.kv.dtype, sizeof ro_ref.kv.dtype, "auto");
     if (runner_init(&r, m, &ro_ref) < 0) goto fail;
     if (inspect_stats_init(&st, &m->cfg, dt, &r.kv) < 0) goto fail;
+    st.token_scales = dynamic;
     r.fw.probe = inspect_probe;
     r.fw.probe_ctx = &st;
     fprintf(stderr, "inspect: %d tokens (chunks of %d), reference pass\n", sc.n_ids, sc.ctx);
@@ -294,7 +298,7 @@ int cmd_inspect(int argc, char **argv) {
     json_t *o = json_object(), *layers = json_array(), *ranking = json_array();
     char ref_json[48];
     json_object_set_new(o, "model", json_string(m->name));
-    json_object_set_new(o, "kv_cache_dtype", json_string(dtype_name(dt)));
+    json_object_set_new(o, "kv_cache_dtype", json_string(label));
     json_object_set_new(o, "reference_kv_cache_dtype", json_string(cli_kv_dtype_label("auto", m->weight_dtype,
                                                                                        ref_json, sizeof ref_json)));
     json_object_set_new(o, "kv_scales", json_string(c.a.ro.kv.scales_path));
@@ -321,8 +325,8 @@ int cmd_inspect(int argc, char **argv) {
         puts(js);
         free(js);
     } else {
-        printf("%s, %d tokens; FP8 = %s at the current scales (Q: dynamic, gate: 1.0)\n",
-               m->name, sc.n_ids, dtype_name(dt));
+        printf("%s, %d tokens; FP8 = %s at %s (Q: dynamic, gate: 1.0)\n", m->name, sc.n_ids, label,
+               dynamic ? "each row's own scale" : "the current scales");
         printf("| layer | kind | max|x| | p50 | p99 | p99.9 | saturated | subnormal | zero | rt rel err |\n");
         printf("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
         static const enum probe_kind order[4] = {PROBE_K, PROBE_V, PROBE_Q, PROBE_GATE};
@@ -338,9 +342,9 @@ int cmd_inspect(int argc, char **argv) {
             }
         char ref_label[48];
         printf("\nsensitivity (mean KLD vs the %s cache when only that layer's KV is %s), most sensitive first:\n",
-               cli_kv_dtype_label("auto", m->weight_dtype, ref_label, sizeof ref_label), dtype_name(dt));
+               cli_kv_dtype_label("auto", m->weight_dtype, ref_label, sizeof ref_label), label);
         for (int i = 0; i < L; i++) printf("  layer %d  KLD %.4g\n", rank[i], kld[rank[i]]);
-        printf("all layers %s: KLD %.4g\n", dtype_name(dt), kld_all);
+        printf("all layers %s: KLD %.4g\n", label, kld_all);
         printf("suggested: --kv-cache-dtype-skip-layers %s   (top %.0f%% and any layer above KLD %g)\n", skip_str,
                100 * c.skip_fraction, c.kld_threshold);
         if (n_png) printf("histograms: %d PNGs in %s\n", n_png, c.out_dir);

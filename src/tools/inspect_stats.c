@@ -4,6 +4,7 @@
 // relative L2 round-trip error. Values are never kept, only histograms and sums.
 #include "inspect_stats.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,14 @@ static void add_run(struct inspect_acc *a, enum dtype dt, const float *x, int n,
     if (scale > a->scale_max) a->scale_max = scale;
 }
 
+// The dynamic scale of one row: amax / 448, or 1.0 where that is 0 or subnormal (as kv_write).
+static float row_scale(const float *x, int n) {
+    float amax = 0;
+    for (int i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+    float s = amax / FP8_E4M3_MAX;
+    return s >= FLT_MIN && s <= FLT_MAX ? s : 1.0f;
+}
+
 void inspect_probe(void *ctx, int layer, enum probe_kind kind, const float *x, int n_tokens, int width) {
     struct inspect_stats *s = ctx;
     if (layer >= s->n_layers || kind >= INSPECT_KINDS) return;
@@ -75,10 +84,7 @@ void inspect_probe(void *ctx, int layer, enum probe_kind kind, const float *x, i
             const float *xh = row + (size_t)h * hd;
             float scale;
             if (kind == PROBE_Q) {  // dynamic per-(token, head) scale of the FP8 attention path
-                float amax = 0;
-                for (int i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(xh[i]));
-                scale = amax > 0 ? amax / FP8_E4M3_MAX : 1.0f;
-                add_run(a, DT_E4M3, xh, hd, scale);
+                add_run(a, DT_E4M3, xh, hd, row_scale(xh, hd));
                 continue;
             }
             const struct kv_layer *L = &s->kv->layers[layer];
@@ -91,6 +97,7 @@ void inspect_probe(void *ctx, int layer, enum probe_kind kind, const float *x, i
                 for (int i = 0; i < hd; i++) centred[i] = xh[i] - o[i];
                 xh = centred;
             }
+            if (s->token_scales) scale = row_scale(xh, hd);  // fp8_per_token_head: the row's own
             add_run(a, s->dt, xh, hd, scale);
         }
     }

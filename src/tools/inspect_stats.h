@@ -3,7 +3,8 @@
 // units of the FP8 scale, saturation / subnormal / flush-to-zero counts and the FP8
 // round-trip error — fed by the forward probe; not: the runner or the sensitivity runs).
 // Scales: K and V use the cache's per-head scales, Q the dynamic per-(token, head) scale
-// amax/448 of the FP8 attention path, the gate 1.0 (it is not cached; SPEC.md §4).
+// amax/448 of the FP8 attention path, the gate 1.0 (it is not cached; SPEC.md §4). With
+// token_scales (fp8_per_token_head) K and V also get each row's own amax/448, as kv_write computes.
 #ifndef OCTET_INSPECT_STATS_H
 #define OCTET_INSPECT_STATS_H
 
@@ -24,6 +25,7 @@ struct inspect_acc {
 struct inspect_stats {
     int n_layers, n_heads, n_kv_heads, head_dim;
     enum dtype dt;              // the FP8 format judged (e4m3 or e5m2)
+    bool token_scales;          // K/V scales per (token, KV head) from the row's amax (fp8_per_token_head)
     const struct kv_cache *kv;  // scales source for K/V
     struct inspect_acc *acc;    // [n_layers][INSPECT_KINDS]
 };
