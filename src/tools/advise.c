@@ -18,6 +18,8 @@
 #include "tools.h"
 
 #define SMALL_WINDOW_TOKENS 1024  // windows this small hold too little KV for FP8 to pay
+#define RANGE_SAT_MAX 1e-4        // K/V fraction an e4m3 cache at scale 1.0 may saturate (stories260K: 0)
+#define RANGE_UNDER_MAX 0.10      // ... and may store below e4m3's smallest normal (stories260K: <= 4%)
 
 int advise_model_info(const char *path, bool allow_full_load, json_t **info) {
     struct model_config c;
@@ -242,6 +244,41 @@ static int speed_rule(struct advice *a, json_t *res, const json_t *sweep, const 
     return rec;
 }
 
+// The range rule (from advise_range_check): returns true when static scale 1.0 saturates or
+// underflows K/V and no calibration is given, so per-token-head scales are the recommendation.
+static bool range_rule(struct advice *a, json_t *res, const struct advise_inputs *in, const char *model) {
+    if (!in->range) return false;
+    double sat = num(in->range, "saturated"), under = num(in->range, "underflow"), amax = num(in->range, "max_abs");
+    int sl = (int)num(in->range, "saturated_layer"), ul = (int)num(in->range, "underflow_layer");
+    json_object_set_new(res, "range_saturated", json_real(sat));
+    json_object_set_new(res, "range_underflow", json_real(under));
+    bool bad_sat = sat > RANGE_SAT_MAX, bad_under = under > RANGE_UNDER_MAX;
+    if (!bad_sat && !bad_under) {
+        say(a, "range", "K and V fit e4m3 at scale 1.0 (worst layer: %.2g%% saturated, %.2g%% below the smallest "
+            "normal; max |x| %.4g over %lld tokens): static scales work here.", 100 * sat, 100 * under, amax,
+            (long long)num(in->range, "tokens"));
+        return false;
+    }
+    char what[200];
+    if (bad_sat)
+        snprintf(what, sizeof what, "%.2g%% of layer %d's K or V saturate e4m3 at scale 1.0 (max |x| %.4g, e4m3's "
+                 "max 448)", 100 * sat, sl, amax);
+    else
+        snprintf(what, sizeof what, "%.2g%% of layer %d's K or V fall below e4m3's smallest normal at scale 1.0 "
+                 "(max |x| %.4g)", 100 * under, ul, amax);
+    if (in->calibration) {
+        say(a, "range", "%s: your calibrated --kv-scales %s set the range; --kv-cache-dtype fp8_per_token_head "
+            "(a scale per token and KV head, no calibration) is the alternative if your traffic is unlike the "
+            "calibration text.", what, in->calibration);
+        return false;
+    }
+    say(a, "range", "%s: serve with --kv-cache-dtype fp8_per_token_head, which computes a scale per token and KV head "
+        "as each token is written and needs no calibration (the cpu backend implements it; the CUDA backend refuses "
+        "it), or calibrate (octet calibrate --model %s --file YOUR_TEXT --output scales.json) and serve fp8 with "
+        "--kv-scales scales.json.", what, model);
+    return true;
+}
+
 int advise_report(const struct advise_inputs *in, FILE *out, json_t **advice) {
     const json_t *sweep = in->sweep, *cfgs = json_object_get(sweep, "configs");
     if (!json_is_array(cfgs) || json_array_size(cfgs) == 0)
@@ -344,10 +381,22 @@ int advise_report(const struct advise_inputs *in, FILE *out, json_t **advice) {
             "(pass it as --accuracy FILE); calibrate first if it is below 95%%.");
     }
     json_object_set_new(res, "calibrate_first", json_boolean(calibrate_first));
+    bool dynamic = range_rule(&a, res, in, model);
+    if (calibrate_first && !in->calibration && !dynamic) {
+        say(&a, "accuracy", "Without calibration text, --kv-cache-dtype fp8_per_token_head needs none: it computes a "
+            "scale per token and KV head as each token is written (the cpu backend implements it; the CUDA backend "
+            "refuses it).");
+        dynamic = true;
+    }
+    json_object_set_new(res, "per_token_head", json_boolean(dynamic));
 
     char cmd[1024];
     const char *verdict = rec == 1 ? (stay_below > 0 ? "fp8_above_break_even" : "fp8") : "bf16";
-    if (rec == 1)
+    if (rec == 1 && dynamic) {
+        verdict = stay_below > 0 ? "fp8_per_token_head_above_break_even" : "fp8_per_token_head";
+        snprintf(cmd, sizeof cmd, "octet serve --model %s --kv-cache-dtype fp8_per_token_head%s", model,
+                 skip_swa ? " --kv-cache-dtype-skip-layers sliding_window" : "");
+    } else if (rec == 1)
         snprintf(cmd, sizeof cmd, "octet serve --model %s --kv-cache-dtype fp8%s%s%s", model,
                  skip_swa ? " --kv-cache-dtype-skip-layers sliding_window" : "",
                  in->calibration ? " --kv-scales " : calibrate_first ? " --kv-scales scales.json" : "",
@@ -370,11 +419,12 @@ static void usage(void) {
     fprintf(stderr,
             "usage: octet advise --sweep DIR/sweep.json [-m|--model M] [--accuracy EVAL.json] "
             "[--calibration scales.json]\n"
-            "                    [-o|--output advice.json]\n"
+            "                    [--file TEXT] [-o|--output advice.json]\n"
             "  --sweep FILE        the JSON written by octet bench sweep (required)\n"
             "  --model M           the model (head_dim, sliding windows); default: the sweep's\n"
             "  --accuracy FILE     octet eval ppl JSON comparing FP8 with a reference (recovery)\n"
             "  --calibration FILE  K/V scales from octet calibrate that you can serve with\n"
+            "  --file TEXT         text for the K/V range check of a --model (default: a built-in paragraph)\n"
             "  --output FILE       where to write the advice JSON (default: advice.json beside the sweep)\n"
             "Every input must come from the sweep's model (same layers, KV heads and head_dim).\n");
 }
@@ -388,8 +438,8 @@ static json_t *load_json(const char *flag, const char *path) {
 
 int cmd_advise(int argc, char **argv) {
     static const char *const flags[] = {"--sweep", "--model", "-m", "--accuracy", "--calibration", "--output", "-o",
-                                        NULL};
-    const char *sweep_path = NULL, *model = NULL, *acc_path = NULL, *calib = NULL, *output = NULL;
+                                        "--file", NULL};
+    const char *sweep_path = NULL, *model = NULL, *acc_path = NULL, *calib = NULL, *output = NULL, *text = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
         const char *f = argv[i], *v;
@@ -398,14 +448,20 @@ int cmd_advise(int argc, char **argv) {
         else if (!strcmp(f, "--model") || !strcmp(f, "-m")) model = v;
         else if (!strcmp(f, "--accuracy")) acc_path = v;
         else if (!strcmp(f, "--calibration")) calib = v;
+        else if (!strcmp(f, "--file")) text = v;
         else output = v;
     }
     if (!sweep_path) { err_set(OCT_EINVAL, "--sweep is required"); goto bad; }
-    json_t *sweep = load_json("--sweep", sweep_path), *acc = NULL, *info = NULL, *advice = NULL;
+    json_t *sweep = load_json("--sweep", sweep_path), *acc = NULL, *info = NULL, *advice = NULL, *range = NULL;
     int rc = 1;
     if (!sweep || (acc_path && !(acc = load_json("--accuracy", acc_path)))) goto done;
     if (model && advise_model_info(model, true, &info) < 0) { err_wrap(OCT_EINVAL, "--model: "); goto done; }
-    struct advise_inputs in = {sweep, info, acc, calib, model};
+    // the range check runs a real model's text (dummy weights are random: nothing to learn)
+    if (model && strncmp(model, "dummy:", 6) && advise_range_check(model, text, &range) < 0) {
+        err_wrap(OCT_EINVAL, "range check: ");
+        goto done;
+    }
+    struct advise_inputs in = {sweep, info, acc, calib, model, range};
     if (advise_report(&in, stdout, &advice) < 0) goto done;
     char def[4096];
     if (!output) {
@@ -421,7 +477,7 @@ int cmd_advise(int argc, char **argv) {
     rc = 0;
 done:
     if (rc) fprintf(stderr, "octet advise: %s\n", err_msg());
-    json_decref(sweep); json_decref(acc); json_decref(info); json_decref(advice);
+    json_decref(sweep); json_decref(acc); json_decref(info); json_decref(advice); json_decref(range);
     return rc;
 bad:
     return cli_usage_error();

@@ -21,7 +21,14 @@ struct advise_inputs {
     const json_t *accuracy;     // an `eval ppl` JSON comparing FP8 against a reference, or NULL
     const char *calibration;    // a scales.json path the user has, or NULL
     const char *model;          // the --model given with model_info, or NULL (for messages)
+    const json_t *range;        // advise_range_check's result, or NULL (not measured)
 };
+
+// The quick K/V range check (advise_range.c): up to 256 tokens of text_path (NULL: a built-in
+// paragraph) through model_path with an unquantized cache; *out = {"tokens", "max_abs",
+// "saturated", "saturated_layer", "underflow", "underflow_layer"}: the worst layer's fractions of
+// K or V values that an e4m3 cache at scale 1.0 saturates or stores below its smallest normal.
+int advise_range_check(const char *model_path, const char *text_path, json_t **out);
 
 // Refuses inputs that are not all from the sweep's model (see advise.c); advise_report calls it.
 int advise_check_inputs(const struct advise_inputs *in);
