@@ -13,7 +13,7 @@
 #include "../base/fp8.h"
 #include "../model/model.h"
 
-#define SAMPLE_CAP 256
+#define SAMPLE_CAP 512
 
 // out[T][nh*hd] = softmax(q kᵀ · scale) v, causal, over a T-token sequence of layer l.
 static void attend(const struct model_config *c, int l, int T, const float *q, const float *k, const float *v,

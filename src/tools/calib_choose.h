@@ -29,7 +29,7 @@ struct calib_choice {
     struct calib_scales result;    // per-head arrays of the chosen scales (k_off: st's offsets)
 };
 
-// Runs ids through r twice (raw statistics and a sample of the first chunk's min(ctx, 256)
+// Runs ids through r twice (raw statistics and a sample of the first chunk's min(ctx, 512)
 // tokens, then K − mean statistics), builds the candidates for fp8 dtype dt, measures each
 // one's error in every layer's attention output over the sample (K first, with V exact; then
 // V with the chosen K) and keeps the smallest. st must be freshly initialised; it keeps the
