@@ -50,7 +50,9 @@ template <int HD, int DT, bool CAP> static void bf16tma_launch(const struct attn
         }
         c->tma_encode = fn;
     }
-    const int rows = l->kv_block_tokens < bf16pf::lay<HD, 2>::BN ? l->kv_block_tokens : bf16pf::lay<HD, 2>::BN;
+    // rows a box: a block, or a tile's (e4m3: a half-tile's, the staging slot) when the block is larger
+    const int box = bf16pf::lay<HD, 2>::BN / (DT == DT_E4M3 ? 2 : 1);
+    const int rows = l->kv_block_tokens < box ? l->kv_block_tokens : box;
     CUtensorMap km, vm;
     const bf16pf_encode_fn enc = (bf16pf_encode_fn)c->tma_encode;
     const auto map = DT == DT_E4M3 ? bf16pf_map_e4m3 : bf16pf_map;

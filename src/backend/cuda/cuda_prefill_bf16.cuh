@@ -35,15 +35,15 @@
 
 namespace bf16pf {
 
-// Shared-memory layout for head_dim HD with KS K/V stages; CVT (an e4m3 cache): one K and one V tile
-// of e4m3 bytes as TMA lands them, [BN][HD], beside the 16-bit rings.
+// Shared-memory layout for head_dim HD with KS K/V stages; CVT (an e4m3 cache): K and V staging of
+// e4m3 bytes as TMA lands them, two half-tile slots each ([2][BN/2][HD]), beside the 16-bit rings.
 template <int HD, int KS, bool CVT = false> struct lay {
     static constexpr int BN = HD == 256 ? 64 : 128;  // keys a tile
     static constexpr int NCH = HD / 64;               // 128-byte chunks of a row
     static constexpr int Q_BYTES = 64 * HD * 2, TILE_BYTES = BN * HD * 2, RAW_BYTES = CVT ? BN * HD : 0;
     static constexpr int OFF_K = 2 * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_RAW = OFF_V + KS * TILE_BYTES;
     static constexpr int OFF_BAR = OFF_RAW + 2 * RAW_BYTES;
-    static constexpr int SMEM = OFF_BAR + (4 * KS + 4) * 8 + 1024;  // (+ the alignment slack)
+    static constexpr int SMEM = OFF_BAR + (4 * KS + 8) * 8 + 1024;  // (+ the alignment slack)
 };
 // The default ring depth: what fits beside Q in 227 KB.
 template <int HD> struct stages { static constexpr int KS = HD == 64 ? 4 : 2; };
@@ -164,11 +164,11 @@ __device__ __forceinline__ void load_q(uint8_t *Qw, const bf16 *q, int tid, int 
     }
 }
 
-// An e4m3 tile's first `rows` rows (raw: [rows][HD] bytes) into a 16-bit ring stage as f16 (exact:
-// every e4m3 value is an f16), swizzled as TMA would have: thread ct of nt moves 16-byte units, UN at
-// a time (their shared-memory loads in flight together).
+// `rows` e4m3 rows (raw: [rows][HD] bytes) into rows r0.. of a 16-bit ring stage as f16 (exact: every
+// e4m3 value is an f16), swizzled as TMA would have: thread ct of nt moves 16-byte units, UN at a time
+// (their shared-memory loads in flight together).
 template <int HD, int BN>
-__device__ __forceinline__ void cvt_tile(uint8_t *dst, const uint8_t *raw, int rows, int ct, int nt) {
+__device__ __forceinline__ void cvt_rows(uint8_t *dst, const uint8_t *raw, int r0, int rows, int ct, int nt) {
     constexpr int UPR = HD / 16, UN = 2;  // 16-byte e4m3 units a row; units a thread has in flight
     const int total = rows * UPR;
     for (int i0 = ct; i0 < total; i0 += UN * nt) {
@@ -180,7 +180,7 @@ __device__ __forceinline__ void cvt_tile(uint8_t *dst, const uint8_t *raw, int r
         }
 #pragma unroll
         for (int k = 0; k < UN; k++) {
-            const int idx = i0 + k * nt, r = idx / UPR, u = idx % UPR;
+            const int idx = i0 + k * nt, r = r0 + idx / UPR, u = idx % UPR;
             if (idx >= total) break;
             const uint32_t x[4] = {w[k].x, w[k].y, w[k].z, w[k].w};
             uint32_t h[8];
@@ -209,8 +209,8 @@ __device__ __forceinline__ void tma_prefetch(const CUtensorMap *map, int c0, int
 }  // namespace bf16pf
 
 // HD: head_dim 64, 128 or 256. DT: DT_BF16 or DT_F16 (the cache's type; Q is bf16 and converted), or
-// DT_E4M3 at head_dim 256 (CVT): TMA lands each e4m3 tile in a staging buffer, warps 1-3 of the
-// producer warpgroup convert it to f16 into the ring and the consumers compute as for an f16 cache,
+// DT_E4M3 at head_dim 256 (CVT): TMA lands each e4m3 half-tile in one of two staging slots, warps 1-3
+// of the producer warpgroup convert it to f16 into the ring (the next half lands meanwhile) and the consumers compute as for an f16 cache,
 // the K scale folded into the softmax's and the V scale into the output's (at head_dim 256 the FP8
 // kernels' two accumulators, 256 registers a thread, do not fit).
 // KS: K/V ring stages. PINGPONG: the consumers take turns issuing their MMAs. CAP: soft-capped scores
@@ -237,10 +237,10 @@ __global__ void __launch_bounds__(384, 1)
     uint8_t *Qs = sm, *Ks = sm + L::OFF_K, *Vs = sm + L::OFF_V;
     uint64_t *bars = (uint64_t *)(sm + L::OFF_BAR);
     uint64_t *kfull = bars, *vfull = bars + KS, *kempty = bars + 2 * KS, *vempty = bars + 3 * KS;
-    // (CVT) the staging tiles: TMA completes rkfull / rvfull, the converters arrive on rkempty / rvempty
-    uint64_t *rkfull = bars + 4 * KS, *rvfull = rkfull + 1, *rkempty = rkfull + 2, *rvempty = rkfull + 3;
+    // (CVT) the staging slots: TMA completes rkfull / rvfull, the converters arrive on rkempty / rvempty
+    uint64_t *rkfull = bars + 4 * KS, *rvfull = rkfull + 2, *rkempty = rkfull + 4, *rvempty = rkfull + 6;
     uint8_t *rawk = sm + L::OFF_RAW, *rawv = rawk + L::RAW_BYTES;
-    constexpr int NCV = 96;  // (CVT) converting threads: warps 1-3
+    constexpr int NCV = 96, HALF = BN / 2 * HD;  // (CVT) converting threads: warps 1-3; a slot's bytes
     const int s = blockIdx.x, g = blockIdx.z, G = a.G;
     fp8pf::cta_tiles ct = {};
     if (!ct.begin(a.qstart, a.pos, 128, G, a.window, BN, true)) return;  // (the whole CTA, before any barrier)
@@ -253,10 +253,12 @@ __global__ void __launch_bounds__(384, 1)
             mbar_init(&vempty[i], 256);
         }
         if constexpr (CVT) {
-            mbar_init(rkfull, 1);
-            mbar_init(rvfull, 1);
-            mbar_init(rkempty, NCV);
-            mbar_init(rvempty, NCV);
+            for (int i = 0; i < 2; i++) {
+                mbar_init(&rkfull[i], 1);
+                mbar_init(&rvfull[i], 1);
+                mbar_init(&rkempty[i], NCV);
+                mbar_init(&rvempty[i], NCV);
+            }
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
@@ -267,25 +269,28 @@ __global__ void __launch_bounds__(384, 1)
     __syncthreads();
 
     if (threadIdx.x < 128) {  // ---- producer
-        reg_dealloc<CVT ? 40 : 24>();
-        if (CVT && threadIdx.x == 0) {  // e4m3 tiles into the staging buffers, one at a time
+        reg_dealloc<CVT ? 56 : 24>();
+        if (CVT && threadIdx.x == 0) {  // e4m3 half-tiles (boxes of rows_box <= BN / 2 rows) into the slots
             const int32_t *bt = a.btab + (size_t)s * a.max_blocks;
-            const int rows = a.rows_box, bs = a.bs;
+            const int rows = a.rows_box, bs = a.bs, hb = BN / 2 / rows;  // boxes a half-tile
+            // half h of tile t into slot (2i + h) % 2: its boxes j0 .. j1 - 1 (none past the last key: then
+            // the slot's phase completes with no bytes)
+            auto half = [&](const CUtensorMap *map, uint8_t *raw, uint64_t *full, uint64_t *empty, int i, int h) {
+                const int t = t0 + i, q = 2 * i + h, sl = q & 1;
+                const int nb = min(BN / rows, (p_last - t * BN) / rows + 1), j0 = h * hb, j1 = min(nb, j0 + hb);
+                if (q >= 2) mbar_wait(&empty[sl], ((q >> 1) - 1) & 1);
+                mbar_expect_tx(&full[sl], (uint32_t)(j1 > j0 ? (j1 - j0) * rows * HD : 0));
+                for (int j = j0; j < j1; j++) {
+                    const int kp = t * BN + j * rows;
+                    tma_load(raw + sl * HALF + (j - j0) * rows * HD, map, &full[sl], 0, kp % bs, g, bt[kp / bs]);
+                }
+            };
             for (int i = 0; i < n; i++) {
-                const int t = t0 + i, nb = min(BN / rows, (p_last - t * BN) / rows + 1);
-                const uint32_t bytes = (uint32_t)(nb * rows * HD);
-                if (i >= 1) mbar_wait(rkempty, (i - 1) & 1);
-                mbar_expect_tx(rkfull, bytes);
-                for (int j = 0; j < nb; j++) {
-                    const int kp = t * BN + j * rows;
-                    tma_load(rawk + j * rows * HD, &kmap, rkfull, 0, kp % bs, g, bt[kp / bs]);
-                }
-                if (i >= 1) mbar_wait(rvempty, (i - 1) & 1);
-                mbar_expect_tx(rvfull, bytes);
-                for (int j = 0; j < nb; j++) {
-                    const int kp = t * BN + j * rows;
-                    tma_load(rawv + j * rows * HD, &vmap, rvfull, 0, kp % bs, g, bt[kp / bs]);
-                }
+                half(&kmap, rawk, rkfull, rkempty, i, 0);
+                half(&kmap, rawk, rkfull, rkempty, i, 1);
+                half(&vmap, rawv, rvfull, rvempty, i, 0);
+                half(&vmap, rawv, rvfull, rvempty, i, 1);
+                const int t = t0 + i;
                 if (i + 1 < n) {  // the next tile into L2 while this one is converted
                     const int nb1 = min(BN / rows, (p_last - (t + 1) * BN) / rows + 1);
                     for (int j = 0; j < nb1; j++) {
@@ -295,21 +300,26 @@ __global__ void __launch_bounds__(384, 1)
                     }
                 }
             }
-        } else if (CVT && threadIdx.x >= 32) {  // the converters: staging → ring stage, as f16
-            const int ct = threadIdx.x - 32, rows = a.rows_box;
-            for (int i = 0; i < n; i++) {
-                const int t = t0 + i, st = i % KS, nr = min(BN / rows, (p_last - t * BN) / rows + 1) * rows;
-                mbar_wait(rkfull, i & 1);
-                if (i >= KS) mbar_wait(&kempty[st], ((i / KS) - 1) & 1);
-                cvt_tile<HD, BN>(Ks + st * L::TILE_BYTES, rawk, nr, ct, NCV);
+        } else if (CVT && threadIdx.x >= 32) {  // the converters: staging slots → ring stage, as f16
+            const int ct = threadIdx.x - 32, rows = a.rows_box, hb = BN / 2 / rows;
+            // tile i's K or V, both halves, into ring stage st
+            auto conv = [&](uint8_t *ring, const uint8_t *raw, uint64_t *full, uint64_t *empty, int i) {
+                const int t = t0 + i, nb = min(BN / rows, (p_last - t * BN) / rows + 1);
+                for (int h = 0; h < 2; h++) {
+                    const int q = 2 * i + h, sl = q & 1, nr = max(0, min(nb, (h + 1) * hb) - h * hb) * rows;
+                    mbar_wait(&full[sl], (q >> 1) & 1);
+                    cvt_rows<HD, BN>(ring, raw + sl * HALF, h * (BN / 2), nr, ct, NCV);
+                    mbar_arrive(&empty[sl]);
+                }
                 fence_proxy_async();  // (the ring's generic-proxy writes, before the wgmma reads them)
-                mbar_arrive(rkempty);
+            };
+            for (int i = 0; i < n; i++) {
+                const int st = i % KS;
+                if (i >= KS) mbar_wait(&kempty[st], ((i / KS) - 1) & 1);
+                conv(Ks + st * L::TILE_BYTES, rawk, rkfull, rkempty, i);
                 mbar_arrive(&kfull[st]);
-                mbar_wait(rvfull, i & 1);
                 if (i >= KS) mbar_wait(&vempty[st], ((i / KS) - 1) & 1);
-                cvt_tile<HD, BN>(Vs + st * L::TILE_BYTES, rawv, nr, ct, NCV);
-                fence_proxy_async();
-                mbar_arrive(rvempty);
+                conv(Vs + st * L::TILE_BYTES, rawv, rvfull, rvempty, i);
                 mbar_arrive(&vfull[st]);
             }
         } else if (!CVT && threadIdx.x == 0) {
@@ -341,7 +351,7 @@ __global__ void __launch_bounds__(384, 1)
     }
 
     // ---- consumers: warpgroups 1, 2, 64 query rows each
-    reg_alloc<CVT ? 232 : 240>();  // (what the producer warpgroup gives: 128·(168 − 40) = 256·(232 − 168))
+    reg_alloc<CVT ? 224 : 240>();  // (what the producer warpgroup gives: 128·(168 − 56) = 256·(224 − 168))
     const int tid = threadIdx.x - 128, wg = tid >> 7, warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
     const int n_heads = a.n_kv * G;
     load_q<HD, WT>(Qs + wg * L::Q_BYTES, a.q, tid & 127, wg, ct, n_heads, g, G);
