@@ -79,9 +79,13 @@ def needle(argv):
         print(f"| {r['length']} | {r['kv_cache_dtype']} | {r['attention_math']} | {r['rel_l2']:.3e} | {r['cos_needle']:.4f} | {r['cos_distractor']:.4f} | {'yes' if r['retrieved'] else 'NO'} |")
 
 
+def cfg_key(c):  # a sweep configuration's cache type: "auto (bf16)" -> "auto", "fp8" -> "fp8"
+    return c["name"].split(" (")[0]
+
+
 def ttft(argv):
     j = json.load(open(argv[1]))
-    fits = {c["name"]: c["ttft_fit"] for c in j["configs"] if c.get("ttft_fit")}
+    fits = {cfg_key(c): c["ttft_fit"] for c in j["configs"] if c.get("ttft_fit")}
     line = ", ".join(f"{n}: a={f['a']:.3e} ms/tok^2 (R2 {f['r2']:.4f})" for n, f in fits.items())
     ratio = fits["fp8"]["a"] / fits["auto"]["a"] if "fp8" in fits and "auto" in fits else float("nan")
     print(f"ttft {argv[2]}: {line}; fp8/auto quadratic = {ratio:.3f}")
@@ -170,18 +174,18 @@ def step(argv):  # the last forward pass in each file (from its last k_get_rows 
 
 def itl(argv):
     j = json.load(open(argv[1]))
-    fits = {c["name"]: c["itl_fit"] for c in j["configs"] if c.get("itl_fit")}
+    fits = {cfg_key(c): c["itl_fit"] for c in j["configs"] if c.get("itl_fit")}
     for n, f in fits.items():
         print(f"itl {n}: slope {f['slope_ms_per_token']:.3e} ms/token, intercept {f['intercept_ms']:.2f} ms (R2 {f['r2']:.3f})")
     if "fp8" in fits and "auto" in fits:
-        vs = next((c.get("vs_first") for c in j["configs"] if c["name"] == "fp8"), None) or {}
+        vs = next((c.get("vs_first") for c in j["configs"] if cfg_key(c) == "fp8"), None) or {}
         se = vs.get("slope_ratio_pct_se")  # (older sweeps lack it)
         be = vs.get("break_even")
         print(f"itl fp8/auto slope = {fits['fp8']['slope_ms_per_token'] / fits['auto']['slope_ms_per_token']:.3f}"
               + (f" ± {se / 100:.3f}" if se is not None else "") + (f", break-even {be}" if be is not None else ""))
         # between neighbouring lengths (not the goal's figure, which is the fit over every length: where
         # the fit's ratio comes from — the long lengths' increments are the cache's reading rate)
-        pts = {c["name"]: {p["input_len"]: p["itl_ms"] for p in c["points"]} for c in j["configs"] if c["name"] in ("auto", "fp8")}
+        pts = {cfg_key(c): {p["input_len"]: p["itl_ms"] for p in c["points"]} for c in j["configs"] if cfg_key(c) in ("auto", "fp8")}
         lens = sorted(set(pts["auto"]) & set(pts["fp8"]))
         inc = []
         for a, b in zip(lens, lens[1:]):
