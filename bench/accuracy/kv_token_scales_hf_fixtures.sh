@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# kv_token_scales_hf_fixtures.sh — fp8_per_token_head against calibrated static FP8 caches on the
+# transformers fixtures (tests/data/hf/*: small random-weight models of each family): KLD and top-1
+# agreement against the fp32 cache on the second half of tests/data/heldout.txt, the scales calibrated
+# (`octet calibrate`) on the first half. Perplexity is omitted: the weights are random.
+# Usage: bash bench/accuracy/kv_token_scales_hf_fixtures.sh [BUILD_DIR]   (prints a markdown table)
+set -eu
+BUILD=${1:-build}
+OCTET="$BUILD/octet"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+head -c 12380 tests/data/heldout.txt > "$tmp/calib.txt"
+tail -c +12381 tests/data/heldout.txt > "$tmp/eval.txt"
+cell() {  # path dtype [eval args...] -> "KLD mean / top-1"
+  local path=$1 d=$2; shift 2
+  j=$("$OCTET" eval ppl --model "$path" --file "$tmp/eval.txt" --ctx 128 --kv-cache-dtype "$d" "$@" \
+      --ref-kv-cache-dtype fp32 --json 2>/dev/null) || { echo "failed"; return; }
+  python3 -c 'import json,sys; d=json.loads(sys.argv[1]); print("%.3g / %.3f" % (d["kld_mean"], d["top1_agree"]))' "$j"
+}
+echo "KLD mean / top-1 agreement against the fp32 cache:"
+echo
+echo "| fixture | fp8, 1.0 | fp8, per tensor max | fp8, per head max | fp8, per head max + K offset | fp8, chosen (default) | fp8_per_token_head | fp8_per_token_head + K offset |"
+echo "|---|---:|---:|---:|---:|---:|---:|---:|"
+for dir in tests/data/hf/*/; do
+  f=$(basename "$dir")
+  cal() { "$OCTET" calibrate --model "$dir" --file "$tmp/calib.txt" --ctx 128 --output "$tmp/$f.$1.json" "${@:2}" \
+            >/dev/null 2>&1 || echo "calibrate $f $1 failed" >&2; }
+  cal tensor --granularity tensor --method max
+  cal head --granularity head --method max
+  cal head_off --granularity head --method max --k-offset mean
+  cal chosen
+  echo "| $f | $(cell "$dir" fp8) | $(cell "$dir" fp8 --kv-scales "$tmp/$f.tensor.json") |" \
+       "$(cell "$dir" fp8 --kv-scales "$tmp/$f.head.json") | $(cell "$dir" fp8 --kv-scales "$tmp/$f.head_off.json") |" \
+       "$(cell "$dir" fp8 --kv-scales "$tmp/$f.chosen.json") | $(cell "$dir" fp8_per_token_head) |" \
+       "$(cell "$dir" fp8_per_token_head --kv-scales "$tmp/$f.head_off.json") |"
+done
