@@ -280,8 +280,7 @@ TEST(kv_write_and_attention) {
             case_bound = wg ? WGMMA_BOUND : 2e-5;
             snprintf(label, sizeof label, "prefill+decode hd128 G4 bs%d", bss[b]);
             attention_case(label, dts[d], 128, 8, 4, 0, 2, q4, c4);
-            // bf16 / e5m2 at head_dim 256 run the SIMT prefill, which streams every block size here
-            // in 16-token parts (32 KB of f32 K and V)
+            // head_dim 256 over 32- to 128-token blocks: TMA boxes of a tile (bf16) or a half-tile (8-bit)
             snprintf(label, sizeof label, "prefill hd256 G2 bs%d", bss[b]);
             attention_case(label, dts[d], 256, 4, 2, 0, 2, q4, c4);
             case_math = ATTN_FP8_EXACT;

@@ -26,9 +26,9 @@ static const struct attn_entry kernels[] = {
     {{"decode_t", attn_decode_t_fits, attn_decode_t_launch}, FAST | SOFTCAP},
     // e4m3, head_dim 64 / 128, blocks TMA can box: FP8 wgmma, warp-specialised
     {{"prefill_fp8_tma", attn_prefill_fp8_tma_fits, attn_prefill_fp8_tma_launch}, FAST | SOFTCAP},
-    // e4m3, head_dim 256, blocks TMA can box: the 16-bit wgmma kernel on the tiles converted to f16 in
-    // shared memory (FP8 wgmma's two accumulators do not fit the registers at 256 dims)
-    {{"prefill_e4m3_f16", attn_prefill_e4m3_f16_fits, attn_prefill_e4m3_f16_launch}, FAST | SOFTCAP},
+    // e4m3 / e5m2, head_dim 256, blocks TMA can box: the 16-bit wgmma kernel on the tiles converted to
+    // f16 in shared memory (FP8 wgmma's two accumulators do not fit the registers at 256 dims)
+    {{"prefill_f16_cvt", attn_prefill_f16_cvt_fits, attn_prefill_f16_cvt_launch}, FAST | SOFTCAP},
     // e4m3, head_dim 64 / 128 / 256: FP8 wgmma, two warpgroups sharing each tile
     {{"prefill_fp8_wgmma", attn_prefill_fp8_wgmma_fits, attn_prefill_fp8_wgmma_launch}, FAST | SOFTCAP},
     // bf16 / f16, head_dim 64 / 128 / 256, blocks TMA can box: 16-bit wgmma, warp-specialised

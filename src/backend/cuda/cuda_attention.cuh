@@ -127,8 +127,8 @@ bool attn_prefill_fp8_wgmma_fits(const struct attn_call *a);
 void attn_prefill_fp8_wgmma_launch(const struct attn_call *a);
 bool cuda_prefill_fp8_init(struct cuda_backend *c);
 // bf16 / f16 wgmma prefill (cuda_prefill_bf16.cu)
-bool attn_prefill_e4m3_f16_fits(const struct attn_call *a);
-void attn_prefill_e4m3_f16_launch(const struct attn_call *a);
+bool attn_prefill_f16_cvt_fits(const struct attn_call *a);
+void attn_prefill_f16_cvt_launch(const struct attn_call *a);
 bool attn_prefill_bf16_tma_fits(const struct attn_call *a);
 void attn_prefill_bf16_tma_launch(const struct attn_call *a);
 bool cuda_prefill_bf16_init(struct cuda_backend *c);

@@ -1,7 +1,7 @@
 // cuda_prefill_bf16.cu — prefill attention on Hopper's 16-bit tensor cores (cuda_prefill_bf16.cuh:
 // TMA copies, two consumer warpgroups, wgmma), soft-capped scores (Gemma 2) included: over a bf16 or
-// f16 cache, and over an e4m3 cache at head_dim 256, converted to f16 in shared memory. Owns the
-// prefill_bf16_tma and prefill_e4m3_f16 entries of the attention kernel table (fits / launch) and
+// f16 cache, and over an e4m3 or e5m2 cache at head_dim 256, converted to f16 in shared memory. Owns the
+// prefill_bf16_tma and prefill_f16_cvt entries of the attention kernel table (fits / launch) and
 // their per-backend set-up.
 #include "cuda_attention.cuh"
 #include "cuda_prefill_bf16.cuh"
@@ -10,7 +10,7 @@ template <int HD, int DT, bool CAP = false> static constexpr auto bf16tma_kernel
     return k_prefill_bf16<HD, DT, bf16pf::stages<HD>::KS, true, CAP>;
 }
 template <int HD, int DT = DT_BF16> static constexpr int bf16tma_smem() {
-    return bf16pf::lay<HD, bf16pf::stages<HD>::KS, DT == DT_E4M3>::SMEM;
+    return bf16pf::lay<HD, bf16pf::stages<HD>::KS, DT == DT_E4M3 || DT == DT_E5M2>::SMEM;
 }
 
 template <int HD, int DT, bool CAP> static bool bf16tma_init1(struct cuda_backend *c) {
@@ -26,7 +26,8 @@ template <int HD> static bool bf16tma_init(struct cuda_backend *c) {
 
 bool cuda_prefill_bf16_init(struct cuda_backend *c) {
     return bf16tma_init<64>(c) && bf16tma_init<128>(c) && bf16tma_init<256>(c) &&
-           bf16tma_init1<256, DT_E4M3, false>(c) && bf16tma_init1<256, DT_E4M3, true>(c);
+           bf16tma_init1<256, DT_E4M3, false>(c) && bf16tma_init1<256, DT_E4M3, true>(c) &&
+           bf16tma_init1<256, DT_E5M2, false>(c) && bf16tma_init1<256, DT_E5M2, true>(c);
 }
 
 bool attn_prefill_bf16_tma_fits(const struct attn_call *a) {
@@ -51,11 +52,12 @@ template <int HD, int DT, bool CAP> static void bf16tma_launch(const struct attn
         c->tma_encode = fn;
     }
     // rows a box: a block, or a tile's (e4m3: a half-tile's, the staging slot) when the block is larger
-    const int box = bf16pf::lay<HD, 2>::BN / (DT == DT_E4M3 ? 2 : 1);
+    constexpr bool CVT = DT == DT_E4M3 || DT == DT_E5M2;
+    const int box = bf16pf::lay<HD, 2>::BN / (CVT ? 2 : 1);
     const int rows = l->kv_block_tokens < box ? l->kv_block_tokens : box;
     CUtensorMap km, vm;
     const bf16pf_encode_fn enc = (bf16pf_encode_fn)c->tma_encode;
-    const auto map = DT == DT_E4M3 ? bf16pf_map_e4m3 : bf16pf_map;
+    const auto map = CVT ? bf16pf_map_8bit : bf16pf_map;
     CUresult r = map(enc, &km, l->k, HD, l->kv_block_tokens, l->n_kv_heads, l->n_blocks, rows);
     if (r == CUDA_SUCCESS) r = map(enc, &vm, l->v, HD, l->kv_block_tokens, l->n_kv_heads, l->n_blocks, rows);
     if (r != CUDA_SUCCESS) {
@@ -68,7 +70,7 @@ template <int HD, int DT, bool CAP> static void bf16tma_launch(const struct attn
     const int qt = 128 / a->G;
     const dim3 grid(a->bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
     bf16tma_kernel<HD, DT, CAP>()<<<grid, 384, bf16tma_smem<HD, DT>(), c->stream>>>(km, vm, args);
-    CUDA_LAUNCHED(c, DT == DT_E4M3 ? "attention prefill (e4m3 as f16, wgmma, TMA)"
+    CUDA_LAUNCHED(c, CVT ? "attention prefill (fp8 as f16, wgmma, TMA)"
                                    : "attention prefill (bf16 wgmma, TMA)");
 }
 
@@ -88,16 +90,18 @@ void attn_prefill_bf16_tma_launch(const struct attn_call *a) {
     else bf16tma_launch_cap<false>(a);
 }
 
-// ---------------------------------------------------------------- e4m3 at head_dim 256 (prefill_e4m3_f16)
+// ---------------------------------------------------------------- fp8 at head_dim 256 (prefill_f16_cvt)
 
-bool attn_prefill_e4m3_f16_fits(const struct attn_call *a) {
+bool attn_prefill_f16_cvt_fits(const struct attn_call *a) {
     const struct kv_layer *l = a->l;
     const int qt = 128 / (a->G > 0 ? a->G : 1);
-    return l->dtype == DT_E4M3 && l->head_dim == 256 && bf16pf_fits(256, l->kv_block_tokens, a->G) &&
+    return (l->dtype == DT_E4M3 || l->dtype == DT_E5M2) && l->head_dim == 256 &&
+           bf16pf_fits(256, l->kv_block_tokens, a->G) &&
            (a->c->cb.max_q + qt - 1) / qt <= 65535;
 }
 
-void attn_prefill_e4m3_f16_launch(const struct attn_call *a) {
-    if (a->p->softcap > 0) bf16tma_launch<256, DT_E4M3, true>(a);
-    else bf16tma_launch<256, DT_E4M3, false>(a);
+void attn_prefill_f16_cvt_launch(const struct attn_call *a) {
+    const bool cap = a->p->softcap > 0;
+    if (a->l->dtype == DT_E5M2) cap ? bf16tma_launch<256, DT_E5M2, true>(a) : bf16tma_launch<256, DT_E5M2, false>(a);
+    else cap ? bf16tma_launch<256, DT_E4M3, true>(a) : bf16tma_launch<256, DT_E4M3, false>(a);
 }

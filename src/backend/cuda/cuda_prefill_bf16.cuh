@@ -164,10 +164,10 @@ __device__ __forceinline__ void load_q(uint8_t *Qw, const bf16 *q, int tid, int 
     }
 }
 
-// `rows` e4m3 rows (raw: [rows][HD] bytes) into rows r0.. of a 16-bit ring stage as f16 (exact: every
-// e4m3 value is an f16), swizzled as TMA would have: thread ct of nt moves 16-byte units, UN at a time
-// (their shared-memory loads in flight together).
-template <int HD, int BN>
+// `rows` e4m3 or e5m2 (DT) rows (raw: [rows][HD] bytes) into rows r0.. of a 16-bit ring stage as f16
+// (exact: every e4m3 and e5m2 value is an f16), swizzled as TMA would have: thread ct of nt moves
+// 16-byte units, UN at a time (their shared-memory loads in flight together).
+template <int HD, int BN, int DT>
 __device__ __forceinline__ void cvt_rows(uint8_t *dst, const uint8_t *raw, int r0, int rows, int ct, int nt) {
     constexpr int UPR = HD / 16, UN = 2;  // 16-byte e4m3 units a row; units a thread has in flight
     const int total = rows * UPR;
@@ -186,8 +186,13 @@ __device__ __forceinline__ void cvt_rows(uint8_t *dst, const uint8_t *raw, int r
             uint32_t h[8];
 #pragma unroll
             for (int e = 0; e < 4; e++) {
-                asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h[2 * e]) : "h"((uint16_t)(x[e] & 0xffffu)));
-                asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h[2 * e + 1]) : "h"((uint16_t)(x[e] >> 16)));
+                if constexpr (DT == DT_E4M3) {
+                    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h[2 * e]) : "h"((uint16_t)(x[e] & 0xffffu)));
+                    asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(h[2 * e + 1]) : "h"((uint16_t)(x[e] >> 16)));
+                } else {
+                    asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(h[2 * e]) : "h"((uint16_t)(x[e] & 0xffffu)));
+                    asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(h[2 * e + 1]) : "h"((uint16_t)(x[e] >> 16)));
+                }
             }
             // the 16 elements are the row's 16-bit units 2u and 2u + 1 (one 128-byte chunk: 8 units)
             uint8_t *row = dst + (u >> 2) * (BN * 128) + r * 128;
@@ -209,26 +214,27 @@ __device__ __forceinline__ void tma_prefetch(const CUtensorMap *map, int c0, int
 }  // namespace bf16pf
 
 // HD: head_dim 64, 128 or 256. DT: DT_BF16 or DT_F16 (the cache's type; Q is bf16 and converted), or
-// DT_E4M3 at head_dim 256 (CVT): TMA lands each e4m3 half-tile in one of two staging slots, warps 1-3
-// of the producer warpgroup convert it to f16 into the ring (the next half lands meanwhile) and the consumers compute as for an f16 cache,
-// the K scale folded into the softmax's and the V scale into the output's (at head_dim 256 the FP8
-// kernels' two accumulators, 256 registers a thread, do not fit).
+// DT_E4M3 or DT_E5M2 at head_dim 256 (CVT): TMA lands each 8-bit half-tile in one of two staging
+// slots, warps 1-3 of the producer warpgroup convert it to f16 into the ring (the next half lands
+// meanwhile) and the consumers compute as for an f16 cache, the K scale folded into the softmax's and
+// the V scale into the output's (at head_dim 256 the FP8 kernels' two accumulators, 256 registers a
+// thread, do not fit).
 // KS: K/V ring stages. PINGPONG: the consumers take turns issuing their MMAs. CAP: soft-capped scores
-// (attn_args.softcap, fp8pf::softmax_s). kmap / vmap: the
-// layer's K and V cache as 4-d tensors {head_dim, kv_block_tokens, n_kv_heads, n_blocks} of 16-bit
-// elements, boxes of {64, rows_box, 1, 1}, 128-byte swizzle.
+// (attn_args.softcap, fp8pf::softmax_s). kmap / vmap: the layer's K and V cache as 4-d tensors
+// {head_dim, kv_block_tokens, n_kv_heads, n_blocks} of 16-bit elements, boxes of {64, rows_box, 1, 1},
+// 128-byte swizzle (CVT: bf16pf_map_8bit's).
 // Registers: setmaxnreg moves them within the CTA's allocation at launch (168 a thread at 384
 // threads), so what the producer gives, 128·(168 − 24), must cover what the consumers take,
-// 256·(240 − 168); a consumer's setmaxnreg.inc waits until the pool holds it, for ever if it never
-// does.
+// 256·(240 − 168) (CVT: 56 and 224, the converters' loop needing more); a consumer's setmaxnreg.inc
+// waits until the pool holds it, for ever if it never does.
 template <int HD, int DT, int KS, bool PINGPONG, bool CAP = false>
 __global__ void __launch_bounds__(384, 1)
     k_prefill_bf16(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                    const __grid_constant__ attn_args a) {
     using namespace bf16pf;
-    constexpr bool CVT = DT == DT_E4M3;
+    constexpr bool CVT = DT == DT_E4M3 || DT == DT_E5M2;
     constexpr int WT = CVT ? DT_F16 : DT;  // the wgmma operands' type
-    static_assert(!CVT || HD == 256, "e4m3 runs this kernel at head_dim 256 only");
+    static_assert(!CVT || HD == 256, "8-bit caches run this kernel at head_dim 256 only");
     typedef lay<HD, KS, CVT> L;
     constexpr int BN = L::BN, NCH = L::NCH;
     extern __shared__ uint8_t bf16pf_smem_raw[];
@@ -308,7 +314,7 @@ __global__ void __launch_bounds__(384, 1)
                 for (int h = 0; h < 2; h++) {
                     const int q = 2 * i + h, sl = q & 1, nr = max(0, min(nb, (h + 1) * hb) - h * hb) * rows;
                     mbar_wait(&full[sl], (q >> 1) & 1);
-                    cvt_rows<HD, BN>(ring, raw + sl * HALF, h * (BN / 2), nr, ct, NCV);
+                    cvt_rows<HD, BN, DT>(ring, raw + sl * HALF, h * (BN / 2), nr, ct, NCV);
                     mbar_arrive(&empty[sl]);
                 }
                 fence_proxy_async();  // (the ring's generic-proxy writes, before the wgmma reads them)
@@ -460,9 +466,9 @@ static inline CUresult bf16pf_map(bf16pf_encode_fn encode, CUtensorMap *map, voi
                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
 }
 
-// A layer's e4m3 K or V cache as {head_dim, kv_block_tokens, n_kv_heads, n_blocks} bytes, boxes of
-// {head_dim, rows, 1, 1} (whole rows, unswizzled: the converters read them as they lie).
-static inline CUresult bf16pf_map_e4m3(bf16pf_encode_fn encode, CUtensorMap *map, void *base, int hd, int bs,
+// A layer's 8-bit (e4m3 / e5m2) K or V cache as {head_dim, kv_block_tokens, n_kv_heads, n_blocks}
+// bytes, boxes of {head_dim, rows, 1, 1} (whole rows, unswizzled: the converters read them as they lie).
+static inline CUresult bf16pf_map_8bit(bf16pf_encode_fn encode, CUtensorMap *map, void *base, int hd, int bs,
                                        int n_kv, int n_blocks, int rows) {
     const cuuint64_t dims[4] = {(cuuint64_t)hd, (cuuint64_t)bs, (cuuint64_t)n_kv, (cuuint64_t)n_blocks};
     const cuuint64_t strides[3] = {(cuuint64_t)hd, (cuuint64_t)hd * bs, (cuuint64_t)hd * bs * n_kv};
