@@ -418,6 +418,7 @@ int cli_check_kv_dtypes(const char *list) {
 const char *cli_kv_dtype_resolved(const char *dtype, enum dtype model_dt) {
     enum dtype dt;
     if (kv_dtype_parse(dtype, model_dt, &dt) < 0) return dtype;
+    if (kv_dtype_token_scales(dtype)) return "fp8_per_token_head";  // e4m3 with its own scales, not plain e4m3
     switch (dt) {
     case DT_F32: return "fp32";
     case DT_F16: return "fp16";

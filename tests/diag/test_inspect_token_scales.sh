@@ -3,7 +3,7 @@
 # its JSON name the dynamic cache (not fp8_e4m3), and K/V are judged at each row's own amax/448
 # scale as kv_write stores them: on a copy of stories260K whose K and V are 1000x larger
 # (tools/scale_kv_gguf.py) nothing saturates and the round trip stays accurate, where fp8 at
-# scale 1.0 saturates.
+# scale 1.0 saturates; eval ppl's resolved cache label is fp8_per_token_head as well.
 set -u
 BUILD=${BUILD:-build}
 OCTET="$BUILD/octet"
@@ -30,5 +30,10 @@ assert max(l[k]["frac_saturated"] for l in s["layers"] for k in ("k","v")) > 0.0
 assert d["kld_all_layers"] < 0.1 * s["kld_all_layers"], (d["kld_all_layers"], s["kld_all_layers"])' \
   "$tmp/fp8.json" "$tmp/fp8_per_token_head.json" 2>"$tmp/pyerr"; then ok
 else bad "inspect fp8_per_token_head on the x1000 copy: $(cat "$tmp/pyerr")"; fi
+# eval ppl's resolved label names the dynamic cache too (cli_kv_dtype_resolved)
+"$OCTET" eval ppl --model "$MODEL" --file "$TEXT" --ctx 128 --chunks 1 --kv-cache-dtype fp8_per_token_head --json \
+  >"$tmp/p.json" 2>"$tmp/err"
+if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["kv_cache_dtype_resolved"]=="fp8_per_token_head", d' \
+   "$tmp/p.json" 2>"$tmp/pyerr"; then ok; else bad "eval ppl label: $(cat "$tmp/err" "$tmp/pyerr")"; fi
 echo "inspect_token_scales: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
