@@ -14,6 +14,7 @@
 #include "../model/model.h"
 
 #define SAMPLE_CAP 512
+#define SAMPLE_WORK 8.6e9  // T² · n_heads · head_dim · n_layers bound of one pass over every layer's sample
 
 // out[T][nh*hd] = softmax(q kᵀ · scale) v, causal, over a T-token sequence of layer l.
 static void attend(const struct model_config *c, int l, int T, const float *q, const float *k, const float *v,
@@ -188,7 +189,10 @@ int calib_choose(struct calib_choice *ch, struct runner *r, int32_t *ids, int n_
     memset(ch, 0, sizeof *ch);
     const struct model_config *c = &r->m->cfg;
     struct calib_sample sample;
-    int cap = ctx < SAMPLE_CAP ? ctx : SAMPLE_CAP;
+    int cap = ctx < SAMPLE_CAP ? ctx : SAMPLE_CAP;  // shorter for large models: each candidate costs a pass
+    int fit = (int)sqrt(SAMPLE_WORK / ((double)c->n_heads * c->head_dim * c->n_layers));
+    if (fit < cap) cap = fit < 16 ? 16 : fit;
+    if (cap > ctx) cap = ctx;
     TRY(calib_sample_init(&sample, st, cap));
     st->sample = &sample;
     float *buf = NULL;

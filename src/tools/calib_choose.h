@@ -29,9 +29,9 @@ struct calib_choice {
     struct calib_scales result;    // per-head arrays of the chosen scales (k_off: st's offsets)
 };
 
-// Runs ids through r twice (raw statistics and a sample of the first chunk's min(ctx, 512)
-// tokens, then K − mean statistics), builds the candidates for fp8 dtype dt, measures each
-// one's error in every layer's attention output over the sample (K first, with V exact; then
+// Runs ids through r twice (raw statistics and a sample of the first chunk's first min(ctx, 512)
+// tokens, fewer where T² · n_heads · head_dim · n_layers would pass 8.6e9; then K − mean
+// statistics), builds the candidates for fp8 dtype dt, measures each one's error in every layer's attention output over the sample (K first, with V exact; then
 // V with the chosen K) and keeps the smallest. st must be freshly initialised; it keeps the
 // offsets that result.k_off points to.
 int calib_choose(struct calib_choice *ch, struct runner *r, int32_t *ids, int n_ids, int ctx, enum dtype dt,
