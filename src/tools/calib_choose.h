@@ -31,9 +31,10 @@ struct calib_choice {
 
 // Runs ids through r twice (raw statistics and a sample of the first chunk's first min(ctx, 512)
 // tokens, fewer where T² · n_heads · head_dim · n_layers would pass 8.6e9; then K − mean
-// statistics), builds the candidates for fp8 dtype dt, measures each one's error in every layer's attention output over the sample (K first, with V exact; then
-// V with the chosen K) and keeps the smallest. st must be freshly initialised; it keeps the
-// offsets that result.k_off points to.
+// statistics), builds the candidates for fp8 dtype dt, measures each one's error in every
+// layer's attention output over the sample (K first, with V exact; then V with the chosen K)
+// and keeps the smallest. st must be freshly initialised; it keeps the offsets that
+// result.k_off points to.
 int calib_choose(struct calib_choice *ch, struct runner *r, int32_t *ids, int n_ids, int ctx, enum dtype dt,
                  struct calib_stats *st);
 // The comparison table (markdown): one K and one V row per layer, a column per candidate,
