@@ -44,7 +44,7 @@ n=$(python3 "$R" load $B/throughput/h200_llama-3.1-8b.json | grep -c FAILED)
 expect "pd identical" 'prefill vs decode \(--batch-invariant\), dummy:llama-3.1-8b fp8: .*rel. diff 0.00e\+00 \(identical\)' pd $F/pd.jsonl
 expect "pd block size" '^prefill vs decode \(--batch-invariant, 64-token blocks\), dummy:llama-3.1-8b fp8: .*rel. diff 0.00e\+00 \(identical\)$' pd tests/data/pd_bs_sample.jsonl
 expect "pd vs 16-token blocks" '^  64- vs 16-token blocks \(default, bf16, step 256\): 100.25 vs 100.5, rel. diff 2.49e-03$' pd tests/data/pd_bs_sample.jsonl
-expect "ttft" '^ttft dummy:llama-3.1-8b: .*fp8/auto quadratic = 0.161$' ttft $B/itl_study/h200_ttft_llama-3.1-8b.json dummy:llama-3.1-8b
+expect "ttft" '^ttft dummy:llama-3.1-8b: .*fp8/auto quadratic = 0.757$' ttft $B/itl_study/h200_ttft_llama-3.1-8b.json dummy:llama-3.1-8b
 expect "gemv" '^gemv output n=1: default 242.5 us \(4333 GB/s, 1.02 of copy\)' gemv $F/gemv.jsonl
 expect "source total" '^source: 13 instructions, 539108 stall samples, 554474348 warp instructions executed$' source tests/data/ncu_source_sample.csv
 expect "source top" '^source top: 83.65 % of samples, executed 2080768: @!P1  BRA 0x7f6e237b2970 [(]after: SYNCS.PHASECHK.TRANS64.TRYWAIT P1, [[]R89[+]UR12[+]0x24248[]], R88[)] [[]long_sb 100 %, not_selected 0 %[]]$' source tests/data/ncu_source_sample.csv 2
@@ -52,6 +52,7 @@ expect "source stall reasons" '^source top: 15.89 % of samples, executed 1056768
 expect "source region" '^source region: 84.00 % of samples, 7 instructions executed 2080768 times each, from: ULOP3.LUT.* [[]long_sb 99 %, wait 0 %, selected 0 %[]]$' source tests/data/ncu_source_sample.csv 2
 expect "source by opcode" '^source by opcode: BRA 99.5 %' source tests/data/ncu_source_sample.csv
 expect "needle" '^\| 8192 \| bf16 \| gpu decode \| 3.897e-03 \| 0.9862 \|' needle $B/accuracy/h200_needle_attention.json
+expect "study" '^\| --kv-cache-dtype fp8 \| 2.389e-06 \| 3.41 \| 0.510 \| 5.854e-08 \| 1.497 \| 2784 @ 130944 \|$' study $B/itl_study/h200_gemma-3-4b.json
 # a kind it does not know, and no file: a usage line naming the kinds, exit 1
 out=$(python3 "$R" bogus x 2>&1); rc=$?
 [ $rc = 1 ] && grep -q 'usage: gpu_report.py {prof|attn' <<<"$out" && ok || bad "unknown kind: rc $rc: $out"
