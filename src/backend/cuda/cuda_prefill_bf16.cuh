@@ -32,8 +32,11 @@
 
 #include "cuda_decode_mma.cuh"  // (the cp.async helpers cuda_prefill_fp8.cuh uses)
 #include "cuda_prefill_fp8.cuh"
+#include "cuda_tma.cuh"
 
 namespace bf16pf {
+
+using namespace tmah;  // (the copy and barrier primitives, cuda_tma.cuh)
 
 // Shared-memory layout for head_dim HD with KS K/V stages; CVT (an e4m3 cache): K and V staging of
 // e4m3 bytes as TMA lands them, two half-tile slots each ([2][BN/2][HD]), beside the 16-bit rings.
@@ -50,46 +53,6 @@ template <int HD> struct stages { static constexpr int KS = HD == 64 ? 4 : 2; };
 
 enum { BAR_Q = 1, BAR_TURN = 3 };  // named barriers (0 is __syncthreads): BAR_Q + wg, BAR_TURN + wg
 
-__device__ __forceinline__ uint32_t sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void bar_sync(int id, int n) {
-    asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(n) : "memory");
-}
-__device__ __forceinline__ void bar_arrive(int id, int n) {
-    asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(n) : "memory");
-}
-template <int N> __device__ __forceinline__ void reg_dealloc() {
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
-}
-template <int N> __device__ __forceinline__ void reg_alloc() {
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
-}
-__device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(sa(b)), "r"(count) : "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, uint32_t bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(sa(b)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(sa(b)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t *b, uint32_t parity) {
-    uint32_t done;
-    do {
-        asm volatile(
-            "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\nselp.u32 %0, 1, 0, p;\n}\n"
-            : "=r"(done)
-            : "r"(sa(b)), "r"(parity), "r"(0x989680u)
-            : "memory");
-    } while (!done);
-}
-// one box of a 4-d tensor map into shared memory, completing its bytes on mbarrier b
-__device__ __forceinline__ void tma_load(void *dst, const CUtensorMap *map, uint64_t *b, int c0, int c1, int c2,
-                                         int c3) {
-    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, "
-                 "%5}], [%6];" ::"r"(sa(dst)),
-                 "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(sa(b))
-                 : "memory");
-}
 // wgmma descriptor of a 128-byte-swizzled operand at shared address addr: lbo / sbo in bytes (K-major:
 // sbo = 1024 between 8-row groups, lbo unused; MN-major: lbo between 64-element column chunks, sbo
 // between 8-row groups along K)
@@ -201,14 +164,6 @@ __device__ __forceinline__ void cvt_rows(uint8_t *dst, const uint8_t *raw, int r
             *(uint4 *)(row + (((w0 + 1) ^ (r & 7)) << 4)) = make_uint4(h[4], h[5], h[6], h[7]);
         }
     }
-}
-
-// One box of a 4-d tensor map into L2 (no shared memory, no barrier): the next tile's e4m3 bytes, so
-// that its copy into the staging buffer, which waits for the converters, reads L2
-__device__ __forceinline__ void tma_prefetch(const CUtensorMap *map, int c0, int c1, int c2, int c3) {
-    asm volatile("cp.async.bulk.prefetch.tensor.4d.L2.global.tile [%0, {%1, %2, %3, %4}];" ::"l"((uint64_t)map),
-                 "r"(c0), "r"(c1), "r"(c2), "r"(c3)
-                 : "memory");
 }
 
 }  // namespace bf16pf
