@@ -6,6 +6,19 @@
 #include "../../base/threadpool.h"
 #include "../backend.h"
 
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+// The sum of v's 8 lanes in cpu_dot's AVX2 order (lower and upper halves, then two pairwise adds):
+// every AVX2 kernel that must equal cpu_dot bit for bit reduces with it.
+static inline float cpu_hsum256(__m256 v) {
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, hi);
+    lo = _mm_hadd_ps(lo, lo);
+    lo = _mm_hadd_ps(lo, lo);
+    return _mm_cvtss_f32(lo);
+}
+#endif
+
 struct cpu_backend {
     struct backend base;
     struct threadpool *tp;

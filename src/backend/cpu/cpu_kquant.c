@@ -173,13 +173,6 @@ static inline __attribute__((always_inline)) VF kvals(__m128i q, int off, float 
     v = _mm256_mul_ps(_mm256_set1_ps(scale), v);
     return has_min ? _mm256_sub_ps(v, _mm256_set1_ps(min)) : v;
 }
-static inline float khsum(__m256 v) {  // cpu_dot's AVX2 reduction order
-    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-    lo = _mm_add_ps(lo, hi);
-    lo = _mm_hadd_ps(lo, lo);
-    lo = _mm_hadd_ps(lo, lo);
-    return _mm_cvtss_f32(lo);
-}
 #endif
 
 // r[k] = Σ x·w_k over nr rows at w + k·rb; kind 0 Q4_K, 1 Q5_K, 2 Q6_K. Two accumulators per row as
@@ -237,7 +230,7 @@ static inline __attribute__((always_inline)) void kdot(const uint8_t *w, size_t 
 #if defined(__AVX512F__)
         r[k] = _mm512_reduce_add_ps(_mm512_add_ps(a[k], b[k]));
 #else
-        r[k] = khsum(_mm256_add_ps(a[k], b[k]));
+        r[k] = cpu_hsum256(_mm256_add_ps(a[k], b[k]));
 #endif
     }
 }

@@ -19,16 +19,6 @@
 #include <immintrin.h>
 #endif
 
-#if defined(__AVX2__) && defined(__FMA__)
-static inline float hsum256(__m256 v) {
-    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
-    lo = _mm_add_ps(lo, hi);
-    lo = _mm_hadd_ps(lo, lo);
-    lo = _mm_hadd_ps(lo, lo);
-    return _mm_cvtss_f32(lo);
-}
-#endif
-
 float cpu_dot(const float *a, const float *b, int n) {
     int i = 0;
     float s = 0;
@@ -47,7 +37,7 @@ float cpu_dot(const float *a, const float *b, int n) {
         acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
     }
     for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    s = hsum256(_mm256_add_ps(acc0, acc1));
+    s = cpu_hsum256(_mm256_add_ps(acc0, acc1));
 #endif
     for (; i < n; i++) s += a[i] * b[i];
     return s;
@@ -101,8 +91,8 @@ static void dot4(const float *w, const float *x0, const float *x1, const float *
         a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x2 + i), wl, a2);
         a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x3 + i), wl, a3);
     }
-    float s0 = hsum256(_mm256_add_ps(a0, b0)), s1 = hsum256(_mm256_add_ps(a1, b1));
-    float s2 = hsum256(_mm256_add_ps(a2, b2)), s3 = hsum256(_mm256_add_ps(a3, b3));
+    float s0 = cpu_hsum256(_mm256_add_ps(a0, b0)), s1 = cpu_hsum256(_mm256_add_ps(a1, b1));
+    float s2 = cpu_hsum256(_mm256_add_ps(a2, b2)), s3 = cpu_hsum256(_mm256_add_ps(a3, b3));
     for (; i < n; i++) { s0 += x0[i] * w[i]; s1 += x1[i] * w[i]; s2 += x2[i] * w[i]; s3 += x3[i] * w[i]; }
     r[0] = s0; r[1] = s1; r[2] = s2; r[3] = s3;
 #else
@@ -171,7 +161,7 @@ static inline __attribute__((always_inline)) void gemv16(const uint16_t *w, size
         for (int k = 0; k < nr; k++) a[k] = _mm256_fmadd_ps(xl, wide8(w + k * cols + i, bf), a[k]);
     }
 #pragma GCC unroll 4
-    for (int k = 0; k < nr; k++) r[k] = hsum256(_mm256_add_ps(a[k], b[k]));
+    for (int k = 0; k < nr; k++) r[k] = cpu_hsum256(_mm256_add_ps(a[k], b[k]));
 #else
     for (int k = 0; k < nr; k++) r[k] = 0;
 #endif
