@@ -79,7 +79,7 @@ static float h2f(uint16_t b, int dt) {
     return __half2float(__half(r));
 }
 
-static bf16pf_encode_fn encoder() {
+static cuda_tma_encode_fn encoder() {
     void *fn = NULL;
     cudaDriverEntryPointQueryResult qr;
     CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr));
@@ -87,7 +87,7 @@ static bf16pf_encode_fn encoder() {
         fprintf(stderr, "cuTensorMapEncodeTiled unavailable\n");
         exit(1);
     }
-    return (bf16pf_encode_fn)fn;
+    return (cuda_tma_encode_fn)fn;
 }
 
 // One step: sequences (n_q query tokens at the end of ctx cached ones), a paged cache of shuffled
@@ -159,7 +159,7 @@ static void free_problem(problem &p) {
     cudaFree(p.dbtab), cudaFree(p.dtokseq), cudaFree(p.dseqlens);
 }
 
-static void launch(const variant &v, const problem &p, bf16pf_encode_fn enc, cudaStream_t st) {
+static void launch(const variant &v, const problem &p, cuda_tma_encode_fn enc, cudaStream_t st) {
     const int bn = v.hd == 256 ? 64 : 128, rows = std::min(p.bs, bn);
     CUtensorMap km, vm;
     if (bf16pf_map(enc, &km, p.dk, p.hd, p.bs, p.n_kv, p.n_blocks, rows) != CUDA_SUCCESS ||
@@ -226,7 +226,7 @@ struct shape {
     std::vector<int> nq, ctx;
 };
 
-static int run_checks(bf16pf_encode_fn enc, cudaStream_t st) {
+static int run_checks(cuda_tma_encode_fn enc, cudaStream_t st) {
     const shape shapes[] = {
         {"prefill 700, G4, bs64", 128, DT_BF16, 2, 4, 64, 0, {700}, {700}},
         {"chunk 300 of 1000 + decode row of 900, G4", 128, DT_BF16, 2, 4, 64, 0, {300, 1}, {1000, 900}},
@@ -260,7 +260,7 @@ static int run_checks(bf16pf_encode_fn enc, cudaStream_t st) {
     return fails;
 }
 
-static void run_times(bf16pf_encode_fn enc, cudaStream_t st) {
+static void run_times(cuda_tma_encode_fn enc, cudaStream_t st) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
@@ -315,7 +315,7 @@ int main(int argc, char **argv) {
     cudaStream_t st;
     CK(cudaStreamCreate(&st));
     for (const auto &v : variants) CK(cudaFuncSetAttribute(v.k, cudaFuncAttributeMaxDynamicSharedMemorySize, v.smem));
-    const bf16pf_encode_fn enc = encoder();
+    const cuda_tma_encode_fn enc = encoder();
     int fails = 0;
     if (strcmp(what, "time")) fails = run_checks(enc, st);
     if (strcmp(what, "check")) run_times(enc, st);

@@ -40,23 +40,13 @@ bool attn_prefill_bf16_tma_fits(const struct attn_call *a) {
 template <int HD, int DT, bool CAP> static void bf16tma_launch(const struct attn_call *a) {
     struct cuda_backend *c = a->c;
     const struct kv_layer *l = a->l;
-    if (!c->tma_encode) {
-        void *fn = NULL;
-        cudaDriverEntryPointQueryResult qr;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr) !=
-                cudaSuccess ||
-            qr != cudaDriverEntryPointSuccess || !fn) {
-            cuda_latch(c, OCT_EUNSUP, "bf16 prefill (TMA): cuTensorMapEncodeTiled unavailable");
-            return;
-        }
-        c->tma_encode = fn;
-    }
+    const cuda_tma_encode_fn enc = cuda_tma_encoder(c, "16-bit prefill (TMA)");
+    if (!enc) return;
     // rows a box: a block, or a tile's (e4m3: a half-tile's, the staging slot) when the block is larger
     constexpr bool CVT = DT == DT_E4M3 || DT == DT_E5M2;
     const int box = bf16pf::lay<HD, 2>::BN / (CVT ? 2 : 1);
     const int rows = l->kv_block_tokens < box ? l->kv_block_tokens : box;
     CUtensorMap km, vm;
-    const bf16pf_encode_fn enc = (bf16pf_encode_fn)c->tma_encode;
     const auto map = CVT ? bf16pf_map_8bit : bf16pf_map;
     CUresult r = map(enc, &km, l->k, HD, l->kv_block_tokens, l->n_kv_heads, l->n_blocks, rows);
     if (r == CUDA_SUCCESS) r = map(enc, &vm, l->v, HD, l->kv_block_tokens, l->n_kv_heads, l->n_blocks, rows);

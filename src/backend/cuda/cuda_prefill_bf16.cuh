@@ -405,14 +405,10 @@ __global__ void __launch_bounds__(384, 1)
 
 // ---------------------------------------------------------------- host side
 
-// cuTensorMapEncodeTiled's type (reached through cudart's driver entry point: no libcuda link)
-typedef CUresult (*bf16pf_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                     const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                                     CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
 // A layer's K or V cache of 16-bit elements as {head_dim, kv_block_tokens, n_kv_heads, n_blocks},
 // boxes of {64, rows, 1, 1} (one 128-byte chunk of `rows` rows) in 128-byte swizzle.
-static inline CUresult bf16pf_map(bf16pf_encode_fn encode, CUtensorMap *map, void *base, int hd, int bs, int n_kv,
+static inline CUresult bf16pf_map(cuda_tma_encode_fn encode, CUtensorMap *map, void *base, int hd, int bs, int n_kv,
                                   int n_blocks, int rows) {
     const cuuint64_t e = 2, dims[4] = {(cuuint64_t)hd, (cuuint64_t)bs, (cuuint64_t)n_kv, (cuuint64_t)n_blocks};
     const cuuint64_t strides[3] = {hd * e, hd * e * bs, hd * e * bs * n_kv};
@@ -423,7 +419,7 @@ static inline CUresult bf16pf_map(bf16pf_encode_fn encode, CUtensorMap *map, voi
 
 // A layer's 8-bit (e4m3 / e5m2) K or V cache as {head_dim, kv_block_tokens, n_kv_heads, n_blocks}
 // bytes, boxes of {head_dim, rows, 1, 1} (whole rows, unswizzled: the converters read them as they lie).
-static inline CUresult bf16pf_map_8bit(bf16pf_encode_fn encode, CUtensorMap *map, void *base, int hd, int bs,
+static inline CUresult bf16pf_map_8bit(cuda_tma_encode_fn encode, CUtensorMap *map, void *base, int hd, int bs,
                                        int n_kv, int n_blocks, int rows) {
     const cuuint64_t dims[4] = {(cuuint64_t)hd, (cuuint64_t)bs, (cuuint64_t)n_kv, (cuuint64_t)n_blocks};
     const cuuint64_t strides[3] = {(cuuint64_t)hd, (cuuint64_t)hd * bs, (cuuint64_t)hd * bs * n_kv};

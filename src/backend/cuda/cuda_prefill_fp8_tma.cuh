@@ -472,27 +472,13 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
 
 // ---------------------------------------------------------------- host side
 
-// cuTensorMapEncodeTiled through cudart's driver entry point (the backend does not link libcuda).
-typedef CUresult (*fp8tma_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
-                                     const cuuint64_t *, const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave,
-                                     CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
 
 // A layer's K or V cache as {head_dim bytes, kv_block_tokens, n_kv_heads, n_blocks}, boxes of
 // {head_dim bytes, rows, 1, 1} in head_dim-byte swizzle (128 or 64). False (message latched) if it
 // cannot be encoded.
 static bool fp8tma_map(struct cuda_backend *c, CUtensorMap *map, void *base, const struct kv_layer *l, int rows) {
-    if (!c->tma_encode) {
-        void *fn = NULL;
-        cudaDriverEntryPointQueryResult qr;
-        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr) !=
-                cudaSuccess ||
-            qr != cudaDriverEntryPointSuccess || !fn) {
-            cuda_latch(c, OCT_EUNSUP, "fp8 prefill (TMA): cuTensorMapEncodeTiled unavailable");
-            return false;
-        }
-        c->tma_encode = fn;
-    }
-    const fp8tma_encode_fn encode = (fp8tma_encode_fn)c->tma_encode;
+    const cuda_tma_encode_fn encode = cuda_tma_encoder(c, "fp8 prefill (TMA)");
+    if (!encode) return false;
     const cuuint64_t hd = (cuuint64_t)l->head_dim, bs = (cuuint64_t)l->kv_block_tokens;
     const cuuint64_t dims[4] = {hd, bs, (cuuint64_t)l->n_kv_heads, (cuuint64_t)l->n_blocks};
     const cuuint64_t strides[3] = {hd, hd * bs, hd * bs * (cuuint64_t)l->n_kv_heads};

@@ -1,11 +1,36 @@
 // cuda_tma.cuh — the Hopper copy and synchronisation primitives the warp-specialised prefill kernels
 // share (cuda_prefill_fp8_tma.cuh, cuda_prefill_bf16.cuh): shared-memory addresses, named barriers,
-// setmaxnreg, mbarriers and TMA tensor copies. Owns namespace tmah; each kernel family's namespace
-// takes it with a using-directive.
+// setmaxnreg, mbarriers and TMA tensor copies, and on the host the driver's tensor-map encoder. Owns
+// namespace tmah (each kernel family's namespace takes it with a using-directive) and cuda_tma_encoder.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap (the type only)
 #include <stdint.h>
+
+#include "cuda_common.cuh"
+
+// cuTensorMapEncodeTiled's type
+typedef CUresult (*cuda_tma_encode_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                       const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
+                                       CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                       CUtensorMapFloatOOBfill);
+
+// cuTensorMapEncodeTiled, reached once per backend through cudart's driver entry point (no libcuda
+// link) and kept in c->tma_encode; NULL, with an error naming `who` latched, where the driver lacks it.
+static inline cuda_tma_encode_fn cuda_tma_encoder(struct cuda_backend *c, const char *who) {
+    if (!c->tma_encode) {
+        void *fn = NULL;
+        cudaDriverEntryPointQueryResult qr;
+        if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &qr) !=
+                cudaSuccess ||
+            qr != cudaDriverEntryPointSuccess || !fn) {
+            cuda_latch(c, OCT_EUNSUP, "%s: cuTensorMapEncodeTiled unavailable", who);
+            return NULL;
+        }
+        c->tma_encode = fn;
+    }
+    return (cuda_tma_encode_fn)c->tma_encode;
+}
 
 namespace tmah {
 
