@@ -143,7 +143,11 @@ static bool qkv_norm_launch(struct cuda_backend *c, const struct attn_in_args *a
 static bool qkv_rope_launch(struct cuda_backend *c, const struct attn_in_args *a, int n) {
     const struct kv_layer *l = a->layer;
     const struct rope_table *rt = a->rope;
-    if (a->wq->rows != (int64_t)a->n_heads * l->head_dim || !fused_norm(c, a->x, a->norm, a->wq->cols, n)) return false;
+    // (a per-token-head FP8 layer's scale is the absmax of a whole head's vector, which the CTAs of this
+    // launch split between them: its cache write stays k_rope_kv_write's)
+    if (a->wq->rows != (int64_t)a->n_heads * l->head_dim || l->k_tok_scale ||
+        !fused_norm(c, a->x, a->norm, a->wq->cols, n))
+        return false;
     const float *sc = cuda_layer_scales(c, l), *ko = cuda_layer_offsets(c, l);
     const double *freqs = cuda_rope_freqs(c, rt);
     if (!sc || !freqs || (l->k_offset && !ko)) return false;
