@@ -734,6 +734,8 @@ TEST(batch_invariant_mode) {
     gpu->batch_invariant = false;
 }
 
+#include "cuda_ops_fp8w.h"
+
 int main(int argc, char **argv) {
     cpu = backend_cpu_create(0);
     gpu = backend_cuda_create(0);
@@ -761,6 +763,9 @@ int main(int argc, char **argv) {
     RUN_SEEDED(arch_ops);
     RUN_SEEDED(attention_softcap);
     RUN_SEEDED(attention_table_softcap);
+    RUN_SEEDED(fp8_weight_matmul);
+    RUN_SEEDED(fp8_weight_sublayers);
+    RUN_SEEDED(fp8_weight_batch_invariant);
     if (argc > 1) json_dump_file(report, argv[1], JSON_INDENT(1));
     json_decref(report);
     gpu->ops->destroy(gpu);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cuda_common.cuh"
+#include "cuda_fp8w.cuh"
 
 bool cuda_fail(struct cuda_backend *c, cudaError_t e, const char *what) {
     if (e == cudaSuccess) return false;
@@ -63,11 +64,48 @@ static int cu_sync(struct backend *b) {
     return OCT_OK;
 }
 
+// An fp8_e4m3 weight in cuda_fp8w.cuh's device layout: rows padded to 16 bytes, then the scales (a
+// tensor's one repeated per row; 128×128 blocks with their rows padded to 4).
+static int fp8w_upload(struct cuda_backend *c, struct weight *w) {
+    if (w->fp8.wscale == WSCALE_BLOCK && w->fp8.block != FP8W_BLOCK)
+        return err_set(OCT_EUNSUP, "fp8 weights: %d×%d scale blocks are not supported by the cuda backend (128×128)",
+                       w->fp8.block, w->fp8.block);
+    if (w->cols > (1 << 20) || w->rows > (1 << 30))
+        return err_set(OCT_EUNSUP, "fp8 weights: a [%lld x %lld] weight is too large for the cuda backend",
+                       (long long)w->rows, (long long)w->cols);
+    const int64_t kp = fp8w_pitch(w->cols);
+    const size_t off = fp8w_scale_off(w->rows, w->cols), ns = fp8w_scale_count(w), bytes = off + ns * sizeof(float);
+    uint8_t *h = (uint8_t *)calloc(bytes, 1);
+    if (!h) return err_set(OCT_ENOMEM, "cuda: out of host memory staging an fp8 weight");
+    for (int64_t r = 0; r < w->rows; r++)
+        memcpy(h + (size_t)r * kp, (const uint8_t *)w->data + (size_t)r * w->cols, (size_t)w->cols);
+    float *s = (float *)(h + off);
+    if (w->fp8.wscale == WSCALE_BLOCK) {
+        const int64_t nkb = fp8w_kblocks(w->cols), kbp = fp8w_kblocks_padded(w->cols);
+        const int64_t nrb = (w->rows + FP8W_BLOCK - 1) / FP8W_BLOCK;
+        for (int64_t rb = 0; rb < nrb; rb++)
+            for (int64_t kb = 0; kb < kbp; kb++) s[rb * kbp + kb] = kb < nkb ? w->fp8.scale[rb * nkb + kb] : 1.0f;
+    } else {
+        for (int64_t r = 0; r < w->rows; r++) s[r] = w->fp8.scale[w->fp8.wscale == WSCALE_CHANNEL ? r : 0];
+    }
+    void *d = nullptr;
+    bool bad = cuda_fail(c, cudaMalloc(&d, bytes), "cudaMalloc(weight)");
+    if (!bad) bad = cuda_fail(c, cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice), "upload weight");
+    free(h);
+    if (bad) {
+        if (d) cudaFree(d);
+        return err_set(OCT_ENOMEM, "cuda: %s", c->msg);
+    }
+    w->dev = d;
+    return OCT_OK;
+}
+
 static int cu_weight_upload(struct backend *b, struct weight *w) {
     struct cuda_backend *c = cb_of(b);
+    if (w->dtype == DT_E4M3 && w->fp8.scale && w->rows > 1) return fp8w_upload(c, w);
     if (w->dtype != DT_F32 && w->dtype != DT_F16 && w->dtype != DT_BF16)  // (the GGUF block types: CPU only)
-        return err_set(OCT_EUNSUP, "weights of dtype %s are not supported by the cuda backend (f32, f16, bf16; "
-                       "GGUF block types run with --device cpu)", dtype_name(w->dtype));
+        return err_set(OCT_EUNSUP, "weights of dtype %s are not supported by the cuda backend (f32, f16, bf16, "
+                       "fp8_e4m3 matrices with scales; GGUF block types run with --device cpu)", dtype_name(w->dtype));
     size_t n = (size_t)(w->rows * w->cols);
     bf16 *d = nullptr;
     if (cuda_fail(c, cudaMalloc((void **)&d, n * sizeof(bf16)), "cudaMalloc(weight)"))
@@ -321,6 +359,8 @@ static void cu_destroy(struct backend *b) {
     cudaFree(c->d_meta);
     cudaFree(c->d_inv_freq);
     cudaFree(c->d_part);
+    cudaFree(c->d_xq);
+    cudaFree(c->d_sx);
     cudaFree(c->d_vt);
     cudaFree(c->d_logits);
     cudaFree(c->d_pseudo); cudaFree(c->d_arrive); cudaFree(c->d_ids); cudaFree(c->d_keys);
@@ -350,7 +390,7 @@ static const struct backend_ops cuda_ops = {
     // and the decode kernels read a block as 16-token runs at the same speed
     .kv_block_tokens = 64,
     .kv_token_scales = false,  // (fp8_per_token_head caches are refused at load)
-    .fp8_weights = false,      // (fp8_e4m3 weights are refused at load)
+    .fp8_weights = true,       // (cuda_fp8w.cuh)
     .alloc = cu_alloc,
     .free = cu_free,
     .upload = cu_upload,

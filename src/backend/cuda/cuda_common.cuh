@@ -43,10 +43,12 @@ struct cuda_batch {            // device mirror of struct batch (one allocation)
 // up (ran eagerly once), 2 captured.
 struct decode_graph { int n_seqs, max_blocks, state; unsigned meta_gen; cudaGraphExec_t exec; };
 
-// A cached cuBLASLt plan for one product shape (cuda_backend.cu's plan_for).
+// A cached cuBLASLt plan for one product shape and kind (cuda_gemm.cu's plan_for; kind 0: bf16 weights,
+// else an FP8 weight's scheme), or the memory that cuBLASLt has none for it (none).
 struct gemm_plan {
     int64_t rows, cols;
-    int n;
+    int n, kind;
+    bool none;
     cudaDataType_t out_type;
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t la, lb, ld;
@@ -82,6 +84,11 @@ struct cuda_backend {
     int rope_half[CUDA_ROPE_SLOTS], n_rope;
     // split-KV decode scratch
     float *d_part;              // [n_parts][n_heads][head_dim + 2]
+    // FP8-weight products on cuBLASLt: the activations' codes and per-token scales (cuda_gemm.cu)
+    uint8_t *d_xq;              // [n][kp]
+    size_t xq_cap;              // bytes
+    float *d_sx;                // [ceil(cols / 128) or 1][n]
+    size_t sx_cap;              // floats
     size_t part_cap;            // floats
     uint8_t *d_vt;              // the FP8 prefill's pre-transposed V: [vt_tiles][n_kv_heads][head_dim·128 bytes]
     size_t vt_cap;              // bytes

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cuda_common.cuh"
+#include "cuda_fp8w.cuh"
 #include "cuda_gemm_inv.cuh"
 #include "cuda_gemv.cuh"
 
@@ -19,24 +20,43 @@ static void plan_release(struct gemm_plan *p) {
     p->valid = false;
 }
 
-static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t cols, int n, cudaDataType_t out_type) {
+// The cuBLASLt plan of one product (kind: FP8_PLAN_BF16, or an FP8 weight's, fp8_plan_kind), made on
+// first use. NULL when cuBLASLt has no algorithm: a bf16 product latches the error; an FP8 one returns
+// quietly, and its caller takes the skinny FP8 GEMM instead.
+enum { FP8_PLAN_BF16 = 0 };
+static int fp8_plan_kind(const struct weight *w) {
+    return 1 + (w->fp8.wscale == WSCALE_BLOCK ? 2 : 0) + (w->fp8.act_e5m2 ? 1 : 0);
+}
+static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t cols, int n, cudaDataType_t out_type,
+                                  int kind) {
     for (int i = 0; i < c->n_plans; i++)
         if (c->plans[i].rows == rows && c->plans[i].cols == cols && c->plans[i].n == n &&
-            c->plans[i].out_type == out_type)
-            return &c->plans[i];
+            c->plans[i].out_type == out_type && c->plans[i].kind == kind)
+            return c->plans[i].none ? nullptr : &c->plans[i];
     struct gemm_plan *p = &c->plans[c->n_plans < N_PLANS ? c->n_plans++ : (c->n_plans - 1)];
     plan_release(p);
     memset(p, 0, sizeof *p);
-    p->rows = rows; p->cols = cols; p->n = n; p->out_type = out_type;
+    p->rows = rows; p->cols = cols; p->n = n; p->out_type = out_type; p->kind = kind;
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     // D[rows x n] (col-major) = W^T-as-stored · x: W is row-major [rows][cols] = col-major [cols x rows]
+    const bool fp8 = kind != FP8_PLAN_BF16, blk = fp8 && (kind - 1) & 2, e5m2 = fp8 && (kind - 1) & 1;
+    const cudaDataType_t ta_type = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
+    const cudaDataType_t tb_type = !fp8 ? CUDA_R_16BF : e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3;
     bool ok =
         cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS &&
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS &&
         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS &&
-        cublasLtMatrixLayoutCreate(&p->la, CUDA_R_16BF, cols, rows, cols) == CUBLAS_STATUS_SUCCESS &&
-        cublasLtMatrixLayoutCreate(&p->lb, CUDA_R_16BF, cols, n, cols) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatrixLayoutCreate(&p->la, ta_type, cols, rows, cols) == CUBLAS_STATUS_SUCCESS &&
+        cublasLtMatrixLayoutCreate(&p->lb, tb_type, cols, n, cols) == CUBLAS_STATUS_SUCCESS &&
         cublasLtMatrixLayoutCreate(&p->ld, out_type, rows, n, rows) == CUBLAS_STATUS_SUCCESS;
+    if (ok && fp8) {  // the weight's scales per row or per 128×128 tile, the activations' per token
+        int32_t ma = blk ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        int32_t mb = blk ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        ok = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &ma, sizeof ma) ==
+                 CUBLAS_STATUS_SUCCESS &&
+             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mb, sizeof mb) ==
+                 CUBLAS_STATUS_SUCCESS;
+    }
     cublasLtMatmulPreference_t pref = nullptr;
     cublasLtMatmulHeuristicResult_t res;
     int n_res = 0;
@@ -48,12 +68,15 @@ static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t 
          n_res > 0;
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (!ok) {
-        if (!c->error) {
+        if (!c->error && !fp8) {
             c->error = OCT_EIO;
             snprintf(c->msg, sizeof c->msg, "cuBLASLt: no algorithm for [%lld x %lld] x %d", (long long)rows,
                      (long long)cols, n);
         }
-        c->n_plans--;
+        p->valid = true;  // (release what was made)
+        plan_release(p);
+        if (fp8) p->none = true;  // (remembered: the shape takes the skinny FP8 GEMM from now on)
+        else c->n_plans--;
         return nullptr;
     }
     p->algo = res.algo;
@@ -61,9 +84,113 @@ static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t 
     return p;
 }
 
+// ---------------------------------------------------------------- FP8 weights (cuda_fp8w.cuh)
+
+static bool fp8w(const struct weight *w) { return w->dtype == DT_E4M3; }
+
+// One k_gemv8 launch: the weight's 16-row tiles by groups of a.tpc tokens.
+template <gemv8_policy P, typename OUT, bool BLOCK, bool E5, bool E5_2>
+static void gemv8_go(struct cuda_backend *c, const gemv8_args &a) {
+    const size_t smem = gemv8_smem(a.kp, a.tpc, P == GEMV8_SWIGLU);
+    static size_t opted = 48 * 1024;  // (the instantiation's opt-in so far)
+    auto kern = k_gemv8<P, OUT, BLOCK, E5, E5_2>;
+    if (smem > opted) {
+        if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+                      "fp8 gemv shared memory"))
+            return;
+        opted = smem;
+    }
+    const dim3 grid((unsigned)((a.rows + 15) / 16), (unsigned)((a.n + a.tpc - 1) / a.tpc));
+    kern<<<grid, GEMV8_WARPS * 32, smem, c->stream>>>(a);
+    CUDA_LAUNCHED(c, "fp8 gemv");
+}
+
+static gemv8_w gemv8_weight(const struct weight *w) {
+    gemv8_w g;
+    g.q = (const uint8_t *)w->dev;
+    g.s = (const float *)((const uint8_t *)w->dev + fp8w_scale_off(w->rows, w->cols));
+    g.act = fp8w_act_of(w);
+    return g;
+}
+
+// out = f(x · wᵀ [, x · w2ᵀ]) for n tokens on the skinny FP8 GEMM (P: GEMV8_STORE into OUT, GEMV8_ADD
+// into bf16 out, GEMV8_SWIGLU with w2 the up weight, whose scheme must be w's and its activations e4m3).
+template <gemv8_policy P, typename OUT>
+static void gemv8_launch(struct cuda_backend *c, void *out, const void *x, const struct weight *w,
+                         const struct weight *w2, int n) {
+    constexpr bool SW = P == GEMV8_SWIGLU;
+    gemv8_args a;
+    a.out = out;
+    a.x = (const bf16 *)x;
+    a.w = gemv8_weight(w);
+    a.w2 = SW ? gemv8_weight(w2) : a.w;
+    a.n = n;
+    a.rows = (int)w->rows;
+    a.cols = (int)w->cols;
+    a.kp = (int)fp8w_pitch(w->cols);
+    a.kbp = (int)fp8w_kblocks_padded(w->cols);
+    a.tpc = 8;
+    while (a.tpc > 1 && gemv8_smem(a.kp, a.tpc, SW) > c->smem_optin) a.tpc--;
+    if (gemv8_smem(a.kp, a.tpc, SW) > c->smem_optin) {
+        cuda_latch(c, OCT_EUNSUP, "fp8 weights: a row of %lld columns does not fit the FP8 GEMM's shared memory",
+                   (long long)w->cols);
+        return;
+    }
+    const bool blk = w->fp8.wscale == WSCALE_BLOCK, e5 = w->fp8.act_e5m2;
+    if (blk) e5 ? gemv8_go<P, OUT, true, true, false>(c, a) : gemv8_go<P, OUT, true, false, false>(c, a);
+    else e5 ? gemv8_go<P, OUT, false, true, false>(c, a) : gemv8_go<P, OUT, false, false, false>(c, a);
+}
+
+// The FP8 scratch of the cuBLASLt products for n tokens (codes of kp bytes, rep scales each); false with
+// the error latched. Captured decode graphs read these buffers, so moving them makes the graphs stale.
+static bool fp8w_scratch(struct cuda_backend *c, size_t codes, size_t scales) {
+    if (codes <= c->xq_cap && scales <= c->sx_cap) return true;
+    cudaStreamSynchronize(c->stream);  // (a step in flight may still read them)
+    c->meta_gen++;
+    return cuda_reserve(c, &c->d_xq, &c->xq_cap, codes * 2) && cuda_reserve(c, &c->d_sx, &c->sx_cap, scales * 2);
+}
+
+// out = x · wᵀ for an FP8 weight: cuBLASLt's FP8 GEMM (the activations quantized per token by k_fp8w_quant,
+// the scales applied by cuBLASLt's outer-vector or 128×128 block scaling) for more than 8 tokens; the
+// skinny FP8 GEMM for up to 8, under --batch-invariant for every n (its results do not depend on n), and
+// for shapes cuBLASLt has no algorithm for.
+static void fp8w_gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const void *x,
+                      const struct weight *w, int n) {
+    if (n > 8 && !c->base.batch_invariant) {
+        const int64_t kp = fp8w_pitch(w->cols);
+        struct gemm_plan *p = plan_for(c, w->rows, kp, n, out_type, fp8_plan_kind(w));
+        if (p) {
+            const int rep = w->fp8.wscale == WSCALE_BLOCK ? (int)fp8w_kblocks(w->cols) : 1;
+            if (!fp8w_scratch(c, (size_t)n * kp, (size_t)rep * n)) return;
+            k_fp8w_quant<<<n, 256, 0, c->stream>>>(c->d_xq, c->d_sx, (const bf16 *)x, n, (int)w->cols, (int)kp,
+                                                   fp8w_act_of(w), rep);
+            CUDA_LAUNCHED(c, "fp8 activation quantization");
+            const void *sa = gemv8_weight(w).s, *sb = c->d_sx;
+            float alpha = 1.0f, beta = 0.0f;
+            cublasStatus_t st =
+                cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
+            if (st == CUBLAS_STATUS_SUCCESS)
+                st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb);
+            if (st == CUBLAS_STATUS_SUCCESS)
+                st = cublasLtMatmul(c->lt, p->op, &alpha, w->dev, p->la, c->d_xq, p->lb, &beta, out, p->ld, out, p->ld,
+                                    &p->algo, c->workspace, c->workspace_bytes, c->stream);
+            if (st != CUBLAS_STATUS_SUCCESS)
+                cuda_latch(c, OCT_EIO, "cublasLtMatmul fp8 [%lld x %lld] x %d failed (%d)", (long long)w->rows,
+                           (long long)w->cols, n, (int)st);
+            return;
+        }
+    }
+    if (out_type == CUDA_R_32F) gemv8_launch<GEMV8_STORE, float>(c, out, x, w, nullptr, n);
+    else gemv8_launch<GEMV8_STORE, bf16>(c, out, x, w, nullptr, n);
+}
+
 void cuda_gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const void *x, const struct weight *w,
                int n) {
     if (CUDA_SKIP(c) || n == 0) return;
+    if (fp8w(w)) {
+        fp8w_gemm(c, out, out_type, x, w, n);
+        return;
+    }
     if (c->base.batch_invariant) {  // every n on the batch-invariant GEMM
         bool done =
             out_type == CUDA_R_32F
@@ -83,7 +210,7 @@ void cuda_gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const
             ? gemv_launch(c->stream, (float *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n)
             : gemv_launch(c->stream, (bf16 *)out, (const bf16 *)x, (const bf16 *)w->dev, w->rows, w->cols, n);
     if (done) { CUDA_LAUNCHED(c, "gemv"); return; }
-    struct gemm_plan *p = plan_for(c, w->rows, w->cols, n, out_type);
+    struct gemm_plan *p = plan_for(c, w->rows, w->cols, n, out_type, FP8_PLAN_BF16);
     if (!p) return;
     float alpha = 1.0f, beta = 0.0f;
     cublasStatus_t st = cublasLtMatmul(c->lt, p->op, &alpha, w->dev, p->la, x, p->lb, &beta, out, p->ld, out, p->ld,
@@ -124,6 +251,7 @@ static int qkv_rows_a_warp(int n) { return n <= 4 ? 2 : 1; }
 // not fit it (nothing launched).
 static bool qkv_norm_launch(struct cuda_backend *c, const struct attn_in_args *a, int n, const gemv_rope *rp) {
     const struct weight *wq = a->wq, *wk = a->wk, *wv = a->wv;
+    if (fp8w(wq) || fp8w(wk) || fp8w(wv)) return false;  // (bf16 launches)
     if (wk->cols != wq->cols || wv->cols != wq->cols || !fused_norm(c, a->x, a->norm, wq->cols, n)) return false;
     bf16 *const outs[3] = {(bf16 *)a->q, (bf16 *)a->k, (bf16 *)a->v};
     const bf16 *const ws[3] = {(const bf16 *)wq->dev, (const bf16 *)wk->dev, (const bf16 *)wv->dev};
@@ -184,7 +312,7 @@ static void qkv(struct cuda_backend *c, const struct attn_in_args *a, int n) {
     const bf16 *const ws[3] = {(const bf16 *)wq->dev, (const bf16 *)wk->dev, (const bf16 *)wv->dev};
     const int64_t rows[3] = {wq->rows, wk->rows, wv->rows};
     const bool same_cols = wk->cols == wq->cols && wv->cols == wq->cols;
-    if (fused_fast(c, n) && same_cols &&
+    if (fused_fast(c, n) && same_cols && !fp8w(wq) && !fp8w(wk) && !fp8w(wv) &&
         gemv_qkv_launch<GEMV_QKV>(c->stream, outs, (const bf16 *)a->xn, ws, rows, wq->cols, n)) {
         CUDA_LAUNCHED(c, "gemv Q|K|V");
         return;
@@ -216,6 +344,11 @@ void cuda_attn_in(struct backend *b, const struct attn_in_args *a, const struct 
 void cuda_proj_add(struct backend *b, void *x, void *scratch, const void *in, const struct weight *w, int n) {
     struct cuda_backend *c = (struct cuda_backend *)b;
     if (CUDA_SKIP(c) || !n) return;
+    if (fp8w(w)) {  // the skinny FP8 GEMM adds into x itself (for every n under --batch-invariant)
+        if (n <= 8 || c->base.batch_invariant) gemv8_launch<GEMV8_ADD, bf16>(c, x, in, w, nullptr, n);
+        else backend_proj_add(b, x, scratch, in, w, n);
+        return;
+    }
     const gemv_args ga = gemv_product((bf16 *)x, (const bf16 *)in, (const bf16 *)w->dev, nullptr, w->rows, w->cols);
     if (fused_fast(c, n) && gemv_fused_launch<GEMV_ADD>(c->stream, ga, n)) {
         CUDA_LAUNCHED(c, "gemv + residual add");
@@ -231,6 +364,17 @@ void cuda_ffn_in(struct backend *b, const struct ffn_in_args *a, int n) {
     struct cuda_backend *c = (struct cuda_backend *)b;
     if (CUDA_SKIP(c) || !n) return;
     const struct weight *wg = a->w_gate, *wu = a->w_up;
+    if (fp8w(wg) || fp8w(wu)) {  // k_rmsnorm, then SwiGLU on the skinny FP8 GEMM where both weights take it
+        const bool pair = fp8w(wg) && fp8w(wu) && wg->rows == wu->rows && wg->cols == wu->cols &&
+                          wg->fp8.wscale == wu->fp8.wscale && !wu->fp8.act_e5m2;
+        if (a->keep_gate || !pair || !(n <= 8 || c->base.batch_invariant)) {
+            backend_ffn_in(b, a, n);
+            return;
+        }
+        b->ops->rmsnorm(b, a->xn, a->x, a->norm, n, a->eps);
+        gemv8_launch<GEMV8_SWIGLU, bf16>(c, a->act, a->xn, wg, wu, n);
+        return;
+    }
     if (a->keep_gate || !fused_fast(c, n) || wg->rows != wu->rows || wg->cols != wu->cols) {
         backend_ffn_in(b, a, n);
         return;

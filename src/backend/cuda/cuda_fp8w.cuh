@@ -1,0 +1,302 @@
+// cuda_fp8w.cuh — FP8 (e4m3) weights on the GPU (included by cuda_gemm.cu): their device layout, the
+// per-token activation quantizer of the cuBLASLt products (k_fp8w_quant), and the skinny FP8 GEMM of
+// decode steps (k_gemv8), which quantizes its rows of x in its own prologue. The math is
+// docs/fp8_weights.md's, the CPU backend's (cpu_fp8w.c) the reference: activation codes and scales
+// as the CPU computes them, every product of two fp8 values exact, sums in f32.
+//
+// Device layout of a weight (w->dev, one allocation, cuda_backend.cu's upload):
+//   codes  [rows][kp] e4m3 bytes, kp = cols rounded up to 16 (cuBLASLt's FP8 alignment), zero-padded;
+//   scales at fp8w_scale_off: WSCALE_TENSOR and WSCALE_CHANNEL: [rows] f32 (a tensor's one scale
+//          repeated, so both take one path); WSCALE_BLOCK (128 only): [ceil(rows/128)][kbp] f32 with
+//          kbp = ceil(cols/128) rounded up to 4 (the 128×128 block-scale layout cuBLASLt reads).
+//
+// k_gemv8 shape: a CTA owns 16 weight rows (the M of mma.sync m16n8k32) and up to 8 rows of x (its N);
+// its GEMV8_WARPS warps take the 128-column chunks of K in turn (warp w: chunks w, w + WARPS, ...).
+// In a chunk a lane loads 16 bytes of weight row g and of row g + 8 (g = lane / 4) and 16 bytes of
+// x̂ row g from shared memory at column 16·(lane % 4) of each 64-column half, and four MMAs (k32 each)
+// consume them: the k order inside an MMA is a permutation shared by both operands, so the sum is the
+// same dot product. Each chunk's MMA sum (f32) is added into the lane's f32 totals (times the chunk's
+// block scale for WSCALE_BLOCK), so no more than 128 products ever meet in the tensor core's own
+// accumulator. The warps' totals meet in shared memory in a fixed order, so a token's results do not
+// depend on n or on the other tokens (grid.y takes further groups of 8 tokens).
+#pragma once
+
+#include <cuda_fp8.h>
+
+#define GEMV8_WARPS 8
+#define FP8W_BLOCK 128
+
+// Bytes of a weight row on the device and the offset of its scales (see above).
+static inline int64_t fp8w_pitch(int64_t cols) { return (cols + 15) / 16 * 16; }
+static inline int64_t fp8w_kblocks(int64_t cols) { return (cols + FP8W_BLOCK - 1) / FP8W_BLOCK; }
+static inline int64_t fp8w_kblocks_padded(int64_t cols) { return (fp8w_kblocks(cols) + 3) / 4 * 4; }
+static inline size_t fp8w_scale_off(int64_t rows, int64_t cols) {
+    return ((size_t)rows * (size_t)fp8w_pitch(cols) + 255) / 256 * 256;
+}
+static inline size_t fp8w_scale_count(const struct weight *w) {
+    if (w->fp8.wscale == WSCALE_BLOCK)
+        return (size_t)((w->rows + FP8W_BLOCK - 1) / FP8W_BLOCK) * (size_t)fp8w_kblocks_padded(w->cols);
+    return (size_t)w->rows;
+}
+
+// How a product quantizes its activations (one weight's struct weight_fp8, as the kernels read it).
+struct fp8w_act {
+    float fmax;          // 448 (e4m3) or 57344 (e5m2)
+    float fixed;         // > 0: the static per-tensor scale; 0: dynamic per token
+    int e5m2;            // codes in e5m2
+};
+static inline fp8w_act fp8w_act_of(const struct weight *w) {
+    fp8w_act a;
+    a.e5m2 = w->fp8.act_e5m2;
+    a.fmax = a.e5m2 ? 57344.0f : 448.0f;
+    a.fixed = w->fp8.ascale == ASCALE_STATIC_TENSOR ? w->fp8.input_scale : 0.0f;
+    return a;
+}
+
+__device__ __forceinline__ uint8_t fp8w_encode(float v, int e5m2) {
+    return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
+}
+
+// A row's scale from its absmax, as cpu_fp8w.c's fp8w_quant_row: amax / fmax, 1 for a zero (or
+// non-finite) result; the static scale where there is one.
+__device__ __forceinline__ float fp8w_row_scale(float amax, const fp8w_act &a) {
+    if (a.fixed > 0) return a.fixed;
+    float s = amax / a.fmax;
+    return (s > 0 && isfinite(s)) ? s : 1.0f;
+}
+
+// The CTA's absmax of one bf16 row (every thread calls it; red: 32 shared floats).
+__device__ __forceinline__ float fp8w_row_amax(const bf16 *xr, int cols, float *red) {
+    float m = 0;
+    if (cols % 8 == 0 && (uintptr_t)xr % 16 == 0) {
+        for (int i = threadIdx.x; i < cols / 8; i += blockDim.x) {
+            uint4 v = ((const uint4 *)xr)[i];
+            const __nv_bfloat162 *p = (const __nv_bfloat162 *)&v;
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float2 f = __bfloat1622float2(p[e]);
+                m = fmaxf(m, fmaxf(fabsf(f.x), fabsf(f.y)));
+            }
+        }
+    } else {
+        for (int i = threadIdx.x; i < cols; i += blockDim.x) m = fmaxf(m, fabsf(__bfloat162float(xr[i])));
+    }
+    for (int s = 16; s > 0; s >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, s));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float v = (int)threadIdx.x < (int)(blockDim.x + 31) / 32 ? red[threadIdx.x] : 0;
+        for (int s = 16; s > 0; s >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, s));
+        if (threadIdx.x == 0) red[0] = v;
+    }
+    __syncthreads();
+    const float total = red[0];
+    __syncthreads();  // (red is reused by the next row)
+    return total;
+}
+
+// q[0, kp) = codes of xr[0, cols) · inv, zero past cols.
+__device__ __forceinline__ void fp8w_row_encode(uint8_t *q, const bf16 *xr, int cols, int kp, float inv, int e5m2) {
+    if (cols % 8 == 0 && (uintptr_t)xr % 16 == 0 && (uintptr_t)q % 8 == 0) {
+        for (int i = threadIdx.x; i < cols / 8; i += blockDim.x) {
+            uint4 v = ((const uint4 *)xr)[i];
+            const __nv_bfloat162 *p = (const __nv_bfloat162 *)&v;
+            uint8_t b[8];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float2 f = __bfloat1622float2(p[e]);
+                b[2 * e] = fp8w_encode(f.x * inv, e5m2);
+                b[2 * e + 1] = fp8w_encode(f.y * inv, e5m2);
+            }
+            *(uint2 *)(q + 8 * i) = *(const uint2 *)b;
+        }
+    } else {
+        for (int i = threadIdx.x; i < cols; i += blockDim.x) q[i] = fp8w_encode(__bfloat162float(xr[i]) * inv, e5m2);
+    }
+    for (int i = cols + threadIdx.x; i < kp; i += blockDim.x) q[i] = 0;
+}
+
+// The cuBLASLt products' activations: row t of x (bf16 [n][cols]) into xq[t] (codes [n][kp]) and its
+// scale into sx[j·n + t] for j < rep (block weights read one scale per 128 columns; every one is the
+// token's). One CTA a row.
+static __global__ void k_fp8w_quant(uint8_t *xq, float *sx, const bf16 *x, int n, int cols, int kp, fp8w_act a, int rep) {
+    __shared__ float red[32];
+    const int t = blockIdx.x;
+    const bf16 *xr = x + (size_t)t * cols;
+    const float s = fp8w_row_scale(a.fixed > 0 ? 0.0f : fp8w_row_amax(xr, cols, red), a);
+    fp8w_row_encode(xq + (size_t)t * kp, xr, cols, kp, 1.0f / s, a.e5m2);
+    if (threadIdx.x == 0)
+        for (int j = 0; j < rep; j++) sx[(size_t)j * n + t] = s;
+}
+
+// What a k_gemv8 launch writes.
+enum gemv8_policy {
+    GEMV8_STORE,   // out = x·Wᵀ (bf16 or f32)
+    GEMV8_ADD,     // out += x·Wᵀ (bf16: the residual add, the product rounded first as the add kernel sees it)
+    GEMV8_SWIGLU,  // out = silu(x·Wᵀ) ⊙ (x·W2ᵀ) (bf16, each product rounded first as k_silu_mul sees them)
+};
+
+struct gemv8_w {
+    const uint8_t *q;     // [rows][kp] codes
+    const float *s;       // the scales (layout above)
+    fp8w_act act;
+};
+
+struct gemv8_args {
+    void *out;            // [n][rows]
+    const bf16 *x;        // [n][cols]
+    gemv8_w w, w2;        // w2: GEMV8_SWIGLU's up weight (w is the gate's)
+    int n, rows, cols, kp, kbp;
+    int tpc;              // tokens a CTA (<= 8; fewer where 8 rows of x̂ would not fit shared memory)
+};
+
+// mma.sync m16n8k32, e4m3 A (16×32, row) times B (32×8, col) of e4m3 or e5m2, f32 accumulators.
+template <bool BE5M2>
+__device__ __forceinline__ void mma_fp8(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                        uint32_t b1) {
+    if constexpr (BE5M2)
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                     "{%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// One 128-column chunk of one weight: the four MMAs of its two 64-column halves (wa: row g, wb: row
+// g + 8, xb: x̂ row g), summed from zero.
+template <bool BE5M2>
+__device__ __forceinline__ void gemv8_chunk(float (&d)[4], const uint4 (&wa)[2], const uint4 (&wb)[2],
+                                            const uint4 (&xb)[2]) {
+    d[0] = d[1] = d[2] = d[3] = 0.0f;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        mma_fp8<BE5M2>(d, wa[h].x, wb[h].x, wa[h].y, wb[h].y, xb[h].x, xb[h].y);
+        mma_fp8<BE5M2>(d, wa[h].z, wb[h].z, wa[h].w, wb[h].w, xb[h].z, xb[h].w);
+    }
+}
+
+// BLOCK: WSCALE_BLOCK weights (a scale a chunk); E5M2 / E5M2_2: x̂ of w / w2 in e5m2.
+template <gemv8_policy P, typename OUT, bool BLOCK, bool E5M2, bool E5M2_2>
+__global__ void __launch_bounds__(GEMV8_WARPS * 32) k_gemv8(const __grid_constant__ gemv8_args a) {
+    constexpr bool SW = P == GEMV8_SWIGLU;
+    constexpr int NW = SW ? 2 : 1;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3;
+    const int row0 = blockIdx.x * 16, t0 = blockIdx.y * a.tpc;
+    const int nt = min(a.tpc, a.n - t0), nx = min(a.tpc, a.n);  // this CTA's tokens; x̂ rows a weight
+    const int kp = a.kp, xs_pitch = kp + 16;  // (+16: the rows of x̂ fall in different banks)
+    const int nchunks = (kp + 127) / 128;
+    extern __shared__ __align__(16) uint8_t gemv8_xs[];  // [NW][nx][xs_pitch] x̂ codes
+    __shared__ float sxs[NW][8];
+    __shared__ float red[32];
+    const gemv8_w *ws[2] = {&a.w, &a.w2};
+
+    // the lane's weight runs of one chunk (zero past the row's end or past rows)
+    const bool ra = row0 + g < a.rows, rb = row0 + g + 8 < a.rows;
+    auto load_w = [&](const gemv8_w &w, int ch, uint4 (&wa)[2], uint4 (&wb)[2]) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int k = ch * 128 + h * 64 + c4 * 16;
+            const bool in = k < kp;
+            wa[h] = in && ra ? __ldcs((const uint4 *)(w.q + (size_t)(row0 + g) * kp + k)) : make_uint4(0, 0, 0, 0);
+            wb[h] = in && rb ? __ldcs((const uint4 *)(w.q + (size_t)(row0 + g + 8) * kp + k)) : make_uint4(0, 0, 0, 0);
+        }
+    };
+    // the first chunk's weights are in flight before the prologue needs x
+    uint4 wa[NW][2], wb[NW][2];
+    int ch = warp;
+    if (ch < nchunks) {
+#pragma unroll
+        for (int j = 0; j < NW; j++) load_w(*ws[j], ch, wa[j], wb[j]);
+    }
+    // prologue: this CTA's rows of x quantized into shared memory (as k_fp8w_quant would)
+    for (int t = 0; t < nt; t++) {
+        const bf16 *xr = a.x + (size_t)(t0 + t) * a.cols;
+        const bool dyn = a.w.act.fixed == 0 || (SW && a.w2.act.fixed == 0);
+        const float amax = dyn ? fp8w_row_amax(xr, a.cols, red) : 0.0f;
+#pragma unroll
+        for (int j = 0; j < NW; j++) {
+            const float s = fp8w_row_scale(amax, ws[j]->act);
+            fp8w_row_encode(gemv8_xs + ((size_t)j * nx + t) * xs_pitch, xr, a.cols, kp, 1.0f / s, ws[j]->act.e5m2);
+            if (threadIdx.x == 0) sxs[j][t] = s;
+        }
+    }
+    __syncthreads();
+
+    float acc[NW][4] = {};
+    for (; ch < nchunks; ch += GEMV8_WARPS) {
+        uint4 xb[NW][2];
+#pragma unroll
+        for (int j = 0; j < NW; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int k = ch * 128 + h * 64 + c4 * 16;
+                xb[j][h] = g < nt && k < kp ? *(const uint4 *)(gemv8_xs + ((size_t)j * nx + g) * xs_pitch + k)
+                                            : make_uint4(0, 0, 0, 0);
+            }
+        // the next chunk's weights in flight during this chunk's MMAs
+        uint4 na[NW][2], nb[NW][2];
+        const int next = ch + GEMV8_WARPS;
+        if (next < nchunks) {
+#pragma unroll
+            for (int j = 0; j < NW; j++) load_w(*ws[j], next, na[j], nb[j]);
+        }
+#pragma unroll
+        for (int j = 0; j < NW; j++) {
+            float d[4];
+            if (j == 0) gemv8_chunk<E5M2>(d, wa[j], wb[j], xb[j]);
+            else gemv8_chunk<E5M2_2>(d, wa[j], wb[j], xb[j]);
+            float sc = 1.0f;
+            if constexpr (BLOCK) sc = __ldg(ws[j]->s + (size_t)(row0 / FP8W_BLOCK) * a.kbp + ch);
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[j][e] = BLOCK ? fmaf(d[e], sc, acc[j][e]) : acc[j][e] + d[e];
+        }
+        if (next < nchunks) {
+#pragma unroll
+            for (int j = 0; j < NW; j++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) { wa[j][h] = na[j][h]; wb[j][h] = nb[j][h]; }
+        }
+    }
+    // the warps' totals, summed in warp order: element (row i, token t) is lane (i % 8)·4 + t / 2,
+    // accumulator (i / 8)·2 + t % 2
+    __syncthreads();  // (the x̂ rows are dead: their space takes the totals)
+    float *tot = (float *)gemv8_xs;  // [NW][WARPS][32][4]
+#pragma unroll
+    for (int j = 0; j < NW; j++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) tot[((j * GEMV8_WARPS + warp) * 32 + lane) * 4 + e] = acc[j][e];
+    __syncthreads();
+    if (threadIdx.x >= 128) return;
+    const int i = threadIdx.x >> 3, t = threadIdx.x & 7, row = row0 + i;
+    if (t >= nt || row >= a.rows) return;
+    const int L = (i & 7) * 4 + (t >> 1), e = (i >> 3) * 2 + (t & 1);
+    float y[NW];
+#pragma unroll
+    for (int j = 0; j < NW; j++) {
+        float s = 0;
+#pragma unroll
+        for (int w = 0; w < GEMV8_WARPS; w++) s += tot[((j * GEMV8_WARPS + w) * 32 + L) * 4 + e];
+        // as the CPU: (s_x · s_w) once for tensor and channel scales; blocks carry theirs already
+        y[j] = BLOCK ? s * sxs[j][t] : s * (sxs[j][t] * __ldg(ws[j]->s + row));
+    }
+    OUT *o = (OUT *)a.out + (size_t)(t0 + t) * a.rows + row;
+    if constexpr (sizeof(OUT) == 4) *o = y[0];
+    else if constexpr (P == GEMV8_STORE) *o = __float2bfloat16_rn(y[0]);
+    else if constexpr (P == GEMV8_ADD)
+        *o = __float2bfloat16_rn(__bfloat162float(*o) + __bfloat162float(__float2bfloat16_rn(y[0])));
+    else {
+        const float gv = __bfloat162float(__float2bfloat16_rn(y[0]));
+        *o = __float2bfloat16_rn(gv / (1.0f + expf(-gv)) * __bfloat162float(__float2bfloat16_rn(y[SW ? 1 : 0])));
+    }
+}
+
+// Shared memory of a k_gemv8 launch with n tokens a CTA: the x̂ rows, and at least the warps' totals that reuse them.
+static inline size_t gemv8_smem(int kp, int n, bool swiglu) {
+    const size_t nx = n < 8 ? (size_t)n : 8, nw = swiglu ? 2 : 1;
+    const size_t xs = nw * nx * (size_t)(kp + 16), tot = nw * GEMV8_WARPS * 32 * 4 * sizeof(float);
+    return xs > tot ? xs : tot;
+}
