@@ -443,7 +443,7 @@ int cmd_bench_model(int argc, char **argv) {
     long dmax = 0;
     for (int d = 0; d < n_depth; d++) if (depth[d] > dmax) dmax = depth[d];
     struct model *m;
-    if (model_load(&m, a.model) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); return 1; }
+    if (cli_model_load(&m, &a) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); return 1; }
     B.m = m;
     long need = dmax + (pmax > tmax + 1 ? pmax : tmax + 1);
     if (a.ro.max_ctx <= 0) a.ro.max_ctx = (int)need;

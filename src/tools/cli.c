@@ -30,7 +30,8 @@ static const char *const model_flag_names[] = {"--model", "--kv-cache-dtype", "-
 
 // Commands that load their model through cli_model_load, and so honour the FP8 weight flags ("bench sweep"
 // checks them in the --serve-args it hands to `octet serve`).
-static const char *const fp8_commands[] = {"generate", "serve", "eval ppl", "eval needle", "bench sweep", NULL};
+static const char *const fp8_commands[] = {"generate", "serve", "eval ppl", "eval needle", "bench sweep",
+                                           "bench model", NULL};
 
 static bool in_list(const char *s, const char *const *list) {
     for (; *list; list++)
@@ -252,7 +253,7 @@ static int parse_fp8_flag(struct cli_model_args *a, const char *f, int argc, cha
     const char *v = cli_value(argc, argv, i);
     if (!v) return OCT_EINVAL;
     if (!in_list(g_cmd, fp8_commands))
-        return err_set(OCT_EUNSUP, "%s: not taken by octet %s (generate, serve and eval run FP8 weights)", f, g_cmd);
+        return err_set(OCT_EUNSUP, "%s: not taken by octet %s (generate, serve, eval and bench model run FP8 weights)", f, g_cmd);
     long n;
     if (!strcmp(f, "--quantization-block")) {
         TRY(cli_int(f, v, 0, 1 << 16, &n));
