@@ -69,6 +69,11 @@ struct kv_layer {
     // pages' data in the same allocation (k_tok_scale inside k, v_tok_scale inside v);
     // k_scale/v_scale are then 1.0 and unused. NULL for every other layer (docs/kv_format.md).
     float *k_tok_scale, *v_tok_scale;
+    // Attention sinks of the layer (gpt-oss; NULL = none; ops->attn_sinks says whether a backend honours
+    // them): [1][n_heads] f32/bf16/f16 logits, one per query head, that join that head's softmax max and
+    // denominator as they are (p_j = e^(s_j) / (e^(sink) + Σ_k e^(s_k)), s the scaled scores) and add no
+    // value. A model weight, not cache memory: the forward pass sets it before each attention call.
+    const struct weight *sinks;
 };
 
 struct attn_params {
@@ -127,19 +132,33 @@ struct ffn_in_extra {
     enum ffn_act fn;
 };
 
+// The experts' gated activation.
+enum moe_act {
+    MOE_ACT_SILU = 0,       // silu(g) ⊙ u (Mixtral, Qwen3-MoE)
+    MOE_ACT_SWIGLU_CLAMP,   // gpt-oss: g = min(g, limit), u = clamp(u, -limit, limit), g·σ(alpha·g) ⊙ (u + 1)
+};
+
 // moe_ffn's operands: the FFN sublayer of a mixture-of-experts layer, after its RMSNorm. Per token:
-// p = softmax(xn · routerᵀ) over the n_experts; the n_used largest (ties: the lower index); their
-// weights p_e, divided by their sum when norm_topk (which is softmax over the top-k logits, Mixtral's
-// order); out = Σ p_e · (silu(xn · gate_eᵀ) ⊙ (xn · up_eᵀ)) · down_eᵀ. Experts are stacked: expert e's
-// gate and up are rows [e·ffn, (e+1)·ffn) of gate and up, its down rows [e·dim, (e+1)·dim) of down.
+// logits = xn · routerᵀ (+ router_bias); p = softmax(logits) over the n_experts; the n_used largest
+// (ties: the lower index); their weights p_e, divided by their sum when norm_topk (which is softmax over
+// the top-k logits: Mixtral's order and gpt-oss's top-k-then-softmax are the same function);
+// out = Σ p_e · (act(xn · gate_eᵀ + b_gate_e, xn · up_eᵀ + b_up_e) · down_eᵀ + b_down_e). Experts are
+// stacked: expert e's gate and up are rows [e·ffn, (e+1)·ffn) of gate and up, its down rows
+// [e·dim, (e+1)·dim) of down, its biases the same ranges of the bias rows. The optional operands (NULL /
+// 0 = none, SiLU) are appended, so initializers that stop at norm_topk keep their meaning.
 struct moe_ffn_args {
     void *out;                         // [n][dim]
     const void *xn;                    // [n][dim]
     const struct weight *router;       // [n_experts][dim]
-    const struct weight *gate, *up;    // [n_experts·ffn][dim]
+    const struct weight *gate, *up;    // [n_experts·ffn][dim] (f32/f16/bf16, or mxfp4 on the CPU)
     const struct weight *down;         // [n_experts·dim][ffn]
     int n_experts, n_used;
     bool norm_topk;
+    const struct weight *router_bias;  // [1][n_experts] or NULL
+    const struct weight *b_gate, *b_up; // [1][n_experts·ffn] or NULL
+    const struct weight *b_down;       // [1][n_experts·dim] or NULL
+    enum moe_act act;
+    float alpha, limit;                // MOE_ACT_SWIGLU_CLAMP's sigmoid gain (1.702) and clamp (7.0)
 };
 
 struct backend_ops {
@@ -227,6 +246,7 @@ struct backend_ops {
     void (*moe_ffn)(struct backend *b, const struct moe_ffn_args *a, int n);
     bool attn_softcap;      // attention honours attn_params.softcap
     bool rope_dynamic;      // rope honours rope_table.dyn_max_pos (dynamic NTK)
+    bool attn_sinks;        // attention honours kv_layer.sinks (gpt-oss)
 };
 
 struct backend {

@@ -31,6 +31,8 @@ int config_validate(const struct model_config *c) {
     NEED(c->n_experts >= 0 && c->n_experts <= 4096, "config: %d experts (0..4096)", c->n_experts);
     NEED(!c->n_experts || (c->n_experts_used >= 1 && c->n_experts_used <= c->n_experts),
          "config: %d experts used per token of %d", c->n_experts_used, c->n_experts);
+    NEED(c->moe_act != MOE_ACT_SWIGLU_CLAMP || (c->swiglu_alpha > 0 && c->swiglu_limit > 0),
+         "config: swiglu_alpha %g and swiglu_limit %g must be positive", c->swiglu_alpha, c->swiglu_limit);
 #undef NEED
     return OCT_OK;
 }

@@ -40,7 +40,7 @@ struct rope_config {
 };
 
 struct model_config {
-    char arch[32];            // family: llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3
+    char arch[32];            // family: llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, mixtral, qwen3moe, gptoss
     int n_layers;
     int dim;                  // hidden size
     int n_heads, n_kv_heads, head_dim;
@@ -68,7 +68,11 @@ struct model_config {
     // ffn_dim, n_experts_used of them per token by the router's softmax; 0 = a dense FFN.
     int n_experts, n_experts_used;
     bool moe_norm_topk;       // the chosen experts' weights renormalised to sum 1 (norm_topk_prob;
-                              // Mixtral always: the same as softmax over the top-k logits)
+                              // Mixtral always: the same as softmax over the top-k logits; gpt-oss)
+    bool moe_bias;            // router, gate/up and down biases (gpt-oss)
+    enum moe_act moe_act;     // the experts' activation (gpt-oss: the clamped SwiGLU)
+    float swiglu_alpha, swiglu_limit; // MOE_ACT_SWIGLU_CLAMP's parameters (gpt-oss: 1.702, 7.0)
+    bool attn_sinks;          // one learned softmax-denominator logit per query head (gpt-oss)
     struct rope_config rope_local;
 };
 

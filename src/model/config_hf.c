@@ -49,6 +49,7 @@ static const struct family families[] = {
     {"Phi3ForCausalLM", "phi3", false, false, false, false, false, true, false, false, NULL, false},
     {"MixtralForCausalLM", "mixtral", false, false, false, false, false, true, false, false, NULL, false},
     {"Qwen3MoeForCausalLM", "qwen3moe", false, true, false, true, false, false, true, false, NULL, false},
+    {"GptOssForCausalLM", "gptoss", false, true, false, false, false, false, false, false, NULL, false},
 };
 
 #define FAIL(...) return err_set(OCT_EINVAL, __VA_ARGS__)
@@ -218,6 +219,7 @@ static int windows(struct model_config *c, const json_t *cfg, const struct famil
     if (lt && (!json_is_array(lt) || json_array_size(lt) != (size_t)c->n_layers))
         FAIL("%s: 'layer_types' must list %d layer types", where, c->n_layers);
     int mwl = 0, pattern = 6;
+    bool gptoss = !strcmp(f->arch, "gptoss");
     if (f->qwen_window) TRY(integer(cfg, "max_window_layers", false, 0, &mwl, where));
     if (!strcmp(f->arch, "gemma3")) {
         TRY(integer(cfg, "sliding_window_pattern", false, 6, &pattern, where));
@@ -230,11 +232,11 @@ static int windows(struct model_config *c, const json_t *cfg, const struct famil
             if (!t || (strcmp(t, "sliding_attention") && strcmp(t, "full_attention")))
                 return err_set(OCT_EUNSUP, "%s: layer type '%s' (layer %d) is not supported", where, t ? t : "?", l);
             slide = !strcmp(t, "sliding_attention");
-            if (!f->gemma && !f->qwen_window && !f->window_all) slide = false;  // Llama reads no windows
+            if (!f->gemma && !f->qwen_window && !f->window_all && !gptoss) slide = false;  // Llama reads no windows
             if (f->window_all) slide = true;
         } else if (f->qwen_window) {
             slide = l >= mwl;
-        } else if (!strcmp(f->arch, "gemma2")) {
+        } else if (!strcmp(f->arch, "gemma2") || gptoss) {  // (GptOssConfig's default layer_types)
             slide = l % 2 == 0;
         } else if (!strcmp(f->arch, "gemma3")) {
             slide = (l + 1) % pattern != 0;
@@ -268,11 +270,46 @@ static int refusals(const json_t *cfg, const char *where) {
     return OCT_OK;
 }
 
+// gpt-oss (GptOssConfig): num_local_experts experts of intermediate_size in every layer, num_experts_per_tok
+// of them per token (the original checkpoint's experts_per_token must agree), routed by top-k of the biased
+// router logits then softmax over those k (moe_norm_topk), the clamped SwiGLU (swiglu_limit, swiglu_alpha),
+// biases everywhere, and one attention sink per query head. router_aux_loss_coef and output_router_logits
+// only act in training; initial_context_length is informational (YaRN reads its own original length).
+static int experts_gptoss(struct model_config *c, const json_t *cfg, const char *where) {
+    if (!json_object_get(cfg, "num_local_experts") && json_object_get(cfg, "num_experts"))
+        FAIL("%s: gpt-oss names its expert count 'num_local_experts' (found 'num_experts')", where);
+    TRY(integer(cfg, "num_local_experts", true, 0, &c->n_experts, where));
+    TRY(integer(cfg, "num_experts_per_tok", true, 0, &c->n_experts_used, where));
+    if (c->n_experts < 1 || c->n_experts > 4096)
+        FAIL("%s: 'num_local_experts' %d must be 1..4096", where, c->n_experts);
+    if (c->n_experts_used < 1 || c->n_experts_used > c->n_experts)
+        FAIL("%s: 'num_experts_per_tok' %d must be 1..%d", where, c->n_experts_used, c->n_experts);
+    int ept;
+    TRY(integer(cfg, "experts_per_token", false, c->n_experts_used, &ept, where));
+    if (ept != c->n_experts_used)
+        FAIL("%s: 'experts_per_token' %d disagrees with 'num_experts_per_tok' %d", where, ept, c->n_experts_used);
+    double alpha, limit;
+    TRY(num(cfg, "swiglu_alpha", 1.702, &alpha, where));
+    TRY(num(cfg, "swiglu_limit", 7.0, &limit, where));
+    if (!(alpha > 0) || !(limit > 0))
+        FAIL("%s: 'swiglu_alpha' %g and 'swiglu_limit' %g must be positive", where, alpha, limit);
+    c->swiglu_alpha = (float)alpha;
+    c->swiglu_limit = (float)limit;
+    c->moe_act = MOE_ACT_SWIGLU_CLAMP;
+    c->moe_norm_topk = true;  // softmax over the top-k logits
+    c->moe_bias = true;
+    c->attn_sinks = true;
+    c->act = FFN_ACT_SILU;    // (hidden_act is not read by gpt-oss's experts)
+    c->mlp_bias = false;
+    return OCT_OK;
+}
+
 // The experts of Mixtral (num_local_experts, every layer) and Qwen3-MoE (num_experts, which transformers 5
 // saves as num_local_experts; moe_intermediate_size, norm_topk_prob; decoder_sparse_step and mlp_only_layers
 // must leave every layer sparse). The load-balancing and router-noise keys only act in training and are accepted.
 static int experts(struct model_config *c, const json_t *cfg, const struct family *f, const char *where) {
     bool mixtral = !strcmp(f->arch, "mixtral");
+    if (!strcmp(f->arch, "gptoss")) return experts_gptoss(c, cfg, where);
     if (!mixtral && strcmp(f->arch, "qwen3moe")) return OCT_OK;
     bool local = mixtral || !json_object_get(cfg, "num_experts");
     if (!mixtral && local && !json_object_get(cfg, "num_local_experts"))
@@ -311,7 +348,7 @@ int config_from_hf(struct model_config *c, const json_t *cfg, const char *where)
     if (!f)
         return err_set(OCT_EUNSUP, "%s: architecture '%s' is not supported (LlamaForCausalLM, MistralForCausalLM, "
                        "Qwen2ForCausalLM, Qwen3ForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, Phi3ForCausalLM, "
-                       "MixtralForCausalLM, Qwen3MoeForCausalLM)",
+                       "MixtralForCausalLM, Qwen3MoeForCausalLM, GptOssForCausalLM)",
                        where, a0);
     snprintf(c->arch, sizeof c->arch, "%s", f->arch);
     bool tie_top = f->tie_default;
@@ -337,7 +374,7 @@ int config_from_hf(struct model_config *c, const json_t *cfg, const char *where)
     TRY(boolean(cfg, "tie_word_embeddings", tie_top, &c->tied_output, where));
     TRY(activation(c, cfg, f, where));
     bool ab = false, mb = false;
-    if (f->reads_attn_bias) TRY(boolean(cfg, "attention_bias", false, &ab, where));
+    if (f->reads_attn_bias) TRY(boolean(cfg, "attention_bias", !strcmp(f->arch, "gptoss"), &ab, where));
     if (f->reads_mlp_bias) TRY(boolean(cfg, "mlp_bias", false, &mb, where));
     c->attn_bias = f->qkv_bias || ab;
     c->o_bias = ab;
@@ -495,6 +532,21 @@ static int quant_ct(struct hf_quant *q, const json_t *qc, const char *where) {
     return OCT_OK;
 }
 
+// quant_method "mxfp4" (gpt-oss): the experts' weights are `*_blocks` and `*_scales` (model_st.c reads
+// them); modules_to_not_convert lists the modules kept in their dtype. dequantize (transformers unpacks the
+// experts to bf16 at load, the same values) changes nothing here.
+static int quant_mxfp4(struct hf_quant *q, const json_t *qc, const char *where) {
+    static const char *const known[] = {"quant_method", "modules_to_not_convert", "dequantize", NULL};
+    TRY(one_of_keys(qc, known, "quantization_config", where));
+    bool deq;
+    TRY(boolean(qc, "dequantize", false, &deq, where));
+    const json_t *l = json_object_get(qc, "modules_to_not_convert");
+    if (l && !json_is_null(l) && !json_is_array(l))
+        FAIL("%s: quantization_config modules_to_not_convert must be an array of module names", where);
+    q->mxfp4 = true;
+    return OCT_OK;
+}
+
 int config_hf_quant(struct hf_quant *q, const json_t *cfg, const char *where) {
     memset(q, 0, sizeof *q);
     const json_t *qc = json_object_get(cfg, "quantization_config");
@@ -506,11 +558,12 @@ int config_hf_quant(struct hf_quant *q, const json_t *cfg, const char *where) {
     if (!json_is_object(qc)) FAIL("%s: 'quantization_config' must be an object", where);
     const char *method = str_or(qc, "quant_method", NULL);
     if (!method) FAIL("%s: quantization_config has no quant_method", where);
+    if (!strcmp(method, "mxfp4")) return quant_mxfp4(q, qc, where);
     if (!strcmp(method, "fp8")) TRY(quant_fp8(q, qc, where));
     else if (!strcmp(method, "compressed-tensors")) TRY(quant_ct(q, qc, where));
     else
         return err_set(OCT_EUNSUP, "%s: quantization_config quant_method '%s' is not supported (fp8, "
-                       "compressed-tensors float-quantized)", where, method);
+                       "compressed-tensors float-quantized, mxfp4)", where, method);
     for (int k = 0; k < 2; k++) {
         const json_t *l = q->ignore[k];
         if (l && !json_is_null(l) && !json_is_array(l))

@@ -11,7 +11,8 @@
 // in weight_block_size blocks) or compressed-tensors float-quantized (weight_scale per tensor, channel or
 // block). Every linear layer not named by `ignore` holds e4m3 codes and scales.
 struct hf_quant {
-    bool fp8;                  // a quantization_config is present (and supported)
+    bool fp8;                  // an FP8 quantization_config is present (and supported)
+    bool mxfp4;                // quant_method mxfp4: the experts may be stored as *_blocks / *_scales
     bool compressed;           // compressed-tensors: scales are "<module>.weight_scale"
     enum wscale wscale;
     int block;                 // WSCALE_BLOCK: 128

@@ -1,7 +1,8 @@
 // dummy.c — "dummy:NAME" models (vLLM's --load-format dummy): real architecture shapes
 // with seeded random bf16 weights, so benchmarks run at true sizes without a download.
 // Weights are uniform with std 1/sqrt(fan_in) (activations keep unit scale through the
-// RMS-normed residual stream); norms are 1. Deterministic: each 4096-element chunk of
+// RMS-normed residual stream); norms are 1; MXFP4 experts (gpt-oss) are random e2m1 codes under one
+// exponent per row that gives them about that std. Deterministic: each 4096-element chunk of
 // each tensor has its own seed, so the result does not depend on the thread count.
 #include <math.h>
 #include <stdio.h>
@@ -14,7 +15,7 @@
 #include "model.h"
 
 // What a preset's layers have beyond Llama's (the families' differences, as in struct model_config).
-enum preset_family { FAM_LLAMA = 0, FAM_QWEN3, FAM_GEMMA3, FAM_QWEN3_MOE, FAM_MIXTRAL };
+enum preset_family { FAM_LLAMA = 0, FAM_QWEN3, FAM_GEMMA3, FAM_QWEN3_MOE, FAM_MIXTRAL, FAM_GPTOSS };
 
 struct preset {
     const char *name;
@@ -62,11 +63,18 @@ static const struct preset presets[] = {
      FAM_MIXTRAL, 8, 2},
     // a tiny mixture of experts, for tests
     {"tiny-moe", 4, 256, 8, 2, 32, 128, 512, 32768, 10000, ROPE_SCALING_NONE, 1, 0, 0, 0, true, FAM_MIXTRAL, 8, 2},
+    // gpt-oss-20b: the attention above with q/k/v/o biases and sinks, 32 MXFP4 experts of 2880 (4 per
+    // token, top-k then softmax, biased router and experts, the clamped SwiGLU)
+    {"gpt-oss-20b", 24, 2880, 64, 8, 64, 2880, 201088, 131072, 150000, ROPE_SCALING_YARN, 32, 4096, 128, 2, false,
+     FAM_GPTOSS, 32, 4},
+    // the same family at a tiny size (64-token windows), for tests
+    {"tiny-gpt-oss", 4, 256, 8, 2, 32, 128, 512, 32768, 150000, ROPE_SCALING_YARN, 32, 4096, 64, 2, false,
+     FAM_GPTOSS, 8, 2},
 };
 
 const char *const dummy_preset_names[] = {"llama-3.1-8b", "llama-3.2-1b", "gpt-oss-20b-attn", "gemma-hd256", "tiny",
                                           "tiny-swa", "qwen3-8b", "gemma-3-4b", "llama-3.3-70b", "qwen3-30b-a3b",
-                                          "mixtral-8x7b", "tiny-moe", NULL};
+                                          "mixtral-8x7b", "tiny-moe", "gpt-oss-20b", "tiny-gpt-oss", NULL};
 
 #define CHUNK 4096
 
@@ -93,6 +101,32 @@ static int make_weight(struct model *m, struct threadpool *tp, struct weight *w,
     struct fill_ctx f = {buf, rows * cols, rng_hash_str(name), sqrtf(3.0f / (float)cols), ones};
     threadpool_run(tp, (int)((f.n + CHUNK - 1) / CHUNK), fill_task, &f);
     w->data = buf;
+    return OCT_OK;
+}
+
+struct fill4_ctx { uint8_t *dst; int64_t n; uint64_t seed; uint8_t exponent; };
+
+static void fill4_task(void *p, int task, int thread) {
+    struct fill4_ctx *f = p;
+    int64_t i0 = (int64_t)task * CHUNK, i1 = i0 + CHUNK < f->n ? i0 + CHUNK : f->n;
+    struct rng r;
+    rng_seed(&r, f->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(task + 1)));
+    for (int64_t i = i0; i < i1; i++)  // rows are whole 17-byte blocks: every 17th byte is an exponent
+        f->dst[i] = i % (1 + QK_MXFP4 / 2) == 0 ? f->exponent : (uint8_t)(rng_next(&r) >> 56);
+}
+
+// Random MXFP4 rows: uniform e2m1 codes (RMS 2.93) under the exponent that brings them to about 1/sqrt(cols).
+static int make_mxfp4(struct model *m, struct threadpool *tp, struct weight *w, const char *name, int64_t rows,
+                      int64_t cols) {
+    const size_t rb = dtype_row_bytes(DT_MXFP4, cols);
+    uint8_t *buf = rb ? model_own(m, (size_t)rows * rb) : NULL;
+    if (!buf)
+        return err_set(OCT_ENOMEM, "dummy: cannot allocate %lld x %lld mxfp4 for %s", (long long)rows,
+                       (long long)cols, name);
+    const int e = (int)lround(-log2(2.93 * sqrt((double)cols)));
+    struct fill4_ctx f = {buf, rows * (int64_t)rb, rng_hash_str(name), (uint8_t)(127 + e)};
+    threadpool_run(tp, (int)((f.n + CHUNK - 1) / CHUNK), fill4_task, &f);
+    *w = (struct weight){DT_MXFP4, rows, cols, buf, NULL, {0}};
     return OCT_OK;
 }
 
@@ -136,6 +170,13 @@ int dummy_config(const char *name, struct model_config *c) {
         if (p->family == FAM_QWEN3_MOE) c->norm_eps = 1e-6f;
     } else if (p->family == FAM_MIXTRAL) {
         snprintf(c->arch, sizeof c->arch, "mixtral");
+    } else if (p->family == FAM_GPTOSS) {  // (GptOssConfig: YaRN without truncation, biases, sinks)
+        snprintf(c->arch, sizeof c->arch, "gptoss");
+        c->rope.truncate = false;
+        c->attn_bias = c->o_bias = c->attn_sinks = c->moe_bias = true;
+        c->moe_act = MOE_ACT_SWIGLU_CLAMP;
+        c->swiglu_alpha = 1.702f;
+        c->swiglu_limit = 7.0f;
     } else if (p->family == FAM_GEMMA3) {
         snprintf(c->arch, sizeof c->arch, "gemma3");
         c->qk_norm = c->post_norms = true;
@@ -193,7 +234,23 @@ int model_load_dummy(struct model *m, const char *name) {
         for (int i = 0; i < 4 && rc == OCT_OK && E; i++) {
             char tn[64];
             snprintf(tn, sizeof tn, "blk.%d.%s", l, moe[i].n);
-            rc = make_weight(m, tp, moe[i].w, tn, moe[i].r, moe[i].c, false);
+            if (i > 0 && p->family == FAM_GPTOSS) rc = make_mxfp4(m, tp, moe[i].w, tn, moe[i].r, moe[i].c);
+            else rc = make_weight(m, tp, moe[i].w, tn, moe[i].r, moe[i].c, false);
+        }
+        // gpt-oss: q/k/v/o, router and expert biases, attention sinks (1 x n: uniform within ±sqrt(3/n))
+        struct { struct weight *w; const char *n; int64_t c; bool on; } vec[9] = {
+            {&w->bq, "attn_q.bias", qd, c->attn_bias}, {&w->bk, "attn_k.bias", kvd, c->attn_bias},
+            {&w->bv, "attn_v.bias", kvd, c->attn_bias}, {&w->bo, "attn_output.bias", D, c->o_bias},
+            {&w->ffn_router_b, "ffn_gate_inp.bias", E, c->moe_bias},
+            {&w->exp_b_gate, "ffn_gate_exps.bias", E * F, c->moe_bias},
+            {&w->exp_b_up, "ffn_up_exps.bias", E * F, c->moe_bias},
+            {&w->exp_b_down, "ffn_down_exps.bias", E * D, c->moe_bias},
+            {&w->attn_sinks, "attn_sinks", c->n_heads, c->attn_sinks}};
+        for (int i = 0; i < 9 && rc == OCT_OK; i++) {
+            if (!vec[i].on) continue;
+            char tn[64];
+            snprintf(tn, sizeof tn, "blk.%d.%s", l, vec[i].n);
+            rc = make_weight(m, tp, vec[i].w, tn, 1, vec[i].c, false);
         }
     }
     threadpool_free(tp);

@@ -1,7 +1,8 @@
 // forward.c — the decoder step of every family (GQA, RoPE, RMSNorm, SwiGLU or GeGLU or routed
-// SwiGLU experts, optional per-layer sliding windows) over the backend seam; what differs between families is
-// data in struct model_config (biases, q/k norms, post-norms, embedding scale, soft-caps, a
-// second RoPE table), read by the small steps below. Every backend runs this same code.
+// SwiGLU experts, optional per-layer sliding windows, attention sinks) over the backend seam; what
+// differs between families is data in struct model_config (biases, q/k norms, post-norms, embedding
+// scale, soft-caps, a second RoPE table, expert biases), read by the small steps below. Every backend
+// runs this same code.
 #include "forward.h"
 
 #include "../base/check.h"
@@ -71,6 +72,7 @@ static int check_backend(const struct model_config *c, const struct backend_ops 
     else if (c->attn_softcap > 0 && !op->attn_softcap) need = "attention soft-capping";
     else if (c->rope.scaling == ROPE_SCALING_DYNAMIC && !c->rope.dyn_fixed && !op->rope_dynamic)
         need = "dynamic NTK RoPE";
+    else if (c->attn_sinks && !op->attn_sinks) need = "attention with sinks";
     else if (c->n_experts > 0 && !op->moe_ffn) need = "moe_ffn (mixture of experts)";
     if (need)
         return err_set(OCT_EUNSUP, "architecture %s needs op %s, not in the %s backend yet", c->arch, need, op->name);
@@ -160,12 +162,15 @@ static void proj_add(struct forward *f, const void *in, const struct weight *w, 
     op->add(f->b, f->x, f->proj, (int64_t)n * w->rows);
 }
 
-// A mixture-of-experts FFN sublayer: xn = rmsnorm(x); x += the routed experts' weighted sum (moe_ffn).
+// A mixture-of-experts FFN sublayer: xn = rmsnorm(x); x += the routed experts' weighted sum (moe_ffn), with
+// the router's and experts' biases and the clamped SwiGLU where the family has them (gpt-oss).
 static void moe_ffn(struct forward *f, const struct layer_weights *w, int n) {
     const struct backend_ops *op = f->b->ops;
     const struct model_config *c = &f->m->cfg;
     const struct moe_ffn_args ma = {f->proj, f->xn, &w->ffn_router, &w->exp_gate, &w->exp_up, &w->exp_down,
-                                    c->n_experts, c->n_experts_used, c->moe_norm_topk};
+                                    c->n_experts, c->n_experts_used, c->moe_norm_topk, opt(&w->ffn_router_b),
+                                    opt(&w->exp_b_gate), opt(&w->exp_b_up), opt(&w->exp_b_down), c->moe_act,
+                                    c->swiglu_alpha, c->swiglu_limit};
     op->rmsnorm(f->b, f->xn, f->x, &w->ffn_norm, n, c->norm_eps);
     op->moe_ffn(f->b, &ma, n);
     op->add(f->b, f->x, f->proj, (int64_t)n * c->dim);
@@ -211,6 +216,7 @@ static int forward_issue(struct forward *f, struct kv_cache *kv, const struct ba
             TRY(probe(f, l, PROBE_K, f->k, n, c->n_kv_heads * c->head_dim));
             TRY(probe(f, l, PROBE_V, f->v, n, c->n_kv_heads * c->head_dim));
         }
+        kv->layers[l].sinks = opt(&w->attn_sinks);  // (gpt-oss: a learned logit in each head's denominator)
         op->attention(b, f->att, f->q, &kv->layers[l], &ap, bt);
         proj_add(f, f->att, &w->wo, &w->bo, &w->post_attn_norm, n);       // x += norm(att · woᵀ + bo)
         if (c->n_experts > 0) {  // x += Σ_k p_k · expert_k(rmsnorm(x)), the router's top-k experts

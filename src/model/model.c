@@ -71,7 +71,8 @@ void layer_weight_list(struct layer_weights *w, struct weight *out[LAYER_N_WEIGH
                                           &w->w_gate, &w->w_up, &w->w_down, &w->bq, &w->bk, &w->bv, &w->bo,
                                           &w->q_norm, &w->k_norm, &w->post_attn_norm, &w->post_ffn_norm,
                                           &w->b_gate, &w->b_up, &w->b_down, &w->ffn_router, &w->exp_gate,
-                                          &w->exp_up, &w->exp_down};
+                                          &w->exp_up, &w->exp_down, &w->ffn_router_b, &w->exp_b_gate,
+                                          &w->exp_b_up, &w->exp_b_down, &w->attn_sinks};
     memcpy(out, ws, sizeof ws);
 }
 
@@ -80,7 +81,8 @@ const char *layer_weight_name(int i) {
         "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output", "ffn_norm", "ffn_gate", "ffn_up",
         "ffn_down", "attn_q.bias", "attn_k.bias", "attn_v.bias", "attn_output.bias", "attn_q_norm",
         "attn_k_norm", "post_attention_norm", "post_ffw_norm", "ffn_gate.bias", "ffn_up.bias", "ffn_down.bias",
-        "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+        "ffn_gate_inp", "ffn_gate_exps", "ffn_up_exps", "ffn_down_exps", "ffn_gate_inp.bias", "ffn_gate_exps.bias",
+        "ffn_up_exps.bias", "ffn_down_exps.bias", "attn_sinks"};
     return i >= 0 && i < LAYER_N_WEIGHTS ? names[i] : "?";
 }
 
@@ -149,6 +151,12 @@ int model_finish(struct model *m) {
         TRY(check_opt(&w->b_gate, c->mlp_bias, "ffn_gate.bias", l, 1, c->ffn_dim));
         TRY(check_opt(&w->b_up, c->mlp_bias, "ffn_up.bias", l, 1, c->ffn_dim));
         TRY(check_opt(&w->b_down, c->mlp_bias, "ffn_down.bias", l, 1, c->dim));
+        bool eb = !dense && c->moe_bias;
+        TRY(check_opt(&w->ffn_router_b, eb, "ffn_gate_inp.bias", l, 1, E));
+        TRY(check_opt(&w->exp_b_gate, eb, "ffn_gate_exps.bias", l, 1, E * c->ffn_dim));
+        TRY(check_opt(&w->exp_b_up, eb, "ffn_up_exps.bias", l, 1, E * c->ffn_dim));
+        TRY(check_opt(&w->exp_b_down, eb, "ffn_down_exps.bias", l, 1, E * c->dim));
+        TRY(check_opt(&w->attn_sinks, c->attn_sinks, "attn_sinks", l, 1, c->n_heads));
         struct weight *ws[LAYER_N_WEIGHTS];
         layer_weight_list(w, ws);
         for (int i = 0; i < LAYER_N_WEIGHTS; i++)

@@ -31,10 +31,15 @@ struct layer_weights {
     struct weight ffn_router;     // [n_experts][dim]
     struct weight exp_gate, exp_up; // [n_experts*ffn][dim] the experts stacked (expert e: rows e*ffn..)
     struct weight exp_down;       // [n_experts*dim][ffn]
+    // gpt-oss (cfg.moe_bias, cfg.attn_sinks): the router's and the experts' biases, the attention sinks
+    struct weight ffn_router_b;   // [1][n_experts]
+    struct weight exp_b_gate, exp_b_up; // [1][n_experts*ffn]
+    struct weight exp_b_down;     // [1][n_experts*dim]
+    struct weight attn_sinks;     // [1][n_heads]
 };
 
 // Every weight of a layer, for loops that treat them alike (upload, size, shape checks).
-#define LAYER_N_WEIGHTS 24
+#define LAYER_N_WEIGHTS 29
 void layer_weight_list(struct layer_weights *w, struct weight *out[LAYER_N_WEIGHTS]);
 // The GGUF-style name of layer_weight_list's entry i ("attn_q", "ffn_down", ...).
 const char *layer_weight_name(int i);

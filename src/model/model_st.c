@@ -1,9 +1,10 @@
 // model_st.c — Hugging Face directory (config.json + safetensors) → struct model: each
 // family's tensor names (config_hf.c reads the config), Phi-3's fused projections split into
 // views, mixture-of-experts layers' experts stacked, Gemma's norms stored as w folded into 1 + w,
-// and every tensor of the files accounted for (one that nothing reads is an error naming it). Q and K
-// projection rows (and their biases and per-head norms) are permuted from HF's rotate-half order into
-// GGUF's adjacent-pair order (a copy), so both formats give the same model and the same logits.
+// gpt-oss's interleaved gate_up experts split (bf16 rows transposed, MXFP4 blocks packed with their
+// exponents into DT_MXFP4 rows), and every tensor of the files accounted for (one that nothing reads is an
+// error naming it). Q and K projection rows (and their biases and per-head norms) are permuted from HF's
+// rotate-half order into GGUF's adjacent-pair order (a copy), so both formats give the same model and logits.
 // FP8 checkpoints (config_hf_quant): each linear layer's e4m3 weight takes its scales (and static
 // input_scale) from the tensors beside it; a layer in the ignore lists stays in its dtype.
 #include <math.h>
@@ -325,6 +326,141 @@ static int load_experts(struct st_load *L, int l) {
     return OCT_OK;
 }
 
+// ---- gpt-oss (GptOssForCausalLM) ----
+
+static bool is_float(enum dtype d) { return d == DT_F32 || d == DT_BF16 || d == DT_F16; }
+
+// Element i of a float tensor as f32.
+static float elem_f32(const struct tensor_info *t, int64_t i) {
+    if (t->dtype == DT_F32) {
+        float f;
+        memcpy(&f, (const char *)t->data + i * 4, 4);
+        return f;
+    }
+    uint16_t h;
+    memcpy(&h, (const char *)t->data + i * 2, 2);
+    return t->dtype == DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h);
+}
+
+// A layer tensor "model.layers.N.<suffix>" of the given rank and shape (ne order), or an error naming it.
+static int gptoss_tensor(struct st_load *L, int l, const char *suffix, int rank, const int64_t *ne, bool want_u8,
+                         const struct tensor_info **out) {
+    struct model *m = L->m;
+    char tn[200];
+    snprintf(tn, sizeof tn, "%slayers.%d.%s", L->pfx, l, suffix);
+    const struct tensor_info *t = st_find_tensor(m->st, tn);
+    if (!t) return err_set(OCT_EINVAL, "%s: missing tensor '%s'", st_path(m->st), tn);
+    bool ok = t->n_dims == rank && (want_u8 ? t->dtype == DT_U8 : is_float(t->dtype));
+    for (int k = 0; k < rank && ok; k++) ok = t->ne[k] == ne[k];
+    if (!ok) {
+        char want[96] = "";
+        for (int k = rank - 1; k >= 0; k--)
+            snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", k == rank - 1 ? "" : ", ",
+                     (long long)ne[k]);
+        return err_set(OCT_EINVAL, "%s: tensor '%s' must be [%s] of %s (it is %s of rank %d)", st_path(m->st), tn,
+                       want, want_u8 ? "u8" : "f32/bf16/f16", dtype_name(t->dtype), t->n_dims);
+    }
+    mark(L, t);
+    *out = t;
+    return OCT_OK;
+}
+
+// An owned f32 [1][n] weight: element i is t's element off + i·stride0 (i < n0), repeated in groups of n0
+// every group0 elements (de-interleaving gate_up_proj_bias: n0 = F values at stride 2 per expert).
+static int bias_f32(struct model *m, struct weight *w, const struct tensor_info *t, int64_t groups, int64_t n0,
+                    int64_t group0, int64_t off, int64_t stride0) {
+    float *d = model_own(m, (size_t)(groups * n0) * sizeof(float));
+    if (!d) return err_set(OCT_ENOMEM, "model: out of memory for expert biases");
+    for (int64_t g = 0; g < groups; g++)
+        for (int64_t i = 0; i < n0; i++) d[g * n0 + i] = elem_f32(t, g * group0 + off + i * stride0);
+    *w = (struct weight){DT_F32, 1, groups * n0, d, NULL, {0}};
+    return OCT_OK;
+}
+
+// MXFP4 rows from HF's blocks [E][R][in/32][16] and scales [E][R][in/32] into DT_MXFP4 rows (each 32-element
+// block: its exponent byte, then its 16 bytes): output row e·n_rows + i takes source row r0 + i·step of expert e.
+static int pack_mxfp4(struct model *m, struct weight *w, const struct tensor_info *blk, const struct tensor_info *sc,
+                      int64_t E, int64_t R, int64_t in, int64_t n_rows, int64_t r0, int64_t step) {
+    const int64_t G = in / QK_MXFP4;
+    const size_t rb = dtype_row_bytes(DT_MXFP4, in);
+    uint8_t *d = model_own(m, (size_t)(E * n_rows) * rb);
+    if (!d) return err_set(OCT_ENOMEM, "model: out of memory packing mxfp4 experts");
+    const uint8_t *b = blk->data, *s = sc->data;
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t i = 0; i < n_rows; i++) {
+            const int64_t src = e * R + r0 + i * step;
+            uint8_t *o = d + (size_t)(e * n_rows + i) * rb;
+            for (int64_t g = 0; g < G; g++) {
+                o[g * 17] = s[src * G + g];
+                memcpy(o + g * 17 + 1, b + (size_t)(src * G + g) * 16, 16);
+            }
+        }
+    *w = (struct weight){DT_MXFP4, E * n_rows, in, d, NULL, {0}};
+    return OCT_OK;
+}
+
+// Rows of a [E][in][out] float tensor (x · W, transformers' GptOssExperts layout) as [E·n_rows][in] rows:
+// output row e·n_rows + i is column r0 + i·step of expert e (a transposed copy in the tensor's dtype).
+static int transpose_experts(struct model *m, struct weight *w, const struct tensor_info *t, int64_t E, int64_t in,
+                             int64_t out, int64_t n_rows, int64_t r0, int64_t step) {
+    const size_t es = dtype_size(t->dtype);
+    char *d = model_own(m, (size_t)(E * n_rows * in) * es);
+    if (!d) return err_set(OCT_ENOMEM, "model: out of memory reordering experts");
+    const char *src = t->data;
+    for (int64_t e = 0; e < E; e++)
+        for (int64_t i = 0; i < n_rows; i++)
+            for (int64_t k = 0; k < in; k++)
+                memcpy(d + (size_t)((e * n_rows + i) * in + k) * es,
+                       src + (size_t)((e * in + k) * out + r0 + i * step) * es, es);
+    *w = (struct weight){t->dtype, E * n_rows, in, d, NULL, {0}};
+    return OCT_OK;
+}
+
+// A gpt-oss layer's router (mlp.router.weight [E][D], .bias [E]) and experts: gate_up_proj [E][D][2F] with
+// the gate in the even and up in the odd columns, gate_up_proj_bias [E][2F] (the same interleave),
+// down_proj [E][F][D], down_proj_bias [E][D]; or, quantized (quant_method mxfp4), gate_up_proj_blocks /
+// _scales over the 2F output rows (even: gate) and down_proj_blocks / _scales over the D rows, kept packed.
+static int load_experts_gptoss(struct st_load *L, int l) {
+    struct model *m = L->m;
+    const struct model_config *c = &m->cfg;
+    struct layer_weights *w = &m->layers[l];
+    const int64_t E = c->n_experts, F = c->ffn_dim, D = c->dim;
+    TRY(layer_weight(L, &w->ffn_router, l, "mlp.router.weight", true));
+    const struct tensor_info *rb, *gub, *db;
+    TRY(gptoss_tensor(L, l, "mlp.router.bias", 1, (const int64_t[]){E}, false, &rb));
+    TRY(bias_f32(m, &w->ffn_router_b, rb, 1, E, 0, 0, 1));
+    TRY(gptoss_tensor(L, l, "mlp.experts.gate_up_proj_bias", 2, (const int64_t[]){2 * F, E}, false, &gub));
+    TRY(bias_f32(m, &w->exp_b_gate, gub, E, F, 2 * F, 0, 2));
+    TRY(bias_f32(m, &w->exp_b_up, gub, E, F, 2 * F, 1, 2));
+    TRY(gptoss_tensor(L, l, "mlp.experts.down_proj_bias", 2, (const int64_t[]){D, E}, false, &db));
+    TRY(bias_f32(m, &w->exp_b_down, db, 1, E * D, 0, 0, 1));
+    char tn[200];
+    snprintf(tn, sizeof tn, "%slayers.%d.mlp.experts.gate_up_proj_blocks", L->pfx, l);
+    if (st_find_tensor(m->st, tn)) {
+        if (!L->q.mxfp4)
+            return err_set(OCT_EINVAL, "%s: '%s' is mxfp4 but config.json has no quantization_config with "
+                           "quant_method mxfp4", st_path(m->st), tn);
+        if (D % QK_MXFP4 || F % QK_MXFP4)
+            return err_set(OCT_EINVAL, "%s: mxfp4 experts need hidden_size %lld and intermediate_size %lld to be "
+                           "multiples of 32", st_path(m->st), (long long)D, (long long)F);
+        const struct tensor_info *gb, *gs, *dnb, *dns;
+        TRY(gptoss_tensor(L, l, "mlp.experts.gate_up_proj_blocks", 4, (const int64_t[]){16, D / 32, 2 * F, E}, true,
+                          &gb));
+        TRY(gptoss_tensor(L, l, "mlp.experts.gate_up_proj_scales", 3, (const int64_t[]){D / 32, 2 * F, E}, true, &gs));
+        TRY(gptoss_tensor(L, l, "mlp.experts.down_proj_blocks", 4, (const int64_t[]){16, F / 32, D, E}, true, &dnb));
+        TRY(gptoss_tensor(L, l, "mlp.experts.down_proj_scales", 3, (const int64_t[]){F / 32, D, E}, true, &dns));
+        TRY(pack_mxfp4(m, &w->exp_gate, gb, gs, E, 2 * F, D, F, 0, 2));
+        TRY(pack_mxfp4(m, &w->exp_up, gb, gs, E, 2 * F, D, F, 1, 2));
+        return pack_mxfp4(m, &w->exp_down, dnb, dns, E, D, F, D, 0, 1);
+    }
+    const struct tensor_info *gu, *dn;
+    TRY(gptoss_tensor(L, l, "mlp.experts.gate_up_proj", 3, (const int64_t[]){2 * F, D, E}, false, &gu));
+    TRY(gptoss_tensor(L, l, "mlp.experts.down_proj", 3, (const int64_t[]){D, F, E}, false, &dn));
+    TRY(transpose_experts(m, &w->exp_gate, gu, E, D, 2 * F, F, 0, 2));
+    TRY(transpose_experts(m, &w->exp_up, gu, E, D, 2 * F, F, 1, 2));
+    return transpose_experts(m, &w->exp_down, dn, E, F, D, D, 0, 1);
+}
+
 // One layer's tensors under the family's names.
 static int load_layer(struct st_load *L, int l) {
     struct model *m = L->m;
@@ -360,8 +496,9 @@ static int load_layer(struct st_load *L, int l) {
         }
     }
     TRY(layer_weight(L, &w->wo, l, "self_attn.o_proj.weight", true));
-    if (c->n_experts) TRY(load_experts(L, l));
+    if (c->n_experts) TRY(!strcmp(c->arch, "gptoss") ? load_experts_gptoss(L, l) : load_experts(L, l));
     else TRY(layer_weight(L, &w->w_down, l, "mlp.down_proj.weight", true));
+    if (c->attn_sinks) TRY(layer_weight(L, &w->attn_sinks, l, "self_attn.sinks", true));
     if (gemma) {
         TRY(layer_weight(L, &w->post_attn_norm, l, "post_attention_layernorm.weight", true));
         TRY(layer_weight(L, &w->ffn_norm, l, "pre_feedforward_layernorm.weight", true));

@@ -68,7 +68,7 @@ static long index_probe(const struct st_dir *d, const char *name, long insert_po
 static int parse_dtype(const char *s, enum dtype *out) {
     static const struct { const char *name; enum dtype dt; } table[] = {
         {"F32", DT_F32}, {"F16", DT_F16}, {"BF16", DT_BF16}, {"F8_E4M3", DT_E4M3},
-        {"F8_E5M2", DT_E5M2}, {"I32", DT_I32}, {"I64", DT_I64}};
+        {"F8_E5M2", DT_E5M2}, {"I32", DT_I32}, {"I64", DT_I64}, {"U8", DT_U8}};
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (strcmp(s, table[i].name) == 0) { *out = table[i].dt; return 0; }
     return -1;
@@ -95,7 +95,7 @@ static int parse_entry(const char *path, const char *name, const json_t *e,
                        "'shape' and array 'data_offsets'", path, name);
     if (parse_dtype(json_string_value(jd), &ti->dtype) < 0)
         return err_set(OCT_EUNSUP, "safetensors %s: tensor '%s': dtype '%.40s' is not "
-                       "supported (F32, F16, BF16, F8_E4M3, F8_E5M2, I32, I64)", path, name,
+                       "supported (F32, F16, BF16, F8_E4M3, F8_E5M2, I32, I64, U8)", path, name,
                        json_string_value(jd));
     size_t rank = json_array_size(js);
     if (rank > TENSOR_MAX_DIMS)

@@ -151,7 +151,8 @@ TEST(moe_ffn_matches_a_direct_sum) {
     struct weight wu = {DT_F32, NE * F, D, up, up, {0}}, wd = {DT_F32, NE * D, F, down, down, {0}};
     struct backend *b = backend_cpu_create(2);
     for (int norm = 0; norm < 2; norm++) {
-        const struct moe_ffn_args a = {out, xn, &wr, &wg, &wu, &wd, NE, K, norm};
+        const struct moe_ffn_args a = {.out = out, .xn = xn, .router = &wr, .gate = &wg, .up = &wu, .down = &wd,
+                                       .n_experts = NE, .n_used = K, .norm_topk = norm};
         b->ops->moe_ffn(b, &a, N);
         CHECK_OK(b->ops->sync(b));
         double worst = 0;

@@ -50,6 +50,11 @@ void cpu_moe_ffn(struct backend *b, const struct moe_ffn_args *a, int n);
 // One token's routing: softmax over n_experts logits, the k largest (ties: the lower index) into
 // ids[k] with their probabilities in w[k], renormalised to sum 1 when norm_topk.
 void moe_route(const float *logits, int n_experts, int k, bool norm_topk, int *ids, float *w);
+// gpt-oss's clamped SwiGLU of one gate/up pair: g = min(g, limit), u = clamp(u, ±limit), g·σ(alpha·g)·(u + 1).
+float moe_swiglu_clamp(float g, float u, float alpha, float limit);
+// dst[0..n) = the n elements (whole 32-element blocks) of one DT_MXFP4 row at src (cpu_moe.c), exactly
+// (code × 2^(s-127); inf where that passes f32's range, only for codes of 2 or more at s = 254 or 253).
+void mxfp4_row_to_f32(const void *src, float *dst, int64_t n);
 
 // One MMA of the FP8 wgmma model (cpu_attention.c): t[0..hd) = t + Σ_j g[j]·f[j] (n ≤ 32 rows of
 // hd), every term and t cut to 14 significant bits; vec = 0 forces the scalar form, which the

@@ -6,7 +6,8 @@
 // token × one KV head, so the query heads sharing that KV head read it once (GQA).
 // Two passes (scores, then softmax·V) over the exact max make the result independent
 // of how tokens were grouped into steps. Rows are widened one block-run at a time into a
-// [kv_block_tokens][head_dim] tile (L1-resident), never the whole cache.
+// [kv_block_tokens][head_dim] tile (L1-resident), never the whole cache. Attention sinks (gpt-oss) join
+// each query head's max and softmax denominator as one more logit with no value row.
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
@@ -17,6 +18,7 @@
 
 #include "../../base/fp8.h"
 #include "../../base/half.h"
+#include "../weight.h"
 #include "cpu.h"
 
 // e4m3 → binary16 bit pattern: the sign to bit 15, the 7 magnitude bits to bits 13..7.
@@ -310,6 +312,13 @@ static inline void score_tile(float *s, const float *q, const float *kt, int hd)
     }
 }
 
+// Query head h's sink logit (attn_params.sinks: f32, bf16 or f16).
+static float sink_logit(const struct weight *w, int h) {
+    if (w->dtype == DT_F32) return ((const float *)w->data)[h];
+    uint16_t u = ((const uint16_t *)w->data)[h];
+    return w->dtype == DT_BF16 ? bf16_to_f32(u) : f16_to_f32(u);
+}
+
 static void attn_task(void *ctx, int task, int thread) {
     struct attn_ctx *a = ctx;
     const struct kv_layer *l = a->l;
@@ -375,13 +384,16 @@ static void attn_task(void *ctx, int task, int thread) {
         }
         j += rows;
     }
-    // softmax denominators with the exact max
+    // softmax denominators with the exact max (a sink logit counts in both, and adds no value)
     float sum[64];
+    const struct weight *sinks = l->sinks;
     for (int h = 0; h < group; h++) {
         float *sc = scores + (size_t)h * n_keys, m = -INFINITY;
         for (int j = 0; j < n_keys; j++) m = sc[j] > m ? sc[j] : m;
+        float sink = sinks ? sink_logit(sinks, g * group + h) : -INFINITY;
+        m = sink > m ? sink : m;
         exp_shifted(sc, sc, m, n_keys);
-        double l_sum = 0;
+        double l_sum = sinks ? exp_tail(sink - m) : 0;
         for (int j = 0; j < n_keys; j++) {
             float pj = sc[j];
             l_sum += pj;

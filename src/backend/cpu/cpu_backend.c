@@ -255,6 +255,7 @@ static const struct backend_ops cpu_ops = {
     .moe_ffn = cpu_moe_ffn,
     .attn_softcap = true,
     .rope_dynamic = true,
+    .attn_sinks = true,
 };
 
 struct backend *backend_cpu_create(int n_threads) {

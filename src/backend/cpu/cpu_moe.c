@@ -1,11 +1,13 @@
 // cpu_moe.c — the CPU reference of a mixture-of-experts FFN (owns: the router's softmax and top-k,
-// and moe_ffn: tokens grouped by expert, each expert's SwiGLU run as three matmuls over its group,
-// the outputs added into each token's row with its routing weight).
+// and moe_ffn: tokens grouped by expert, each expert's gated FFN run as three matmuls over its group —
+// SiLU, or gpt-oss's clamped SwiGLU with its biases —, the outputs added into each token's row with its
+// routing weight; and the MXFP4 row decoder the CPU matmul widens gpt-oss's packed experts with).
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../../base/check.h"
+#include "../../base/half.h"
 #include "../weight.h"
 #include "cpu.h"
 
@@ -30,32 +32,78 @@ void moe_route(const float *logits, int n_experts, int k, bool norm_topk, int *i
         for (int j = 0; j < k; j++) w[j] = (float)(w[j] / picked);
 }
 
+float moe_swiglu_clamp(float g, float u, float alpha, float limit) {
+    g = g > limit ? limit : g;  // (comparisons keep a NaN, as torch's clamp does)
+    u = u > limit ? limit : u < -limit ? -limit : u;
+    return g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
+}
+
+// e2m1 code values (bit 3 the sign); an e8m0 exponent s scales by 2^(s-127), and 255 is NaN.
+static const float e2m1[16] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+                               -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
+
+void mxfp4_row_to_f32(const void *src, float *dst, int64_t n) {
+    const uint8_t *p = src;
+    for (int64_t b = 0; b < n / QK_MXFP4; b++, p += 1 + QK_MXFP4 / 2) {
+        const float s = p[0] == 255 ? NAN : ldexpf(1.0f, (int)p[0] - 127);  // exact, down to 2^-127
+        float *o = dst + b * QK_MXFP4;
+        for (int i = 0; i < QK_MXFP4 / 2; i++) {
+            o[2 * i] = e2m1[p[1 + i] & 0x0F] * s;      // code × 2^k: exact in f32 (3 significant bits)
+            o[2 * i + 1] = e2m1[p[1 + i] >> 4] * s;
+        }
+    }
+}
+
 // Rows [r0, r0 + n) of a stacked expert weight, as a weight of its own.
 static struct weight expert_rows(const struct weight *w, int64_t r0, int64_t n) {
     struct weight v = *w;
     v.rows = n;
-    v.data = (const char *)w->data + (size_t)(r0 * w->cols) * dtype_size(w->dtype);
+    v.data = (const char *)w->data + (size_t)r0 * dtype_row_bytes(w->dtype, w->cols);
     v.dev = (void *)v.data;
     return v;
+}
+
+// Element i of a bias row (f32, bf16 or f16), 0 without one.
+static float bias_at(const struct weight *b, int64_t i) {
+    if (!b) return 0.0f;
+    if (b->dtype == DT_F32) return ((const float *)b->data)[i];
+    uint16_t u = ((const uint16_t *)b->data)[i];
+    return b->dtype == DT_BF16 ? bf16_to_f32(u) : f16_to_f32(u);
+}
+
+static bool dtype_ok(enum dtype t, bool matrix) {
+    return t == DT_F32 || t == DT_F16 || t == DT_BF16 || (matrix && t == DT_MXFP4);
+}
+
+// The shapes and dtypes moe_ffn needs, or an error naming the first mismatch.
+static int moe_check(const struct moe_ffn_args *a, int64_t dim, int64_t F) {
+    const int E = a->n_experts, K = a->n_used;
+    if (E <= 0 || K <= 0 || K > E || a->router->rows != E || F <= 0 || a->gate->rows != E * F ||
+        a->up->rows != E * F || a->down->rows != E * dim || a->down->cols != F || a->gate->cols != dim)
+        return err_set(OCT_EINVAL, "cpu: moe_ffn: %d experts (%d used) do not match the expert weights' shapes", E, K);
+    const struct weight *mats[3] = {a->gate, a->up, a->down};
+    for (int i = 0; i < 3; i++)
+        if (!dtype_ok(mats[i]->dtype, true))
+            return err_set(OCT_EUNSUP, "cpu: moe_ffn: expert weights of dtype %s (f32, f16, bf16 or mxfp4 only)",
+                           dtype_name(mats[i]->dtype));
+    const struct weight *bs[4] = {a->router_bias, a->b_gate, a->b_up, a->b_down};
+    const int64_t len[4] = {E, E * F, E * F, E * dim};
+    for (int i = 0; i < 4; i++)
+        if (bs[i] && (!dtype_ok(bs[i]->dtype, false) || bs[i]->rows * bs[i]->cols != len[i]))
+            return err_set(OCT_EINVAL, "cpu: moe_ffn: a bias of %lld %s values (want %lld f32/f16/bf16)",
+                           (long long)(bs[i]->rows * bs[i]->cols), dtype_name(bs[i]->dtype), (long long)len[i]);
+    return OCT_OK;
 }
 
 void cpu_moe_ffn(struct backend *b, const struct moe_ffn_args *a, int n) {
     struct cpu_backend *c = (struct cpu_backend *)b;
     const int E = a->n_experts, K = a->n_used;
     const int64_t dim = a->router->cols, F = E > 0 ? a->gate->rows / E : 0;
-    if (E <= 0 || K <= 0 || K > E || a->router->rows != E || F <= 0 || a->gate->rows != E * F ||
-        a->up->rows != E * F || a->down->rows != E * dim || a->down->cols != F || a->gate->cols != dim) {
-        c->error = err_set(OCT_EINVAL, "cpu: moe_ffn: %d experts (%d used) do not match the expert weights' shapes",
-                           E, K);
+    int rc = moe_check(a, dim, F);
+    if (rc < 0) {
+        c->error = rc;
         return;
     }
-    const struct weight *mats[3] = {a->gate, a->up, a->down};
-    for (int i = 0; i < 3; i++)
-        if (mats[i]->dtype != DT_F32 && mats[i]->dtype != DT_F16 && mats[i]->dtype != DT_BF16) {
-            c->error = err_set(OCT_EUNSUP, "cpu: moe_ffn: expert weights of dtype %s (f32, f16 or bf16 only)",
-                               dtype_name(mats[i]->dtype));
-            return;
-        }
     float *logits = malloc((size_t)n * E * sizeof(float)), *wts = malloc((size_t)n * K * sizeof(float));
     int *ids = malloc((size_t)n * K * sizeof(int)), *rows = malloc((size_t)n * sizeof(int));
     float *rw = malloc((size_t)n * sizeof(float)), *xs = malloc((size_t)n * dim * sizeof(float));
@@ -68,8 +116,11 @@ void cpu_moe_ffn(struct backend *b, const struct moe_ffn_args *a, int n) {
         goto done;
     }
     cpu_matmul(b, logits, xn, a->router, n);  // [n][E]
-    for (int t = 0; t < n; t++)
-        moe_route(logits + (size_t)t * E, E, K, a->norm_topk, ids + (size_t)t * K, wts + (size_t)t * K);
+    for (int t = 0; t < n; t++) {
+        float *lt = logits + (size_t)t * E;
+        for (int e = 0; a->router_bias && e < E; e++) lt[e] += bias_at(a->router_bias, e);
+        moe_route(lt, E, K, a->norm_topk, ids + (size_t)t * K, wts + (size_t)t * K);
+    }
     memset(out, 0, (size_t)n * dim * sizeof(float));
     for (int e = 0; e < E; e++) {
         int cnt = 0;
@@ -86,12 +137,18 @@ void cpu_moe_ffn(struct backend *b, const struct moe_ffn_args *a, int n) {
         const struct weight wd = expert_rows(a->down, e * dim, dim);
         cpu_matmul(b, g, xs, &wg, cnt);  // [cnt][F]
         cpu_matmul(b, u, xs, &wu, cnt);
-        for (int64_t i = 0; i < (int64_t)cnt * F; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        for (int i = 0; i < cnt; i++)
+            for (int64_t f = 0; f < F; f++) {
+                const size_t k = (size_t)i * F + f;
+                const float gv = g[k] + bias_at(a->b_gate, e * F + f), uv = u[k] + bias_at(a->b_up, e * F + f);
+                g[k] = a->act == MOE_ACT_SWIGLU_CLAMP ? moe_swiglu_clamp(gv, uv, a->alpha, a->limit)
+                                                      : gv / (1.0f + expf(-gv)) * uv;
+            }
         cpu_matmul(b, y, g, &wd, cnt);   // [cnt][dim]
         for (int i = 0; i < cnt; i++) {
             float *o = out + (size_t)rows[i] * dim;
             const float *yi = y + (size_t)i * dim;
-            for (int64_t d = 0; d < dim; d++) o[d] += rw[i] * yi[d];
+            for (int64_t d = 0; d < dim; d++) o[d] += rw[i] * (yi[d] + bias_at(a->b_down, e * dim + d));
         }
     }
 done:

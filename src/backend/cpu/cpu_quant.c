@@ -49,6 +49,7 @@ int quant_row_to_f32(enum dtype t, const void *src, float *dst, int64_t n) {
     else if (t == DT_Q4_K) q4_k_row_to_f32(src, dst, n);
     else if (t == DT_Q5_K) q5_k_row_to_f32(src, dst, n);
     else if (t == DT_Q6_K) q6_k_row_to_f32(src, dst, n);
+    else if (t == DT_MXFP4) mxfp4_row_to_f32(src, dst, n);  // (cpu_moe.c: gpt-oss's experts)
     else return -1;
     return 0;
 }
