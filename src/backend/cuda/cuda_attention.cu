@@ -15,7 +15,9 @@
 // in both (one query row at a time, invariant too).
 // SOFTCAP: the entry also honours attn_params.softcap (Gemma 2's attention logit soft-capping); an
 // entry without it is passed over for soft-capped calls.
-enum { FAST = 1, INVARIANT = 2, BOTH = 3, SOFTCAP = 4 };
+// TOKSCALE: the entry applies per-token-head K and V scales (fp8_per_token_head layers,
+// kv_layer.k_tok_scale); an entry without it is passed over for such layers.
+enum { FAST = 1, INVARIANT = 2, BOTH = 3, SOFTCAP = 4, TOKSCALE = 8 };
 struct attn_entry {
     struct attn_kernel k;
     int serves;
@@ -23,7 +25,7 @@ struct attn_entry {
 
 static const struct attn_entry kernels[] = {
     // one query token a sequence, head_dim 64 / 128 / 256, G <= 8: keys on the MMA's M side
-    {{"decode_t", attn_decode_t_fits, attn_decode_t_launch}, FAST | SOFTCAP},
+    {{"decode_t", attn_decode_t_fits, attn_decode_t_launch}, FAST | SOFTCAP | TOKSCALE},
     // e4m3, head_dim 64 / 128, blocks TMA can box: FP8 wgmma, warp-specialised
     {{"prefill_fp8_tma", attn_prefill_fp8_tma_fits, attn_prefill_fp8_tma_launch}, FAST | SOFTCAP},
     // e4m3 / e5m2, head_dim 256, blocks TMA can box: the 16-bit wgmma kernel on the tiles converted to
@@ -40,7 +42,7 @@ static const struct attn_entry kernels[] = {
     // --batch-invariant, head_dim 64 / 128, G <= 8: every row through the decode kernel
     {{"decode_invariant", attn_decode_invariant_fits, attn_decode_invariant_launch}, INVARIANT | SOFTCAP},
     // everything else (head_dim <= 512): a warp per (token, query head)
-    {{"generic", attn_generic_fits, attn_generic_launch}, BOTH | SOFTCAP},
+    {{"generic", attn_generic_fits, attn_generic_launch}, BOTH | SOFTCAP | TOKSCALE},
 };
 #define N_KERNELS ((int)(sizeof kernels / sizeof kernels[0]))
 
@@ -61,6 +63,7 @@ static struct attn_call attn_call_of(struct cuda_backend *c, void *out, const vo
         if (l->kv_block_tokens == 16 << lg) a.lgr = lg;
     a.decode = c->cb.max_q == 1;
     a.fast_dtype = l->dtype == DT_BF16 || l->dtype == DT_E4M3 || l->dtype == DT_E5M2;
+    a.tok = l->k_tok_scale != nullptr;
     return a;
 }
 
@@ -71,7 +74,7 @@ static int attn_pick(const struct attn_call *a) {
     const int mode = a->c->base.batch_invariant ? INVARIANT : FAST;
     const bool cap = a->p->softcap > 0;
     for (int i = 0; i < N_KERNELS; i++) {
-        const bool can = !cap || (kernels[i].serves & SOFTCAP);
+        const bool can = (!cap || (kernels[i].serves & SOFTCAP)) && (!a->tok || (kernels[i].serves & TOKSCALE));
         if (force) {
             if (!strcmp(force, kernels[i].k.name)) return can && kernels[i].k.fits(a) ? i : -1;
         } else if ((kernels[i].serves & mode) && can && kernels[i].k.fits(a)) {
@@ -92,9 +95,9 @@ extern "C" void cuda_attention(struct backend *b, void *out, const void *q, cons
     if (i < 0) {
         if (c->tune.attn_kernel)
             cuda_latch(c, OCT_EINVAL,
-                       "attention: kernel '%s' does not fit head_dim %d, %d query heads a KV head, %s cache%s",
+                       "attention: kernel '%s' does not fit head_dim %d, %d query heads a KV head, %s cache%s%s",
                        c->tune.attn_kernel, l->head_dim, a.G, dtype_name(l->dtype),
-                       p->softcap > 0 ? ", soft-capped scores" : "");
+                       p->softcap > 0 ? ", soft-capped scores" : "", a.tok ? ", per-token-head scales" : "");
         else
             cuda_latch(c, OCT_EUNSUP, "attention: head_dim %d > 512", l->head_dim);
         return;

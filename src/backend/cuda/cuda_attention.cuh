@@ -22,6 +22,7 @@ struct attn_call {
     int lgr;                     // log2(kv_block_tokens / 16), or -1 when the block is not 16·2^k tokens (k <= 4)
     bool decode;                 // every sequence has exactly one query token this step
     bool fast_dtype;             // the cache is bf16, e4m3 or e5m2
+    bool tok;                    // the layer has per-token-head scales (fp8_per_token_head)
 };
 
 // One entry of the attention kernel table (cuda_attention.cu), in preference order: the first
@@ -44,6 +45,9 @@ struct attn_args {
     const int32_t *tok_seq;      // [n_tokens] each token's sequence
     const int32_t *btab;         // [n_seqs][max_blocks] block tables
     const float *scales;         // [2][KV_MAX_HEADS] K's, then V's descales
+    // fp8_per_token_head: each row's K and V scale, [n_blocks][n_kv][kv_block_tokens] (the row's cache
+    // index divided by head_dim; docs/kv_format.md), or null
+    const float *kts, *vts;
     int max_blocks, n_kv, G, bs, lgr, window;
     float scale;                 // softmax scale
     float softcap;               // > 0: each scaled score s becomes softcap·tanh(s/softcap) (score_map); 0: none
@@ -74,6 +78,8 @@ static inline attn_args attn_args_of(const struct attn_call *a) {
     r.tok_seq = c->cb.tok_seq;
     r.btab = c->cb.btab;
     r.scales = a->scales;
+    r.kts = a->l->k_tok_scale;
+    r.vts = a->l->v_tok_scale;
     r.max_blocks = a->bt->max_blocks_per_seq;
     r.n_kv = a->l->n_kv_heads;
     r.G = a->G;

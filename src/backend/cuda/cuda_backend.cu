@@ -389,7 +389,7 @@ static const struct backend_ops cuda_ops = {
     // 64: the FP8 TMA prefill copies a box per block (16-token blocks cost it a quarter of its rate),
     // and the decode kernels read a block as 16-token runs at the same speed
     .kv_block_tokens = 64,
-    .kv_token_scales = false,  // (fp8_per_token_head caches are refused at load)
+    .kv_token_scales = true,   // (fp8_per_token_head: cuda_kv_write.cu, the TOKSCALE kernels of cuda_attention.cu)
     .fp8_weights = true,       // (cuda_fp8w.cuh)
     .alloc = cu_alloc,
     .free = cu_free,

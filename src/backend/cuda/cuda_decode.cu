@@ -5,6 +5,9 @@
 // positions), the split plan and the combine (cuda_combine.cuh). Owns their fits / launch entries of
 // the kernel table and their per-backend set-up (shared-memory limits, residency).
 //
+// Per-token-head (fp8_per_token_head) e4m3 layers decode on the transposed kernel's TS form; the
+// batch-invariant path does not take them (the generic kernel does).
+//
 // Data layout (docs/kv_format.md): cache [n_blocks][n_kv_heads][kv_block_tokens][head_dim];
 // q, out [n_tokens][n_heads][head_dim] bf16.
 #include <math.h>
@@ -61,9 +64,15 @@ template <int HD, bool CAP = false> static decode_fn decode_t_kernel(int di, dec
            : di == 1 ? k_decode_t<HD, DT_E4M3, S, DECODE_PDL, CAP>
                      : k_decode_t<HD, DT_E5M2, S, DECODE_PDL, CAP>;
 }
-// The ring's bytes: 4 warps, the stages, K and V, 16 rows of HD elements.
-static constexpr size_t decode_ring(int hd, int stages, int di) {
-    return (size_t)4 * stages * 2 * 16 * hd * (di == 0 ? 2 : 1);
+// The ring's bytes: 4 warps, the stages, K and V, 16 rows of HD elements (ts: and their 16 f32 scales).
+static constexpr size_t decode_ring(int hd, int stages, int di, bool ts = false) {
+    return (size_t)4 * stages * 2 * 16 * (hd * (di == 0 ? 2 : 1) + (ts ? 4 : 0));
+}
+// The transposed kernel's per-token-head form (e4m3 only).
+template <int HD, bool CAP> static decode_fn decode_t_tok_kernel(decode_policy p) {
+    constexpr int S = DECODE_T_STAGES;
+    return p == DECODE_FUSED ? k_decode_t<HD, DT_E4M3, S, DECODE_FUSED, CAP, true>
+                             : k_decode_t<HD, DT_E4M3, S, DECODE_PDL, CAP, true>;
 }
 
 // Shared-memory limits of the decode kernels and the residency the split plan assumes (asked of
@@ -76,6 +85,14 @@ template <int HD> static bool decode_init_hd(struct cuda_backend *c, int hi) {
                 const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, ring);
                 if (cuda_fail(c, e, "decode attention: shared-memory limit")) return false;
             }
+        if (di == 1) {
+            const int ring_ts = (int)decode_ring(HD, DECODE_T_STAGES, di, true);
+            for (decode_policy p : {DECODE_FUSED, DECODE_PDL})
+                for (decode_fn k : {decode_t_tok_kernel<HD, false>(p), decode_t_tok_kernel<HD, true>(p)}) {
+                    const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, ring_ts);
+                    if (cuda_fail(c, e, "decode attention (per-token-head): shared-memory limit")) return false;
+                }
+        }
         int per = 0;
         const decode_fn fused = decode_t_kernel<HD>(di, DECODE_FUSED);
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, fused, 128, ring) != cudaSuccess || per < 1) per = 1;
@@ -86,17 +103,22 @@ template <int HD> static bool decode_init_hd(struct cuda_backend *c, int hi) {
 
 bool attn_decode_t_fits(const struct attn_call *a) {
     const int hd = a->l->head_dim;
-    return a->decode && a->fast_dtype && a->lgr >= 0 && a->G <= 8 && (hd == 64 || hd == 128 || hd == 256);
+    return a->decode && a->fast_dtype && a->lgr >= 0 && a->G <= 8 && (hd == 64 || hd == 128 || hd == 256) &&
+           (!a->tok || a->l->dtype == DT_E4M3);
 }
 
 // decode_resident's first index
 static constexpr int hd_index(int hd) { return hd == 64 ? 0 : hd == 128 ? 1 : 2; }
 
+template <int HD, bool CAP> static decode_fn decode_t_pick(const struct attn_call *a, decode_policy p) {
+    return a->tok ? decode_t_tok_kernel<HD, CAP>(p) : decode_t_kernel<HD, CAP>(dtype_index(a->l->dtype), p);
+}
+
 template <int HD, bool CAP> static void decode_t_launch(const struct attn_call *a) {
     struct cuda_backend *c = a->c;
     const struct kv_layer *l = a->l;
     const int G = a->G, di = dtype_index(l->dtype);
-    const size_t ring = decode_ring(HD, DECODE_T_STAGES, di);
+    const size_t ring = decode_ring(HD, DECODE_T_STAGES, di, a->tok);
     int n_splits, per_split;
     plan_splits(a, c->n_sm * c->decode_resident[hd_index(HD)][di], &n_splits, &per_split);
     const size_t need = (size_t)a->bt->n_seqs * l->n_kv_heads * G * n_splits * (HD + 2);
@@ -118,13 +140,13 @@ template <int HD, bool CAP> static void decode_t_launch(const struct attn_call *
             cuda_fail(c, cudaMemsetAsync(c->d_arrive, 0, cnt * sizeof(int), c->stream), "cudaMemset"))
             return;
         args.arrive = c->d_arrive;
-        decode_t_kernel<HD, CAP>(di, DECODE_FUSED)<<<grid, 128, ring, c->stream>>>(args);
+        decode_t_pick<HD, CAP>(a, DECODE_FUSED)<<<grid, 128, ring, c->stream>>>(args);
         CUDA_LAUNCHED(c, "attention decode (fused combine)");
         return;
     }
     cudaLaunchAttribute attr[1];
     const cudaLaunchConfig_t cfg = pdl_config(grid, dim3(128), ring, c->stream, attr);
-    if (cuda_fail(c, cudaLaunchKernelEx(&cfg, decode_t_kernel<HD, CAP>(di, DECODE_PDL), args), "attention decode"))
+    if (cuda_fail(c, cudaLaunchKernelEx(&cfg, decode_t_pick<HD, CAP>(a, DECODE_PDL), args), "attention decode"))
         return;
     if (n_splits > 1) launch_combine(c, a->out, a->bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart);
 }

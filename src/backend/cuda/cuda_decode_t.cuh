@@ -23,6 +23,13 @@
 // P <= 2^8 — exact in the f16/bf16 operand and in the FP32 sums; the result does not depend on
 // which m was used. The ring's 16-byte chunks are XOR-swizzled by row so that the lanes' reads
 // of 8 different rows fall in different banks.
+// Per-token-head scales (TS, e4m3 only): the ring also carries each block's 16 K and 16 V row
+// scales (64 bytes each, beside the rows in the pages' allocation), so they arrive with the rows. A
+// lane's scores are of keys gr and gr+8, and so are its P values before the shuffle, so it needs
+// just those two keys' scales: the score is (q·k_stored)·s_k before the score map; V's scale goes
+// into P as p·s_v/r, where r is the warp's running reference, the largest V scale it has seen — so
+// the f16 operand stays <= 2^8 — raised like the maximum (Oᵀ rescaled by r_old/r_new when a block
+// holds a larger scale), and Oᵀ is multiplied by r before the warps merge. l sums the unscaled p.
 #pragma once
 
 namespace dect {
@@ -76,13 +83,15 @@ template <int HD, int DT> struct frags {
 //     iteration, which is as fast for it.
 //   DECODE_FUSED, DECODE_PLAIN: ordinary launches; a stage is refilled at the top of the next
 //     iteration.
-template <int HD, int DT, int STAGES, decode_policy P, bool CAP>
+template <int HD, int DT, int STAGES, decode_policy P, bool CAP, bool TS>
 __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                               const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                               int max_blocks, int lgr, int n_kv, int G, int window, float scale,
                                               const float *scales, int n_splits, int min_split,
-                                              const int32_t *seq_of, int abs_split, int *arrive, float softcap) {
+                                              const int32_t *seq_of, int abs_split, int *arrive, float softcap,
+                                              const float *kts, const float *vts) {
     static_assert(STAGES >= 2, "the ring is required");
+    static_assert(!TS || DT == DT_E4M3, "per-token-head scales are e4m3 only");
     constexpr bool PDLW = P == DECODE_PDL, EARLY = PDLW && DT != DT_BF16;
     // LATE_V: a bf16 block at head_dim 256 is 128 words of K and V fragments a lane; V's are read after
     // the scores, when K's are dead, so that Qᵀ, Oᵀ and one operand fit the registers (no spills)
@@ -106,9 +115,11 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
     constexpr int ROWB = HD * ES, BLK_BYTES = 16 * ROWB;
     extern __shared__ __align__(16) char ring_t[];  // [4 warps][STAGES][K, V][BLK_BYTES], swizzled rows
     char *my_ring = ring_t + (size_t)warp * STAGES * 2 * BLK_BYTES;
+    // TS: then [4 warps][STAGES][K, V][16] f32 row scales
+    float *my_sc = (float *)(ring_t + (size_t)4 * STAGES * 2 * BLK_BYTES) + (size_t)warp * STAGES * 32;
     auto issue = [&](int blk, int stage) {
         if (blk < b1) {
-            size_t base = kv_sub_block(bt, blk, n_kv, g, lgr) * BLK_BYTES;  // blk: 16-token sub-block
+            const size_t sub = kv_sub_block(bt, blk, n_kv, g, lgr), base = sub * BLK_BYTES;  // blk: 16-token sub-block
             const char *kg = K + base, *vg = V + base;
             char *ks = my_ring + (size_t)stage * 2 * BLK_BYTES, *vs = ks + BLK_BYTES;
 #pragma unroll
@@ -116,6 +127,11 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
                 int so = dect::swz<ROWB>(o / ROWB, o % ROWB);
                 cp_async16(ks + so, kg + o);
                 cp_async16(vs + so, vg + o);
+            }
+            if constexpr (TS) {  // lanes 0-3: K's 16 scales, 4-7: V's
+                if (lane < 8)
+                    cp_async16(my_sc + stage * 32 + 4 * lane,
+                               lane < 4 ? kts + sub * 16 + 4 * lane : vts + sub * 16 + 4 * (lane - 4));
             }
         }
         cp_async_commit();
@@ -149,6 +165,7 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
     for (int i = 0; i < NJ; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     // heads 2c, 2c+1 (m: log2 units; l: this lane's keys)
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    float vref = 0.0f, vrinv = 0.0f;  // TS: the warp's reference V scale r and 1/r
     dect::frags<HD, DT> f;
     int stage = 0;
     for (int blk = b0 + warp; blk < b1; blk += 4) {
@@ -157,6 +174,12 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
         __syncwarp();
         const char *ks = my_ring + (size_t)stage * 2 * BLK_BYTES;
         f.load_k(ks, gr, c);
+        float tk[2] = {1.0f, 1.0f}, tv[2] = {0.0f, 0.0f};  // TS: keys gr, gr+8's K and V scales
+        if constexpr (TS) {
+            const float *sc = my_sc + stage * 32;
+            tk[0] = sc[gr]; tk[1] = sc[gr + 8];
+            tv[0] = sc[16 + gr]; tv[1] = sc[24 + gr];
+        }
         if constexpr (!LATE_V) {
             f.load_v(ks + BLK_BYTES, gr, c);
             __syncwarp();  // every lane has its words before the stage is refilled
@@ -181,11 +204,11 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
         // x[i]: (key gr, head 2c), (key gr, head 2c+1), (key gr+8, head 2c), (key gr+8, head 2c+1)
         float x[4];
 #pragma unroll
-        for (int i = 0; i < 4; i++) x[i] = sc2(sa[i] + sb[i]);
+        for (int i = 0; i < 4; i++) x[i] = sc2(TS ? (sa[i] + sb[i]) * tk[i >> 1] : sa[i] + sb[i]);
         if (blk * 16 < lo || blk * 16 + 15 > pos) {  // a block at the window's start or past the position
             const int kp = blk * 16 + gr;
-            if (kp < lo || kp > pos) x[0] = x[1] = -INFINITY;
-            if (kp + 8 < lo || kp + 8 > pos) x[2] = x[3] = -INFINITY;
+            if (kp < lo || kp > pos) { x[0] = x[1] = -INFINITY; tv[0] = 0.0f; }  // (TS: unwritten rows' scales)
+            if (kp + 8 < lo || kp + 8 > pos) { x[2] = x[3] = -INFINITY; tv[1] = 0.0f; }
         }
         const bool raise = x[0] > m[0] + 8.0f || x[2] > m[0] + 8.0f || x[1] > m[1] + 8.0f || x[3] > m[1] + 8.0f;
         if (__any_sync(0xffffffff, raise)) {  // both heads' new maxima, across the 8 lanes of each column
@@ -204,10 +227,26 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
             }
         }
         const float ms0 = m[0] == -INFINITY ? 0.0f : m[0], ms1 = m[1] == -INFINITY ? 0.0f : m[1];
-        const float p0 = fp8pf::ex2(x[0] - ms0), p1 = fp8pf::ex2(x[1] - ms1), p2 = fp8pf::ex2(x[2] - ms0),
-                    p3 = fp8pf::ex2(x[3] - ms1);
+        float p0 = fp8pf::ex2(x[0] - ms0), p1 = fp8pf::ex2(x[1] - ms1), p2 = fp8pf::ex2(x[2] - ms0),
+              p3 = fp8pf::ex2(x[3] - ms1);
         l[0] += p0 + p2;
         l[1] += p1 + p3;
+        if constexpr (TS) {  // P·diag(s_v / r), r raised to the block's largest V scale first
+            float bm = fmaxf(tv[0], tv[1]);
+#pragma unroll
+            for (int off = 4; off < 32; off <<= 1) bm = fmaxf(bm, __shfl_xor_sync(0xffffffff, bm, off));
+            if (bm > vref) {  // (warp-uniform)
+                const float alpha = vref / bm;
+#pragma unroll
+                for (int jt = 0; jt < NJ; jt++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) o[jt][e] *= alpha;
+                vref = bm;
+                vrinv = 1.0f / bm;
+            }
+            const float f0 = tv[0] * vrinv, f1 = tv[1] * vrinv;
+            p0 *= f0; p1 *= f0; p2 *= f1; p3 *= f1;
+        }
         // Pᵀ → B operand: lane (gr, c) wants keys 2c, 2c+1 (b0) and 2c+8, 2c+9 (b1) of head gr; lane
         // 4k + gr/2 holds keys k, k+8 of heads gr & ~1 (ev) and gr | 1 (od)
         const uint32_t ev = TR::q2(p0, p2), od = TR::q2(p1, p3);
@@ -251,6 +290,12 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
     float(*sm_m)[16] = (float(*)[16])(ring_t + sizeof(float) * 4 * 8 * HD), (*sm_l)[16] = sm_m + 4;
     static_assert(4 * STAGES * 2 * BLK_BYTES >= (int)sizeof(float) * (4 * 8 * HD + 2 * 4 * 16),
                   "the merge fits the ring");
+    if constexpr (TS) {  // Oᵀ in real units (r = 0: a warp with no keys, Oᵀ = 0)
+#pragma unroll
+        for (int jt = 0; jt < NJ; jt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) o[jt][e] *= vref;
+    }
     __syncthreads();
 #pragma unroll
     for (int h = 0; h < 2; h++) {
@@ -276,10 +321,11 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
 // The transposed decode kernel. Production runs ring depth 2 (one block in flight while one
 // computes; a third stage queues more requests ahead of every warp's first block and is slower)
 // with DECODE_PDL or DECODE_FUSED; dev/cuda/attention_decode.cu times its other forms. CAP: soft-capped
-// scores (attn_args.softcap > 0).
-template <int HD, int DT, int STAGES, decode_policy P, bool CAP = false>
+// scores (attn_args.softcap > 0). TS: per-token-head scales (e4m3; attn_args.kts, vts).
+template <int HD, int DT, int STAGES, decode_policy P, bool CAP = false, bool TS = false>
 __global__ void __launch_bounds__(128) k_decode_t(const __grid_constant__ attn_args a) {
-    decode_t_body<HD, DT, STAGES, P, CAP>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab, a.max_blocks,
-                                          a.lgr, a.n_kv, a.G, a.window, a.scale, a.scales, a.n_splits, a.min_split,
-                                          a.seq_of, a.abs_split, a.arrive, a.softcap);
+    decode_t_body<HD, DT, STAGES, P, CAP, TS>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab,
+                                              a.max_blocks, a.lgr, a.n_kv, a.G, a.window, a.scale, a.scales,
+                                              a.n_splits, a.min_split, a.seq_of, a.abs_split, a.arrive, a.softcap,
+                                              a.kts, a.vts);
 }

@@ -1,11 +1,13 @@
 // cuda_kv_write.cu — writing K and V into the paged cache: kv_write (quantize into the pages,
-// bytes identical to the CPU's), cuda_rope_kv_write (RoPE on Q and K and the same write in one
+// bytes identical to the CPU's; per-token-head layers through k_kv_write_tok, which also stores
+// each row's scale), cuda_rope_kv_write (RoPE on Q and K and the same write in one
 // launch, attn_in's tail for the steps its fused GEMM does not take), and the per-layer FP8 scales
 // and K offsets uploaded for them and for the attention kernels (cuda_layer_scales), kept in the
 // backend (struct cuda_backend.scale_slots).
 //
 // Data layout (docs/kv_format.md): cache [n_blocks][n_kv_heads][kv_block_tokens][head_dim];
 // k, v inputs [n_tokens][n_kv_heads][head_dim] bf16.
+#include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +24,10 @@ struct kv_dst {
     int n_tokens, n_kv, hd, bs, dt;
     const float *ks, *vs;      // [n_kv] scales
     const float *ko;           // [n_kv][hd] K offsets subtracted (in f32, as the CPU does) before an FP8 store, or NULL
+    // fp8_per_token_head: [n_blocks][n_kv][bs] row scales beside the pages (kv_layer.k_tok_scale /
+    // v_tok_scale), or NULL. When set, the per-element kernels leave the pages alone and
+    // k_kv_write_tok stores the rows.
+    float *kts, *vts;
 };
 
 // The rotation: RoPE table and the batch's positions.
@@ -80,7 +86,7 @@ __global__ void k_rope_kv_write(bf16 *q /*[n_tokens][n_heads][hd]*/, bf16 *k /*[
         a = 2 * j;  // (2·half = n_rot: the dims past the rotated ones)
         b = a + 1;
     }
-    if (!is_k) return;
+    if (!is_k || dst.kts) return;  // (per-token-head rows: k_kv_write_tok after this launch)
     const int s = slot[t], kh = h - n_heads;
     if (s < 0) return;
     const size_t base = (((size_t)(s / bs) * n_kv + kh) * bs + s % bs) * hd;
@@ -88,6 +94,46 @@ __global__ void k_rope_kv_write(bf16 *q /*[n_tokens][n_heads][hd]*/, bf16 *k /*[
     const float *kof = ko ? ko + (size_t)kh * hd : nullptr;
     kv_store(kc, vc, base + a, hv[a], vh[a], dt, ks[kh], vs[kh], kof ? kof + a : nullptr);
     kv_store(kc, vc, base + b, hv[b], vh[b], dt, ks[kh], vs[kh], kof ? kof + b : nullptr);
+}
+
+// Per-token-head rows (fp8_per_token_head, docs/kv_format.md): one warp per (token, KV head). The
+// CPU's arithmetic (cpu_kv_write): K as f32 minus its channel offset (one f32 subtraction), the row's
+// amax = max |x| (NaN does not enter: fmaxf), s = amax / 448 (one IEEE division), 1.0 when s is not a
+// positive normal float, then every element stored as encode(x / s) (to_fp8); the same for V without
+// the offset. Max is exact in any order, so scales and codes equal the CPU's bit for bit. Lane 0
+// stores the scales at the row's index divided by head_dim.
+__global__ void k_kv_write_tok(const bf16 *k /*[n_tokens][n_kv][hd]*/, const bf16 *v, const kv_dst dst) {
+    pdl_trigger();
+    const int warps = blockDim.x >> 5, lane = threadIdx.x & 31;
+    const long row = (long)blockIdx.x * warps + (threadIdx.x >> 5);
+    const int n_kv = dst.n_kv, hd = dst.hd, bs = dst.bs, dt = dst.dt;
+    if (row >= (long)dst.n_tokens * n_kv) return;
+    const int t = (int)(row / n_kv), h = (int)(row % n_kv), s = dst.slot[t];
+    if (s < 0) return;
+    const bf16 *kr = k + (size_t)row * hd, *vr = v + (size_t)row * hd;
+    const float *ko = dst.ko ? dst.ko + (size_t)h * hd : nullptr;
+    float ka = 0.0f, va = 0.0f;
+    for (int d = lane; d < hd; d += 32) {
+        float kf = __bfloat162float(kr[d]);
+        if (ko) kf = __fsub_rn(kf, ko[d]);
+        ka = fmaxf(ka, fabsf(kf));
+        va = fmaxf(va, fabsf(__bfloat162float(vr[d])));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        ka = fmaxf(ka, __shfl_xor_sync(0xffffffff, ka, o));
+        va = fmaxf(va, __shfl_xor_sync(0xffffffff, va, o));
+    }
+    float ks = __fdiv_rn(ka, 448.0f), vs = __fdiv_rn(va, 448.0f);
+    ks = ks >= FLT_MIN && ks <= FLT_MAX ? ks : 1.0f;
+    vs = vs >= FLT_MIN && vs <= FLT_MAX ? vs : 1.0f;
+    const size_t base = kv_index(s, h, 0, n_kv, bs, hd);
+    for (int d = lane; d < hd; d += 32)
+        kv_store(dst.kc, dst.vc, base + d, kr[d], vr[d], dt, ks, vs, ko ? ko + d : nullptr);
+    if (lane == 0) {
+        dst.kts[base / hd] = ks;
+        dst.vts[base / hd] = vs;
+    }
 }
 
 // Per-layer scales live in constant-sized device arrays, N_SCALE_SLOTS a backend (uploaded when a
@@ -178,14 +224,25 @@ static bool kv_dst_of(struct cuda_backend *c, const struct kv_layer *l, const st
     const float *ko = cuda_layer_offsets(c, l);
     if (l->k_offset && !ko) return false;
     *d = {l->k, l->v, c->cb.slot, bt->n_tokens, l->n_kv_heads, l->head_dim, l->kv_block_tokens, (int)l->dtype,
-          sc, sc + KV_MAX_HEADS, ko};
+          sc, sc + KV_MAX_HEADS, ko, l->k_tok_scale, l->v_tok_scale};
     return true;
+}
+
+// The per-token-head rows of a write (k_kv_write_tok), after the element kernel when dst has row scales.
+static void kv_write_tok_launch(struct cuda_backend *c, const void *k, const void *v, const kv_dst &dst) {
+    const long rows = (long)dst.n_tokens * dst.n_kv;
+    k_kv_write_tok<<<(unsigned)((rows + 7) / 8), 256, 0, c->stream>>>((const bf16 *)k, (const bf16 *)v, dst);
+    CUDA_LAUNCHED(c, "kv_write (per-token-head scales)");
 }
 
 void cuda_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v, const struct batch *bt) {
     struct cuda_backend *c = (struct cuda_backend *)b;
     kv_dst dst;
     if (CUDA_SKIP(c) || !bt->n_tokens || !kv_dst_of(c, l, bt, &dst)) return;
+    if (dst.kts) {
+        kv_write_tok_launch(c, k, v, dst);
+        return;
+    }
     long n = (long)bt->n_tokens * l->n_kv_heads * l->head_dim;
     k_kv_write<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>((const bf16 *)k, (const bf16 *)v, dst);
     CUDA_LAUNCHED(c, "kv_write");
@@ -200,5 +257,6 @@ void cuda_rope_kv_write(struct cuda_backend *c, void *q, void *k, const void *v,
     const rope_src rs = {c->cb.pos, freqs, n_heads, rt->n_rot / 2, rt->neox, rt->attn_factor};
     long n = (long)bt->n_tokens * (n_heads + l->n_kv_heads) * (l->head_dim / 2);
     k_rope_kv_write<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>((bf16 *)q, (bf16 *)k, (const bf16 *)v, rs, dst);
-    CUDA_LAUNCHED(c, "rope + kv_write");
+    if (CUDA_LAUNCHED(c, "rope + kv_write") || !dst.kts) return;
+    kv_write_tok_launch(c, k, v, dst);  // the roped K's rows and V's with their scales
 }
