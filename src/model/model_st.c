@@ -353,12 +353,15 @@ static int gptoss_tensor(struct st_load *L, int l, const char *suffix, int rank,
     bool ok = t->n_dims == rank && (want_u8 ? t->dtype == DT_U8 : is_float(t->dtype));
     for (int k = 0; k < rank && ok; k++) ok = t->ne[k] == ne[k];
     if (!ok) {
-        char want[96] = "";
+        char want[96] = "", has[96] = "";
         for (int k = rank - 1; k >= 0; k--)
             snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", k == rank - 1 ? "" : ", ",
                      (long long)ne[k]);
-        return err_set(OCT_EINVAL, "%s: tensor '%s' must be [%s] of %s (it is %s of rank %d)", st_path(m->st), tn,
-                       want, want_u8 ? "u8" : "f32/bf16/f16", dtype_name(t->dtype), t->n_dims);
+        for (int k = t->n_dims - 1; k >= 0; k--)
+            snprintf(has + strlen(has), sizeof has - strlen(has), "%s%lld", k == t->n_dims - 1 ? "" : ", ",
+                     (long long)t->ne[k]);
+        return err_set(OCT_EINVAL, "%s: tensor '%s' must be [%s] of %s (it is [%s] of %s)", st_path(m->st), tn,
+                       want, want_u8 ? "u8" : "f32/bf16/f16", has, dtype_name(t->dtype));
     }
     mark(L, t);
     *out = t;

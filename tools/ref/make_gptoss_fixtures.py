@@ -183,6 +183,7 @@ def make(name, out_dir, tok_dir):
         model.config.save_pretrained(d)
         with open(os.path.join(d, "config.json")) as f:
             cj = json.load(f)
+        cj.update(architectures=["GptOssForCausalLM"], dtype="bfloat16")  # (what save_pretrained adds)
         cj["quantization_config"] = {"quant_method": "mxfp4", "modules_to_not_convert": [
             "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]}
         with open(os.path.join(d, "config.json"), "w") as f:
