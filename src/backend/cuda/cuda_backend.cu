@@ -424,6 +424,7 @@ static const struct backend_ops cuda_ops = {
     .moe_ffn = nullptr,  // (no expert kernels yet: forward_init refuses mixture-of-experts models here)
     .attn_softcap = true,
     .rope_dynamic = true,
+    .attn_sinks = false,  // (attention sinks, gpt-oss: forward_init refuses such models here)
 };
 
 extern "C" bool backend_cuda_available(void) {
