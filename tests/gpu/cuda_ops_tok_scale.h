@@ -111,9 +111,14 @@ static void tok_case(const char *label, int hd, int n_kv, int G, int n_seqs, con
                              .fp8_accum = o->acc, .softcap = o->softcap};
     gpu->ops->batch_begin(gpu, &t->b);
     const char *kernel = cuda_attention_pick(gpu, &L[1], &ap, &t->b);
+    if (case_forced && !kernel) {  // (a forced entry that does not take this shape)
+        for (int i = 0; i < 2; i++) { bk[i]->ops->free(bk[i], L[i].k); bk[i]->ops->free(bk[i], L[i].v); }
+        free(t); free(w);
+        return;
+    }
     count_kernel(kernel);
     char name[200], detail[160];
-    if (o->expect) {
+    if (o->expect && !case_forced) {
         snprintf(name, sizeof name, "tok %s takes %s", label, o->expect);
         snprintf(detail, sizeof detail, "picked %s", kernel ? kernel : "none");
         record(name, kernel && !strcmp(kernel, o->expect) ? 0.0 : 1.0, 0, detail);
@@ -159,7 +164,8 @@ static void tok_case(const char *label, int hd, int n_kv, int G, int n_seqs, con
         bk[i]->ops->free(bk[i], L[i].k);
         bk[i]->ops->free(bk[i], L[i].v);
     }
-    snprintf(name, sizeof name, "tok attention %s%s", label, emu ? " vs emulate" : "");
+    snprintf(name, sizeof name, "tok attention %s%s%s%s", label, emu ? " vs emulate" : "", case_forced ? " on " : "",
+             case_forced ? case_forced : "");
     snprintf(detail, sizeof detail, "gpu_fnv1a %016llx kernel %s",
              (unsigned long long)rng_hash_bytes(out[1], nout * sizeof(float)), kernel ? kernel : "none");
     record(name, nmse(out[1], out[0], nout), emu ? WGMMA_BOUND : o->bound, detail);
@@ -167,6 +173,9 @@ static void tok_case(const char *label, int hd, int n_kv, int G, int n_seqs, con
     else free(out[1]);
     free(out[0]); free(k); free(v); free(q); free(t); free(w);
 }
+
+// The table entry per-token-head prefill steps take at head_dim 64, 128 and 256.
+#define TOK_PREFILL_KERNEL "prefill_f16_cvt"
 
 static struct tok_opts tok_defaults(int bs, const char *expect) {
     return (struct tok_opts){.bs = bs, .k_amp = 3.0f, .v_amp = 2.0f, .q_amp = 1.0f, .expect = expect, .bound = 2e-5};
@@ -235,7 +244,7 @@ static void tok_prefill_cases(void) {
         char label[160];
         for (int b = 0; b < 2; b++) {
             const int bs = b ? 64 : 16;
-            struct tok_opts o = tok_defaults(bs, NULL);
+            struct tok_opts o = tok_defaults(bs, TOK_PREFILL_KERNEL);
             o.acc = accs[a];
             snprintf(label, sizeof label, "prefill+decode hd128 G4 bs%d %s", bs, acc_names[a]);
             tok_case(label, 128, 8, 4, 2, qa, ca, &o, NULL);
@@ -261,21 +270,32 @@ static void tok_prefill_cases(void) {
             tok_case(label, 128, 8, 4, 2, qb, cb, &o, NULL);
         }
     }
+    // blocks TMA cannot box (24 tokens: neither divides nor is divided by a 128-key tile) and that are
+    // not 16·2^k tokens: the SIMT prefill, for decode too
+    int qd[2] = {1, 1}, cd[2] = {3000, 33};
+    struct tok_opts o = tok_defaults(24, "prefill_simt");
+    tok_case("prefill+decode hd128 G4 bs24", 128, 8, 4, 2, qa, ca, &o, NULL);
+    tok_case("chunked prefill hd256 G2 bs24", 256, 4, 2, 2, qb, cb, &o, NULL);
+    tok_case("decode hd64 G8 bs24", 64, 8, 8, 2, qd, cd, &o, NULL);
+    o.window = 300;
+    o.k_offset = ko;
+    tok_case("prefill+decode hd128 G4 window 300 K offsets bs24", 128, 8, 4, 2, qa, ca, &o, NULL);
+    o.window = 0;
+    o.k_offset = NULL;
     int q5[2] = {40, 1}, c5[2] = {100, 300};
-    struct tok_opts o = tok_defaults(16, "generic");
+    o = tok_defaults(16, "generic");
     tok_case("stories260K shape hd8 G2", 8, 4, 2, 2, q5, c5, &o, NULL);
     o.k_offset = ko;
     tok_case("stories260K shape hd8 G2 K offsets", 8, 4, 2, 2, q5, c5, &o, NULL);
     o.k_offset = NULL;
     o.softcap = 50.0f;
-    o.expect = NULL;
+    o.expect = TOK_PREFILL_KERNEL;
     tok_case("prefill+decode hd128 G4 softcap 50", 128, 8, 4, 2, qa, ca, &o, NULL);
     o.softcap = 0.0f;
     // --batch-invariant: no invariant tok-scale kernel but the generic one
     const bool inv = gpu->batch_invariant;
     gpu->batch_invariant = true;
     o.expect = "generic";
-    int qd[2] = {1, 1}, cd[2] = {3000, 33};
     tok_case("batch-invariant decode hd128 G4", 128, 8, 4, 2, qd, cd, &o, NULL);
     tok_case("batch-invariant prefill+decode hd128 G4", 128, 8, 4, 2, qa, ca, &o, NULL);
     gpu->batch_invariant = inv;
@@ -412,13 +432,48 @@ static void tok_attn_in_case(int n, bool offsets) {
     free(x); free(ko); free(t);
 }
 
+// Every entry of the table that takes per-token-head layers, forced (struct cuda_tuning.attn_kernel)
+// on the shapes it fits.
+static void tok_table_cases(void) {
+    struct cuda_tuning saved, t;
+    cuda_tuning_get(gpu, &saved);
+    for (int e = 0; e < cuda_attention_kernel_count(); e++) {
+        t = saved;
+        t.attn_kernel = case_forced = cuda_attention_kernel_name(e);
+        cuda_tuning_set(gpu, &t);
+        int q3[3] = {1, 1, 1}, c3[3] = {1, 777, 5000}, q2[2] = {300, 1}, c2[2] = {500, 900}, q1[1] = {1}, c1[1] = {700};
+        for (int b = 0; b < 2; b++) {
+            struct tok_opts o = tok_defaults(b ? 64 : 16, NULL);
+            char label[160];
+            snprintf(label, sizeof label, "table decode hd128 G4 B3 bs%d", o.bs);
+            tok_case(label, 128, 8, 4, 3, q3, c3, &o, NULL);
+            snprintf(label, sizeof label, "table decode hd128 G4 B1 700 bs%d", o.bs);
+            tok_case(label, 128, 8, 4, 1, q1, c1, &o, NULL);
+            snprintf(label, sizeof label, "table prefill+decode hd128 G4 bs%d", o.bs);
+            tok_case(label, 128, 8, 4, 2, q2, c2, &o, NULL);
+            snprintf(label, sizeof label, "table prefill+decode hd256 G2 bs%d", o.bs);
+            tok_case(label, 256, 4, 2, 2, q2, c2, &o, NULL);
+            o.window = 128;
+            snprintf(label, sizeof label, "table prefill+decode hd64 G8 window 128 bs%d", o.bs);
+            tok_case(label, 64, 8, 8, 2, q2, c2, &o, NULL);
+            o.window = 0;
+            o.softcap = 30.0f;
+            snprintf(label, sizeof label, "table prefill+decode hd128 G4 softcap 30 bs%d", o.bs);
+            tok_case(label, 128, 8, 4, 2, q2, c2, &o, NULL);
+        }
+    }
+    cuda_tuning_set(gpu, &saved);
+    case_forced = NULL;
+}
+
 TEST(tok_scale_attention) {
     tok_decode_cases();
     tok_prefill_cases();
+    tok_table_cases();
     int q1[2] = {1, 1}, c1[2] = {3000, 700}, q2[2] = {300, 1}, c2[2] = {2000, 700};
     tok_range_case("decode hd128 G4 B2 K,V x1000", 128, 8, 4, 2, q1, c1, "decode_t");
     tok_range_case("decode hd256 G2 B2 K,V x1000", 256, 4, 2, 2, q1, c1, "decode_t");
-    tok_range_case("prefill+decode hd128 G4 K,V x1000", 128, 8, 4, 2, q2, c2, NULL);
+    tok_range_case("prefill+decode hd128 G4 K,V x1000", 128, 8, 4, 2, q2, c2, TOK_PREFILL_KERNEL);
     tok_attn_in_case(1, false);
     tok_attn_in_case(4, true);
     tok_attn_in_case(37, true);

@@ -29,8 +29,9 @@ static const struct attn_entry kernels[] = {
     // e4m3, head_dim 64 / 128, blocks TMA can box: FP8 wgmma, warp-specialised
     {{"prefill_fp8_tma", attn_prefill_fp8_tma_fits, attn_prefill_fp8_tma_launch}, FAST | SOFTCAP},
     // e4m3 / e5m2, head_dim 256, blocks TMA can box: the 16-bit wgmma kernel on the tiles converted to
-    // f16 in shared memory (FP8 wgmma's two accumulators do not fit the registers at 256 dims)
-    {{"prefill_f16_cvt", attn_prefill_f16_cvt_fits, attn_prefill_f16_cvt_launch}, FAST | SOFTCAP},
+    // f16 in shared memory (FP8 wgmma's two accumulators do not fit the registers at 256 dims); per-token-head
+    // e4m3 at head_dim 64 / 128 / 256: the rows times their scales, as bf16
+    {{"prefill_f16_cvt", attn_prefill_f16_cvt_fits, attn_prefill_f16_cvt_launch}, FAST | SOFTCAP | TOKSCALE},
     // e4m3, head_dim 64 / 128 / 256: FP8 wgmma, two warpgroups sharing each tile
     {{"prefill_fp8_wgmma", attn_prefill_fp8_wgmma_fits, attn_prefill_fp8_wgmma_launch}, FAST | SOFTCAP},
     // bf16 / f16, head_dim 64 / 128 / 256, blocks TMA can box: 16-bit wgmma, warp-specialised
@@ -38,7 +39,7 @@ static const struct attn_entry kernels[] = {
     // bf16 / e4m3 / e5m2, head_dim 64 / 128, 16·2^k-token blocks: mma.sync
     {{"prefill_mma", attn_prefill_mma_fits, attn_prefill_mma_launch}, FAST | SOFTCAP},
     // head_dim 64 / 128 / 256 where a 16-token part fits shared memory: SIMT
-    {{"prefill_simt", attn_prefill_simt_fits, attn_prefill_simt_launch}, FAST | SOFTCAP},
+    {{"prefill_simt", attn_prefill_simt_fits, attn_prefill_simt_launch}, FAST | SOFTCAP | TOKSCALE},
     // --batch-invariant, head_dim 64 / 128, G <= 8: every row through the decode kernel
     {{"decode_invariant", attn_decode_invariant_fits, attn_decode_invariant_launch}, INVARIANT | SOFTCAP},
     // everything else (head_dim <= 512): a warp per (token, query head)

@@ -1,7 +1,8 @@
 // cuda_prefill.cu — prefill attention for bf16 and e5m2 caches (and e4m3 where the FP8 kernels do
 // not fit): the mma.sync kernel (cuda_prefill_mma.cuh) for head_dim 64 / 128 and the SIMT kernel
 // for what it does not take (head_dim 256, GQA groups that do not divide its tile). Owns their
-// fits / launch entries of the attention kernel table.
+// fits / launch entries of the attention kernel table. The SIMT kernel also takes per-token-head
+// (fp8_per_token_head) layers.
 #include "cuda_attention.cuh"
 #include "cuda_decode_mma.cuh"  // (the operand traits and fragment loads k_prefill_mma shares)
 #include "cuda_prefill.cuh"
@@ -45,12 +46,16 @@ void attn_prefill_mma_launch(const struct attn_call *a) {
 // 16-token parts of a block whose size is a multiple of 16 (else the whole block), one key at a
 // time, so the part size does not change the numbers. Why parts: at the CUDA default of 64-token
 // blocks a whole block of f32 K and V at head_dim 256 is 128 KB, one CTA an SM; a 16-token part is
-// 32 KB, several CTAs an SM. CAP: soft-capped scores (score_map).
-template <int HD, bool CAP>
+// 32 KB, several CTAs an SM. CAP: soft-capped scores (score_map). TS: per-token-head scales (kts,
+// vts: [n_blocks][n_kv][bs], docs/kv_format.md): each K and V row is multiplied by its scale as it is
+// widened into shared memory, so k·q carries s_k and p·v carries s_v: the CPU's score·s_k and
+// (p·s_v)·v reassociated; the sum l keeps the unscaled p.
+template <int HD, bool CAP, bool TS>
 __device__ __forceinline__ void prefill_simt_body(bf16 *out, const bf16 *q, const void *kc, const void *vc, int dt,
                                                   const int32_t *qstart, const int32_t *pos_arr, const int32_t *btab,
                                                   int max_blocks, int n_kv, int G, int bs, int window, float scale,
-                                                  const float *scales, int sub, float softcap) {
+                                                  const float *scales, int sub, float softcap, const float *kts,
+                                                  const float *vts) {
     constexpr int THR = HD / 32, ROWS = 128 / THR;
     extern __shared__ float smem[];
     float *sk = smem, *sv = smem + (size_t)sub * HD;  // [sub][HD] each
@@ -82,6 +87,10 @@ __device__ __forceinline__ void prefill_simt_body(bf16 *out, const bf16 *q, cons
         for (int i = threadIdx.x; i < sub * HD; i += blockDim.x) {
             sk[i] = load_any(kc, base + i, dt);
             sv[i] = load_any(vc, base + i, dt);
+            if constexpr (TS) {  // (rows past the context may hold anything: their keys are skipped below)
+                sk[i] *= kts[(base + i) / HD];
+                sv[i] *= vts[(base + i) / HD];
+            }
         }
         __syncthreads();
         for (int j = 0; j < sub; j++) {
@@ -109,10 +118,10 @@ __device__ __forceinline__ void prefill_simt_body(bf16 *out, const bf16 *q, cons
     for (int i = 0; i < 32; i++) op[i] = __float2bfloat16_rn(acc[i] * f);
 }
 
-template <int HD, bool CAP>
+template <int HD, bool CAP, bool TS = false>
 __global__ void __launch_bounds__(128) k_prefill(const __grid_constant__ attn_args a, int dt, int sub) {
-    prefill_simt_body<HD, CAP>(a.out, a.q, a.kc, a.vc, dt, a.qstart, a.pos, a.btab, a.max_blocks, a.n_kv, a.G, a.bs,
-                               a.window, a.scale, a.scales, sub, a.softcap);
+    prefill_simt_body<HD, CAP, TS>(a.out, a.q, a.kc, a.vc, dt, a.qstart, a.pos, a.btab, a.max_blocks, a.n_kv, a.G,
+                                   a.bs, a.window, a.scale, a.scales, sub, a.softcap, a.kts, a.vts);
 }
 
 // Keys stream through shared memory in parts of `sub` tokens: 16 where the block is a multiple of 16.
@@ -131,7 +140,7 @@ bool attn_prefill_simt_fits(const struct attn_call *a) {
            prefill_simt_smem(a->l) <= a->c->smem_optin;
 }
 
-template <int HD, bool CAP> static void prefill_simt_launch(const struct attn_call *a) {
+template <int HD, bool CAP, bool TS> static void prefill_simt_launch(const struct attn_call *a) {
     struct cuda_backend *c = a->c;
     const struct kv_layer *l = a->l;
     constexpr int ROWS = 128 / (HD / 32);
@@ -139,21 +148,23 @@ template <int HD, bool CAP> static void prefill_simt_launch(const struct attn_ca
     const size_t smem = prefill_simt_smem(l);
     const dim3 grid(a->bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
     if (smem > 48 * 1024 &&
-        cuda_fail(c, cudaFuncSetAttribute(k_prefill<HD, CAP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+        cuda_fail(c, cudaFuncSetAttribute(k_prefill<HD, CAP, TS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          (int)smem),
                   "attention prefill: shared-memory limit"))
         return;
-    k_prefill<HD, CAP><<<grid, 128, smem, c->stream>>>(attn_args_of(a), (int)l->dtype, sub);
+    k_prefill<HD, CAP, TS><<<grid, 128, smem, c->stream>>>(attn_args_of(a), (int)l->dtype, sub);
     CUDA_LAUNCHED(c, "attention prefill (SIMT)");
 }
 
-template <bool CAP> static void prefill_simt_cap(const struct attn_call *a) {
+template <bool CAP, bool TS> static void prefill_simt_cap(const struct attn_call *a) {
     const int hd = a->l->head_dim;
-    if (hd == 64) prefill_simt_launch<64, CAP>(a);
-    else if (hd == 128) prefill_simt_launch<128, CAP>(a);
-    else prefill_simt_launch<256, CAP>(a);
+    if (hd == 64) prefill_simt_launch<64, CAP, TS>(a);
+    else if (hd == 128) prefill_simt_launch<128, CAP, TS>(a);
+    else prefill_simt_launch<256, CAP, TS>(a);
 }
 
 void attn_prefill_simt_launch(const struct attn_call *a) {
-    if (a->p->softcap > 0) prefill_simt_cap<true>(a);
-    else prefill_simt_cap<false>(a);
+    if (a->tok) a->p->softcap > 0 ? prefill_simt_cap<true, true>(a) : prefill_simt_cap<false, true>(a);
+    else if (a->p->softcap > 0) prefill_simt_cap<true, false>(a);
+    else prefill_simt_cap<false, false>(a);
 }

@@ -1,23 +1,27 @@
 // cuda_prefill_bf16.cu — prefill attention on Hopper's 16-bit tensor cores (cuda_prefill_bf16.cuh:
 // TMA copies, two consumer warpgroups, wgmma), soft-capped scores (Gemma 2) included: over a bf16 or
-// f16 cache, and over an e4m3 or e5m2 cache at head_dim 256, converted to f16 in shared memory. Owns the
+// f16 cache, and over an e4m3 or e5m2 cache at head_dim 256, converted to f16 in shared memory (a
+// per-token-head e4m3 cache at head_dim 64, 128 and 256: scaled and converted to bf16). Owns the
 // prefill_bf16_tma and prefill_f16_cvt entries of the attention kernel table (fits / launch) and
 // their per-backend set-up.
 #include "cuda_attention.cuh"
 #include "cuda_prefill_bf16.cuh"
 
-template <int HD, int DT, bool CAP = false> static constexpr auto bf16tma_kernel() {
-    return k_prefill_bf16<HD, DT, bf16pf::stages<HD>::KS, true, CAP>;
+template <int HD, int DT, bool CAP = false, bool TS = false> static constexpr auto bf16tma_kernel() {
+    return k_prefill_bf16<HD, DT, bf16pf::stages<HD>::KS, true, CAP, TS>;
 }
-template <int HD, int DT = DT_BF16> static constexpr int bf16tma_smem() {
-    return bf16pf::lay<HD, bf16pf::stages<HD>::KS, DT == DT_E4M3 || DT == DT_E5M2>::SMEM;
+template <int HD, int DT = DT_BF16, bool TS = false> static constexpr int bf16tma_smem() {
+    return bf16pf::lay<HD, bf16pf::stages<HD>::KS, DT == DT_E4M3 || DT == DT_E5M2, TS>::SMEM;
 }
 
-template <int HD, int DT, bool CAP> static bool bf16tma_init1(struct cuda_backend *c) {
+template <int HD, int DT, bool CAP, bool TS = false> static bool bf16tma_init1(struct cuda_backend *c) {
     return !cuda_fail(c,
-                      cudaFuncSetAttribute(bf16tma_kernel<HD, DT, CAP>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           bf16tma_smem<HD, DT>()),
+                      cudaFuncSetAttribute(bf16tma_kernel<HD, DT, CAP, TS>(),
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, bf16tma_smem<HD, DT, TS>()),
                       "bf16 prefill: shared-memory limit");
+}
+template <int HD> static bool bf16tma_init_tok(struct cuda_backend *c) {
+    return bf16tma_init1<HD, DT_E4M3, false, true>(c) && bf16tma_init1<HD, DT_E4M3, true, true>(c);
 }
 template <int HD> static bool bf16tma_init(struct cuda_backend *c) {
     return bf16tma_init1<HD, DT_BF16, false>(c) && bf16tma_init1<HD, DT_F16, false>(c) &&
@@ -27,7 +31,8 @@ template <int HD> static bool bf16tma_init(struct cuda_backend *c) {
 bool cuda_prefill_bf16_init(struct cuda_backend *c) {
     return bf16tma_init<64>(c) && bf16tma_init<128>(c) && bf16tma_init<256>(c) &&
            bf16tma_init1<256, DT_E4M3, false>(c) && bf16tma_init1<256, DT_E4M3, true>(c) &&
-           bf16tma_init1<256, DT_E5M2, false>(c) && bf16tma_init1<256, DT_E5M2, true>(c);
+           bf16tma_init1<256, DT_E5M2, false>(c) && bf16tma_init1<256, DT_E5M2, true>(c) &&
+           bf16tma_init_tok<64>(c) && bf16tma_init_tok<128>(c) && bf16tma_init_tok<256>(c);
 }
 
 bool attn_prefill_bf16_tma_fits(const struct attn_call *a) {
@@ -37,7 +42,7 @@ bool attn_prefill_bf16_tma_fits(const struct attn_call *a) {
            (a->c->cb.max_q + qt - 1) / qt <= 65535;
 }
 
-template <int HD, int DT, bool CAP> static void bf16tma_launch(const struct attn_call *a) {
+template <int HD, int DT, bool CAP, bool TS = false> static void bf16tma_launch(const struct attn_call *a) {
     struct cuda_backend *c = a->c;
     const struct kv_layer *l = a->l;
     const cuda_tma_encode_fn enc = cuda_tma_encoder(c, "16-bit prefill (TMA)");
@@ -59,9 +64,10 @@ template <int HD, int DT, bool CAP> static void bf16tma_launch(const struct attn
     // one CTA a (sequence, 128 query rows, KV head)
     const int qt = 128 / a->G;
     const dim3 grid(a->bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    bf16tma_kernel<HD, DT, CAP>()<<<grid, 384, bf16tma_smem<HD, DT>(), c->stream>>>(km, vm, args);
-    CUDA_LAUNCHED(c, CVT ? "attention prefill (fp8 as f16, wgmma, TMA)"
-                                   : "attention prefill (bf16 wgmma, TMA)");
+    bf16tma_kernel<HD, DT, CAP, TS>()<<<grid, 384, bf16tma_smem<HD, DT, TS>(), c->stream>>>(km, vm, args);
+    CUDA_LAUNCHED(c, TS ? "attention prefill (per-token-head fp8 as bf16, wgmma, TMA)"
+                     : CVT ? "attention prefill (fp8 as f16, wgmma, TMA)"
+                           : "attention prefill (bf16 wgmma, TMA)");
 }
 
 template <int HD, bool CAP> static void bf16tma_launch_hd(const struct attn_call *a) {
@@ -81,17 +87,29 @@ void attn_prefill_bf16_tma_launch(const struct attn_call *a) {
 }
 
 // ---------------------------------------------------------------- fp8 at head_dim 256 (prefill_f16_cvt)
+// (and per-token-head e4m3 at head_dim 64, 128 and 256: the rows scaled into bf16)
 
 bool attn_prefill_f16_cvt_fits(const struct attn_call *a) {
     const struct kv_layer *l = a->l;
     const int qt = 128 / (a->G > 0 ? a->G : 1);
-    return (l->dtype == DT_E4M3 || l->dtype == DT_E5M2) && l->head_dim == 256 &&
-           bf16pf_fits(256, l->kv_block_tokens, a->G) &&
-           (a->c->cb.max_q + qt - 1) / qt <= 65535;
+    const bool shape =
+        a->tok ? l->dtype == DT_E4M3 : (l->dtype == DT_E4M3 || l->dtype == DT_E5M2) && l->head_dim == 256;
+    return shape && bf16pf_fits(l->head_dim, l->kv_block_tokens, a->G) && (a->c->cb.max_q + qt - 1) / qt <= 65535;
+}
+
+template <int HD> static void f16_cvt_tok_launch(const struct attn_call *a) {
+    if (a->p->softcap > 0) bf16tma_launch<HD, DT_E4M3, true, true>(a);
+    else bf16tma_launch<HD, DT_E4M3, false, true>(a);
 }
 
 void attn_prefill_f16_cvt_launch(const struct attn_call *a) {
     const bool cap = a->p->softcap > 0;
+    if (a->tok) {
+        if (a->l->head_dim == 64) f16_cvt_tok_launch<64>(a);
+        else if (a->l->head_dim == 128) f16_cvt_tok_launch<128>(a);
+        else f16_cvt_tok_launch<256>(a);
+        return;
+    }
     if (a->l->dtype == DT_E5M2) cap ? bf16tma_launch<256, DT_E5M2, true>(a) : bf16tma_launch<256, DT_E5M2, false>(a);
     else cap ? bf16tma_launch<256, DT_E4M3, true>(a) : bf16tma_launch<256, DT_E4M3, false>(a);
 }

@@ -39,19 +39,22 @@ namespace bf16pf {
 using namespace tmah;  // (the copy and barrier primitives, cuda_tma.cuh)
 
 // Shared-memory layout for head_dim HD with KS K/V stages; CVT (an e4m3 cache): K and V staging of
-// e4m3 bytes as TMA lands them, two half-tile slots each ([2][BN/2][HD]), beside the 16-bit rings.
-template <int HD, int KS, bool CVT = false> struct lay {
+// e4m3 bytes as TMA lands them, two half-tile slots each ([2][BN/2][HD]), beside the 16-bit rings;
+// TS (per-token-head scales): the converters' row scales of the two halves ([2][BN/2] f32) after
+// the barriers.
+template <int HD, int KS, bool CVT = false, bool TS = false> struct lay {
     static constexpr int BN = HD == 256 ? 64 : 128;  // keys a tile
     static constexpr int NCH = HD / 64;               // 128-byte chunks of a row
     static constexpr int Q_BYTES = 64 * HD * 2, TILE_BYTES = BN * HD * 2, RAW_BYTES = CVT ? BN * HD : 0;
     static constexpr int OFF_K = 2 * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_RAW = OFF_V + KS * TILE_BYTES;
-    static constexpr int OFF_BAR = OFF_RAW + 2 * RAW_BYTES;
-    static constexpr int SMEM = OFF_BAR + (4 * KS + 8) * 8 + 1024;  // (+ the alignment slack)
+    static constexpr int OFF_BAR = OFF_RAW + 2 * RAW_BYTES, OFF_SC = OFF_BAR + (4 * KS + 8) * 8;
+    static constexpr int SMEM = OFF_SC + (TS ? BN * 4 : 0) + 1024;  // (+ the alignment slack)
 };
 // The default ring depth: what fits beside Q in 227 KB.
 template <int HD> struct stages { static constexpr int KS = HD == 64 ? 4 : 2; };
 
-enum { BAR_Q = 1, BAR_TURN = 3 };  // named barriers (0 is __syncthreads): BAR_Q + wg, BAR_TURN + wg
+// named barriers (0 is __syncthreads): BAR_Q + wg, BAR_TURN + wg, BAR_CVT (the converters, TS)
+enum { BAR_Q = 1, BAR_TURN = 3, BAR_CVT = 5 };
 
 // wgmma descriptor of a 128-byte-swizzled operand at shared address addr: lbo / sbo in bytes (K-major:
 // sbo = 1024 between 8-row groups, lbo unused; MN-major: lbo between 64-element column chunks, sbo
@@ -129,9 +132,12 @@ __device__ __forceinline__ void load_q(uint8_t *Qw, const bf16 *q, int tid, int 
 
 // `rows` e4m3 or e5m2 (DT) rows (raw: [rows][HD] bytes) into rows r0.. of a 16-bit ring stage as f16
 // (exact: every e4m3 and e5m2 value is an f16), swizzled as TMA would have: thread ct of nt moves
-// 16-byte units, UN at a time (their shared-memory loads in flight together).
-template <int HD, int BN, int DT>
-__device__ __forceinline__ void cvt_rows(uint8_t *dst, const uint8_t *raw, int r0, int rows, int ct, int nt) {
+// 16-byte units, UN at a time (their shared-memory loads in flight together). TS (per-token-head
+// scales): row i's values times rsc[i] (f32), as bf16 (round to nearest even; bf16 keeps f32's range,
+// which f16 would not for a scaled row).
+template <int HD, int BN, int DT, bool TS = false>
+__device__ __forceinline__ void cvt_rows(uint8_t *dst, const uint8_t *raw, int r0, int rows, int ct, int nt,
+                                         const float *rsc = nullptr) {
     constexpr int UPR = HD / 16, UN = 2;  // 16-byte e4m3 units a row; units a thread has in flight
     const int total = rows * UPR;
     for (int i0 = ct; i0 < total; i0 += UN * nt) {
@@ -157,6 +163,14 @@ __device__ __forceinline__ void cvt_rows(uint8_t *dst, const uint8_t *raw, int r
                     asm("cvt.rn.f16x2.e5m2x2 %0, %1;" : "=r"(h[2 * e + 1]) : "h"((uint16_t)(x[e] >> 16)));
                 }
             }
+            if constexpr (TS) {
+                const float sc = rsc[idx / UPR];
+#pragma unroll
+                for (int e = 0; e < 8; e++) {
+                    const float2 f = __half22float2(*(const __half2 *)&h[e]);
+                    h[e] = pack2<DT_BF16>(f.x * sc, f.y * sc);
+                }
+            }
             // the 16 elements are the row's 16-bit units 2u and 2u + 1 (one 128-byte chunk: 8 units)
             uint8_t *row = dst + (u >> 2) * (BN * 128) + r * 128;
             const int w0 = (2 * u) & 7;
@@ -175,22 +189,26 @@ __device__ __forceinline__ void cvt_rows(uint8_t *dst, const uint8_t *raw, int r
 // the V scale into the output's (at head_dim 256 the FP8 kernels' two accumulators, 256 registers a
 // thread, do not fit).
 // KS: K/V ring stages. PINGPONG: the consumers take turns issuing their MMAs. CAP: soft-capped scores
-// (attn_args.softcap, fp8pf::softmax_s). kmap / vmap: the layer's K and V cache as 4-d tensors
-// {head_dim, kv_block_tokens, n_kv_heads, n_blocks} of 16-bit elements, boxes of {64, rows_box, 1, 1},
-// 128-byte swizzle (CVT: bf16pf_map_8bit's).
+// (attn_args.softcap, fp8pf::softmax_s). TS: per-token-head scales (e4m3, head_dim 64 / 128 / 256): the
+// converters multiply every row by its scale (attn_args.kts / vts, read into shared memory for each
+// half-tile) and store bf16, and the consumers run as for a bf16 cache (static scales 1): the row
+// scales are in K and V themselves, so the softmax, its sum and the output need nothing more.
+// kmap / vmap: the layer's K and V cache as 4-d tensors {head_dim, kv_block_tokens, n_kv_heads,
+// n_blocks} of 16-bit elements, boxes of {64, rows_box, 1, 1}, 128-byte swizzle (CVT: bf16pf_map_8bit's).
 // Registers: setmaxnreg moves them within the CTA's allocation at launch (168 a thread at 384
 // threads), so what the producer gives, 128·(168 − 24), must cover what the consumers take,
 // 256·(240 − 168) (CVT: 56 and 224, the converters' loop needing more); a consumer's setmaxnreg.inc
 // waits until the pool holds it, for ever if it never does.
-template <int HD, int DT, int KS, bool PINGPONG, bool CAP = false>
+template <int HD, int DT, int KS, bool PINGPONG, bool CAP = false, bool TS = false>
 __global__ void __launch_bounds__(384, 1)
     k_prefill_bf16(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                    const __grid_constant__ attn_args a) {
     using namespace bf16pf;
     constexpr bool CVT = DT == DT_E4M3 || DT == DT_E5M2;
-    constexpr int WT = CVT ? DT_F16 : DT;  // the wgmma operands' type
-    static_assert(!CVT || HD == 256, "8-bit caches run this kernel at head_dim 256 only");
-    typedef lay<HD, KS, CVT> L;
+    constexpr int WT = TS ? DT_BF16 : CVT ? DT_F16 : DT;  // the wgmma operands' type
+    static_assert(!CVT || HD == 256 || TS, "8-bit caches run this kernel at head_dim 256 only (or with row scales)");
+    static_assert(!TS || DT == DT_E4M3, "per-token-head scales are e4m3 only");
+    typedef lay<HD, KS, CVT, TS> L;
     constexpr int BN = L::BN, NCH = L::NCH;
     extern __shared__ uint8_t bf16pf_smem_raw[];
     // (an offset into the shared array, so that every access stays in the shared space)
@@ -263,13 +281,25 @@ __global__ void __launch_bounds__(384, 1)
             }
         } else if (CVT && threadIdx.x >= 32) {  // the converters: staging slots → ring stage, as f16
             const int ct = threadIdx.x - 32, rows = a.rows_box, hb = BN / 2 / rows;
+            // (TS) the half-tile's row scales, [2][BN / 2]: half h's before its rows, one barrier a half (a
+            // buffer is refilled two halves later, after a barrier every converter passes when done with it)
+            float *rsc = (float *)(sm + L::OFF_SC);
+            const int32_t *bt = a.btab + (size_t)s * a.max_blocks;
             // tile i's K or V, both halves, into ring stage st
-            auto conv = [&](uint8_t *ring, const uint8_t *raw, uint64_t *full, uint64_t *empty, int i) {
+            auto conv = [&](uint8_t *ring, const uint8_t *raw, uint64_t *full, uint64_t *empty, int i,
+                            const float *ts) {
                 const int t = t0 + i, nb = min(BN / rows, (p_last - t * BN) / rows + 1);
                 for (int h = 0; h < 2; h++) {
                     const int q = 2 * i + h, sl = q & 1, nr = max(0, min(nb, (h + 1) * hb) - h * hb) * rows;
+                    if constexpr (TS) {
+                        if (ct < nr) {
+                            const int kp = t * BN + h * (BN / 2) + ct;
+                            rsc[h * (BN / 2) + ct] = ts[((size_t)bt[kp / a.bs] * a.n_kv + g) * a.bs + kp % a.bs];
+                        }
+                        bar_sync(BAR_CVT, NCV);
+                    }
                     mbar_wait(&full[sl], (q >> 1) & 1);
-                    cvt_rows<HD, BN, DT>(ring, raw + sl * HALF, h * (BN / 2), nr, ct, NCV);
+                    cvt_rows<HD, BN, DT, TS>(ring, raw + sl * HALF, h * (BN / 2), nr, ct, NCV, rsc + h * (BN / 2));
                     mbar_arrive(&empty[sl]);
                 }
                 fence_proxy_async();  // (the ring's generic-proxy writes, before the wgmma reads them)
@@ -277,10 +307,10 @@ __global__ void __launch_bounds__(384, 1)
             for (int i = 0; i < n; i++) {
                 const int st = i % KS;
                 if (i >= KS) mbar_wait(&kempty[st], ((i / KS) - 1) & 1);
-                conv(Ks + st * L::TILE_BYTES, rawk, rkfull, rkempty, i);
+                conv(Ks + st * L::TILE_BYTES, rawk, rkfull, rkempty, i, a.kts);
                 mbar_arrive(&kfull[st]);
                 if (i >= KS) mbar_wait(&vempty[st], ((i / KS) - 1) & 1);
-                conv(Vs + st * L::TILE_BYTES, rawv, rvfull, rvempty, i);
+                conv(Vs + st * L::TILE_BYTES, rawv, rvfull, rvempty, i, a.vts);
                 mbar_arrive(&vfull[st]);
             }
         } else if (!CVT && threadIdx.x == 0) {
@@ -318,7 +348,7 @@ __global__ void __launch_bounds__(384, 1)
     load_q<HD, WT>(Qs + wg * L::Q_BYTES, a.q, tid & 127, wg, ct, n_heads, g, G);
     fp8pf::rows2 rw;
     rw.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, a.pos, a.window);
-    const float kscale = CVT ? a.scales[g] : 1.0f, vscale = CVT ? a.scales[KV_MAX_HEADS + g] : 1.0f;
+    const float kscale = CVT && !TS ? a.scales[g] : 1.0f, vscale = CVT && !TS ? a.scales[KV_MAX_HEADS + g] : 1.0f;
     rw.sc[0] = rw.sc[1] = a.scale * kscale * 1.4426950408889634f;
     const float cap2 = a.softcap * 1.4426950408889634f;  // (CAP) the cap in log2 units
     fence_proxy_async();              // Q visible to the wgmma
