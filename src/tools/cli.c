@@ -363,7 +363,7 @@ void cli_print_model_flags(void) {
             "  --kv-cache-dtype D           auto|fp32|fp16|bf16|fp8|fp8_e4m3|fp8_e5m2|fp8_per_token_head\n"
             "                               (default auto: the weights' type, fp16 under GGUF Q8_0/Q4_K...;\n"
             "                               fp8_per_token_head: e4m3 with a scale per token and KV head, no\n"
-            "                               calibration; CPU only)\n"
+            "                               calibration)\n"
             "  --kv-cache-dtype-skip-layers L...  layer indices from 0 ('0 2 23' or '0,2,23') and/or sliding_window\n"
             "  --kv-scales FILE             per-layer K/V scales (JSON, see docs/kv_format.md)\n"
             "  --kv-block-tokens N          tokens per KV block (default: 16 on the CPU, 64 on CUDA)\n"

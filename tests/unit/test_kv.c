@@ -143,8 +143,8 @@ TEST(plan_skip_layers_and_scales) {
 
 // fp8_per_token_head: planned as e4m3 with dynamic scales on every layer but the skip layers,
 // static scales (checkpoint or file) set aside; bytes per token count one f32 per KV head for K
-// and V; the scales live after each layer's pages; a backend without kv_token_scales (the CUDA
-// backend) is refused at allocation with an error naming the dtype and the backend.
+// and V; the scales live after each layer's pages; a backend without kv_token_scales is refused
+// at allocation with an error naming the dtype and the backend.
 TEST(token_scales_plan_alloc_and_refusal) {
     struct model *m;
     CHECK_OK(model_load(&m, "dummy:tiny-swa"));
