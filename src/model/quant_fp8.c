@@ -5,6 +5,7 @@
 #include "quant_fp8.h"
 
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,7 @@
 #include "../base/check.h"
 #include "../base/fp8.h"
 #include "../base/half.h"
+#include "../base/threadpool.h"
 
 int quant_fp8_parse_skip(struct quant_fp8_options *o, const char *list) {
     char *dup = strdup(list), *save = NULL;
@@ -44,6 +46,47 @@ static float scale_of(float amax) {
     return s > 0 ? s : 1.0f;
 }
 
+// One band of rows (B rows of 128×128 tiles, or QUANT_ROWS rows of channels) a task, so that a
+// model's weights quantize on every core; a band's codes and scales do not depend on the split.
+#define QUANT_ROWS 64
+struct quant_job {
+    const struct weight *w;
+    int block;
+    int64_t nbc;
+    uint8_t *q;
+    float *sc;
+    _Atomic int64_t bad_row;  // a band start holding a non-finite value, or -1 (-2: out of memory)
+};
+
+static void quant_band(struct quant_job *jb, int64_t r0, int64_t nr, float *buf) {
+    const struct weight *w = jb->w;
+    const int64_t C = w->cols, B = jb->block > 0 ? jb->block : 1;
+    for (int64_t i = 0; i < nr; i++) row_f32(w, r0 + i, buf + i * C);
+    for (int64_t j = 0; j < jb->nbc; j++) {
+        const int64_t c0 = jb->block > 0 ? j * B : 0, nc = jb->block > 0 ? (C - c0 < B ? C - c0 : B) : C;
+        float amax = 0;
+        for (int64_t i = 0; i < nr; i++)
+            for (int64_t k = c0; k < c0 + nc; k++) amax = fmaxf(amax, fabsf(buf[i * C + k]));
+        if (!isfinite(amax)) { atomic_store(&jb->bad_row, r0); return; }
+        const float s = scale_of(amax);
+        jb->sc[(r0 / B) * jb->nbc + j] = s;
+        for (int64_t i = 0; i < nr; i++)
+            for (int64_t k = c0; k < c0 + nc; k++) jb->q[(r0 + i) * C + k] = fp8_e4m3_from_f32(buf[i * C + k] / s);
+    }
+}
+
+static void quant_task(void *ctx, int task, int thread) {
+    (void)thread;
+    struct quant_job *jb = ctx;
+    const int64_t R = jb->w->rows, C = jb->w->cols;
+    const int64_t band = jb->block > 0 ? jb->block : QUANT_ROWS, r0 = (int64_t)task * band;
+    const int64_t nr = R - r0 < band ? R - r0 : band, step = jb->block > 0 ? nr : 1;
+    float *buf = malloc((size_t)(step * C) * sizeof(float));
+    if (!buf) { atomic_store(&jb->bad_row, -2); return; }
+    for (int64_t r = r0; r < r0 + nr; r += step) quant_band(jb, r, step, buf);  // (a channel: one row at a time)
+    free(buf);
+}
+
 int quant_fp8_weight(struct model *m, struct weight *w, int block) {
     if (w->dtype != DT_F32 && w->dtype != DT_F16 && w->dtype != DT_BF16)
         return err_set(OCT_EUNSUP, "--quantization fp8: a weight of dtype %s (need f32, f16 or bf16)",
@@ -52,28 +95,19 @@ int quant_fp8_weight(struct model *m, struct weight *w, int block) {
     const int64_t nbr = block > 0 ? (R + B - 1) / B : R, nbc = block > 0 ? (C + B - 1) / B : 1;
     uint8_t *q = model_own(m, (size_t)(R * C));
     float *sc = model_own(m, (size_t)(nbr * nbc) * sizeof(float));
-    float *buf = malloc((size_t)(B * C) * sizeof(float));
-    if (!q || !sc || !buf) { free(buf); return err_set(OCT_ENOMEM, "model: out of memory quantizing to fp8"); }
-    for (int64_t r0 = 0; r0 < R; r0 += B) {  // a band of B rows (one row per channel)
-        const int64_t nr = R - r0 < B ? R - r0 : B;
-        for (int64_t i = 0; i < nr; i++) row_f32(w, r0 + i, buf + i * C);
-        for (int64_t j = 0; j < nbc; j++) {
-            const int64_t c0 = block > 0 ? j * B : 0, nc = block > 0 ? (C - c0 < B ? C - c0 : B) : C;
-            float amax = 0;
-            for (int64_t i = 0; i < nr; i++)
-                for (int64_t k = c0; k < c0 + nc; k++) amax = fmaxf(amax, fabsf(buf[i * C + k]));
-            if (!isfinite(amax)) {
-                free(buf);
-                return err_set(OCT_EINVAL, "--quantization fp8: a weight [%lld x %lld] holds a non-finite value "
-                               "(row %lld)", (long long)R, (long long)C, (long long)r0);
-            }
-            const float s = scale_of(amax);
-            sc[(r0 / B) * nbc + j] = s;
-            for (int64_t i = 0; i < nr; i++)
-                for (int64_t k = c0; k < c0 + nc; k++) q[(r0 + i) * C + k] = fp8_e4m3_from_f32(buf[i * C + k] / s);
-        }
-    }
-    free(buf);
+    if (!q || !sc) return err_set(OCT_ENOMEM, "model: out of memory quantizing to fp8");
+    struct quant_job jb = {w, block, nbc, q, sc, -1};  // (bad_row: initialised before any task runs)
+    const int64_t band = block > 0 ? block : QUANT_ROWS, n_tasks = (R + band - 1) / band;
+    struct threadpool *tp = R * C >= (1 << 20) ? threadpool_create(0) : NULL;  // (small weights: this thread)
+    if (tp) threadpool_run(tp, (int)n_tasks, quant_task, &jb);
+    else
+        for (int64_t t = 0; t < n_tasks; t++) quant_task(&jb, (int)t, 0);
+    threadpool_free(tp);
+    const int64_t bad = atomic_load(&jb.bad_row);
+    if (bad == -2) return err_set(OCT_ENOMEM, "model: out of memory quantizing to fp8");
+    if (bad >= 0)
+        return err_set(OCT_EINVAL, "--quantization fp8: a weight [%lld x %lld] holds a non-finite value (row %lld)",
+                       (long long)R, (long long)C, (long long)bad);
     w->dtype = DT_E4M3;
     w->data = q;
     memset(&w->fp8, 0, sizeof w->fp8);
