@@ -1,8 +1,8 @@
 // config_hf.c — a Hugging Face config.json → struct model_config (owns: the family table by
 // `architectures` name, both RoPE layouts (transformers 5's rope_parameters and the older
 // rope_theta / rope_scaling), the sliding-window switches of each family, and the refusal of
-// every key that would change the math in a way octet does not implement, and the FP8 schemes of a
-// quantization_config; not: tensors).
+// every key that would change the math in a way octet does not implement, and the FP8 and MXFP4 schemes
+// of a quantization_config; not: tensors).
 // Numbers are parsed strictly: a key that is present must hold a number (or null), so a float
 // written as a string is an error that names the key, never a silent default.
 #include <math.h>
@@ -162,8 +162,8 @@ static int rope_config_hf(struct model_config *c, const json_t *cfg, const struc
     int top_orig;
     TRY(integer(cfg, "original_max_position_embeddings", false, 0, &top_orig, where));
     double theta_top, prf;
-    bool gemma3 = !strcmp(f->arch, "gemma3");
-    TRY(num(cfg, "rope_theta", gemma3 ? 1e6 : 1e4, &theta_top, where));
+    bool gemma3 = !strcmp(f->arch, "gemma3"), gptoss = !strcmp(f->arch, "gptoss");
+    TRY(num(cfg, "rope_theta", gemma3 ? 1e6 : gptoss ? 150000 : 1e4, &theta_top, where));
     TRY(num(cfg, "partial_rotary_factor", 1.0, &prf, where));
     if (prf != 1.0) FAIL("%s: partial_rotary_factor %g is not supported (only 1.0)", where, prf);
     json_t *global = rp ? rp : rs, *local = NULL;
@@ -178,7 +178,13 @@ static int rope_config_hf(struct model_config *c, const json_t *cfg, const struc
     }
     char w[300];
     snprintf(w, sizeof w, "%s rope%s", where, full ? " (full_attention)" : "");
-    TRY(rope_from(&c->rope, global, theta_top, c->max_pos, top_orig, c->head_dim, w));
+    json_t *dflt = NULL;
+    if (!global && gptoss)  // GptOssConfig's default: YaRN x32 over 4096 positions, not truncated
+        global = dflt = json_pack("{s:s, s:f, s:f, s:f, s:b, s:i}", "rope_type", "yarn", "factor", 32.0, "beta_fast",
+                                  32.0, "beta_slow", 1.0, "truncate", 0, "original_max_position_embeddings", 4096);
+    int rc = rope_from(&c->rope, global, theta_top, c->max_pos, top_orig, c->head_dim, w);
+    json_decref(dflt);
+    TRY(rc);
     if (c->rope.scaling == ROPE_SCALING_DYNAMIC)
         fprintf(stderr, "octet: %s: dynamic NTK RoPE as transformers runs it: plain up to %d tokens, then a base "
                 "that grows with each sequence's length (not vLLM's fixed form)\n", where, c->max_pos);
@@ -211,6 +217,7 @@ static int activation(struct model_config *c, const json_t *cfg, const struct fa
 static int windows(struct model_config *c, const json_t *cfg, const struct family *f, const char *where) {
     TRY(integer(cfg, "sliding_window", false, 0, &c->sliding_window, where));
     if (f->def && !json_object_get(cfg, "sliding_window")) c->sliding_window = f->def->window;
+    if (!strcmp(f->arch, "gptoss") && !json_object_get(cfg, "sliding_window")) c->sliding_window = 128;  // (default)
     bool use = true;
     if (f->qwen_window) TRY(boolean(cfg, "use_sliding_window", false, &use, where));
     if (!use) c->sliding_window = 0;
@@ -369,7 +376,7 @@ int config_from_hf(struct model_config *c, const json_t *cfg, const char *where)
     if (c->n_layers > MODEL_MAX_LAYERS)
         return err_set(OCT_EUNSUP, "%s: %d layers (max %d)", where, c->n_layers, MODEL_MAX_LAYERS);
     double eps;
-    TRY(num(cfg, "rms_norm_eps", 1e-6, &eps, where));
+    TRY(num(cfg, "rms_norm_eps", !strcmp(f->arch, "gptoss") ? 1e-5 : 1e-6, &eps, where));
     c->norm_eps = (float)eps;
     TRY(boolean(cfg, "tie_word_embeddings", tie_top, &c->tied_output, where));
     TRY(activation(c, cfg, f, where));

@@ -402,6 +402,15 @@ TEST(gptoss_config_is_read) {
     CHECK_OK(config_from_hf(&c, j, "gpt-oss-20b v5"));
     CHECK(c.rope.scaling == ROPE_SCALING_YARN && !c.rope.truncate && c.swiglu_alpha == 1.5f && c.attn_bias);
     CHECK(c.layer_sliding[0] && !c.layer_sliding[1]);  // GptOssConfig's default layer_types
+    // GptOssConfig's defaults for the keys save_pretrained always writes: YaRN x32 over 4096, theta 150000,
+    // eps 1e-5, 128-token windows
+    json_object_del(j, "rope_parameters");
+    json_object_del(j, "rms_norm_eps");
+    json_object_del(j, "sliding_window");
+    CHECK_OK(config_from_hf(&c, j, "gpt-oss-20b defaults"));
+    CHECK(c.rope.scaling == ROPE_SCALING_YARN && c.rope.factor == 32 && c.rope.orig_max_pos == 4096 &&
+          !c.rope.truncate && c.rope.theta == 150000 && c.rope.beta_fast == 32 && c.rope.beta_slow == 1);
+    CHECK(c.norm_eps == 1e-5f && c.sliding_window == 128 && c.layer_sliding[0] && !c.layer_sliding[1]);
     json_decref(j);
 }
 
