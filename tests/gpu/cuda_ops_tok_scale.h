@@ -4,8 +4,9 @@
 // rows are NaN codes and NaN scales that no kernel may read), attention of every kernel that takes
 // such layers (decode at G 1..8, head_dim 64/128/256, blocks 16/64, windows, K offsets, soft-capping;
 // chunked prefill against a cached prefix in every FP8 accumulation mode; --batch-invariant), the
-// table entry each shape takes, the fused attn_in's RoPE + cache write, and a range case (K and V
-// 1000× larger than usual) where the per-tensor scale saturates and the per-row scales do not.
+// table entry each shape takes, --batch-invariant's prefill-vs-decode identity, the fused attn_in's
+// RoPE + cache write, and a range case (K and V 1000× larger than usual) where the per-tensor scale
+// saturates and the per-row scales do not.
 // Included by test_cuda_ops.c after cuda_ops_fp8_prefill.h (accs, acc_names, WGMMA_BOUND,
 // fp8_mma_kernel); tok_scale_attention is its one test.
 #pragma once
@@ -292,12 +293,18 @@ static void tok_prefill_cases(void) {
     o.expect = TOK_PREFILL_KERNEL;
     tok_case("prefill+decode hd128 G4 softcap 50", 128, 8, 4, 2, qa, ca, &o, NULL);
     o.softcap = 0.0f;
-    // --batch-invariant: no invariant tok-scale kernel but the generic one
+    // --batch-invariant: every row through decode_invariant's per-token-head form (head_dim 64, 128),
+    // the generic kernel for head_dim 256
     const bool inv = gpu->batch_invariant;
     gpu->batch_invariant = true;
-    o.expect = "generic";
+    o.expect = "decode_invariant";
     tok_case("batch-invariant decode hd128 G4", 128, 8, 4, 2, qd, cd, &o, NULL);
     tok_case("batch-invariant prefill+decode hd128 G4", 128, 8, 4, 2, qa, ca, &o, NULL);
+    o.window = 200;
+    tok_case("batch-invariant prefill+decode hd64 G8 window 200", 64, 8, 8, 2, qa, ca, &o, NULL);
+    o.window = 0;
+    o.expect = "generic";
+    tok_case("batch-invariant prefill+decode hd256 G2", 256, 4, 2, 2, qa, ca, &o, NULL);
     gpu->batch_invariant = inv;
     free(ko);
 }
@@ -432,6 +439,55 @@ static void tok_attn_in_case(int n, bool offsets) {
     free(x); free(ko); free(t);
 }
 
+// --batch-invariant with a per-token-head layer: attention of a 700-row prefill equals, bit for bit,
+// that of 1-row decode steps at positions 0, 15, 16, 300 and 699 over the same cache (head_dim 128, G4).
+static void tok_identity_case(void) {
+    const int hd = 128, n_kv = 8, G = 4, bs = 16, ctx = 700, max_blocks = (ctx + bs - 1) / bs;
+    const bool inv = gpu->batch_invariant;
+    gpu->batch_invariant = true;
+    struct tb *t = malloc(sizeof *t);
+    int nq[1] = {ctx}, cx[1] = {ctx};
+    make_batch(t, 1, nq, cx, bs, max_blocks);
+    struct kv_layer L = {.dtype = DT_E4M3, .n_kv_heads = n_kv, .head_dim = hd, .kv_block_tokens = bs, .n_blocks = max_blocks};
+    for (int h = 0; h < n_kv; h++) L.k_scale[h] = L.v_scale[h] = 1.0f;
+    size_t bytes;
+    tok_alloc(gpu, &L, max_blocks, &bytes);
+    const size_t row = (size_t)n_kv * G * hd;
+    float *k = rand_vec((size_t)ctx * n_kv * hd, 3.0f), *v = rand_vec((size_t)ctx * n_kv * hd, 2.0f), *q = rand_vec(ctx * row, 1.0f);
+    tok_vary_rows(v, (size_t)ctx * n_kv, hd, 4);  // (V's reference scale rises along the sequence)
+    void *dk = to_dev(gpu, k, (size_t)ctx * n_kv * hd), *dv = to_dev(gpu, v, (size_t)ctx * n_kv * hd);
+    void *dq = to_dev(gpu, q, ctx * row), *dout = gpu->ops->alloc(gpu, ctx * row * 4), *d1 = gpu->ops->alloc(gpu, row * 4);
+    const struct attn_params ap = {.n_heads = n_kv * G, .softmax_scale = 1.0f / sqrtf((float)hd)};
+    gpu->ops->batch_begin(gpu, &t->b);
+    gpu->ops->kv_write(gpu, &L, dk, dv, &t->b);
+    const char *kernel = cuda_attention_pick(gpu, &L, &ap, &t->b);
+    gpu->ops->attention(gpu, dout, dq, &L, &ap, &t->b);
+    float *pre = to_host(gpu, dout, ctx * row);
+    const int at[5] = {0, 15, 16, 300, ctx - 1};
+    double worst = 0;
+    for (int i = 0; i < 5; i++) {
+        struct tb *u = malloc(sizeof *u);
+        int one[1] = {1}, c1[1] = {at[i] + 1};
+        make_batch(u, 1, one, c1, bs, max_blocks);  // (the same block table)
+        void *dq1 = to_dev(gpu, q + (size_t)at[i] * row, row);
+        gpu->ops->batch_begin(gpu, &u->b);
+        gpu->ops->attention(gpu, d1, dq1, &L, &ap, &u->b);
+        float *dec = to_host(gpu, d1, row);
+        for (size_t j = 0; j < row; j++) worst = fmax(worst, fabs((double)dec[j] - pre[(size_t)at[i] * row + j]));
+        free(dec);
+        gpu->ops->free(gpu, dq1);
+        free(u);
+    }
+    CHECK_OK(gpu->ops->sync(gpu));
+    char detail[96];
+    snprintf(detail, sizeof detail, "kernel %s", kernel ? kernel : "none");
+    record("tok prefill vs decode rows (identity mode, per-token-head), max |diff|", worst, 0, detail);
+    gpu->ops->free(gpu, dk); gpu->ops->free(gpu, dv); gpu->ops->free(gpu, dq); gpu->ops->free(gpu, dout);
+    gpu->ops->free(gpu, d1); gpu->ops->free(gpu, L.k); gpu->ops->free(gpu, L.v);
+    free(k); free(v); free(q); free(pre); free(t);
+    gpu->batch_invariant = inv;
+}
+
 // Every entry of the table that takes per-token-head layers, forced (struct cuda_tuning.attn_kernel)
 // on the shapes it fits.
 static void tok_table_cases(void) {
@@ -470,6 +526,7 @@ TEST(tok_scale_attention) {
     tok_decode_cases();
     tok_prefill_cases();
     tok_table_cases();
+    tok_identity_case();
     int q1[2] = {1, 1}, c1[2] = {3000, 700}, q2[2] = {300, 1}, c2[2] = {2000, 700};
     tok_range_case("decode hd128 G4 B2 K,V x1000", 128, 8, 4, 2, q1, c1, "decode_t");
     tok_range_case("decode hd256 G2 B2 K,V x1000", 256, 4, 2, 2, q1, c1, "decode_t");

@@ -41,7 +41,7 @@ static const struct attn_entry kernels[] = {
     // head_dim 64 / 128 / 256 where a 16-token part fits shared memory: SIMT
     {{"prefill_simt", attn_prefill_simt_fits, attn_prefill_simt_launch}, FAST | SOFTCAP | TOKSCALE},
     // --batch-invariant, head_dim 64 / 128, G <= 8: every row through the decode kernel
-    {{"decode_invariant", attn_decode_invariant_fits, attn_decode_invariant_launch}, INVARIANT | SOFTCAP},
+    {{"decode_invariant", attn_decode_invariant_fits, attn_decode_invariant_launch}, INVARIANT | SOFTCAP | TOKSCALE},
     // everything else (head_dim <= 512): a warp per (token, query head)
     {{"generic", attn_generic_fits, attn_generic_launch}, BOTH | SOFTCAP | TOKSCALE},
 };

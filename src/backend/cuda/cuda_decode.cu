@@ -5,8 +5,7 @@
 // positions), the split plan and the combine (cuda_combine.cuh). Owns their fits / launch entries of
 // the kernel table and their per-backend set-up (shared-memory limits, residency).
 //
-// Per-token-head (fp8_per_token_head) e4m3 layers decode on the transposed kernel's TS form; the
-// batch-invariant path does not take them (the generic kernel does).
+// Per-token-head (fp8_per_token_head) e4m3 layers run the TS forms of both kernels.
 //
 // Data layout (docs/kv_format.md): cache [n_blocks][n_kv_heads][kv_block_tokens][head_dim];
 // q, out [n_tokens][n_heads][head_dim] bf16.
@@ -179,6 +178,11 @@ template <int HD, bool CAP = false> static decode_fn decode_invariant_kernel(int
                      : k_decode_mma<HD, DT_E5M2, S, DECODE_PLAIN, CAP>;
 }
 
+// (TS: the per-token-head form, e4m3)
+template <int HD, bool CAP> static decode_fn decode_invariant_tok_kernel() {
+    return k_decode_mma<HD, DT_E4M3, INVARIANT_STAGES, DECODE_PLAIN, CAP, true>;
+}
+
 template <int HD> static bool decode_invariant_init(struct cuda_backend *c) {
     for (int di = 0; di < 3; di++)
         for (decode_fn k : {decode_invariant_kernel<HD, false>(di), decode_invariant_kernel<HD, true>(di)}) {
@@ -186,12 +190,17 @@ template <int HD> static bool decode_invariant_init(struct cuda_backend *c) {
                                                        (int)decode_ring(HD, INVARIANT_STAGES, di));
             if (cuda_fail(c, e, "decode attention (batch-invariant): shared-memory limit")) return false;
         }
+    for (decode_fn k : {decode_invariant_tok_kernel<HD, false>(), decode_invariant_tok_kernel<HD, true>()}) {
+        const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   (int)decode_ring(HD, INVARIANT_STAGES, 1, true));
+        if (cuda_fail(c, e, "decode attention (batch-invariant, per-token-head): shared-memory limit")) return false;
+    }
     return true;
 }
 
 bool attn_decode_invariant_fits(const struct attn_call *a) {
     const int hd = a->l->head_dim;
-    return a->fast_dtype && a->lgr >= 0 && a->G <= 8 && (hd == 64 || hd == 128);
+    return a->fast_dtype && a->lgr >= 0 && a->G <= 8 && (hd == 64 || hd == 128) && (!a->tok || a->l->dtype == DT_E4M3);
 }
 
 template <int HD, bool CAP> static void decode_invariant_launch(const struct attn_call *a) {
@@ -199,7 +208,8 @@ template <int HD, bool CAP> static void decode_invariant_launch(const struct att
     const struct kv_layer *l = a->l;
     const struct batch *bt = a->bt;
     const int G = a->G, di = dtype_index(l->dtype);
-    const size_t ring = decode_ring(HD, INVARIANT_STAGES, di);
+    const size_t ring = decode_ring(HD, INVARIANT_STAGES, di, a->tok);
+    const decode_fn kern = a->tok ? decode_invariant_tok_kernel<HD, CAP>() : decode_invariant_kernel<HD, CAP>(di);
     // the same split count for every step of a table width: at least 2, so the combine always runs
     int n_splits = ((bt->max_blocks_per_seq << a->lgr) + INVARIANT_SPLIT - 1) / INVARIANT_SPLIT;
     if (n_splits < 2) n_splits = 2;
@@ -229,7 +239,7 @@ template <int HD, bool CAP> static void decode_invariant_launch(const struct att
         args.qstart = qs + r0;
         args.seq_lens = sl + r0;
         args.seq_of = seq_of ? seq_of + r0 : nullptr;
-        decode_invariant_kernel<HD, CAP>(di)<<<dim3(n, l->n_kv_heads, n_splits), 128, ring, c->stream>>>(args);
+        kern<<<dim3(n, l->n_kv_heads, n_splits), 128, ring, c->stream>>>(args);
         if (CUDA_LAUNCHED(c, "attention (batch-invariant)")) return;
         launch_combine(c, a->out, n, l->n_kv_heads * G, HD, n_splits, qs + r0);
     }

@@ -305,14 +305,21 @@ struct decode_cta {
 
 // Each warp streams blocks through a ring of STAGES shared-memory buffers with cp.async (STAGES-1
 // blocks in flight while one computes). seq_of (rows that are not sequences): a row's sequence,
-// whose block table it reads.
-template <int HD, int DT, int STAGES, decode_policy P, bool CAP>
+// whose block table it reads. TS: per-token-head scales (e4m3; kts, vts), as the transposed kernel
+// applies them (cuda_decode_t.cuh): the ring carries each block's 16 K and 16 V scales; a lane's
+// scores and P values are of keys 2c, 2c+1, 2c+8, 2c+9, whose K scales multiply the scores and whose
+// V scales go into P as s_v / r, r the warp's largest V scale so far (O rescaled when it rises, and
+// multiplied by r before the merge). The blocks a warp reads, and so r's history, depend only on the
+// row's position and the absolute splits, so the kernel stays batch-invariant.
+template <int HD, int DT, int STAGES, decode_policy P, bool CAP, bool TS = false>
 __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                                 const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
                                                 int max_blocks, int lgr, int n_kv, int G, int window, float scale,
                                                 const float *scales, int n_splits, int min_split,
-                                                const int32_t *seq_of, int abs_split, int *arrive, float softcap) {
+                                                const int32_t *seq_of, int abs_split, int *arrive, float softcap,
+                                                const float *kts = nullptr, const float *vts = nullptr) {
     static_assert(STAGES >= 2, "the ring is required");
+    static_assert(!TS || DT == DT_E4M3, "per-token-head scales are e4m3 only");
     static_assert(P != DECODE_PDL, "this kernel has no programmatic-dependent waits");
     typedef mma_traits<DT> TR;
     pdl_trigger();
@@ -334,12 +341,15 @@ __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf
 #pragma unroll
     for (int i = 0; i < NT; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     float m = -INFINITY, l = 0.0f;
+    float vref = 0.0f, vrinv = 0.0f;  // TS: the warp's reference V scale r and 1/r
 
     const int32_t *bt = btab + (size_t)(seq_of ? seq_of[s] : s) * max_blocks;
     const char *K = (const char *)kc, *V = (const char *)vc;
     constexpr int BLK_BYTES = 16 * HD * ES;              // one block's rows of one KV head (K or V)
     extern __shared__ __align__(16) char ring[];          // [4 warps][STAGES][K, V][BLK_BYTES]
     char *my_ring = ring + (size_t)warp * STAGES * 2 * BLK_BYTES;
+    // TS: then [4 warps][STAGES][K, V][16] f32 row scales
+    float *my_sc = (float *)(ring + (size_t)4 * STAGES * 2 * BLK_BYTES) + (size_t)warp * STAGES * 32;
     kv_frags<HD, DT> f;
     // blk: a 16-token sub-block
     auto block_base = [&](int blk) { return kv_sub_block(bt, blk, n_kv, g, lgr) * 16 * HD * ES; };
@@ -351,6 +361,12 @@ __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf
             for (int o = lane * 16; o < BLK_BYTES; o += 32 * 16) {
                 cp_async16(ks + o, kg + o);
                 cp_async16(vs + o, vg + o);
+            }
+            if constexpr (TS) {  // lanes 0-3: K's 16 scales, 4-7: V's
+                const size_t sub = kv_sub_block(bt, blk, n_kv, g, lgr);
+                if (lane < 8)
+                    cp_async16(my_sc + stage * 32 + 4 * lane,
+                               lane < 4 ? kts + sub * 16 + 4 * lane : vts + sub * 16 + 4 * (lane - 4));
             }
         }
         cp_async_commit();  // an empty group keeps the wait count uniform
@@ -383,6 +399,12 @@ __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf
         __syncwarp();
         const char *ks = my_ring + (size_t)stage * 2 * BLK_BYTES;
         f.load(ks, ks + BLK_BYTES, rr, c);
+        float tk[4] = {1.0f, 1.0f, 1.0f, 1.0f}, tv[4] = {0.0f, 0.0f, 0.0f, 0.0f};  // TS: keys 2c, 2c+1, 2c+8, 2c+9
+        if constexpr (TS) {
+            const float *scs = my_sc + stage * 32;
+            tk[0] = scs[2 * c]; tk[1] = scs[2 * c + 1]; tk[2] = scs[2 * c + 8]; tk[3] = scs[2 * c + 9];
+            tv[0] = scs[16 + 2 * c]; tv[1] = scs[17 + 2 * c]; tv[2] = scs[24 + 2 * c]; tv[3] = scs[25 + 2 * c];
+        }
         __syncwarp();  // every lane has its words before the stage is refilled
         stage = (stage + 1) % STAGES;
         float sv[2][4];  // S = Q·Kᵀ for the two 8-key tiles
@@ -390,12 +412,20 @@ __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf
         // online softmax on row rr (rows rr+8 are padding)
         float x[4];
         int kp0 = blk * 16 + 2 * c;
-        x[0] = sc(sv[0][0]); x[1] = sc(sv[0][1]); x[2] = sc(sv[1][0]); x[3] = sc(sv[1][1]);
+        if constexpr (TS) {
+            x[0] = sc(sv[0][0] * tk[0]); x[1] = sc(sv[0][1] * tk[1]);
+            x[2] = sc(sv[1][0] * tk[2]); x[3] = sc(sv[1][1] * tk[3]);
+        } else {
+            x[0] = sc(sv[0][0]); x[1] = sc(sv[0][1]); x[2] = sc(sv[1][0]); x[3] = sc(sv[1][1]);
+        }
         const int kpos[4] = {kp0, kp0 + 1, kp0 + 8, kp0 + 9};
         float mx = -INFINITY;
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            if (kpos[i] < lo || kpos[i] > pos) x[i] = -INFINITY;
+            if (kpos[i] < lo || kpos[i] > pos) {
+                x[i] = -INFINITY;
+                tv[i] = 0.0f;  // (TS: an unwritten row's scale may be anything)
+            }
             mx = fmaxf(mx, x[i]);
         }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, 1));
@@ -409,11 +439,29 @@ __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf
         m = mn;
 #pragma unroll
         for (int i = 0; i < NT; i++) { o[i][0] *= alpha; o[i][1] *= alpha; }
+        if constexpr (TS) {  // P·diag(s_v / r), r raised to the block's largest V scale first
+            float bm = fmaxf(fmaxf(tv[0], tv[1]), fmaxf(tv[2], tv[3]));
+            bm = fmaxf(bm, __shfl_xor_sync(0xffffffff, bm, 1));
+            bm = fmaxf(bm, __shfl_xor_sync(0xffffffff, bm, 2));
+            if (bm > vref) {  // (warp-uniform: the scales depend on c only)
+                const float av = vref / bm;
+#pragma unroll
+                for (int i = 0; i < NT; i++) { o[i][0] *= av; o[i][1] *= av; }
+                vref = bm;
+                vrinv = 1.0f / bm;
+            }
+#pragma unroll
+            for (int i = 0; i < 4; i++) p[i] *= tv[i] * vrinv;
+        }
         uint32_t pa[4] = {TR::q2(p[0], p[1]), 0u, TR::q2(p[2], p[3]), 0u};
         pv_block<HD, DT>(o, pa, f);  // O += P·V; tile tt holds dims n·NT + tt
     }
     l += __shfl_xor_sync(0xffffffff, l, 1);
     l += __shfl_xor_sync(0xffffffff, l, 2);
+    if constexpr (TS) {  // O in real units (r = 0: a warp with no keys, O = 0)
+#pragma unroll
+        for (int i = 0; i < NT; i++) { o[i][0] *= vref; o[i][1] *= vref; }
+    }
     // merge the 4 warps through shared memory (rows < G only)
     __shared__ float sm_m[4][16], sm_l[4][16], sm_acc[4][8][HD];
     if (rr < G) {
@@ -434,9 +482,11 @@ __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf
 // The heads-on-M decode kernel. --batch-invariant runs it for every query row at ring depth 3
 // with DECODE_PLAIN (splits at absolute block positions, partials always through k_combine);
 // dev/cuda/attention_decode.cu times its other forms. CAP: soft-capped scores (attn_args.softcap > 0).
-template <int HD, int DT, int STAGES, decode_policy P, bool CAP = false>
+// TS: per-token-head scales (e4m3; attn_args.kts, vts).
+template <int HD, int DT, int STAGES, decode_policy P, bool CAP = false, bool TS = false>
 __global__ void __launch_bounds__(128) k_decode_mma(const __grid_constant__ attn_args a) {
-    decode_mma_body<HD, DT, STAGES, P, CAP>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab,
-                                            a.max_blocks, a.lgr, a.n_kv, a.G, a.window, a.scale, a.scales, a.n_splits,
-                                            a.min_split, a.seq_of, a.abs_split, a.arrive, a.softcap);
+    decode_mma_body<HD, DT, STAGES, P, CAP, TS>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab,
+                                                a.max_blocks, a.lgr, a.n_kv, a.G, a.window, a.scale, a.scales,
+                                                a.n_splits, a.min_split, a.seq_of, a.abs_split, a.arrive, a.softcap,
+                                                a.kts, a.vts);
 }
