@@ -374,11 +374,11 @@ static void tok_range_case(const char *label, int hd, int n_kv, int G, int n_seq
 }
 
 // attn_in on a per-token-head layer (the Q|K|V GEMM, then RoPE and k_kv_write_tok: the fused decode
-// epilogue does not take such layers) against backend.c's composition (rope, then kv_write) on the
-// GPU: Q, K, V and every page and scale byte identical; n decode tokens or a 37-token chunk. (K and V
-// have 4096 rows, as in attn_in_case, so that both sides' GEMMs sum in one order.)
+// epilogue does not take such layers): its pages, codes and row scales, equal byte for byte those
+// of kv_write on the GPU and on the CPU given the roped K and the V that attn_in leaves in its
+// outputs; every written row has a finite positive scale. n decode tokens or a 37-token chunk.
 static void tok_attn_in_case(int n, bool offsets) {
-    const int dim = 1024, hd = 128, nh = 32, nkv = 32, bs = 16, mb = 64, qd = nh * hd, kd = nkv * hd;
+    const int dim = 1024, hd = 128, nh = 32, nkv = 8, bs = 16, mb = 64, qd = nh * hd, kd = nkv * hd;
     struct tb *t = malloc(sizeof *t);
     int nq[8], ctx[8];
     const int n_seqs = n <= 8 ? n : 1;
@@ -391,34 +391,43 @@ static void tok_attn_in_case(int n, bool offsets) {
     struct weight w[4] = {make_weight(qd, dim, 0.05f), make_weight(kd, dim, 0.05f), make_weight(kd, dim, 0.05f),
                           make_weight(1, dim, 1.0f)};
     for (int k = 0; k < 4; k++) CHECK_OK(gpu->ops->weight_upload(gpu, &w[k]));
-    float *x = rand_vec((size_t)n * dim, 2.0f), *ko = offsets ? rand_vec((size_t)kd, 1.0f) : NULL, *out[2][3];
-    char *pages[2][2];
+    float *x = rand_vec((size_t)n * dim, 2.0f), *ko = offsets ? rand_vec((size_t)kd, 1.0f) : NULL;
+    struct kv_layer L[3];  // 0: attn_in's (GPU); 1: kv_write on the GPU; 2: kv_write on the CPU
+    struct backend *bk[3] = {gpu, gpu, cpu};
     size_t bytes = 0;
-    CHECK_OK(gpu->ops->batch_begin(gpu, &t->b));
-    for (int i = 0; i < 2; i++) {  // 0: the table's attn_in; 1: the composition
-        struct kv_layer L = {.dtype = DT_E4M3, .n_kv_heads = nkv, .head_dim = hd, .kv_block_tokens = bs, .n_blocks = mb * n_seqs};
-        for (int h = 0; h < nkv; h++) L.k_scale[h] = L.v_scale[h] = 1.0f;
-        L.k_offset = ko;
-        tok_alloc(gpu, &L, mb * n_seqs, &bytes);
-        void *dx = to_dev(gpu, x, (size_t)n * dim), *xn = gpu->ops->alloc(gpu, (size_t)n * dim * 4), *d[3];
-        const int wd[3] = {qd, kd, kd};
-        for (int k = 0; k < 3; k++) d[k] = gpu->ops->alloc(gpu, (size_t)n * wd[k] * 4);
-        const struct attn_in_args a = {d[0], d[1], d[2], xn, dx, &w[3], &w[0], &w[1], &w[2], 1e-5f, nh, &rt, &L};
-        if (i == 0) gpu->ops->attn_in(gpu, &a, &t->b);
-        else backend_attn_in(gpu, &a, &t->b);
-        for (int k = 0; k < 3; k++) out[i][k] = to_host(gpu, d[k], (size_t)n * wd[k]);
-        for (int kv = 0; kv < 2; kv++) gpu->ops->download(gpu, pages[i][kv] = malloc(bytes), kv ? L.v : L.k, bytes);
-        CHECK_OK(gpu->ops->sync(gpu));
-        for (int k = 0; k < 3; k++) gpu->ops->free(gpu, d[k]);
-        gpu->ops->free(gpu, dx); gpu->ops->free(gpu, xn); gpu->ops->free(gpu, L.k); gpu->ops->free(gpu, L.v);
+    for (int i = 0; i < 3; i++) {
+        L[i] = (struct kv_layer){.dtype = DT_E4M3, .n_kv_heads = nkv, .head_dim = hd, .kv_block_tokens = bs,
+                                 .n_blocks = mb * n_seqs};
+        for (int h = 0; h < nkv; h++) L[i].k_scale[h] = L[i].v_scale[h] = 1.0f;
+        L[i].k_offset = ko;
+        tok_alloc(bk[i], &L[i], mb * n_seqs, &bytes);
     }
-    int diff = 0;
-    for (int k = 0; k < 3; k++) diff += memcmp(out[0][k], out[1][k], (size_t)n * (k ? kd : qd) * 4) != 0;
-    diff += (memcmp(pages[0][0], pages[1][0], bytes) != 0) + (memcmp(pages[0][1], pages[1][1], bytes) != 0);
-    // every written row has a finite positive scale (unwritten rows keep the 0xFF fill)
+    CHECK_OK(gpu->ops->batch_begin(gpu, &t->b));
+    void *dx = to_dev(gpu, x, (size_t)n * dim), *xn = gpu->ops->alloc(gpu, (size_t)n * dim * 4), *d[3];
+    const int wd[3] = {qd, kd, kd};
+    for (int k = 0; k < 3; k++) d[k] = gpu->ops->alloc(gpu, (size_t)n * wd[k] * 4);
+    const struct attn_in_args a = {d[0], d[1], d[2], xn, dx, &w[3], &w[0], &w[1], &w[2], 1e-5f, nh, &rt, &L[0]};
+    gpu->ops->attn_in(gpu, &a, &t->b);
+    gpu->ops->kv_write(gpu, &L[1], d[1], d[2], &t->b);  // (d[1]: K after RoPE)
+    float *kr = to_host(gpu, d[1], (size_t)n * kd), *vr = to_host(gpu, d[2], (size_t)n * kd);
+    CHECK_OK(gpu->ops->sync(gpu));
+    cpu->ops->batch_begin(cpu, &t->b);
+    cpu->ops->kv_write(cpu, &L[2], kr, vr, &t->b);
+    char *pages[3][2];
+    for (int i = 0; i < 3; i++)
+        for (int kv = 0; kv < 2; kv++) {
+            pages[i][kv] = malloc(bytes);
+            if (bk[i] == gpu) gpu->ops->download(gpu, pages[i][kv], kv ? L[i].v : L[i].k, bytes);
+            else memcpy(pages[i][kv], kv ? L[i].v : L[i].k, bytes);
+        }
+    CHECK_OK(gpu->ops->sync(gpu));
+    int diff_gpu = 0, diff_cpu = 0;
+    for (int kv = 0; kv < 2; kv++) {
+        diff_gpu += memcmp(pages[0][kv], pages[1][kv], bytes) != 0;
+        diff_cpu += memcmp(pages[0][kv], pages[2][kv], bytes) != 0;
+    }
     size_t at;
-    struct kv_layer Lq = {.dtype = DT_E4M3, .n_kv_heads = nkv, .head_dim = hd, .kv_block_tokens = bs};
-    kv_layer_bytes(&Lq, true, mb * n_seqs, &at);
+    kv_layer_bytes(&L[0], true, mb * n_seqs, &at);
     int bad = 0;
     for (int tk = 0; tk < t->b.n_tokens; tk++)
         for (int h = 0; h < nkv; h++) {
@@ -430,13 +439,21 @@ static void tok_attn_in_case(int n, bool offsets) {
             bad += !(sk > 0 && isfinite(sk)) || !(sv > 0 && isfinite(sv));
         }
     char name[160];
-    snprintf(name, sizeof name, "tok attn_in = the composition (n=%d%s): arrays differing", n, offsets ? ", K offsets" : "");
-    record(name, diff, 0, NULL);
-    snprintf(name, sizeof name, "tok attn_in rows stored with a scale (n=%d%s): rows without", n, offsets ? ", K offsets" : "");
+    const char *what = offsets ? ", K offsets" : "";
+    snprintf(name, sizeof name, "tok attn_in pages = kv_write's on the GPU (n=%d%s): K/V differing", n, what);
+    record(name, diff_gpu, 0, NULL);
+    snprintf(name, sizeof name, "tok attn_in pages = kv_write's on the CPU (n=%d%s): K/V differing", n, what);
+    record(name, diff_cpu, 0, NULL);
+    snprintf(name, sizeof name, "tok attn_in rows stored with a scale (n=%d%s): rows without", n, what);
     record(name, bad, 0, NULL);
-    for (int i = 0; i < 2; i++) { for (int k = 0; k < 3; k++) free(out[i][k]); free(pages[i][0]); free(pages[i][1]); }
+    for (int i = 0; i < 3; i++) {
+        free(pages[i][0]); free(pages[i][1]);
+        bk[i]->ops->free(bk[i], L[i].k); bk[i]->ops->free(bk[i], L[i].v);
+    }
+    for (int k = 0; k < 3; k++) gpu->ops->free(gpu, d[k]);
+    gpu->ops->free(gpu, dx); gpu->ops->free(gpu, xn);
     for (int k = 0; k < 4; k++) { gpu->ops->weight_release(gpu, &w[k]); free((void *)w[k].data); }
-    free(x); free(ko); free(t);
+    free(x); free(ko); free(kr); free(vr); free(t);
 }
 
 // --batch-invariant with a per-token-head layer: attention of a 700-row prefill equals, bit for bit,
