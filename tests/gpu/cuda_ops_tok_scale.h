@@ -169,7 +169,12 @@ static void tok_case(const char *label, int hd, int n_kv, int G, int n_seqs, con
              case_forced ? case_forced : "");
     snprintf(detail, sizeof detail, "gpu_fnv1a %016llx kernel %s",
              (unsigned long long)rng_hash_bytes(out[1], nout * sizeof(float)), kernel ? kernel : "none");
-    record(name, nmse(out[1], out[0], nout), emu ? WGMMA_BOUND : o->bound, detail);
+    // prefill_f16_cvt stores each row times its scale as bf16 (8 significant bits) and runs P in bf16:
+    // tools/ref/ref_tok_scale_nmse.py's model of that arithmetic gives NMSE 8e-6 against exact for these
+    // inputs (2e-6 to 7e-5 with rows 2^-4..2^4; decode_t's model 2e-8 to 4e-8), so its bounds are three
+    // times the others'
+    const double bound = emu ? WGMMA_BOUND : kernel && !strcmp(kernel, "prefill_f16_cvt") ? 3 * o->bound : o->bound;
+    record(name, nmse(out[1], out[0], nout), bound, detail);
     if (gpu_out) *gpu_out = out[1];
     else free(out[1]);
     free(out[0]); free(k); free(v); free(q); free(t); free(w);
