@@ -40,15 +40,15 @@ using namespace tmah;  // (the copy and barrier primitives, cuda_tma.cuh)
 
 // Shared-memory layout for head_dim HD with KS K/V stages; CVT (an e4m3 cache): K and V staging of
 // e4m3 bytes as TMA lands them, two half-tile slots each ([2][BN/2][HD]), beside the 16-bit rings;
-// TS (per-token-head scales): the converters' row scales of the two halves ([2][BN/2] f32) after
-// the barriers.
+// TS (per-token-head scales): the converters' row scales of two tiles ([2][K, V][BN] f32) after the
+// barriers.
 template <int HD, int KS, bool CVT = false, bool TS = false> struct lay {
     static constexpr int BN = HD == 256 ? 64 : 128;  // keys a tile
     static constexpr int NCH = HD / 64;               // 128-byte chunks of a row
     static constexpr int Q_BYTES = 64 * HD * 2, TILE_BYTES = BN * HD * 2, RAW_BYTES = CVT ? BN * HD : 0;
     static constexpr int OFF_K = 2 * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_RAW = OFF_V + KS * TILE_BYTES;
     static constexpr int OFF_BAR = OFF_RAW + 2 * RAW_BYTES, OFF_SC = OFF_BAR + (4 * KS + 8) * 8;
-    static constexpr int SMEM = OFF_SC + (TS ? BN * 4 : 0) + 1024;  // (+ the alignment slack)
+    static constexpr int SMEM = OFF_SC + (TS ? 4 * BN * 4 : 0) + 1024;  // (+ the alignment slack)
 };
 // The default ring depth: what fits beside Q in 227 KB.
 template <int HD> struct stages { static constexpr int KS = HD == 64 ? 4 : 2; };
@@ -281,37 +281,68 @@ __global__ void __launch_bounds__(384, 1)
             }
         } else if (CVT && threadIdx.x >= 32) {  // the converters: staging slots → ring stage, as f16
             const int ct = threadIdx.x - 32, rows = a.rows_box, hb = BN / 2 / rows;
-            // (TS) the half-tile's row scales, [2][BN / 2]: half h's before its rows, one barrier a half (a
-            // buffer is refilled two halves later, after a barrier every converter passes when done with it)
+            // (TS) the row scales of tile i in rsc[i & 1] ([K, V][BN]): tile i + 1's are read from global
+            // memory into registers (rows ct and ct + NCV) while tile i converts, stored after it, then one
+            // barrier (a buffer is rewritten a tile after its last reader passed that barrier)
             float *rsc = (float *)(sm + L::OFF_SC);
             const int32_t *bt = a.btab + (size_t)s * a.max_blocks;
-            // tile i's K or V, both halves, into ring stage st
+            float pk[2] = {0.0f, 0.0f}, pv[2] = {0.0f, 0.0f};
+            auto fetch = [&](int i) {  // (rows past the tile's last box are not loaded, nor their scales)
+                const int t = t0 + i, nrow = min(BN / rows, (p_last - t * BN) / rows + 1) * rows;
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int r = ct + e * NCV;
+                    if (r < nrow) {
+                        const int kp = t * BN + r;
+                        const size_t idx = ((size_t)bt[kp / a.bs] * a.n_kv + g) * a.bs + kp % a.bs;
+                        pk[e] = a.kts[idx];
+                        pv[e] = a.vts[idx];
+                    }
+                }
+            };
+            auto put = [&](int i) {
+                float *d = rsc + (i & 1) * 2 * BN;
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int r = ct + e * NCV;
+                    if (r < BN) { d[r] = pk[e]; d[BN + r] = pv[e]; }
+                }
+            };
+            // tile i's K or V, both halves, into ring stage st (TS: sc, the tile's row scales)
             auto conv = [&](uint8_t *ring, const uint8_t *raw, uint64_t *full, uint64_t *empty, int i,
-                            const float *ts) {
+                            const float *sc) {
                 const int t = t0 + i, nb = min(BN / rows, (p_last - t * BN) / rows + 1);
                 for (int h = 0; h < 2; h++) {
                     const int q = 2 * i + h, sl = q & 1, nr = max(0, min(nb, (h + 1) * hb) - h * hb) * rows;
-                    if constexpr (TS) {
-                        if (ct < nr) {
-                            const int kp = t * BN + h * (BN / 2) + ct;
-                            rsc[h * (BN / 2) + ct] = ts[((size_t)bt[kp / a.bs] * a.n_kv + g) * a.bs + kp % a.bs];
-                        }
-                        bar_sync(BAR_CVT, NCV);
-                    }
                     mbar_wait(&full[sl], (q >> 1) & 1);
-                    cvt_rows<HD, BN, DT, TS>(ring, raw + sl * HALF, h * (BN / 2), nr, ct, NCV, rsc + h * (BN / 2));
+                    cvt_rows<HD, BN, DT, TS>(ring, raw + sl * HALF, h * (BN / 2), nr, ct, NCV, sc + h * (BN / 2));
                     mbar_arrive(&empty[sl]);
                 }
                 fence_proxy_async();  // (the ring's generic-proxy writes, before the wgmma reads them)
             };
+            if constexpr (TS) {
+                fetch(0);
+                put(0);
+                bar_sync(BAR_CVT, NCV);
+            }
             for (int i = 0; i < n; i++) {
                 const int st = i % KS;
+                if constexpr (TS) {
+                    if (i + 1 < n) fetch(i + 1);
+                }
+                const float *sck = rsc + (i & 1) * 2 * BN;
                 if (i >= KS) mbar_wait(&kempty[st], ((i / KS) - 1) & 1);
-                conv(Ks + st * L::TILE_BYTES, rawk, rkfull, rkempty, i, a.kts);
+                conv(Ks + st * L::TILE_BYTES, rawk, rkfull, rkempty, i, sck);
                 mbar_arrive(&kfull[st]);
                 if (i >= KS) mbar_wait(&vempty[st], ((i / KS) - 1) & 1);
-                conv(Vs + st * L::TILE_BYTES, rawv, rvfull, rvempty, i, a.vts);
+                conv(Vs + st * L::TILE_BYTES, rawv, rvfull, rvempty, i, sck + BN);
                 mbar_arrive(&vfull[st]);
+                if constexpr (TS) {
+                    if (i + 1 < n) {
+                        put(i + 1);
+                        bar_sync(BAR_CVT, NCV);
+                    }
+                }
             }
         } else if (!CVT && threadIdx.x == 0) {
             const int32_t *bt = a.btab + (size_t)s * a.max_blocks;
