@@ -190,8 +190,8 @@ __device__ __forceinline__ void cvt_rows(uint8_t *dst, const uint8_t *raw, int r
 // thread, do not fit).
 // KS: K/V ring stages. PINGPONG: the consumers take turns issuing their MMAs. CAP: soft-capped scores
 // (attn_args.softcap, fp8pf::softmax_s). TS: per-token-head scales (e4m3, head_dim 64 / 128 / 256): the
-// converters multiply every row by its scale (attn_args.kts / vts, read into shared memory for each
-// half-tile) and store bf16, and the consumers run as for a bf16 cache (static scales 1): the row
+// converters multiply every row by its scale (attn_args.kts / vts, in shared memory a tile ahead of
+// its conversion) and store bf16, and the consumers run as for a bf16 cache (static scales 1): the row
 // scales are in K and V themselves, so the softmax, its sum and the output need nothing more.
 // kmap / vmap: the layer's K and V cache as 4-d tensors {head_dim, kv_block_tokens, n_kv_heads,
 // n_blocks} of 16-bit elements, boxes of {64, rows_box, 1, 1}, 128-byte swizzle (CVT: bf16pf_map_8bit's).
