@@ -253,7 +253,8 @@ static int parse_fp8_flag(struct cli_model_args *a, const char *f, int argc, cha
     const char *v = cli_value(argc, argv, i);
     if (!v) return OCT_EINVAL;
     if (!in_list(g_cmd, fp8_commands))
-        return err_set(OCT_EUNSUP, "%s: not taken by octet %s (generate, serve, eval and bench model run FP8 weights)", f, g_cmd);
+        return err_set(OCT_EUNSUP, "%s: not taken by octet %s (generate, serve, eval and bench model run FP8 weights)",
+                       f, g_cmd);
     long n;
     if (!strcmp(f, "--quantization-block")) {
         TRY(cli_int(f, v, 0, 1 << 16, &n));

@@ -361,6 +361,7 @@ static void cu_destroy(struct backend *b) {
     cudaFree(c->d_part);
     cudaFree(c->d_xq);
     cudaFree(c->d_sx);
+    cudaFree(c->d_acc);
     cudaFree(c->d_vt);
     cudaFree(c->d_logits);
     cudaFree(c->d_pseudo); cudaFree(c->d_arrive); cudaFree(c->d_ids); cudaFree(c->d_keys);

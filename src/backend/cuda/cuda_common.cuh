@@ -89,6 +89,8 @@ struct cuda_backend {
     size_t xq_cap;              // bytes
     float *d_sx;                // [ceil(cols / 128) or 1][n]
     size_t sx_cap;              // floats
+    float *d_acc;               // [n][rows] f32 sums of the FP8 GEMM whose scales k_fp8w_scale_out applies
+    size_t acc_cap;             // floats
     size_t part_cap;            // floats
     uint8_t *d_vt;              // the FP8 prefill's pre-transposed V: [vt_tiles][n_kv_heads][head_dim·128 bytes]
     size_t vt_cap;              // bytes

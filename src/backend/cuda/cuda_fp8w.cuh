@@ -23,6 +23,9 @@
 
 #include <cuda_fp8.h>
 
+#include "cuda_pdl.cuh"
+#include "cuda_rmsnorm.cuh"
+
 #define GEMV8_WARPS 8
 #define FP8W_BLOCK 128
 
@@ -119,7 +122,8 @@ __device__ __forceinline__ void fp8w_row_encode(uint8_t *q, const bf16 *xr, int 
 // The cuBLASLt products' activations: row t of x (bf16 [n][cols]) into xq[t] (codes [n][kp]) and its
 // scale into sx[j·n + t] for j < rep (block weights read one scale per 128 columns; every one is the
 // token's). One CTA a row.
-static __global__ void k_fp8w_quant(uint8_t *xq, float *sx, const bf16 *x, int n, int cols, int kp, fp8w_act a, int rep) {
+static __global__ void k_fp8w_quant(uint8_t *xq, float *sx, const bf16 *x, int n, int cols, int kp, fp8w_act a,
+                                    int rep) {
     __shared__ float red[32];
     const int t = blockIdx.x;
     const bf16 *xr = x + (size_t)t * cols;
@@ -144,10 +148,20 @@ struct gemv8_w {
 
 struct gemv8_args {
     void *out;            // [n][rows]
-    const bf16 *x;        // [n][cols]
+    const bf16 *x;        // [n][cols] (NORM: the residual stream, normalised in the prologue)
     gemv8_w w, w2;        // w2: GEMV8_SWIGLU's up weight (w is the gate's)
     int n, rows, cols, kp, kbp;
     int tpc;              // tokens a CTA (<= 8; fewer where 8 rows of x̂ would not fit shared memory)
+    // SEG (GEMV8_STORE): up to three weights of x's columns and activation scheme (Q, K and V) in one
+    // launch; segment s owns the CTAs from cta0[s] (w, out and rows above are unused)
+    gemv8_w sw[3];
+    void *sout[3];        // [n][srows[s]] each
+    int srows[3], cta0[3];
+    // NORM: x's RMSNorm first, with k_rmsnorm's arithmetic and norm_threads (its T) threads, so the
+    // x̂ codes are those of k_rmsnorm's bf16 output
+    const bf16 *norm;     // [cols]
+    float eps;
+    int norm_threads;
 };
 
 // mma.sync m16n8k32, e4m3 A (16×32, row) times B (32×8, col) of e4m3 or e5m2, f32 accumulators.
@@ -180,22 +194,29 @@ __device__ __forceinline__ void gemv8_chunk(float (&d)[4], const uint4 (&wa)[2],
 }
 
 // BLOCK: WSCALE_BLOCK weights (a scale a chunk); E5M2 / E5M2_2: x̂ of w / w2 in e5m2.
-template <gemv8_policy P, typename OUT, bool BLOCK, bool E5M2, bool E5M2_2>
+// Launched as a programmatic dependent (cuda_pdl.cuh): the first chunk's weights are requested before
+// pdl_wait(), the only reads that do not depend on the kernel before it.
+template <gemv8_policy P, typename OUT, bool BLOCK, bool E5M2, bool E5M2_2, bool NORM = false, bool SEG = false>
 __global__ void __launch_bounds__(GEMV8_WARPS * 32) k_gemv8(const __grid_constant__ gemv8_args a) {
     constexpr bool SW = P == GEMV8_SWIGLU;
     constexpr int NW = SW ? 2 : 1;
+    static_assert(!SEG || P == GEMV8_STORE, "segments store their products");
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3;
-    const int row0 = blockIdx.x * 16, t0 = blockIdx.y * a.tpc;
+    int sg = 0;
+    if constexpr (SEG) sg = (int)blockIdx.x >= a.cta0[2] ? 2 : (int)blockIdx.x >= a.cta0[1] ? 1 : 0;
+    const int rows = SEG ? a.srows[sg] : a.rows;
+    void *const out_base = SEG ? a.sout[sg] : a.out;
+    const int row0 = ((int)blockIdx.x - (SEG ? a.cta0[sg] : 0)) * 16, t0 = blockIdx.y * a.tpc;
     const int nt = min(a.tpc, a.n - t0), nx = min(a.tpc, a.n);  // this CTA's tokens; x̂ rows a weight
     const int kp = a.kp, xs_pitch = kp + 16;  // (+16: the rows of x̂ fall in different banks)
     const int nchunks = (kp + 127) / 128;
     extern __shared__ __align__(16) uint8_t gemv8_xs[];  // [NW][nx][xs_pitch] x̂ codes
     __shared__ float sxs[NW][8];
     __shared__ float red[32];
-    const gemv8_w *ws[2] = {&a.w, &a.w2};
+    const gemv8_w *ws[2] = {SEG ? &a.sw[sg] : &a.w, &a.w2};
 
     // the lane's weight runs of one chunk (zero past the row's end or past rows)
-    const bool ra = row0 + g < a.rows, rb = row0 + g + 8 < a.rows;
+    const bool ra = row0 + g < rows, rb = row0 + g + 8 < rows;
     auto load_w = [&](const gemv8_w &w, int ch, uint4 (&wa)[2], uint4 (&wb)[2]) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -212,16 +233,63 @@ __global__ void __launch_bounds__(GEMV8_WARPS * 32) k_gemv8(const __grid_constan
 #pragma unroll
         for (int j = 0; j < NW; j++) load_w(*ws[j], ch, wa[j], wb[j]);
     }
+    pdl_wait();  // (x is the kernel before's output)
     // prologue: this CTA's rows of x quantized into shared memory (as k_fp8w_quant would)
     for (int t = 0; t < nt; t++) {
         const bf16 *xr = a.x + (size_t)(t0 + t) * a.cols;
-        const bool dyn = a.w.act.fixed == 0 || (SW && a.w2.act.fixed == 0);
-        const float amax = dyn ? fp8w_row_amax(xr, a.cols, red) : 0.0f;
+        if constexpr (NORM) {  // k_rmsnorm's bf16 row in registers (rms_store's values), then its codes
+            uint4 xv[RMS_VEC], nv[RMS_VEC];
+            const int runs = a.cols / 8, T = a.norm_threads;
+            const float ss = rms_partial(xr, a.norm, runs, T, xv, nv);
+            const float r = rsqrtf(rms_reduce(ss, T, red) / a.cols + a.eps);
+            float y[RMS_VEC][8], m = 0;
 #pragma unroll
-        for (int j = 0; j < NW; j++) {
-            const float s = fp8w_row_scale(amax, ws[j]->act);
-            fp8w_row_encode(gemv8_xs + ((size_t)j * nx + t) * xs_pitch, xr, a.cols, kp, 1.0f / s, ws[j]->act.e5m2);
-            if (threadIdx.x == 0) sxs[j][t] = s;
+            for (int u = 0; u < RMS_VEC; u++) {
+                const bool mine = (int)threadIdx.x < T && (int)threadIdx.x + u * T < runs;
+                const __nv_bfloat162 *xp = (const __nv_bfloat162 *)&xv[u], *wp = (const __nv_bfloat162 *)&nv[u];
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    float2 xf = mine ? __bfloat1622float2(xp[e]) : make_float2(0, 0);
+                    float2 gf = mine ? __bfloat1622float2(wp[e]) : make_float2(0, 0);
+                    const __nv_bfloat162 o = __floats2bfloat162_rn(xf.x * r * gf.x, xf.y * r * gf.y);
+                    y[u][2 * e] = __low2float(o);
+                    y[u][2 * e + 1] = __high2float(o);
+                    m = fmaxf(m, fmaxf(fabsf(y[u][2 * e]), fabsf(y[u][2 * e + 1])));
+                }
+            }
+            for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
+            if (lane == 0) red[warp] = m;
+            __syncthreads();
+            float amax = 0;
+#pragma unroll
+            for (int w = 0; w < GEMV8_WARPS; w++) amax = fmaxf(amax, red[w]);
+            __syncthreads();  // (red is reused by the next row)
+#pragma unroll
+            for (int j = 0; j < NW; j++) {
+                const float s = fp8w_row_scale(amax, ws[j]->act), inv = 1.0f / s;
+                uint8_t *q = gemv8_xs + ((size_t)j * nx + t) * xs_pitch;
+#pragma unroll
+                for (int u = 0; u < RMS_VEC; u++) {
+                    const int i = threadIdx.x + u * T;
+                    if ((int)threadIdx.x >= T || i >= runs) continue;
+                    uint8_t b[8];
+#pragma unroll
+                    for (int e = 0; e < 8; e++) b[e] = fp8w_encode(y[u][e] * inv, ws[j]->act.e5m2);
+                    *(uint2 *)(q + 8 * i) = *(const uint2 *)b;
+                }
+                for (int i = a.cols + threadIdx.x; i < kp; i += blockDim.x) q[i] = 0;
+                if (threadIdx.x == 0) sxs[j][t] = s;
+            }
+        } else {
+            const bool dyn = ws[0]->act.fixed == 0 || (SW && a.w2.act.fixed == 0);
+            const float amax = dyn ? fp8w_row_amax(xr, a.cols, red) : 0.0f;
+#pragma unroll
+            for (int j = 0; j < NW; j++) {
+                const float s = fp8w_row_scale(amax, ws[j]->act);
+                fp8w_row_encode(gemv8_xs + ((size_t)j * nx + t) * xs_pitch, xr, a.cols, kp, 1.0f / s,
+                                ws[j]->act.e5m2);
+                if (threadIdx.x == 0) sxs[j][t] = s;
+            }
         }
     }
     __syncthreads();
@@ -261,6 +329,7 @@ __global__ void __launch_bounds__(GEMV8_WARPS * 32) k_gemv8(const __grid_constan
                 for (int h = 0; h < 2; h++) { wa[j][h] = na[j][h]; wb[j][h] = nb[j][h]; }
         }
     }
+    pdl_trigger();  // (a dependent product may start loading its weights)
     // the warps' totals, summed in warp order: element (row i, token t) is lane (i % 8)·4 + t / 2,
     // accumulator (i / 8)·2 + t % 2
     __syncthreads();  // (the x̂ rows are dead: their space takes the totals)
@@ -272,7 +341,7 @@ __global__ void __launch_bounds__(GEMV8_WARPS * 32) k_gemv8(const __grid_constan
     __syncthreads();
     if (threadIdx.x >= 128) return;
     const int i = threadIdx.x >> 3, t = threadIdx.x & 7, row = row0 + i;
-    if (t >= nt || row >= a.rows) return;
+    if (t >= nt || row >= rows) return;
     const int L = (i & 7) * 4 + (t >> 1), e = (i >> 3) * 2 + (t & 1);
     float y[NW];
 #pragma unroll
@@ -283,7 +352,7 @@ __global__ void __launch_bounds__(GEMV8_WARPS * 32) k_gemv8(const __grid_constan
         // as the CPU: (s_x · s_w) once for tensor and channel scales; blocks carry theirs already
         y[j] = BLOCK ? s * sxs[j][t] : s * (sxs[j][t] * __ldg(ws[j]->s + row));
     }
-    OUT *o = (OUT *)a.out + (size_t)(t0 + t) * a.rows + row;
+    OUT *o = (OUT *)out_base + (size_t)(t0 + t) * rows + row;
     if constexpr (sizeof(OUT) == 4) *o = y[0];
     else if constexpr (P == GEMV8_STORE) *o = __float2bfloat16_rn(y[0]);
     else if constexpr (P == GEMV8_ADD)

@@ -20,12 +20,15 @@ static void plan_release(struct gemm_plan *p) {
     p->valid = false;
 }
 
-// The cuBLASLt plan of one product (kind: FP8_PLAN_BF16, or an FP8 weight's, fp8_plan_kind), made on
-// first use. NULL when cuBLASLt has no algorithm: a bf16 product latches the error; an FP8 one returns
-// quietly, and its caller takes the skinny FP8 GEMM instead.
-enum { FP8_PLAN_BF16 = 0 };
+// The cuBLASLt plan of one product (kind: FP8_PLAN_BF16, or an FP8 weight's bits), made on first use.
+// NULL when cuBLASLt has no algorithm: a bf16 product latches the error; an FP8 one returns quietly
+// (and is remembered), and its caller tries the next form.
+// FP8 forms: the weight's scales and the tokens' applied by cuBLASLt (outer-vector scaling for a scale
+// a row, 128×128 block scaling for blocks), or FP8_PLAN_SCALAR: unscaled sums in f32, which
+// k_fp8w_scale_out then multiplies by (s_x · s_w) as the CPU does.
+enum { FP8_PLAN_BF16 = 0, FP8_PLAN_FP8 = 1, FP8_PLAN_BLOCK = 2, FP8_PLAN_E5M2 = 4, FP8_PLAN_SCALAR = 8 };
 static int fp8_plan_kind(const struct weight *w) {
-    return 1 + (w->fp8.wscale == WSCALE_BLOCK ? 2 : 0) + (w->fp8.act_e5m2 ? 1 : 0);
+    return FP8_PLAN_FP8 | (w->fp8.wscale == WSCALE_BLOCK ? FP8_PLAN_BLOCK : 0) | (w->fp8.act_e5m2 ? FP8_PLAN_E5M2 : 0);
 }
 static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t cols, int n, cudaDataType_t out_type,
                                   int kind) {
@@ -39,7 +42,8 @@ static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t 
     p->rows = rows; p->cols = cols; p->n = n; p->out_type = out_type; p->kind = kind;
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     // D[rows x n] (col-major) = W^T-as-stored · x: W is row-major [rows][cols] = col-major [cols x rows]
-    const bool fp8 = kind != FP8_PLAN_BF16, blk = fp8 && (kind - 1) & 2, e5m2 = fp8 && (kind - 1) & 1;
+    const bool fp8 = kind & FP8_PLAN_FP8, blk = kind & FP8_PLAN_BLOCK, e5m2 = kind & FP8_PLAN_E5M2;
+    const bool scaled = fp8 && !(kind & FP8_PLAN_SCALAR);
     const cudaDataType_t ta_type = fp8 ? CUDA_R_8F_E4M3 : CUDA_R_16BF;
     const cudaDataType_t tb_type = !fp8 ? CUDA_R_16BF : e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3;
     bool ok =
@@ -49,12 +53,17 @@ static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t 
         cublasLtMatrixLayoutCreate(&p->la, ta_type, cols, rows, cols) == CUBLAS_STATUS_SUCCESS &&
         cublasLtMatrixLayoutCreate(&p->lb, tb_type, cols, n, cols) == CUBLAS_STATUS_SUCCESS &&
         cublasLtMatrixLayoutCreate(&p->ld, out_type, rows, n, rows) == CUBLAS_STATUS_SUCCESS;
-    if (ok && fp8) {  // the weight's scales per row or per 128×128 tile, the activations' per token
+    if (ok && scaled) {  // the weight's scales per row or per 128×128 tile, the activations' per token
         int32_t ma = blk ? CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
         int32_t mb = blk ? CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F : CUBLASLT_MATMUL_MATRIX_SCALE_OUTER_VEC_32F;
+        const void *any = c->workspace;  // (the heuristic sees set scale pointers; each call sets its own)
         ok = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &ma, sizeof ma) ==
                  CUBLAS_STATUS_SUCCESS &&
              cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &mb, sizeof mb) ==
+                 CUBLAS_STATUS_SUCCESS &&
+             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &any, sizeof any) ==
+                 CUBLAS_STATUS_SUCCESS &&
+             cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &any, sizeof any) ==
                  CUBLAS_STATUS_SUCCESS;
     }
     cublasLtMatmulPreference_t pref = nullptr;
@@ -88,21 +97,23 @@ static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t 
 
 static bool fp8w(const struct weight *w) { return w->dtype == DT_E4M3; }
 
-// One k_gemv8 launch: the weight's 16-row tiles by groups of a.tpc tokens.
-template <gemv8_policy P, typename OUT, bool BLOCK, bool E5, bool E5_2>
-static void gemv8_go(struct cuda_backend *c, const gemv8_args &a) {
+// One k_gemv8 launch, a programmatic dependent of the kernel before it: the weight's 16-row tiles (of
+// every segment with SEG) by groups of a.tpc tokens.
+template <gemv8_policy P, typename OUT, bool BLOCK, bool E5, bool E5_2, bool NORM = false, bool SEG = false>
+static void gemv8_go(struct cuda_backend *c, const gemv8_args &a, unsigned ctas) {
     const size_t smem = gemv8_smem(a.kp, a.tpc, P == GEMV8_SWIGLU);
     static size_t opted = 48 * 1024;  // (the instantiation's opt-in so far)
-    auto kern = k_gemv8<P, OUT, BLOCK, E5, E5_2>;
+    auto kern = k_gemv8<P, OUT, BLOCK, E5, E5_2, NORM, SEG>;
     if (smem > opted) {
         if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                       "fp8 gemv shared memory"))
             return;
         opted = smem;
     }
-    const dim3 grid((unsigned)((a.rows + 15) / 16), (unsigned)((a.n + a.tpc - 1) / a.tpc));
-    kern<<<grid, GEMV8_WARPS * 32, smem, c->stream>>>(a);
-    CUDA_LAUNCHED(c, "fp8 gemv");
+    cudaLaunchAttribute attr[1];
+    const cudaLaunchConfig_t cfg = pdl_config(dim3(ctas, (unsigned)((a.n + a.tpc - 1) / a.tpc)),
+                                              dim3(GEMV8_WARPS * 32), smem, c->stream, attr);
+    cuda_fail(c, cudaLaunchKernelEx(&cfg, kern, a), "fp8 gemv");
 }
 
 static gemv8_w gemv8_weight(const struct weight *w) {
@@ -113,70 +124,186 @@ static gemv8_w gemv8_weight(const struct weight *w) {
     return g;
 }
 
-// out = f(x · wᵀ [, x · w2ᵀ]) for n tokens on the skinny FP8 GEMM (P: GEMV8_STORE into OUT, GEMV8_ADD
-// into bf16 out, GEMV8_SWIGLU with w2 the up weight, whose scheme must be w's and its activations e4m3).
-template <gemv8_policy P, typename OUT>
-static void gemv8_launch(struct cuda_backend *c, void *out, const void *x, const struct weight *w,
-                         const struct weight *w2, int n) {
-    constexpr bool SW = P == GEMV8_SWIGLU;
-    gemv8_args a;
-    a.out = out;
-    a.x = (const bf16 *)x;
-    a.w = gemv8_weight(w);
-    a.w2 = SW ? gemv8_weight(w2) : a.w;
-    a.n = n;
-    a.rows = (int)w->rows;
-    a.cols = (int)w->cols;
-    a.kp = (int)fp8w_pitch(w->cols);
-    a.kbp = (int)fp8w_kblocks_padded(w->cols);
-    a.tpc = 8;
-    while (a.tpc > 1 && gemv8_smem(a.kp, a.tpc, SW) > c->smem_optin) a.tpc--;
-    if (gemv8_smem(a.kp, a.tpc, SW) > c->smem_optin) {
+// A launch's operands for n tokens of x against weights of w's columns and scheme; false (nothing
+// latched) when 8 rows of x̂ cannot fit, with the error latched when not even one can.
+static bool gemv8_prepare(struct cuda_backend *c, gemv8_args *a, const void *x, const struct weight *w, int n,
+                          bool swiglu) {
+    memset(a, 0, sizeof *a);
+    a->x = (const bf16 *)x;
+    a->w = gemv8_weight(w);
+    a->n = n;
+    a->rows = (int)w->rows;
+    a->cols = (int)w->cols;
+    a->kp = (int)fp8w_pitch(w->cols);
+    a->kbp = (int)fp8w_kblocks_padded(w->cols);
+    a->tpc = 8;
+    while (a->tpc > 1 && gemv8_smem(a->kp, a->tpc, swiglu) > c->smem_optin) a->tpc--;
+    if (gemv8_smem(a->kp, a->tpc, swiglu) > c->smem_optin) {
         cuda_latch(c, OCT_EUNSUP, "fp8 weights: a row of %lld columns does not fit the FP8 GEMM's shared memory",
                    (long long)w->cols);
-        return;
+        return false;
     }
-    const bool blk = w->fp8.wscale == WSCALE_BLOCK, e5 = w->fp8.act_e5m2;
-    if (blk) e5 ? gemv8_go<P, OUT, true, true, false>(c, a) : gemv8_go<P, OUT, true, false, false>(c, a);
-    else e5 ? gemv8_go<P, OUT, false, true, false>(c, a) : gemv8_go<P, OUT, false, false, false>(c, a);
+    return true;
 }
 
-// The FP8 scratch of the cuBLASLt products for n tokens (codes of kp bytes, rep scales each); false with
-// the error latched. Captured decode graphs read these buffers, so moving them makes the graphs stale.
-static bool fp8w_scratch(struct cuda_backend *c, size_t codes, size_t scales) {
-    if (codes <= c->xq_cap && scales <= c->sx_cap) return true;
+// Whether a launch can normalise x (cols wide, norm weight nw) in its prologue as k_rmsnorm does: the
+// row fits k_rmsnorm's vector path in at most the CTA's threads.
+static bool gemv8_norm_fits(const void *x, const struct weight *norm, int64_t cols) {
+    const int T = rms_threads(cols);
+    return norm->cols == cols && cols % 8 == 0 && cols / 8 <= (int64_t)RMS_VEC * T && T <= GEMV8_WARPS * 32 &&
+           ((uintptr_t)x | (uintptr_t)norm->dev) % 16 == 0;
+}
+
+// out = f(x · wᵀ [, x · w2ᵀ]) for n tokens on the skinny FP8 GEMM (P: GEMV8_STORE into OUT, GEMV8_ADD
+// into bf16 out, GEMV8_SWIGLU with w2 the up weight, whose scheme must be w's and its activations e4m3);
+// with norm (SwiGLU), x is the residual stream and its RMSNorm runs in the prologue.
+template <gemv8_policy P, typename OUT>
+static void gemv8_launch(struct cuda_backend *c, void *out, const void *x, const struct weight *w,
+                         const struct weight *w2, int n, const struct weight *norm = nullptr, float eps = 0) {
+    constexpr bool SW = P == GEMV8_SWIGLU;
+    gemv8_args a;
+    if (!gemv8_prepare(c, &a, x, w, n, SW)) return;
+    a.out = out;
+    a.w2 = SW ? gemv8_weight(w2) : a.w;
+    const unsigned ctas = (unsigned)((a.rows + 15) / 16);
+    const bool blk = w->fp8.wscale == WSCALE_BLOCK, e5 = w->fp8.act_e5m2;
+    if constexpr (SW) {
+        if (norm) {
+            a.norm = (const bf16 *)norm->dev;
+            a.eps = eps;
+            a.norm_threads = rms_threads(w->cols);
+            if (blk) e5 ? gemv8_go<P, OUT, true, true, false, true>(c, a, ctas)
+                        : gemv8_go<P, OUT, true, false, false, true>(c, a, ctas);
+            else e5 ? gemv8_go<P, OUT, false, true, false, true>(c, a, ctas)
+                    : gemv8_go<P, OUT, false, false, false, true>(c, a, ctas);
+            return;
+        }
+    }
+    if (blk) e5 ? gemv8_go<P, OUT, true, true, false>(c, a, ctas) : gemv8_go<P, OUT, true, false, false>(c, a, ctas);
+    else e5 ? gemv8_go<P, OUT, false, true, false>(c, a, ctas) : gemv8_go<P, OUT, false, false, false>(c, a, ctas);
+}
+
+// q, k, v = rmsnorm(x) · w{q,k,v}ᵀ in one launch of the skinny FP8 GEMM (the norm in its prologue where
+// it fits, else k_rmsnorm first): false (nothing launched) when the weights differ in columns, scale
+// scheme or activation scheme, or e5m2 activations.
+static bool gemv8_qkv(struct cuda_backend *c, const struct attn_in_args *ai, int n) {
+    const struct weight *w[3] = {ai->wq, ai->wk, ai->wv};
+    for (int k = 0; k < 3; k++) {
+        const struct weight *x = w[k];
+        if (x->dtype != DT_E4M3 || x->cols != w[0]->cols || x->fp8.wscale != w[0]->fp8.wscale || x->fp8.act_e5m2 ||
+            x->fp8.ascale != w[0]->fp8.ascale || x->fp8.input_scale != w[0]->fp8.input_scale)
+            return false;
+    }
+    const bool norm = gemv8_norm_fits(ai->x, ai->norm, w[0]->cols);
+    gemv8_args a;
+    if (!gemv8_prepare(c, &a, norm ? ai->x : ai->xn, w[0], n, false)) return true;  // (latched)
+    if (!norm) {
+        struct backend *b = &c->base;
+        b->ops->rmsnorm(b, ai->xn, ai->x, ai->norm, n, ai->eps);
+    } else {
+        a.norm = (const bf16 *)ai->norm->dev;
+        a.eps = ai->eps;
+        a.norm_threads = rms_threads(w[0]->cols);
+    }
+    void *const outs[3] = {ai->q, ai->k, ai->v};
+    unsigned ctas = 0;
+    for (int k = 0; k < 3; k++) {
+        a.sw[k] = gemv8_weight(w[k]);
+        a.sout[k] = outs[k];
+        a.srows[k] = (int)w[k]->rows;
+        a.cta0[k] = (int)ctas;
+        ctas += (unsigned)((w[k]->rows + 15) / 16);
+    }
+    const bool blk = w[0]->fp8.wscale == WSCALE_BLOCK;
+    if (norm) blk ? gemv8_go<GEMV8_STORE, bf16, true, false, false, true, true>(c, a, ctas)
+                  : gemv8_go<GEMV8_STORE, bf16, false, false, false, true, true>(c, a, ctas);
+    else blk ? gemv8_go<GEMV8_STORE, bf16, true, false, false, false, true>(c, a, ctas)
+             : gemv8_go<GEMV8_STORE, bf16, false, false, false, false, true>(c, a, ctas);
+    return true;
+}
+
+// The FP8 scratch of the cuBLASLt products for n tokens (codes of kp bytes, rep scales each, and for
+// FP8_PLAN_SCALAR the f32 sums); false with the error latched. Captured decode graphs read these
+// buffers, so moving them makes the graphs stale.
+static bool fp8w_scratch(struct cuda_backend *c, size_t codes, size_t scales, size_t sums) {
+    if (codes <= c->xq_cap && scales <= c->sx_cap && sums <= c->acc_cap) return true;
     cudaStreamSynchronize(c->stream);  // (a step in flight may still read them)
     c->meta_gen++;
-    return cuda_reserve(c, &c->d_xq, &c->xq_cap, codes * 2) && cuda_reserve(c, &c->d_sx, &c->sx_cap, scales * 2);
+    return cuda_reserve(c, &c->d_xq, &c->xq_cap, codes > c->xq_cap ? codes * 2 : c->xq_cap) &&
+           cuda_reserve(c, &c->d_sx, &c->sx_cap, scales > c->sx_cap ? scales * 2 : c->sx_cap) &&
+           cuda_reserve(c, &c->d_acc, &c->acc_cap, sums > c->acc_cap ? sums * 2 : c->acc_cap);
 }
 
-// out = x · wᵀ for an FP8 weight: cuBLASLt's FP8 GEMM (the activations quantized per token by k_fp8w_quant,
-// the scales applied by cuBLASLt's outer-vector or 128×128 block scaling) for more than 8 tokens; the
-// skinny FP8 GEMM for up to 8, under --batch-invariant for every n (its results do not depend on n), and
-// for shapes cuBLASLt has no algorithm for.
+// out[t][r] = sum[t][r] · (s_x[t] · s_w[r]) (FP8_PLAN_SCALAR's epilogue; the CPU's order).
+template <typename OUT>
+__global__ void k_fp8w_scale_out(OUT *out, const float *sum, const float *sx, const float *sw, int n, int rows) {
+    const size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (size_t)n * rows) return;
+    const int t = (int)(i / rows), r = (int)(i % rows);
+    const float y = sum[i] * (sx[t] * sw[r]);
+    if constexpr (sizeof(OUT) == 4) out[i] = y;
+    else out[i] = __float2bfloat16_rn(y);
+}
+
+// Which cuBLASLt form takes an FP8 product (the weight's own scaling first), or NULL for none.
+static struct gemm_plan *fp8w_plan(struct cuda_backend *c, const struct weight *w, int64_t kp, int n,
+                                   cudaDataType_t out_type) {
+    const int kind = fp8_plan_kind(w);
+    struct gemm_plan *p = plan_for(c, w->rows, kp, n, out_type, kind);
+    if (!p && !(kind & FP8_PLAN_BLOCK)) p = plan_for(c, w->rows, kp, n, CUDA_R_32F, kind | FP8_PLAN_SCALAR);
+    static int told;  // (once a process: which form its FP8 prefills take)
+    if (!told++)
+        fprintf(stderr, "octet: cuda: FP8-weight prefill GEMMs on %s\n",
+                !p ? "the skinny FP8 GEMM (cuBLASLt has no FP8 algorithm here)"
+                   : p->kind & FP8_PLAN_SCALAR ? "cuBLASLt's FP8 GEMM, scales applied after it"
+                                               : "cuBLASLt's FP8 GEMM with its own scaling");
+    return p;
+}
+
+// out = x · wᵀ for an FP8 weight: cuBLASLt's FP8 GEMM for more than 8 tokens (the activations quantized
+// per token by k_fp8w_quant; fp8w_plan's form); the skinny FP8 GEMM for up to 8, under --batch-invariant
+// for every n (its results do not depend on n), and for shapes cuBLASLt has no algorithm for.
 static void fp8w_gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const void *x,
                       const struct weight *w, int n) {
     if (n > 8 && !c->base.batch_invariant) {
         const int64_t kp = fp8w_pitch(w->cols);
-        struct gemm_plan *p = plan_for(c, w->rows, kp, n, out_type, fp8_plan_kind(w));
+        struct gemm_plan *p = fp8w_plan(c, w, kp, n, out_type);
         if (p) {
+            const bool scalar = p->kind & FP8_PLAN_SCALAR;
             const int rep = w->fp8.wscale == WSCALE_BLOCK ? (int)fp8w_kblocks(w->cols) : 1;
-            if (!fp8w_scratch(c, (size_t)n * kp, (size_t)rep * n)) return;
+            if (!fp8w_scratch(c, (size_t)n * kp, (size_t)rep * n, scalar ? (size_t)n * w->rows : 0)) return;
             k_fp8w_quant<<<n, 256, 0, c->stream>>>(c->d_xq, c->d_sx, (const bf16 *)x, n, (int)w->cols, (int)kp,
                                                    fp8w_act_of(w), rep);
             CUDA_LAUNCHED(c, "fp8 activation quantization");
-            const void *sa = gemv8_weight(w).s, *sb = c->d_sx;
+            const float *sw = gemv8_weight(w).s;
+            const void *sa = sw, *sb = c->d_sx;
             float alpha = 1.0f, beta = 0.0f;
-            cublasStatus_t st =
-                cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
+            void *d = scalar ? (void *)c->d_acc : out;
+            cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+            if (!scalar) {
+                st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
+                if (st == CUBLAS_STATUS_SUCCESS)
+                    st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb);
+            }
             if (st == CUBLAS_STATUS_SUCCESS)
-                st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb);
-            if (st == CUBLAS_STATUS_SUCCESS)
-                st = cublasLtMatmul(c->lt, p->op, &alpha, w->dev, p->la, c->d_xq, p->lb, &beta, out, p->ld, out, p->ld,
+                st = cublasLtMatmul(c->lt, p->op, &alpha, w->dev, p->la, c->d_xq, p->lb, &beta, d, p->ld, d, p->ld,
                                     &p->algo, c->workspace, c->workspace_bytes, c->stream);
-            if (st != CUBLAS_STATUS_SUCCESS)
+            if (st != CUBLAS_STATUS_SUCCESS) {
                 cuda_latch(c, OCT_EIO, "cublasLtMatmul fp8 [%lld x %lld] x %d failed (%d)", (long long)w->rows,
                            (long long)w->cols, n, (int)st);
+                return;
+            }
+            if (scalar) {
+                const size_t total = (size_t)n * w->rows;
+                const unsigned blocks = (unsigned)((total + 255) / 256);
+                if (out_type == CUDA_R_32F)
+                    k_fp8w_scale_out<<<blocks, 256, 0, c->stream>>>((float *)out, c->d_acc, c->d_sx, sw, n,
+                                                                   (int)w->rows);
+                else
+                    k_fp8w_scale_out<<<blocks, 256, 0, c->stream>>>((bf16 *)out, c->d_acc, c->d_sx, sw, n,
+                                                                   (int)w->rows);
+                CUDA_LAUNCHED(c, "fp8 product scales");
+            }
             return;
         }
     }
@@ -302,6 +429,7 @@ static bool qkv_rope_launch(struct cuda_backend *c, const struct attn_in_args *a
 // launch, or k_rmsnorm then three GEMMs.
 static void qkv(struct cuda_backend *c, const struct attn_in_args *a, int n) {
     struct backend *b = &c->base;
+    if (fp8w(a->wq) && (n <= 8 || c->base.batch_invariant) && gemv8_qkv(c, a, n)) return;
     if (qkv_norm_launch(c, a, n, nullptr)) {
         CUDA_LAUNCHED(c, "gemv rmsnorm + Q|K|V");
         return;
@@ -369,6 +497,10 @@ void cuda_ffn_in(struct backend *b, const struct ffn_in_args *a, int n) {
                           wg->fp8.wscale == wu->fp8.wscale && !wu->fp8.act_e5m2;
         if (a->keep_gate || !pair || !(n <= 8 || c->base.batch_invariant)) {
             backend_ffn_in(b, a, n);
+            return;
+        }
+        if (gemv8_norm_fits(a->x, a->norm, wg->cols)) {
+            gemv8_launch<GEMV8_SWIGLU, bf16>(c, a->act, a->x, wg, wu, n, a->norm, a->eps);
             return;
         }
         b->ops->rmsnorm(b, a->xn, a->x, a->norm, n, a->eps);
