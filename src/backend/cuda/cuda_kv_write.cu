@@ -228,7 +228,8 @@ static bool kv_dst_of(struct cuda_backend *c, const struct kv_layer *l, const st
     return true;
 }
 
-// The per-token-head rows of a write (k_kv_write_tok), after the element kernel when dst has row scales.
+// The per-token-head rows of a write (k_kv_write_tok): kv_write's only launch for such a layer, and
+// rope_kv_write's second (after k_rope_kv_write has roped Q and K and left the pages alone).
 static void kv_write_tok_launch(struct cuda_backend *c, const void *k, const void *v, const kv_dst &dst) {
     const long rows = (long)dst.n_tokens * dst.n_kv;
     k_kv_write_tok<<<(unsigned)((rows + 7) / 8), 256, 0, c->stream>>>((const bf16 *)k, (const bf16 *)v, dst);
