@@ -276,6 +276,13 @@ static void tok_prefill_cases(void) {
             tok_case(label, 128, 8, 4, 2, qb, cb, &o, NULL);
         }
     }
+    // group sizes the prefill tiles pad (G 3) and decode steps decode_t does not take (G 16)
+    {
+        struct tok_opts o = tok_defaults(64, TOK_PREFILL_KERNEL);
+        int q1[2] = {1, 1}, c1[2] = {3000, 33};
+        tok_case("prefill+decode hd128 G3 bs64", 128, 4, 3, 2, qa, ca, &o, NULL);
+        tok_case("decode hd128 G16 bs64", 128, 2, 16, 2, q1, c1, &o, NULL);
+    }
     // blocks TMA cannot box (24 tokens: neither divides nor is divided by a 128-key tile) and that are
     // not 16·2^k tokens: the SIMT prefill, for decode too
     int qd[2] = {1, 1}, cd[2] = {3000, 33};
