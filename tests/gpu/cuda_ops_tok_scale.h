@@ -1,7 +1,8 @@
 // cuda_ops_tok_scale.h — test_cuda_ops.c's checks of per-token-head FP8 KV scales
 // (--kv-cache-dtype fp8_per_token_head, docs/kv_format.md) on the CUDA backend against the CPU
-// backend: kv_write's codes and row scales byte for byte (pages first filled with 0xFF, so unwritten
-// rows are NaN codes and NaN scales that no kernel may read), attention of every kernel that takes
+// backend: kv_write's codes and row scales byte for byte (pages first filled with 0x5A: unwritten rows
+// hold codes of 20 and scales of 1.5e16, finite as every page byte is — docs/kv_format.md — but far
+// off any real row, so a kernel that gives an unwritten row any weight fails), attention of every kernel that takes
 // such layers (decode at G 1..8, head_dim 64/128/256, blocks 16/64, windows, K offsets, soft-capping;
 // chunked prefill against a cached prefix in every FP8 accumulation mode; --batch-invariant), the
 // table entry each shape takes, --batch-invariant's prefill-vs-decode identity, the fused attn_in's
@@ -27,12 +28,12 @@ struct tok_opts {
 };
 
 // A page allocation of the layer with its row scales after the data (kv_cache_alloc's layout),
-// every byte 0xFF.
+// every byte 0x5A.
 static void tok_alloc(struct backend *b, struct kv_layer *L, int n_blocks, size_t *bytes) {
     size_t at;
     *bytes = kv_layer_bytes(L, true, n_blocks, &at);
     char *ff = malloc(*bytes);
-    memset(ff, 0xFF, *bytes);
+    memset(ff, 0x5A, *bytes);
     L->k = b->ops->alloc(b, *bytes);
     L->v = b->ops->alloc(b, *bytes);
     b->ops->upload(b, L->k, ff, *bytes);
