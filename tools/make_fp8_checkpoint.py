@@ -4,7 +4,8 @@ laid out, from its F32/F16/BF16 weights (NumPy only; the quantization math is do
   /usr/bin/python3 tools/make_fp8_checkpoint.py SRC_DIR DST_DIR --format fp8|compressed-tensors
       [--weights tensor|channel|block] [--activations dynamic|static] [--input-amax A] [--ignore NAME ...]
 
-Every 2-D tensor named *_proj.weight, and lm_head.weight, becomes e4m3 codes plus f32 scales unless an
+Every 2-D tensor named *_proj.weight (mixture-of-experts experts' too, one tensor per expert as Qwen3-MoE
+FP8 checkpoints store them), Mixtral's experts' w1/w2/w3, and lm_head.weight, becomes e4m3 codes plus f32 scales unless an
 --ignore entry is a substring of its module name: scale = amax / 448 over the tensor, each output row,
 or each 128x128 tile (1 for an all-zero group), code = round-to-nearest-even saturating e4m3 of
 float32(w / scale) -- the same arithmetic as octet's `--quantization fp8`, so a per-channel or block
@@ -114,7 +115,8 @@ def main():
     items = []
     for name, (dt, arr, raw) in tensors.items():
         module = name[: -len(".weight")] if name.endswith(".weight") else name
-        linear = arr.ndim == 2 and (name.endswith("_proj.weight") or name == "lm_head.weight")
+        expert_w = ".experts." in name and name.endswith((".w1.weight", ".w2.weight", ".w3.weight"))  # Mixtral
+        linear = arr.ndim == 2 and (name.endswith("_proj.weight") or name == "lm_head.weight" or expert_w)
         if not linear or any(e in module for e in a.ignore):
             items.append((name, dt, arr.shape, raw))
             continue

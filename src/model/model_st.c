@@ -6,7 +6,8 @@
 // error naming it). Q and K projection rows (and their biases and per-head norms) are permuted from HF's
 // rotate-half order into GGUF's adjacent-pair order (a copy), so both formats give the same model and logits.
 // FP8 checkpoints (config_hf_quant): each linear layer's e4m3 weight takes its scales (and static
-// input_scale) from the tensors beside it; a layer in the ignore lists stays in its dtype.
+// input_scale) from the tensors beside it; a layer in the ignore lists stays in its dtype. FP8 experts
+// (one 2-D tensor per expert) are stacked with their scales.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,7 +102,9 @@ static int fp8_weight(struct st_load *L, struct weight *w, const struct tensor_i
 static int quant_check(struct st_load *L, struct weight *w, const struct tensor_info *t, const char *name) {
     struct model *m = L->m;
     bool fp8 = t->dtype == DT_E4M3 || t->dtype == DT_E5M2;
-    bool linear = ends(name, "_proj.weight") || !strcmp(name, L->lm_head);
+    bool expert_w = strstr(name, ".experts.") &&  // Mixtral's experts: w1 gate, w3 up, w2 down
+                    (ends(name, ".w1.weight") || ends(name, ".w2.weight") || ends(name, ".w3.weight"));
+    bool linear = ends(name, "_proj.weight") || !strcmp(name, L->lm_head) || expert_w;
     if (!fp8 && !L->q.fp8) return OCT_OK;
     if (fp8 && !linear)
         return err_set(OCT_EUNSUP, "%s: tensor '%s' is %s: only linear layers' weights may be fp8", st_path(m->st),
@@ -249,6 +252,38 @@ static int layer_kv_scales(struct st_load *L, int l) {
     return OCT_OK;
 }
 
+// Expert e's fp8 scales into the stacked weight st ([E·rows][cols], one's shape [rows][cols]): per-tensor
+// and per-channel experts become a scale per stacked row (the same products: docs/fp8_weights.md); 128x128
+// block grids are stacked by rows, which needs each expert's rows and columns in whole blocks. Static
+// activation scales must be one for all experts (the stacked weight has one).
+static int stack_fp8_scales(struct st_load *L, struct weight *st, const struct weight *one, int64_t e, int64_t E,
+                            int l, const char *name) {
+    struct model *m = L->m;
+    const int64_t rows = one->rows;
+    if (e == 0) {
+        if (one->fp8.wscale == WSCALE_BLOCK && (rows % one->fp8.block || one->cols % one->fp8.block))
+            return err_set(OCT_EUNSUP, "%s: layer %d: fp8 expert '%s' is [%lld x %lld]: stacking experts' %dx%d block "
+                           "scales needs both sizes to be multiples of %d", st_path(m->st), l, name, (long long)rows,
+                           (long long)one->cols, one->fp8.block, one->fp8.block, one->fp8.block);
+        if (one->fp8.wscale != WSCALE_BLOCK) st->fp8.wscale = WSCALE_CHANNEL;
+        const int64_t per = one->fp8.wscale == WSCALE_BLOCK ? weight_fp8_n_scales(one) : rows;
+        st->fp8.scale = model_own(m, (size_t)(E * per) * sizeof(float));
+        if (!st->fp8.scale) return err_set(OCT_ENOMEM, "model: out of memory stacking expert scales");
+    }
+    if (one->fp8.ascale == ASCALE_STATIC_TENSOR && one->fp8.input_scale != st->fp8.input_scale)
+        return err_set(OCT_EUNSUP, "%s: layer %d: expert '%s' has input_scale %g, expert 0 %g (static activation "
+                       "scales must be one for all experts)", st_path(m->st), l, name, one->fp8.input_scale,
+                       st->fp8.input_scale);
+    float *dst = (float *)st->fp8.scale;
+    if (one->fp8.wscale == WSCALE_TENSOR)
+        for (int64_t r = 0; r < rows; r++) dst[e * rows + r] = one->fp8.scale[0];
+    else {
+        const int64_t n = weight_fp8_n_scales(one);
+        memcpy(dst + e * n, one->fp8.scale, (size_t)n * sizeof(float));
+    }
+    return OCT_OK;
+}
+
 // A mixture-of-experts layer's router and experts, stacked into exp_gate, exp_up [E*F][D] and exp_down
 // [E*D][F]: from transformers 5's 3-D experts.gate_up_proj [E][2F][D] and experts.down_proj [E][D][F]
 // (down a view, gate and up copies), or from one 2-D tensor per expert (copies) under Mixtral's names
@@ -276,8 +311,10 @@ static int load_experts(struct st_load *L, int l) {
             return err_set(OCT_EINVAL, "%s: layer %d: experts gate_up_proj / down_proj are not [%lld][%lld][%lld] / "
                            "[%lld][%lld][%lld] of one dtype", st_path(m->st), l, (long long)E, (long long)(2 * F),
                            (long long)D, (long long)E, (long long)D, (long long)F);
-        if (gu->dtype == DT_E4M3 || dn->dtype == DT_E4M3)
-            return err_set(OCT_EUNSUP, "%s: layer %d: fp8 experts are not supported yet", st_path(m->st), l);
+        if (gu->dtype == DT_E4M3 || dn->dtype == DT_E4M3 || gu->dtype == DT_E5M2 || dn->dtype == DT_E5M2)
+            return err_set(OCT_EUNSUP, "%s: layer %d: fp8 experts in 3-D experts.gate_up_proj / down_proj tensors are "
+                           "not supported (one 2-D tensor per expert, as FP8 checkpoints store them, is)",
+                           st_path(m->st), l);
         mark(L, gu);
         mark(L, dn);
         size_t es = dtype_size(gu->dtype), half = (size_t)(F * D) * es;
@@ -306,8 +343,6 @@ static int load_experts(struct st_load *L, int l) {
             struct weight one = {0};
             snprintf(sfx, sizeof sfx, "%s.experts.%lld.%s.weight", blk, (long long)e, names[mixtral][k]);
             TRY(layer_weight(L, &one, l, sfx, true));
-            if (one.dtype == DT_E4M3)
-                return err_set(OCT_EUNSUP, "%s: layer %d: fp8 experts are not supported yet", st_path(m->st), l);
             if (one.rows != rows || one.cols != cols || (e > 0 && one.dtype != dst[k]->dtype))
                 return err_set(OCT_EINVAL, "%s: layer %d: expert tensor '%s' is [%lld x %lld] (want [%lld x %lld], "
                                "the dtype of expert 0)", st_path(m->st), l, sfx, (long long)one.rows,
@@ -321,6 +356,7 @@ static int load_experts(struct st_load *L, int l) {
                 dst[k]->data = buf;
             }
             memcpy(buf + (size_t)e * bytes, one.data, bytes);
+            if (one.dtype == DT_E4M3) TRY(stack_fp8_scales(L, dst[k], &one, e, E, l, sfx));
         }
     }
     return OCT_OK;

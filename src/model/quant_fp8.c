@@ -1,7 +1,8 @@
 // quant_fp8.c — FP8 weights after load (see quant_fp8.h): at-load e4m3 quantization of the
 // attention and FFN projections and the output head, the gate's e5m2 activation switch, and the
-// weight bytes by dtype. Mixture-of-experts experts and routers, embeddings, norms and biases keep
-// their dtypes.
+// weight bytes by dtype. Mixture-of-experts experts are quantized too (their stacked weights: a scale per
+// row, or 128x128 tiles when each expert's rows are whole tiles), unless they are MXFP4; routers,
+// embeddings, norms and biases keep their dtypes.
 #include "quant_fp8.h"
 
 #include <math.h>
@@ -121,6 +122,28 @@ int quant_fp8_weight(struct model *m, struct weight *w, int block) {
 static const char *const proj_names[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up",
                                           "ffn_down"};
 
+// A mixture-of-experts layer's stacked experts (gate, up, down) to e4m3 under o, unless they are MXFP4 or
+// the checkpoint stored them in e4m3. Per-channel scales are per row of the stacked weight; 128x128 tiles
+// stay within one expert (quant_fp8_apply checks that ffn_dim and dim are multiples of the block), so each
+// expert's scales are those of its own weight.
+static int quant_experts(struct model *m, const struct quant_fp8_options *o, int l, int *n_fp8) {
+    static const char *const names[3] = {"experts' gate", "experts' up", "experts' down"};
+    struct layer_weights *lw = &m->layers[l];
+    struct weight *p[3] = {&lw->exp_gate, &lw->exp_up, &lw->exp_down};
+    for (int i = 0; i < 3 && m->cfg.n_experts > 0; i++) {
+        if (!p[i]->data || p[i]->dtype == DT_MXFP4) continue;
+        if (o->quantize && o->skip_layer[l] && p[i]->dtype == DT_E4M3)
+            return err_set(OCT_EUNSUP, "--quantization-skip-layers: layer %d's %s projections are stored in fp8 by "
+                           "the checkpoint (they cannot be kept in a wider type)", l, names[i]);
+        if (o->quantize && !o->skip_layer[l] && p[i]->dtype != DT_E4M3) {
+            int rc = quant_fp8_weight(m, p[i], o->block);
+            if (rc < 0) return err_set(rc, "layer %d %s projections: %s", l, names[i], err_msg());
+        }
+        *n_fp8 += p[i]->dtype == DT_E4M3;
+    }
+    return OCT_OK;
+}
+
 int quant_fp8_apply(struct model *m, const struct quant_fp8_options *o) {
     const struct model_config *c = &m->cfg;
     if (!o->quantize && (o->any_skip || o->block))
@@ -130,6 +153,12 @@ int quant_fp8_apply(struct model *m, const struct quant_fp8_options *o) {
         if (o->skip_layer[l])
             return err_set(OCT_EINVAL, "--quantization-skip-layers: layer %d, but %s has %d layers (0..%d)", l,
                            m->name, c->n_layers, c->n_layers - 1);
+    if (o->quantize && c->n_experts > 0 && o->block > 0 && m->layers[0].exp_gate.dtype != DT_MXFP4 &&
+        (c->ffn_dim % o->block || c->dim % o->block))
+        return err_set(OCT_EUNSUP, "--quantization-block %d: %s's experts are [%d x %d] (gate, up) and [%d x %d] "
+                       "(down); %dx%d blocks need both sizes to be multiples of %d (use per-channel scales, "
+                       "--quantization-block 0)", o->block, m->name, c->ffn_dim, c->dim, c->dim, c->ffn_dim, o->block,
+                       o->block, o->block);
     int n_fp8 = 0;
     for (int l = 0; l < c->n_layers; l++) {
         struct layer_weights *lw = &m->layers[l];
@@ -145,16 +174,20 @@ int quant_fp8_apply(struct model *m, const struct quant_fp8_options *o) {
             }
             n_fp8 += p[i]->dtype == DT_E4M3;
         }
+        TRY(quant_experts(m, o, l, &n_fp8));
     }
     if (o->quantize && !o->skip_lm_head && m->output.data != m->token_embd.data && m->output.dtype != DT_E4M3)
         TRY(quant_fp8_weight(m, &m->output, o->block));
-    if (o->quantize && c->n_experts > 0)
-        fprintf(stderr, "octet: --quantization fp8: the experts of %s's mixture-of-experts layers keep their "
-                "dtype (%s)\n", m->name, dtype_name(m->layers[0].exp_gate.dtype));
+    if (o->quantize && c->n_experts > 0 && m->layers[0].exp_gate.dtype == DT_MXFP4)
+        fprintf(stderr, "octet: --quantization fp8: the experts of %s's mixture-of-experts layers stay mxfp4 "
+                "(already 4-bit); the attention projections are fp8\n", m->name);
     if (o->gate_e5m2) {
         int n_gate = 0;
         for (int l = 0; l < c->n_layers; l++)
-            if (m->layers[l].w_gate.dtype == DT_E4M3) m->layers[l].w_gate.fp8.act_e5m2 = true, n_gate++;
+            for (int k = 0; k < 2; k++) {  // the dense gate, or the experts' stacked gates
+                struct weight *g = k ? &m->layers[l].exp_gate : &m->layers[l].w_gate;
+                if (g->data && g->dtype == DT_E4M3) g->fp8.act_e5m2 = true, n_gate++;
+            }
         if (!n_gate)
             return err_set(OCT_EINVAL, "--fp8-gate-dtype e5m2: %s has no fp8 gate projections (use --quantization "
                            "fp8 or an FP8 checkpoint)", m->name);

@@ -1,7 +1,8 @@
 // quant_fp8.h — FP8 weights after load (quant_fp8.c; the math is docs/fp8_weights.md): vLLM's
-// `--quantization fp8` (F32/F16/BF16 projections to e4m3 per output channel or in 128×128 blocks,
-// chosen layers and the output head kept as they are), `--fp8-gate-dtype e5m2` (the SwiGLU gate's
-// activations in e5m2), and the weight bytes by dtype the startup report shows.
+// `--quantization fp8` (F32/F16/BF16 projections, mixture-of-experts experts included, to e4m3 per
+// output channel or in 128×128 blocks, chosen layers and the output head kept as they are),
+// `--fp8-gate-dtype e5m2` (the SwiGLU gates' activations in e5m2), and the weight bytes by dtype the
+// startup report shows.
 #ifndef OCTET_QUANT_FP8_H
 #define OCTET_QUANT_FP8_H
 

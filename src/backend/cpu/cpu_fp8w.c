@@ -31,6 +31,17 @@ float fp8w_quant_row(const float *x, int n, const struct weight_fp8 *f, float *x
     return s;
 }
 
+struct weight fp8w_rows(const struct weight *w, int64_t r0, int64_t n) {
+    struct weight v = *w;
+    v.rows = n;
+    v.data = (const uint8_t *)w->data + (size_t)(r0 * w->cols);
+    v.dev = (void *)v.data;
+    if (w->fp8.wscale == WSCALE_CHANNEL) v.fp8.scale = w->fp8.scale + r0;
+    if (w->fp8.wscale == WSCALE_BLOCK)
+        v.fp8.scale = w->fp8.scale + (r0 / w->fp8.block) * ((w->cols + w->fp8.block - 1) / w->fp8.block);
+    return v;
+}
+
 struct fp8w_ctx {
     struct cpu_backend *c;
     float *out;

@@ -12,6 +12,11 @@
 // static: fp8.input_scale).
 float fp8w_quant_row(const float *x, int n, const struct weight_fp8 *f, float *xq);
 
+// Rows [r0, r0 + n) of a DT_E4M3 weight as a weight of its own, its scales with it (per-tensor: the same
+// one; per-channel: from scale[r0]; blocks: from r0's band, so r0 must be a multiple of the block, which
+// the caller checks): one expert of a stacked mixture-of-experts weight.
+struct weight fp8w_rows(const struct weight *w, int64_t r0, int64_t n);
+
 // out[n][w.rows] = x[n][w.cols] · Wᵀ for a DT_E4M3 weight (cpu_matmul's dispatch).
 void cpu_fp8w_matmul(struct cpu_backend *c, float *out, const float *x, const struct weight *w, int n);
 

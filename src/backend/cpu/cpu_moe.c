@@ -1,7 +1,9 @@
 // cpu_moe.c — the CPU reference of a mixture-of-experts FFN (owns: the router's softmax and top-k,
 // and moe_ffn: tokens grouped by expert, each expert's gated FFN run as three matmuls over its group —
 // SiLU, or gpt-oss's clamped SwiGLU with its biases —, the outputs added into each token's row with its
-// routing weight; and the MXFP4 row decoder the CPU matmul widens gpt-oss's packed experts with).
+// routing weight; and the MXFP4 row decoder the CPU matmul widens gpt-oss's packed experts with). FP8
+// (e4m3) experts run through cpu_fp8w.c on each expert's rows with their scales: every token's activation
+// row is quantized on its own, so a token's results do not depend on the batch or its expert group.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,7 @@
 #include "../../base/half.h"
 #include "../weight.h"
 #include "cpu.h"
+#include "cpu_fp8w.h"
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
@@ -82,6 +85,7 @@ void mxfp4_row_to_f32(const void *src, float *dst, int64_t n) {
 
 // Rows [r0, r0 + n) of a stacked expert weight, as a weight of its own.
 static struct weight expert_rows(const struct weight *w, int64_t r0, int64_t n) {
+    if (w->dtype == DT_E4M3) return fp8w_rows(w, r0, n);
     struct weight v = *w;
     v.rows = n;
     v.data = (const char *)w->data + (size_t)r0 * dtype_row_bytes(w->dtype, w->cols);
@@ -98,7 +102,7 @@ static float bias_at(const struct weight *b, int64_t i) {
 }
 
 static bool dtype_ok(enum dtype t, bool matrix) {
-    return t == DT_F32 || t == DT_F16 || t == DT_BF16 || (matrix && t == DT_MXFP4);
+    return t == DT_F32 || t == DT_F16 || t == DT_BF16 || (matrix && (t == DT_MXFP4 || t == DT_E4M3));
 }
 
 // The shapes and dtypes moe_ffn needs, or an error naming the first mismatch.
@@ -110,8 +114,15 @@ static int moe_check(const struct moe_ffn_args *a, int64_t dim, int64_t F) {
     const struct weight *mats[3] = {a->gate, a->up, a->down};
     for (int i = 0; i < 3; i++)
         if (!dtype_ok(mats[i]->dtype, true))
-            return err_set(OCT_EUNSUP, "cpu: moe_ffn: expert weights of dtype %s (f32, f16, bf16 or mxfp4 only)",
-                           dtype_name(mats[i]->dtype));
+            return err_set(OCT_EUNSUP, "cpu: moe_ffn: expert weights of dtype %s (f32, f16, bf16, mxfp4 or "
+                           "fp8_e4m3 only)", dtype_name(mats[i]->dtype));
+    for (int i = 0; i < 3; i++) {  // 128x128 block scales: no tile may straddle two experts
+        const struct weight *m = mats[i];
+        const int64_t per = i < 2 ? F : dim;
+        if (m->dtype == DT_E4M3 && m->fp8.wscale == WSCALE_BLOCK && (m->fp8.block <= 0 || per % m->fp8.block))
+            return err_set(OCT_EUNSUP, "cpu: moe_ffn: fp8 experts of %lld rows each in %dx%d blocks (an expert's "
+                           "rows must be whole blocks)", (long long)per, m->fp8.block, m->fp8.block);
+    }
     const struct weight *bs[4] = {a->router_bias, a->b_gate, a->b_up, a->b_down};
     const int64_t len[4] = {E, E * F, E * F, E * dim};
     for (int i = 0; i < 4; i++)
