@@ -150,7 +150,7 @@ struct moe_ffn_args {
     void *out;                         // [n][dim]
     const void *xn;                    // [n][dim]
     const struct weight *router;       // [n_experts][dim]
-    const struct weight *gate, *up;    // [n_experts·ffn][dim] (f32/f16/bf16, or mxfp4 on the CPU)
+    const struct weight *gate, *up;    // [n_experts·ffn][dim] (f32/f16/bf16, or mxfp4 / fp8_e4m3 on the CPU)
     const struct weight *down;         // [n_experts·dim][ffn]
     int n_experts, n_used;
     bool norm_topk;
