@@ -36,7 +36,11 @@
 #               with the window layers in bf16 (about 6 minutes)
 #   load        throughput under load, LOAD_PROMPTS requests (default 24; about 5 minutes)
 #   depth       decode ms/token at depths 256-16384, bf16 vs fp8 in one process (paired)
-#   step        ncu kernel times of one captured decode step, summed by kernel (STEP_DEPTHS)
+#   step        ncu kernel times of one captured decode step, summed by kernel (STEP_DEPTHS; STEP_ARGS: more
+#               model flags, e.g. "--quantization fp8")
+#   fp8w        FP8 weights beside bf16 on dummy:llama-3.1-8b (fp8 KV cache): pp2048, pp8192 and tg64 for bf16,
+#               fp8 per-channel and fp8 128x128-block weights (about 3 minutes); FP8W_ITL=1 adds the
+#               single-request ITL study with fp8 weights (about 2.5 minutes more)
 #   timing      a greedy decode token split into the captured step, the logits' copy and the
 #               host's share (needs a `make CUDA=1 STEP_TIMING=1` build)
 #   prof        ncu sections of the decode kernel and the FP8 prefill
@@ -47,7 +51,7 @@ DEST=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 REPORT="$(cd "$(dirname "$0")" && pwd)/gpu_report.py"  # the summary lines and tables from each stage's raw output
 shift
 STAGES=${*:-probe ops hf golden kld attn model fp8prefill needle ttft pd async}
-KNOWN=" probe ops hf golden kld attn model fp8prefill needle ttft pd async compare itl hd256 load depth step timing prof source gemv "
+KNOWN=" probe ops hf golden kld attn model fp8prefill needle ttft pd async compare itl hd256 load depth step timing prof source gemv fp8w "
 for st in $STAGES; do
   case "$KNOWN" in *" $st "*) ;; *) echo "gpu_check: unknown stage '$st' (stages:$KNOWN)" >&2; exit 2;; esac
 done
@@ -262,7 +266,7 @@ if has step; then  # where a decode step's time goes: ncu kernel times of the la
       for d in ${STEP_DEPTHS:-256 4096}; do
         ncu --clock-control none --print-units base --metrics gpu__time_duration.sum --csv "$BIN/octet" bench model \
           --model dummy:llama-3.1-8b --device cuda --max-model-len 131072 --kv-cache-dtype $dt --pp 1 --tg 3 --reps 1 \
-          --depth $d > "$OUT/step_${dt}_d$d.csv" 2>>"$OUT/step.log"
+          --depth $d ${STEP_ARGS:-} > "$OUT/step_${dt}_d$d.csv" 2>>"$OUT/step.log"
       done
     done
     python3 "$REPORT" step "$OUT"/step_*.csv | tee -a "$summary"
@@ -284,6 +288,20 @@ if has itl; then  # the seed's single-request ITL study (about 2.5 minutes)
     --input-lens 256,1024,4096,16384,32768,65536,130944 --output-len 128 --serve-args "--kv-cache-memory 40000000000" \
     --output-dir "$OUT/sweep_llama-3.1-8b" --quiet > "$OUT/itl.log" 2>&1
   python3 "$REPORT" itl "$OUT/sweep_llama-3.1-8b/sweep.json" | tee -a "$summary"
+fi
+if has fp8w; then  # FP8 weights beside bf16: whole-model prefill and decode, each weight type its own process
+  for q in "" "--quantization fp8" "--quantization fp8 --quantization-block 128"; do
+    "$BIN/octet" bench model --model dummy:llama-3.1-8b --device cuda $q -p 2048,8192 -n 64 -r 2 --kv-cache-dtype fp8 \
+      > "$OUT/fp8w_${#q}.md" 2>> "$OUT/fp8w.log" || failed "fp8w [$q]"
+    grep -E '^\| dummy' "$OUT/fp8w_${#q}.md" | sed "s/^/fp8w weights [${q:-bf16}]: /" | tee -a "$summary"
+  done
+  if [ "${FP8W_ITL:-0}" = 1 ]; then
+    "$BIN/octet" bench sweep --model dummy:llama-3.1-8b --kv-cache-dtype auto,fp8 \
+      --input-lens 256,1024,4096,16384,32768,65536,130944 --output-len 128 \
+      --serve-args "--kv-cache-memory 40000000000 --quantization fp8" \
+      --output-dir "$OUT/sweep_llama-3.1-8b-fp8w" --quiet > "$OUT/fp8w_itl.log" 2>&1
+    python3 "$REPORT" itl "$OUT/sweep_llama-3.1-8b-fp8w/sweep.json" | sed 's/^/fp8 weights: /' | tee -a "$summary"
+  fi
 fi
 if has hd256; then  # the head_dim-256 study (gemma-3-4b's attention shape: 8 query heads, 4 KV heads)
   : > "$OUT/hd256_decode.jsonl"; : > "$OUT/hd256_prefill.jsonl"
