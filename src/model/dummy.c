@@ -12,6 +12,7 @@
 #include "../base/half.h"
 #include "../base/rng.h"
 #include "../base/threadpool.h"
+#include "quant_fp8.h"
 #include "model.h"
 
 // What a preset's layers have beyond Llama's (the families' differences, as in struct model_config).
@@ -193,7 +194,17 @@ int dummy_config(const char *name, struct model_config *c) {
     return config_validate(c);
 }
 
-int model_load_dummy(struct model *m, const char *name) {
+// draw: a projection (layer l; -1 the output head) drawn in bf16 becomes e4m3 at once and its bf16 copy
+// is freed (struct model_fp8_draw).
+static int draw_fp8(struct model *m, const struct model_fp8_draw *draw, struct weight *w, int l) {
+    if (!draw || (l < 0 ? draw->skip_lm_head : draw->skip_layer && draw->skip_layer[l])) return OCT_OK;
+    void *bf = (void *)w->data;
+    TRY(quant_fp8_weight(m, w, draw->block));
+    model_disown(m, bf);
+    return OCT_OK;
+}
+
+int model_load_dummy(struct model *m, const char *name, const struct model_fp8_draw *draw) {
     const struct preset *p = NULL;
     TRY(find_preset(name, &p));
     TRY(dummy_config(name, &m->cfg));
@@ -206,6 +217,7 @@ int model_load_dummy(struct model *m, const char *name) {
     if (rc == OCT_OK) {
         if (p->tied) m->output = m->token_embd;
         else rc = make_weight(m, tp, &m->output, "output", c->n_vocab, c->dim, false);
+        if (rc == OCT_OK && !p->tied) rc = draw_fp8(m, draw, &m->output, -1);
     }
     int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
     for (int l = 0; l < c->n_layers && rc == OCT_OK; l++) {
@@ -226,6 +238,7 @@ int model_load_dummy(struct model *m, const char *name) {
             char tn[64];
             snprintf(tn, sizeof tn, "blk.%d.%s", l, spec[i].n);
             rc = make_weight(m, tp, spec[i].w, tn, spec[i].r, spec[i].c, spec[i].ones);
+            if (rc == OCT_OK && i >= 1 && i <= 8 && i != 5) rc = draw_fp8(m, draw, spec[i].w, l);  // (projections)
         }
         int64_t E = c->n_experts, F = c->ffn_dim, D = c->dim;
         struct { struct weight *w; const char *n; int64_t r, c; } moe[4] = {

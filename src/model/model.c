@@ -36,14 +36,25 @@ void model_free(struct model *m) {
     free(m);
 }
 
-int model_load(struct model **out, const char *path) {
+void model_disown(struct model *m, void *p) {
+    for (int i = 0; i < m->n_owned; i++)
+        if (m->owned[i] == p) {
+            free(p);
+            m->owned[i] = m->owned[--m->n_owned];
+            return;
+        }
+}
+
+int model_load(struct model **out, const char *path) { return model_load_ex(out, path, NULL); }
+
+int model_load_ex(struct model **out, const char *path, const struct model_fp8_draw *draw) {
     *out = NULL;
     struct model *m = calloc(1, sizeof *m);
     if (!m) return err_set(OCT_ENOMEM, "model: out of memory");
     snprintf(m->name, sizeof m->name, "%s", path);
     int rc;
     struct stat st;
-    if (strncmp(path, "dummy:", 6) == 0) rc = model_load_dummy(m, path + 6);
+    if (strncmp(path, "dummy:", 6) == 0) rc = model_load_dummy(m, path + 6, draw);
     else if (stat(path, &st) != 0) rc = err_set(OCT_EIO, "model %s: no such file or directory", path);
     else if (S_ISDIR(st.st_mode)) rc = model_load_safetensors(m, path);
     else rc = model_load_gguf(m, path);

@@ -69,10 +69,23 @@ struct model {
 // Loads from a GGUF file, a safetensors directory, or "dummy:NAME". On failure returns
 // <0, *out = NULL, err_msg() names the file/key/tensor.
 int model_load(struct model **out, const char *path);
+
+// A dummy model's projections drawn straight to e4m3 (--quantization fp8 on "dummy:NAME"): each is drawn in
+// bf16 as always and quantized at once (quant_fp8_weight), its bf16 copy freed, so a model whose bf16
+// weights would not fit host memory (dummy:llama-3.3-70b, 141 GB) loads in its fp8 size. The same codes
+// as drawing bf16 and quantizing after the load. Other loaders ignore it (quant_fp8_apply runs after).
+struct model_fp8_draw {
+    int block;                  // 0: per output channel; 128: 128×128 blocks
+    const bool *skip_layer;     // [MODEL_MAX_LAYERS] layers kept in bf16, or NULL
+    bool skip_lm_head;          // the output head kept in bf16
+};
+// model_load with draw (NULL: model_load).
+int model_load_ex(struct model **out, const char *path, const struct model_fp8_draw *draw);
 void model_free(struct model *m);
 
 // Internal helpers shared by the loaders (model.c).
 void *model_own(struct model *m, size_t bytes);  // zeroed buffer freed with the model
+void model_disown(struct model *m, void *p);      // frees an owned buffer now (p no longer used)
 // Replaces a norm weight w by an owned f32 copy of 1 + w (Gemma's norms scale by 1 + w).
 int model_norm_plus_one(struct model *m, struct weight *w);
 int model_finish(struct model *m);                // validates shapes, sums weight_bytes
@@ -80,7 +93,7 @@ int model_finish(struct model *m);                // validates shapes, sums weig
 // Loaders (model_gguf.c, model_st.c, dummy.c).
 int model_load_gguf(struct model *m, const char *path);
 int model_load_safetensors(struct model *m, const char *dir);
-int model_load_dummy(struct model *m, const char *name);
+int model_load_dummy(struct model *m, const char *name, const struct model_fp8_draw *draw);
 // The architecture of a dummy preset, without making weights.
 int dummy_config(const char *name, struct model_config *c);
 // Names of the dummy presets, NULL-terminated.

@@ -346,7 +346,9 @@ int cli_parse_model_flag(struct cli_model_args *a, int argc, char **argv, int *i
 }
 
 int cli_model_load(struct model **m, const struct cli_model_args *a) {
-    TRY(model_load(m, a->model));
+    // (dummy models draw their projections straight to e4m3: a 70B's bf16 weights do not fit host memory)
+    const struct model_fp8_draw draw = {a->fp8.block, a->fp8.skip_layer, a->fp8.skip_lm_head};
+    TRY(model_load_ex(m, a->model, a->fp8.quantize ? &draw : NULL));
     int rc = quant_fp8_apply(*m, &a->fp8);
     if (rc < 0) { model_free(*m); *m = NULL; return rc; }
     size_t bytes[DT_COUNT];

@@ -59,6 +59,52 @@ TEST(per_channel_and_block) {
     model_free(m);
 }
 
+// Two loads' projection weights hold the same dtype and bytes (codes, scales).
+static int same_weight(const struct weight *a, const struct weight *b) {
+    if (!a->data || !b->data) return a->data == b->data;
+    if (a->dtype != b->dtype || a->rows != b->rows || a->cols != b->cols) return 0;
+    if (a->dtype != DT_E4M3) return !memcmp(a->data, b->data, (size_t)(a->rows * a->cols) * dtype_size(a->dtype));
+    return a->fp8.wscale == b->fp8.wscale && !memcmp(a->data, b->data, (size_t)(a->rows * a->cols)) &&
+           !memcmp(a->fp8.scale, b->fp8.scale, (size_t)weight_fp8_n_scales(a) * sizeof(float));
+}
+
+// A dummy model drawn straight to e4m3 (model_load_ex, what --quantization fp8 does for dummy:NAME) holds
+// the codes and scales of the bf16 draw quantized after the load: per channel and in blocks, a skipped
+// layer kept in bf16, the untied output head (tiny-gpt-oss) quantized.
+TEST(dummy_draws_fp8) {
+    const char *names[2] = {"dummy:tiny", "dummy:tiny-gpt-oss"};
+    for (int k = 0; k < 2; k++)
+        for (int block = 0; block <= 128; block += 128) {
+            struct quant_fp8_options o = {.quantize = true, .block = block};
+            o.skip_layer[1] = o.any_skip = true;
+            struct model *ref = NULL, *fast = NULL;
+            CHECK_OK(model_load(&ref, names[k]));
+            CHECK_OK(quant_fp8_apply(ref, &o));
+            const struct model_fp8_draw d = {block, o.skip_layer, false};
+            CHECK_OK(model_load_ex(&fast, names[k], &d));
+            CHECK_OK(quant_fp8_apply(fast, &o));
+            if (!ref || !fast) { model_free(ref); model_free(fast); continue; }
+            int bad = 0, fp8 = 0;
+            for (int l = 0; l < ref->cfg.n_layers; l++) {
+                struct layer_weights *a = &ref->layers[l], *b = &fast->layers[l];
+                const struct weight *pa[7] = {&a->wq, &a->wk, &a->wv, &a->wo, &a->w_gate, &a->w_up, &a->w_down};
+                const struct weight *pb[7] = {&b->wq, &b->wk, &b->wv, &b->wo, &b->w_gate, &b->w_up, &b->w_down};
+                for (int i = 0; i < 7; i++) {
+                    bad += !same_weight(pa[i], pb[i]);
+                    fp8 += pb[i]->data && pb[i]->dtype == DT_E4M3;
+                    if (l == 1 && pb[i]->data) bad += pb[i]->dtype == DT_E4M3;  // (the skipped layer)
+                }
+            }
+            bad += !same_weight(&ref->output, &fast->output);
+            CHECK_EQ_INT(bad, 0);
+            CHECK(fp8 > 0);
+            CHECK(ref->weight_bytes == fast->weight_bytes);
+            if (k == 1) CHECK_EQ_INT(fast->output.dtype, DT_E4M3);
+            model_free(ref);
+            model_free(fast);
+        }
+}
+
 TEST(skip_list) {
     struct quant_fp8_options o = {0};
     CHECK_OK(quant_fp8_parse_skip(&o, "0,31,lm_head"));
@@ -95,6 +141,7 @@ TEST(backend_without_fp8_weights_refuses) {
 
 int main(void) {
     RUN(per_channel_and_block);
+    RUN(dummy_draws_fp8);
     RUN(skip_list);
     RUN(backend_without_fp8_weights_refuses);
     return test_summary("quant_fp8");
