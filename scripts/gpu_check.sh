@@ -45,7 +45,8 @@
 #               host's share (needs a `make CUDA=1 STEP_TIMING=1` build)
 #   prof        ncu sections of the decode kernel and the FP8 prefill
 #   source      ncu's per-SASS stall samples of the FP8 prefill at 16k
-#   gemv        the decode GEMM's variants at the 8B shapes beside the copy rate (dev/cuda/gemv_bench.cu)
+#   gemv        the decode GEMM's variants at the 8B shapes beside the copy rate (dev/cuda/gemv_bench.cu), and the
+#               skinny FP8 GEMM's (dev/cuda/gemv8_bench.cu)
 set -u
 DEST=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 REPORT="$(cd "$(dirname "$0")" && pwd)/gpu_report.py"  # the summary lines and tables from each stage's raw output
@@ -236,6 +237,9 @@ if has gemv; then  # the decode GEMM's tuning variants at Llama-3.1-8B's shapes 
   "$BIN/gpu/gemv_bench" > "$OUT/gemv.log" 2>&1
   grep '^{' "$OUT/gemv.log" > "$OUT/gemv.jsonl"
   python3 "$REPORT" gemv "$OUT/gemv.jsonl" | tee -a "$summary"
+  # the skinny FP8 GEMM at the same shapes (dev/cuda/gemv8_bench.cu; its table as printed)
+  "$BIN/gpu/gemv8_bench" > "$OUT/gemv8.log" 2>&1 || failed gemv8
+  grep '^|' "$OUT/gemv8.log" | sed 's/^/gemv8: /' | tee -a "$summary"
 fi
 # run_variant V CMD...: runs CMD as it is ("default") or with the octet flag V added
 run_variant() {

@@ -1,0 +1,178 @@
+// gemv8_bench.cu — times the skinny FP8 GEMM of decode steps (k_gemv8, src/backend/cuda/cuda_fp8w.cuh;
+// e4m3 weights with a scale per output row, tokens quantized per token in the kernel's prologue) at
+// Llama-3.1-8B's shapes for n = 1, 4, 8 tokens, beside a device-to-device copy of the same weight bytes
+// (the bandwidth the product cannot beat). Each shape is checked first against a float64 CPU product of
+// the same codes on sampled rows (the activation codes and scales computed as docs/fp8_weights.md says).
+// Prints a table, then one JSON object per line. The weights rotate over enough copies (>= 512 MB) that
+// every launch reads them from HBM; a timed interval holds BURST launches back to back.
+// Build: make CUDA=1 gpu-tests (build-cuda/gpu/gemv8_bench); run: build-cuda/gpu/gemv8_bench [reps]
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+extern "C" {
+#include "../../src/backend/weight.h"
+}
+typedef __nv_bfloat16 bf16;
+#include "../../src/backend/cuda/cuda_fp8w.cuh"
+
+#define BURST 10
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static float urand() {  // uniform in [-1, 1)
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (float)((rng >> 40) * (1.0 / (1 << 23))) - 1.0f;
+}
+static float median(std::vector<float> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+static uint8_t e4m3(float v) { return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3); }
+static float e4m3_value(uint8_t c) {
+    __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)c, __NV_E4M3);
+    return __half2float(__half(h));
+}
+
+int main(int argc, char **argv) {
+    int reps = argc > 1 ? atoi(argv[1]) : 30;
+    if (reps < 3) reps = 3;
+    const int shapes[][2] = {{4096, 4096}, {1024, 4096}, {14336, 4096}, {4096, 14336}, {128256, 4096}};
+    const char *names[] = {"wq/wo", "wk/wv", "w_gate/w_up", "w_down", "output"};
+    const int ns[] = {1, 4, 8};
+    cudaStream_t st;
+    CK(cudaStreamCreate(&st));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    std::vector<char> json;
+    printf("| shape | rows x cols | n | us | GB/s read | copy GB/s (r+w) | vs copy | max rel err |\n"
+           "|---|---|---:|---:|---:|---:|---:|---:|\n");
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int rows = shapes[si][0], cols = shapes[si][1];
+        const int kp = (int)fp8w_pitch(cols);
+        const size_t off = fp8w_scale_off(rows, cols), wbytes = off + (size_t)rows * sizeof(float);
+        int copies = (int)((512ull << 20) / wbytes) + 1;
+        if (copies > 64) copies = 64;
+        // the weight: a row scale amax / 448 of random values, their codes; x: random bf16 tokens
+        std::vector<uint8_t> hw(wbytes, 0);
+        std::vector<float> sw(rows);
+        std::vector<float> rowv(cols);
+        for (int r = 0; r < rows; r++) {
+            float amax = 0;
+            for (int c = 0; c < cols; c++) amax = std::max(amax, std::fabs(rowv[c] = urand() * 0.02f));
+            sw[r] = amax > 0 ? amax / 448.0f : 1.0f;
+            for (int c = 0; c < cols; c++) hw[(size_t)r * kp + c] = e4m3(rowv[c] / sw[r]);
+        }
+        memcpy(hw.data() + off, sw.data(), (size_t)rows * sizeof(float));
+        std::vector<bf16> hx((size_t)8 * cols);
+        for (auto &v : hx) v = __float2bfloat16(urand() * 3.0f);
+        // the tokens' codes and scales as the kernel computes them
+        std::vector<float> xq((size_t)8 * cols), sx(8);
+        for (int t = 0; t < 8; t++) {
+            float amax = 0;
+            for (int c = 0; c < cols; c++) amax = std::max(amax, std::fabs(__bfloat162float(hx[(size_t)t * cols + c])));
+            float s = amax / 448.0f;
+            if (!(s > 0) || !std::isfinite(s)) s = 1.0f;
+            sx[t] = s;
+            const float inv = 1.0f / s;
+            for (int c = 0; c < cols; c++)
+                xq[(size_t)t * cols + c] = e4m3_value(e4m3(__bfloat162float(hx[(size_t)t * cols + c]) * inv));
+        }
+        uint8_t *dw, *dcopy;
+        bf16 *dx;
+        float *dout;
+        CK(cudaMalloc(&dw, wbytes * copies));
+        CK(cudaMalloc(&dcopy, wbytes));
+        CK(cudaMalloc(&dx, hx.size() * sizeof(bf16)));
+        CK(cudaMalloc(&dout, (size_t)8 * rows * sizeof(float)));
+        for (int c = 0; c < copies; c++) CK(cudaMemcpy(dw + (size_t)c * wbytes, hw.data(), wbytes, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dx, hx.data(), hx.size() * sizeof(bf16), cudaMemcpyHostToDevice));
+        std::vector<float> tc;
+        for (int r = 0; r < reps; r++) {
+            CK(cudaEventRecord(e0, st));
+            for (int j = 0; j < BURST; j++)
+                CK(cudaMemcpyAsync(dcopy, dw + (size_t)((r * BURST + j) % copies) * wbytes, wbytes,
+                                   cudaMemcpyDeviceToDevice, st));
+            CK(cudaEventRecord(e1, st));
+            CK(cudaEventSynchronize(e1));
+            float ms;
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            tc.push_back(ms / BURST);
+        }
+        const double copy_gbs = 2.0 * wbytes / (median(tc) * 1e-3) / 1e9;
+        for (int n : ns) {
+            gemv8_args a = {};
+            a.out = dout;
+            a.x = dx;
+            a.n = n;
+            a.rows = rows;
+            a.cols = cols;
+            a.kp = kp;
+            a.kbp = (int)fp8w_kblocks_padded(cols);
+            a.tpc = 8;
+            a.w.act.fmax = 448.0f;
+            const size_t smem = gemv8_smem(kp, a.tpc, false);
+            auto kern = k_gemv8<GEMV8_STORE, float, false, false, false>;
+            CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            auto launch = [&](const uint8_t *w) {
+                a.w.q = w;
+                a.w.s = (const float *)(w + off);
+                kern<<<dim3((rows + 15) / 16, (n + 7) / 8), GEMV8_WARPS * 32, smem, st>>>(a);
+            };
+            // correctness: 64 sampled rows of each of the n outputs vs a float64 product of the same codes
+            launch(dw);
+            CK(cudaStreamSynchronize(st));
+            CK(cudaGetLastError());
+            std::vector<float> ho((size_t)n * rows);
+            CK(cudaMemcpy(ho.data(), dout, ho.size() * sizeof(float), cudaMemcpyDeviceToHost));
+            double err = 0;
+            for (int k = 0; k < 64; k++) {
+                const int row = (int)(((uint64_t)k * 2654435761u) % rows);
+                for (int t = 0; t < n; t++) {
+                    double ref = 0, mag = 0;
+                    for (int c = 0; c < cols; c++) {
+                        const double p = (double)e4m3_value(hw[(size_t)row * kp + c]) * xq[(size_t)t * cols + c];
+                        ref += p;
+                        mag += std::fabs(p);
+                    }
+                    const double s = (double)(sx[t] * sw[row]);
+                    err = std::max(err, std::fabs(ho[(size_t)t * rows + row] - ref * s) / (mag > 0 ? mag * s : 1));
+                }
+            }
+            std::vector<float> t;
+            for (int r = 0; r < reps; r++) {
+                CK(cudaEventRecord(e0, st));
+                for (int j = 0; j < BURST; j++) launch(dw + (size_t)((r * BURST + j) % copies) * wbytes);
+                CK(cudaEventRecord(e1, st));
+                CK(cudaEventSynchronize(e1));
+                float ms;
+                CK(cudaEventElapsedTime(&ms, e0, e1));
+                t.push_back(ms / BURST);
+            }
+            CK(cudaGetLastError());
+            const double us = median(t) * 1e3, gbs = wbytes / (us * 1e-6) / 1e9;
+            printf("| %s | %d x %d | %d | %.1f | %.0f | %.0f | %.2f | %.1e |\n", names[si], rows, cols, n, us, gbs, copy_gbs,
+                   gbs / copy_gbs, err);
+            char line[512];
+            int len = snprintf(line, sizeof line,
+                               "{\"shape\":\"%s\",\"rows\":%d,\"cols\":%d,\"n\":%d,\"us\":%.2f,\"GBps\":%.1f,"
+                               "\"copy_GBps\":%.1f,\"max_rel_err\":%.2e,\"reps\":%d}\n",
+                               names[si], rows, cols, n, us, gbs, copy_gbs, err, reps);
+            json.insert(json.end(), line, line + len);
+        }
+        CK(cudaFree(dw));
+        CK(cudaFree(dcopy));
+        CK(cudaFree(dx));
+        CK(cudaFree(dout));
+    }
+    fwrite(json.data(), 1, json.size(), stdout);
+    return 0;
+}
