@@ -21,20 +21,10 @@ extern "C" {
 #include "../../src/backend/weight.h"
 }
 typedef __nv_bfloat16 bf16;
+#include "lab_util.cuh"
 #include "../../src/backend/cuda/cuda_fp8w.cuh"
 
-#define BURST 10
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float urand() {  // uniform in [-1, 1)
-    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-    return (float)((rng >> 40) * (1.0 / (1 << 23))) - 1.0f;
-}
-static float median(std::vector<float> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
 static uint8_t e4m3(float v) { return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3); }
 static float e4m3_value(uint8_t c) {
     __half_raw h = __nv_cvt_fp8_to_halfraw((__nv_fp8_storage_t)c, __NV_E4M3);
@@ -95,19 +85,7 @@ int main(int argc, char **argv) {
         CK(cudaMalloc(&dout, (size_t)8 * rows * sizeof(float)));
         for (int c = 0; c < copies; c++) CK(cudaMemcpy(dw + (size_t)c * wbytes, hw.data(), wbytes, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(dx, hx.data(), hx.size() * sizeof(bf16), cudaMemcpyHostToDevice));
-        std::vector<float> tc;
-        for (int r = 0; r < reps; r++) {
-            CK(cudaEventRecord(e0, st));
-            for (int j = 0; j < BURST; j++)
-                CK(cudaMemcpyAsync(dcopy, dw + (size_t)((r * BURST + j) % copies) * wbytes, wbytes,
-                                   cudaMemcpyDeviceToDevice, st));
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            tc.push_back(ms / BURST);
-        }
-        const double copy_gbs = 2.0 * wbytes / (median(tc) * 1e-3) / 1e9;
+        const double copy_gbs = copy_rate(st, e0, e1, dcopy, (const char *)dw, wbytes, copies, reps);
         for (int n : ns) {
             gemv8_args a = {};
             a.out = dout;

@@ -17,10 +17,9 @@
 #include <cuda_runtime.h>
 
 typedef __nv_bfloat16 bf16;
+#include "lab_util.cuh"
 #include "../../src/backend/cuda/cuda_gemv.cuh"
 
-#define BURST 10  // launches per timed interval, back to back as in a decode step (time = interval / BURST)
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
 typedef void (*launch_fn)(cudaStream_t, float *, const bf16 *, const bf16 *, int, int, int);
 struct variant { const char *name; launch_fn fn; };
@@ -33,16 +32,7 @@ static const variant variants[] = {
     {"w8 u8 k2", gemv_launch_variant<float, 8, 8, 2>},
 };
 
-static uint64_t rng = 0x9E3779B97F4A7C15ull;
-static float urand() {  // uniform in [-1, 1)
-    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
-    return (float)((rng >> 40) * (1.0 / (1 << 23))) - 1.0f;
-}
 
-static float median(std::vector<float> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
 
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 30;
@@ -75,18 +65,7 @@ int main(int argc, char **argv) {
         for (int c = 0; c < copies; c++) CK(cudaMemcpy(dw + (size_t)c * wn, hw.data(), wbytes, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(dx, hx.data(), hx.size() * sizeof(bf16), cudaMemcpyHostToDevice));
         // the copy rate of these bytes (read + write counted, as the copy figure is quoted)
-        std::vector<float> tc;
-        for (int r = 0; r < reps; r++) {
-            CK(cudaEventRecord(e0, st));
-            for (int j = 0; j < BURST; j++)
-                CK(cudaMemcpyAsync(dcopy, dw + (size_t)((r * BURST + j) % copies) * wn, wbytes, cudaMemcpyDeviceToDevice, st));
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            tc.push_back(ms / BURST);
-        }
-        const double copy_gbs = 2.0 * wbytes / (median(tc) * 1e-3) / 1e9;
+        const double copy_gbs = copy_rate(st, e0, e1, dcopy, (const char *)dw, wbytes, copies, reps);
         for (int n : ns) {
             for (const variant &v : variants) {
                 // correctness: 64 sampled rows of each of the n outputs vs a float64 product

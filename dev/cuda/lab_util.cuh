@@ -1,0 +1,42 @@
+// lab_util.cuh — what the dev/cuda timing labs share (gemv_bench.cu, gemv8_bench.cu): the error check,
+// a deterministic uniform generator, the median, and the device-to-device copy rate of a buffer (the
+// bandwidth a product that reads it once cannot beat).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+#include <cuda_runtime.h>
+
+#define BURST 10  // launches per timed interval, back to back as in a decode step (time = interval / BURST)
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
+
+static uint64_t lab_rng = 0x9E3779B97F4A7C15ull;
+static inline float urand() {  // uniform in [-1, 1)
+    lab_rng ^= lab_rng << 13; lab_rng ^= lab_rng >> 7; lab_rng ^= lab_rng << 17;
+    return (float)((lab_rng >> 40) * (1.0 / (1 << 23))) - 1.0f;
+}
+
+static inline float median(std::vector<float> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+}
+
+// GB/s of copying `bytes` (read + write counted, as the copy figure is quoted) from copies of a buffer that
+// rotate through src (copies × bytes), BURST copies an interval, the median of reps intervals.
+static inline double copy_rate(cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1, void *dst, const char *src,
+                               size_t bytes, int copies, int reps) {
+    std::vector<float> tc;
+    for (int r = 0; r < reps; r++) {
+        CK(cudaEventRecord(e0, st));
+        for (int j = 0; j < BURST; j++)
+            CK(cudaMemcpyAsync(dst, src + (size_t)((r * BURST + j) % copies) * bytes, bytes, cudaMemcpyDeviceToDevice, st));
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        tc.push_back(ms / BURST);
+    }
+    return 2.0 * bytes / (median(tc) * 1e-3) / 1e9;
+}
