@@ -40,6 +40,13 @@ float cpu_dot(const float *a, const float *b, int n);
 const float *cpu_weight_row(const struct weight *w, int64_t row, float *dst);
 
 void cpu_matmul(struct backend *b, void *out, const void *x, const struct weight *w, int n);
+// The register-blocked prefill product (cpu_gemm.c): whether it takes w for n tokens (AVX-512 builds,
+// F32/F16/BF16, n >= 4), its per-thread scratch in floats, and out[t][r] = x[t]·W[r] for rows [r0, r1)
+// of every token, bit for bit cpu_dot's result on the widened row.
+int cpu_gemm_fits(const struct weight *w, int n);
+size_t cpu_gemm_scratch_floats(void);
+void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, float *out /*[n][rows]*/, int r0,
+                   int r1, float *scratch);
 void cpu_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v,
                   const struct batch *bt);
 void cpu_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,

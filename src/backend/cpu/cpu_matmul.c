@@ -1,12 +1,13 @@
 // cpu_matmul.c — out[n][rows] = x[n][cols] · Wᵀ for f32 activations and F32/F16/BF16/Q8_0/Q4_0
-// weights (the block types' kernels are in cpu_quant.c, FP8 weights' in cpu_fp8w.c). Work is split over weight
+// weights (the block types' kernels are in cpu_qdot.c, FP8 weights' in cpu_fp8w.c). Work is split over weight
 // rows, so each output element is one dot product computed start to finish by one thread: results do not
 // depend on the thread count or on how many tokens share the batch (chunked prefill and decode
 // give equal numbers).
 // Decode (fewer than 4 tokens) on 16-bit weights streams each weight byte once: four rows per
 // pass share each load of x, and F16 (F16C) / BF16 (shift) elements widen in registers, in the
 // same accumulation order as cpu_dot on a widened row, so its results equal the prefill path's.
-// Vector paths: AVX-512, AVX2+FMA, or portable C, chosen at compile time (-march=native).
+// Prefill on F32/F16/BF16 weights with AVX-512 is cpu_gemm.c's register-blocked product (the same
+// arithmetic again). Vector paths: AVX-512, AVX2+FMA, or portable C, chosen at compile time (-march=native).
 #include <string.h>
 
 #include "../../base/check.h"
@@ -194,7 +195,7 @@ struct mm_ctx {
 static void gemv_task(struct mm_ctx *m, int r0, int r1, int thread) {
     const struct weight *w = m->w;
     int cols = (int)w->cols, rows = (int)w->rows, bf = w->dtype == DT_BF16;
-    if (dtype_block_elems(w->dtype) > 1) {  // Q8_0 / Q4_0
+    if (dtype_block_elems(w->dtype) > 1) {  // MXFP4 (the GGUF block types go to cpu_qdot.c)
         size_t rb = dtype_row_bytes(w->dtype, cols);
         float *tmp = cpu_scratch(m->c, thread);
         for (int r = r0; r < r1; r += GEMV_ROWS) {
@@ -243,6 +244,10 @@ static void mm_task(void *p, int task, int thread) {
         return;
     }
     float *buf = cpu_scratch(m->c, thread);
+    if (cpu_gemm_fits(w, m->n)) {  // 16-bit and f32 weights on AVX-512: cpu_gemm.c
+        cpu_gemm_rows(w, m->x, m->n, m->out, r0, r1, buf);
+        return;
+    }
     for (int t0 = 0; t0 < m->n; t0 += TOKEN_TILE) {
         int t1 = t0 + TOKEN_TILE < m->n ? t0 + TOKEN_TILE : m->n;
         for (int r = r0; r < r1; r++) {
@@ -262,9 +267,12 @@ static void mm_task(void *p, int task, int thread) {
 void cpu_matmul(struct backend *b, void *out, const void *x, const struct weight *w, int n) {
     struct cpu_backend *c = (struct cpu_backend *)b;
     if (w->dtype == DT_E4M3) { cpu_fp8w_matmul(c, out, x, w, n); return; }  // FP8 weights: cpu_fp8w.c
+    if (cpu_quant_takes(w->dtype)) { cpu_quant_matmul(c, out, x, w, n); return; }  // GGUF Q*: cpu_qdot.c
     // each thread widens one 16-bit row into its scratch: reserved here, from the weight itself, since
     // a weight uploaded by another backend (engines sharing a model) never passed this one's upload
-    if (cpu_reserve_scratch(c, (size_t)w->cols) < 0) {
+    size_t need = (size_t)w->cols;
+    if (cpu_gemm_fits(w, n) && need < cpu_gemm_scratch_floats()) need = cpu_gemm_scratch_floats();
+    if (cpu_reserve_scratch(c, need) < 0) {
         c->error = err_set(OCT_ENOMEM, "cpu: no memory to widen rows of %lld columns", (long long)w->cols);
         return;
     }
@@ -275,7 +283,7 @@ void cpu_matmul(struct backend *b, void *out, const void *x, const struct weight
     int max_tasks = c->n_threads * 8;
     if ((rows + rpt - 1) / rpt > max_tasks) rpt = (rows + max_tasks - 1) / max_tasks;
     // GEMV tasks: whole 16-row groups, so two threads never write one 64-byte line of out
-    if (gemv_fits(w, n) && rpt < rows) rpt = (rpt + 15) / 16 * 16;
+    if ((gemv_fits(w, n) || cpu_gemm_fits(w, n)) && rpt < rows) rpt = (rpt + 15) / 16 * 16;
     struct mm_ctx ctx = {c, out, x, w, n, rpt};
     threadpool_run(c->tp, (rows + rpt - 1) / rpt, mm_task, &ctx);
 }
