@@ -40,12 +40,11 @@ static void widen_chunk(const struct weight *w, int r0, int nr, int64_t k0, int 
     for (int r = 0; r < nr; r++) {
         const uint16_t *src = (const uint16_t *)w->data + (size_t)(r0 + r) * cols + k0;
         float *dst = wb + (size_t)r * GEMM_KC;
-        if (w->dtype == DT_F16)
-            for (int i = 0; i < len; i += 16) _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(src + i))));
-        else
-            for (int i = 0; i < len; i += 16)
-                _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(
-                                              _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + i))), 16)));
+        for (int i = 0; i < len; i += 16) {
+            const __m256i h = _mm256_loadu_si256((const __m256i *)(src + i));
+            const __m512 bf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+            _mm512_storeu_ps(dst + i, w->dtype == DT_F16 ? _mm512_cvtph_ps(h) : bf);
+        }
     }
 }
 
@@ -131,7 +130,8 @@ void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, 
                 const int len = n32 - k0 < GEMM_KC ? n32 - k0 : GEMM_KC;
                 const float *wr[GEMM_R];
                 for (int r = 0; r < nr; r++)
-                    wr[r] = w->dtype == DT_F32 ? (const float *)w->data + (size_t)(rb + r) * cols + k0 : wb + (size_t)r * GEMM_KC;
+                    wr[r] = w->dtype == DT_F32 ? (const float *)w->data + (size_t)(rb + r) * cols + k0
+                                               : wb + (size_t)r * GEMM_KC;
                 if (w->dtype != DT_F32 && len > 0) widen_chunk(w, rb, nr, k0, len, wb);
                 for (int t = 0; t < tt; t += GEMM_T) {
                     const int nt = tt - t < GEMM_T ? tt - t : GEMM_T;
