@@ -313,6 +313,7 @@ TEST(kv_write_and_attention) {
 #include "cuda_ops_fp8_prefill.h"  // fp8_wgmma_prefill, fp8_prefill_unaligned_q, fp8_prefill_tiny_q, fp8_prefill_vt_pass
 #include "cuda_ops_arch.h"         // arch_ops, attention_softcap, attention_table_softcap
 #include "cuda_ops_tok_scale.h"    // tok_scale_attention (fp8_per_token_head)
+#include "cuda_ops_sinks.h"        // attention_sinks (gpt-oss: kv_layer.sinks)
 
 // Rows of a product computed with n = 1 and inside a larger n: equal bit for bit for n <= 8
 // (the skinny GEMM: 1024 rows take its 2-warps-a-row form, 4096 its 1-warp form), and for any
@@ -765,6 +766,7 @@ int main(int argc, char **argv) {
     RUN_SEEDED(attention_softcap);
     RUN_SEEDED(attention_table_softcap);
     RUN_SEEDED(tok_scale_attention);
+    RUN_SEEDED(attention_sinks);
     RUN_SEEDED(fp8_weight_matmul);
     RUN_SEEDED(fp8_weight_sublayers);
     RUN_SEEDED(fp8_weight_batch_invariant);

@@ -1,8 +1,10 @@
 // cuda_attention.cu — the attention dispatcher: the kernel table (every attention kernel the CUDA
 // backend has, in preference order, each with the shapes it fits), cuda_attention() (the backend
-// op: the first entry that fits runs), the C entry points tests and tools use to list the table,
-// see which entry a shape takes and run a named one, and the families' one-time set-up. The kernel
-// families live in their own translation units (cuda_attention.cuh says which).
+// op: the first entry that fits runs, with the layer's attention sinks as f32 on the device), the C
+// entry points tests and tools use to list the table, see which entry a shape takes and run a named
+// one, and the families' one-time set-up. The kernel families live in their own translation units
+// (cuda_attention.cuh says which).
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda_attention.cuh"
@@ -85,13 +87,112 @@ static int attn_pick(const struct attn_call *a) {
     return -1;
 }
 
+// ---------------------------------------------------------------- attention sinks
+
+// A sinks weight (kv_layer.sinks, [1][n_heads] f32 / bf16 / f16 host values) widened to f32 on the
+// device: the values it was made from and their copy. A layer's first attention call uploads it;
+// later calls compare the host values (a few dozen) and upload again only when they changed, so a
+// captured decode step issues no copy.
+struct cuda_sink_slot {
+    const struct weight *w;
+    int n;
+    float *host, *dev;  // [n] each
+};
+
+static float sink_host_value(const struct weight *w, size_t i) {
+    if (w->dtype == DT_F32) return ((const float *)w->data)[i];
+    const uint16_t u = ((const uint16_t *)w->data)[i];
+    if (w->dtype == DT_BF16) {
+        const uint32_t bits = (uint32_t)u << 16;
+        float f;
+        memcpy(&f, &bits, 4);
+        return f;
+    }
+    __half_raw hr;
+    hr.x = u;
+    return __half2float(__half(hr));
+}
+
+// The layer's sinks on the device, or null (*ok false after latching an error: a sinks weight of
+// another dtype, fewer logits than query heads, no host values, or a failed upload).
+static const float *attn_sinks(struct cuda_backend *c, const struct kv_layer *l, int n_heads, bool *ok) {
+    *ok = true;
+    const struct weight *w = l->sinks;
+    if (!w) return nullptr;
+    *ok = false;
+    const int64_t n = w->rows * w->cols;
+    if (w->dtype != DT_F32 && w->dtype != DT_BF16 && w->dtype != DT_F16) {
+        cuda_latch(c, OCT_EUNSUP, "attention: sinks of dtype %s (f32, bf16 or f16)", dtype_name(w->dtype));
+        return nullptr;
+    }
+    if (n < n_heads || !w->data) {
+        cuda_latch(c, OCT_EINVAL, "attention: the sinks weight has %lld logits%s for %d query heads", (long long)n,
+                   w->data ? "" : " and no host values", n_heads);
+        return nullptr;
+    }
+    struct cuda_sink_slot *s = nullptr;
+    for (int i = 0; i < c->n_sink_slots && !s; i++)
+        if (c->sink_slots[i].w == w) s = &c->sink_slots[i];
+    if (s && s->n == (int)n) {
+        bool same = true;
+        for (int64_t i = 0; i < n && same; i++) {
+            const float v = sink_host_value(w, (size_t)i);
+            same = !memcmp(&v, &s->host[i], 4);
+        }
+        if (same) { *ok = true; return s->dev; }
+    }
+    if (!s) {
+        struct cuda_sink_slot *grown = (struct cuda_sink_slot *)realloc(
+            c->sink_slots, (size_t)(c->n_sink_slots + 1) * sizeof *grown);
+        if (!grown) { cuda_fail(c, cudaErrorMemoryAllocation, "attention sinks (host table)"); return nullptr; }
+        c->sink_slots = grown;
+        s = &c->sink_slots[c->n_sink_slots++];
+        *s = {};
+        s->w = w;
+    }
+    if (s->n != (int)n) {
+        free(s->host);
+        if (s->dev) cudaFree(s->dev);
+        s->host = nullptr, s->dev = nullptr, s->n = 0;
+        if (!(s->host = (float *)malloc((size_t)n * sizeof(float)))) {
+            cuda_fail(c, cudaErrorMemoryAllocation, "attention sinks (host copy)");
+            return nullptr;
+        }
+        if (cuda_fail(c, cudaMalloc((void **)&s->dev, (size_t)n * sizeof(float)), "cudaMalloc(attention sinks)"))
+            return nullptr;
+        s->n = (int)n;
+    }
+    for (int64_t i = 0; i < n; i++) s->host[i] = sink_host_value(w, (size_t)i);
+    if (cuda_fail(c, cudaMemcpy(s->dev, s->host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice),
+                  "upload attention sinks"))
+        return nullptr;
+    *ok = true;
+    return s->dev;
+}
+
+void cuda_attention_release(struct cuda_backend *c) {
+    for (int i = 0; i < c->n_sink_slots; i++) {
+        free(c->sink_slots[i].host);
+        if (c->sink_slots[i].dev) cudaFree(c->sink_slots[i].dev);
+    }
+    free(c->sink_slots);
+    c->sink_slots = nullptr;
+    c->n_sink_slots = 0;
+}
+
+// ---------------------------------------------------------------- the backend op
+
 extern "C" void cuda_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,
                                const struct attn_params *p, const struct batch *bt) {
     struct cuda_backend *c = (struct cuda_backend *)b;
     if (CUDA_SKIP(c) || !bt->n_tokens) return;
     const float *sc = cuda_layer_scales(c, l);
     if (!sc) return;
-    const struct attn_call a = attn_call_of(c, out, q, l, p, bt, sc);
+    bool sinks_ok;
+    const float *sinks = attn_sinks(c, l, p->n_heads, &sinks_ok);
+    if (!sinks_ok) return;
+    struct attn_call a = attn_call_of(c, out, q, l, p, bt, sc);
+    a.sinks = sinks;
     const int i = attn_pick(&a);
     if (i < 0) {
         if (c->tune.attn_kernel)

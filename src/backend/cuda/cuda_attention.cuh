@@ -23,6 +23,7 @@ struct attn_call {
     bool decode;                 // every sequence has exactly one query token this step
     bool fast_dtype;             // the cache is bf16, e4m3 or e5m2
     bool tok;                    // the layer has per-token-head scales (fp8_per_token_head)
+    const float *sinks;          // device [n_heads] f32 sink logits (kv_layer.sinks), or null
 };
 
 // One entry of the attention kernel table (cuda_attention.cu), in preference order: the first
@@ -62,6 +63,10 @@ struct attn_args {
     int n_every, rows_box;
     const uint8_t *vtg;          // [vt_tiles][n_kv][head_dim·128] or null
     const int32_t *vt_start;     // [n_seqs + 1]
+    // attention sinks (gpt-oss): query head h's logit sinks[h] joins its softmax denominator as
+    // e^(sinks[h] − m) at the final normalisation (m the row's running max, in the kernel's units) and
+    // adds no value; null: none (docs/kv_format.md, "Attention sinks")
+    const float *sinks;          // [n_heads] f32
 };
 
 // The arguments every kernel shares, from one call (the step's device metadata in c->cb).
@@ -88,6 +93,7 @@ static inline attn_args attn_args_of(const struct attn_call *a) {
     r.window = a->l->window;
     r.scale = a->p->softmax_scale;
     r.softcap = a->p->softcap;
+    r.sinks = a->sinks;
     return r;
 }
 

@@ -13,12 +13,14 @@
 // One warp per (query token, query head); lane owns dims lane, lane+32, ... CAP: soft-capped scores.
 // TS: per-token-head scales (kts, vts: [n_blocks][n_kv][bs]): key j's score is multiplied by its K
 // scale before soft-capping and softmax, and its p by its V scale before p·v (the sum l keeps the
-// unscaled p), as the CPU reference does (docs/kv_format.md).
+// unscaled p), as the CPU reference does (docs/kv_format.md). sinks (attn_args.sinks, or null): the
+// query head's sink logit joins l at the end as e^(sink − m), m the row's maximum in natural units.
 template <bool CAP, bool TS>
 __device__ __forceinline__ void generic_body(bf16 *out, const bf16 *q, const void *kc, const void *vc, int dt,
                                              const int32_t *tok_seq, const int32_t *pos_arr, const int32_t *btab,
                                              int max_blocks, int n_kv, int G, int hd, int bs, int window, float scale,
-                                             const float *scales, float softcap, const float *kts, const float *vts) {
+                                             const float *scales, float softcap, const float *kts, const float *vts,
+                                             const float *sinks) {
     const int t = blockIdx.x, qh = blockIdx.y, g = qh / G, lane = threadIdx.x;
     const int s = tok_seq[t], pos = pos_arr[t];
     const int lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
@@ -59,6 +61,7 @@ __device__ __forceinline__ void generic_body(bf16 *out, const bf16 *q, const voi
         }
         m = mn;
     }
+    if (sinks) l += __expf(sinks[qh] - m);
     bf16 *op = out + ((size_t)t * n_kv * G + qh) * hd;
 #pragma unroll
     for (int i = 0; i < MAXD; i++) {
@@ -69,7 +72,7 @@ __device__ __forceinline__ void generic_body(bf16 *out, const bf16 *q, const voi
 
 template <bool CAP, bool TS = false> __global__ void k_generic(const __grid_constant__ attn_args a, int dt, int hd) {
     generic_body<CAP, TS>(a.out, a.q, a.kc, a.vc, dt, a.tok_seq, a.pos, a.btab, a.max_blocks, a.n_kv, a.G, hd, a.bs,
-                          a.window, a.scale, a.scales, a.softcap, a.kts, a.vts);
+                          a.window, a.scale, a.scales, a.softcap, a.kts, a.vts, a.sinks);
 }
 
 bool attn_generic_fits(const struct attn_call *a) { return a->l->head_dim <= 512; }

@@ -353,6 +353,7 @@ static void cu_destroy(struct backend *b) {
 #endif
     cuda_gemm_release(c);
     cuda_kv_release(c);
+    cuda_attention_release(c);
     for (int i = 0; i < c->n_graphs; i++) if (c->graphs[i].exec) cudaGraphExecDestroy(c->graphs[i].exec);
     if (c->lt) cublasLtDestroy(c->lt);
     cudaFree(c->workspace);
@@ -425,7 +426,7 @@ static const struct backend_ops cuda_ops = {
     .moe_ffn = nullptr,  // (no expert kernels yet: forward_init refuses mixture-of-experts models here)
     .attn_softcap = true,
     .rope_dynamic = true,
-    .attn_sinks = false,  // (attention sinks, gpt-oss: forward_init refuses such models here)
+    .attn_sinks = true,
 };
 
 extern "C" bool backend_cuda_available(void) {

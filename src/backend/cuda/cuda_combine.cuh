@@ -11,10 +11,11 @@
 // (w = e^(m − M_r)); the rows are merged through shared memory: out = Σ_r acc_r·e^(M_r − M) /
 // Σ_r l_r·e^(M_r − M). Empty splits hold m = −inf, l = 0, acc = 0 (weight 0). The launch picks as
 // few rows as load every split in one round: one round of loads, not a pass for the maximum, one
-// for the weights and dependent rounds for the sums.
+// for the weights and dependent rounds for the sums. sinks (attn_args.sinks, or null): the query
+// head's sink logit joins the final denominator, L += e^(sink − M), once for all splits.
 #define COMBINE_SPLITS 16  // splits one row of lanes loads in a round (k_combine and its launch)
 __global__ void __launch_bounds__(512) k_combine(bf16 *out, const float *part, const int32_t *qstart, int n_heads,
-                                                 int hd, int n_splits) {
+                                                 int hd, int n_splits, const float *sinks = nullptr) {
     constexpr int P = COMBINE_SPLITS;  // splits a lane loads at once
     pdl_trigger();  // the output projection's GEMM may launch (it waits for this grid's results)
     extern __shared__ float shm[];  // [R][hd] row accumulators, then [R] maxima, [R] sums
@@ -76,6 +77,7 @@ __global__ void __launch_bounds__(512) k_combine(bf16 *out, const float *part, c
             L += sL[k] * w;
             acc += shm[(size_t)k * hd + dd] * w;
         }
+        if (sinks) L += __expf(sinks[qh] - M);
         out[((size_t)t * n_heads + qh) * hd + dd] = __float2bfloat16_rn(L > 0 ? acc / L : 0.0f);
     }
 }
@@ -83,7 +85,7 @@ __global__ void __launch_bounds__(512) k_combine(bf16 *out, const float *part, c
 // Launches the split combine (k_combine): as few rows of hd / 2 lanes as load every split in one
 // round, at most 512 threads.
 static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_heads, int hd, int n_splits,
-                           const int32_t *qstart /* [n_seqs] output row of each */) {
+                           const int32_t *qstart /* [n_seqs] output row of each */, const float *sinks) {
     const int lanes = hd / 2;
     if (hd % 2 || lanes > 512) {  // (model configs are checked: even, at most 512)
         cuda_fail(c, cudaErrorInvalidValue, "attention combine: head_dim must be even and at most 1024");
@@ -93,6 +95,6 @@ static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_
     if (rows > 512 / lanes) rows = 512 / lanes;
     const size_t smem = ((size_t)rows * hd + 2 * (size_t)rows) * sizeof(float);
     k_combine<<<dim3(n_seqs, n_heads), rows * lanes, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd,
-                                                                        n_splits);
+                                                                        n_splits, sinks);
     CUDA_LAUNCHED(c, "attention combine");
 }

@@ -60,6 +60,7 @@ struct gemm_plan {
 #define CUDA_ROPE_SLOTS 4
 
 struct cuda_scale_slot;  // cuda_kv_write.cu: a layer's scales and K offsets on the device
+struct cuda_sink_slot;   // cuda_attention.cu: a layer's attention sinks on the device
 
 struct cuda_backend {
     struct backend base;
@@ -135,6 +136,9 @@ struct cuda_backend {
     cudaEvent_t meta_ev[2];
     // per-layer FP8 scales and K offsets on the device (cuda_kv_write.cu; allocated on first use)
     struct cuda_scale_slot *scale_slots;
+    // attention sinks as f32 on the device, one slot a sinks weight (cuda_attention.cu; on first use)
+    struct cuda_sink_slot *sink_slots;
+    int n_sink_slots;
     // tuning (cuda_tuning.h) and what the attention families set up once (cuda_attention_init)
     struct cuda_tuning tune;
     int decode_resident[3][3];  // [head_dim 64, 128, 256][bf16, e4m3, e5m2]: CTAs of the decode kernel an SM holds
@@ -175,6 +179,7 @@ __attribute__((format(printf, 3, 4))) static inline void cuda_latch(struct cuda_
 // Sets up the attention kernels (shared-memory limits, the decode kernel's residency) once, at the
 // backend's creation; false with the error latched.
 bool cuda_attention_init(struct cuda_backend *c);
+void cuda_attention_release(struct cuda_backend *c);  // (the attention sinks' device copies)
 
 // The 16-token kernels (decode, bf16 prefill) stream a cache block of kv_block_tokens = 16·2^lgr
 // tokens as 2^lgr sub-blocks: sub-block j of a sequence (tokens 16j .. 16j + 15) of KV head g lies

@@ -5,7 +5,8 @@
 // positions), the split plan and the combine (cuda_combine.cuh). Owns their fits / launch entries of
 // the kernel table and their per-backend set-up (shared-memory limits, residency).
 //
-// Per-token-head (fp8_per_token_head) e4m3 layers run the TS forms of both kernels.
+// Per-token-head (fp8_per_token_head) e4m3 layers run the TS forms of both kernels. Attention sinks
+// (attn_args.sinks) enter where a row is normalised: the one-split warp merge, or the combine.
 //
 // Data layout (docs/kv_format.md): cache [n_blocks][n_kv_heads][kv_block_tokens][head_dim];
 // q, out [n_tokens][n_heads][head_dim] bf16.
@@ -147,7 +148,8 @@ template <int HD, bool CAP> static void decode_t_launch(const struct attn_call *
     const cudaLaunchConfig_t cfg = pdl_config(grid, dim3(128), ring, c->stream, attr);
     if (cuda_fail(c, cudaLaunchKernelEx(&cfg, decode_t_pick<HD, CAP>(a, DECODE_PDL), args), "attention decode"))
         return;
-    if (n_splits > 1) launch_combine(c, a->out, a->bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart);
+    if (n_splits > 1)
+        launch_combine(c, a->out, a->bt->n_seqs, l->n_kv_heads * G, HD, n_splits, c->cb.qstart, a->sinks);
 }
 
 void attn_decode_t_launch(const struct attn_call *a) {
@@ -241,7 +243,7 @@ template <int HD, bool CAP> static void decode_invariant_launch(const struct att
         args.seq_of = seq_of ? seq_of + r0 : nullptr;
         kern<<<dim3(n, l->n_kv_heads, n_splits), 128, ring, c->stream>>>(args);
         if (CUDA_LAUNCHED(c, "attention (batch-invariant)")) return;
-        launch_combine(c, a->out, n, l->n_kv_heads * G, HD, n_splits, qs + r0);
+        launch_combine(c, a->out, n, l->n_kv_heads * G, HD, n_splits, qs + r0, a->sinks);
     }
 }
 

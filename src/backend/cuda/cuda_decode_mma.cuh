@@ -136,12 +136,14 @@ __device__ __forceinline__ void pv_block(float (&o)[HD / 8][4], const uint32_t (
 }
 
 // Merges the 4 warps' (m, l, acc) of rows [0, G) through shared memory and writes either
-// the normalised output (one split) or the split's partial result. Call with all threads.
+// the normalised output (one split) or the split's partial result. Call with all threads. sinks
+// (attn_args.sinks): a head's sink logit joins its denominator where the output is normalised, as
+// e^(sink − m) with m in natural-log units: here with one split, else in the combine, once.
 template <int HD>
 __device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const float (*sm_l)[16],
                                                   const float (*sm_acc)[8][HD], int G, int t, int n_kv, int g,
                                                   float vscale, bf16 *out, float *part, int s, int split,
-                                                  int n_splits) {
+                                                  int n_splits, const float *sinks) {
     // each head's maximum, warp weights and l first (one thread a head), then the elements: the
     // same values and sums as computing them in every element, without 4 exponentials an element.
     __shared__ float wf[4][16], wm[16], wl[16];
@@ -155,6 +157,7 @@ __device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const
             wf[w][h] = f;
             ll += sm_l[w][h] * f;
         }
+        if (sinks && n_splits == 1) ll += __expf(sinks[g * G + h] - mm);
         wm[h] = mm;
         wl[h] = ll;
     }
@@ -179,10 +182,11 @@ __device__ __forceinline__ void merge_warps_store(const float (*sm_m)[16], const
 // (sequence, KV head) publishes its partial and arrives on a counter; the last to arrive resets
 // the counter and merges the n_splits partials of its G heads — the same sums as k_combine's
 // (weights exp(m_i − M), then Σ acc_i·w_i / Σ l_i·w_i), in split order — so no combine launch
-// follows. scratch holds 2·G·n_splits + G floats (the caller's shared memory, free by then).
+// follows. scratch holds 2·G·n_splits + G floats (the caller's shared memory, free by then). sinks:
+// each head's sink logit joins Σ l·w as e^(sink − M).
 template <int HD>
 __device__ void split_arrive_combine(bf16 *out, const float *part, int *arrive, float *scratch, int t, int n_kv, int g,
-                                     int G, int s, int n_splits) {
+                                     int G, int s, int n_splits, const float *sinks) {
     const int n = n_splits;
     __shared__ int last;
     __threadfence();  // this CTA's partial is visible to the others before it arrives
@@ -216,7 +220,7 @@ __device__ void split_arrive_combine(bf16 *out, const float *part, int *arrive, 
             ls += lv[h * n + i] * f;
         }
         for (int o = 16; o > 0; o >>= 1) ls += __shfl_xor_sync(0xffffffff, ls, o);
-        if (lane == 0) L[h] = ls;
+        if (lane == 0) L[h] = sinks ? ls + __expf(sinks[g * G + h] - mm) : ls;
     }
     __syncthreads();
     for (int idx = tid; idx < G * HD; idx += blockDim.x) {
@@ -263,14 +267,14 @@ enum decode_policy { DECODE_PDL, DECODE_FUSED, DECODE_PLAIN };
 // holds at least 64·HD floats: every decode kernel's ring has at least 2 stages).
 template <int HD, decode_policy P>
 __device__ void empty_split(bf16 *out, float *part, int *arrive, int t, int n_kv, int g, int G, int s, int split,
-                            int n_splits) {
+                            int n_splits, const float *sinks) {
     for (int idx = threadIdx.x; idx < G * (HD + 2); idx += blockDim.x) {
         int h = idx / (HD + 2), d = idx % (HD + 2);
         part[(((size_t)s * n_kv * G + g * G + h) * n_splits + split) * (HD + 2) + d] = d == 0 ? -INFINITY : 0.0f;
     }
     if constexpr (P == DECODE_FUSED) {
         extern __shared__ __align__(16) char ring_scratch[];
-        split_arrive_combine<HD>(out, part, arrive, (float *)ring_scratch, t, n_kv, g, G, s, n_splits);
+        split_arrive_combine<HD>(out, part, arrive, (float *)ring_scratch, t, n_kv, g, G, s, n_splits, sinks);
     }
 }
 
@@ -285,7 +289,7 @@ struct decode_cta {
     template <int HD, int DT, decode_policy P>
     __device__ __forceinline__ bool begin(bf16 *out, float *part, int *arrive, const int32_t *qstart,
                                           const int32_t *seq_lens, int window, const float *scales, int n_kv, int G,
-                                          int n_splits, int min_split, int abs_split) {
+                                          int n_splits, int min_split, int abs_split, const float *sinks) {
         const int s = blockIdx.x, g = blockIdx.y, split = blockIdx.z;
         pos = seq_lens[s] - 1;
         lo = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
@@ -293,7 +297,7 @@ struct decode_cta {
         t = qstart[s];
         if ((min_split > 0 || abs_split > 0) && b0 >= b1) {
             if constexpr (P == DECODE_PDL) pdl_wait();
-            empty_split<HD, P>(out, part, arrive, t, n_kv, g, G, s, split, n_splits);
+            empty_split<HD, P>(out, part, arrive, t, n_kv, g, G, s, split, n_splits, sinks);
             return false;
         }
         const bool fp8 = DT != DT_BF16;
@@ -317,7 +321,8 @@ __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf
                                                 int max_blocks, int lgr, int n_kv, int G, int window, float scale,
                                                 const float *scales, int n_splits, int min_split,
                                                 const int32_t *seq_of, int abs_split, int *arrive, float softcap,
-                                                const float *kts = nullptr, const float *vts = nullptr) {
+                                                const float *kts = nullptr, const float *vts = nullptr,
+                                                const float *sinks = nullptr) {
     static_assert(STAGES >= 2, "the ring is required");
     static_assert(!TS || DT == DT_E4M3, "per-token-head scales are e4m3 only");
     static_assert(P != DECODE_PDL, "this kernel has no programmatic-dependent waits");
@@ -331,7 +336,7 @@ __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, rr = lane >> 2, c = lane & 3;
     decode_cta cta = {};
     if (!cta.begin<HD, DT, P>(out, part, arrive, qstart, seq_lens, window, scales, n_kv, G, n_splits, min_split,
-                              abs_split))
+                              abs_split, sinks))
         return;
     const int pos = cta.pos, lo = cta.lo, b0 = cta.b0, b1 = cta.b1, t = cta.t;
     const float kscale = cta.kscale, vscale = cta.vscale;
@@ -473,9 +478,10 @@ __device__ __forceinline__ void decode_mma_body(bf16 *out, float *part, const bf
         }
     }
     __syncthreads();
-    merge_warps_store<HD>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits);
+    merge_warps_store<HD>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits, sinks);
     if constexpr (P == DECODE_FUSED) {  // (one split wrote its output directly)
-        if (n_splits > 1) split_arrive_combine<HD>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits);
+        if (n_splits > 1)
+            split_arrive_combine<HD>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits, sinks);
     }
 }
 
@@ -488,5 +494,5 @@ __global__ void __launch_bounds__(128) k_decode_mma(const __grid_constant__ attn
     decode_mma_body<HD, DT, STAGES, P, CAP, TS>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab,
                                                 a.max_blocks, a.lgr, a.n_kv, a.G, a.window, a.scale, a.scales,
                                                 a.n_splits, a.min_split, a.seq_of, a.abs_split, a.arrive, a.softcap,
-                                                a.kts, a.vts);
+                                                a.kts, a.vts, a.sinks);
 }

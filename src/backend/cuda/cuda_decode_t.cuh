@@ -30,6 +30,9 @@
 // into P as p·s_v/r, where r is the warp's running reference, the largest V scale it has seen — so
 // the f16 operand stays <= 2^8 — raised like the maximum (Oᵀ rescaled by r_old/r_new when a block
 // holds a larger scale), and Oᵀ is multiplied by r before the warps merge. l sums the unscaled p.
+// Attention sinks (attn_args.sinks) join the denominator where the output is normalised: in the
+// warp merge when the context is one split, else in the combine (merge_warps_store, k_combine,
+// split_arrive_combine), once.
 #pragma once
 
 namespace dect {
@@ -89,7 +92,7 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
                                               int max_blocks, int lgr, int n_kv, int G, int window, float scale,
                                               const float *scales, int n_splits, int min_split,
                                               const int32_t *seq_of, int abs_split, int *arrive, float softcap,
-                                              const float *kts, const float *vts) {
+                                              const float *kts, const float *vts, const float *sinks) {
     static_assert(STAGES >= 2, "the ring is required");
     static_assert(!TS || DT == DT_E4M3, "per-token-head scales are e4m3 only");
     constexpr bool PDLW = P == DECODE_PDL, EARLY = PDLW && DT != DT_BF16;
@@ -103,7 +106,7 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, c = lane & 3;
     decode_cta cta = {};
     if (!cta.begin<HD, DT, P>(out, part, arrive, qstart, seq_lens, window, scales, n_kv, G, n_splits, min_split,
-                              abs_split))
+                              abs_split, sinks))
         return;
     const int pos = cta.pos, lo = cta.lo, b0 = cta.b0, b1 = cta.b1, t = cta.t;
     const float kscale = cta.kscale, vscale = cta.vscale;
@@ -312,9 +315,10 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
         }
     }
     __syncthreads();
-    merge_warps_store<HD>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits);
+    merge_warps_store<HD>(sm_m, sm_l, sm_acc, G, t, n_kv, g, vscale, out, part, s, split, n_splits, sinks);
     if constexpr (P == DECODE_FUSED) {
-        if (n_splits > 1) split_arrive_combine<HD>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits);
+        if (n_splits > 1)
+            split_arrive_combine<HD>(out, part, arrive, &sm_acc[0][0][0], t, n_kv, g, G, s, n_splits, sinks);
     }
 }
 
@@ -327,5 +331,5 @@ __global__ void __launch_bounds__(128) k_decode_t(const __grid_constant__ attn_a
     decode_t_body<HD, DT, STAGES, P, CAP, TS>(a.out, a.part, a.q, a.kc, a.vc, a.qstart, a.seq_lens, a.btab,
                                               a.max_blocks, a.lgr, a.n_kv, a.G, a.window, a.scale, a.scales,
                                               a.n_splits, a.min_split, a.seq_of, a.abs_split, a.arrive, a.softcap,
-                                              a.kts, a.vts);
+                                              a.kts, a.vts, a.sinks);
 }

@@ -49,13 +49,14 @@ void attn_prefill_mma_launch(const struct attn_call *a) {
 // 32 KB, several CTAs an SM. CAP: soft-capped scores (score_map). TS: per-token-head scales (kts,
 // vts: [n_blocks][n_kv][bs], docs/kv_format.md): each K and V row is multiplied by its scale as it is
 // widened into shared memory, so k·q carries s_k and p·v carries s_v: the CPU's score·s_k and
-// (p·s_v)·v reassociated; the sum l keeps the unscaled p.
+// (p·s_v)·v reassociated; the sum l keeps the unscaled p. Attention sinks (attn_args.sinks) join l at
+// the end as e^(sink − m), m the row's maximum in natural units.
 template <int HD, bool CAP, bool TS>
 __device__ __forceinline__ void prefill_simt_body(bf16 *out, const bf16 *q, const void *kc, const void *vc, int dt,
                                                   const int32_t *qstart, const int32_t *pos_arr, const int32_t *btab,
                                                   int max_blocks, int n_kv, int G, int bs, int window, float scale,
                                                   const float *scales, int sub, float softcap, const float *kts,
-                                                  const float *vts) {
+                                                  const float *vts, const float *sinks) {
     constexpr int THR = HD / 32, ROWS = 128 / THR;
     extern __shared__ float smem[];
     float *sk = smem, *sv = smem + (size_t)sub * HD;  // [sub][HD] each
@@ -112,6 +113,7 @@ __device__ __forceinline__ void prefill_simt_body(bf16 *out, const bf16 *q, cons
         }
     }
     if (!active) return;
+    if (sinks) l += __expf(sinks[g * G + h] - m);
     bf16 *op = out + ((size_t)t * n_kv * G + g * G + h) * HD + part * 32;
     float f = l > 0 ? vscale / l : 0.0f;
 #pragma unroll
@@ -121,7 +123,7 @@ __device__ __forceinline__ void prefill_simt_body(bf16 *out, const bf16 *q, cons
 template <int HD, bool CAP, bool TS = false>
 __global__ void __launch_bounds__(128) k_prefill(const __grid_constant__ attn_args a, int dt, int sub) {
     prefill_simt_body<HD, CAP, TS>(a.out, a.q, a.kc, a.vc, dt, a.qstart, a.pos, a.btab, a.max_blocks, a.n_kv, a.G,
-                                   a.bs, a.window, a.scale, a.scales, sub, a.softcap, a.kts, a.vts);
+                                   a.bs, a.window, a.scale, a.scales, sub, a.softcap, a.kts, a.vts, a.sinks);
 }
 
 // Keys stream through shared memory in parts of `sub` tokens: 16 where the block is a multiple of 16.

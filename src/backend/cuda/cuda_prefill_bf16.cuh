@@ -461,7 +461,7 @@ __global__ void __launch_bounds__(384, 1)
     }
     fp8pf::rows2 ro;  // (the rows' tokens and heads again: not kept live through the tile loop)
     ro.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, a.pos, a.window);
-    fp8pf::store_rows<HD>(a.out, o, l, ro.on, ro.tok, ro.head, n_heads, g, G, vscale, c);
+    fp8pf::store_rows<HD>(a.out, o, l, m, a.sinks, ro.on, ro.tok, ro.head, n_heads, g, G, vscale, c);
 }
 
 // ---------------------------------------------------------------- host side

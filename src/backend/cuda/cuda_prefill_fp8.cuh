@@ -14,7 +14,8 @@
 //   T = P·V     wgmma m64nHDk32, A = P (registers), B = Vᵀ (shared, transposed in-kernel)
 // Q is quantized here with a per-(token, head) scale amax/448, as the CPU emulation
 // (cpu_attention.c, ATTN_FP8_EMULATE) does; K/V descales, the Q scale and the softmax scale
-// are folded into one factor on S, and v_scale / l into the final normalisation.
+// are folded into one factor on S, and v_scale / l into the final normalisation. Attention sinks
+// (attn_args.sinks) start each row's max and sum (rows2::sink_init).
 //
 // Accumulation (wgmma keeps only part of FP32's mantissa when it adds into D; dev/cuda/wgmma_probe.cu),
 // enum fp8_accum_mode from attn_params.fp8_accum (0 or 1, N > 1, < 0):
@@ -368,6 +369,18 @@ struct rows2 {
 #pragma unroll
         for (int h = 0; h < 2; h++) sc[h] = qscale[warp * 16 + rr + 8 * h] * kscale * scale * 1.4426950408889634f;
     }
+    // Attention sinks (attn_args.sinks, not null): the rows' running max starts at their query head's
+    // sink logit in log2 units and their sum at 256 (2^(sink − m + 8) with m = sink, P's scale), so the
+    // sink joins the max and the denominator as one more score with no value — and P is quantised to
+    // e4m3 relative to the same maximum as the CPU's emulation (cpu_attention.c) takes.
+    __device__ __forceinline__ void sink_init(float (&m)[2], float (&l)[2], const float *sinks, int g, int G) const {
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            if (on[h]) {
+                m[h] = sinks[g * G + head[h]] * 1.4426950408889634f;
+                l[h] = 256.0f;
+            }
+    }
 };
 
 // cp.async of tile t's K (core-matrix layout) and raw V rows into one stage (kd, vd) by nthr
@@ -417,11 +430,13 @@ __device__ __forceinline__ void transpose_v(const uint8_t *vr, uint8_t *vt, int 
 
 // The thread's rows' outputs (bf16): acc · vscale / l (l sums P·256, as acc does), l summed over
 // the row's 4 lanes (QUAD; false: each lane holds the row's whole l already, as the tensor core's
-// row sums give it).
+// row sums give it). sinks (attn_args.sinks, or null): the row's query head's sink logit joins l as
+// 2^(sink·log2e − m + 8), m the row's maximum in log2 units (softmax_s), the same 256× scale as P
+// (the 16-bit wgmma kernel; the FP8 kernels start their rows from the sink instead: rows2::sink_init).
 template <int HD, bool QUAD = true>
-__device__ __forceinline__ void store_rows(bf16 *out, const float *acc, float (&l)[2], const bool (&on)[2],
-                                           const int (&tok)[2], const int (&head)[2], int n_heads, int g, int G,
-                                           float vscale, int c) {
+__device__ __forceinline__ void store_rows(bf16 *out, const float *acc, float (&l)[2], const float (&m)[2],
+                                           const float *sinks, const bool (&on)[2], const int (&tok)[2],
+                                           const int (&head)[2], int n_heads, int g, int G, float vscale, int c) {
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         if constexpr (QUAD) {
@@ -429,6 +444,7 @@ __device__ __forceinline__ void store_rows(bf16 *out, const float *acc, float (&
             l[h] += __shfl_xor_sync(0xffffffff, l[h], 2);
         }
         if (!on[h]) continue;
+        if (sinks) l[h] += ex2(fmaf(sinks[g * G + head[h]], 1.4426950408889634f, 8.0f - m[h]));
         bf16 *orow = out + ((size_t)tok[h] * n_heads + g * G + head[h]) * HD;
         float f = l[h] > 0.0f ? vscale / l[h] : 0.0f;
 #pragma unroll
@@ -523,6 +539,7 @@ __global__ void __launch_bounds__(128 * fp8pf::cfg<HD>::NWG) k_prefill_fp8(const
 
     fp8pf::acc_state<HD, ACC> a;
     a.init();
+    if (args.sinks) rw.sink_init(a.m, a.l, args.sinks, g, G);
 
     for (int t = t0, st = 0; t <= t1; t++, st ^= 1) {
         issue(t + 1, st ^ 1);
@@ -549,5 +566,5 @@ __global__ void __launch_bounds__(128 * fp8pf::cfg<HD>::NWG) k_prefill_fp8(const
                                         cap2);
         __syncthreads();  // stage st and Vᵀ free for reuse
     }
-    fp8pf::store_rows<HD>(out, a.result(), a.l, rw.on, rw.tok, rw.head, n_heads, g, G, vscale, c);
+    fp8pf::store_rows<HD>(out, a.result(), a.l, a.m, nullptr, rw.on, rw.tok, rw.head, n_heads, g, G, vscale, c);
 }

@@ -311,6 +311,7 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
             float o3[HD / 2], m3[2] = {-INFINITY, -INFINITY}, l3[2] = {0.0f, 0.0f};
 #pragma unroll
             for (int j = 0; j < HD / 2; j++) o3[j] = 0.0f;
+            if (a.sinks) rw.sink_init(m3, l3, a.sinks, gi, G);
             if (turns && wgu == NC - 1 && n > 0) fp8tma::bar_arrive(tok(0, kw), 64);  // warpgroup 1 starts
             for (int i = 0; i < n; i++) {
                 mbar_wait(&kfull[st], kpar);
@@ -367,7 +368,7 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
             }
             fp8pf::rows2 ro;
             ro.setup(warp, rr, ci.q0, ci.n_q, ci.tok_per_cta, G, ci.t_begin, pos_arr, window);
-            fp8pf::store_rows<HD, false>(out, o3, l3, ro.on, ro.tok, ro.head, n_heads, gi, G, vscale, c);
+            fp8pf::store_rows<HD, false>(out, o3, l3, m3, nullptr, ro.on, ro.tok, ro.head, n_heads, gi, G, vscale, c);
         };
         run(ct, g);
         return;
@@ -382,6 +383,7 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
     for (int j = 0; j < HD / 2; j++) tacc[j] = 0.0f;
 #pragma unroll
     for (int j = 0; j < (ACC != FP8_SINGLE ? HD / 2 : 1); j++) o[j] = 0.0f;
+    if (a.sinks) rw.sink_init(m, l, a.sinks, g, G);
     // o = o·a + T (a: one factor per row, picked by (j >> 1) & 1): two-level's fold, every:N's promotion
     auto fold = [&](const float (&a)[2]) {
         if constexpr (ACC != FP8_SINGLE) {  // (single has no o)
@@ -465,7 +467,8 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
     if constexpr (ACC == FP8_EVERY_N) fold(amul);  // (the last tile is always promoted)
     fp8pf::rows2 ro;  // (the rows' tokens and heads again: not kept live through the tile loop)
     ro.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
-    fp8pf::store_rows<HD>(out, ACC != FP8_SINGLE ? o : tacc, l, ro.on, ro.tok, ro.head, n_heads, g, G, vscale, c);
+    fp8pf::store_rows<HD>(out, ACC != FP8_SINGLE ? o : tacc, l, m, nullptr, ro.on, ro.tok, ro.head, n_heads, g, G,
+                          vscale, c);
 }
 
 #include "cuda_prefill_vt.cuh"  // (the Vᵀ pass: its kernel uses transpose_ldsm above, its launch is used below)

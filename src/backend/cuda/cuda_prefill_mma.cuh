@@ -4,14 +4,15 @@
 // head) pair of the KV head's group, so GQA heads share every K/V load. Each 16-token KV
 // block is staged once per CTA in shared memory (cp.async, double-buffered) and each of
 // the 4 warps multiplies its 16 rows against it. Operand layout and the head-dim
-// permutation are the decode kernel's (cuda_decode_mma.cuh).
+// permutation are the decode kernel's (cuda_decode_mma.cuh). Attention sinks (attn_args.sinks)
+// join each row's denominator at the end as e^(sink − m), m the row's maximum in natural units.
 #pragma once
 
 template <int HD, int DT, bool CAP>
 __device__ __forceinline__ void prefill_mma_body(bf16 *out, const bf16 *q, const void *kc, const void *vc,
                                                  const int32_t *qstart, const int32_t *pos_arr, const int32_t *btab,
                                                  int max_blocks, int lgr, int n_kv, int G, int window, float scale,
-                                                 const float *scales, float softcap) {
+                                                 const float *scales, float softcap, const float *sinks) {
     typedef mma_traits<DT> TR;
     constexpr int ES = DT == DT_BF16 ? 2 : 1;
     constexpr int SEG = HD / 8, NCH = HD / 16, NT = HD / 8;
@@ -121,6 +122,7 @@ __device__ __forceinline__ void prefill_mma_body(bf16 *out, const bf16 *q, const
         l[h] += __shfl_xor_sync(0xffffffff, l[h], 1);
         l[h] += __shfl_xor_sync(0xffffffff, l[h], 2);
         if (!row_on[h]) continue;
+        if (sinks) l[h] += __expf(sinks[g * G + row_head[h]] - m[h]);
         bf16 *orow = out + ((size_t)row_tok[h] * n_kv * G + g * G + row_head[h]) * HD;
         float f = l[h] > 0 ? vscale / l[h] : 0.0f;
 #pragma unroll
@@ -135,5 +137,5 @@ __device__ __forceinline__ void prefill_mma_body(bf16 *out, const bf16 *q, const
 template <int HD, int DT, bool CAP = false>
 __global__ void __launch_bounds__(128) k_prefill_mma(const __grid_constant__ attn_args a) {
     prefill_mma_body<HD, DT, CAP>(a.out, a.q, a.kc, a.vc, a.qstart, a.pos, a.btab, a.max_blocks, a.lgr, a.n_kv, a.G,
-                                  a.window, a.scale, a.scales, a.softcap);
+                                  a.window, a.scale, a.scales, a.softcap, a.sinks);
 }
