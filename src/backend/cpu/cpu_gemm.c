@@ -6,10 +6,10 @@
 // order. So prefill equals the decode GEMV (cpu_matmul.c's gemv16) and the reference bit for bit, and
 // a token's outputs do not depend on the batch around it.
 //
-// Blocking (per thread, for its rows): tokens in tiles of GEMM_TT; inside a tile, rows in blocks of
-// GEMM_R, each block's columns in chunks of GEMM_KC widened once into scratch (16 KB, L1) and used by
-// every token of the tile (whose chunk of x, GEMM_TT·GEMM_KC floats = 256 KB, stays in L2). The micro
-// kernel holds GEMM_R rows × GEMM_T tokens × 2 accumulators (24 of the 32 zmm registers); between
+// Blocking (per thread, for its rows): tokens in tiles of up to GEMM_TT, fewer where their x would
+// pass GEMM_X_FLOATS (so a tile's x stays in L2); inside a tile, rows in blocks of GEMM_R, each
+// block's columns in chunks of GEMM_KC widened once into scratch (16 KB, L1) and used by every token
+// of the tile. The micro kernel holds GEMM_R rows × GEMM_T tokens × 2 accumulators (24 of the 32 zmm registers); between
 // chunks the accumulators wait in scratch, which moves them exactly. Builds without AVX-512 keep
 // cpu_matmul.c's row-at-a-time path (cpu_gemm_fits is false there).
 #include <string.h>
@@ -24,7 +24,8 @@
 #define GEMM_R 4      // weight rows of the micro kernel
 #define GEMM_T 3      // tokens of the micro kernel
 #define GEMM_KC 1024  // columns widened at a time (a multiple of 32)
-#define GEMM_TT 64    // tokens whose x chunk is reused by every row block
+#define GEMM_TT 64    // the most tokens whose x is reused by every row block
+#define GEMM_X_FLOATS (1 << 17)  // a token tile's x, at most (512 KB: half of the L2 cache)
 
 size_t cpu_gemm_scratch_floats(void) { return (size_t)GEMM_R * GEMM_KC + (size_t)GEMM_TT * GEMM_R * 32; }
 
@@ -122,8 +123,10 @@ void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, 
                    int r1, float *scratch) {
     const int cols = (int)w->cols, rows = (int)w->rows, n32 = cols / 32 * 32;
     float *wb = scratch, *acc = scratch + (size_t)GEMM_R * GEMM_KC;  // [GEMM_R][GEMM_KC], [GEMM_TT][GEMM_R][32]
-    for (int t0 = 0; t0 < n; t0 += GEMM_TT) {
-        const int tt = n - t0 < GEMM_TT ? n - t0 : GEMM_TT;
+    int tile = GEMM_X_FLOATS / cols;  // the token tile's x in L2: fewer tokens for wider rows
+    tile = (tile > GEMM_TT ? GEMM_TT : tile < 4 * GEMM_T ? 4 * GEMM_T : tile) / GEMM_T * GEMM_T;
+    for (int t0 = 0; t0 < n; t0 += tile) {
+        const int tt = n - t0 < tile ? n - t0 : tile;
         for (int rb = r0; rb < r1; rb += GEMM_R) {
             const int nr = r1 - rb < GEMM_R ? r1 - rb : GEMM_R;
             for (int k0 = 0; k0 < n32 || k0 == 0; k0 += GEMM_KC) {
