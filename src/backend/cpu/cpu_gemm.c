@@ -9,8 +9,8 @@
 // Blocking (per thread, for its rows): tokens in tiles of up to GEMM_TT, fewer where their x would
 // pass GEMM_X_FLOATS (so a tile's x stays in L2); inside a tile, rows in blocks of GEMM_R, each
 // block's columns in chunks of GEMM_KC widened once into scratch (16 KB, L1) and used by every token
-// of the tile. The micro kernel holds GEMM_R rows × GEMM_T tokens × 2 accumulators (24 of the 32 zmm registers); between
-// chunks the accumulators wait in scratch, which moves them exactly. Builds without AVX-512 keep
+// of the tile. The micro kernel holds GEMM_R rows × GEMM_T tokens × 2 accumulators (24 of the 32 zmm
+// registers); between chunks the accumulators wait in scratch, which moves them exactly. Builds without AVX-512 keep
 // cpu_matmul.c's row-at-a-time path (cpu_gemm_fits is false there).
 #include <string.h>
 
