@@ -4,7 +4,8 @@ and benchmarks that need a real model's tensor shapes without its weights or its
 Llama-3.1-8B's widths with 2 layers.
 
 Owns: the shapes and metadata keys octet's GGUF loader reads (src/model/model.c); no
-tokenizer (octet then uses its byte stand-in).
+tokenizer: tokenizer.ggml.model is "none" (llama.cpp's vocabulary-free files, which octet reads
+as its byte stand-in), so llama.cpp's llama-bench runs the same file.
 F16/BF16/F32 (Python standard library only): a fixed cycle of small numbers (|w| <= 0.05, norms
 1.0), so the forward pass stays finite; they mean nothing.
 GGUF block types (NumPy, tools/ref/gguf_quant.py): normal random matrices (std --std, seeded by
@@ -117,7 +118,8 @@ def main(argv=None):
            (arch + ".attention.head_count_kv", GGUF_U32, a.kv_heads),
            (arch + ".attention.key_length", GGUF_U32, hd), (arch + ".attention.value_length", GGUF_U32, hd),
            (arch + ".attention.layer_norm_rms_epsilon", GGUF_F32, 1e-5),
-           (arch + ".rope.freq_base", GGUF_F32, 500000.0), (arch + ".vocab_size", GGUF_U32, a.vocab)]
+           (arch + ".rope.freq_base", GGUF_F32, 500000.0), (arch + ".vocab_size", GGUF_U32, a.vocab),
+           ("tokenizer.ggml.model", GGUF_STR, "none")]  # no vocabulary: llama.cpp's name, octet's byte stand-in
     # (name, [ne0 (contiguous), ne1]); 1-D tensors are F32 norms
     D, F, V = a.dim, a.ffn, a.vocab
     tensors = [("token_embd.weight", [D, V])]

@@ -380,6 +380,12 @@ int model_load_gguf(struct model *m, const char *path) {
             return err_set(OCT_EINVAL, "gguf %s: tensor '%s' is not used by %s (a different variant?)", path, t->name,
                            arch);
     }
-    if (!gguf_has_key(m->gguf, "tokenizer.ggml.model")) return OCT_OK;  // byte stand-in
+    // no tokenizer (the key absent, or llama.cpp's "none" / "no_vocab" for vocabulary-free files): the byte stand-in
+    const char *tm = NULL;
+    size_t tm_len = 0;
+    if (!gguf_has_key(m->gguf, "tokenizer.ggml.model")) return OCT_OK;
+    if (gguf_get_str(m->gguf, "tokenizer.ggml.model", &tm, &tm_len) == 0 &&
+        ((tm_len == 4 && !memcmp(tm, "none", 4)) || (tm_len == 8 && !memcmp(tm, "no_vocab", 8))))
+        return OCT_OK;
     return tokenizer_from_gguf(&m->tok, m->gguf);
 }
