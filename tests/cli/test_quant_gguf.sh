@@ -2,11 +2,18 @@
 # test_quant_gguf.sh — GGUF block-type weights (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K and llama.cpp's Q4_K_M mix)
 # against the NumPy reference (tools/ref/gguf_quant.py, ref_gguf_run.py):
 #   - random blocks and quantizer output: octet's dequantizer gives NumPy's float32 values bit for bit,
-#     and the decode dot products equal cpu_dot on them (build/tests/test_kquant --blocks);
+#     and its integer dot products (x quantized to 8 bits) give NumPy's qdot values bit for bit on every
+#     compiled path (build/tests/test_kquant --blocks);
 #   - a small Llama-shaped model with random weights written in each type (tools/make_shape_gguf.py):
-#     octet's greedy tokens, last-position logits and perplexity (CPU, fp32 cache) equal the float64
-#     reference forward on the dequantized weights;
-#   - Phi-3's fused attn_qkv / ffn_up in Q4_K and Q8_0 give the logits of the file dequantized to F32;
+#     octet's last-position logits (CPU, fp32 cache) equal the float64 reference forward on the
+#     dequantized weights with x quantized as octet quantizes it; its greedy tokens are the reference's
+#     best on the same sequence or within 0.25 of it, and its perplexity is within 1 %: an element of x
+#     within ~1e-7 of a half step can round to neighbouring 8-bit values in the reference (f64
+#     activations) and in octet (f32), which moves later logits by up to ~0.1 in these random models;
+#   - decode equals prefill bit for bit: every position's logits, fed at once and one token at a time;
+#   - Phi-3's fused attn_qkv / ffn_up in Q4_K and Q8_0 give the greedy tokens and, within the 8-bit
+#     quantization of x (correlation > 0.999, max difference < 5 % of the largest), the logits of the
+#     file dequantized to F32 (which octet multiplies in f32);
 #   - the "auto" KV cache of a quantized file is fp16;
 #   - a truncated file and an unsupported block type are refused with errors that name them.
 set -u
@@ -24,12 +31,12 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 # ---- blocks: random bytes with finite scales, then the quantizer's own blocks ----
 for t in q8_0 q4_0 q4_k q5_k q6_k; do
-  "$PY" - "$t" "$tmp/$t.raw" "$tmp/$t.f32" <<'PY'
+  "$PY" - "$t" "$tmp/$t.raw" "$tmp/$t.f32" "$tmp/$t.x" "$tmp/$t.dots" <<'PY'
 import sys
 import numpy as np
 sys.path.insert(0, "tools/ref")
 import gguf_quant as g
-t, rawp, f32p = sys.argv[1:]
+t, rawp, f32p, xp, dotp = sys.argv[1:]
 gt = g.IDS[t]
 _, be, bb = g.TYPES[gt]
 rng = np.random.default_rng(5)
@@ -41,8 +48,13 @@ q = g.quantize(t, rng.standard_normal((8, 4 * be)).astype(np.float32))
 raw = np.concatenate([raw.reshape(-1), q.reshape(-1)])
 raw.tofile(rawp)
 g.dequantize(gt, raw, raw.size // bb * be).astype("<f4").tofile(f32p)
+x = (rng.standard_normal(4 * be) * rng.uniform(0.1, 10, 4 * be)).astype(np.float32)
+x[be:2 * be] = 0  # a block of zeros (d = 0)
+x.astype("<f4").tofile(xp)
+g.qdot(gt, raw.reshape(-1, 4 * bb), x).astype("<f4").tofile(dotp)
 PY
-  if out=$("$K" --blocks "$t" "$tmp/$t.raw" "$tmp/$t.f32" 2>&1) && grep -q "kquant_blocks: [1-9][0-9]* passed, 0 failed" <<<"$out"
+  if out=$("$K" --blocks "$t" "$tmp/$t.raw" "$tmp/$t.f32" "$tmp/$t.x" "$tmp/$t.dots" 2>&1) &&
+     grep -q "kquant_blocks: [1-9][0-9]* passed, 0 failed" <<<"$out"
   then ok; else bad "blocks $t against NumPy: $out"; fi
 done
 
@@ -52,8 +64,10 @@ for t in q8_0 q4_0 q4_k q5_k q6_k q4_k_m; do
   m=$tmp/m_$t.gguf
   if ! "$PY" tools/make_shape_gguf.py "$m" --vocab 512 --dim 256 --layers 2 --heads 4 --kv-heads 2 --ffn 512 \
        --dtype $t --seed 1 --std 0.08; then bad "make_shape_gguf.py --dtype $t"; continue; fi
-  ref=$("$PY" tools/ref/ref_gguf_run.py "$m" --prompt "Hello, quant" --gen 8 --ppl-file $TEXT --ctx 128 --chunks 3)
   gen=$("$O" generate -m "$m" -p "Hello, quant" -n 8 --json --ignore-eos --device cpu --kv-cache-dtype fp32 2>"$tmp/err")
+  gids=$("$PY" -c 'import json,sys; print(" ".join(map(str, json.loads(sys.argv[1])["tokens"])))' "$gen")
+  ref=$("$PY" tools/ref/ref_gguf_run.py "$m" --prompt "Hello, quant" --gen 8 --follow "$gids" --ppl-file $TEXT \
+        --ctx 128 --chunks 3)
   ppl=$("$O" eval ppl -m "$m" -f $TEXT --ctx 128 --chunks 3 --json --device cpu --kv-cache-dtype fp32 2>>"$tmp/err")
   ids=$("$PY" -c 'import json,sys; print(" ".join(map(str, json.loads(sys.argv[1])["prompt_tokens"])))' "$ref")
   # shellcheck disable=SC2086
@@ -62,14 +76,15 @@ for t in q8_0 q4_0 q4_k q5_k q6_k q4_k_m; do
 import json, sys
 r, g, p, lg = json.loads(sys.argv[1]), json.loads(sys.argv[2]), json.loads(sys.argv[3]), json.loads(sys.argv[4])
 assert g["prompt_tokens"] == r["prompt_tokens"], (g["prompt_tokens"], r["prompt_tokens"])
-assert r["margin"] > 1e-3, "the reference's greedy steps are near ties (margin %g)" % r["margin"]
-assert g["tokens"] == r["tokens"], ("greedy", g["tokens"], r["tokens"])
-assert abs(p["ppl"] / r["ppl"] - 1) < 1e-5, ("ppl", p["ppl"], r["ppl"])
+assert max(r["follow_gaps"]) < 0.25, ("greedy", g["tokens"], r["tokens"], r["follow_gaps"])
+assert abs(p["ppl"] / r["ppl"] - 1) < 1e-2, ("ppl", p["ppl"], r["ppl"])
 big = max(abs(v) for v in r["logits"])
 err = max(abs(a - b) for a, b in zip(lg, r["logits"]))
 assert len(lg) == len(r["logits"]) and err < 1e-5 * (1 + big), ("logits", err, big)
 PY
   then ok; else bad "$t model against the reference: $(tail -n 3 "$tmp/err")"; fi
+  # shellcheck disable=SC2086
+  if out=$("$K" --decode-equals-prefill "$m" $ids $gids 2>&1); then ok; else bad "$t decode vs prefill: $out"; fi
 done
 
 # ---- Phi-3 (Q, K, V fused in attn_qkv, gate + up in ffn_up, split by block rows): the quantized file
@@ -88,10 +103,12 @@ for t in q4_k q8_0; do
   done
   if "$PY" - "${res[@]}" <<'PY'
 import json, sys
+import numpy as np
 ga, la, gb, lb = (json.loads(a) for a in sys.argv[1:])
 assert ga["tokens"] == gb["tokens"], (ga["tokens"], gb["tokens"])
-big = max(abs(v) for v in lb)
-assert len(la) == len(lb) and max(abs(a - b) for a, b in zip(la, lb)) < 1e-5 * (1 + big)
+la, lb = np.array(la), np.array(lb)
+assert la.shape == lb.shape and np.corrcoef(la, lb)[0, 1] > 0.999, np.corrcoef(la, lb)[0, 1]
+assert np.abs(la - lb).max() < 0.05 * np.abs(lb).max(), (np.abs(la - lb).max(), np.abs(lb).max())
 PY
   then ok; else bad "phi3 $t against its F32 copy: $(tail -n 3 "$tmp/err")"; fi
 done

@@ -1,6 +1,7 @@
 // test_cpu_matmul.c — src/backend/cpu/cpu_matmul.c and cpu_quant.c: out = x·Wᵀ for F32/F16/BF16/
 // Q8_0/Q4_0 weights against a double-precision reference on the widened weights (the block types'
-// dequantizer is itself checked on hand-made blocks of known values), and batch invariance: a token's outputs are
+// dequantizer is itself checked on hand-made blocks of known values; their x is the 8-bit quantized x
+// of cpu_qdot.c), and batch invariance: a token's outputs are
 // equal bit for bit whether it is multiplied alone (the decode GEMV that widens 16-bit rows in
 // registers, four rows per pass) or inside a batch of 1..9 tokens (the prefill path), at any
 // thread count, for row counts that are not multiples of 4 and column counts with scalar tails.
@@ -56,14 +57,24 @@ static int check_shape(struct backend *b, enum dtype dt, int rows, int cols, int
     for (size_t i = 0; i < (size_t)max_n * cols; i++) x[i] = frand();
     struct weight w = {dt, rows, cols, data, NULL, {0}};
     if (b->ops->weight_upload(b, &w) < 0) return 1;
+    size_t qb = dtype_block_elems(dt) > 1 ? qx_bytes(dt, cols) : 0;
+    char *qx = malloc(qb ? qb : 1);
+    float *xq = malloc((size_t)cols * 4);
     for (int n = 1; n <= max_n; n++) {
         b->ops->matmul(b, outn, x, &w, n);
         if (b->ops->sync(b) != 0) return 1;
         for (int t = 0; t < n; t++) {
             b->ops->matmul(b, out1, x + (size_t)t * cols, &w, 1);
+            const float *xt = x + (size_t)t * cols;
+            if (qb) {  // block types multiply x quantized to 8 bits (cpu_qdot.c): the reference takes those values
+                qx_quantize(dt, xt, cols, qx);
+                struct qx_view v = qx_view(dt, qx, cols);
+                for (int c = 0; c < cols; c++) xq[c] = v.d[c / qx_block(dt)] * (float)v.q[c];
+                xt = xq;
+            }
             for (int r = 0; r < rows; r++) {
                 double ref = 0;
-                for (int c = 0; c < cols; c++) ref += (double)x[(size_t)t * cols + c] * widen(&w, (int64_t)r * cols + c);
+                for (int c = 0; c < cols; c++) ref += (double)xt[c] * widen(&w, (int64_t)r * cols + c);
                 float got = outn[(size_t)t * rows + r];
                 if (memcmp(&got, &out1[r], 4) != 0) bad++;  // batch invariance, bit for bit
                 if (fabs(got - ref) > 1e-4 * (1 + sqrt((double)cols))) bad++;
@@ -72,7 +83,7 @@ static int check_shape(struct backend *b, enum dtype dt, int rows, int cols, int
     }
     if (bad) fprintf(stderr, "  %s rows %d cols %d: %d bad outputs\n", dtype_name(dt), rows, cols, bad);
     b->ops->weight_release(b, &w);
-    free(data); free(x); free(out1); free(outn);
+    free(data); free(x); free(out1); free(outn); free(qx); free(xq);
     return bad;
 }
 
@@ -151,7 +162,12 @@ TEST(known_blocks) {
     CHECK(b != NULL);
     if (!b) return;
     double s8 = 0, s4 = 0;
-    for (int i = 0; i < 64; i++) { x[i] = (float)(i + 1); s8 += want8[i] * x[i]; s4 += want4[i] * x[i]; }
+    // x = 1..64 but 127 last in each block: each block's largest is 127, so x quantizes to itself (cpu_qdot.c)
+    for (int i = 0; i < 64; i++) {
+        x[i] = i % 32 == 31 ? 127.0f : (float)(i + 1);
+        s8 += want8[i] * x[i];
+        s4 += want4[i] * x[i];
+    }
     struct weight w8 = {DT_Q8_0, 1, 64, q8, NULL, {0}}, w4 = {DT_Q4_0, 1, 64, q4, NULL, {0}};
     b->ops->weight_upload(b, &w8);
     b->ops->weight_upload(b, &w4);

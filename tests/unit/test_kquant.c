@@ -1,11 +1,15 @@
-// test_kquant.c — the K-quant weights (src/backend/cpu/cpu_kquant.c): hand-made Q4_K, Q5_K and Q6_K
-// super-blocks of known values (every 6-bit scale and min packing case, negative Q6_K scales) through
-// the reference dequantizer; the decode dot products equal cpu_dot on the dequantized row bit for
-// bit; the CPU matmul of K-quant weights equals a double-precision reference, decode equal to prefill.
+// test_kquant.c — the GGUF block types' CPU kernels (src/backend/cpu/cpu_kquant.c, cpu_qdot.c): hand-made
+// Q4_K, Q5_K and Q6_K super-blocks of known values (every 6-bit scale and min packing case, negative Q6_K
+// scales) through the reference dequantizer; the integer dot products against 8-bit x on every compiled
+// path (AVX-512, AVX2, C) give the same bits, close to a double product of the dequantized values; the CPU
+// matmul of K-quant weights equals a double-precision reference on the quantized x, decode equal to prefill.
 // Two more modes serve tests/cli/test_quant_gguf.sh (the NumPy side lives there):
-//   test_kquant --blocks TYPE RAW F32   checks the blocks in file RAW (ggml type TYPE) against the
-//                                       NumPy dequantizer's float32 values in file F32, bit for bit;
-//   test_kquant --logits MODEL ID...    prints the logits of the last of the token ids as JSON.
+//   test_kquant --blocks TYPE RAW F32 X DOTS   checks the blocks in file RAW (ggml type TYPE) against the
+//                                       NumPy dequantizer's float32 values in file F32, and rows of 4 blocks
+//                                       times X against NumPy's qdot values in DOTS, bit for bit;
+//   test_kquant --logits MODEL ID...    prints the logits of the last of the token ids as JSON;
+//   test_kquant --decode-equals-prefill MODEL ID...   fails unless each position's logits from one prefill
+//                                       equal those of feeding the ids one at a time, bit for bit.
 // Also: a backend that refuses block-type weights at upload (as the CUDA backend does) fails
 // forward_init with an error naming the tensor (blk.L.NAME) and the dtype.
 #include <stdint.h>
@@ -99,34 +103,98 @@ static void random_blocks(enum dtype t, uint8_t *p, int64_t n_blocks) {
 }
 
 static const enum dtype KTYPES[3] = {DT_Q4_K, DT_Q5_K, DT_Q6_K};
+static const enum dtype QTYPES[5] = {DT_Q8_0, DT_Q4_0, DT_Q4_K, DT_Q5_K, DT_Q6_K};
 
-// quant_dot_rows (1..4 rows, the kernels decode uses) equals cpu_dot on the dequantized rows, bit for bit.
-TEST(dot_equals_dequantized) {
-    for (int ti = 0; ti < 3; ti++)
+// xh[0..n) = the quantized x as numbers (d·q), in double.
+static void qx_values(enum dtype t, const void *qx, int n, double *xh) {
+    struct qx_view v = qx_view(t, qx, n);
+    for (int i = 0; i < n; i++) xh[i] = (double)v.d[i / qx_block(t)] * v.q[i];
+}
+
+// The integer dot products (1..4 rows, every block type, odd and even block counts): x quantizes to the
+// same bytes and every compiled path (AVX-512, AVX2, C) gives the C path's bits; those are the double
+// product of the dequantized rows and the quantized x within f32 rounding, and the product with x itself
+// within the quantization's bound (Σ |w|·d/2); the 16-element sums of q are right.
+TEST(dot_paths) {
+    for (int ti = 0; ti < 5; ti++)
         for (int nb = 1; nb <= 5; nb += 2) {
-            enum dtype t = KTYPES[ti];
-            int n = nb * QK_K;
-            size_t rb = dtype_row_bytes(t, n);
+            enum dtype t = QTYPES[ti];
+            int bs = qx_block(t), n = nb * bs;
+            size_t rb = dtype_row_bytes(t, n), qb = qx_bytes(t, n);
             uint8_t *w = malloc(4 * rb);
-            float *x = malloc((size_t)n * 4), *row = malloc((size_t)n * 4), *tmp = malloc((size_t)n * 4);
-            random_blocks(t, w, 4 * nb);
-            for (int i = 0; i < n; i++) x[i] = frand();
-            for (int nr = 1; nr <= 4; nr++) {
-                float r[4];
-                quant_dot_rows(t, w, rb, nr, x, n, tmp, r);
-                for (int k = 0; k < nr; k++) {
-                    quant_row_to_f32(t, w + k * rb, row, n);
-                    float want = cpu_dot(x, row, n);
-                    CHECK_MSG(memcmp(&want, &r[k], 4) == 0, "%s n %d rows %d: row %d %.9g vs %.9g", dtype_name(t), n,
-                              nr, k, r[k], want);
+            float *x = malloc((size_t)n * 4), *row = malloc((size_t)n * 4);
+            double *xh = malloc((size_t)n * 8);
+            char *qx = malloc(qb), *qp = malloc(qb);
+            random_blocks(t, w, 4 * (int64_t)rb / (int64_t)dtype_block_bytes(t));
+            for (int i = 0; i < n; i++) x[i] = frand() * (i < bs ? 1.0f : 3.0f);
+            if (nb > 1) memset(x + bs, 0, (size_t)bs * 4);  // a block of zeros: d = 0
+            memset(qx, 0, qb);
+            qx_quantize_path(QX_C, t, x, n, qx);
+            struct qx_view v = qx_view(t, qx, n);
+            int bad_sum = 0;
+            for (int g = 0; bs == QK_K && g < n / 16; g++) {
+                int s = 0;
+                for (int i = 0; i < 16; i++) s += v.q[16 * g + i];
+                bad_sum += s != v.bsum[g];
+            }
+            CHECK_EQ_INT(bad_sum, 0);
+            qx_values(t, qx, n, xh);
+            for (int path = QX_C; path <= QX_AVX512; path++) {
+                if (!qx_has_path(path)) continue;
+                memset(qp, 0, qb);
+                qx_quantize_path(path, t, x, n, qp);
+                CHECK_MSG(memcmp(qp, qx, qb) == 0, "%s n %d: path %d quantizes x differently", dtype_name(t), n, path);
+                for (int nr = 1; nr <= 4; nr++) {
+                    float r[4], want[4];
+                    qx_dot_rows_path(QX_C, t, w, rb, nr, qx, n, want);
+                    qx_dot_rows_path(path, t, w, rb, nr, qx, n, r);
+                    for (int k = 0; k < nr; k++) {
+                        CHECK_MSG(memcmp(&want[k], &r[k], 4) == 0, "%s n %d rows %d path %d: row %d %.9g vs C %.9g",
+                                  dtype_name(t), n, nr, path, k, r[k], want[k]);
+                        if (path != QX_C) continue;
+                        quant_row_to_f32(t, w + k * rb, row, n);
+                        double ref = 0, mag = 0, exact = 0, bound = 0;
+                        for (int i = 0; i < n; i++) {
+                            ref += row[i] * xh[i];
+                            mag += fabs(row[i] * xh[i]);
+                            exact += (double)row[i] * x[i];
+                            bound += fabs(row[i]) * v.d[i / bs] * 0.5;
+                        }
+                        CHECK_MSG(fabs(r[k] - ref) <= 1e-5 * mag + 1e-30, "%s n %d: %.9g vs %.9g (quantized x)",
+                                  dtype_name(t), n, r[k], ref);
+                        CHECK_MSG(fabs(r[k] - exact) <= bound * 1.001 + 1e-5 * mag + 1e-30, "%s n %d: %.9g vs %.9g "
+                                  "(x), bound %.3g", dtype_name(t), n, r[k], exact, bound);
+                    }
                 }
             }
-            free(w); free(x); free(row); free(tmp);
+            free(w); free(x); free(row); free(xh); free(qx); free(qp);
         }
 }
 
+// Hand-made: x whose blocks have amax 127 quantizes to itself (d = 1), so a Q8_0 row times it is exact.
+TEST(known_q8_0_dot) {
+    uint8_t w[2 * 34];
+    float x[64], r;
+    double want = 0;
+    for (int b = 0; b < 2; b++) {
+        put_f16(w + 34 * b, 0.25f * (float)(b + 1));
+        for (int j = 0; j < 32; j++) {
+            int q = (int)(next() % 255) - 127;
+            w[34 * b + 2 + j] = (uint8_t)(int8_t)q;
+            x[32 * b + j] = j == 5 ? -127.0f : (float)((int)(next() % 255) - 127);
+            want += 0.25 * (b + 1) * q * x[32 * b + j];
+        }
+    }
+    char qx[512];
+    CHECK(qx_bytes(DT_Q8_0, 64) <= sizeof qx);
+    qx_quantize(DT_Q8_0, x, 64, qx);
+    qx_dot_rows(DT_Q8_0, w, 0, 1, qx, 64, &r);
+    CHECK_NEAR(r, want, 0);
+}
+
 // The CPU matmul on K-quant weights: each token's outputs equal a double reference on the dequantized
-// weights, and are the same bits whether the token is decoded alone (n < 4) or in a prefill batch.
+// weights and the quantized x, and are the same bits whether the token is decoded alone (n < 4) or in a
+// prefill batch.
 TEST(matmul) {
     static const int shapes[][2] = {{1, 256}, {5, 512}, {67, 768}, {130, 2048}};
     struct backend *b = backend_cpu_create(2);
@@ -141,6 +209,8 @@ TEST(matmul) {
             random_blocks(t, data, (int64_t)rows * cols / QK_K);
             float *x = malloc((size_t)N * cols * 4), *one = malloc((size_t)rows * 4), *all = malloc((size_t)N * rows * 4);
             float *deq = malloc((size_t)cols * 4);
+            double *xh = malloc((size_t)cols * 8);
+            char *qx = malloc(qx_bytes(t, cols));
             for (int i = 0; i < N * cols; i++) x[i] = frand();
             struct weight w = {t, rows, cols, data, NULL, {0}};
             b->ops->weight_upload(b, &w);
@@ -148,12 +218,14 @@ TEST(matmul) {
             int bad = 0, inv = 0;
             for (int tk = 0; tk < N; tk++) {
                 b->ops->matmul(b, one, x + (size_t)tk * cols, &w, 1);
+                qx_quantize(t, x + (size_t)tk * cols, cols, qx);
+                qx_values(t, qx, cols, xh);
                 for (int r = 0; r < rows; r++) {
                     quant_row_to_f32(t, data + r * rb, deq, cols);
                     double ref = 0, mag = 0;
                     for (int c = 0; c < cols; c++) {
-                        ref += (double)x[(size_t)tk * cols + c] * deq[c];
-                        mag += fabs((double)x[(size_t)tk * cols + c] * deq[c]);
+                        ref += xh[c] * deq[c];
+                        mag += fabs(xh[c] * deq[c]);
                     }
                     inv += memcmp(&one[r], &all[(size_t)tk * rows + r], 4) != 0;
                     bad += fabs(one[r] - ref) > 1e-5 * mag + 1e-30;
@@ -163,7 +235,7 @@ TEST(matmul) {
             CHECK_MSG(bad == 0 && inv == 0, "%s [%d x %d]: %d outputs off the reference, %d differ decode vs prefill",
                       dtype_name(t), rows, cols, bad, inv);
             b->ops->weight_release(b, &w);
-            free(data); free(x); free(one); free(all); free(deq);
+            free(data); free(x); free(one); free(all); free(deq); free(xh); free(qx);
         }
     b->ops->destroy(b);
 }
@@ -214,36 +286,43 @@ static void *read_all(const char *path, size_t *n) {
     return p;
 }
 
-// --blocks TYPE RAW F32: each block of RAW dequantizes to F32's values, bit for bit, and the decode
-// dot product of each run of 4 blocks as a row equals cpu_dot on those values.
-static int check_blocks(const char *type, const char *raw_path, const char *f32_path) {
+// --blocks TYPE RAW F32 X DOTS: each block of RAW dequantizes to F32's values, bit for bit, and each run of 4
+// blocks as a row times X (4 blocks' worth of floats) gives DOTS' value (NumPy's qdot), bit for bit, on every
+// compiled path.
+static int check_blocks(const char *type, const char *raw_path, const char *f32_path, const char *x_path,
+                        const char *dots_path) {
     static const struct { const char *name; enum dtype t; } types[] = {
         {"q8_0", DT_Q8_0}, {"q4_0", DT_Q4_0}, {"q4_k", DT_Q4_K}, {"q5_k", DT_Q5_K}, {"q6_k", DT_Q6_K}};
     enum dtype t = DT_COUNT;
     for (int i = 0; i < 5; i++) if (!strcmp(type, types[i].name)) t = types[i].t;
-    size_t nr = 0, nf = 0;
+    size_t nr = 0, nf = 0, nx = 0, nd = 0;
     uint8_t *raw = read_all(raw_path, &nr);
-    float *want = read_all(f32_path, &nf);
+    float *want = read_all(f32_path, &nf), *x = read_all(x_path, &nx), *dots = read_all(dots_path, &nd);
     size_t be = (size_t)dtype_block_elems(t), bb = dtype_block_bytes(t);
-    CHECK_MSG(t != DT_COUNT && raw && want && nr && nr % bb == 0 && nf == nr / bb * be * 4, "%s: %s (%zu bytes), %s "
-              "(%zu bytes)", type, raw_path, nr, f32_path, nf);
-    if (t == DT_COUNT || !nr || nr % bb || nf != nr / bb * be * 4) return test_summary("kquant_blocks");
+    int ok = t != DT_COUNT && raw && want && x && dots && nr && nr % bb == 0 && nf == nr / bb * be * 4 &&
+             nx == 4 * be * 4 && nd == nr / bb / 4 * 4;
+    CHECK_MSG(ok, "%s: %s (%zu bytes), %s (%zu), %s (%zu), %s (%zu)", type, raw_path, nr, f32_path, nf, x_path, nx,
+              dots_path, nd);
+    if (!ok) return test_summary("kquant_blocks");
     size_t n_blocks = nr / bb, bad = 0, bad_dot = 0;
-    float got[QK_K], x[4 * QK_K], tmp[4 * QK_K];
+    float got[QK_K];
+    char *qx = malloc(qx_bytes(t, (int)(4 * be)));
     for (size_t b = 0; b < n_blocks; b++) {
         quant_row_to_f32(t, raw + b * bb, got, (int64_t)be);
         bad += memcmp(got, want + b * be, be * 4) != 0;
     }
-    for (size_t i = 0; i < 4 * be; i++) x[i] = frand();
-    for (size_t b = 0; b + 4 <= n_blocks; b += 4) {  // rows of 4 blocks
-        float r, ref = cpu_dot(x, want + b * be, (int)(4 * be));
-        quant_dot_rows(t, raw + b * bb, 0, 1, x, (int)(4 * be), tmp, &r);
-        bad_dot += memcmp(&r, &ref, 4) != 0;
+    for (int path = QX_C; path <= QX_AVX512; path++) {
+        if (!qx_has_path(path)) continue;
+        qx_quantize_path(path, t, x, (int)(4 * be), qx);
+        for (size_t b = 0; b + 4 <= n_blocks; b += 4) {  // rows of 4 blocks
+            float r;
+            qx_dot_rows_path(path, t, raw + b * bb, 0, 1, qx, (int)(4 * be), &r);
+            bad_dot += memcmp(&r, &dots[b / 4], 4) != 0;
+        }
     }
     CHECK_MSG(bad == 0, "%s: %zu of %zu blocks differ from NumPy's values", type, bad, n_blocks);
-    CHECK_MSG(bad_dot == 0, "%s: %zu rows' dot products differ from cpu_dot on NumPy's values", type, bad_dot);
-    free(raw);
-    free(want);
+    CHECK_MSG(bad_dot == 0, "%s: %zu rows' integer dot products differ from NumPy's qdot", type, bad_dot);
+    free(raw); free(want); free(x); free(dots); free(qx);
     return test_summary("kquant_blocks");
 }
 
@@ -274,13 +353,46 @@ static int print_logits(const char *path, int n, char **ids) {
     return rc < 0;
 }
 
+// --decode-equals-prefill MODEL ID...: the ids' logits at every position from one prefill equal, bit for bit,
+// those of feeding the ids one at a time (decode), CPU with an fp32 cache; prints the count of positions.
+static int decode_equals_prefill(const char *path, int n, char **ids) {
+    struct model *m = NULL;
+    if (model_load(&m, path) < 0) { fprintf(stderr, "%s\n", err_msg()); return 1; }
+    struct runner_options o;
+    runner_options_default(&o);
+    snprintf(o.device, sizeof o.device, "cpu");
+    snprintf(o.kv.dtype, sizeof o.kv.dtype, "fp32");
+    o.max_ctx = 256;
+    struct runner r;
+    if (runner_init(&r, m, &o) < 0) { fprintf(stderr, "%s\n", err_msg()); model_free(m); return 1; }
+    n = n < 256 ? n : 256;
+    size_t V = (size_t)m->cfg.n_vocab;
+    int32_t tok[256];
+    for (int i = 0; i < n; i++) tok[i] = atoi(ids[i]);
+    float *all = malloc((size_t)n * V * 4), *one = malloc(V * 4);
+    int rc = runner_feed(&r, tok, n, true, all), differ = 0;
+    runner_reset(&r);
+    for (int i = 0; rc >= 0 && i < n; i++) {
+        rc = runner_feed(&r, tok + i, 1, false, one);
+        differ += rc >= 0 && memcmp(one, all + (size_t)i * V, V * 4) != 0;
+    }
+    if (rc < 0) fprintf(stderr, "%s\n", err_msg());
+    else printf("decode == prefill: %d of %d positions differ\n", differ, n);
+    free(all); free(one);
+    runner_free(&r);
+    model_free(m);
+    return rc < 0 || differ;
+}
+
 int main(int argc, char **argv) {
-    if (argc == 5 && !strcmp(argv[1], "--blocks")) return check_blocks(argv[2], argv[3], argv[4]);
+    if (argc == 7 && !strcmp(argv[1], "--blocks")) return check_blocks(argv[2], argv[3], argv[4], argv[5], argv[6]);
     if (argc >= 4 && !strcmp(argv[1], "--logits")) return print_logits(argv[2], argc - 3, argv + 3);
+    if (argc >= 4 && !strcmp(argv[1], "--decode-equals-prefill")) return decode_equals_prefill(argv[2], argc - 3, argv + 3);
     RUN(known_q4_k);
     RUN(known_q5_k);
     RUN(known_q6_k);
-    RUN(dot_equals_dequantized);
+    RUN(dot_paths);
+    RUN(known_q8_0_dot);
     RUN(matmul);
     RUN(upload_refusal_names_tensor);
     return test_summary("kquant");

@@ -2,13 +2,20 @@
 Q8_0 (ggml type 8), Q4_0 (2), Q4_K (12), Q5_K (13), Q6_K (14). Written from the block layouts
 (documented in src/backend/cpu/cpu_kquant.c and src/base/dtype.h), not from another engine.
 
-The dequantizers are the reference octet's CPU kernels are checked against: every step is a
+The dequantizers are the reference octet's CPU dequantizers are checked against: every step is a
 float32 operation in the kernels' order ((d*scale)*q - (dmin*min)), so they give the same f32
 numbers, bit for bit. The quantizers are simple (per-block min/max, no error search): they make
 valid blocks of random weights for tests and benchmarks, not good quantizations.
 
+The CPU matmul multiplies these weights by x quantized to 8 bits (integer dot products; the math is
+in src/backend/cpu/cpu_qdot.c and cpu_kquant.c). quantize_x and qdot compute exactly that, with the
+same f32 roundings in the same order, so octet's results equal qdot's bit for bit.
+
     quantize(name, x)   x: float array [rows, cols], cols a whole number of blocks -> uint8 [rows, row_bytes]
     dequantize(gtype, raw, n_elems) -> float32 array of n_elems values
+    quantize_x(x, block) -> (q int8 [n], d float32 [n / block], bsum int32 [n / 16])
+    qdot(gtype, rows, x) rows: uint8 [R, row_bytes], x: float32 [n] -> float32 [R]
+    qx_block(gtype) -> 32 or 256: the block x is quantized in for weights of gtype
 """
 import numpy as np
 
@@ -216,3 +223,97 @@ def dequantize(gtype, raw, n_elems):
     name, be, bb = TYPES[gtype]
     raw = np.frombuffer(raw, dtype=np.uint8, count=n_elems // be * bb) if not isinstance(raw, np.ndarray) else raw
     return _D[name](np.ascontiguousarray(raw[:n_elems // be * bb]))
+
+
+# ---- x quantized to 8 bits and the integer dot products of the CPU matmul ----
+def qx_block(gtype):
+    return 32 if TYPES[gtype][0] in ("q8_0", "q4_0") else QK_K
+
+
+def quantize_x(x, block):
+    """One token's x (float32 [n]) in blocks: d = amax / 127, q = rint(x / d) (half to even; 0 where d = 0)."""
+    b = np.asarray(x, dtype=np.float32).reshape(-1, block)
+    d = (np.abs(b).max(axis=1) / f32(127)).astype(f32)
+    safe = np.where(d != 0, d, f32(1)).astype(f32)
+    v = np.where(d[:, None] != 0, b / safe[:, None], f32(0)).astype(f32)
+    q = np.rint(np.clip(v, -127, 127)).astype(np.int8)
+    bsum = q.reshape(-1, 16).astype(np.int32).sum(axis=1)
+    return q.reshape(-1), d, bsum
+
+
+def _tree16(acc):
+    """acc: float32 [R, 16] -> float32 [R], reduced as u_i = a_i + a_(i+8), then + 4 apart, + 2, + 1."""
+    u = (acc[:, :8] + acc[:, 8:]).astype(f32)
+    v = (u[:, :4] + u[:, 4:]).astype(f32)
+    w = (v[:, :2] + v[:, 2:]).astype(f32)
+    return (w[:, 0] + w[:, 1]).astype(f32)
+
+
+def _qdot_32(name, rows, x):
+    R = rows.shape[0]
+    q, dx, _ = quantize_x(x, 32)
+    nb = q.size // 32
+    bb = 34 if name == "q8_0" else 18
+    blk = rows.reshape(R, nb, bb)
+    dw = blk[:, :, :2].copy().view(np.float16).astype(f32).reshape(R, nb)
+    if name == "q8_0":
+        wq = blk[:, :, 2:].view(np.int8).astype(np.int32)
+    else:
+        wq = np.concatenate([blk[:, :, 2:] & 15, blk[:, :, 2:] >> 4], axis=2).astype(np.int32) - 8
+    p = (wq.reshape(R, nb, 8, 4) * q.reshape(1, nb, 8, 4).astype(np.int32)).sum(axis=3)   # [R, nb, 8] lane sums
+    s = (dw * dx[None, :]).astype(f32)
+    acc = np.zeros((R, 16), f32)
+    for b in range(nb):
+        o = 8 * (b % 2)
+        acc[:, o:o + 8] = (acc[:, o:o + 8] + (s[:, b:b + 1] * p[:, b, :].astype(f32)).astype(f32)).astype(f32)
+    return _tree16(acc)
+
+
+def _qdot_k(name, rows, x):
+    R = rows.shape[0]
+    q, dx, bsum = quantize_x(x, QK_K)
+    nb = q.size // QK_K
+    bb = TYPES[IDS[name]][2]
+    blk = rows.reshape(R * nb, bb)
+    qx = q.reshape(1, nb, QK_K).astype(np.int64)
+    if name in ("q4_k", "q5_k"):
+        d = blk[:, 0:2].copy().view(np.float16).astype(f32).reshape(R, nb)
+        dmin = blk[:, 2:4].copy().view(np.float16).astype(f32).reshape(R, nb)
+        sc, m = _unpack_scales(blk[:, 4:16])
+        qs = (blk[:, 48:] if name == "q5_k" else blk[:, 16:]).reshape(-1, 4, 32).astype(np.int32)
+        wq = np.empty((R * nb, 8, 32), np.int32)
+        wq[:, 0::2, :] = qs & 15
+        wq[:, 1::2, :] = qs >> 4
+        if name == "q5_k":
+            qh = blk[:, 16:48].astype(np.int32)
+            for sb in range(8):
+                wq[:, sb, :] |= ((qh >> sb) & 1) << 4
+        isum = (wq.reshape(R, nb, 8, 32).astype(np.int64) * qx.reshape(1, nb, 8, 32)).sum(axis=3)   # [R, nb, 8]
+        A = (sc.reshape(R, nb, 8) * isum).sum(axis=2)
+        bs2 = bsum.reshape(nb, 8, 2).sum(axis=2)
+        M = (m.reshape(R, nb, 8) * bs2[None, :, :]).sum(axis=2)
+        t1 = ((d * dx[None, :]).astype(f32) * A.astype(f32)).astype(f32)
+        t2 = ((dmin * dx[None, :]).astype(f32) * M.astype(f32)).astype(f32)
+        t = (t1 - t2).astype(f32)
+    else:  # q6_k
+        ql = blk[:, 0:128].reshape(-1, 2, 2, 32).astype(np.int32)
+        qh = blk[:, 128:192].reshape(-1, 2, 32).astype(np.int32)
+        sc = blk[:, 192:208].copy().view(np.int8).astype(np.int64).reshape(R, nb, 16)
+        d = blk[:, 208:210].copy().view(np.float16).astype(f32).reshape(R, nb)
+        wq = np.empty((R * nb, 2, 4, 32), np.int32)
+        for j in range(4):
+            wq[:, :, j, :] = ((ql[:, :, j % 2, :] >> (4 * (j // 2))) & 15) | (((qh >> (2 * j)) & 3) << 4)
+        isum = (wq.reshape(R, nb, 16, 16).astype(np.int64) * qx.reshape(1, nb, 16, 16)).sum(axis=3)   # [R, nb, 16]
+        A = (sc * (isum - 32 * bsum.reshape(1, nb, 16))).sum(axis=2)
+        t = ((d * dx[None, :]).astype(f32) * A.astype(f32)).astype(f32)
+    acc = np.zeros(R, f32)
+    for b in range(nb):
+        acc = (acc + t[:, b]).astype(f32)
+    return acc
+
+
+def qdot(gtype, rows, x):
+    """rows: uint8 [R, row_bytes] of ggml type gtype; x: float32 [n] -> float32 [R], octet's CPU matmul bit for bit."""
+    name = TYPES[gtype][0]
+    rows = np.ascontiguousarray(rows, dtype=np.uint8).reshape(rows.shape[0], -1)
+    return _qdot_32(name, rows, x) if name in ("q8_0", "q4_0") else _qdot_k(name, rows, x)

@@ -1,9 +1,13 @@
-// cpu_kquant.c — GGUF K-quant weights (Q4_K, Q5_K, Q6_K) on the CPU: the scalar reference
-// dequantizers and the decode dot products, which dequantize each 32-element sub-block in registers
-// (AVX-512, or AVX2+FMA) and accumulate in cpu_dot's order for that instruction set, so decode equals
-// prefill (which widens a row with the reference and runs cpu_dot) bit for bit; other builds widen a
-// row and run cpu_dot. Each value is computed as in the reference: (d·scale)·q − (dmin·min), each product
-// and the difference rounded to f32, no fused multiply-add.
+// cpu_kquant.c — GGUF K-quant weights (Q4_K, Q5_K, Q6_K) on the CPU: the scalar reference dequantizers
+// ((d·scale)·q − (dmin·min), each product and the difference rounded to f32) and the integer dot products
+// against x quantized in 256-element blocks (cpu_qdot.c), on AVX-512 (VNNI or not), AVX2 and portable C,
+// all giving the same bits. Per super-block b of a row, with x's scale dx and quants qx:
+//   Q4_K / Q5_K: A = Σ_s sc_s · Σ_l q·qx (the 8 sub-blocks of 32), M = Σ_s m_s · (bsum_2s + bsum_2s+1),
+//     t = (d·dx)·(float)A − (dmin·dx)·(float)M;
+//   Q6_K: A = Σ_g sc_g · (Σ_l q·qx − 32·bsum_g) (the 16 groups of 16, q the unsigned 6-bit value),
+//     t = (d·dx)·(float)A;
+// A and M are exact int32 sums (any order); each product and difference of t is rounded to f32 (no fused
+// multiply-add), and a row's result is acc = acc + t over its super-blocks in order, from 0.
 //
 // A super-block holds QK_K = 256 elements as 8 sub-blocks of 32 (Q4_K, Q5_K) or 16 of 16 (Q6_K):
 //   Q4_K (144 bytes): f16 d, f16 dmin, scales[12], qs[128]. Sub-block s (0..7) has a 6-bit scale
@@ -24,6 +28,8 @@
 #if defined(__AVX512F__) || defined(__F16C__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
+
+#define QPF 512 // software prefetch distance in each weight row, bytes
 
 static inline float f16_at(const uint8_t *p) {
     uint16_t h;
@@ -99,161 +105,328 @@ void q6_k_row_to_f32(const void *src, float *dst, int64_t n) {
     }
 }
 
-#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
-#define KQ_SIMD 1
-#define QPF 512  // prefetch distance in each row, bytes (as cpu_quant.c)
+// ---- integer dot products ----
 
-// The 8 sub-block scales d·sc and mins dmin·m of a Q4_K / Q5_K super-block p, as f32.
-static inline void k45_scales(const uint8_t *p, float *ds, float *dm) {
-    float d = f16_at(p), dmin = f16_at(p + 2);
-    for (int s = 0; s < 8; s++) {
-        int sc, m;
-        k4_scale_min(p + 4, s, &sc, &m);
-        ds[s] = d * (float)sc;
-        dm[s] = dmin * (float)m;
-    }
-}
-
-// One 32-element sub-block as bytes: a = elements 0..15, b = 16..31, each value (byte − off)·scale − min,
-// scale s_lo for a and s_hi for b.
-struct ksub { __m128i a, b; float s_lo, s_hi, min; int off; };
-
-// Sub-block s of a Q4_K (q5 = 0) or Q5_K (q5 = 1) super-block p, with its scale ds and min dm.
-static inline __attribute__((always_inline)) struct ksub k45_sub(const uint8_t *p, int s, int q5, float ds, float dm) {
-    const uint8_t *q = p + (q5 ? 48 : 16) + 32 * (s / 2);
-    __m128i mask = _mm_set1_epi8(15);
-    __m128i a = _mm_loadu_si128((const __m128i *)q), b = _mm_loadu_si128((const __m128i *)(q + 16));
-    if (s % 2) { a = _mm_srli_epi16(a, 4); b = _mm_srli_epi16(b, 4); }
-    a = _mm_and_si128(a, mask);
-    b = _mm_and_si128(b, mask);
-    if (q5) {
-        __m128i bit = _mm_set1_epi8((char)(1 << s)), sixteen = _mm_set1_epi8(16);
-        __m128i ha = _mm_loadu_si128((const __m128i *)(p + 16)), hb = _mm_loadu_si128((const __m128i *)(p + 32));
-        a = _mm_or_si128(a, _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(ha, bit), bit), sixteen));
-        b = _mm_or_si128(b, _mm_and_si128(_mm_cmpeq_epi8(_mm_and_si128(hb, bit), bit), sixteen));
-    }
-    return (struct ksub){a, b, ds, ds, dm, 0};
-}
-
-// Quarter j of half h of a Q6_K super-block p.
-static inline __attribute__((always_inline)) struct ksub q6_sub(const uint8_t *p, int h, int j) {
-    const uint8_t *ql = p + 64 * h + 32 * (j % 2), *qh = p + 128 + 32 * h;
-    const int8_t *scales = (const int8_t *)(p + 192) + 8 * h + 2 * j;
-    float d = f16_at(p + 208);
-    __m128i mask = _mm_set1_epi8(15), three = _mm_set1_epi8(3);
-    __m128i a = _mm_loadu_si128((const __m128i *)ql), b = _mm_loadu_si128((const __m128i *)(ql + 16));
-    __m128i ha = _mm_loadu_si128((const __m128i *)qh), hb = _mm_loadu_si128((const __m128i *)(qh + 16));
-    if (j / 2) { a = _mm_srli_epi16(a, 4); b = _mm_srli_epi16(b, 4); }
-    ha = _mm_and_si128(_mm_srli_epi16(ha, 2 * j), three);
-    hb = _mm_and_si128(_mm_srli_epi16(hb, 2 * j), three);
-    a = _mm_or_si128(_mm_and_si128(a, mask), _mm_slli_epi16(ha, 4));
-    b = _mm_or_si128(_mm_and_si128(b, mask), _mm_slli_epi16(hb, 4));
-    return (struct ksub){a, b, d * (float)scales[0], d * (float)scales[1], 0.0f, 32};
-}
-
-static inline __attribute__((always_inline)) struct ksub ksub_at(const uint8_t *p, int kind, int s, const float *ds,
-                                                                 const float *dm) {
-    return kind == 2 ? q6_sub(p, s / 4, s % 4) : k45_sub(p, s, kind, ds[s], dm[s]);
-}
-
-#if defined(__AVX512F__)
-#define VF __m512
-// 16 bytes of q as f32 (q − off)·scale − min (Q6_K: no min): the reference's (d·sc)·q − dmin·m, no fused
-// multiply-add.
-static inline __attribute__((always_inline)) VF kvals(__m128i q, int off, float scale, float min, int has_min) {
-    __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_cvtepu8_epi32(q), _mm512_set1_epi32(off)));
-    v = _mm512_mul_ps(_mm512_set1_ps(scale), v);
-    return has_min ? _mm512_sub_ps(v, _mm512_set1_ps(min)) : v;
-}
-#else
-#define VF __m256
-// 8 bytes (the low half of q) as f32, as above.
-static inline __attribute__((always_inline)) VF kvals(__m128i q, int off, float scale, float min, int has_min) {
-    __m256 v = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_cvtepu8_epi32(q), _mm256_set1_epi32(off)));
-    v = _mm256_mul_ps(_mm256_set1_ps(scale), v);
-    return has_min ? _mm256_sub_ps(v, _mm256_set1_ps(min)) : v;
-}
-#endif
-
-// r[k] = Σ x·w_k over nr rows at w + k·rb; kind 0 Q4_K, 1 Q5_K, 2 Q6_K. Two accumulators per row as
-// cpu_dot has: AVX-512 adds each sub-block's first 16 products to a and its last 16 to b; AVX2 adds
-// elements 0..7 and 16..23 to a, 8..15 and 24..31 to b.
-static inline __attribute__((always_inline)) void kdot(const uint8_t *w, size_t rb, int nr, const float *x, int n,
-                                                       int kind, float *r) {
-    VF a[4], b[4];
-    size_t bb = kind == 0 ? Q4K_BYTES : kind == 1 ? Q5K_BYTES : Q6K_BYTES;
-#pragma GCC unroll 4
+static void k45_dot_c(const uint8_t *w, size_t rb, int nr, struct qx_view x, int n, int q5, float *r) {
+    size_t bb = q5 ? Q5K_BYTES : Q4K_BYTES;
     for (int k = 0; k < nr; k++) {
-#if defined(__AVX512F__)
-        a[k] = b[k] = _mm512_setzero_ps();
-#else
-        a[k] = b[k] = _mm256_setzero_ps();
-#endif
+        float acc = 0;
+        for (int b = 0; b < n / QK_K; b++) {
+            const uint8_t *p = w + k * rb + b * bb;
+            const int8_t *xq = x.q + QK_K * b;
+            const int16_t *bs = x.bsum + 16 * b;
+            int32_t A = 0, M = 0;
+            for (int s = 0; s < 8; s++) {
+                int sc, m;
+                k4_scale_min(p + 4, s, &sc, &m);
+                const uint8_t *q = p + (q5 ? 48 : 16) + 32 * (s / 2);
+                int32_t is = 0;
+                for (int l = 0; l < 32; l++) {
+                    int v = (q[l] >> 4 * (s % 2)) & 15;
+                    if (q5) v |= ((p[16 + l] >> s) & 1) << 4;
+                    is += v * xq[32 * s + l];
+                }
+                A += sc * is;
+                M += m * (bs[2 * s] + bs[2 * s + 1]);
+            }
+            float dx = x.d[b];
+            float t1 = (f16_at(p) * dx) * (float)A, t2 = (f16_at(p + 2) * dx) * (float)M;
+            acc += t1 - t2;
+        }
+        r[k] = acc;
     }
-    float ds[4][8], dm[4][8];
-    for (int i = 0, blk = 0; i < n; i += QK_K, blk++) {
+}
+
+static void q6_dot_c(const uint8_t *w, size_t rb, int nr, struct qx_view x, int n, float *r) {
+    for (int k = 0; k < nr; k++) {
+        float acc = 0;
+        for (int b = 0; b < n / QK_K; b++) {
+            const uint8_t *p = w + k * rb + b * Q6K_BYTES, *ql = p, *qh = p + 128;
+            const int8_t *xq = x.q + QK_K * b, *sc = (const int8_t *)(p + 192);
+            const int16_t *bs = x.bsum + 16 * b;
+            int32_t A = 0;
+            for (int g = 0; g < 16; g++) {
+                int32_t is = 0;
+                for (int i = 16 * g; i < 16 * g + 16; i++) {
+                    int h = i / 128, j = (i % 128) / 32, l = i % 32;
+                    int v = ((ql[64 * h + 32 * (j % 2) + l] >> 4 * (j / 2)) & 15) | ((qh[32 * h + l] >> 2 * j) & 3)
+                                                                                        << 4;
+                    is += v * xq[i];
+                }
+                A += sc[g] * (is - 32 * bs[g]);
+            }
+            float t = (f16_at(p + 208) * x.d[b]) * (float)A;
+            acc += t;
+        }
+        r[k] = acc;
+    }
+}
+
+#if defined(__AVX2__)
+// The 8 scales and 8 mins of a Q4_K / Q5_K scale block as bytes of two words (little-endian x86).
+static inline void k4_words(const uint8_t *s, uint64_t *sc, uint64_t *m) {
+    uint32_t w0, w1, w2;
+    memcpy(&w0, s, 4);
+    memcpy(&w1, s + 4, 4);
+    memcpy(&w2, s + 8, 4);
+    uint32_t sc_hi = (w2 & 0x0F0F0F0F) | ((w0 >> 6) & 0x03030303) << 4;
+    uint32_t m_hi = ((w2 >> 4) & 0x0F0F0F0F) | ((w1 >> 6) & 0x03030303) << 4;
+    *sc = (uint64_t)sc_hi << 32 | (w0 & 0x3F3F3F3F);
+    *m = (uint64_t)m_hi << 32 | (w1 & 0x3F3F3F3F);
+}
+
+static inline int32_t hsum8_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+// M = Σ_s m_s·(bsum_2s + bsum_2s+1) for the 8 mins in the bytes of m.
+static inline int32_t k4_mins(uint64_t m, __m256i bsum) {
+    __m128i mv = _mm_cvtsi64_si128((long long)m);
+    return hsum8_epi32(_mm256_madd_epi16(bsum, _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv))));
+}
+
+static inline void kq_prefetch(const uint8_t *p, int kind) {
+    _mm_prefetch((const char *)p + QPF, _MM_HINT_T0);
+    _mm_prefetch((const char *)p + QPF + 64, _MM_HINT_T0);
+    _mm_prefetch((const char *)p + QPF + 128, _MM_HINT_T0);
+    if (kind != 0) _mm_prefetch((const char *)p + QPF + 192, _MM_HINT_T0);
+}
+#endif
+
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#if defined(__AVX512VNNI__)
+#define DPWSSD512(acc, a, b) _mm512_dpwssd_epi32(acc, a, b)
+#else
+#define DPWSSD512(acc, a, b) _mm512_add_epi32(acc, _mm512_madd_epi16(a, b))
+#endif
+static const uint16_t IOTA32[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
+                                    16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+
+// 64 bytes: x's 32 at a, then its 32 at a + off.
+static inline __m512i x2(const int8_t *a, int off) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)(a + off)), 1);
+}
+
+static inline __attribute__((always_inline)) void k45_dot_avx512(const uint8_t *w, size_t rb, int nr, struct qx_view x,
+                                                                 int n, int q5, float *r) {
+    size_t bb = q5 ? Q5K_BYTES : Q4K_BYTES;
+    float acc[4] = {0, 0, 0, 0};
+    const __m512i mask = _mm512_set1_epi8(15), sixteen = _mm512_set1_epi8(16);
+    // int16 lane i of sub-blocks (2j, 2j+2) products takes scale 2j for i < 16, 2j + 2 above
+    const __m512i ia = _mm512_slli_epi16(_mm512_srli_epi16(_mm512_loadu_si512((const void *)IOTA32), 4), 1);
+    const __m512i ib = _mm512_add_epi16(ia, _mm512_set1_epi16(1)), ic = _mm512_add_epi16(ia, _mm512_set1_epi16(4));
+    const __m512i id = _mm512_add_epi16(ia, _mm512_set1_epi16(5));
+    const __m512i bits_l0 = _mm512_inserti64x4(_mm512_set1_epi8(0x01), _mm256_set1_epi8(0x04), 1);
+    const __m512i bits_h0 = _mm512_inserti64x4(_mm512_set1_epi8(0x02), _mm256_set1_epi8(0x08), 1);
+    const __m512i bits_l1 = _mm512_inserti64x4(_mm512_set1_epi8(0x10), _mm256_set1_epi8(0x40), 1);
+    const __m512i bits_h1 = _mm512_inserti64x4(_mm512_set1_epi8(0x20), _mm256_set1_epi8((char)0x80), 1);
+    for (int b = 0; b < n / QK_K; b++) {
+        const int8_t *xq = x.q + QK_K * b;
+        __m512i x0 = x2(xq, 64), x1 = x2(xq + 32, 64), x2v = x2(xq + 128, 64), x3 = x2(xq + 160, 64);
+        __m256i bsum = _mm256_loadu_si256((const __m256i *)(x.bsum + 16 * b));
+        float dx = x.d[b];
 #pragma GCC unroll 4
         for (int k = 0; k < nr; k++) {
-            const uint8_t *p = w + k * rb + blk * bb;
-            _mm_prefetch((const char *)p + QPF, _MM_HINT_T0);
-            _mm_prefetch((const char *)p + QPF + 64, _MM_HINT_T0);
-            _mm_prefetch((const char *)p + QPF + 128, _MM_HINT_T0);
-            if (kind == 2) _mm_prefetch((const char *)p + QPF + 192, _MM_HINT_T0);
-            if (kind != 2) k45_scales(p, ds[k], dm[k]);
-        }
-        for (int s = 0; s < 8; s++) {
-            const float *xs = x + i + 32 * s;
-#if defined(__AVX512F__)
-            __m512 xl = _mm512_loadu_ps(xs), xh = _mm512_loadu_ps(xs + 16);
-#pragma GCC unroll 4
-            for (int k = 0; k < nr; k++) {
-                struct ksub q = ksub_at(w + k * rb + blk * bb, kind, s, ds[k], dm[k]);
-                a[k] = _mm512_fmadd_ps(xl, kvals(q.a, q.off, q.s_lo, q.min, kind != 2), a[k]);
-                b[k] = _mm512_fmadd_ps(xh, kvals(q.b, q.off, q.s_hi, q.min, kind != 2), b[k]);
+            const uint8_t *p = w + k * rb + b * bb, *qs = p + (q5 ? 48 : 16);
+            kq_prefetch(p, q5);
+            uint64_t sc, m;
+            k4_words(p + 4, &sc, &m);
+            __m512i scw = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+            __m512i c0 = _mm512_loadu_si512((const void *)qs), c1 = _mm512_loadu_si512((const void *)(qs + 64));
+            __m512i l0 = _mm512_and_si512(c0, mask), h0 = _mm512_and_si512(_mm512_srli_epi16(c0, 4), mask);
+            __m512i l1 = _mm512_and_si512(c1, mask), h1 = _mm512_and_si512(_mm512_srli_epi16(c1, 4), mask);
+            if (q5) {
+                __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16)));
+                l0 = _mm512_mask_add_epi8(l0, _mm512_test_epi8_mask(qh, bits_l0), l0, sixteen);
+                h0 = _mm512_mask_add_epi8(h0, _mm512_test_epi8_mask(qh, bits_h0), h0, sixteen);
+                l1 = _mm512_mask_add_epi8(l1, _mm512_test_epi8_mask(qh, bits_l1), l1, sixteen);
+                h1 = _mm512_mask_add_epi8(h1, _mm512_test_epi8_mask(qh, bits_h1), h1, sixteen);
             }
-#else
-            __m256 x0 = _mm256_loadu_ps(xs), x1 = _mm256_loadu_ps(xs + 8);
-            __m256 x2 = _mm256_loadu_ps(xs + 16), x3 = _mm256_loadu_ps(xs + 24);
-#pragma GCC unroll 4
-            for (int k = 0; k < nr; k++) {
-                struct ksub q = ksub_at(w + k * rb + blk * bb, kind, s, ds[k], dm[k]);
-                a[k] = _mm256_fmadd_ps(x0, kvals(q.a, q.off, q.s_lo, q.min, kind != 2), a[k]);
-                b[k] = _mm256_fmadd_ps(x1, kvals(_mm_srli_si128(q.a, 8), q.off, q.s_lo, q.min, kind != 2), b[k]);
-                a[k] = _mm256_fmadd_ps(x2, kvals(q.b, q.off, q.s_hi, q.min, kind != 2), a[k]);
-                b[k] = _mm256_fmadd_ps(x3, kvals(_mm_srli_si128(q.b, 8), q.off, q.s_hi, q.min, kind != 2), b[k]);
-            }
-#endif
+            __m512i a =
+                DPWSSD512(_mm512_setzero_si512(), _mm512_maddubs_epi16(l0, x0), _mm512_permutexvar_epi16(ia, scw));
+            a = DPWSSD512(a, _mm512_maddubs_epi16(h0, x1), _mm512_permutexvar_epi16(ib, scw));
+            a = DPWSSD512(a, _mm512_maddubs_epi16(l1, x2v), _mm512_permutexvar_epi16(ic, scw));
+            a = DPWSSD512(a, _mm512_maddubs_epi16(h1, x3), _mm512_permutexvar_epi16(id, scw));
+            int32_t A = _mm512_reduce_add_epi32(a), M = k4_mins(m, bsum);
+            float t1 = (f16_at(p) * dx) * (float)A, t2 = (f16_at(p + 2) * dx) * (float)M;
+            acc[k] += t1 - t2;
         }
     }
 #pragma GCC unroll 4
-    for (int k = 0; k < nr; k++) {
-#if defined(__AVX512F__)
-        r[k] = _mm512_reduce_add_ps(_mm512_add_ps(a[k], b[k]));
-#else
-        r[k] = cpu_hsum256(_mm256_add_ps(a[k], b[k]));
-#endif
-    }
+    for (int k = 0; k < nr; k++) r[k] = acc[k];
 }
 
-#define KDOT_KIND(name, kind)                                                                          \
-    static void name(const uint8_t *w, size_t rb, int nr, const float *x, int n, float *r) {          \
-        if (nr == 4) kdot(w, rb, 4, x, n, kind, r);                                                    \
-        else for (int k = 0; k < nr; k++) kdot(w + k * rb, 0, 1, x, n, kind, r + k);                  \
+static inline __attribute__((always_inline)) void q6_dot_avx512(const uint8_t *w, size_t rb, int nr, struct qx_view x,
+                                                                int n, float *r) {
+    float acc[4] = {0, 0, 0, 0};
+    const __m512i mask = _mm512_set1_epi8(15), three = _mm512_set1_epi8(3);
+    const __m512i g0 = _mm512_srli_epi16(_mm512_loadu_si512((const void *)IOTA32), 3); // group of int16 lane i
+    const __m512i cnt_lo = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const __m512i cnt_hi = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+    for (int b = 0; b < n / QK_K; b++) {
+        const int8_t *xq = x.q + QK_K * b;
+        __m512i xv[4];
+        for (int i = 0; i < 4; i++) xv[i] = _mm512_loadu_si512((const void *)(xq + 64 * i));
+        __m256i bsum = _mm256_loadu_si256((const __m256i *)(x.bsum + 16 * b));
+        float dx = x.d[b];
+#pragma GCC unroll 4
+        for (int k = 0; k < nr; k++) {
+            const uint8_t *p = w + k * rb + b * Q6K_BYTES;
+            kq_prefetch(p, 2);
+            __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 192)));
+            __m512i scw = _mm512_zextsi256_si512(sc16), a = _mm512_setzero_si512();
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m512i ql = _mm512_loadu_si512((const void *)(p + 64 * h));
+                __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h)));
+                __m512i lo =
+                    _mm512_or_si512(_mm512_and_si512(ql, mask),
+                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, cnt_lo), three), 4));
+                __m512i hi =
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), mask),
+                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, cnt_hi), three), 4));
+                __m512i s_lo = _mm512_permutexvar_epi16(_mm512_add_epi16(g0, _mm512_set1_epi16((short)(8 * h))), scw);
+                __m512i s_hi =
+                    _mm512_permutexvar_epi16(_mm512_add_epi16(g0, _mm512_set1_epi16((short)(8 * h + 4))), scw);
+                a = DPWSSD512(a, _mm512_maddubs_epi16(lo, xv[2 * h]), s_lo);
+                a = DPWSSD512(a, _mm512_maddubs_epi16(hi, xv[2 * h + 1]), s_hi);
+            }
+            int32_t A = _mm512_reduce_add_epi32(a) - 32 * hsum8_epi32(_mm256_madd_epi16(sc16, bsum));
+            float t = (f16_at(p + 208) * dx) * (float)A;
+            acc[k] += t;
+        }
     }
-KDOT_KIND(kdot_q4, 0)
-KDOT_KIND(kdot_q5, 1)
-KDOT_KIND(kdot_q6, 2)
+#pragma GCC unroll 4
+    for (int k = 0; k < nr; k++) r[k] = acc[k];
+}
 #endif
 
-int kquant_dot_rows(enum dtype t, const void *w, size_t row_bytes, int nr, const float *x, int n, float *r) {
-#if defined(KQ_SIMD)
-    if (t == DT_Q4_K) kdot_q4(w, row_bytes, nr, x, n, r);
-    else if (t == DT_Q5_K) kdot_q5(w, row_bytes, nr, x, n, r);
-    else if (t == DT_Q6_K) kdot_q6(w, row_bytes, nr, x, n, r);
-    else return -1;
-    return 0;
-#else
-    (void)t, (void)w, (void)row_bytes, (void)nr, (void)x, (void)n, (void)r;
-    return -1;
+#if defined(__AVX2__)
+static inline __attribute__((always_inline)) void k45_dot_avx2(const uint8_t *w, size_t rb, int nr, struct qx_view x,
+                                                               int n, int q5, float *r) {
+    size_t bb = q5 ? Q5K_BYTES : Q4K_BYTES;
+    float acc[4] = {0, 0, 0, 0};
+    const __m256i mask = _mm256_set1_epi8(15), sixteen = _mm256_set1_epi8(16);
+    for (int b = 0; b < n / QK_K; b++) {
+        const int8_t *xq = x.q + QK_K * b;
+        __m256i bsum = _mm256_loadu_si256((const __m256i *)(x.bsum + 16 * b));
+        float dx = x.d[b];
+#pragma GCC unroll 4
+        for (int k = 0; k < nr; k++) {
+            const uint8_t *p = w + k * rb + b * bb, *qs = p + (q5 ? 48 : 16);
+            kq_prefetch(p, q5);
+            uint64_t sc, m;
+            k4_words(p + 4, &sc, &m);
+            __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
+            __m256i a = _mm256_setzero_si256();
+#pragma GCC unroll 4
+            for (int j = 0; j < 4; j++) {
+                __m256i c = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+                __m256i lo = _mm256_and_si256(c, mask), hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), mask);
+                if (q5) {
+                    __m256i bl = _mm256_set1_epi8((char)(1 << 2 * j)), bh = _mm256_set1_epi8((char)(2 << 2 * j));
+                    lo =
+                        _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), sixteen));
+                    hi =
+                        _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), sixteen));
+                }
+                __m256i xl = _mm256_loadu_si256((const __m256i *)(xq + 64 * j));
+                __m256i xh = _mm256_loadu_si256((const __m256i *)(xq + 64 * j + 32));
+                __m256i sl = _mm256_set1_epi16((short)(sc >> 16 * j & 0xFF));
+                __m256i sh = _mm256_set1_epi16((short)(sc >> (16 * j + 8) & 0xFF));
+                a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), sl));
+                a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), sh));
+            }
+            int32_t A = hsum8_epi32(a), M = k4_mins(m, bsum);
+            float t1 = (f16_at(p) * dx) * (float)A, t2 = (f16_at(p + 2) * dx) * (float)M;
+            acc[k] += t1 - t2;
+        }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < nr; k++) r[k] = acc[k];
+}
+
+static inline __attribute__((always_inline)) void q6_dot_avx2(const uint8_t *w, size_t rb, int nr, struct qx_view x,
+                                                              int n, float *r) {
+    float acc[4] = {0, 0, 0, 0};
+    const __m256i mask = _mm256_set1_epi8(15), three = _mm256_set1_epi8(3);
+    for (int b = 0; b < n / QK_K; b++) {
+        const int8_t *xq = x.q + QK_K * b;
+        __m256i bsum = _mm256_loadu_si256((const __m256i *)(x.bsum + 16 * b));
+        float dx = x.d[b];
+#pragma GCC unroll 4
+        for (int k = 0; k < nr; k++) {
+            const uint8_t *p = w + k * rb + b * Q6K_BYTES;
+            const int8_t *sc = (const int8_t *)(p + 192);
+            kq_prefetch(p, 2);
+            __m256i a = _mm256_setzero_si256();
+#pragma GCC unroll 2
+            for (int h = 0; h < 2; h++) {
+                __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+#pragma GCC unroll 2
+                for (int c = 0; c < 2; c++) {
+                    __m256i v = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32 * c));
+                    for (int u = 0; u < 2; u++) { // quarter j = c + 2u: the low nibbles, then the high ones
+                        int j = c + 2 * u;
+                        __m256i nib = _mm256_and_si256(u ? _mm256_srli_epi16(v, 4) : v, mask);
+                        __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j)), three);
+                        __m256i q = _mm256_or_si256(nib, _mm256_slli_epi16(hb, 4));
+                        int g = 8 * h + 2 * j;
+                        __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+                        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * j));
+                        a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), s));
+                    }
+                }
+            }
+            __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+            int32_t A = hsum8_epi32(a) - 32 * hsum8_epi32(_mm256_madd_epi16(sc16, bsum));
+            float t = (f16_at(p + 208) * dx) * (float)A;
+            acc[k] += t;
+        }
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < nr; k++) r[k] = acc[k];
+}
 #endif
+
+// kind 0 Q4_K, 1 Q5_K, 2 Q6_K; nr <= 4 (four rows share each load of x).
+#define KQ_RUN(fn4, fn1)                      \
+    do {                                      \
+        if (nr == 4)                          \
+            fn4;                              \
+        else                                  \
+            for (int k = 0; k < nr; k++) fn1; \
+    } while (0)
+
+void kq_dot_rows(int path, enum dtype t, const uint8_t *w, size_t rb, int nr, struct qx_view x, int n, float *r) {
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+    if (path == QX_AVX512) {
+        if (t == DT_Q4_K)
+            KQ_RUN(k45_dot_avx512(w, rb, 4, x, n, 0, r), k45_dot_avx512(w + k * rb, 0, 1, x, n, 0, r + k));
+        else if (t == DT_Q5_K)
+            KQ_RUN(k45_dot_avx512(w, rb, 4, x, n, 1, r), k45_dot_avx512(w + k * rb, 0, 1, x, n, 1, r + k));
+        else
+            KQ_RUN(q6_dot_avx512(w, rb, 4, x, n, r), q6_dot_avx512(w + k * rb, 0, 1, x, n, r + k));
+        return;
+    }
+#endif
+#if defined(__AVX2__)
+    if (path == QX_AVX2) {
+        if (t == DT_Q4_K)
+            KQ_RUN(k45_dot_avx2(w, rb, 4, x, n, 0, r), k45_dot_avx2(w + k * rb, 0, 1, x, n, 0, r + k));
+        else if (t == DT_Q5_K)
+            KQ_RUN(k45_dot_avx2(w, rb, 4, x, n, 1, r), k45_dot_avx2(w + k * rb, 0, 1, x, n, 1, r + k));
+        else
+            KQ_RUN(q6_dot_avx2(w, rb, 4, x, n, r), q6_dot_avx2(w + k * rb, 0, 1, x, n, r + k));
+        return;
+    }
+#endif
+    if (t == DT_Q6_K)
+        q6_dot_c(w, rb, nr, x, n, r);
+    else
+        k45_dot_c(w, rb, nr, x, n, t == DT_Q5_K, r);
 }

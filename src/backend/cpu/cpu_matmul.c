@@ -267,6 +267,7 @@ static void mm_task(void *p, int task, int thread) {
 void cpu_matmul(struct backend *b, void *out, const void *x, const struct weight *w, int n) {
     struct cpu_backend *c = (struct cpu_backend *)b;
     if (w->dtype == DT_E4M3) { cpu_fp8w_matmul(c, out, x, w, n); return; }  // FP8 weights: cpu_fp8w.c
+    if (cpu_quant_takes(w->dtype)) { cpu_quant_matmul(c, out, x, w, n); return; }  // GGUF Q*: cpu_qdot.c
     // each thread widens one 16-bit row into its scratch: reserved here, from the weight itself, since
     // a weight uploaded by another backend (engines sharing a model) never passed this one's upload
     size_t need = (size_t)w->cols;

@@ -1,12 +1,17 @@
-// cpu_quant.h — the CPU backend's GGUF block types (owns: the Q8_0 / Q4_0 row dequantizers and
-// dequantize-in-register dot products of cpu_quant.c, and the K-quants' (Q4_K, Q5_K, Q6_K) of
-// cpu_kquant.c). Layouts are in base/dtype.h and cpu_kquant.c.
+// cpu_quant.h — the CPU backend's GGUF block types (owns: the row dequantizers of cpu_quant.c and
+// cpu_kquant.c, and the integer dot products against 8-bit-quantized x of cpu_qdot.c (Q8_0, Q4_0 and the
+// matmul) and cpu_kquant.c (Q4_K, Q5_K, Q6_K)). Layouts are in base/dtype.h and cpu_kquant.c; the math of
+// the integer products is in cpu_qdot.c's header comment.
 #ifndef OCTET_CPU_QUANT_H
 #define OCTET_CPU_QUANT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../../base/dtype.h"
+
+struct cpu_backend;
+struct weight;
 
 // The reference: dst[0..n) = the n elements (whole blocks) of one Q8_0 or Q4_0 row at src.
 void q8_0_row_to_f32(const void *src, float *dst, int64_t n);
@@ -17,12 +22,36 @@ void q6_k_row_to_f32(const void *src, float *dst, int64_t n);
 // Dequantizes a row of t (a block type) into dst; returns 0, or -1 if t is not a block type.
 int quant_row_to_f32(enum dtype t, const void *src, float *dst, int64_t n);
 
-// r[k] = Σ_i x[i]·w_k[i] for nr ≤ 4 rows w_k at w + k·row_bytes of block type t, n
-// elements each (whole blocks); each equal bit for bit to cpu_dot(x, dequantized w_k, n).
-// tmp: n floats of scratch (used by the builds without AVX-512).
+// r[k] = cpu_dot(x, dequantized w_k, n) for nr rows w_k at w + k·row_bytes of block type t (tmp: n
+// floats): the f32 product of the block types without an integer kernel (MXFP4).
 void quant_dot_rows(enum dtype t, const void *w, size_t row_bytes, int nr, const float *x, int n, float *tmp,
                     float *r);
-// The K-quants' part of quant_dot_rows, in registers (AVX-512 builds); -1 where it has no kernel.
-int kquant_dot_rows(enum dtype t, const void *w, size_t row_bytes, int nr, const float *x, int n, float *r);
+
+// ---- integer dot products (cpu_qdot.c, cpu_kquant.c) ----
+// The instruction sets a kernel runs on: every path compiled in gives the same bits.
+enum { QX_C = 0, QX_AVX2 = 1, QX_AVX512 = 2 };
+int qx_has_path(int path);  // whether this build has it
+int qx_best_path(void);
+// Elements per block of x for weights of t: 32 (Q8_0, Q4_0), 256 (Q4_K, Q5_K, Q6_K), 0 (no integer kernel).
+int qx_block(enum dtype t);
+// Bytes of one token's quantized x for n columns of weights of t (0 if t has no kernel or n is not whole blocks).
+size_t qx_bytes(enum dtype t, int n);
+// qx[qx_bytes] = x[0..n) quantized (the scalar code, or the AVX-512 one: equal bits).
+void qx_quantize(enum dtype t, const float *x, int n, void *qx);
+void qx_quantize_path(int path, enum dtype t, const float *x, int n, void *qx);
+// One token's quantized x: q[n], d[n / qx_block], and for the K-quants bsum[n / 16] (sums of 16 q).
+struct qx_view { const int8_t *q; const float *d; const int16_t *bsum; };
+struct qx_view qx_view(enum dtype t, const void *qx, int n);
+// r[k] = the integer dot product of nr <= 4 rows w_k at w + k·row_bytes (type t, n elements) with qx.
+void qx_dot_rows(enum dtype t, const void *w, size_t row_bytes, int nr, const void *qx, int n, float *r);
+void qx_dot_rows_path(int path, enum dtype t, const void *w, size_t row_bytes, int nr, const void *qx, int n,
+                      float *r);
+// The K-quants' part of it (cpu_kquant.c).
+void kq_dot_rows(int path, enum dtype t, const uint8_t *w, size_t row_bytes, int nr, struct qx_view x, int n,
+                 float *r);
+// Whether cpu_quant_matmul takes weights of t, and out[n][rows] = x[n][cols]·Wᵀ through it (x quantized
+// once per call, each output one integer dot product: results do not depend on n or the thread count).
+int cpu_quant_takes(enum dtype t);
+void cpu_quant_matmul(struct cpu_backend *c, float *out, const float *x, const struct weight *w, int n);
 
 #endif
