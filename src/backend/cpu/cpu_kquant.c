@@ -211,10 +211,35 @@ static inline __m512i x2(const int8_t *a, int off) {
                               _mm256_loadu_si256((const __m256i *)(a + off)), 1);
 }
 
+// The sums of the int32 lanes of each of a[0..3] (16 lanes) or m[0..3] (8 lanes), as 4 lanes.
+static inline __m128i hsum4_256(const __m256i *m) {
+    __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(m[0], m[1]), _mm256_hadd_epi32(m[2], m[3]));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+static inline __m128i hsum4_512(const __m512i *a) {
+    __m256i f[4];
+    for (int k = 0; k < 4; k++)
+        f[k] = _mm256_add_epi32(_mm512_castsi512_si256(a[k]), _mm512_extracti64x4_epi64(a[k], 1));
+    return hsum4_256(f);
+}
+
+// Four rows' super-block terms at once, lane k row k: each lane's f32 operations are the scalar ones.
+static inline __m128 k4_terms(const uint8_t *p, size_t rb, float dx, __m128i A, __m128i M) {
+    uint32_t v[4];
+    for (int k = 0; k < 4; k++) memcpy(&v[k], p + k * rb, 4); // d, dmin
+    __m256 dd = _mm256_cvtph_ps(_mm_set_epi32((int)v[3], (int)v[2], (int)v[1], (int)v[0]));
+    __m128 lo = _mm256_castps256_ps128(dd), hi = _mm256_extractf128_ps(dd, 1), xd = _mm_set1_ps(dx);
+    __m128 d = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)), dm = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+    __m128 t1 = _mm_mul_ps(_mm_mul_ps(d, xd), _mm_cvtepi32_ps(A));
+    return _mm_sub_ps(t1, _mm_mul_ps(_mm_mul_ps(dm, xd), _mm_cvtepi32_ps(M)));
+}
+
 static inline __attribute__((always_inline)) void k45_dot_avx512(const uint8_t *w, size_t rb, int nr, struct qx_view x,
                                                                  int n, int q5, float *r) {
     size_t bb = q5 ? Q5K_BYTES : Q4K_BYTES;
     float acc[4] = {0, 0, 0, 0};
+    __m128 acc4 = _mm_setzero_ps();
     const __m512i mask = _mm512_set1_epi8(15), sixteen = _mm512_set1_epi8(16);
     // int16 lane i of sub-blocks (2j, 2j+2) products takes scale 2j for i < 16, 2j + 2 above
     const __m512i ia = _mm512_slli_epi16(_mm512_srli_epi16(_mm512_loadu_si512((const void *)IOTA32), 4), 1);
@@ -229,6 +254,8 @@ static inline __attribute__((always_inline)) void k45_dot_avx512(const uint8_t *
         __m512i x0 = x2(xq, 64), x1 = x2(xq + 32, 64), x2v = x2(xq + 128, 64), x3 = x2(xq + 160, 64);
         __m256i bsum = _mm256_loadu_si256((const __m256i *)(x.bsum + 16 * b));
         float dx = x.d[b];
+        __m512i av[4];
+        __m256i mv[4];
 #pragma GCC unroll 4
         for (int k = 0; k < nr; k++) {
             const uint8_t *p = w + k * rb + b * bb, *qs = p + (q5 ? 48 : 16);
@@ -250,26 +277,35 @@ static inline __attribute__((always_inline)) void k45_dot_avx512(const uint8_t *
                 DPWSSD512(_mm512_setzero_si512(), _mm512_maddubs_epi16(l0, x0), _mm512_permutexvar_epi16(ia, scw));
             a = DPWSSD512(a, _mm512_maddubs_epi16(h0, x1), _mm512_permutexvar_epi16(ib, scw));
             a = DPWSSD512(a, _mm512_maddubs_epi16(l1, x2v), _mm512_permutexvar_epi16(ic, scw));
-            a = DPWSSD512(a, _mm512_maddubs_epi16(h1, x3), _mm512_permutexvar_epi16(id, scw));
-            int32_t A = _mm512_reduce_add_epi32(a), M = k4_mins(m, bsum);
-            float t1 = (f16_at(p) * dx) * (float)A, t2 = (f16_at(p + 2) * dx) * (float)M;
-            acc[k] += t1 - t2;
+            av[k] = DPWSSD512(a, _mm512_maddubs_epi16(h1, x3), _mm512_permutexvar_epi16(id, scw));
+            __m128i mb = _mm_cvtsi64_si128((long long)m);
+            mv[k] = _mm256_madd_epi16(bsum, _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb))); // Σ m_s·bsum
+            if (nr < 4) {
+                int32_t A = _mm512_reduce_add_epi32(av[k]), M = hsum8_epi32(mv[k]);
+                float t1 = (f16_at(p) * dx) * (float)A, t2 = (f16_at(p + 2) * dx) * (float)M;
+                acc[k] += t1 - t2;
+            }
         }
+        if (nr == 4) acc4 = _mm_add_ps(acc4, k4_terms(w + b * bb, rb, dx, hsum4_512(av), hsum4_256(mv)));
     }
-#pragma GCC unroll 4
-    for (int k = 0; k < nr; k++) r[k] = acc[k];
+    if (nr == 4)
+        _mm_storeu_ps(r, acc4);
+    else
+        for (int k = 0; k < nr; k++) r[k] = acc[k];
 }
 
 static inline __attribute__((always_inline)) void q6_dot_avx512(const uint8_t *w, size_t rb, int nr, struct qx_view x,
                                                                 int n, float *r) {
     float acc[4] = {0, 0, 0, 0};
-    const __m512i mask = _mm512_set1_epi8(15), three = _mm512_set1_epi8(3);
+    __m128 acc4 = _mm_setzero_ps();
+    const __m512i mask = _mm512_set1_epi8(15), hmask = _mm512_set1_epi8(0x30);
     const __m512i g0 = _mm512_srli_epi16(_mm512_loadu_si512((const void *)IOTA32), 3); // group of int16 lane i
-    const __m512i cnt_lo = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-    const __m512i cnt_hi = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(6), 1);
+    // quarter j's 2 high bits (bits 2j, 2j+1 of qh) to bits 4, 5: << 4, << 2, as they are, >> 2
+    const __m512i cnt_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i cnt_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
     for (int b = 0; b < n / QK_K; b++) {
         const int8_t *xq = x.q + QK_K * b;
-        __m512i xv[4];
+        __m512i xv[4], av[4];
         for (int i = 0; i < 4; i++) xv[i] = _mm512_loadu_si512((const void *)(xq + 64 * i));
         __m256i bsum = _mm256_loadu_si256((const __m256i *)(x.bsum + 16 * b));
         float dx = x.d[b];
@@ -278,30 +314,43 @@ static inline __attribute__((always_inline)) void q6_dot_avx512(const uint8_t *w
             const uint8_t *p = w + k * rb + b * Q6K_BYTES;
             kq_prefetch(p, 2);
             __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 192)));
-            __m512i scw = _mm512_zextsi256_si512(sc16), a = _mm512_setzero_si512();
+            __m512i scw = _mm512_zextsi256_si512(sc16);
+            // − 32·Σ_g sc_g·bsum_g, in the lanes before the products are added
+            __m512i a = _mm512_zextsi256_si512(
+                _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsum), 5)));
 #pragma GCC unroll 2
             for (int h = 0; h < 2; h++) {
                 __m512i ql = _mm512_loadu_si512((const void *)(p + 64 * h));
                 __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h)));
-                __m512i lo =
-                    _mm512_or_si512(_mm512_and_si512(ql, mask),
-                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, cnt_lo), three), 4));
-                __m512i hi =
-                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), mask),
-                                    _mm512_slli_epi16(_mm512_and_si512(_mm512_srlv_epi16(qh, cnt_hi), three), 4));
+                __m512i hl = _mm512_and_si512(_mm512_sllv_epi16(qh, cnt_lo), hmask);
+                __m512i hh = _mm512_and_si512(_mm512_srlv_epi16(qh, cnt_hi), hmask);
+                __m512i lo = _mm512_ternarylogic_epi32(ql, mask, hl, 0xEA); // (ql & 15) | high bits
+                __m512i hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), mask, hh, 0xEA);
                 __m512i s_lo = _mm512_permutexvar_epi16(_mm512_add_epi16(g0, _mm512_set1_epi16((short)(8 * h))), scw);
                 __m512i s_hi =
                     _mm512_permutexvar_epi16(_mm512_add_epi16(g0, _mm512_set1_epi16((short)(8 * h + 4))), scw);
                 a = DPWSSD512(a, _mm512_maddubs_epi16(lo, xv[2 * h]), s_lo);
                 a = DPWSSD512(a, _mm512_maddubs_epi16(hi, xv[2 * h + 1]), s_hi);
             }
-            int32_t A = _mm512_reduce_add_epi32(a) - 32 * hsum8_epi32(_mm256_madd_epi16(sc16, bsum));
-            float t = (f16_at(p + 208) * dx) * (float)A;
-            acc[k] += t;
+            av[k] = a;
+            if (nr < 4) {
+                float t = (f16_at(p + 208) * dx) * (float)_mm512_reduce_add_epi32(a);
+                acc[k] += t;
+            }
+        }
+        if (nr == 4) {
+            const uint8_t *p = w + b * Q6K_BYTES + 208;
+            uint16_t h[4];
+            for (int k = 0; k < 4; k++) memcpy(&h[k], p + k * rb, 2);
+            __m128 d = _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, (short)h[3], (short)h[2], (short)h[1], (short)h[0]));
+            __m128 t = _mm_mul_ps(_mm_mul_ps(d, _mm_set1_ps(dx)), _mm_cvtepi32_ps(hsum4_512(av)));
+            acc4 = _mm_add_ps(acc4, t);
         }
     }
-#pragma GCC unroll 4
-    for (int k = 0; k < nr; k++) r[k] = acc[k];
+    if (nr == 4)
+        _mm_storeu_ps(r, acc4);
+    else
+        for (int k = 0; k < nr; k++) r[k] = acc[k];
 }
 #endif
 
