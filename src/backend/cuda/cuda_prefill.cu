@@ -120,8 +120,10 @@ __device__ __forceinline__ void prefill_simt_body(bf16 *out, const bf16 *q, cons
     for (int i = 0; i < 32; i++) op[i] = __float2bfloat16_rn(acc[i] * f);
 }
 
+// (at least five CTAs an SM: 102 registers at most, which it fits without spills — the sink's
+// epilogue term otherwise moves ptxas to 116 and four CTAs)
 template <int HD, bool CAP, bool TS = false>
-__global__ void __launch_bounds__(128) k_prefill(const __grid_constant__ attn_args a, int dt, int sub) {
+__global__ void __launch_bounds__(128, 5) k_prefill(const __grid_constant__ attn_args a, int dt, int sub) {
     prefill_simt_body<HD, CAP, TS>(a.out, a.q, a.kc, a.vc, dt, a.qstart, a.pos, a.btab, a.max_blocks, a.n_kv, a.G,
                                    a.bs, a.window, a.scale, a.scales, sub, a.softcap, a.kts, a.vts, a.sinks);
 }
