@@ -162,8 +162,9 @@ static const float *attn_sinks(struct cuda_backend *c, const struct kv_layer *l,
             return nullptr;
         s->n = (int)n;
     }
+    // (on the backend's stream, so the kernels after it see the values; pageable memory is staged at the call)
     for (int64_t i = 0; i < n; i++) s->host[i] = sink_host_value(w, (size_t)i);
-    if (cuda_fail(c, cudaMemcpy(s->dev, s->host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice),
+    if (cuda_fail(c, cudaMemcpyAsync(s->dev, s->host, (size_t)n * sizeof(float), cudaMemcpyHostToDevice, c->stream),
                   "upload attention sinks"))
         return nullptr;
     *ok = true;
