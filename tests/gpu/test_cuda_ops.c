@@ -737,6 +737,7 @@ TEST(batch_invariant_mode) {
 }
 
 #include "cuda_ops_fp8w.h"
+#include "cuda_ops_moe.h"  // moe_ffn
 
 int main(int argc, char **argv) {
     cpu = backend_cpu_create(0);
@@ -770,6 +771,7 @@ int main(int argc, char **argv) {
     RUN_SEEDED(fp8_weight_matmul);
     RUN_SEEDED(fp8_weight_sublayers);
     RUN_SEEDED(fp8_weight_batch_invariant);
+    RUN_SEEDED(moe_ffn);
     if (argc > 1) json_dump_file(report, argv[1], JSON_INDENT(1));
     json_decref(report);
     gpu->ops->destroy(gpu);

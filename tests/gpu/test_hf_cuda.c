@@ -1,5 +1,6 @@
 // test_hf_cuda.c — the tiny transformers checkpoints of tests/data/hf (every dense family: Llama with
-// its RoPE scalings, biases and GeGLU, Qwen2, Qwen3, Mistral, Gemma 2 and 3, Phi-3) through the CUDA
+// its RoPE scalings, biases and GeGLU, Qwen2, Qwen3, Mistral, Gemma 2 and 3, Phi-3; the mixtures of
+// experts Mixtral and Qwen3-MoE, and gpt-oss where the backend has attention sinks) through the CUDA
 // backend against the CPU backend with the same KV cache type (run by scripts/gpu_check.sh's hf
 // stage from the repository root; built with `make CUDA=1 gpu-tests`). Per fixture and cache (bf16;
 // fp8; fp8 with the sliding-window layers kept in bf16): the teacher-forced sequence in one step
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../src/backend/backend.h"
 #include "../../src/base/argmax.h"
 #include "../../src/base/check.h"
 #include "../../src/engine/runner.h"
@@ -19,8 +21,14 @@
 #include "../test.h"
 
 static const char *const fixtures[] = {"llama3_rope", "llama_yarn_bias", "llama_linear", "llama_dynamic", "qwen2",
-                                       "qwen3",       "mistral",         "gemma2",       "gemma3",        "phi3"};
+                                       "qwen3",       "mistral",         "gemma2",       "gemma3",        "phi3",
+                                       "mixtral",     "mixtral_fused",   "mixtral_routed", "qwen3_moe",
+                                       "qwen3_moe_routed", "qwen3_moe_topk"};
 #define N_FIXTURES (sizeof fixtures / sizeof fixtures[0])
+// gpt-oss (moe_ffn with biases and the clamped SwiGLU, MXFP4 experts in gptoss_mxfp4) also needs attention
+// sinks: run where the CUDA backend reports ops->attn_sinks.
+static const char *const sink_fixtures[] = {"gptoss", "gptoss_mxfp4"};
+#define N_SINK_FIXTURES (sizeof sink_fixtures / sizeof sink_fixtures[0])
 
 // The bounds. The CUDA backend keeps activations in bf16 (8 significant bits: each rounding is off
 // by up to 2^-9 ≈ 0.2 % relative); along these models' path (2–3 layers of width 64: norms,
@@ -167,6 +175,12 @@ static void check_fixture(const char *name, const struct mode *md) {
 TEST(hf_fixtures_cuda_vs_cpu) {
     for (size_t i = 0; i < N_FIXTURES; i++)
         for (size_t k = 0; k < N_MODES; k++) check_fixture(fixtures[i], &modes[k]);
+    struct backend *b = backend_cuda_create(0);
+    const bool sinks = b && b->ops->attn_sinks;
+    if (b) b->ops->destroy(b);
+    if (!sinks) fprintf(stderr, "  (gpt-oss fixtures skipped: the cuda backend has no attention sinks)\n");
+    for (size_t i = 0; sinks && i < N_SINK_FIXTURES; i++)
+        for (size_t k = 0; k < N_MODES; k++) check_fixture(sink_fixtures[i], &modes[k]);
 }
 
 int main(int argc, char **argv) {

@@ -2,7 +2,8 @@
 // weights (converted at upload), the batch metadata upload, the elementwise ops (get_rows, rmsnorm,
 // rope, silu_mul, add, gather_rows, bias_add, act_mul, scale; kernels in cuda_elementwise.cuh) and
 // struct cuda_tuning's defaults. The products and the sublayer ops live in cuda_gemm.cu, graphs and
-// the logits in cuda_step.cu, the cache write in cuda_kv_write.cu, attention in cuda_attention.cu.
+// the logits in cuda_step.cu, the cache write in cuda_kv_write.cu, attention in cuda_attention.cu,
+// the mixture-of-experts FFN (and the MXFP4 upload) in cuda_moe.cu.
 // Activations are BF16; math inside kernels is f32 (RoPE angles in f64, as the CPU computes them, so
 // long positions agree).
 #include <math.h>
@@ -103,9 +104,11 @@ static int fp8w_upload(struct cuda_backend *c, struct weight *w) {
 static int cu_weight_upload(struct backend *b, struct weight *w) {
     struct cuda_backend *c = cb_of(b);
     if (w->dtype == DT_E4M3 && w->fp8.scale && w->rows > 1) return fp8w_upload(c, w);
+    if (w->dtype == DT_MXFP4) return cuda_mxfp4_upload(c, w);  // (experts: packed, cuda_moe.cu)
     if (w->dtype != DT_F32 && w->dtype != DT_F16 && w->dtype != DT_BF16)  // (the GGUF block types: CPU only)
         return err_set(OCT_EUNSUP, "weights of dtype %s are not supported by the cuda backend (f32, f16, bf16, "
-                       "fp8_e4m3 matrices with scales; GGUF block types run with --device cpu)", dtype_name(w->dtype));
+                       "fp8_e4m3 matrices with scales, mxfp4; GGUF block types run with --device cpu)",
+                       dtype_name(w->dtype));
     size_t n = (size_t)(w->rows * w->cols);
     bf16 *d = nullptr;
     if (cuda_fail(c, cudaMalloc((void **)&d, n * sizeof(bf16)), "cudaMalloc(weight)"))
@@ -353,6 +356,7 @@ static void cu_destroy(struct backend *b) {
 #endif
     cuda_gemm_release(c);
     cuda_kv_release(c);
+    cuda_moe_release(c);
     cuda_attention_release(c);
     for (int i = 0; i < c->n_graphs; i++) if (c->graphs[i].exec) cudaGraphExecDestroy(c->graphs[i].exec);
     if (c->lt) cublasLtDestroy(c->lt);
@@ -423,7 +427,7 @@ static const struct backend_ops cuda_ops = {
     .bias_add = cu_bias_add,
     .act_mul = cu_act_mul,
     .scale = cu_scale,
-    .moe_ffn = nullptr,  // (no expert kernels yet: forward_init refuses mixture-of-experts models here)
+    .moe_ffn = cuda_moe_ffn,   // (cuda_moe.cu)
     .attn_softcap = true,
     .rope_dynamic = true,
     .attn_sinks = true,

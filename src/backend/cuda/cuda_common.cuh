@@ -143,6 +143,7 @@ struct cuda_backend {
     struct cuda_tuning tune;
     int decode_resident[3][3];  // [head_dim 64, 128, 256][bf16, e4m3, e5m2]: CTAs of the decode kernel an SM holds
     void *tma_encode;           // cuTensorMapEncodeTiled, from cudart's driver entry point
+    struct cuda_moe *moe;       // moe_ffn's scratch (cuda_moe.cu; allocated on first use)
 };
 
 // Ops return at once when an error is latched or a captured graph replays the step.
@@ -234,6 +235,11 @@ void cuda_ffn_in(struct backend *b, const struct ffn_in_args *a, int n);
 void cuda_logits(struct backend *b, float *host_out, const void *x, const struct weight *w, int n);
 void cuda_logits_argmax(struct backend *b, int32_t *host_ids, const void *x, const struct weight *w, int n);
 int cuda_wait_ids(struct backend *b, const int32_t *host_ids);
+// The mixture-of-experts FFN (cuda_moe.cu), the upload of an MXFP4 expert weight (kept packed on the
+// device) and the release of the op's scratch.
+void cuda_moe_ffn(struct backend *b, const struct moe_ffn_args *a, int n);
+int cuda_mxfp4_upload(struct cuda_backend *c, struct weight *w);
+void cuda_moe_release(struct cuda_backend *c);
 
 // out[n][w.rows] = x · wᵀ with out bf16 or f32 (cuda_gemm.cu): the batch-invariant GEMM under
 // --batch-invariant, the skinny GEMM for n <= 8, else cuBLASLt; cuda_gemm_release frees the plans.

@@ -1,0 +1,419 @@
+// cuda_moe.cuh — the kernels of the CUDA backend's mixture-of-experts FFN (included by cuda_moe.cu, which owns
+// the op, its scratch and the MXFP4 upload): routing (softmax and top-k per token), the grouping of the
+// (token, slot) pairs by expert (counts, offsets, the tile list and the permutation, all on the device), the
+// grouped expert GEMM on tensor cores, the FP8 activation quantizer and the per-token combine.
+//
+// The grouped GEMM (k_moe_gemm): out = x · Wᵀ of one expert's rows for up to 8·NB of its grouped tokens. A
+// CTA takes one tile of the list (an expert and a run of its grouped rows) and 16 weight rows (the M of
+// mma.sync m16n8k16: the weight is the A operand, the tokens the B operand, NB n8 tiles of them). Its 4
+// warps take the 128-column chunks of K in turn (warp w: chunks w, w + 4, ...); in a chunk a lane holds
+// 32 consecutive columns [32·(lane % 4), +32) of weight rows g and g + 8 and of token g of each n8 tile
+// (g = lane / 4) and runs 8 MMAs over them, 8 columns each: the k order inside an MMA is a permutation
+// shared by both operands, so every sum is still the dot product. Weights are widened to bf16 in
+// registers, exactly: bf16 as stored; fp8 e4m3 codes (the activations then hold e4m3 / e5m2 values of
+// x / s_x, also exact in bf16, so every product is the CPU's exact product); MXFP4 e2m1 codes times
+// their block's power-of-two scale. FP8 128×128 block scales multiply each chunk's sum (a chunk is one
+// block); row and tensor scales multiply the total, as cpu_fp8w.c does. The warps' sums meet in shared
+// memory as ((w0 + w1) + w2) + w3, so an output element is the same sum in the same order whatever NB,
+// the tile or the other tokens are: a token's result does not depend on its batch.
+#pragma once
+
+#include <cuda_fp8.h>
+
+#define MOE_WARPS 4
+#define MOE_CHUNK 128    // columns a warp takes at a time (a lane: 32 of them)
+#define MOE_MAX_EXPERTS 1024
+
+// How a stacked expert weight is stored on the device.
+enum moe_fmt {
+    MOE_W_BF16 = 0,   // bf16 [rows][cols] (f32 and f16 checkpoints are converted at upload)
+    MOE_W_FP8,        // cuda_fp8w.cuh's layout with a scale a row (per-tensor: repeated)
+    MOE_W_FP8_BLOCK,  // cuda_fp8w.cuh's layout with 128×128 block scales
+    MOE_W_MXFP4,      // e2m1 codes [rows][cols / 2] (low nibble first), then e8m0 scales [rows][cols / 32]
+};
+
+struct moe_w {
+    const uint8_t *q;   // row r at q + r·pitch
+    const void *s;      // FP8: f32 scales (fp8w_scale_off); MXFP4: e8m0 bytes, spitch a row
+    int64_t pitch;
+    int kbp;            // FP8_BLOCK: scales a row of blocks
+    int spitch;         // MXFP4: cols / 32
+};
+
+// One launch of k_moe_gemm. Gate/up (GU): w[0] gate, w[1] up, x[j] rows by token (perm[i] / K), the
+// output h[i][R] (grouped row i; bf16, or f32 with h_f32 for an FP8 down projection to quantize);
+// down: w[0], x[0] rows by grouped index, the output y[perm[i]][R] in f32 weighted by wts[perm[i]].
+struct moe_gemm_args {
+    moe_w w[2];
+    const bf16 *x[2];         // [..][cols] bf16 B operands (x[1] == x[0] when gate and up share them)
+    const float *sx[2];       // FP8: the B rows' scales (same index as x); NULL otherwise
+    const bf16 *bias[2];      // [E·R] or NULL
+    const int4 *tiles;        // [max_tiles] {expert, first grouped row, rows, 0}
+    const int *n_tiles;       // tiles in use
+    const int *perm;          // [n·K] grouped row → entry t·K + j
+    const float *wts;         // [n·K] routing weights by entry
+    void *out;
+    int K, cols, R, act, h_f32;
+    float alpha, limit;
+};
+
+__device__ __forceinline__ void moe_mma(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                        uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// A lane's 32 columns of one weight row, as loaded.
+template <int F> struct moe_raw { uint4 v[4]; };                      // bf16: 64 bytes
+template <> struct moe_raw<MOE_W_FP8> { uint4 v[2]; };                // e4m3: 32 bytes
+template <> struct moe_raw<MOE_W_FP8_BLOCK> { uint4 v[2]; };
+template <> struct moe_raw<MOE_W_MXFP4> { uint4 v; uint32_t s; };      // 16 bytes of codes, the scale as bf16x2
+
+__device__ __forceinline__ uint4 moe_ld(const void *p) { return __ldg((const uint4 *)p); }
+
+template <int F>
+__device__ __forceinline__ moe_raw<F> moe_load(const moe_w &w, int64_t row, int k0, bool ok) {
+    moe_raw<F> r;
+    if constexpr (F == MOE_W_BF16) {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            r.v[i] = ok ? moe_ld(w.q + row * w.pitch + (size_t)(k0 + 8 * i) * 2) : make_uint4(0, 0, 0, 0);
+    } else if constexpr (F == MOE_W_MXFP4) {
+        r.v = ok ? moe_ld(w.q + row * w.pitch + k0 / 2) : make_uint4(0, 0, 0, 0);
+        const uint32_t s = ok ? ((const uint8_t *)w.s)[row * w.spitch + k0 / 32] : 127;
+        const uint32_t b = s == 255 ? 0x7FC0u : s == 0 ? 0x0040u : s << 7;  // 2^(s-127) in bf16, exact
+        r.s = b | b << 16;
+    } else {
+#pragma unroll
+        for (int i = 0; i < 2; i++) r.v[i] = ok ? moe_ld(w.q + row * w.pitch + k0 + 16 * i) : make_uint4(0, 0, 0, 0);
+    }
+    return r;
+}
+
+// Two e4m3 codes (low byte first) as a bf16 pair, exactly.
+__device__ __forceinline__ uint32_t moe_e4m3x2(uint32_t two) {
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2((__nv_fp8x2_storage_t)two, __NV_E4M3);
+    const float2 f = __half22float2(*(const __half2 *)&h);
+    const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+    return *(const uint32_t *)&b;
+}
+
+// Columns [8v, 8v + 8) of the lane's 32 as bf16 (tab: MXFP4's byte → bf16 pair table).
+template <int F>
+__device__ __forceinline__ uint4 moe_sub(const moe_raw<F> &r, int v, const uint32_t *tab) {
+    if constexpr (F == MOE_W_BF16) {
+        return r.v[v];
+    } else if constexpr (F == MOE_W_MXFP4) {
+        const uint32_t c = v == 0 ? r.v.x : v == 1 ? r.v.y : v == 2 ? r.v.z : r.v.w;
+        const __nv_bfloat162 s = *(const __nv_bfloat162 *)&r.s;
+        uint32_t o[4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const uint32_t p = tab[(c >> (8 * i)) & 0xFF];
+            const __nv_bfloat162 y = __hmul2(*(const __nv_bfloat162 *)&p, s);
+            o[i] = *(const uint32_t *)&y;
+        }
+        return make_uint4(o[0], o[1], o[2], o[3]);
+    } else {
+        const uint4 q = r.v[v >> 1];
+        const uint32_t lo = (v & 1) ? q.z : q.x, hi = (v & 1) ? q.w : q.y;
+        return make_uint4(moe_e4m3x2(lo & 0xFFFF), moe_e4m3x2(lo >> 16), moe_e4m3x2(hi & 0xFFFF), moe_e4m3x2(hi >> 16));
+    }
+}
+
+// MXFP4's table: a code byte (element 2i in the low nibble) → its two e2m1 values as a bf16 pair.
+__device__ __forceinline__ uint32_t moe_e2m1_bf16(uint32_t c) {  // e2m1 code (bit 3 the sign) → bf16 bits
+    const uint32_t e = (c >> 1) & 3, m = c & 1;
+    const uint32_t mag = e ? ((126 + e) << 7) | (m << 6) : m ? 0x3F00u : 0u;  // {0, .5, 1, 1.5, 2, 3, 4, 6}
+    return mag | ((c & 8) ? 0x8000u : 0u);
+}
+__device__ __forceinline__ uint32_t moe_e2m1_pair(uint32_t byte) {
+    return moe_e2m1_bf16(byte & 15) | moe_e2m1_bf16(byte >> 4) << 16;
+}
+
+__device__ __forceinline__ float moe_bias(const bf16 *b, int64_t i) { return b ? __bfloat162float(b[i]) : 0.0f; }
+
+// gpt-oss's clamped SwiGLU and SiLU, as cpu_moe.c.
+__device__ __forceinline__ float moe_act(float g, float u, int act, float alpha, float limit) {
+    if (act == MOE_ACT_SWIGLU_CLAMP) {
+        g = g > limit ? limit : g;
+        u = u > limit ? limit : u < -limit ? -limit : u;
+        return g / (1.0f + expf(-alpha * g)) * (u + 1.0f);
+    }
+    return g / (1.0f + expf(-g)) * u;
+}
+
+// grid (ceil(R / 16), max_tiles), MOE_WARPS warps (see the header comment).
+template <int F, int NB, bool GU>
+__global__ void __launch_bounds__(MOE_WARPS * 32) k_moe_gemm(const __grid_constant__ moe_gemm_args a) {
+    constexpr int NW = GU ? 2 : 1;
+    constexpr bool BLOCK = F == MOE_W_FP8_BLOCK, FP8 = F == MOE_W_FP8 || F == MOE_W_FP8_BLOCK;
+    __shared__ uint32_t tab[F == MOE_W_MXFP4 ? 256 : 1];
+    __shared__ float red[MOE_WARPS][NW * NB * 4][32];
+    if constexpr (F == MOE_W_MXFP4) {
+        for (int i = threadIdx.x; i < 256; i += blockDim.x) tab[i] = moe_e2m1_pair(i);
+        __syncthreads();
+    }
+    if ((int)blockIdx.y >= *a.n_tiles) return;  // (the whole CTA)
+    const int4 tl = a.tiles[blockIdx.y];
+    const int e = tl.x, start = tl.y, cnt = tl.z;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+    const int r0 = blockIdx.x * 16, R = a.R, cols = a.cols;
+    const int64_t rowA = (int64_t)e * R + r0 + g, rowB = rowA + 8;
+    const bool okA = r0 + g < R, okB = r0 + g + 8 < R;
+    int xr[NB];
+    bool xok[NB];
+#pragma unroll
+    for (int nb = 0; nb < NB; nb++) {
+        const int col = nb * 8 + g;
+        xok[nb] = col < cnt;
+        xr[nb] = xok[nb] ? (GU ? a.perm[start + col] / a.K : start + col) : 0;
+    }
+    const bool same_x = a.x[1] == a.x[0];
+    float acc[NW][NB][4];
+#pragma unroll
+    for (int w = 0; w < NW; w++)
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++) acc[w][nb][0] = acc[w][nb][1] = acc[w][nb][2] = acc[w][nb][3] = 0.0f;
+    const int nch = (cols + MOE_CHUNK - 1) / MOE_CHUNK;
+    for (int c = warp; c < nch; c += MOE_WARPS) {
+        const int k0 = c * MOE_CHUNK + t4 * 32;
+        const bool kin = k0 < cols;  // (cols % 32 == 0: a lane's run is whole or absent)
+        moe_raw<F> ra[NW], rb[NW];
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            ra[w] = moe_load<F>(a.w[w], rowA, k0, kin && okA);
+            rb[w] = moe_load<F>(a.w[w], rowB, k0, kin && okB);
+        }
+        float d[NW][NB][4];
+#pragma unroll
+        for (int w = 0; w < NW; w++)
+#pragma unroll
+            for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) d[w][nb][i] = BLOCK ? 0.0f : acc[w][nb][i];
+#pragma unroll
+        for (int v = 0; v < 4; v++) {
+            uint4 xv[NW][NB];
+#pragma unroll
+            for (int nb = 0; nb < NB; nb++) {
+                const size_t off = (size_t)xr[nb] * cols + k0 + 8 * v;
+                const bool in = kin && xok[nb];
+                xv[0][nb] = in ? moe_ld(a.x[0] + off) : make_uint4(0, 0, 0, 0);
+                if constexpr (GU)
+                    xv[NW - 1][nb] = same_x ? xv[0][nb] : in ? moe_ld(a.x[1] + off) : make_uint4(0, 0, 0, 0);
+            }
+#pragma unroll
+            for (int w = 0; w < NW; w++) {
+                const uint4 wa = moe_sub<F>(ra[w], v, tab), wb = moe_sub<F>(rb[w], v, tab);
+#pragma unroll
+                for (int nb = 0; nb < NB; nb++) {
+                    moe_mma(d[w][nb], wa.x, wb.x, wa.y, wb.y, xv[w][nb].x, xv[w][nb].y);
+                    moe_mma(d[w][nb], wa.z, wb.z, wa.w, wb.w, xv[w][nb].z, xv[w][nb].w);
+                }
+            }
+        }
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            float sc = 1.0f;
+            if constexpr (BLOCK) sc = okA ? __ldg((const float *)a.w[w].s + (rowA / 128) * a.w[w].kbp + c) : 0.0f;
+#pragma unroll
+            for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) acc[w][nb][i] = BLOCK ? fmaf(d[w][nb][i], sc, acc[w][nb][i]) : d[w][nb][i];
+        }
+    }
+    // the warps' sums in warp order; element i of a lane: weight row g (+8 for i >= 2), token 2·t4 + (i & 1)
+#pragma unroll
+    for (int w = 0; w < NW; w++)
+#pragma unroll
+        for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+            for (int i = 0; i < 4; i++) red[warp][(w * NB + nb) * 4 + i][lane] = acc[w][nb][i];
+    __syncthreads();
+    for (int nb = warp; nb < NB; nb += MOE_WARPS) {
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int row = r0 + g + (i >> 1) * 8, col = nb * 8 + 2 * t4 + (i & 1);
+            if (row >= R || col >= cnt) continue;
+            const int gi = start + col, entry = a.perm[gi];
+            const int xrow = GU ? entry / a.K : gi;
+            const int64_t grow = (int64_t)e * R + row;
+            float y[NW];
+#pragma unroll
+            for (int w = 0; w < NW; w++) {
+                const int j = (w * NB + nb) * 4 + i;
+                float s = ((red[0][j][lane] + red[1][j][lane]) + red[2][j][lane]) + red[3][j][lane];
+                if constexpr (BLOCK) s *= a.sx[w][xrow];
+                else if constexpr (FP8) s *= a.sx[w][xrow] * __ldg((const float *)a.w[w].s + grow);
+                y[w] = s;
+            }
+            if constexpr (GU) {
+                const float h = moe_act(y[0] + moe_bias(a.bias[0], grow), y[NW - 1] + moe_bias(a.bias[1], grow), a.act,
+                                        a.alpha, a.limit);
+                if (a.h_f32) ((float *)a.out)[(size_t)gi * R + row] = h;
+                else ((bf16 *)a.out)[(size_t)gi * R + row] = __float2bfloat16_rn(h);
+            } else {
+                ((float *)a.out)[(size_t)entry * R + row] = a.wts[entry] * (y[0] + moe_bias(a.bias[0], grow));
+            }
+        }
+    }
+}
+
+// Token t's routing by one warp: logits (+ the router bias), softmax in f64 as the CPU, the K largest (ties:
+// the lower index), their weights (renormalised with norm) into ids / wts, and each pick added to counts
+// (global or shared). l: E floats of the warp's; taken: ceil(E / 32) words of the warp's.
+__device__ __forceinline__ void moe_route_token(int t, int *ids, float *wts, int *counts, const float *logits,
+                                                const bf16 *rbias, int E, int K, int norm, float *l,
+                                                unsigned *taken) {
+    const int lane = threadIdx.x & 31;
+    float mx = -INFINITY;
+    for (int e = lane; e < E; e += 32) {
+        l[e] = logits[(size_t)t * E + e] + moe_bias(rbias, e);
+        mx = fmaxf(mx, l[e]);
+    }
+    for (int e = lane; e < (E + 31) / 32; e += 32) taken[e] = 0;
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, o));
+    double sum = 0;
+    for (int e = lane; e < E; e += 32) sum += exp((double)l[e] - mx);
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffff, sum, o);
+    __syncwarp();
+    double picked = 0;
+    for (int j = 0; j < K; j++) {
+        int best = -1;
+        float bv = 0;
+        for (int e = lane; e < E; e += 32)
+            if (!(taken[e >> 5] >> (e & 31) & 1) && (best < 0 || l[e] > bv)) best = e, bv = l[e];
+        for (int o = 16; o > 0; o >>= 1) {
+            const int ob = __shfl_xor_sync(0xffffffff, best, o);
+            const float ov = __shfl_xor_sync(0xffffffff, bv, o);
+            if (ob >= 0 && (best < 0 || ov > bv || (ov == bv && ob < best))) best = ob, bv = ov;
+        }
+        const float w = (float)(exp((double)bv - mx) / sum);
+        picked += w;
+        if (lane == 0) {
+            ids[(size_t)t * K + j] = best;
+            wts[(size_t)t * K + j] = w;
+            taken[best >> 5] |= 1u << (best & 31);
+            atomicAdd(&counts[best], 1);
+        }
+        __syncwarp();
+    }
+    if (norm && lane == 0)  // (the weights this thread wrote above)
+        for (int j = 0; j < K; j++) wts[(size_t)t * K + j] = (float)(wts[(size_t)t * K + j] / picked);
+}
+
+// Routing, one warp a token (4 a CTA); counts must be zero before (k_moe_scan zeroes them after reading).
+__global__ void __launch_bounds__(128) k_moe_route(int *ids, float *wts, int *counts, const float *logits,
+                                                   const bf16 *rbias, int n, int E, int K, int norm) {
+    __shared__ float sl[4][MOE_MAX_EXPERTS];
+    __shared__ unsigned taken[4][MOE_MAX_EXPERTS / 32];
+    const int warp = threadIdx.x >> 5, t = blockIdx.x * 4 + warp;
+    if (t < n) moe_route_token(t, ids, wts, counts, logits, rbias, E, K, norm, sl[warp], taken[warp]);
+}
+
+// Inside one CTA of MOE_MAX_EXPERTS threads, c the count of expert threadIdx.x (0 past E): each expert's
+// grouped offset (returned), its tiles of up to bn rows into tiles, and how many there are into n_tiles.
+__device__ __forceinline__ int moe_scan_block(int4 *tiles, int *n_tiles, int c, int bn, int *s_rows, int *s_tiles) {
+    const int e = threadIdx.x, nt = (c + bn - 1) / bn;
+    s_rows[e] = c;
+    s_tiles[e] = nt;
+    __syncthreads();
+    for (int o = 1; o < MOE_MAX_EXPERTS; o <<= 1) {  // inclusive scans
+        const int a = e >= o ? s_rows[e - o] : 0, b = e >= o ? s_tiles[e - o] : 0;
+        __syncthreads();
+        s_rows[e] += a;
+        s_tiles[e] += b;
+        __syncthreads();
+    }
+    const int off = s_rows[e] - c, t0 = s_tiles[e] - nt;
+    for (int j = 0; j < nt; j++) tiles[t0 + j] = make_int4(e, off + j * bn, min(bn, c - j * bn), 0);
+    if (e == MOE_MAX_EXPERTS - 1) *n_tiles = s_tiles[e];
+    return off;
+}
+
+// One CTA of MOE_MAX_EXPERTS threads: the offsets (cursor, where k_moe_place starts each expert) and tiles
+// from the counts, which are zeroed for the next call.
+__global__ void __launch_bounds__(MOE_MAX_EXPERTS) k_moe_scan(int4 *tiles, int *n_tiles, int *cursor, int *counts,
+                                                              int E, int bn) {
+    __shared__ int s_rows[MOE_MAX_EXPERTS], s_tiles[MOE_MAX_EXPERTS];
+    const int e = threadIdx.x, c = e < E ? counts[e] : 0;
+    const int off = moe_scan_block(tiles, n_tiles, c, bn, s_rows, s_tiles);
+    if (e < E) {
+        cursor[e] = off;
+        counts[e] = 0;
+    }
+}
+
+// Small steps (n <= MOE_SMALL_N tokens, E <= MOE_SMALL_E): routing, the scan and the placement in one CTA of
+// MOE_MAX_EXPERTS threads (its 32 warps route the tokens in turn), so a decode step spends one launch on them.
+#define MOE_SMALL_N 64
+#define MOE_SMALL_E 256
+__global__ void __launch_bounds__(MOE_MAX_EXPERTS) k_moe_route_small(int *ids, float *wts, int4 *tiles, int *n_tiles,
+                                                                     int *perm, const float *logits,
+                                                                     const bf16 *rbias, int n, int E, int K, int norm,
+                                                                     int bn) {
+    __shared__ float sl[32][MOE_SMALL_E];
+    __shared__ unsigned taken[32][MOE_SMALL_E / 32];
+    __shared__ int s_rows[MOE_MAX_EXPERTS], s_tiles[MOE_MAX_EXPERTS], s_count[MOE_SMALL_E];
+    const int warp = threadIdx.x >> 5;
+    if (threadIdx.x < MOE_SMALL_E) s_count[threadIdx.x] = 0;
+    __syncthreads();
+    for (int t = warp; t < n; t += 32)
+        moe_route_token(t, ids, wts, s_count, logits, rbias, E, K, norm, sl[warp], taken[warp]);
+    __syncthreads();
+    const int e = threadIdx.x, c = e < E ? s_count[e] : 0;
+    const int off = moe_scan_block(tiles, n_tiles, c, bn, s_rows, s_tiles);
+    __syncthreads();  // (every count read before it becomes a cursor)
+    if (e < E) s_count[e] = off;
+    __syncthreads();
+    for (int i = threadIdx.x; i < n * K; i += blockDim.x) perm[atomicAdd(&s_count[ids[i]], 1)] = i;
+}
+
+// Each (token, slot) entry into its expert's group (the order inside a group does not matter: every row's
+// results are its own).
+__global__ void k_moe_place(int *perm, int *cursor, const int *ids, int nk) {
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < nk) perm[atomicAdd(&cursor[ids[i]], 1)] = i;
+}
+
+__device__ __forceinline__ float moe_f(float v) { return v; }
+__device__ __forceinline__ float moe_f(bf16 v) { return __bfloat162float(v); }
+
+// FP8 activations: row r of x (bf16 or f32) → the fp8 values of x / s (exact in bf16) and s, as
+// cpu_fp8w.c's fp8w_quant_row. One CTA of 256 threads a row.
+template <typename T>
+__global__ void __launch_bounds__(256) k_moe_xq(bf16 *xq, float *sx, const T *x, int cols, fp8w_act fa) {
+    __shared__ float red[8];
+    const T *xr = x + (size_t)blockIdx.x * cols;
+    float m = 0;
+    if (fa.fixed <= 0) {
+        for (int i = threadIdx.x; i < cols; i += blockDim.x) m = fmaxf(m, fabsf(moe_f(xr[i])));
+        for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, o));
+        if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+        __syncthreads();
+        m = 0;
+        for (int w = 0; w < 8; w++) m = fmaxf(m, red[w]);
+    }
+    const float s = fp8w_row_scale(m, fa), inv = 1.0f / s;
+    bf16 *q = xq + (size_t)blockIdx.x * cols;
+    const __nv_fp8_interpretation_t kind = fa.e5m2 ? __NV_E5M2 : __NV_E4M3;
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+        const __nv_fp8_storage_t code = (__nv_fp8_storage_t)fp8w_encode(moe_f(xr[i]) * inv, fa.e5m2);
+        const __half_raw h = __nv_cvt_fp8_to_halfraw(code, kind);
+        q[i] = __float2bfloat16_rn(__half2float(*(const __half *)&h));
+    }
+    if (threadIdx.x == 0) sx[blockIdx.x] = s;
+}
+
+// out[t] = Σ_j y[t·K + j] in slot order (f32), rounded to bf16.
+__global__ void k_moe_combine(bf16 *out, const float *y, int K, int dim) {
+    const int t = blockIdx.x;
+    for (int d = threadIdx.x; d < dim; d += blockDim.x) {
+        float s = 0;
+        for (int j = 0; j < K; j++) s += y[((size_t)t * K + j) * dim + d];
+        out[(size_t)t * dim + d] = __float2bfloat16_rn(s);
+    }
+}
