@@ -256,6 +256,65 @@ static inline __attribute__((always_inline)) void q40_dot_avx512(const uint8_t *
 }
 #endif
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+#define QT 3 // tokens of the prefill tile (4 rows × QT tokens of accumulators in registers)
+
+// The prefill tile: out[t·ostride + k] for 4 rows k and QT tokens t (token t's quantized x at qx + t·qxb), each
+// the same operations as q40_dot_avx512's for that row and token, so the same bits; every weight block is
+// loaded and unpacked once for QT tokens, every block of x once for 4 rows.
+static inline __attribute__((always_inline)) void
+q40_tile_avx512(const uint8_t *w, size_t rb, const char *qx, size_t qxb, int n, int q4, float *out, size_t ostride) {
+    size_t bb = q4 ? 18 : 34;
+    const int8_t *xq[QT];
+    const float *xd[QT];
+    __m512 acc[4][QT];
+    for (int t = 0; t < QT; t++) {
+        xq[t] = (const int8_t *)(qx + (size_t)t * qxb);
+        xd[t] = (const float *)(qx + (size_t)t * qxb + ALIGN64((size_t)n));
+        for (int k = 0; k < 4; k++) acc[k][t] = _mm512_setzero_ps();
+    }
+    int nb = n / 32, b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        __m512i xv[QT], m8[QT];
+        __m512 dx[QT];
+        for (int t = 0; t < QT; t++) {
+            xv[t] = _mm512_loadu_si512((const void *)(xq[t] + 32 * b));
+            dx[t] = _mm512_insertf32x8(_mm512_set1_ps(xd[t][b]), _mm256_set1_ps(xd[t][b + 1]), 1);
+            m8[t] = _mm512_setzero_si512();
+            if (q4) m8[t] = _mm512_sub_epi32(m8[t], DPBUSD512(_mm512_setzero_si512(), _mm512_set1_epi8(8), xv[t]));
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const uint8_t *p = w + k * rb + b * bb;
+            _mm_prefetch((const char *)p + QPF, _MM_HINT_T0);
+            __m512i wq = quants_pair(p, q4), aw = _mm512_abs_epi8(wq);
+            __mmask64 neg = _mm512_movepi8_mask(wq);
+            __m512 sw = scale_pair(p, bb);
+            for (int t = 0; t < QT; t++) {
+                __m512i l = q4 ? DPBUSD512(m8[t], wq, xv[t])
+                               : DPBUSD512(_mm512_setzero_si512(), aw,
+                                           _mm512_mask_sub_epi8(xv[t], neg, _mm512_setzero_si512(), xv[t]));
+                acc[k][t] = _mm512_add_ps(acc[k][t], _mm512_mul_ps(_mm512_mul_ps(sw, dx[t]), _mm512_cvtepi32_ps(l)));
+            }
+        }
+    }
+    if (b < nb) // an odd last block: accumulators 0..7 only
+        for (int t = 0; t < QT; t++) {
+            __m512i xv = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(xq[t] + 32 * b)));
+            __m512i m8 = _mm512_setzero_si512();
+            if (q4) m8 = _mm512_sub_epi32(m8, DPBUSD512(_mm512_setzero_si512(), _mm512_set1_epi8(8), xv));
+            for (int k = 0; k < 4; k++) {
+                const uint8_t *p = w + k * rb + b * bb;
+                __m512 s = _mm512_set1_ps(f16_load(p) * xd[t][b]);
+                __m512 f = _mm512_cvtepi32_ps(lanes(quants_one(p, q4), xv, m8, q4));
+                acc[k][t] = _mm512_mask_add_ps(acc[k][t], 0x00FF, acc[k][t], _mm512_mul_ps(s, f));
+            }
+        }
+    for (int t = 0; t < QT; t++)
+        for (int k = 0; k < 4; k++) out[(size_t)t * ostride + k] = tree16_512(acc[k][t]);
+}
+#endif
+
 #if defined(__AVX2__)
 static inline float tree16_256(__m256 even, __m256 odd) {
     __m256 u = _mm256_add_ps(even, odd);
@@ -375,8 +434,21 @@ static void qm_task(void *p, int task, int thread) {
     int r0 = task * m->rows_per_task, r1 = r0 + m->rows_per_task < rows ? r0 + m->rows_per_task : rows;
     size_t rb = dtype_row_bytes(w->dtype, cols);
     for (int r = r0; r < r1; r += QM_ROWS) {
-        int nr = r1 - r < QM_ROWS ? r1 - r : QM_ROWS;
-        for (int t = 0; t < m->n; t++) {
+        int nr = r1 - r < QM_ROWS ? r1 - r : QM_ROWS, t = 0;
+        const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * rb;
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+        if (nr == QM_ROWS && (w->dtype == DT_Q8_0 || w->dtype == DT_Q4_0)) { // prefill: QT tokens at a time
+            for (; t + QT <= m->n; t += QT) {
+                float *o = m->out + (size_t)t * rows + r;
+                const char *q = m->qx + (size_t)t * m->qxb;
+                if (w->dtype == DT_Q4_0)
+                    q40_tile_avx512(wr, rb, q, m->qxb, cols, 1, o, (size_t)rows);
+                else
+                    q40_tile_avx512(wr, rb, q, m->qxb, cols, 0, o, (size_t)rows);
+            }
+        }
+#endif
+        for (; t < m->n; t++) {
             float res[QM_ROWS];
             qx_dot_rows(w->dtype, (const char *)w->data + (size_t)r * rb, rb, nr, m->qx + (size_t)t * m->qxb, cols,
                         res);
