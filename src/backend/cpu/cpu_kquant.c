@@ -354,6 +354,147 @@ static inline __attribute__((always_inline)) void q6_dot_avx512(const uint8_t *w
 }
 #endif
 
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+// The prefill tile: out[t·ostride + k] for 4 rows k and KT tokens t (x[t]), the operations of the four-row
+// kernels above for each token (the same bits). Each row's super-block is unpacked once for the KT tokens;
+// the integer lanes wait in av / mv until the four rows' sums are reduced together.
+#define KT 4
+static inline __attribute__((always_inline)) void kq_tile_avx512(const uint8_t *w, size_t rb, const struct qx_view *x,
+                                                                 int n, int kind, float *out, size_t ostride) {
+    size_t bb = kind == 0 ? Q4K_BYTES : kind == 1 ? Q5K_BYTES : Q6K_BYTES;
+    __m128 acc[KT];
+#pragma GCC unroll 4
+    for (int t = 0; t < KT; t++) acc[t] = _mm_setzero_ps();
+    const __m512i mask = _mm512_set1_epi8(15), sixteen = _mm512_set1_epi8(16), hmask = _mm512_set1_epi8(0x30);
+    const __m512i iota = _mm512_loadu_si512((const void *)IOTA32);
+    const __m512i ia = _mm512_slli_epi16(_mm512_srli_epi16(iota, 4), 1), g0 = _mm512_srli_epi16(iota, 3);
+    const __m512i ib = _mm512_add_epi16(ia, _mm512_set1_epi16(1)), ic = _mm512_add_epi16(ia, _mm512_set1_epi16(4));
+    const __m512i id = _mm512_add_epi16(ia, _mm512_set1_epi16(5));
+    const __m512i bits_l0 = _mm512_inserti64x4(_mm512_set1_epi8(0x01), _mm256_set1_epi8(0x04), 1);
+    const __m512i bits_h0 = _mm512_inserti64x4(_mm512_set1_epi8(0x02), _mm256_set1_epi8(0x08), 1);
+    const __m512i bits_l1 = _mm512_inserti64x4(_mm512_set1_epi8(0x10), _mm256_set1_epi8(0x40), 1);
+    const __m512i bits_h1 = _mm512_inserti64x4(_mm512_set1_epi8(0x20), _mm256_set1_epi8((char)0x80), 1);
+    const __m512i cnt_lo = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i cnt_hi = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    __m512i xs[KT][4]; // each token's x in the order the unpacked weights take it
+    __m512i av[KT][4]; // [token][row]
+    __m256i mv[KT][4];
+    for (int b = 0; b < n / QK_K; b++) {
+#pragma GCC unroll 4
+        for (int t = 0; t < KT; t++) {
+            const int8_t *xq = x[t].q + QK_K * b;
+            if (kind == 2) {
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) xs[t][i] = _mm512_loadu_si512((const void *)(xq + 64 * i));
+            } else {
+                xs[t][0] = x2(xq, 64), xs[t][1] = x2(xq + 32, 64), xs[t][2] = x2(xq + 128, 64);
+                xs[t][3] = x2(xq + 160, 64);
+            }
+        }
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            const uint8_t *p = w + k * rb + b * bb;
+            kq_prefetch(p, kind);
+            __m512i q[4], s[4];
+            __m256i sc16 = _mm256_setzero_si256(), mw = _mm256_setzero_si256();
+            if (kind != 2) {
+                const uint8_t *qs = p + (kind ? 48 : 16);
+                uint64_t sc, m;
+                k4_words(p + 4, &sc, &m);
+                __m512i scw = _mm512_zextsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+                __m512i c0 = _mm512_loadu_si512((const void *)qs), c1 = _mm512_loadu_si512((const void *)(qs + 64));
+                q[0] = _mm512_and_si512(c0, mask), q[1] = _mm512_and_si512(_mm512_srli_epi16(c0, 4), mask);
+                q[2] = _mm512_and_si512(c1, mask), q[3] = _mm512_and_si512(_mm512_srli_epi16(c1, 4), mask);
+                if (kind == 1) {
+                    __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 16)));
+                    q[0] = _mm512_mask_add_epi8(q[0], _mm512_test_epi8_mask(qh, bits_l0), q[0], sixteen);
+                    q[1] = _mm512_mask_add_epi8(q[1], _mm512_test_epi8_mask(qh, bits_h0), q[1], sixteen);
+                    q[2] = _mm512_mask_add_epi8(q[2], _mm512_test_epi8_mask(qh, bits_l1), q[2], sixteen);
+                    q[3] = _mm512_mask_add_epi8(q[3], _mm512_test_epi8_mask(qh, bits_h1), q[3], sixteen);
+                }
+                s[0] = _mm512_permutexvar_epi16(ia, scw), s[1] = _mm512_permutexvar_epi16(ib, scw);
+                s[2] = _mm512_permutexvar_epi16(ic, scw), s[3] = _mm512_permutexvar_epi16(id, scw);
+                __m128i mb = _mm_cvtsi64_si128((long long)m);
+                mw = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb));
+            } else {
+                sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(p + 192)));
+                __m512i scw = _mm512_zextsi256_si512(sc16);
+#pragma GCC unroll 4
+                for (int h = 0; h < 2; h++) {
+                    __m512i ql = _mm512_loadu_si512((const void *)(p + 64 * h));
+                    __m512i qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h)));
+                    __m512i hl = _mm512_and_si512(_mm512_sllv_epi16(qh, cnt_lo), hmask);
+                    __m512i hh = _mm512_and_si512(_mm512_srlv_epi16(qh, cnt_hi), hmask);
+                    q[2 * h] = _mm512_ternarylogic_epi32(ql, mask, hl, 0xEA);
+                    q[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(ql, 4), mask, hh, 0xEA);
+                    s[2 * h] = _mm512_permutexvar_epi16(_mm512_add_epi16(g0, _mm512_set1_epi16((short)(8 * h))), scw);
+                    s[2 * h + 1] =
+                        _mm512_permutexvar_epi16(_mm512_add_epi16(g0, _mm512_set1_epi16((short)(8 * h + 4))), scw);
+                }
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < KT; t++) {
+                __m256i bsum = _mm256_loadu_si256((const __m256i *)(x[t].bsum + 16 * b));
+                __m512i a = _mm512_setzero_si512();
+                if (kind == 2)
+                    a = _mm512_zextsi256_si512(
+                        _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsum), 5)));
+                else
+                    mv[t][k] = _mm256_madd_epi16(bsum, mw);
+#pragma GCC unroll 4
+                for (int i = 0; i < 4; i++) a = DPWSSD512(a, _mm512_maddubs_epi16(q[i], xs[t][i]), s[i]);
+                av[t][k] = a;
+            }
+        }
+        if (kind != 2) {
+            uint32_t v[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) memcpy(&v[k], w + k * rb + b * bb, 4); // d, dmin
+            __m256 dd = _mm256_cvtph_ps(_mm_set_epi32((int)v[3], (int)v[2], (int)v[1], (int)v[0]));
+            __m128 lo = _mm256_castps256_ps128(dd), hi = _mm256_extractf128_ps(dd, 1);
+            __m128 d = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0)),
+                   dm = _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+#pragma GCC unroll 4
+            for (int t = 0; t < KT; t++) {
+                __m128 xd = _mm_set1_ps(x[t].d[b]);
+                __m128 t1 = _mm_mul_ps(_mm_mul_ps(d, xd), _mm_cvtepi32_ps(hsum4_512(av[t])));
+                acc[t] = _mm_add_ps(acc[t],
+                                    _mm_sub_ps(t1, _mm_mul_ps(_mm_mul_ps(dm, xd), _mm_cvtepi32_ps(hsum4_256(mv[t])))));
+            }
+        } else {
+            uint16_t hd[4];
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) memcpy(&hd[k], w + k * rb + b * bb + 208, 2);
+            __m128 d = _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, (short)hd[3], (short)hd[2], (short)hd[1], (short)hd[0]));
+#pragma GCC unroll 4
+            for (int t = 0; t < KT; t++) {
+                __m128 tt = _mm_mul_ps(_mm_mul_ps(d, _mm_set1_ps(x[t].d[b])), _mm_cvtepi32_ps(hsum4_512(av[t])));
+                acc[t] = _mm_add_ps(acc[t], tt);
+            }
+        }
+    }
+#pragma GCC unroll 4
+    for (int t = 0; t < KT; t++) _mm_storeu_ps(out + (size_t)t * ostride, acc[t]);
+}
+
+int kq_tile(enum dtype t, const uint8_t *w, size_t rb, const struct qx_view *x, int n, float *out, size_t ostride) {
+    if (t == DT_Q4_K)
+        kq_tile_avx512(w, rb, x, n, 0, out, ostride);
+    else if (t == DT_Q5_K)
+        kq_tile_avx512(w, rb, x, n, 1, out, ostride);
+    else if (t == DT_Q6_K)
+        kq_tile_avx512(w, rb, x, n, 2, out, ostride);
+    else
+        return 0;
+    return KT;
+}
+#else
+int kq_tile(enum dtype t, const uint8_t *w, size_t rb, const struct qx_view *x, int n, float *out, size_t ostride) {
+    (void)t, (void)w, (void)rb, (void)x, (void)n, (void)out, (void)ostride;
+    return 0;
+}
+#endif
+
 #if defined(__AVX2__)
 static inline __attribute__((always_inline)) void k45_dot_avx2(const uint8_t *w, size_t rb, int nr, struct qx_view x,
                                                                int n, int q5, float *r) {

@@ -268,15 +268,18 @@ q40_tile_avx512(const uint8_t *w, size_t rb, const char *qx, size_t qxb, int n, 
     const int8_t *xq[QT];
     const float *xd[QT];
     __m512 acc[4][QT];
+#pragma GCC unroll 4
     for (int t = 0; t < QT; t++) {
         xq[t] = (const int8_t *)(qx + (size_t)t * qxb);
         xd[t] = (const float *)(qx + (size_t)t * qxb + ALIGN64((size_t)n));
+#pragma GCC unroll 4
         for (int k = 0; k < 4; k++) acc[k][t] = _mm512_setzero_ps();
     }
     int nb = n / 32, b = 0;
     for (; b + 2 <= nb; b += 2) {
         __m512i xv[QT], m8[QT];
         __m512 dx[QT];
+#pragma GCC unroll 4
         for (int t = 0; t < QT; t++) {
             xv[t] = _mm512_loadu_si512((const void *)(xq[t] + 32 * b));
             dx[t] = _mm512_insertf32x8(_mm512_set1_ps(xd[t][b]), _mm256_set1_ps(xd[t][b + 1]), 1);
@@ -290,6 +293,7 @@ q40_tile_avx512(const uint8_t *w, size_t rb, const char *qx, size_t qxb, int n, 
             __m512i wq = quants_pair(p, q4), aw = _mm512_abs_epi8(wq);
             __mmask64 neg = _mm512_movepi8_mask(wq);
             __m512 sw = scale_pair(p, bb);
+#pragma GCC unroll 4
             for (int t = 0; t < QT; t++) {
                 __m512i l = q4 ? DPBUSD512(m8[t], wq, xv[t])
                                : DPBUSD512(_mm512_setzero_si512(), aw,
@@ -299,10 +303,12 @@ q40_tile_avx512(const uint8_t *w, size_t rb, const char *qx, size_t qxb, int n, 
         }
     }
     if (b < nb) // an odd last block: accumulators 0..7 only
+#pragma GCC unroll 4
         for (int t = 0; t < QT; t++) {
             __m512i xv = _mm512_zextsi256_si512(_mm256_loadu_si256((const __m256i *)(xq[t] + 32 * b)));
             __m512i m8 = _mm512_setzero_si512();
             if (q4) m8 = _mm512_sub_epi32(m8, DPBUSD512(_mm512_setzero_si512(), _mm512_set1_epi8(8), xv));
+#pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 const uint8_t *p = w + k * rb + b * bb;
                 __m512 s = _mm512_set1_ps(f16_load(p) * xd[t][b]);
@@ -310,7 +316,9 @@ q40_tile_avx512(const uint8_t *w, size_t rb, const char *qx, size_t qxb, int n, 
                 acc[k][t] = _mm512_mask_add_ps(acc[k][t], 0x00FF, acc[k][t], _mm512_mul_ps(s, f));
             }
         }
+#pragma GCC unroll 4
     for (int t = 0; t < QT; t++)
+#pragma GCC unroll 4
         for (int k = 0; k < 4; k++) out[(size_t)t * ostride + k] = tree16_512(acc[k][t]);
 }
 #endif
@@ -408,6 +416,7 @@ void qx_dot_rows(enum dtype t, const void *w, size_t rb, int nr, const void *qx,
 // ---- the matmul ----
 
 #define QM_ROWS 4
+#define KQ_TILE 4 // tokens of cpu_kquant.c's prefill tile
 #define QM_MIN_TASK_MACS 16384
 
 struct qm_ctx {
@@ -448,6 +457,12 @@ static void qm_task(void *p, int task, int thread) {
             }
         }
 #endif
+        if (nr == QM_ROWS && qx_block(w->dtype) == QK_K) // the K-quants' tile (AVX-512 builds)
+            for (; t + KQ_TILE <= m->n; t += KQ_TILE) {
+                struct qx_view v[KQ_TILE];
+                for (int i = 0; i < KQ_TILE; i++) v[i] = qx_view(w->dtype, m->qx + (size_t)(t + i) * m->qxb, cols);
+                if (!kq_tile(w->dtype, wr, rb, v, cols, m->out + (size_t)t * rows + r, (size_t)rows)) break;
+            }
         for (; t < m->n; t++) {
             float res[QM_ROWS];
             qx_dot_rows(w->dtype, (const char *)w->data + (size_t)r * rb, rb, nr, m->qx + (size_t)t * m->qxb, cols,

@@ -49,6 +49,10 @@ void qx_dot_rows_path(int path, enum dtype t, const void *w, size_t row_bytes, i
 // The K-quants' part of it (cpu_kquant.c).
 void kq_dot_rows(int path, enum dtype t, const uint8_t *w, size_t row_bytes, int nr, struct qx_view x, int n,
                  float *r);
+// The K-quants' prefill tile (AVX-512 builds): out[t·ostride + k] for 4 rows at w + k·row_bytes and the
+// tokens x[0..T), the bits of kq_dot_rows; returns T (4), or 0 where there is no tile (then nothing is done).
+int kq_tile(enum dtype t, const uint8_t *w, size_t row_bytes, const struct qx_view *x, int n, float *out,
+            size_t ostride);
 // Whether cpu_quant_matmul takes weights of t, and out[n][rows] = x[n][cols]·Wᵀ through it (x quantized
 // once per call, each output one integer dot product: results do not depend on n or the thread count).
 int cpu_quant_takes(enum dtype t);
