@@ -219,6 +219,7 @@ static inline __m128i hsum4_256(const __m256i *m) {
 
 static inline __m128i hsum4_512(const __m512i *a) {
     __m256i f[4];
+#pragma GCC unroll 4
     for (int k = 0; k < 4; k++)
         f[k] = _mm256_add_epi32(_mm512_castsi512_si256(a[k]), _mm512_extracti64x4_epi64(a[k], 1));
     return hsum4_256(f);
@@ -227,6 +228,7 @@ static inline __m128i hsum4_512(const __m512i *a) {
 // Four rows' super-block terms at once, lane k row k: each lane's f32 operations are the scalar ones.
 static inline __m128 k4_terms(const uint8_t *p, size_t rb, float dx, __m128i A, __m128i M) {
     uint32_t v[4];
+#pragma GCC unroll 4
     for (int k = 0; k < 4; k++) memcpy(&v[k], p + k * rb, 4); // d, dmin
     __m256 dd = _mm256_cvtph_ps(_mm_set_epi32((int)v[3], (int)v[2], (int)v[1], (int)v[0]));
     __m128 lo = _mm256_castps256_ps128(dd), hi = _mm256_extractf128_ps(dd, 1), xd = _mm_set1_ps(dx);
@@ -306,6 +308,7 @@ static inline __attribute__((always_inline)) void q6_dot_avx512(const uint8_t *w
     for (int b = 0; b < n / QK_K; b++) {
         const int8_t *xq = x.q + QK_K * b;
         __m512i xv[4], av[4];
+#pragma GCC unroll 4
         for (int i = 0; i < 4; i++) xv[i] = _mm512_loadu_si512((const void *)(xq + 64 * i));
         __m256i bsum = _mm256_loadu_si256((const __m256i *)(x.bsum + 16 * b));
         float dx = x.d[b];
@@ -341,6 +344,7 @@ static inline __attribute__((always_inline)) void q6_dot_avx512(const uint8_t *w
         if (nr == 4) {
             const uint8_t *p = w + b * Q6K_BYTES + 208;
             uint16_t h[4];
+#pragma GCC unroll 4
             for (int k = 0; k < 4; k++) memcpy(&h[k], p + k * rb, 2);
             __m128 d = _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, (short)h[3], (short)h[2], (short)h[1], (short)h[0]));
             __m128 t = _mm_mul_ps(_mm_mul_ps(d, _mm_set1_ps(dx)), _mm_cvtepi32_ps(hsum4_512(av)));
