@@ -178,15 +178,25 @@ __global__ void __launch_bounds__(MOE_WARPS * 32) k_moe_gemm(const __grid_consta
 #pragma unroll
         for (int nb = 0; nb < NB; nb++) acc[w][nb][0] = acc[w][nb][1] = acc[w][nb][2] = acc[w][nb][3] = 0.0f;
     const int nch = (cols + MOE_CHUNK - 1) / MOE_CHUNK;
+    // the lane's weight runs of chunk cc (zeros past the columns); with PF (few tokens: the registers are
+    // free) the next chunk's are requested before this chunk's MMAs
+    constexpr bool PF = NB <= 2;
+    auto load = [&](int cc, moe_raw<F>(&xa)[NW], moe_raw<F>(&xb)[NW]) {
+        const int kk = cc * MOE_CHUNK + t4 * 32;
+#pragma unroll
+        for (int w = 0; w < NW; w++) {
+            xa[w] = moe_load<F>(a.w[w], rowA, kk, kk < cols && okA);
+            xb[w] = moe_load<F>(a.w[w], rowB, kk, kk < cols && okB);
+        }
+    };
+    moe_raw<F> ra[NW], rb[NW];
+    if constexpr (PF) load(warp, ra, rb);
     for (int c = warp; c < nch; c += MOE_WARPS) {
         const int k0 = c * MOE_CHUNK + t4 * 32;
         const bool kin = k0 < cols;  // (cols % 32 == 0: a lane's run is whole or absent)
-        moe_raw<F> ra[NW], rb[NW];
-#pragma unroll
-        for (int w = 0; w < NW; w++) {
-            ra[w] = moe_load<F>(a.w[w], rowA, k0, kin && okA);
-            rb[w] = moe_load<F>(a.w[w], rowB, k0, kin && okB);
-        }
+        moe_raw<F> pa[NW], pb[NW];
+        if constexpr (PF) load(c + MOE_WARPS, pa, pb);
+        else load(c, ra, rb);
         float d[NW][NB][4];
 #pragma unroll
         for (int w = 0; w < NW; w++)
@@ -224,6 +234,9 @@ __global__ void __launch_bounds__(MOE_WARPS * 32) k_moe_gemm(const __grid_consta
 #pragma unroll
                 for (int i = 0; i < 4; i++) acc[w][nb][i] = BLOCK ? fmaf(d[w][nb][i], sc, acc[w][nb][i]) : d[w][nb][i];
         }
+        if constexpr (PF)
+#pragma unroll
+            for (int w = 0; w < NW; w++) ra[w] = pa[w], rb[w] = pb[w];
     }
     // the warps' sums in warp order; element i of a lane: weight row g (+8 for i >= 2), token 2·t4 + (i & 1)
 #pragma unroll
