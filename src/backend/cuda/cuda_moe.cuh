@@ -178,9 +178,10 @@ __global__ void __launch_bounds__(MOE_WARPS * 32) k_moe_gemm(const __grid_consta
 #pragma unroll
         for (int nb = 0; nb < NB; nb++) acc[w][nb][0] = acc[w][nb][1] = acc[w][nb][2] = acc[w][nb][3] = 0.0f;
     const int nch = (cols + MOE_CHUNK - 1) / MOE_CHUNK;
-    // the lane's weight runs of chunk cc (zeros past the columns); with PF (few tokens: the registers are
-    // free) the next chunk's are requested before this chunk's MMAs
-    constexpr bool PF = NB <= 2;
+    // the lane's weight runs of chunk cc (zeros past the columns); with PF the next chunk's are requested
+    // before this chunk's MMAs and widening (few tokens, packed weights: the registers are free; bf16 runs
+    // are four times the bytes already, and doubling them would cost CTAs an SM)
+    constexpr bool PF = NB <= 2 && F != MOE_W_BF16;
     auto load = [&](int cc, moe_raw<F>(&xa)[NW], moe_raw<F>(&xb)[NW]) {
         const int kk = cc * MOE_CHUNK + t4 * 32;
 #pragma unroll
