@@ -372,13 +372,16 @@ struct rows2 {
     // Attention sinks (attn_args.sinks, not null): the rows' running max starts at their query head's
     // sink logit in log2 units and their sum at 256 (2^(sink − m + 8) with m = sink, P's scale), so the
     // sink joins the max and the denominator as one more score with no value — and P is quantised to
-    // e4m3 relative to the same maximum as the CPU's emulation (cpu_attention.c) takes.
-    __device__ __forceinline__ void sink_init(float (&m)[2], float (&l)[2], const float *sinks, int g, int G) const {
+    // e4m3 relative to the same maximum as the CPU's emulation (cpu_attention.c) takes. whole: each
+    // lane holds its rows' whole sum (the tensor core's row sums); else the sums are the four lanes'
+    // (store_rows adds them), and the 256 goes into one of them.
+    __device__ __forceinline__ void sink_init(float (&m)[2], float (&l)[2], const float *sinks, int g, int G, int c,
+                                              bool whole) const {
 #pragma unroll
         for (int h = 0; h < 2; h++)
             if (on[h]) {
                 m[h] = sinks[g * G + head[h]] * 1.4426950408889634f;
-                l[h] = 256.0f;
+                l[h] = whole || c == 0 ? 256.0f : 0.0f;
             }
     }
 };
@@ -539,7 +542,7 @@ __global__ void __launch_bounds__(128 * fp8pf::cfg<HD>::NWG) k_prefill_fp8(const
 
     fp8pf::acc_state<HD, ACC> a;
     a.init();
-    if (args.sinks) rw.sink_init(a.m, a.l, args.sinks, g, G);
+    if (args.sinks) rw.sink_init(a.m, a.l, args.sinks, g, G, c, false);
 
     for (int t = t0, st = 0; t <= t1; t++, st ^= 1) {
         issue(t + 1, st ^ 1);

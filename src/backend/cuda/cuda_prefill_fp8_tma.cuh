@@ -311,7 +311,7 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
             float o3[HD / 2], m3[2] = {-INFINITY, -INFINITY}, l3[2] = {0.0f, 0.0f};
 #pragma unroll
             for (int j = 0; j < HD / 2; j++) o3[j] = 0.0f;
-            if (a.sinks) rw.sink_init(m3, l3, a.sinks, gi, G);
+            if (a.sinks) rw.sink_init(m3, l3, a.sinks, gi, G, c, true);  // (l3: the tensor core's row sums)
             if (turns && wgu == NC - 1 && n > 0) fp8tma::bar_arrive(tok(0, kw), 64);  // warpgroup 1 starts
             for (int i = 0; i < n; i++) {
                 mbar_wait(&kfull[st], kpar);
@@ -383,7 +383,7 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
     for (int j = 0; j < HD / 2; j++) tacc[j] = 0.0f;
 #pragma unroll
     for (int j = 0; j < (ACC != FP8_SINGLE ? HD / 2 : 1); j++) o[j] = 0.0f;
-    if (a.sinks) rw.sink_init(m, l, a.sinks, g, G);
+    if (a.sinks) rw.sink_init(m, l, a.sinks, g, G, c, false);
     // o = o·a + T (a: one factor per row, picked by (j >> 1) & 1): two-level's fold, every:N's promotion
     auto fold = [&](const float (&a)[2]) {
         if constexpr (ACC != FP8_SINGLE) {  // (single has no o)
