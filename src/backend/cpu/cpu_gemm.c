@@ -9,9 +9,10 @@
 // Blocking (per thread, for its rows): tokens in tiles of up to GEMM_TT, fewer where their x would
 // pass GEMM_X_FLOATS (so a tile's x stays in L2); inside a tile, rows in blocks of GEMM_R, each
 // block's columns in chunks of GEMM_KC widened once into scratch (16 KB, L1) and used by every token
-// of the tile. The micro kernel holds GEMM_R rows × GEMM_T tokens × 2 accumulators (24 of the 32 zmm
-// registers); between chunks the accumulators wait in scratch, which moves them exactly. Builds without AVX-512 keep
-// cpu_matmul.c's row-at-a-time path (cpu_gemm_fits is false there).
+// of the tile. The micro kernel (micro) runs GEMM_R rows × GEMM_T tokens, one of the two accumulators
+// at a time (24 of the 32 zmm registers); between chunks and passes the accumulators wait in scratch,
+// which moves them exactly. Builds without AVX-512 keep cpu_matmul.c's row-at-a-time path
+// (cpu_gemm_fits is false there).
 #include <string.h>
 
 #include "../../base/half.h"
@@ -21,13 +22,14 @@
 #include <immintrin.h>
 #endif
 
-#define GEMM_R 4      // weight rows of the micro kernel
+#define GEMM_R 8      // weight rows of the micro kernel
 #define GEMM_T 3      // tokens of the micro kernel
-#define GEMM_KC 1024  // columns widened at a time (a multiple of 32)
+#define GEMM_KC 512   // columns widened at a time (a multiple of 32)
+#define GEMM_WP (GEMM_KC + 16)  // floats between widened rows (+64 bytes: the rows fall in different L1 sets)
 #define GEMM_TT 64    // the most tokens whose x is reused by every row block
 #define GEMM_X_FLOATS (1 << 17)  // a token tile's x, at most (512 KB: half of the L2 cache)
 
-size_t cpu_gemm_scratch_floats(void) { return (size_t)GEMM_R * GEMM_KC + (size_t)GEMM_TT * GEMM_R * 32; }
+size_t cpu_gemm_scratch_floats(void) { return (size_t)GEMM_R * GEMM_WP + (size_t)GEMM_TT * GEMM_R * 32; }
 
 #if defined(__AVX512F__)
 
@@ -40,7 +42,7 @@ static void widen_chunk(const struct weight *w, int r0, int nr, int64_t k0, int 
     const int64_t cols = w->cols;
     for (int r = 0; r < nr; r++) {
         const uint16_t *src = (const uint16_t *)w->data + (size_t)(r0 + r) * cols + k0;
-        float *dst = wb + (size_t)r * GEMM_KC;
+        float *dst = wb + (size_t)r * GEMM_WP;
         for (int i = 0; i < len; i += 16) {
             const __m256i h = _mm256_loadu_si256((const __m256i *)(src + i));
             const __m512 bf = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -49,57 +51,47 @@ static void widen_chunk(const struct weight *w, int r0, int nr, int64_t k0, int 
     }
 }
 
-// The accumulators of NR rows × NT tokens over columns [0, len) of w[r] and x[t] (32-column steps):
-// acc holds them between calls as [t][r][a|b][16] floats; fresh starts them at zero.
+// One of each output's two accumulators (h = 0: a, the first 16 of each 32 columns; h = 16: b, the last
+// 16) for NR rows × NT tokens over columns [0, len) of w[r] and x[t]; acc holds them between calls as
+// [t][r][a|b][16] floats; fresh starts them at zero. Taking a and b in separate passes leaves each its
+// own FMAs in column order (cpu_dot's arithmetic) while only one of them is live, so the tile holds
+// 8 rows: x, streamed from L2, is loaded once per 8 FMAs.
 static inline __attribute__((always_inline)) void micro(int nr, int nt, const float *const *w, const float *const *x,
-                                                        int len, float *acc, int fresh) {
-    __m512 a[GEMM_R][GEMM_T], b[GEMM_R][GEMM_T];
-#pragma GCC unroll 4
+                                                        int len, int h, float *acc, int fresh) {
+    __m512 c[GEMM_R][GEMM_T];
+#pragma GCC unroll 8
     for (int r = 0; r < GEMM_R; r++)  // (every entry defined: edge tiles use fewer)
 #pragma GCC unroll 3
-        for (int t = 0; t < GEMM_T; t++) a[r][t] = b[r][t] = _mm512_setzero_ps();
-#pragma GCC unroll 4
-    for (int r = 0; r < nr; r++)
+        for (int t = 0; t < GEMM_T; t++) c[r][t] = _mm512_setzero_ps();
+    if (!fresh)
+#pragma GCC unroll 8
+        for (int r = 0; r < nr; r++)
 #pragma GCC unroll 3
-        for (int t = 0; t < nt; t++) {
-            float *p = acc + ((size_t)t * GEMM_R + r) * 32;
-            a[r][t] = fresh ? _mm512_setzero_ps() : _mm512_loadu_ps(p);
-            b[r][t] = fresh ? _mm512_setzero_ps() : _mm512_loadu_ps(p + 16);
-        }
-    for (int k = 0; k < len; k += 32) {
-        __m512 wv[GEMM_R];
-#pragma GCC unroll 4
-        for (int r = 0; r < nr; r++) wv[r] = _mm512_loadu_ps(w[r] + k);
+            for (int t = 0; t < nt; t++) c[r][t] = _mm512_loadu_ps(acc + ((size_t)t * GEMM_R + r) * 32 + h);
+    for (int k = h; k < len; k += 32) {
+        __m512 xv[GEMM_T];
 #pragma GCC unroll 3
-        for (int t = 0; t < nt; t++) {
-            const __m512 xv = _mm512_loadu_ps(x[t] + k);
-#pragma GCC unroll 4
-            for (int r = 0; r < nr; r++) a[r][t] = _mm512_fmadd_ps(xv, wv[r], a[r][t]);
-        }
-#pragma GCC unroll 4
-        for (int r = 0; r < nr; r++) wv[r] = _mm512_loadu_ps(w[r] + k + 16);
+        for (int t = 0; t < nt; t++) xv[t] = _mm512_loadu_ps(x[t] + k);
+#pragma GCC unroll 8
+        for (int r = 0; r < nr; r++) {
+            const __m512 wv = _mm512_loadu_ps(w[r] + k);
 #pragma GCC unroll 3
-        for (int t = 0; t < nt; t++) {
-            const __m512 xv = _mm512_loadu_ps(x[t] + k + 16);
-#pragma GCC unroll 4
-            for (int r = 0; r < nr; r++) b[r][t] = _mm512_fmadd_ps(xv, wv[r], b[r][t]);
+            for (int t = 0; t < nt; t++) c[r][t] = _mm512_fmadd_ps(xv[t], wv, c[r][t]);
         }
     }
-#pragma GCC unroll 4
+#pragma GCC unroll 8
     for (int r = 0; r < nr; r++)
 #pragma GCC unroll 3
-        for (int t = 0; t < nt; t++) {
-            float *p = acc + ((size_t)t * GEMM_R + r) * 32;
-            _mm512_storeu_ps(p, a[r][t]);
-            _mm512_storeu_ps(p + 16, b[r][t]);
-        }
+        for (int t = 0; t < nt; t++) _mm512_storeu_ps(acc + ((size_t)t * GEMM_R + r) * 32 + h, c[r][t]);
 }
 
 // micro with the full tile's sizes known to the compiler (the accumulators stay in registers); edge
 // tiles take the general form.
 static void micro_any(int nr, int nt, const float *const *w, const float *const *x, int len, float *acc, int fresh) {
-    if (nr == GEMM_R && nt == GEMM_T) micro(GEMM_R, GEMM_T, w, x, len, acc, fresh);
-    else micro(nr, nt, w, x, len, acc, fresh);
+    for (int h = 0; h < 32; h += 16) {
+        if (nr == GEMM_R && nt == GEMM_T) micro(GEMM_R, GEMM_T, w, x, len, h, acc, fresh);
+        else micro(nr, nt, w, x, len, h, acc, fresh);
+    }
 }
 
 // Row r's f32 value at column j (the scalar tail).
@@ -122,7 +114,7 @@ static inline __m512 load16(const struct weight *w, int64_t r, int64_t j) {
 void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, float *out /*[n][rows]*/, int r0,
                    int r1, float *scratch) {
     const int cols = (int)w->cols, rows = (int)w->rows, n32 = cols / 32 * 32;
-    float *wb = scratch, *acc = scratch + (size_t)GEMM_R * GEMM_KC;  // [GEMM_R][GEMM_KC], [GEMM_TT][GEMM_R][32]
+    float *wb = scratch, *acc = scratch + (size_t)GEMM_R * GEMM_WP;  // [GEMM_R][GEMM_WP], [GEMM_TT][GEMM_R][32]
     int tile = GEMM_X_FLOATS / cols;  // the token tile's x in L2: fewer tokens for wider rows
     tile = (tile > GEMM_TT ? GEMM_TT : tile < 4 * GEMM_T ? 4 * GEMM_T : tile) / GEMM_T * GEMM_T;
     for (int t0 = 0; t0 < n; t0 += tile) {
@@ -134,7 +126,7 @@ void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, 
                 const float *wr[GEMM_R];
                 for (int r = 0; r < nr; r++)
                     wr[r] = w->dtype == DT_F32 ? (const float *)w->data + (size_t)(rb + r) * cols + k0
-                                               : wb + (size_t)r * GEMM_KC;
+                                               : wb + (size_t)r * GEMM_WP;
                 if (w->dtype != DT_F32 && len > 0) widen_chunk(w, rb, nr, k0, len, wb);
                 for (int t = 0; t < tt; t += GEMM_T) {
                     const int nt = tt - t < GEMM_T ? tt - t : GEMM_T;
