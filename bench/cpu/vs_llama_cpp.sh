@@ -23,10 +23,14 @@ T=${THREADS:-2}
 [ -x "$LB" ] || { echo "vs_llama_cpp: $LB is not an executable llama-bench" >&2; exit 2; }
 [ -x build/octet ] || { echo "vs_llama_cpp: build/octet missing (run make first)" >&2; exit 2; }
 mkdir -p "$OUT"
+# the block types' generator needs NumPy: the first python3 on PATH that has it (scripts/deps.sh installs it)
+PY=
+for p in $(type -ap python3); do "$p" -c 'import numpy' 2>/dev/null && { PY=$p; break; }; done
+[ -n "$PY" ] || { echo "vs_llama_cpp: no python3 with numpy on PATH (scripts/deps.sh installs python3-numpy)" >&2; exit 2; }
 cc -O2 -march=native -pthread dev/cpu/membw.c -o "$OUT/membw"
 for ty in $TYPES; do
   f="$OUT/m12b_$ty.gguf"
-  [ -f "$f" ] || python3 tools/make_shape_gguf.py "$f" --vocab 32000 --dim 2048 --layers 16 --heads 32 \
+  [ -f "$f" ] || "$PY" tools/make_shape_gguf.py "$f" --vocab 32000 --dim 2048 --layers 16 --heads 32 \
     --kv-heads 8 --ffn 8192 --dtype "$ty"
 done
 raw="$OUT/raw.jsonl"
