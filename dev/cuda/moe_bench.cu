@@ -186,7 +186,8 @@ int main(int argc, char **argv) {
                 a.tiles = dtiles + (size_t)r * max_tiles;
                 a.n_tiles = dnt + r;
                 a.perm = dperm + (size_t)r * nk;
-                const dim3 grid((unsigned)(((gu ? F : D) + 15) / 16), (unsigned)max_tiles);
+                const int rows_cta = 16 * moe_mt(sh.fmt, nb, gu);
+                const dim3 grid((unsigned)(((gu ? F : D) + rows_cta - 1) / rows_cta), (unsigned)max_tiles);
                 if (mx) gu ? go<MOE_W_MXFP4, true>(nb, grid, st, a) : go<MOE_W_MXFP4, false>(nb, grid, st, a);
                 else gu ? go<MOE_W_BF16, true>(nb, grid, st, a) : go<MOE_W_BF16, false>(nb, grid, st, a);
             };

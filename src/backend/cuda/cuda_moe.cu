@@ -144,9 +144,12 @@ static int moe_nb(int n, int E, int K) {
     return per <= 8 ? 1 : per <= 16 ? 2 : per <= 32 ? 4 : 8;
 }
 
+// One k_moe_gemm launch: rows R (grid.x counts 16·MT-row blocks), tiles grid.y.
 template <int F, bool GU>
 static void gemm_go(struct cuda_backend *c, const moe_gemm_args &a, int nb, dim3 grid) {
     const char *what = GU ? "moe gate/up" : "moe down";
+    const int rows = 16 * moe_mt(F, nb, GU);
+    grid.x = (unsigned)((a.R + rows - 1) / rows);
     switch (nb) {
     case 1: k_moe_gemm<F, 1, GU><<<grid, MOE_WARPS * 32, 0, c->stream>>>(a); break;
     case 2: k_moe_gemm<F, 2, GU><<<grid, MOE_WARPS * 32, 0, c->stream>>>(a); break;
@@ -273,7 +276,7 @@ void cuda_moe_ffn(struct backend *b, const struct moe_ffn_args *a, int n) {
     ga.h_f32 = fp8d;
     ga.alpha = a->alpha;
     ga.limit = a->limit;
-    gemm_launch<true>(c, fg, ga, nb, dim3((unsigned)((F + 15) / 16), (unsigned)max_tiles));
+    gemm_launch<true>(c, fg, ga, nb, dim3(1, (unsigned)max_tiles));
 
     // down, weighted, then the slots summed per token
     moe_gemm_args da = ga;
@@ -291,7 +294,7 @@ void cuda_moe_ffn(struct backend *b, const struct moe_ffn_args *a, int n) {
     da.cols = (int)F;
     da.R = (int)dim;
     da.h_f32 = 0;
-    gemm_launch<false>(c, fd, da, nb, dim3((unsigned)((dim + 15) / 16), (unsigned)max_tiles));
+    gemm_launch<false>(c, fd, da, nb, dim3(1, (unsigned)max_tiles));
     k_moe_combine<<<n, 256, 0, c->stream>>>((bf16 *)a->out, y, K, (int)dim);
     CUDA_LAUNCHED(c, "moe combine");
 }

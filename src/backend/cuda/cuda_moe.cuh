@@ -4,8 +4,8 @@
 // grouped expert GEMM on tensor cores, the FP8 activation quantizer and the per-token combine.
 //
 // The grouped GEMM (k_moe_gemm): out = x · Wᵀ of one expert's rows for up to 8·NB of its grouped tokens. A
-// CTA takes one tile of the list (an expert and a run of its grouped rows) and 16 weight rows (the M of
-// mma.sync m16n8k16: the weight is the A operand, the tokens the B operand, NB n8 tiles of them). Its 4
+// CTA takes one tile of the list (an expert and a run of its grouped rows) and 16·MT weight rows (MT M tiles
+// of mma.sync m16n8k16: the weight is the A operand, the tokens the B operand, NB n8 tiles of them). Its 4
 // warps take the 128-column chunks of K in turn (warp w: chunks w, w + 4, ...); in a chunk a lane holds
 // 32 consecutive columns [32·(lane % 4), +32) of weight rows g and g + 8 and of token g of each n8 tile
 // (g = lane / 4) and runs 8 MMAs over them, 8 columns each: the k order inside an MMA is a permutation
@@ -145,10 +145,16 @@ __device__ __forceinline__ float moe_act(float g, float u, int act, float alpha,
     return g / (1.0f + expf(-g)) * u;
 }
 
-// grid (ceil(R / 16), max_tiles), MOE_WARPS warps (see the header comment).
+// 16-row M tiles a warp of k_moe_gemm takes (MT): 2 for the bf16 down projection of tiles of 64 tokens, so
+// each x fragment a lane loads feeds twice the MMAs (prefill is bound by those loads); 1 otherwise (decode:
+// more CTAs; gate/up and the packed formats: their registers would spill). Which rows a warp takes does not
+// change any sum or its order.
+__host__ __device__ constexpr int moe_mt(int f, int nb, bool gu) { return nb >= 8 && !gu && f == MOE_W_BF16 ? 2 : 1; }
+
+// grid (ceil(R / (16·MT)), max_tiles), MOE_WARPS warps (see the header comment).
 template <int F, int NB, bool GU>
 __global__ void __launch_bounds__(MOE_WARPS * 32) k_moe_gemm(const __grid_constant__ moe_gemm_args a) {
-    constexpr int NW = GU ? 2 : 1;
+    constexpr int NW = GU ? 2 : 1, MT = moe_mt(F, NB, GU);
     constexpr bool BLOCK = F == MOE_W_FP8_BLOCK, FP8 = F == MOE_W_FP8 || F == MOE_W_FP8_BLOCK;
     __shared__ uint32_t tab[F == MOE_W_MXFP4 ? 256 : 1];
     __shared__ float red[MOE_WARPS][NW * NB * 4][32];
@@ -160,9 +166,15 @@ __global__ void __launch_bounds__(MOE_WARPS * 32) k_moe_gemm(const __grid_consta
     const int4 tl = a.tiles[blockIdx.y];
     const int e = tl.x, start = tl.y, cnt = tl.z;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
-    const int r0 = blockIdx.x * 16, R = a.R, cols = a.cols;
-    const int64_t rowA = (int64_t)e * R + r0 + g, rowB = rowA + 8;
-    const bool okA = r0 + g < R, okB = r0 + g + 8 < R;
+    const int r0 = blockIdx.x * 16 * MT, R = a.R, cols = a.cols;
+    int64_t rowA[MT];
+    bool okA[MT], okB[MT];
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+        rowA[m] = (int64_t)e * R + r0 + 16 * m + g;  // (row B: + 8)
+        okA[m] = r0 + 16 * m + g < R;
+        okB[m] = r0 + 16 * m + g + 8 < R;
+    }
     int xr[NB];
     bool xok[NB];
 #pragma unroll
@@ -172,39 +184,47 @@ __global__ void __launch_bounds__(MOE_WARPS * 32) k_moe_gemm(const __grid_consta
         xr[nb] = xok[nb] ? (GU ? a.perm[start + col] / a.K : start + col) : 0;
     }
     const bool same_x = a.x[1] == a.x[0];
-    float acc[NW][NB][4];
+    float acc[NW][MT][NB][4];
 #pragma unroll
     for (int w = 0; w < NW; w++)
 #pragma unroll
-        for (int nb = 0; nb < NB; nb++) acc[w][nb][0] = acc[w][nb][1] = acc[w][nb][2] = acc[w][nb][3] = 0.0f;
+        for (int m = 0; m < MT; m++)
+#pragma unroll
+            for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+                for (int i = 0; i < 4; i++) acc[w][m][nb][i] = 0.0f;
     const int nch = (cols + MOE_CHUNK - 1) / MOE_CHUNK;
     // the lane's weight runs of chunk cc (zeros past the columns); with PF the next chunk's are requested
     // before this chunk's MMAs and widening (few tokens, packed weights: the registers are free; bf16 runs
     // are four times the bytes already, and doubling them would cost CTAs an SM)
     constexpr bool PF = NB <= 2 && F != MOE_W_BF16;
-    auto load = [&](int cc, moe_raw<F>(&xa)[NW], moe_raw<F>(&xb)[NW]) {
+    auto load = [&](int cc, moe_raw<F>(&xa)[NW][MT], moe_raw<F>(&xb)[NW][MT]) {
         const int kk = cc * MOE_CHUNK + t4 * 32;
 #pragma unroll
-        for (int w = 0; w < NW; w++) {
-            xa[w] = moe_load<F>(a.w[w], rowA, kk, kk < cols && okA);
-            xb[w] = moe_load<F>(a.w[w], rowB, kk, kk < cols && okB);
-        }
+        for (int w = 0; w < NW; w++)
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                xa[w][m] = moe_load<F>(a.w[w], rowA[m], kk, kk < cols && okA[m]);
+                xb[w][m] = moe_load<F>(a.w[w], rowA[m] + 8, kk, kk < cols && okB[m]);
+            }
     };
-    moe_raw<F> ra[NW], rb[NW];
+    moe_raw<F> ra[NW][MT], rb[NW][MT];
     if constexpr (PF) load(warp, ra, rb);
     for (int c = warp; c < nch; c += MOE_WARPS) {
         const int k0 = c * MOE_CHUNK + t4 * 32;
         const bool kin = k0 < cols;  // (cols % 32 == 0: a lane's run is whole or absent)
-        moe_raw<F> pa[NW], pb[NW];
+        moe_raw<F> pa[NW][MT], pb[NW][MT];
         if constexpr (PF) load(c + MOE_WARPS, pa, pb);
         else load(c, ra, rb);
-        float d[NW][NB][4];
+        float d[NW][MT][NB][4];
 #pragma unroll
         for (int w = 0; w < NW; w++)
 #pragma unroll
-            for (int nb = 0; nb < NB; nb++)
+            for (int m = 0; m < MT; m++)
 #pragma unroll
-                for (int i = 0; i < 4; i++) d[w][nb][i] = BLOCK ? 0.0f : acc[w][nb][i];
+                for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) d[w][m][nb][i] = BLOCK ? 0.0f : acc[w][m][nb][i];
 #pragma unroll
         for (int v = 0; v < 4; v++) {
             uint4 xv[NW][NB];
@@ -217,60 +237,73 @@ __global__ void __launch_bounds__(MOE_WARPS * 32) k_moe_gemm(const __grid_consta
                     xv[NW - 1][nb] = same_x ? xv[0][nb] : in ? moe_ld(a.x[1] + off) : make_uint4(0, 0, 0, 0);
             }
 #pragma unroll
-            for (int w = 0; w < NW; w++) {
-                const uint4 wa = moe_sub<F>(ra[w], v, tab), wb = moe_sub<F>(rb[w], v, tab);
+            for (int w = 0; w < NW; w++)
 #pragma unroll
-                for (int nb = 0; nb < NB; nb++) {
-                    moe_mma(d[w][nb], wa.x, wb.x, wa.y, wb.y, xv[w][nb].x, xv[w][nb].y);
-                    moe_mma(d[w][nb], wa.z, wb.z, wa.w, wb.w, xv[w][nb].z, xv[w][nb].w);
+                for (int m = 0; m < MT; m++) {
+                    const uint4 wa = moe_sub<F>(ra[w][m], v, tab), wb = moe_sub<F>(rb[w][m], v, tab);
+#pragma unroll
+                    for (int nb = 0; nb < NB; nb++) {
+                        moe_mma(d[w][m][nb], wa.x, wb.x, wa.y, wb.y, xv[w][nb].x, xv[w][nb].y);
+                        moe_mma(d[w][m][nb], wa.z, wb.z, wa.w, wb.w, xv[w][nb].z, xv[w][nb].w);
+                    }
                 }
-            }
         }
 #pragma unroll
-        for (int w = 0; w < NW; w++) {
-            float sc = 1.0f;
-            if constexpr (BLOCK) sc = okA ? __ldg((const float *)a.w[w].s + (rowA / 128) * a.w[w].kbp + c) : 0.0f;
+        for (int w = 0; w < NW; w++)
+#pragma unroll
+            for (int m = 0; m < MT; m++) {
+                float sc = 1.0f;
+                if constexpr (BLOCK)
+                    sc = okA[m] ? __ldg((const float *)a.w[w].s + (rowA[m] / 128) * a.w[w].kbp + c) : 0.0f;
+#pragma unroll
+                for (int nb = 0; nb < NB; nb++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        acc[w][m][nb][i] = BLOCK ? fmaf(d[w][m][nb][i], sc, acc[w][m][nb][i]) : d[w][m][nb][i];
+            }
+        if constexpr (PF)
+#pragma unroll
+            for (int w = 0; w < NW; w++)
+#pragma unroll
+                for (int m = 0; m < MT; m++) ra[w][m] = pa[w][m], rb[w][m] = pb[w][m];
+    }
+    // per M tile: the warps' sums in warp order; element i of a lane: weight row g (+8 for i >= 2), token
+    // 2·t4 + (i & 1)
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+        if (m) __syncthreads();  // (the tile before is read)
+#pragma unroll
+        for (int w = 0; w < NW; w++)
 #pragma unroll
             for (int nb = 0; nb < NB; nb++)
 #pragma unroll
-                for (int i = 0; i < 4; i++) acc[w][nb][i] = BLOCK ? fmaf(d[w][nb][i], sc, acc[w][nb][i]) : d[w][nb][i];
-        }
-        if constexpr (PF)
+                for (int i = 0; i < 4; i++) red[warp][(w * NB + nb) * 4 + i][lane] = acc[w][m][nb][i];
+        __syncthreads();
+        for (int nb = warp; nb < NB; nb += MOE_WARPS) {
 #pragma unroll
-            for (int w = 0; w < NW; w++) ra[w] = pa[w], rb[w] = pb[w];
-    }
-    // the warps' sums in warp order; element i of a lane: weight row g (+8 for i >= 2), token 2·t4 + (i & 1)
+            for (int i = 0; i < 4; i++) {
+                const int row = r0 + 16 * m + g + (i >> 1) * 8, col = nb * 8 + 2 * t4 + (i & 1);
+                if (row >= R || col >= cnt) continue;
+                const int gi = start + col, entry = a.perm[gi];
+                const int xrow = GU ? entry / a.K : gi;
+                const int64_t grow = (int64_t)e * R + row;
+                float y[NW];
 #pragma unroll
-    for (int w = 0; w < NW; w++)
-#pragma unroll
-        for (int nb = 0; nb < NB; nb++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) red[warp][(w * NB + nb) * 4 + i][lane] = acc[w][nb][i];
-    __syncthreads();
-    for (int nb = warp; nb < NB; nb += MOE_WARPS) {
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const int row = r0 + g + (i >> 1) * 8, col = nb * 8 + 2 * t4 + (i & 1);
-            if (row >= R || col >= cnt) continue;
-            const int gi = start + col, entry = a.perm[gi];
-            const int xrow = GU ? entry / a.K : gi;
-            const int64_t grow = (int64_t)e * R + row;
-            float y[NW];
-#pragma unroll
-            for (int w = 0; w < NW; w++) {
-                const int j = (w * NB + nb) * 4 + i;
-                float s = ((red[0][j][lane] + red[1][j][lane]) + red[2][j][lane]) + red[3][j][lane];
-                if constexpr (BLOCK) s *= a.sx[w][xrow];
-                else if constexpr (FP8) s *= a.sx[w][xrow] * __ldg((const float *)a.w[w].s + grow);
-                y[w] = s;
-            }
-            if constexpr (GU) {
-                const float h = moe_act(y[0] + moe_bias(a.bias[0], grow), y[NW - 1] + moe_bias(a.bias[1], grow), a.act,
-                                        a.alpha, a.limit);
-                if (a.h_f32) ((float *)a.out)[(size_t)gi * R + row] = h;
-                else ((bf16 *)a.out)[(size_t)gi * R + row] = __float2bfloat16_rn(h);
-            } else {
-                ((float *)a.out)[(size_t)entry * R + row] = a.wts[entry] * (y[0] + moe_bias(a.bias[0], grow));
+                for (int w = 0; w < NW; w++) {
+                    const int j = (w * NB + nb) * 4 + i;
+                    float s = ((red[0][j][lane] + red[1][j][lane]) + red[2][j][lane]) + red[3][j][lane];
+                    if constexpr (BLOCK) s *= a.sx[w][xrow];
+                    else if constexpr (FP8) s *= a.sx[w][xrow] * __ldg((const float *)a.w[w].s + grow);
+                    y[w] = s;
+                }
+                if constexpr (GU) {
+                    const float h = moe_act(y[0] + moe_bias(a.bias[0], grow), y[NW - 1] + moe_bias(a.bias[1], grow),
+                                            a.act, a.alpha, a.limit);
+                    if (a.h_f32) ((float *)a.out)[(size_t)gi * R + row] = h;
+                    else ((bf16 *)a.out)[(size_t)gi * R + row] = __float2bfloat16_rn(h);
+                } else {
+                    ((float *)a.out)[(size_t)entry * R + row] = a.wts[entry] * (y[0] + moe_bias(a.bias[0], grow));
+                }
             }
         }
     }
