@@ -216,7 +216,7 @@ void cuda_moe_ffn(struct backend *b, const struct moe_ffn_args *a, int n) {
         m->mem = nullptr;
         m->cap = 0;
         if (cuda_fail(c, cudaMalloc(&m->mem, o + o / 2), "cudaMalloc(moe scratch)") ||
-            cuda_fail(c, cudaMemset(m->mem, 0, (size_t)MOE_MAX_EXPERTS * 4), "cudaMemset(moe counts)"))
+            cuda_fail(c, cudaMemsetAsync(m->mem, 0, (size_t)MOE_MAX_EXPERTS * 4, c->stream), "cudaMemset(moe counts)"))
             return;
         m->cap = o + o / 2;
     }
