@@ -45,7 +45,7 @@ __global__ void k_fill(uint8_t *p, size_t n, uint64_t seed, int mode, float amp,
 
 static int nb_for(int n, int E, int K) {  // cuda_moe.cu's moe_nb
     const long per = ((long)n * K + E - 1) / E;
-    return per <= 8 ? 1 : per <= 16 ? 2 : per <= 32 ? 4 : 8;
+    return per <= 4 ? 1 : per <= 8 ? 2 : per <= 16 ? 4 : 8;
 }
 
 template <int F, bool GU> static void go(int nb, dim3 grid, cudaStream_t st, const moe_gemm_args &a) {

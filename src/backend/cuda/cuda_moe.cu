@@ -138,10 +138,12 @@ static bool moe_check(struct cuda_backend *c, const struct moe_ffn_args *a, int6
     return true;
 }
 
-// n8 tiles of tokens a CTA: enough for the expected rows of an expert (n·K / E), at most 8.
+// n8 tiles of tokens a CTA: room for twice the expected rows of an expert (n·K / E), at most 8, so that an
+// expert's tokens rarely spill into a second tile, which reads its weights again (a decode batch is bound by
+// those reads).
 static int moe_nb(int n, int E, int K) {
     const long per = ((long)n * K + E - 1) / E;
-    return per <= 8 ? 1 : per <= 16 ? 2 : per <= 32 ? 4 : 8;
+    return per <= 4 ? 1 : per <= 8 ? 2 : per <= 16 ? 4 : 8;
 }
 
 // One k_moe_gemm launch: rows R (grid.x counts 16·MT-row blocks), tiles grid.y.
