@@ -107,7 +107,7 @@ static float *moe_on(struct backend *b, const struct moe_set *s, const struct mo
 // Whether token x's K-th and (K+1)-th router logits (float64 from the same bf16 values) are 1e-3 apart or more.
 static bool moe_clear_route(const struct moe_set *s, const struct moe_case *mc, const float *x) {
     if (mc->K >= mc->E) return true;
-    double l[64];
+    double l[256];
     const uint16_t *r = s->w[0].data, *rb = s->on[4] ? s->w[4].data : NULL;
     for (int e = 0; e < mc->E; e++) {
         double v = rb ? bf16_to_f32(rb[e]) : 0.0;
@@ -151,7 +151,8 @@ static void moe_case_run(const struct moe_case *mc, int n) {
     moe_set_free(&s);
 }
 
-// Every expert dtype at n = 1, 3, 17, 64, 300 tokens, the other parameters varied across the runs.
+// Every expert dtype at n = 1, 3, 17, 64, 300 tokens, the other parameters varied across the runs; then 128
+// experts.
 static void moe_vs_cpu(void) {
     const struct moe_case base[] = {
         {DT_BF16, WSCALE_TENSOR, 8, 2, 256, 128, false, false, true, false, false, false},
@@ -174,6 +175,10 @@ static void moe_vs_cpu(void) {
             if (i == 4) mc.rbias = !mc.rbias;
             moe_case_run(&mc, ns[i]);
         }
+    // Qwen3-30B-A3B's routing (128 experts, top 8): one routing CTA at 17 tokens, three launches at 300
+    const struct moe_case q = {DT_BF16, WSCALE_TENSOR, 128, 8, 256, 64, false, false, true, false, false, false};
+    moe_case_run(&q, 17);
+    moe_case_run(&q, 300);
 }
 
 // Tokens alone vs inside a batch of nbig: equal bit for bit.
