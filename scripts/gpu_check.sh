@@ -45,6 +45,10 @@
 #               host's share (needs a `make CUDA=1 STEP_TIMING=1` build)
 #   prof        ncu sections of the decode kernel and the FP8 prefill
 #   source      ncu's per-SASS stall samples of the FP8 prefill at 16k
+#   moe         mixture-of-experts: the grouped expert GEMM lab (dev/cuda/moe_bench.cu), whole-model pp2048 / tg64
+#               with bf16 and fp8 caches for MOE_MODELS (default dummy:qwen3-30b-a3b and dummy:gpt-oss-20b), then
+#               gpt-oss-20b's single-request study for bf16, fp8 and fp8 with the sliding-window layers in bf16
+#               (about 8 minutes)
 #   gemv        the decode GEMM's variants at the 8B shapes beside the copy rate (dev/cuda/gemv_bench.cu), and the
 #               skinny FP8 GEMM's (dev/cuda/gemv8_bench.cu)
 set -u
@@ -52,7 +56,7 @@ DEST=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 REPORT="$(cd "$(dirname "$0")" && pwd)/gpu_report.py"  # the summary lines and tables from each stage's raw output
 shift
 STAGES=${*:-probe ops hf golden kld attn model fp8prefill needle ttft pd async}
-KNOWN=" probe ops hf golden kld attn model fp8prefill needle ttft pd async compare itl hd256 load depth step timing prof source gemv fp8w "
+KNOWN=" probe ops hf golden kld attn model fp8prefill needle ttft pd async compare itl hd256 load depth step timing prof source gemv fp8w moe "
 for st in $STAGES; do
   case "$KNOWN" in *" $st "*) ;; *) echo "gpu_check: unknown stage '$st' (stages:$KNOWN)" >&2; exit 2;; esac
 done
@@ -306,6 +310,20 @@ if has fp8w; then  # FP8 weights beside bf16: whole-model prefill and decode, ea
       --output-dir "$OUT/sweep_llama-3.1-8b-fp8w" --quiet > "$OUT/fp8w_itl.log" 2>&1
     python3 "$REPORT" itl "$OUT/sweep_llama-3.1-8b-fp8w/sweep.json" | sed 's/^/fp8 weights: /' | tee -a "$summary"
   fi
+fi
+if has moe; then  # mixture-of-experts on the GPU (cuda_moe.cu): the lab, whole models, gpt-oss-20b's study
+  "$BIN/gpu/moe_bench" > "$OUT/moe_bench.log" 2>&1 || failed moe_bench
+  grep '^|' "$OUT/moe_bench.log" | sed 's/^/moe_bench: /' | tee -a "$summary"
+  for m in ${MOE_MODELS:-qwen3-30b-a3b gpt-oss-20b}; do
+    "$BIN/octet" bench model --model dummy:$m --device cuda -p 2048 -n 64 -r 2 --kv-cache-dtype auto,fp8 \
+      > "$OUT/moe_$m.md" 2>> "$OUT/moe.log" || failed "moe bench model dummy:$m"
+    grep -E '^\| dummy' "$OUT/moe_$m.md" | sed "s/^/moe dummy:$m: /" | tee -a "$summary"
+  done
+  "$BIN/octet" bench sweep --model dummy:gpt-oss-20b --config "--kv-cache-dtype auto" --config "--kv-cache-dtype fp8" \
+    --config "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window" \
+    --input-lens 256,1024,4096,16384,32768,65536,130944 --output-len 128 --serve-args "--kv-cache-memory 40000000000" \
+    --output-dir "$OUT/sweep_gpt-oss-20b" --quiet > "$OUT/moe_sweep.log" 2>&1 || failed "moe sweep dummy:gpt-oss-20b"
+  python3 "$REPORT" study "$OUT/sweep_gpt-oss-20b/sweep.json" | sed 's/^/gpt-oss-20b sweep /' | tee -a "$summary"
 fi
 if has hd256; then  # the head_dim-256 study (gemma-3-4b's attention shape: 8 query heads, 4 KV heads)
   : > "$OUT/hd256_decode.jsonl"; : > "$OUT/hd256_prefill.jsonl"
