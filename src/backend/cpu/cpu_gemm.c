@@ -74,7 +74,8 @@ static inline __attribute__((always_inline)) void micro(int nr, int nt, const fl
         for (int t = 0; t < nt; t++) xv[t] = _mm512_loadu_ps(x[t] + k);
 #pragma GCC unroll 8
         for (int r = 0; r < nr; r++) {
-            const __m512 wv = _mm512_loadu_ps(w[r] + k);
+            __m512 wv = _mm512_loadu_ps(w[r] + k);
+            __asm__("" : "+v"(wv));  // one load for the NT FMAs (not one folded into each)
 #pragma GCC unroll 3
             for (int t = 0; t < nt; t++) c[r][t] = _mm512_fmadd_ps(xv[t], wv, c[r][t]);
         }
