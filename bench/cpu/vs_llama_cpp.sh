@@ -41,10 +41,11 @@ for r in $(seq 1 "$ROUNDS"); do
   echo "{\"round\": $r, \"load\": $load, \"membw\": $bw}" >> "$raw"
   for ty in $TYPES; do
     f="$OUT/m12b_$ty.gguf"
+    # (each line's model file named without OUTDIR, so records hold no machine's paths)
     build/octet bench model -m "$f" -p "$PP" -n "$TG" -r "$REPS" -t "$T" -o jsonl 2>/dev/null \
-      | sed "s/^{/{\"round\": $r, \"engine\": \"octet\", \"file_type\": \"$ty\", /" >> "$raw"
+      | sed "s|$OUT/||g; s/^{/{\"round\": $r, \"engine\": \"octet\", \"file_type\": \"$ty\", /" >> "$raw"
     "$LB" -m "$f" -p "$PP" -n "$TG" -r "$REPS" -t "$T" -o jsonl 2>/dev/null \
-      | sed "s/^{/{\"round\": $r, \"engine\": \"llama.cpp\", \"file_type\": \"$ty\", /" >> "$raw"
+      | sed "s|$OUT/||g; s/^{/{\"round\": $r, \"engine\": \"llama.cpp\", \"file_type\": \"$ty\", /" >> "$raw"
   done
 done
 python3 - "$raw" "$OUT/table.md" <<'EOF'
