@@ -31,15 +31,6 @@
 
 #define QPF 512 // software prefetch distance in each weight row, bytes
 
-static inline float f16_at(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-#if defined(__F16C__)
-    return _cvtsh_ss(h);
-#else
-    return f16_to_f32(h);
-#endif
-}
 
 // The 6-bit scale and min of sub-block s of a Q4_K / Q5_K super-block's 12 scale bytes.
 static inline void k4_scale_min(const uint8_t *sc, int s, int *scale, int *min) {
@@ -59,7 +50,7 @@ static inline void k4_scale_min(const uint8_t *sc, int s, int *scale, int *min) 
 void q4_k_row_to_f32(const void *src, float *dst, int64_t n) {
     const uint8_t *p = src;
     for (int64_t b = 0; b < n / QK_K; b++, p += Q4K_BYTES, dst += QK_K) {
-        float d = f16_at(p), dmin = f16_at(p + 2);
+        float d = quant_f16(p), dmin = quant_f16(p + 2);
         for (int s = 0; s < 8; s++) {
             int sc, m;
             k4_scale_min(p + 4, s, &sc, &m);
@@ -73,7 +64,7 @@ void q4_k_row_to_f32(const void *src, float *dst, int64_t n) {
 void q5_k_row_to_f32(const void *src, float *dst, int64_t n) {
     const uint8_t *p = src;
     for (int64_t b = 0; b < n / QK_K; b++, p += Q5K_BYTES, dst += QK_K) {
-        float d = f16_at(p), dmin = f16_at(p + 2);
+        float d = quant_f16(p), dmin = quant_f16(p + 2);
         const uint8_t *qh = p + 16;
         for (int s = 0; s < 8; s++) {
             int sc, m;
@@ -93,7 +84,7 @@ void q6_k_row_to_f32(const void *src, float *dst, int64_t n) {
     for (int64_t b = 0; b < n / QK_K; b++, p += Q6K_BYTES, dst += QK_K) {
         const uint8_t *ql = p, *qh = p + 128;
         const int8_t *scales = (const int8_t *)(p + 192);
-        float d = f16_at(p + 208);
+        float d = quant_f16(p + 208);
         for (int h = 0; h < 2; h++)
             for (int j = 0; j < 4; j++)
                 for (int l = 0; l < 32; l++) {
@@ -130,7 +121,7 @@ static void k45_dot_c(const uint8_t *w, size_t rb, int nr, struct qx_view x, int
                 M += m * (bs[2 * s] + bs[2 * s + 1]);
             }
             float dx = x.d[b];
-            float t1 = (f16_at(p) * dx) * (float)A, t2 = (f16_at(p + 2) * dx) * (float)M;
+            float t1 = (quant_f16(p) * dx) * (float)A, t2 = (quant_f16(p + 2) * dx) * (float)M;
             acc += t1 - t2;
         }
         r[k] = acc;
@@ -155,7 +146,7 @@ static void q6_dot_c(const uint8_t *w, size_t rb, int nr, struct qx_view x, int 
                 }
                 A += sc[g] * (is - 32 * bs[g]);
             }
-            float t = (f16_at(p + 208) * x.d[b]) * (float)A;
+            float t = (quant_f16(p + 208) * x.d[b]) * (float)A;
             acc += t;
         }
         r[k] = acc;
@@ -284,7 +275,7 @@ static inline __attribute__((always_inline)) void k45_dot_avx512(const uint8_t *
             mv[k] = _mm256_madd_epi16(bsum, _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mb, mb))); // Σ m_s·bsum
             if (nr < 4) {
                 int32_t A = _mm512_reduce_add_epi32(av[k]), M = hsum8_epi32(mv[k]);
-                float t1 = (f16_at(p) * dx) * (float)A, t2 = (f16_at(p + 2) * dx) * (float)M;
+                float t1 = (quant_f16(p) * dx) * (float)A, t2 = (quant_f16(p + 2) * dx) * (float)M;
                 acc[k] += t1 - t2;
             }
         }
@@ -337,7 +328,7 @@ static inline __attribute__((always_inline)) void q6_dot_avx512(const uint8_t *w
             }
             av[k] = a;
             if (nr < 4) {
-                float t = (f16_at(p + 208) * dx) * (float)_mm512_reduce_add_epi32(a);
+                float t = (quant_f16(p + 208) * dx) * (float)_mm512_reduce_add_epi32(a);
                 acc[k] += t;
             }
         }
@@ -536,7 +527,7 @@ static inline __attribute__((always_inline)) void k45_dot_avx2(const uint8_t *w,
                 a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), sh));
             }
             int32_t A = hsum8_epi32(a), M = k4_mins(m, bsum);
-            float t1 = (f16_at(p) * dx) * (float)A, t2 = (f16_at(p + 2) * dx) * (float)M;
+            float t1 = (quant_f16(p) * dx) * (float)A, t2 = (quant_f16(p + 2) * dx) * (float)M;
             acc[k] += t1 - t2;
         }
     }
@@ -578,7 +569,7 @@ static inline __attribute__((always_inline)) void q6_dot_avx2(const uint8_t *w, 
             }
             __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
             int32_t A = hsum8_epi32(a) - 32 * hsum8_epi32(_mm256_madd_epi16(sc16, bsum));
-            float t = (f16_at(p + 208) * dx) * (float)A;
+            float t = (quant_f16(p + 208) * dx) * (float)A;
             acc[k] += t;
         }
     }

@@ -67,15 +67,6 @@ int qx_has_path(int path) {
 
 int qx_best_path(void) { return qx_has_path(QX_AVX512) ? QX_AVX512 : qx_has_path(QX_AVX2) ? QX_AVX2 : QX_C; }
 
-static inline float f16_load(const uint8_t *p) {
-    uint16_t h;
-    memcpy(&h, p, 2);
-#if defined(__F16C__)
-    return _cvtsh_ss(h);
-#else
-    return f16_to_f32(h);
-#endif
-}
 
 // ---- quantizing x ----
 
@@ -153,7 +144,7 @@ static void q40_dot_c(const uint8_t *w, size_t rb, int nr, const int8_t *xq, con
         for (int b = 0; b < n / 32; b++) {
             const uint8_t *p = w + k * rb + b * bb;
             const int8_t *x = xq + 32 * b;
-            float s = f16_load(p) * xd[b];
+            float s = quant_f16(p) * xd[b];
             for (int l = 0; l < 8; l++) {
                 int32_t sum = 0;
                 for (int j = 4 * l; j < 4 * l + 4; j++) {
@@ -246,7 +237,7 @@ static inline __attribute__((always_inline)) void q40_dot_avx512(const uint8_t *
 #pragma GCC unroll 4
         for (int k = 0; k < nr; k++) {
             const uint8_t *p = w + k * rb + b * bb;
-            __m512 s = _mm512_set1_ps(f16_load(p) * xd[b]);
+            __m512 s = _mm512_set1_ps(quant_f16(p) * xd[b]);
             __m512 f = _mm512_cvtepi32_ps(lanes(quants_one(p, q4), xv, m8, q4));
             acc[k] = _mm512_mask_add_ps(acc[k], 0x00FF, acc[k], _mm512_mul_ps(s, f));
         }
@@ -311,7 +302,7 @@ q40_tile_avx512(const uint8_t *w, size_t rb, const char *qx, size_t qxb, int n, 
 #pragma GCC unroll 4
             for (int k = 0; k < 4; k++) {
                 const uint8_t *p = w + k * rb + b * bb;
-                __m512 s = _mm512_set1_ps(f16_load(p) * xd[t][b]);
+                __m512 s = _mm512_set1_ps(quant_f16(p) * xd[t][b]);
                 __m512 f = _mm512_cvtepi32_ps(lanes(quants_one(p, q4), xv, m8, q4));
                 acc[k][t] = _mm512_mask_add_ps(acc[k][t], 0x00FF, acc[k][t], _mm512_mul_ps(s, f));
             }
@@ -358,7 +349,7 @@ static inline __attribute__((always_inline)) void q40_dot_avx2(const uint8_t *w,
         for (int k = 0; k < nr; k++) {
             const uint8_t *p = w + k * rb + b * bb;
             _mm_prefetch((const char *)p + QPF, _MM_HINT_T0);
-            __m256 s = _mm256_set1_ps(f16_load(p) * xd[b]);
+            __m256 s = _mm256_set1_ps(quant_f16(p) * xd[b]);
             __m256 f = _mm256_cvtepi32_ps(lanes256(p, xv, m8, q4));
             acc[b & 1][k] = _mm256_add_ps(acc[b & 1][k], _mm256_mul_ps(s, f));
         }

@@ -7,11 +7,27 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "../../base/dtype.h"
+#include "../../base/half.h"
+#if defined(__F16C__)
+#include <immintrin.h>
+#endif
 
 struct cpu_backend;
 struct weight;
+
+// The f16 scale stored at p (any alignment) as f32: the F16C instruction where the build has it.
+static inline float quant_f16(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+#if defined(__F16C__)
+    return _cvtsh_ss(h);
+#else
+    return f16_to_f32(h);
+#endif
+}
 
 // The reference: dst[0..n) = the n elements (whole blocks) of one Q8_0 or Q4_0 row at src.
 void q8_0_row_to_f32(const void *src, float *dst, int64_t n);

@@ -65,6 +65,21 @@ static int cu_sync(struct backend *b) {
     return OCT_OK;
 }
 
+// w->dev = a new device copy of the host staging buffer h (bytes long), which this frees; OCT_ENOMEM naming
+// the failure otherwise (the packed weight layouts' uploads: fp8 here, MXFP4 in cuda_moe.cu).
+int cuda_upload_staged(struct cuda_backend *c, struct weight *w, void *h, size_t bytes) {
+    void *d = nullptr;
+    bool bad = cuda_fail(c, cudaMalloc(&d, bytes), "cudaMalloc(weight)");
+    if (!bad) bad = cuda_fail(c, cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice), "upload weight");
+    free(h);
+    if (bad) {
+        if (d) cudaFree(d);
+        return err_set(OCT_ENOMEM, "cuda: %s", c->msg);
+    }
+    w->dev = d;
+    return OCT_OK;
+}
+
 // An fp8_e4m3 weight in cuda_fp8w.cuh's device layout: rows padded to 16 bytes, then the scales (a
 // tensor's one repeated per row; 128×128 blocks with their rows padded to 4).
 static int fp8w_upload(struct cuda_backend *c, struct weight *w) {
@@ -89,16 +104,7 @@ static int fp8w_upload(struct cuda_backend *c, struct weight *w) {
     } else {
         for (int64_t r = 0; r < w->rows; r++) s[r] = w->fp8.scale[w->fp8.wscale == WSCALE_CHANNEL ? r : 0];
     }
-    void *d = nullptr;
-    bool bad = cuda_fail(c, cudaMalloc(&d, bytes), "cudaMalloc(weight)");
-    if (!bad) bad = cuda_fail(c, cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice), "upload weight");
-    free(h);
-    if (bad) {
-        if (d) cudaFree(d);
-        return err_set(OCT_ENOMEM, "cuda: %s", c->msg);
-    }
-    w->dev = d;
-    return OCT_OK;
+    return cuda_upload_staged(c, w, h, bytes);
 }
 
 static int cu_weight_upload(struct backend *b, struct weight *w) {

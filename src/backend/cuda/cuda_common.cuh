@@ -151,6 +151,7 @@ struct cuda_backend {
 
 // Latches the first error; returns true if `e` is an error.
 bool cuda_fail(struct cuda_backend *c, cudaError_t e, const char *what);
+int cuda_upload_staged(struct cuda_backend *c, struct weight *w, void *h, size_t bytes);
 #define CUDA_OK(c, call) (!cuda_fail((c), (call), #call))
 // Checks the last launch.
 #define CUDA_LAUNCHED(c, what) cuda_fail((c), cudaGetLastError(), (what))

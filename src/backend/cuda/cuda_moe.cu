@@ -55,16 +55,7 @@ int cuda_mxfp4_upload(struct cuda_backend *c, struct weight *w) {
             memcpy(q + b * (QK_MXFP4 / 2), src + 1, QK_MXFP4 / 2);
         }
     }
-    void *d = nullptr;
-    bool bad = cuda_fail(c, cudaMalloc(&d, bytes), "cudaMalloc(weight)");
-    if (!bad) bad = cuda_fail(c, cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice), "upload weight");
-    free(h);
-    if (bad) {
-        if (d) cudaFree(d);
-        return err_set(OCT_ENOMEM, "cuda: %s", c->msg);
-    }
-    w->dev = d;
-    return OCT_OK;
+    return cuda_upload_staged(c, w, h, bytes);
 }
 
 static int fmt_of(const struct weight *w) {
