@@ -129,25 +129,7 @@ static void tok_case(const char *label, int hd, int n_kv, int G, int n_seqs, con
     if (o->vary) { tok_vary_rows(k, (size_t)total * n_kv, hd, 0); tok_vary_rows(v, (size_t)total * n_kv, hd, 4); }
     const size_t nout = (size_t)t->b.n_tokens * n_kv * G * hd;
     float *q = rand_vec(nout, o->q_amp);
-    int off = 0;
-    for (int s = 0; s < n_seqs; s++) {
-        for (int p0 = 0; p0 < ctx[s]; p0 += 8192) {
-            int m = ctx[s] - p0 < 8192 ? ctx[s] - p0 : 8192, one_q[1] = {m}, one_ctx[1] = {p0 + m};
-            make_batch(w, 1, one_q, one_ctx, bs, max_blocks);
-            for (int i = 0; i < max_blocks; i++) w->btab[i] = t->btab[s * max_blocks + i];
-            for (int i = 0; i < m; i++) w->slot[i] = w->btab[(p0 + i) / bs] * bs + (p0 + i) % bs;
-            for (int i = 0; i < 2; i++) {
-                void *dk = to_dev(bk[i], k + (size_t)(off + p0) * n_kv * hd, (size_t)m * n_kv * hd);
-                void *dv = to_dev(bk[i], v + (size_t)(off + p0) * n_kv * hd, (size_t)m * n_kv * hd);
-                bk[i]->ops->batch_begin(bk[i], &w->b);
-                bk[i]->ops->kv_write(bk[i], &L[i], dk, dv, &w->b);
-                CHECK_OK(bk[i]->ops->sync(bk[i]));
-                bk[i]->ops->free(bk[i], dk);
-                bk[i]->ops->free(bk[i], dv);
-            }
-        }
-        off += ctx[s];
-    }
+    CHECK_OK(kv_fill(bk, L, w, t, k, v, n_seqs, ctx, n_kv, hd, bs, max_blocks));
     tok_compare_pages(label, "K", &L[0], &L[1], false, bytes);
     tok_compare_pages(label, "V", &L[0], &L[1], true, bytes);
     // FP8-MMA kernels (Q and P in e4m3) against the CPU's emulation of them; every other kernel widens

@@ -1,6 +1,6 @@
 // cuda_ops_util.h — test_cuda_ops.c's helpers (owns: the two backends, the JSON report and its
 // record(), random bf16-representable inputs, uploads and downloads, NMSE, test weights and
-// batches of sequences). Included by test_cuda_ops.c only. (Split out to keep that file under 800 lines.)
+// batches of sequences and filling both backends' caches). Included by test_cuda_ops.c only. (Split out to keep that file under 800 lines.)
 #ifndef OCTET_CUDA_OPS_UTIL_H
 #define OCTET_CUDA_OPS_UTIL_H
 
@@ -81,6 +81,32 @@ static void make_batch(struct tb *t, int n_seqs, const int *n_q, const int *ctx,
     t->b = (struct batch){.n_tokens = nt, .token_ids = t->tok, .positions = t->pos, .slot_mapping = t->slot, .n_seqs = n_seqs,
                           .query_start = t->qs, .seq_lens = t->sl, .block_tables = t->btab, .max_blocks_per_seq = max_blocks,
                           .n_logits = n_seqs, .logits_rows = t->rows};
+}
+
+// Writes each sequence's K and V rows (k, v: [sum of ctx][n_kv][hd], sequence after sequence) into both
+// backends' layers (bk[i] into L[i]) at t's block tables, in kv_write batches of at most 8192 tokens (w:
+// scratch batch). Returns the first sync error, or 0.
+static int kv_fill(struct backend *const bk[2], struct kv_layer L[2], struct tb *w, const struct tb *t, const float *k,
+                   const float *v, int n_seqs, const int *ctx, int n_kv, int hd, int bs, int max_blocks) {
+    int err = 0;
+    for (int s = 0, off = 0; s < n_seqs; off += ctx[s], s++)
+        for (int p0 = 0; p0 < ctx[s]; p0 += 8192) {
+            int m = ctx[s] - p0 < 8192 ? ctx[s] - p0 : 8192, one_q[1] = {m}, one_ctx[1] = {p0 + m};
+            make_batch(w, 1, one_q, one_ctx, bs, max_blocks);
+            for (int i = 0; i < max_blocks; i++) w->btab[i] = t->btab[s * max_blocks + i];
+            for (int i = 0; i < m; i++) w->slot[i] = w->btab[(p0 + i) / bs] * bs + (p0 + i) % bs;
+            for (int i = 0; i < 2; i++) {
+                void *dk = to_dev(bk[i], k + (size_t)(off + p0) * n_kv * hd, (size_t)m * n_kv * hd);
+                void *dv = to_dev(bk[i], v + (size_t)(off + p0) * n_kv * hd, (size_t)m * n_kv * hd);
+                bk[i]->ops->batch_begin(bk[i], &w->b);
+                bk[i]->ops->kv_write(bk[i], &L[i], dk, dv, &w->b);
+                int e = bk[i]->ops->sync(bk[i]);
+                if (e && !err) err = e;
+                bk[i]->ops->free(bk[i], dk);
+                bk[i]->ops->free(bk[i], dv);
+            }
+        }
+    return err;
 }
 
 #endif

@@ -147,26 +147,7 @@ static void attention_case(const char *label, enum dtype dt, int hd, int n_kv, i
     for (int s = 0; s < n_seqs; s++) total += ctx[s];
     float *k = rand_vec((size_t)total * n_kv * hd, 3.0f), *v = rand_vec((size_t)total * n_kv * hd, 2.0f);
     float *q = rand_vec((size_t)t->b.n_tokens * n_kv * G * hd, case_q_amp);
-    // chunks of at most 8192 tokens per kv_write batch
-    int off = 0;
-    for (int s = 0; s < n_seqs; s++)
-        for (int p0 = 0; p0 < ctx[s]; p0 += 8192) {
-            int m = ctx[s] - p0 < 8192 ? ctx[s] - p0 : 8192;
-            int one_q[1] = {m}, one_ctx[1] = {p0 + m};
-            make_batch(w, 1, one_q, one_ctx, bs, max_blocks);
-            for (int i = 0; i < max_blocks; i++) w->btab[i] = t->btab[s * max_blocks + i];
-            for (int i = 0; i < m; i++) w->slot[i] = w->btab[(p0 + i) / bs] * bs + (p0 + i) % bs;
-            for (int i = 0; i < 2; i++) {
-                void *dk = to_dev(bk[i], k + (size_t)(off + p0) * n_kv * hd, (size_t)m * n_kv * hd);
-                void *dv = to_dev(bk[i], v + (size_t)(off + p0) * n_kv * hd, (size_t)m * n_kv * hd);
-                bk[i]->ops->batch_begin(bk[i], &w->b);
-                bk[i]->ops->kv_write(bk[i], &L[i], dk, dv, &w->b);
-                bk[i]->ops->sync(bk[i]);
-                bk[i]->ops->free(bk[i], dk);
-                bk[i]->ops->free(bk[i], dv);
-            }
-        }
-    (void)off;
+    CHECK_OK(kv_fill(bk, L, w, t, k, v, n_seqs, ctx, n_kv, hd, bs, max_blocks));
     // byte-identical pages
     char *pg = malloc(bytes), *pc = malloc(bytes);
     int diff = 0;
