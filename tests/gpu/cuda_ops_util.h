@@ -1,6 +1,7 @@
 // cuda_ops_util.h — test_cuda_ops.c's helpers (owns: the two backends, the JSON report and its
-// record(), random bf16-representable inputs, uploads and downloads, NMSE, test weights and
-// batches of sequences and filling both backends' caches). Included by test_cuda_ops.c only. (Split out to keep that file under 800 lines.)
+// record(), random bf16-representable inputs, uploads and downloads, NMSE, test weights, batches of
+// sequences, and filling both backends' caches). Included by test_cuda_ops.c only. (Split out to keep
+// that file under 800 lines.)
 #ifndef OCTET_CUDA_OPS_UTIL_H
 #define OCTET_CUDA_OPS_UTIL_H
 
