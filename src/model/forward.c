@@ -137,6 +137,7 @@ static int probe(struct forward *f, int layer, enum probe_kind kind, const void 
     if (!f->probe_buf) {
         size_t w = (size_t)c->n_heads * c->head_dim > (size_t)c->ffn_dim ? (size_t)c->n_heads * c->head_dim
                                                                          : (size_t)c->ffn_dim;
+        w = w > (size_t)c->dim ? w : (size_t)c->dim;
         f->probe_buf = malloc((size_t)f->max_tokens * w * sizeof(float));
         if (!f->probe_buf) return err_set(OCT_ENOMEM, "forward: no memory for the probe buffer");
     }
@@ -164,7 +165,8 @@ static void proj_add(struct forward *f, const void *in, const struct weight *w, 
 
 // A mixture-of-experts FFN sublayer: xn = rmsnorm(x); x += the routed experts' weighted sum (moe_ffn), with
 // the router's and experts' biases and the clamped SwiGLU where the family has them (gpt-oss).
-static void moe_ffn(struct forward *f, const struct layer_weights *w, int n) {
+static int moe_ffn(struct forward *f, int l, int n) {
+    const struct layer_weights *w = &f->m->layers[l];
     const struct backend_ops *op = f->b->ops;
     const struct model_config *c = &f->m->cfg;
     const struct moe_ffn_args ma = {f->proj, f->xn, &w->ffn_router, &w->exp_gate, &w->exp_up, &w->exp_down,
@@ -172,8 +174,10 @@ static void moe_ffn(struct forward *f, const struct layer_weights *w, int n) {
                                     opt(&w->exp_b_gate), opt(&w->exp_b_up), opt(&w->exp_b_down), c->moe_act,
                                     c->swiglu_alpha, c->swiglu_limit};
     op->rmsnorm(f->b, f->xn, f->x, &w->ffn_norm, n, c->norm_eps);
+    if (f->probe) TRY(probe(f, l, PROBE_MOE_IN, f->xn, n, c->dim));
     op->moe_ffn(f->b, &ma, n);
     op->add(f->b, f->x, f->proj, (int64_t)n * c->dim);
+    return OCT_OK;
 }
 
 // Final-logit soft-capping (Gemma 2): cap·tanh(z/cap), on the host rows.
@@ -220,7 +224,7 @@ static int forward_issue(struct forward *f, struct kv_cache *kv, const struct ba
         op->attention(b, f->att, f->q, &kv->layers[l], &ap, bt);
         proj_add(f, f->att, &w->wo, &w->bo, &w->post_attn_norm, n);       // x += norm(att · woᵀ + bo)
         if (c->n_experts > 0) {  // x += Σ_k p_k · expert_k(rmsnorm(x)), the router's top-k experts
-            moe_ffn(f, w, n);
+            TRY(moe_ffn(f, l, n));
             continue;
         }
         // act(xn · w_gateᵀ) ⊙ (xn · w_upᵀ), xn = rmsnorm(x); the probe also wants the gate's pre-activation

@@ -12,8 +12,9 @@ struct kv_cache;
 
 // Observation hook for diagnostics (calibrate, inspect): called during forward_run with
 // host f32 copies of one layer's activations, x[n_tokens][width]: Q and K after RoPE and
-// before any FP8 quantization, V, and the SwiGLU gate pre-activation.
-enum probe_kind { PROBE_Q = 0, PROBE_K, PROBE_V, PROBE_GATE };
+// before any FP8 quantization, V, the SwiGLU gate pre-activation (dense FFNs), and the normed
+// input of a mixture-of-experts FFN, which its router reads (width dim).
+enum probe_kind { PROBE_Q = 0, PROBE_K, PROBE_V, PROBE_GATE, PROBE_MOE_IN };
 typedef void (*forward_probe_fn)(void *ctx, int layer, enum probe_kind kind, const float *x, int n_tokens, int width);
 
 struct forward {
@@ -37,7 +38,7 @@ struct forward {
     void *last;     // [max_logits][dim]
     forward_probe_fn probe;  // NULL = no observation (the default)
     void *probe_ctx;
-    float *probe_buf;        // host [max_tokens][max(n_heads*hd, ffn)] (allocated on first use)
+    float *probe_buf;        // host [max_tokens][max(n_heads*hd, ffn, dim)] (allocated on first use)
 };
 
 // Uploads weights to the backend and allocates buffers for steps of up to max_tokens

@@ -96,7 +96,7 @@ struct stats_hist *calib_hist(const struct calib_stats *s, int layer, enum probe
 
 void calib_probe(void *ctx, int layer, enum probe_kind kind, const float *x, int n_tokens, int width) {
     struct calib_stats *s = ctx;
-    if (kind == PROBE_GATE || layer >= s->n_layers) return;
+    if (kind > PROBE_V || layer >= s->n_layers) return;  // (the K/V cache's tensors only)
     if (s->sample) sample_add(s, layer, kind, x, n_tokens, width);
     int hd = s->head_dim, nh = width / hd;  // x is [n_tokens][nh][hd]
     if (kind == PROBE_K) {

@@ -5,7 +5,7 @@
 // exactly the dense MLP of a transformers-saved fixture, from safetensors (per-expert and transformers
 // 5's fused 3-D layouts) and GGUF; the routed ones with an fp8 KV cache; the router and the moe_ffn op
 // against a direct per-token computation with distinct experts; the config refusals; and the refusal
-// of a backend without moe_ffn (the CUDA backend's table lacks it).
+// of a backend without moe_ffn (the CUDA backend's table lacks it); the forward probe's router input.
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,6 +17,7 @@
 #include "../../src/backend/weight.h"
 #include "../../src/base/argmax.h"
 #include "../../src/base/check.h"
+#include "../../src/base/half.h"
 #include "../../src/engine/runner.h"
 #include "../../src/engine/sampler.h"
 #include "../../src/model/forward.h"
@@ -294,6 +295,68 @@ TEST(tiny_moe_prefill_matches_token_by_token) {
     model_free(m);
 }
 
+// The forward probe hands each MoE layer's router input (PROBE_MOE_IN, test_hf_cuda routes tokens by it):
+// once per layer and step, [n][dim], and it is the FFN norm's output, so xn / w has an rms of 1 in every
+// row; observing leaves the logits as they are.
+struct moe_in_seen {
+    const struct model *m;
+    int calls[8], bad_shape;
+    double worst;  // max |rms(xn / w) - 1|
+};
+
+static void moe_in_probe(void *ctx, int layer, enum probe_kind kind, const float *x, int n, int width) {
+    struct moe_in_seen *s = ctx;
+    if (kind != PROBE_MOE_IN) return;
+    if (layer < 0 || layer >= 8 || width != s->m->cfg.dim || n != 12) { s->bad_shape++; return; }
+    s->calls[layer]++;
+    const struct weight *w = &s->m->layers[layer].ffn_norm;
+    for (int t = 0; t < n; t++) {
+        double ss = 0;
+        for (int i = 0; i < width; i++) {
+            double wi = w->dtype == DT_BF16 ? bf16_to_f32(((const uint16_t *)w->data)[i]) : ((const float *)w->data)[i];
+            double v = x[(size_t)t * width + i] / wi;
+            ss += v * v;
+        }
+        double e = fabs(sqrt(ss / width) - 1);
+        s->worst = e > s->worst ? e : s->worst;
+    }
+}
+
+TEST(probe_sees_the_router_input) {
+    struct model *m;
+    CHECK_OK(model_load(&m, "tests/data/hf/qwen3_moe_routed"));
+    if (!m) return;
+    CHECK(m->cfg.n_layers <= 8 && (m->layers[0].ffn_norm.dtype == DT_BF16 || m->layers[0].ffn_norm.dtype == DT_F32));
+    struct runner_options o;
+    runner_options_default(&o);
+    snprintf(o.device, sizeof o.device, "cpu");
+    o.max_ctx = 64;
+    o.n_threads = 2;
+    struct runner r;
+    int rc = runner_init(&r, m, &o);
+    CHECK_MSG(rc == 0, "%s", err_msg());
+    if (rc) { model_free(m); return; }
+    enum { N = 12 };
+    const int V = m->cfg.n_vocab;
+    int32_t tok[N];
+    for (int i = 0; i < N; i++) tok[i] = (int32_t)((i * 37 + 5) % V);
+    float *plain = malloc((size_t)N * V * sizeof(float)), *seen = malloc((size_t)N * V * sizeof(float));
+    CHECK_OK(runner_feed(&r, tok, N, true, plain));
+    runner_reset(&r);
+    struct moe_in_seen s = {.m = m};
+    r.fw.probe = moe_in_probe;
+    r.fw.probe_ctx = &s;
+    CHECK_OK(runner_feed(&r, tok, N, true, seen));
+    CHECK_MSG(s.bad_shape == 0, "%d probe calls of the wrong shape", s.bad_shape);
+    for (int l = 0; l < m->cfg.n_layers; l++) CHECK_MSG(s.calls[l] == 1, "layer %d: %d calls", l, s.calls[l]);
+    CHECK_MSG(s.worst < 1e-3, "rms(xn / w) is 1 within %g", s.worst);
+    CHECK(memcmp(plain, seen, (size_t)N * V * sizeof(float)) == 0);
+    free(plain);
+    free(seen);
+    runner_free(&r);
+    model_free(m);
+}
+
 int main(void) {
     if (hf_tmpdir_make("octet_moe")) return 1;
     RUN(router_orders_and_ties);
@@ -304,6 +367,7 @@ int main(void) {
     RUN(a_backend_without_moe_ffn_refuses_moe_models);
     RUN(moe_presets_have_the_published_shapes);
     RUN(tiny_moe_prefill_matches_token_by_token);
+    RUN(probe_sees_the_router_input);
     hf_tmpdir_remove();
     return test_summary("test_arch_moe");
 }
