@@ -1,4 +1,4 @@
-// gguf.c — GGUF v2/v3 reader (owns: the file mapping, the key/value index, the tensor
+// gguf.c — GGUF v2/v3 reader (owns: the file's bytes in memory (weights_mem.c), the key/value index, the tensor
 // index with owned NUL-terminated names, the string-array offset tables).
 // Does not own: what any key means (config.c), tensor math.
 // Invariant: gguf_open validates every length, count and offset against the file size
@@ -14,11 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "../base/check.h"
+#include "weights_mem.h"
 
 #define GGUF_MAGIC "GGUF"
 #define GGUF_DEFAULT_ALIGNMENT 32
@@ -43,8 +43,7 @@ struct name_index {
 struct gguf {
     char *path;
     int version;
-    void *map;                 // NULL for gguf_open_mem
-    size_t map_bytes;
+    struct weights_mem mem;    // the file's bytes, mapped or read (zero for gguf_open_mem)
     const uint8_t *base;       // [size] the whole file
     size_t size;
     struct gguf_kv *kvs;       // [n_kv]
@@ -430,7 +429,9 @@ int gguf_open_mem(struct gguf **out, const void *data, size_t n_bytes, const cha
     return open_common(out, g, name);
 }
 
-int gguf_open(struct gguf **out, const char *path) {
+int gguf_open(struct gguf **out, const char *path) { return gguf_open_load(out, path, WEIGHTS_LOAD_MMAP); }
+
+int gguf_open_load(struct gguf **out, const char *path, enum weights_load how) {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return err_set(OCT_EIO, "gguf %s: cannot open: %s", path, strerror(errno));
@@ -448,18 +449,21 @@ int gguf_open(struct gguf **out, const char *path) {
         close(fd);
         return err_set(OCT_EIO, "gguf %s: file too large to map", path);
     }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) return err_set(OCT_EIO, "gguf %s: mmap: %s", path, strerror(errno));
     struct gguf *g = calloc(1, sizeof *g);
     if (!g) {
-        munmap(map, (size_t)st.st_size);
+        close(fd);
         return err_set(OCT_ENOMEM, "gguf %s: out of memory", path);
     }
-    g->map = map;
-    g->map_bytes = (size_t)st.st_size;
-    g->base = map;
-    g->size = (size_t)st.st_size;
+    char what[1100];
+    snprintf(what, sizeof what, "gguf %s", path);
+    int rc = weights_mem_load(&g->mem, fd, (size_t)st.st_size, how, what);
+    close(fd);
+    if (rc < 0) {
+        free(g);
+        return rc;
+    }
+    g->base = g->mem.base;
+    g->size = g->mem.bytes;
     return open_common(out, g, path);
 }
 
@@ -474,12 +478,13 @@ void gguf_close(struct gguf *g) {
     for (size_t i = 0; i < g->n_tensors; i++) free((char *)g->tensors[i].name);
     free(g->tensors);
     free(g->tensor_index.slots);
-    if (g->map) munmap(g->map, g->map_bytes);
+    weights_mem_free(&g->mem);
     free(g->path);
     free(g);
 }
 
 const char *gguf_path(const struct gguf *g) { return g->path; }
+const struct weights_mem *gguf_weights_mem(const struct gguf *g) { return &g->mem; }
 int gguf_version(const struct gguf *g) { return g->version; }
 
 // ---- metadata accessors ---------------------------------------------------------

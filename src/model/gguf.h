@@ -1,4 +1,4 @@
-// gguf.h — read-only GGUF v2/v3 files, memory-mapped (owns: the mapping and the parsed
+// gguf.h — read-only GGUF v2/v3 files, memory-mapped or read into memory (owns: the mapping and the parsed
 // metadata/tensor index; not: interpretation of keys as a model config).
 // Invariant: every offset and length is validated against the file size at open time,
 // so no accessor can read outside the mapping; a bad file fails gguf_open with a message
@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "../base/dtype.h"
+#include "weights_mem.h"
 
 // GGUF metadata value types (values as in the GGUF spec).
 enum gguf_type {
@@ -24,12 +25,16 @@ struct gguf;
 // Maps and parses `path`. Tensor types supported: F32, F16, BF16 (others: OCT_EUNSUP
 // naming the tensor and its ggml type). On error *out is NULL and err_msg() explains.
 int gguf_open(struct gguf **out, const char *path);
+// Same, with the file mapped (WEIGHTS_LOAD_MMAP, AUTO) or read into 2 MiB-page memory (READ: weights_mem.h).
+int gguf_open_load(struct gguf **out, const char *path, enum weights_load how);
 // Same as gguf_open, but parses `n_bytes` at `data` (not copied: the caller keeps the
 // bytes alive and unchanged until gguf_close). `name` stands in for the path in messages.
 // Tensor data is aligned only as far as `data` itself is. Used by tests and the fuzzer.
 int gguf_open_mem(struct gguf **out, const void *data, size_t n_bytes, const char *name);
 void gguf_close(struct gguf *g);
 const char *gguf_path(const struct gguf *g);
+// How the file's bytes are held (zero for gguf_open_mem).
+const struct weights_mem *gguf_weights_mem(const struct gguf *g);
 int gguf_version(const struct gguf *g);
 
 // Metadata lookups. Each returns 0 on success, OCT_EINVAL if the key is absent

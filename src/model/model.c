@@ -36,6 +36,12 @@ void model_free(struct model *m) {
     free(m);
 }
 
+void model_weights_load_info(const struct model *m, struct weights_load_info *info) {
+    memset(info, 0, sizeof *info);
+    if (m->gguf) weights_load_info_add(info, gguf_weights_mem(m->gguf));
+    if (m->st) st_weights_info(m->st, info);
+}
+
 void model_disown(struct model *m, void *p) {
     for (int i = 0; i < m->n_owned; i++)
         if (m->owned[i] == p) {
@@ -48,10 +54,17 @@ void model_disown(struct model *m, void *p) {
 int model_load(struct model **out, const char *path) { return model_load_ex(out, path, NULL); }
 
 int model_load_ex(struct model **out, const char *path, const struct model_fp8_draw *draw) {
+    const struct model_load_options o = {draw, WEIGHTS_LOAD_AUTO};
+    return model_load_opts(out, path, &o);
+}
+
+int model_load_opts(struct model **out, const char *path, const struct model_load_options *o) {
     *out = NULL;
+    const struct model_fp8_draw *draw = o ? o->draw : NULL;
     struct model *m = calloc(1, sizeof *m);
     if (!m) return err_set(OCT_ENOMEM, "model: out of memory");
     snprintf(m->name, sizeof m->name, "%s", path);
+    m->weights_load = o ? o->weights : WEIGHTS_LOAD_AUTO;
     int rc;
     struct stat st;
     if (strncmp(path, "dummy:", 6) == 0) rc = model_load_dummy(m, path + 6, draw);

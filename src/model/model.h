@@ -13,6 +13,7 @@
 #include "../backend/weight.h"  // struct weight
 #include "../base/dtype.h"
 #include "config.h"
+#include "weights_mem.h"
 
 struct layer_weights {
     struct weight attn_norm;      // [1][dim]
@@ -60,6 +61,7 @@ struct model {
     int dev_users;
     const void *dev_ops;
     // ownership of backing storage
+    enum weights_load weights_load; // how the loaders hold the files' bytes (mapped, or read into memory)
     struct gguf *gguf;
     struct st_dir *st;
     void **owned;                 // malloc'd buffers (dummy weights, permuted copies)
@@ -81,6 +83,14 @@ struct model_fp8_draw {
 };
 // model_load with draw (NULL: model_load).
 int model_load_ex(struct model **out, const char *path, const struct model_fp8_draw *draw);
+struct model_load_options {
+    const struct model_fp8_draw *draw;  // NULL: none (model_load_ex)
+    enum weights_load weights;          // GGUF / safetensors files mapped (MMAP, AUTO) or read into memory (READ)
+};
+// model_load with the options (NULL: model_load).
+int model_load_opts(struct model **out, const char *path, const struct model_load_options *o);
+// How the model's files are held in memory, summed over them (n_files 0 for dummy models).
+void model_weights_load_info(const struct model *m, struct weights_load_info *info);
 void model_free(struct model *m);
 
 // Internal helpers shared by the loaders (model.c).

@@ -327,7 +327,7 @@ static int layer_kv_scales(struct gguf_load *L, int l) {
 }
 
 int model_load_gguf(struct model *m, const char *path) {
-    TRY(gguf_open(&m->gguf, path));
+    TRY(gguf_open_load(&m->gguf, path, m->weights_load));
     struct model_config *c = &m->cfg;
     const char *arch_s;
     size_t arch_len;

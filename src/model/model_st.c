@@ -611,7 +611,7 @@ static int check_all_used(struct st_load *L) {
 }
 
 int model_load_safetensors(struct model *m, const char *dir) {
-    TRY(st_open(&m->st, dir));
+    TRY(st_open_load(&m->st, dir, m->weights_load));
     const json_t *cfg = st_config(m->st);
     struct model_config *c = &m->cfg;
     char where[1100];

@@ -1,5 +1,5 @@
 // safetensors.c — Hugging Face model directory reader (owns: config.json's parsed JSON,
-// one read-only mmap per *.safetensors file, the tensor index with owned names).
+// each *.safetensors file's bytes, mapped or read (weights_mem.c), the tensor index with owned names).
 // Does not own: what config keys mean (config.c), HF → internal tensor naming.
 // Invariant: st_open checks every header (length, JSON, dtype, shape, data_offsets inside
 // the data section and equal to numel × dtype size) before exposing a tensor, so a
@@ -18,23 +18,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "../base/check.h"
+#include "weights_mem.h"
 
 #define ST_MAX_HEADER_BYTES (100u << 20)  // the safetensors format's own limit
 
 struct st_file {
     char *name;                // file name inside the directory (owned)
     char *path;                // dir/name (owned), for messages
-    void *map;
-    size_t map_bytes;
+    struct weights_mem mem;    // the file's bytes
 };
 
 struct st_dir {
     char *path;
+    enum weights_load load;    // how each file's bytes are held
     json_t *config;
     struct st_file *files;     // [n_files]
     size_t n_files, cap_files;
@@ -163,13 +163,13 @@ static int cmp_data(const void *a, const void *b) {
 // Parses the header of the mapped file f and appends its tensors.
 static int parse_header(struct st_dir *d, int file_ix) {
     const struct st_file *f = &d->files[file_ix];
-    const uint8_t *base = f->map;
+    const uint8_t *base = f->mem.base;
     uint64_t hlen = 0;
     for (int i = 7; i >= 0; i--) hlen = hlen << 8 | base[i];
-    if (hlen > f->map_bytes - 8 || hlen > ST_MAX_HEADER_BYTES)
+    if (hlen > f->mem.bytes - 8 || hlen > ST_MAX_HEADER_BYTES)
         return err_set(OCT_EINVAL, "safetensors %s: header length %llu exceeds the file (%zu "
                        "bytes) or the 100 MB limit", f->path, (unsigned long long)hlen,
-                       f->map_bytes);
+                       f->mem.bytes);
     json_error_t jerr;
     json_t *root = json_loadb((const char *)base + 8, (size_t)hlen,
                               JSON_REJECT_DUPLICATES, &jerr);
@@ -180,7 +180,7 @@ static int parse_header(struct st_dir *d, int file_ix) {
     if (!json_is_object(root))
         rc = err_set(OCT_EINVAL, "safetensors %s: JSON header is not an object", f->path);
     const uint8_t *data = base + 8 + hlen;
-    size_t data_bytes = f->map_bytes - 8 - (size_t)hlen, first = d->n_tensors;
+    size_t data_bytes = f->mem.bytes - 8 - (size_t)hlen, first = d->n_tensors;
     const char *key;
     json_t *val;
     json_object_foreach(root, key, val) {
@@ -238,12 +238,11 @@ static int open_file(struct st_dir *d, const char *name, int *file_ix) {
         return err_set(OCT_EINVAL, "safetensors %s: not a regular file of at least 8 bytes "
                        "(truncated header length)", f->path);
     }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    char what[4200];
+    snprintf(what, sizeof what, "safetensors %s", f->path);
+    int rc = weights_mem_load(&f->mem, fd, (size_t)st.st_size, d->load, what);
     close(fd);
-    if (map == MAP_FAILED)
-        return err_set(OCT_EIO, "safetensors %s: mmap: %s", f->path, strerror(errno));
-    f->map = map;
-    f->map_bytes = (size_t)st.st_size;
+    if (rc < 0) return rc;
     *file_ix = (int)d->n_files - 1;
     return parse_header(d, *file_ix);
 }
@@ -380,13 +379,16 @@ static int build_index(struct st_dir *d) {
     return 0;
 }
 
-int st_open(struct st_dir **out, const char *dir) {
+int st_open(struct st_dir **out, const char *dir) { return st_open_load(out, dir, WEIGHTS_LOAD_MMAP); }
+
+int st_open_load(struct st_dir **out, const char *dir, enum weights_load how) {
     *out = NULL;
     struct st_dir *d = calloc(1, sizeof *d);
     if (!d || !(d->path = strdup(dir))) {
         free(d);
         return err_set(OCT_ENOMEM, "safetensors %s: out of memory", dir);
     }
+    d->load = how;
     struct stat st;
     int rc = 0, fi;
     if (stat(dir, &st) < 0 || !S_ISDIR(st.st_mode))
@@ -414,7 +416,7 @@ int st_open(struct st_dir **out, const char *dir) {
 void st_close(struct st_dir *d) {
     if (!d) return;
     for (size_t i = 0; i < d->n_files; i++) {
-        if (d->files[i].map) munmap(d->files[i].map, d->files[i].map_bytes);
+        weights_mem_free(&d->files[i].mem);
         free(d->files[i].name);
         free(d->files[i].path);
     }
@@ -429,6 +431,10 @@ void st_close(struct st_dir *d) {
 }
 
 const char *st_path(const struct st_dir *d) { return d->path; }
+
+void st_weights_info(const struct st_dir *d, struct weights_load_info *info) {
+    for (size_t i = 0; i < d->n_files; i++) weights_load_info_add(info, &d->files[i].mem);
+}
 const json_t *st_config(const struct st_dir *d) { return d->config; }
 int st_n_tensors(const struct st_dir *d) { return (int)d->n_tensors; }
 

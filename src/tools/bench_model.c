@@ -199,6 +199,7 @@ struct bench {
     struct test tests[2 * MAX_SIZES];
     double *ts;        // [dtype][depth][test][rep] tokens/s
     const char *backend, *when;
+    bool use_mmap;     // the model's files mapped (llama-bench's field), not read into memory
 };
 #define TS(B, k, d, t) ((B)->ts + ((((size_t)(k) * (B)->n_depth + (d)) * (B)->n_test + (t)) * (B)->reps))
 
@@ -311,6 +312,7 @@ static json_t *llama_objects(const struct bench *B, double *scratch) {
                                       "kv_cache_dtype", B->dts[k], "n_prompt", B->tests[t].tg ? 0 : n,
                                       "n_gen", B->tests[t].tg ? n : 0, "n_depth", (int)B->depth[d], "test_time",
                                       B->when);
+                json_object_set_new(o, "use_mmap", json_boolean(B->use_mmap));
                 json_object_set_new(o, "avg_ns", json_real(ns_mean));
                 json_object_set_new(o, "stddev_ns", json_real(B->reps > 1 ? sqrt(ns_ss / (B->reps - 1)) : 0));
                 json_object_set_new(o, "avg_ts", json_real(s.mean));
@@ -445,6 +447,10 @@ int cmd_bench_model(int argc, char **argv) {
     struct model *m;
     if (cli_model_load(&m, &a) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); return 1; }
     B.m = m;
+    cli_print_weights_load(stderr, m);
+    struct weights_load_info wl;
+    model_weights_load_info(m, &wl);
+    B.use_mmap = wl.n_files && wl.how == WEIGHTS_LOAD_MMAP;
     long need = dmax + (pmax > tmax + 1 ? pmax : tmax + 1);
     if (a.ro.max_ctx <= 0) a.ro.max_ctx = (int)need;
     if (a.ro.max_ctx < need) {

@@ -114,7 +114,7 @@ int cmd_calibrate(int argc, char **argv) {
     struct calib_choice ch = {0};
     int32_t *ids = NULL;
     int n_ids = 0, rc = 1;
-    if (model_load(&m, c.a.model) < 0) goto fail;
+    if (cli_model_load(&m, &c.a) < 0) goto fail;
     if (tokenizer_encode(m->tok, text, text_len, true, false, &ids, &n_ids) < 0) goto fail;
     if (n_ids < 2) { err_set(OCT_EINVAL, "--file %s: too little text (%d tokens)", c.file, n_ids); goto fail; }
     if (n_ids > c.num_tokens) n_ids = (int)c.num_tokens;

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../backend/backend.h"
 #include "../base/check.h"
 #include "../model/model.h"
 
@@ -26,7 +27,7 @@ static const char *const model_flag_names[] = {"--model", "--kv-cache-dtype", "-
     "--kv-scales", "--kv-block-tokens", "--block-size", "--device", "--threads", "--max-model-len",
     "--max-num-batched-tokens", "--fp8-attention-math", "--fp8-attention-accumulation", "--batch-invariant",
     "--enforce-eager", "--tensor-parallel-size", "--dtype", "--quantization", "--quantization-block",
-    "--quantization-skip-layers", "--fp8-gate-dtype", NULL};
+    "--quantization-skip-layers", "--fp8-gate-dtype", "--weights-load", "--mmap", "--no-mmap", NULL};
 
 // Commands that load their model through cli_model_load, and so honour the FP8 weight flags ("bench sweep"
 // checks them in the --serve-args it hands to `octet serve`).
@@ -336,6 +337,11 @@ int cli_parse_model_flag(struct cli_model_args *a, int argc, char **argv, int *i
         if (strcmp(v, "auto"))
             return err_set(OCT_EUNSUP, "--dtype %s: not supported yet (octet computes in the types the weights "
                            "are stored in; only auto; the KV cache's type is --kv-cache-dtype)", v);
+    } else if (!strcmp(f, "--weights-load")) {
+        if (!(v = cli_value(argc, argv, i))) return OCT_EINVAL;
+        TRY(weights_load_parse(v, &a->weights));
+    } else if (!strcmp(f, "--mmap") || !strcmp(f, "--no-mmap")) {  // llama.cpp's spellings
+        a->weights = f[2] == 'n' ? WEIGHTS_LOAD_READ : WEIGHTS_LOAD_MMAP;
     } else if (!strcmp(f, "--quantization") || !strcmp(f, "--quantization-block") ||
                !strcmp(f, "--quantization-skip-layers") || !strcmp(f, "--fp8-gate-dtype")) {
         return parse_fp8_flag(a, f, argc, argv, i);
@@ -348,7 +354,8 @@ int cli_parse_model_flag(struct cli_model_args *a, int argc, char **argv, int *i
 int cli_model_load(struct model **m, const struct cli_model_args *a) {
     // (dummy models draw their projections straight to e4m3: a 70B's bf16 weights do not fit host memory)
     const struct model_fp8_draw draw = {a->fp8.block, a->fp8.skip_layer, a->fp8.skip_lm_head};
-    TRY(model_load_ex(m, a->model, a->fp8.quantize ? &draw : NULL));
+    const struct model_load_options lo = {a->fp8.quantize ? &draw : NULL, cli_weights_load(a)};
+    TRY(model_load_opts(m, a->model, &lo));
     int rc = quant_fp8_apply(*m, &a->fp8);
     if (rc < 0) { model_free(*m); *m = NULL; return rc; }
     size_t bytes[DT_COUNT];
@@ -357,6 +364,19 @@ int cli_model_load(struct model **m, const struct cli_model_args *a) {
     if (bytes[DT_E4M3])
         fprintf(stderr, "octet: weights by dtype: %s\n", model_weight_dtypes_label(*m, label, sizeof label));
     return OCT_OK;
+}
+
+void cli_print_weights_load(FILE *f, const struct model *m) {
+    struct weights_load_info wl;
+    model_weights_load_info(m, &wl);
+    char label[256];
+    if (wl.n_files) fprintf(f, "octet: weights: %s\n", weights_load_info_label(&wl, label, sizeof label));
+}
+
+enum weights_load cli_weights_load(const struct cli_model_args *a) {
+    const char *d = a->ro.device;
+    bool cuda = !strcmp(d, "cuda") || (strcmp(d, "cpu") && a->weights == WEIGHTS_LOAD_AUTO && backend_cuda_available());
+    return weights_load_resolve(a->weights, cuda);
 }
 
 void cli_print_model_flags(void) {
@@ -387,7 +407,11 @@ void cli_print_model_flags(void) {
             "                               per-token activation scales (docs/fp8_weights.md)\n"
             "  --quantization-block N       0: a scale per output channel (default); 128: per 128x128 block\n"
             "  --quantization-skip-layers L  layers kept in their dtype: '0,31,lm_head'\n"
-            "  --fp8-gate-dtype D           e4m3 (default) | e5m2: the SwiGLU gate's activations in e5m2\n");
+            "  --fp8-gate-dtype D           e4m3 (default) | e5m2: the SwiGLU gate's activations in e5m2\n"
+            "  --weights-load M             auto (default) | mmap | read: map the model's files, or read them into\n"
+            "                               memory in 2 MiB pages; auto reads on the CPU (faster decode), maps on\n"
+            "                               CUDA (the file only feeds the upload)\n"
+            "  --mmap, --no-mmap            llama.cpp's flags: --weights-load mmap, --weights-load read\n");
 }
 
 int cli_parse_accum(const char *flag, const char *v, int *out) {

@@ -4,8 +4,9 @@
 // model/engine flags --model, --kv-cache-dtype, --kv-cache-dtype-skip-layers, --kv-scales,
 // --kv-block-tokens, --device, --threads, --max-model-len, --max-num-batched-tokens,
 // --fp8-attention-*, --batch-invariant, --enforce-eager, --tensor-parallel-size, --dtype
-// into struct runner_options, and the FP8 weight flags (--quantization fp8 ...) of generate, serve
-// and eval into struct quant_fp8_options).
+// into struct runner_options, --weights-load / --mmap / --no-mmap (how the model's files are held),
+// and the FP8 weight flags (--quantization fp8 ...) of generate, serve and eval into struct
+// quant_fp8_options).
 // Short aliases mean one thing everywhere: -m --model, -c the context (--max-model-len, or
 // --ctx where a command has one), -n tokens to generate, -t --threads, -o the output.
 #ifndef OCTET_CLI_H
@@ -13,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #include "../engine/runner.h"
 #include "../model/quant_fp8.h"
@@ -21,6 +23,7 @@ struct cli_model_args {
     const char *model;
     struct runner_options ro;
     struct quant_fp8_options fp8;  // --quantization fp8, --quantization-block, -skip-layers, --fp8-gate-dtype
+    enum weights_load weights;     // --weights-load (--mmap, --no-mmap); auto: per device (cli_weights_load)
 };
 
 // Rewrites main's argv (argv[0] "octet", argv[1] the command) into the form every parser
@@ -46,9 +49,15 @@ const char *cli_value(int argc, char **argv, int *i);
 int cli_int(const char *flag, const char *s, long lo, long hi, long *out);
 int cli_float(const char *flag, const char *s, double *out);
 void cli_print_model_flags(void);
-// model_load of a->model with the FP8 weight flags applied (quant_fp8_apply); prints the weight bytes by
-// dtype when any weight is fp8. <0 + err_msg().
+// model_load of a->model with the FP8 weight flags applied (quant_fp8_apply) and the files held as
+// cli_weights_load says; prints the weight bytes by dtype when any weight is fp8. <0 + err_msg().
 int cli_model_load(struct model **m, const struct cli_model_args *a);
+// "octet: weights: 2.21 GB read into memory, 2.21 GB of it in 2 MiB pages (--weights-load read)" (how the
+// model's files are held; nothing for a dummy model): serve's startup report and bench model print it.
+void cli_print_weights_load(FILE *f, const struct model *m);
+// --weights-load resolved for a->ro.device: auto is read (2 MiB-page memory) on the CPU, mmap on CUDA
+// (--device auto: CUDA when backend_cuda_available()).
+enum weights_load cli_weights_load(const struct cli_model_args *a);
 // --fp8-attention-accumulation: two-level -> 0, every:N -> N (every:1 = two-level), single -> ATTN_ACC_SINGLE.
 int cli_parse_accum(const char *flag, const char *v, int *out);
 // The flag's spelling of an accumulation mode, in buf.

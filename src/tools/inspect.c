@@ -226,7 +226,7 @@ int cmd_inspect(int argc, char **argv) {
     double *kld = NULL;
     int *rank = NULL, rc = 1, n_png = 0;
     json_t *pngs = json_array();
-    if (model_load(&m, c.a.model) < 0) goto fail;
+    if (cli_model_load(&m, &c.a) < 0) goto fail;
     if (tokenizer_encode(m->tok, text, text_len, true, false, &sc.ids, &sc.n_ids) < 0) goto fail;
     if (sc.n_ids < 2) { err_set(OCT_EINVAL, "--file %s: too little text (%d tokens)", c.file, sc.n_ids); goto fail; }
     if (sc.n_ids > c.num_tokens) sc.n_ids = (int)c.num_tokens;

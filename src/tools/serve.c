@@ -217,6 +217,7 @@ int cmd_serve(int argc, char **argv) {
     if (cli_model_load(&m, &a) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); return 1; }
     if (engine_create(&e, m, &eo) < 0) { fprintf(stderr, "octet: %s\n", err_msg()); model_free(m); return 1; }
     engine_memory_plan_log(e, stderr);
+    cli_print_weights_load(stderr, m);
     struct engine_memory_plan plan;
     engine_memory_plan_get(e, &plan);
     const char *tmpl = tokenizer_chat_template(m->tok);
