@@ -123,6 +123,8 @@ struct ffn_in_args {
     const struct weight *norm, *w_gate, *w_up;
     float eps;
     bool keep_gate;
+    const struct weight *w_down;  // the product that reads act next (NULL: not said), so that a backend
+                                  // may quantize act for it as it writes act (the CUDA FP8 prefill)
 };
 
 // ffn_in's optional operands (backend_ffn_in_ext): biases after the gate and up projections (NULL =

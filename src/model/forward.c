@@ -229,7 +229,7 @@ static int forward_issue(struct forward *f, struct kv_cache *kv, const struct ba
         }
         // act(xn · w_gateᵀ) ⊙ (xn · w_upᵀ), xn = rmsnorm(x); the probe also wants the gate's pre-activation
         const struct ffn_in_args fi = {f->act, f->gate, f->xn, f->x, &w->ffn_norm, &w->w_gate, &w->w_up,
-                                       c->norm_eps, f->probe != NULL};
+                                       c->norm_eps, f->probe != NULL, &w->w_down};
         const struct ffn_in_extra fe = {opt(&w->b_gate), opt(&w->b_up), c->act};
         if (plain) op->ffn_in(b, &fi, n);
         else backend_ffn_in_ext(b, &fi, &fe, n);

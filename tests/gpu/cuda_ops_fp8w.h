@@ -7,7 +7,9 @@
 // the skinny FP8 GEMM (n <= 8; grid.y groups of 8 under --batch-invariant) and cuBLASLt's FP8 GEMM
 // (n > 8: outer-vector scales for tensor and channel weights, 128×128 block scaling for blocks), rows
 // and columns that are not multiples of 16 or 128, e5m2 activations (the SwiGLU gate's), static
-// activation scales that saturate some tokens, all-zero tokens, and the sublayer ops.
+// activation scales that saturate some tokens, all-zero tokens, and the sublayer ops, whose FP8 prefill
+// takes its codes from the kernels that write the activations (the norm, the SwiGLU epilogue): bit for
+// bit the codes of the composition's separate quantization.
 #ifndef OCTET_CUDA_OPS_FP8W_H
 #define OCTET_CUDA_OPS_FP8W_H
 
@@ -154,6 +156,8 @@ static void fp8w_sublayer_case(enum wscale ws, bool gate_e5m2, int n) {
     record(name, nmse(g.act, c.act, (size_t)n * ffn), 2e-3, NULL);
     double d = 0;
     for (size_t i = 0; i < (size_t)n * dim; i++) d = fmax(d, fmax(fabs((double)g.x[i] - gc.x[i]), fabs((double)g.q[i] - gc.q[i])));
+    for (size_t i = 0; n > 8 && i < (size_t)n * kvd; i++)  // (cuBLASLt: K and V from the norm's codes too)
+        d = fmax(d, fmax(fabs((double)g.k[i] - gc.k[i]), fabs((double)g.v[i] - gc.v[i])));
     for (size_t i = 0; i < (size_t)n * ffn; i++) d = fmax(d, fabs((double)g.act[i] - gc.act[i]));
     snprintf(name, sizeof name, "fp8 %s gpu sublayer ops = the gpu composition's, n=%d, max |diff|", wscale_name(ws), n);
     record(name, d, 0, NULL);
@@ -164,6 +168,62 @@ static void fp8w_sublayer_case(enum wscale ws, bool gate_e5m2, int n) {
     free(x); free(in); free(t);
 }
 
+// The FP8 prefill FFN on cuBLASLt (n > 8): ffn_in told its down projection (the norm writes xn's codes for
+// gate and up, the SwiGLU epilogue act's for the down weight), then proj_add of act by the down weight,
+// against the GPU's composition (k_rmsnorm, each product quantizing its input in k_fp8w_quant, silu_mul,
+// the add) bit for bit: the producing kernels quantize exactly what they write. Against the CPU by NMSE
+// (as fp8w_sublayer_case). Gate and up in different schemes (e5m2 gate) take two code slots; a down weight
+// of another scale scheme its own codes.
+static void fp8w_ffn_chain_case(enum wscale ws, bool gate_e5m2, enum wscale down_ws, int n) {
+    const int dim = 1024, ffn = 2816;
+    struct fp8w_case shapes[3] = {{ffn, dim, ws, gate_e5m2, 0}, {ffn, dim, ws, false, 0}, {dim, ffn, down_ws, false, 0}};
+    struct weight w0[4], w[2][4];
+    for (int k = 0; k < 3; k++) w0[k] = make_fp8_weight(&shapes[k]);
+    w0[3] = make_weight(1, dim, 1.0f);
+    struct backend *bs[2] = {cpu, gpu};
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 4; k++) { w[i][k] = w0[k]; w[i][k].dev = NULL; CHECK_OK(bs[i]->ops->weight_upload(bs[i], &w[i][k])); }
+    float *x = rand_vec((size_t)n * dim, 2.0f), *out_x[3], *out_act[3];
+    for (int run = 0; run < 3; run++) {  // cpu, gpu ops, gpu composition
+        struct backend *b = run ? gpu : cpu;
+        struct weight *wb = w[run ? 1 : 0];
+        void *dx = to_dev(b, x, (size_t)n * dim), *xn = b->ops->alloc(b, (size_t)n * dim * 4);
+        void *g = b->ops->alloc(b, (size_t)n * ffn * 4), *act = b->ops->alloc(b, (size_t)n * ffn * 4);
+        void *sc = b->ops->alloc(b, (size_t)n * dim * 4);
+        const struct ffn_in_args fi = {act, g, xn, dx, &wb[3], &wb[0], &wb[1], 1e-5f, false, &wb[2]};
+        if (run == 2) {
+            backend_ffn_in(b, &fi, n);
+            backend_proj_add(b, dx, sc, act, &wb[2], n);
+        } else {
+            b->ops->ffn_in(b, &fi, n);
+            b->ops->proj_add(b, dx, sc, act, &wb[2], n);
+        }
+        out_act[run] = to_host(b, act, (size_t)n * ffn);
+        out_x[run] = to_host(b, dx, (size_t)n * dim);
+        CHECK_OK(b->ops->sync(b));
+        void *bufs[] = {dx, xn, g, act, sc};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) b->ops->free(b, bufs[i]);
+    }
+    char name[200];
+    snprintf(name, sizeof name, "fp8 %s ffn_in%s + down (%s) proj_add, n=%d: act vs cpu", wscale_name(ws),
+             gate_e5m2 ? " (gate e5m2)" : "", wscale_name(down_ws), n);
+    record(name, nmse(out_act[1], out_act[0], (size_t)n * ffn), 2e-3, NULL);
+    snprintf(name, sizeof name, "fp8 %s ffn_in%s + down (%s) proj_add, n=%d: x vs cpu", wscale_name(ws),
+             gate_e5m2 ? " (gate e5m2)" : "", wscale_name(down_ws), n);
+    record(name, nmse(out_x[1], out_x[0], (size_t)n * dim), 2e-3, NULL);
+    double d = 0;
+    for (size_t i = 0; i < (size_t)n * ffn; i++) d = fmax(d, fabs((double)out_act[1][i] - out_act[2][i]));
+    for (size_t i = 0; i < (size_t)n * dim; i++) d = fmax(d, fabs((double)out_x[1][i] - out_x[2][i]));
+    snprintf(name, sizeof name, "fp8 %s ffn_in%s + down (%s) = the gpu composition's, n=%d, max |diff|",
+             wscale_name(ws), gate_e5m2 ? " (gate e5m2)" : "", wscale_name(down_ws), n);
+    record(name, d, 0, NULL);
+    for (int run = 0; run < 3; run++) { free(out_act[run]); free(out_x[run]); }
+    for (int i = 0; i < 2; i++) for (int k = 0; k < 4; k++) bs[i]->ops->weight_release(bs[i], &w[i][k]);
+    for (int k = 0; k < 3; k++) free_fp8_weight(&w0[k]);
+    free((void *)w0[3].data);
+    free(x);
+}
+
 TEST(fp8_weight_sublayers) {
     const int ns[4] = {1, 5, 8, 37};
     for (int k = 0; k < 4; k++) {
@@ -172,6 +232,10 @@ TEST(fp8_weight_sublayers) {
     }
     fp8w_sublayer_case(WSCALE_CHANNEL, true, 3);
     fp8w_sublayer_case(WSCALE_CHANNEL, true, 37);
+    fp8w_ffn_chain_case(WSCALE_CHANNEL, false, WSCALE_CHANNEL, 37);
+    fp8w_ffn_chain_case(WSCALE_BLOCK, false, WSCALE_BLOCK, 300);
+    fp8w_ffn_chain_case(WSCALE_CHANNEL, true, WSCALE_BLOCK, 45);
+    fp8w_ffn_chain_case(WSCALE_TENSOR, false, WSCALE_CHANNEL, 9);
 }
 
 // --batch-invariant: a token's FP8 products are the same alone and inside a batch of any size

@@ -408,7 +408,7 @@ static void sublayer_run(struct backend *b, int compose, struct weight *w /*[7] 
     void *g = b->ops->alloc(b, (size_t)n * ffn * 4), *act = b->ops->alloc(b, (size_t)n * ffn * 4), *sc = b->ops->alloc(b, (size_t)n * dim * 4);
     CHECK_OK(b->ops->batch_begin(b, &t->b));
     const struct attn_in_args ai = {q, k, v, xn, dx, &w[6], &w[0], &w[1], &w[2], 1e-5f, qd / hd, rt, &L};
-    const struct ffn_in_args fi = {act, g, xn, dx, &w[6], &w[4], &w[5], 1e-5f, keep_gate};
+    const struct ffn_in_args fi = {act, g, xn, dx, &w[6], &w[4], &w[5], 1e-5f, keep_gate, NULL};
     if (compose) {
         backend_attn_in(b, &ai, &t->b);
         backend_ffn_in(b, &fi, n);

@@ -34,7 +34,11 @@ static void *cu_alloc(struct backend *b, size_t bytes) {
     if (cuda_fail(c, cudaMemsetAsync(p, 0, bytes, c->stream), "cudaMemset")) { cudaFree(p); return nullptr; }
     return p;
 }
-static void cu_free(struct backend *b, void *p) { cudaFree(p); }
+static void cu_free(struct backend *b, void *p) {
+    struct cuda_backend *c = cb_of(b);
+    if (c->fp8_codes.x == p) c->fp8_codes.x = nullptr;  // (an allocation at the same address is another tensor)
+    cudaFree(p);
+}
 static void cu_upload(struct backend *b, void *dst, const void *src, size_t n) {
     struct cuda_backend *c = cb_of(b);
     CUDA_OK(c, cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, c->stream));
@@ -178,6 +182,7 @@ static int vt_plan(const struct cuda_backend *c, const struct batch *bt, int32_t
 // Packs the batch's arrays into one pinned buffer and one copy; derives tok_seq and vt_start.
 static int cu_batch_begin(struct backend *b, const struct batch *bt) {
     struct cuda_backend *c = cb_of(b);
+    c->fp8_codes.x = nullptr;
     size_t nt = bt->n_tokens, ns = bt->n_seqs, nb = (size_t)ns * bt->max_blocks_per_seq;
     size_t need = nt * 4 + (ns + 1) + ns + nb + bt->n_logits + (ns + 1);
     if (need > c->meta_cap) {

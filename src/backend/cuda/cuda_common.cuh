@@ -92,6 +92,9 @@ struct cuda_backend {
     size_t sx_cap;              // floats
     float *d_acc;               // [n][rows] f32 sums of the FP8 GEMM whose scales k_fp8w_scale_out applies
     size_t acc_cap;             // floats
+    // codes of an activation that the kernel writing it quantized for the FP8 product reading it next (the
+    // SwiGLU epilogue's, for the down projection), in d_xq / d_sx; read once; x NULL: none
+    struct cuda_fp8_codes { const void *x; const struct weight *w; int n; } fp8_codes;
     size_t part_cap;            // floats
     uint8_t *d_vt;              // the FP8 prefill's pre-transposed V: [vt_tiles][n_kv_heads][head_dim·128 bytes]
     size_t vt_cap;              // bytes

@@ -3,6 +3,7 @@
 // whose ops launch them.
 #pragma once
 
+#include "cuda_act.cuh"
 #include "cuda_rmsnorm.cuh"
 
 // ids[t] < 0: the greedy pick -1-ids[t] of the last logits_argmax (feed, cuda_greedy.cuh).
@@ -83,13 +84,7 @@ template <int ACT> __global__ void k_act_mul(bf16 *out, const bf16 *g, const bf1
     pdl_trigger();
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    const float x = __bfloat162float(g[i]);
-    float a;
-    if constexpr (ACT == FFN_ACT_GELU_TANH)
-        a = 0.5f * x * (1.0f + tanhf(0.7978845608028654f * (x + 0.044715f * x * x * x)));  // sqrt(2/pi)
-    else if constexpr (ACT == FFN_ACT_GELU) a = 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
-    else a = x / (1.0f + expf(-x));
-    out[i] = __float2bfloat16_rn(a * __bfloat162float(u[i]));
+    out[i] = __float2bfloat16_rn(ffn_act<ACT>(__bfloat162float(g[i])) * __bfloat162float(u[i]));
 }
 
 // x *= s (the embedding scale).

@@ -8,6 +8,7 @@
 
 #include "cuda_common.cuh"
 #include "cuda_fp8w.cuh"
+#include "cuda_fp8w_act.cuh"
 #include "cuda_gemm_inv.cuh"
 #include "cuda_gemv.cuh"
 
@@ -260,55 +261,124 @@ static struct gemm_plan *fp8w_plan(struct cuda_backend *c, const struct weight *
     return p;
 }
 
+// out = x · wᵀ on cuBLASLt's FP8 GEMM (plan p, fp8w_plan's form) from x's codes xq [n][kp] and scales sx
+// [rep][n], with the weight's own scales.
+static void fp8w_lt(struct cuda_backend *c, void *out, cudaDataType_t out_type, const struct weight *w, int n,
+                    struct gemm_plan *p, const uint8_t *xq, const float *sx) {
+    const bool scalar = p->kind & FP8_PLAN_SCALAR;
+    if (scalar && !fp8w_scratch(c, 0, 0, (size_t)n * w->rows)) return;
+    const float *sw = gemv8_weight(w).s;
+    const void *sa = sw, *sb = sx;
+    float alpha = 1.0f, beta = 0.0f;
+    void *d = scalar ? (void *)c->d_acc : out;
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    if (!scalar) {
+        st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
+        if (st == CUBLAS_STATUS_SUCCESS)
+            st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb);
+    }
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = cublasLtMatmul(c->lt, p->op, &alpha, w->dev, p->la, xq, p->lb, &beta, d, p->ld, d, p->ld, &p->algo,
+                            c->workspace, c->workspace_bytes, c->stream);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        cuda_latch(c, OCT_EIO, "cublasLtMatmul fp8 [%lld x %lld] x %d failed (%d)", (long long)w->rows,
+                   (long long)w->cols, n, (int)st);
+        return;
+    }
+    if (scalar) {
+        const size_t total = (size_t)n * w->rows;
+        const unsigned blocks = (unsigned)((total + 255) / 256);
+        if (out_type == CUDA_R_32F)
+            k_fp8w_scale_out<<<blocks, 256, 0, c->stream>>>((float *)out, c->d_acc, sx, sw, n, (int)w->rows);
+        else
+            k_fp8w_scale_out<<<blocks, 256, 0, c->stream>>>((bf16 *)out, c->d_acc, sx, sw, n, (int)w->rows);
+        CUDA_LAUNCHED(c, "fp8 product scales");
+    }
+}
+
+// Scales a token carries for w's cuBLASLt product: one per 128 columns for block weights, else one.
+static int fp8w_rep(const struct weight *w) { return w->fp8.wscale == WSCALE_BLOCK ? (int)fp8w_kblocks(w->cols) : 1; }
+
+static bool fp8w_act_same(const fp8w_act &a, const fp8w_act &b) {
+    return a.fmax == b.fmax && a.fixed == b.fixed && a.e5m2 == b.e5m2;
+}
+
+// Whether cuBLASLt takes w's FP8 product at n tokens (its plan into *p).
+static bool fp8w_on_lt(struct cuda_backend *c, const struct weight *w, int n, cudaDataType_t out_type,
+                       struct gemm_plan **p) {
+    *p = fp8w(w) && n > 8 && !c->base.batch_invariant ? fp8w_plan(c, w, fp8w_pitch(w->cols), n, out_type) : nullptr;
+    return *p != nullptr;
+}
+
 // out = x · wᵀ for an FP8 weight: cuBLASLt's FP8 GEMM for more than 8 tokens (the activations quantized
-// per token by k_fp8w_quant; fp8w_plan's form); the skinny FP8 GEMM for up to 8, under --batch-invariant
-// for every n (its results do not depend on n), and for shapes cuBLASLt has no algorithm for.
+// per token by k_fp8w_quant, or already by the kernel that wrote x: c->fp8_codes; fp8w_plan's form); the
+// skinny FP8 GEMM for up to 8, under --batch-invariant for every n (its results do not depend on n), and
+// for shapes cuBLASLt has no algorithm for.
 static void fp8w_gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const void *x,
                       const struct weight *w, int n) {
-    if (n > 8 && !c->base.batch_invariant) {
+    struct gemm_plan *p;
+    if (fp8w_on_lt(c, w, n, out_type, &p)) {
         const int64_t kp = fp8w_pitch(w->cols);
-        struct gemm_plan *p = fp8w_plan(c, w, kp, n, out_type);
-        if (p) {
-            const bool scalar = p->kind & FP8_PLAN_SCALAR;
-            const int rep = w->fp8.wscale == WSCALE_BLOCK ? (int)fp8w_kblocks(w->cols) : 1;
-            if (!fp8w_scratch(c, (size_t)n * kp, (size_t)rep * n, scalar ? (size_t)n * w->rows : 0)) return;
-            k_fp8w_quant<<<n, 256, 0, c->stream>>>(c->d_xq, c->d_sx, (const bf16 *)x, n, (int)w->cols, (int)kp,
-                                                   fp8w_act_of(w), rep);
-            CUDA_LAUNCHED(c, "fp8 activation quantization");
-            const float *sw = gemv8_weight(w).s;
-            const void *sa = sw, *sb = c->d_sx;
-            float alpha = 1.0f, beta = 0.0f;
-            void *d = scalar ? (void *)c->d_acc : out;
-            cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
-            if (!scalar) {
-                st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa, sizeof sa);
-                if (st == CUBLAS_STATUS_SUCCESS)
-                    st = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb, sizeof sb);
-            }
-            if (st == CUBLAS_STATUS_SUCCESS)
-                st = cublasLtMatmul(c->lt, p->op, &alpha, w->dev, p->la, c->d_xq, p->lb, &beta, d, p->ld, d, p->ld,
-                                    &p->algo, c->workspace, c->workspace_bytes, c->stream);
-            if (st != CUBLAS_STATUS_SUCCESS) {
-                cuda_latch(c, OCT_EIO, "cublasLtMatmul fp8 [%lld x %lld] x %d failed (%d)", (long long)w->rows,
-                           (long long)w->cols, n, (int)st);
-                return;
-            }
-            if (scalar) {
-                const size_t total = (size_t)n * w->rows;
-                const unsigned blocks = (unsigned)((total + 255) / 256);
-                if (out_type == CUDA_R_32F)
-                    k_fp8w_scale_out<<<blocks, 256, 0, c->stream>>>((float *)out, c->d_acc, c->d_sx, sw, n,
-                                                                   (int)w->rows);
-                else
-                    k_fp8w_scale_out<<<blocks, 256, 0, c->stream>>>((bf16 *)out, c->d_acc, c->d_sx, sw, n,
-                                                                   (int)w->rows);
-                CUDA_LAUNCHED(c, "fp8 product scales");
-            }
+        const int rep = fp8w_rep(w);
+        const auto m = c->fp8_codes;
+        c->fp8_codes.x = nullptr;  // (read once)
+        if (m.x == x && m.w == w && m.n == n) {
+            fp8w_lt(c, out, out_type, w, n, p, c->d_xq, c->d_sx);
             return;
         }
+        if (!fp8w_scratch(c, (size_t)n * kp, (size_t)rep * n, 0)) return;
+        k_fp8w_quant<<<n, 256, 0, c->stream>>>(c->d_xq, c->d_sx, (const bf16 *)x, n, (int)w->cols, (int)kp,
+                                               fp8w_act_of(w), rep);
+        CUDA_LAUNCHED(c, "fp8 activation quantization");
+        fp8w_lt(c, out, out_type, w, n, p, c->d_xq, c->d_sx);
+        return;
     }
     if (out_type == CUDA_R_32F) gemv8_launch<GEMV8_STORE, float>(c, out, x, w, nullptr, n);
     else gemv8_launch<GEMV8_STORE, bf16>(c, out, x, w, nullptr, n);
+}
+
+// The FP8 products of k weights that read one activation of n tokens, quantized by the kernel that writes
+// it: every weight on cuBLASLt with the activation's columns, at most two activation schemes among them
+// (slot 0 at the scratch's start, slot 1 after it). False where that does not hold (nothing reserved).
+struct fp8w_readers {
+    fp8w_dsts q;
+    int slot[3];
+    struct gemm_plan *plan[3];
+};
+static bool fp8w_readers_of(struct cuda_backend *c, const struct weight *const *ws, int k, int n,
+                            fp8w_readers *r) {
+    const int64_t cols = ws[0]->cols, kp = fp8w_pitch(cols);
+    int max_rep = 1;
+    r->q.count = 0;
+    for (int i = 0; i < k; i++) {
+        const struct weight *w = ws[i];
+        if (w->cols != cols || !fp8w_on_lt(c, w, n, CUDA_R_16BF, &r->plan[i])) return false;
+        const fp8w_act a = fp8w_act_of(w);
+        const int rep = fp8w_rep(w);
+        max_rep = rep > max_rep ? rep : max_rep;
+        int s = 0;
+        while (s < r->q.count && !(fp8w_act_same(r->q.d[s].a, a) && r->q.d[s].rep == rep)) s++;
+        if (s == 2) return false;
+        if (s == r->q.count) r->q.d[r->q.count++] = {nullptr, nullptr, a, (int)kp, rep};
+        r->slot[i] = s;
+    }
+    // slot 1 starts 256 bytes aligned, as cuBLASLt wants its operands and scale vectors
+    const size_t codes = ((size_t)n * kp + 255) / 256 * 256, scales = ((size_t)max_rep * n + 63) / 64 * 64;
+    if (!fp8w_scratch(c, 2 * codes, 2 * scales, 0)) return false;
+    for (int s = 0; s < r->q.count; s++) {
+        r->q.d[s].xq = c->d_xq + (size_t)s * codes;
+        r->q.d[s].sx = c->d_sx + (size_t)s * scales;
+    }
+    return true;
+}
+
+// xn = rmsnorm(x) with its codes for the readers' products in the same launch (k_rmsnorm_fp8).
+static void fp8w_norm_launch(struct cuda_backend *c, void *xn, const void *x, const struct weight *norm, float eps,
+                             int n, const fp8w_readers &r) {
+    k_rmsnorm_fp8<<<n, rms_threads(norm->cols), 0, c->stream>>>((bf16 *)xn, (const bf16 *)x,
+                                                                 (const bf16 *)norm->dev, (int)norm->cols, eps, n,
+                                                                 r.q);
+    CUDA_LAUNCHED(c, "rmsnorm + fp8 activation codes");
 }
 
 void cuda_gemm(struct cuda_backend *c, void *out, cudaDataType_t out_type, const void *x, const struct weight *w,
@@ -434,6 +504,15 @@ static void qkv(struct cuda_backend *c, const struct attn_in_args *a, int n) {
         CUDA_LAUNCHED(c, "gemv rmsnorm + Q|K|V");
         return;
     }
+    const struct weight *const qkv_w[3] = {a->wq, a->wk, a->wv};
+    fp8w_readers rd;
+    if (fp8w(a->wq) && fp8w_readers_of(c, qkv_w, 3, n, &rd)) {  // FP8 prefill: xn's codes from the norm
+        fp8w_norm_launch(c, a->xn, a->x, a->norm, a->eps, n, rd);
+        void *const outs[3] = {a->q, a->k, a->v};
+        for (int i = 0; i < 3; i++)
+            fp8w_lt(c, outs[i], CUDA_R_16BF, qkv_w[i], n, rd.plan[i], rd.q.d[rd.slot[i]].xq, rd.q.d[rd.slot[i]].sx);
+        return;
+    }
     b->ops->rmsnorm(b, a->xn, a->x, a->norm, n, a->eps);
     const struct weight *wq = a->wq, *wk = a->wk, *wv = a->wv;
     bf16 *const outs[3] = {(bf16 *)a->q, (bf16 *)a->k, (bf16 *)a->v};
@@ -456,6 +535,7 @@ static void qkv(struct cuda_backend *c, const struct attn_in_args *a, int n) {
 void cuda_attn_in(struct backend *b, const struct attn_in_args *a, const struct batch *bt) {
     struct cuda_backend *c = (struct cuda_backend *)b;
     const int n = bt->n_tokens;
+    c->fp8_codes.x = nullptr;
     if (CUDA_SKIP(c) || !n) return;
     if (a->rope->dyn_max_pos > 0) {  // dynamic NTK: the frequencies per sequence, which only k_rope computes
         backend_attn_in(b, a, bt);
@@ -485,6 +565,40 @@ void cuda_proj_add(struct backend *b, void *x, void *scratch, const void *in, co
     backend_proj_add(b, x, scratch, in, w, n);
 }
 
+// FP8 prefill of the SwiGLU FFN's input on cuBLASLt: xn and its codes for gate and up in one launch,
+// the two products, then act = silu(gate) ⊙ up with its codes for the down projection (a->w_down, when
+// cuBLASLt takes it) in one launch, left in c->fp8_codes for the product that reads act next. False
+// (nothing launched) where the products do not all run on cuBLASLt.
+static bool fp8w_ffn_lt(struct cuda_backend *c, const struct ffn_in_args *a, int n) {
+    const struct weight *const gu[2] = {a->w_gate, a->w_up}, *wd = a->w_down;
+    const int64_t F = a->w_up->rows;
+    if (a->w_gate->rows != F) return false;
+    struct gemm_plan *pd = nullptr;
+    const bool down = wd && wd->cols == F && fp8w_on_lt(c, wd, n, CUDA_R_16BF, &pd);
+    const int64_t kpd = down ? fp8w_pitch(F) : 0;
+    const int repd = down ? fp8w_rep(wd) : 0;
+    // (all the scratch reserved before the launches: growing it later would move codes still to be read)
+    if (down && !fp8w_scratch(c, (size_t)n * kpd, (size_t)repd * n, 0)) return false;
+    fp8w_readers rd;
+    if (!fp8w_readers_of(c, gu, 2, n, &rd)) return false;
+    fp8w_norm_launch(c, a->xn, a->x, a->norm, a->eps, n, rd);
+    fp8w_lt(c, a->gate, CUDA_R_16BF, a->w_gate, n, rd.plan[0], rd.q.d[rd.slot[0]].xq, rd.q.d[rd.slot[0]].sx);
+    fp8w_lt(c, a->act, CUDA_R_16BF, a->w_up, n, rd.plan[1], rd.q.d[rd.slot[1]].xq, rd.q.d[rd.slot[1]].sx);
+    if (!down) {
+        c->base.ops->silu_mul(&c->base, a->act, a->gate, a->act, (int64_t)n * F);
+        return true;
+    }
+    const fp8w_act ad = fp8w_act_of(wd);
+    fp8w_dsts q = {};
+    q.d[0] = {c->d_xq, c->d_sx, ad, (int)kpd, repd};
+    q.count = 1;
+    k_act_mul_fp8<FFN_ACT_SILU><<<n, 256, 0, c->stream>>>((bf16 *)a->act, (const bf16 *)a->gate,
+                                                            (const bf16 *)a->act, (int)F, n, q);
+    CUDA_LAUNCHED(c, "silu_mul + fp8 activation codes");
+    c->fp8_codes = {a->act, wd, n};
+    return true;
+}
+
 // The rmsnorm scaled onto the SwiGLU launch's sums (GEMV_SWIGLU_DEFER; no shared memory, so every
 // n <= 8), or k_rmsnorm then the SwiGLU launch; the composition where the probe wants the gate's
 // pre-activation or the step is not a decode step.
@@ -492,6 +606,8 @@ void cuda_ffn_in(struct backend *b, const struct ffn_in_args *a, int n) {
     struct cuda_backend *c = (struct cuda_backend *)b;
     if (CUDA_SKIP(c) || !n) return;
     const struct weight *wg = a->w_gate, *wu = a->w_up;
+    c->fp8_codes.x = nullptr;
+    if (!a->keep_gate && fp8w(wg) && fp8w_ffn_lt(c, a, n)) return;
     if (fp8w(wg) || fp8w(wu)) {  // k_rmsnorm, then SwiGLU on the skinny FP8 GEMM where both weights take it
         const bool pair = fp8w(wg) && fp8w(wu) && wg->rows == wu->rows && wg->cols == wu->cols &&
                           wg->fp8.wscale == wu->fp8.wscale && !wu->fp8.act_e5m2;
