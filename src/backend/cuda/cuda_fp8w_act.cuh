@@ -64,8 +64,10 @@ static __global__ void __launch_bounds__(1024) k_rmsnorm_fp8(bf16 *out, const bf
 template <int ACT>
 static __global__ void k_act_mul_fp8(bf16 *out, const bf16 *g, const bf16 *u, int cols, int n, fp8w_dsts q) {
     const size_t base = (size_t)blockIdx.x * cols;
-    for (int i = threadIdx.x; i < cols; i += blockDim.x)
-        out[base + i] = __float2bfloat16_rn(ffn_act<ACT>(__bfloat162float(g[base + i])) * __bfloat162float(u[base + i]));
+    for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+        const float a = ffn_act<ACT>(__bfloat162float(g[base + i]));
+        out[base + i] = __float2bfloat16_rn(a * __bfloat162float(u[base + i]));
+    }
     __shared__ float red[32];
     fp8w_quant_written(out + base, cols, blockIdx.x, n, q, red);
 }
