@@ -29,6 +29,8 @@ struct cpu_backend {
     size_t lg_floats;
     int32_t feed[BACKEND_FEED_ROWS];  // logits_argmax's last picks (batch token ids -1-j)
     int error;              // a failed logits_argmax's code, returned (once) by sync
+    void **kq8;             // [n_kq8] the Q4_K weights' repacked copies this backend owns (cpu_kq8.c)
+    int n_kq8;
 };
 
 // Per-thread scratch of at least n floats (grown between runs only).

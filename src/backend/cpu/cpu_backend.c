@@ -1,9 +1,11 @@
 // cpu_backend.c — the reference backend's table: memory (plain malloc), weights (aliases
-// of the mapped f32 data; 16-bit matrices are widened row by row in matmul), and the
+// of the mapped f32 data; 16-bit matrices are widened row by row in matmul; Q4_K matrices also
+// get a repacked copy for decode, cpu_kq8.c, which this file owns and frees), and the
 // elementwise ops. Activations are f32.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "../../base/argmax.h"
@@ -50,17 +52,61 @@ static int cpu_sync(struct backend *b) {
 }
 static int cpu_batch_begin(struct backend *b, const struct batch *bt) { return 0; }
 
+// A repacked copy's memory: in 2 MiB pages where it is one or more of them (the decode product streams it).
+static void *kq8_alloc(size_t bytes) {
+    const size_t huge = (size_t)2 << 20;
+    if (bytes < huge) return aligned_alloc(64, (bytes + 63) / 64 * 64);
+    size_t len = (bytes + huge - 1) / huge * huge;
+    void *p = aligned_alloc(huge, len);
+#ifdef MADV_HUGEPAGE
+    if (p) madvise(p, len, MADV_HUGEPAGE);
+#endif
+    return p;
+}
+
+const uint8_t *cpu_kq8_of(const struct cpu_backend *c, const struct weight *w) {
+    if (w->dtype != DT_Q4_K || !w->dev || w->dev == w->data) return NULL;
+    for (int i = 0; i < c->n_kq8; i++)
+        if (c->kq8[i] == w->dev) return w->dev;
+    return NULL;
+}
+
 // The scratch a 16-bit row is widened into is reserved by the ops that read the weight (cpu_matmul,
-// cpu_rmsnorm): a weight another engine's backend uploaded first never comes through here.
+// cpu_rmsnorm): a weight another engine's backend uploaded first never comes through here. Weights are read
+// in place (mmap or owned buffer); a Q4_K matrix also gets its rows repacked in groups of 8 for decode
+// (cpu_kq8.c), a copy this backend owns as w->dev (the prefill tile and the last rows read w->data).
 static int cpu_weight_upload(struct backend *b, struct weight *w) {
-    w->dev = (void *)w->data;  // read in place (mmap or owned buffer)
+    struct cpu_backend *c = (struct cpu_backend *)b;
+    size_t kb = w->dtype == DT_Q4_K ? kq8_bytes(w->rows, w->cols) : 0;
+    w->dev = (void *)w->data;
+    if (!kb) return 0;
+    void *p = kq8_alloc(kb), **list = realloc(c->kq8, (size_t)(c->n_kq8 + 1) * sizeof *list);
+    if (list) c->kq8 = list;
+    if (!p || !list) {
+        free(p);
+        return err_set(OCT_ENOMEM, "cpu: no memory to repack a %lld x %lld Q4_K weight", (long long)w->rows,
+                       (long long)w->cols);
+    }
+    kq8_repack(w->data, dtype_row_bytes(w->dtype, w->cols), w->rows, w->cols, p);
+    c->kq8[c->n_kq8++] = p;
+    w->dev = p;
     return 0;
 }
-static void cpu_weight_release(struct backend *b, struct weight *w) { w->dev = NULL; }
+static void cpu_weight_release(struct backend *b, struct weight *w) {
+    struct cpu_backend *c = (struct cpu_backend *)b;
+    if (cpu_kq8_of(c, w)) {
+        for (int i = 0; i < c->n_kq8; i++)
+            if (c->kq8[i] == w->dev) { c->kq8[i] = c->kq8[--c->n_kq8]; break; }
+        free(w->dev);
+    }
+    w->dev = NULL;
+}
 
 static void cpu_destroy(struct backend *b) {
     struct cpu_backend *c = (struct cpu_backend *)b;
     threadpool_free(c->tp);
+    for (int i = 0; i < c->n_kq8; i++) free(c->kq8[i]);
+    free(c->kq8);
     free(c->scratch);
     free(c->lg);
     free(c);

@@ -416,6 +416,7 @@ struct qm_ctx {
     const struct weight *w;
     char *qx; // [n][qxb]
     size_t qxb;
+    const uint8_t *kq8; // decode: the Q4_K rows repacked in groups of 8 (cpu_kq8.c), or NULL
     int n, rows_per_task, tokens_per_task;
 };
 
@@ -433,7 +434,16 @@ static void qm_task(void *p, int task, int thread) {
     int cols = (int)w->cols, rows = (int)w->rows;
     int r0 = task * m->rows_per_task, r1 = r0 + m->rows_per_task < rows ? r0 + m->rows_per_task : rows;
     size_t rb = dtype_row_bytes(w->dtype, cols);
-    for (int r = r0; r < r1; r += QM_ROWS) {
+    int r = r0;
+    if (m->kq8) // the whole groups of 8 (r0 is one's first row)
+        for (; r + 8 <= r1 && r + 8 <= rows / 8 * 8; r += 8)
+            for (int t = 0; t < m->n; t++) {
+                float res[8];
+                kq8_dot_group(m->kq8 + (size_t)(r / 8) * kq8_group_bytes(cols),
+                              cols, qx_view(w->dtype, m->qx + (size_t)t * m->qxb, cols), res);
+                memcpy(m->out + (size_t)t * rows + r, res, sizeof res);
+            }
+    for (; r < r1; r += QM_ROWS) {
         int nr = r1 - r < QM_ROWS ? r1 - r : QM_ROWS, t = 0;
         const uint8_t *wr = (const uint8_t *)w->data + (size_t)r * rb;
 #if defined(__AVX512F__) && defined(__AVX512BW__)
@@ -479,7 +489,7 @@ void cpu_quant_matmul(struct cpu_backend *c, float *out, const float *x, const s
         c->error = err_set(OCT_ENOMEM, "cpu: no memory to quantize %d tokens of %d columns", n, cols);
         return;
     }
-    struct qm_ctx m = {out, x, w, qx, qxb, n, 0, 0};
+    struct qm_ctx m = {out, x, w, qx, qxb, n < KQ_TILE ? cpu_kq8_of(c, w) : NULL, n, 0, 0};
     int nt = c->n_threads;
     m.tokens_per_task = n >= 4 * nt ? (n + 4 * nt - 1) / (4 * nt) : n;
     if (m.tokens_per_task == n)

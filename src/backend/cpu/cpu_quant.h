@@ -69,6 +69,18 @@ void kq_dot_rows(int path, enum dtype t, const uint8_t *w, size_t row_bytes, int
 // tokens x[0..T), the bits of kq_dot_rows; returns T (4), or 0 where there is no tile (then nothing is done).
 int kq_tile(enum dtype t, const uint8_t *w, size_t row_bytes, const struct qx_view *x, int n, float *out,
             size_t ostride);
+// Q4_K rows repacked in groups of 8 for the decode product (cpu_kq8.c has the layout): whether this build has
+// the kernel (AVX-512 VNNI and VBMI), the bytes of one group of cols columns, the bytes of the whole groups of a
+// rows × cols weight (0 where it is not repacked: no kernel, rows < 8, or cols not whole super-blocks), the
+// repack of rows [0, 8·(rows / 8)) at w (rows of rb bytes) into dst[kq8_bytes], and r[0..8) = the rows of
+// group gp against one token's x, the bits of kq_dot_rows.
+int kq8_built(void);
+size_t kq8_group_bytes(int64_t cols);
+size_t kq8_bytes(int64_t rows, int64_t cols);
+void kq8_repack(const uint8_t *w, size_t rb, int64_t rows, int64_t cols, uint8_t *dst);
+void kq8_dot_group(const uint8_t *gp, int cols, struct qx_view x, float *r);
+// The CPU backend's repacked copy of w (cpu_backend.c), or NULL where it holds none.
+const uint8_t *cpu_kq8_of(const struct cpu_backend *c, const struct weight *w);
 // Whether cpu_quant_matmul takes weights of t, and out[n][rows] = x[n][cols]·Wᵀ through it (x quantized
 // once per call, each output one integer dot product: results do not depend on n or the thread count).
 int cpu_quant_takes(enum dtype t);
