@@ -23,6 +23,7 @@
 #define Q4K_BYTES 144
 #define KQ8_QS 1024
 #define KQ8_HDR 160
+#define KQ8_PF 2048 // software prefetch distance in the quant blocks, bytes (headers: 4 blocks ahead)
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__) && defined(__AVX512VBMI__)
 #define KQ8_BUILT 1
@@ -102,6 +103,10 @@ static inline __attribute__((always_inline)) void kq8_dot_avx512(const uint8_t *
     for (int b = 0; b < nb; b++) {
         const uint8_t *q = gp + (size_t)b * KQ8_QS, *h = hd + (size_t)b * KQ8_HDR;
         const int8_t *xq = x.q + QK_K * b;
+#pragma GCC unroll 16
+        for (int l = 0; l < 16; l++) _mm_prefetch((const char *)q + KQ8_PF + 64 * l, _MM_HINT_T0);
+#pragma GCC unroll 3
+        for (int l = 0; l < 3; l++) _mm_prefetch((const char *)h + 4 * KQ8_HDR + 64 * l, _MM_HINT_T0);
         __m512i scb = _mm512_loadu_si512((const void *)(h + 32)), mnb = _mm512_loadu_si512((const void *)(h + 96));
         __m512i A = _mm512_setzero_si512();
 #pragma GCC unroll 8
