@@ -254,26 +254,36 @@ TEST(moe_presets_have_the_published_shapes) {
     CHECK_MSG(fabs(params(&c) / 46.7e9 - 1) < 0.01, "mixtral-8x7b: %.3g parameters", params(&c));
 }
 
+// A CPU runner of m for 64 tokens on 2 threads with the cache dtype kv (NULL: the default); nonzero on failure.
+static int cpu_runner(struct model *m, const char *kv, struct runner *r) {
+    struct runner_options o;
+    runner_options_default(&o);
+    if (kv) snprintf(o.kv.dtype, sizeof o.kv.dtype, "%s", kv);
+    snprintf(o.device, sizeof o.device, "cpu");
+    o.max_ctx = 64;
+    o.n_threads = 2;
+    int rc = runner_init(r, m, &o);
+    CHECK_MSG(rc == 0, "%s", err_msg());
+    return rc;
+}
+
+// n distinct-looking token ids below V
+static void some_tokens(int32_t *tok, int n, int V) {
+    for (int i = 0; i < n; i++) tok[i] = (int32_t)((i * 37 + 5) % V);
+}
+
 // dummy:tiny-moe runs, and a prefill in one step gives each token the logits it gets one step at a time
 // (tokens grouped by expert change nothing per token).
 TEST(tiny_moe_prefill_matches_token_by_token) {
     struct model *m;
     CHECK_OK(model_load(&m, "dummy:tiny-moe"));
     if (!m) return;
-    struct runner_options o;
-    runner_options_default(&o);
-    snprintf(o.kv.dtype, sizeof o.kv.dtype, "fp32");
-    snprintf(o.device, sizeof o.device, "cpu");
-    o.max_ctx = 64;
-    o.n_threads = 2;
     struct runner r;
-    int rc = runner_init(&r, m, &o);
-    CHECK_MSG(rc == 0, "%s", err_msg());
-    if (rc) { model_free(m); return; }
+    if (cpu_runner(m, "fp32", &r)) { model_free(m); return; }
     enum { N = 12 };
     const int V = m->cfg.n_vocab;
     int32_t tok[N];
-    for (int i = 0; i < N; i++) tok[i] = (int32_t)((i * 37 + 5) % V);
+    some_tokens(tok, N, V);
     float *all = malloc((size_t)N * V * sizeof(float)), *one = malloc((size_t)V * sizeof(float));
     CHECK_OK(runner_feed(&r, tok, N, true, all));
     runner_reset(&r);
@@ -327,19 +337,12 @@ TEST(probe_sees_the_router_input) {
     CHECK_OK(model_load(&m, "tests/data/hf/qwen3_moe_routed"));
     if (!m) return;
     CHECK(m->cfg.n_layers <= 8 && (m->layers[0].ffn_norm.dtype == DT_BF16 || m->layers[0].ffn_norm.dtype == DT_F32));
-    struct runner_options o;
-    runner_options_default(&o);
-    snprintf(o.device, sizeof o.device, "cpu");
-    o.max_ctx = 64;
-    o.n_threads = 2;
     struct runner r;
-    int rc = runner_init(&r, m, &o);
-    CHECK_MSG(rc == 0, "%s", err_msg());
-    if (rc) { model_free(m); return; }
+    if (cpu_runner(m, NULL, &r)) { model_free(m); return; }
     enum { N = 12 };
     const int V = m->cfg.n_vocab;
     int32_t tok[N];
-    for (int i = 0; i < N; i++) tok[i] = (int32_t)((i * 37 + 5) % V);
+    some_tokens(tok, N, V);
     float *plain = malloc((size_t)N * V * sizeof(float)), *seen = malloc((size_t)N * V * sizeof(float));
     CHECK_OK(runner_feed(&r, tok, N, true, plain));
     runner_reset(&r);

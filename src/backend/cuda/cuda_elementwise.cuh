@@ -17,28 +17,11 @@ __global__ void k_get_rows(bf16 *out, const bf16 *table, const int32_t *ids, con
 // k_rmsnorm, k_silu_mul and the attention kernels (which a decode GEMM follows) call
 // pdl_trigger() first, so that a GEMM launched as their programmatic dependent may start early
 // (cuda_pdl.cuh; gemv_bench's PDL variants).
-// One CTA a row. Rows of 16-byte runs (dim % 8 == 0, aligned, dim <= 16 * blockDim.x): each
-// thread loads its <= RMS_VEC runs of x and of the weight at once and keeps them in registers,
-// so a row costs one memory latency, not one per loop trip (a strided loop of dependent loads
-// costs five times as long). Other shapes take the strided loop.
-// The row arithmetic is cuda_rmsnorm.cuh's, which the skinny GEMM's NORM prologue shares.
+// One CTA a row (cuda_rmsnorm.cuh's rms_row, which the skinny GEMM's NORM prologue shares).
 __global__ void __launch_bounds__(1024) k_rmsnorm(bf16 *out, const bf16 *x, const bf16 *w, int dim, float eps) {
     pdl_trigger();
-    const bf16 *xr = x + (size_t)blockIdx.x * dim;
-    bf16 *o = out + (size_t)blockIdx.x * dim;  // (may be x itself: a thread writes only what it read)
-    const int runs = dim / 8, T = blockDim.x;
-    const bool vec = (dim & 7) == 0 && runs <= RMS_VEC * T && !(((uintptr_t)xr | (uintptr_t)o | (uintptr_t)w) & 15);
-    float ss = 0;
-    uint4 xv[RMS_VEC], wv[RMS_VEC];
-    if (vec) ss = rms_partial(xr, w, runs, T, xv, wv);
-    else
-        for (int i = threadIdx.x; i < dim; i += blockDim.x) { float v = __bfloat162float(xr[i]); ss += v * v; }
     __shared__ float red[32];
-    const float r = rsqrtf(rms_reduce(ss, T, red) / dim + eps);
-    if (vec) rms_store(o, xv, wv, r, runs, T);
-    else
-        for (int i = threadIdx.x; i < dim; i += blockDim.x)
-            o[i] = __float2bfloat16_rn(__bfloat162float(xr[i]) * r * __bfloat162float(w[i]));
+    rms_row(out + (size_t)blockIdx.x * dim, x + (size_t)blockIdx.x * dim, w, dim, eps, red);
 }
 
 // Dynamic NTK (rope_table.dyn_max_pos > 0): a token of a sequence whose context after the step is

@@ -41,21 +41,9 @@ __device__ __forceinline__ void fp8w_quant_written(const bf16 *row, int cols, in
 // out = rmsnorm(x) ⊙ w (k_rmsnorm's arithmetic and launch shape), then its codes into q.
 static __global__ void __launch_bounds__(1024) k_rmsnorm_fp8(bf16 *out, const bf16 *x, const bf16 *w, int dim,
                                                               float eps, int n, fp8w_dsts q) {
-    const bf16 *xr = x + (size_t)blockIdx.x * dim;
     bf16 *o = out + (size_t)blockIdx.x * dim;
-    const int runs = dim / 8, T = blockDim.x;
-    const bool vec = (dim & 7) == 0 && runs <= RMS_VEC * T && !(((uintptr_t)xr | (uintptr_t)o | (uintptr_t)w) & 15);
-    float ss = 0;
-    uint4 xv[RMS_VEC], wv[RMS_VEC];
-    if (vec) ss = rms_partial(xr, w, runs, T, xv, wv);
-    else
-        for (int i = threadIdx.x; i < dim; i += blockDim.x) { float v = __bfloat162float(xr[i]); ss += v * v; }
     __shared__ float red[32];
-    const float r = rsqrtf(rms_reduce(ss, T, red) / dim + eps);
-    if (vec) rms_store(o, xv, wv, r, runs, T);
-    else
-        for (int i = threadIdx.x; i < dim; i += blockDim.x)
-            o[i] = __float2bfloat16_rn(__bfloat162float(xr[i]) * r * __bfloat162float(w[i]));
+    rms_row(o, x + (size_t)blockIdx.x * dim, w, dim, eps, red);
     fp8w_quant_written(o, dim, blockIdx.x, n, q, red);
 }
 

@@ -1,10 +1,11 @@
 // cuda_rmsnorm.cuh — the arithmetic of one RMSNorm row in 16-byte runs, shared by k_rmsnorm
-// (cuda_backend.cu) and the skinny GEMM's normalising prologue (cuda_gemv.cuh, NORM), so both
-// produce the same bf16 values bit for bit. A row of dim (% 8 == 0, 16-byte aligned) is
+// (cuda_backend.cu), k_rmsnorm_fp8 (cuda_fp8w_act.cuh; both through rms_row) and the skinny GEMM's
+// normalising prologue (cuda_gemv.cuh, NORM), so all produce the same bf16 values bit for bit. A row of dim (% 8 == 0, 16-byte aligned) is
 // normalised by T threads (a multiple of 32, rms_threads below), thread t holding runs t and t + T.
 #pragma once
 
 #include <cuda_bf16.h>
+#include <stdint.h>
 
 #define RMS_VEC 2  // 16-byte runs of x (and of the weight) a thread keeps in registers
 
@@ -69,4 +70,23 @@ __device__ __forceinline__ void rms_store(bf16 *o, const uint4 (&xv)[RMS_VEC], c
         }
         ((uint4 *)o)[i] = ov;
     }
+}
+
+// o = rmsnorm(xr) ⊙ w for the CTA's row of dim (o may be xr: a thread writes only what it read). Rows
+// of 16-byte runs (dim % 8 == 0, aligned, dim <= 16 · blockDim.x) keep each thread's runs of x and of w
+// in registers, so a row costs one memory latency, not one per loop trip; other shapes take the strided
+// loop. red: 32 shared floats, free again when it returns.
+__device__ __forceinline__ void rms_row(bf16 *o, const bf16 *xr, const bf16 *w, int dim, float eps, float *red) {
+    const int runs = dim / 8, T = blockDim.x;
+    const bool vec = (dim & 7) == 0 && runs <= RMS_VEC * T && !(((uintptr_t)xr | (uintptr_t)o | (uintptr_t)w) & 15);
+    float ss = 0;
+    uint4 xv[RMS_VEC], wv[RMS_VEC];
+    if (vec) ss = rms_partial(xr, w, runs, T, xv, wv);
+    else
+        for (int i = threadIdx.x; i < dim; i += blockDim.x) { float v = __bfloat162float(xr[i]); ss += v * v; }
+    const float r = rsqrtf(rms_reduce(ss, T, red) / dim + eps);
+    if (vec) rms_store(o, xv, wv, r, runs, T);
+    else
+        for (int i = threadIdx.x; i < dim; i += blockDim.x)
+            o[i] = __float2bfloat16_rn(__bfloat162float(xr[i]) * r * __bfloat162float(w[i]));
 }
