@@ -1,7 +1,8 @@
 // cuda_rmsnorm.cuh — the arithmetic of one RMSNorm row in 16-byte runs, shared by k_rmsnorm
 // (cuda_backend.cu), k_rmsnorm_fp8 (cuda_fp8w_act.cuh; both through rms_row) and the skinny GEMM's
-// normalising prologue (cuda_gemv.cuh, NORM), so all produce the same bf16 values bit for bit. A row of dim (% 8 == 0, 16-byte aligned) is
-// normalised by T threads (a multiple of 32, rms_threads below), thread t holding runs t and t + T.
+// normalising prologue (cuda_gemv.cuh, NORM), so all produce the same bf16 values bit for bit. A row
+// of dim (% 8 == 0, 16-byte aligned) is normalised by T threads (a multiple of 32, rms_threads below),
+// thread t holding runs t and t + T.
 #pragma once
 
 #include <cuda_bf16.h>
