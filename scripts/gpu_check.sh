@@ -47,8 +47,9 @@
 #   source      ncu's per-SASS stall samples of the FP8 prefill at 16k
 #   moe         mixture-of-experts: the grouped expert GEMM lab (dev/cuda/moe_bench.cu), whole-model pp2048 / tg64
 #               with bf16 and fp8 caches for MOE_MODELS (default dummy:qwen3-30b-a3b and dummy:gpt-oss-20b), then
-#               gpt-oss-20b's single-request study for bf16, fp8 and fp8 with the sliding-window layers in bf16
-#               (about 8 minutes)
+#               gpt-oss-20b's single-request study for bf16, fp8 and fp8 with the sliding-window layers in bf16,
+#               qwen3-30b-a3b's for bf16 and fp8, and gpt-oss-20b under load (LOAD_PROMPTS requests, default 24)
+#               for bf16 against fp8 with the windows in bf16 (about 12 minutes: split it over calls)
 #   gemv        the decode GEMM's variants at the 8B shapes beside the copy rate (dev/cuda/gemv_bench.cu), and the
 #               skinny FP8 GEMM's (dev/cuda/gemv8_bench.cu)
 set -u
@@ -324,6 +325,16 @@ if has moe; then  # mixture-of-experts on the GPU (cuda_moe.cu): the lab, whole 
     --input-lens 256,1024,4096,16384,32768,65536,130944 --output-len 128 --serve-args "--kv-cache-memory 40000000000" \
     --output-dir "$OUT/sweep_gpt-oss-20b" --quiet > "$OUT/moe_sweep.log" 2>&1 || failed "moe sweep dummy:gpt-oss-20b"
   python3 "$REPORT" study "$OUT/sweep_gpt-oss-20b/sweep.json" | sed 's/^/gpt-oss-20b sweep /' | tee -a "$summary"
+  "$BIN/octet" bench sweep --model dummy:qwen3-30b-a3b --kv-cache-dtype auto,fp8 \
+    --input-lens 256,1024,4096,16384,32768,65536,130944 --output-len 128 --serve-args "--kv-cache-memory 40000000000" \
+    --output-dir "$OUT/sweep_qwen3-30b-a3b" --quiet > "$OUT/moe_sweep_qwen3.log" 2>&1 || failed "moe sweep dummy:qwen3-30b-a3b"
+  python3 "$REPORT" study "$OUT/sweep_qwen3-30b-a3b/sweep.json" | sed 's/^/qwen3-30b-a3b sweep /' | tee -a "$summary"
+  # throughput under load (c = 8, 20k in / 2k out) as the MoE issue asks: bf16 against fp8 with the windows in bf16
+  "$BIN/octet" bench sweep --throughput --model dummy:gpt-oss-20b --config "--kv-cache-dtype auto" \
+    --config "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window" --num-prompts "${LOAD_PROMPTS:-24}" \
+    --input-len 20000 --output-len 2000 --max-concurrency 8 --serve-args "--kv-cache-memory 40000000000" \
+    --output-dir "$OUT/throughput_gpt-oss-20b" --quiet > "$OUT/moe_load.log" 2>&1 || failed "moe load dummy:gpt-oss-20b"
+  python3 "$REPORT" load "$OUT/throughput_gpt-oss-20b/throughput.json" | sed 's/^/gpt-oss-20b load /' | tee -a "$summary"
 fi
 if has hd256; then  # the head_dim-256 study (gemma-3-4b's attention shape: 8 query heads, 4 KV heads)
   : > "$OUT/hd256_decode.jsonl"; : > "$OUT/hd256_prefill.jsonl"

@@ -203,8 +203,9 @@ def itl(argv):
 def load(argv):
     j = json.load(open(argv[1]))
     tp = {c["name"]: c["result"]["output_throughput"] for c in j["configs"] if c.get("result")}
+    names = list(tp)  # every configuration against the first (the sweep's own comparison)
     print("load: " + ", ".join(f"{n} {v:.1f} output tok/s" for n, v in tp.items())
-          + (f"; fp8/auto = {tp['fp8'] / tp['auto']:.3f}" if "fp8" in tp and "auto" in tp else ""))
+          + "".join(f"; {n} / {names[0]} = {tp[n] / tp[names[0]]:.3f}" for n in names[1:] if tp[names[0]]))
     for c in j["configs"]:  # failed requests make the rates meaningless: name them
         if c.get("failed"):
             errs = sorted({e for e in c.get("errors", []) if e})

@@ -37,7 +37,7 @@ expect "itl increments" '^itl fp8/auto increments: 256->1024 .*, 65536->130944 0
 expect "itl quarters" '^itl fp8 quarters \(first/last ms\): 256 4.225/4.236, .*, 130944 6.285/6.330$' itl $B/itl_study/h200_llama-3.1-8b_repeat.json
 n=$(python3 "$R" itl $F/itl_no_quarters.json | grep -c quarters)
 [ "$n" = 0 ] && ok || bad "itl: a sweep without itl_quarters_ms printed $n quarters lines"
-expect "load" 'fp8/auto = 1.424$' load $B/throughput/h200_llama-3.1-8b.json
+expect "load" 'fp8 / auto = 1.424$' load $B/throughput/h200_llama-3.1-8b.json
 expect "load failures named" '^load auto: 6 of 8 requests FAILED \(server error in stream: backend cuda: gemv rmsnorm \+ Q\|K\|V: invalid argument\): not a throughput' load $F/load_failed.json
 n=$(python3 "$R" load $B/throughput/h200_llama-3.1-8b.json | grep -c FAILED)
 [ "$n" = 0 ] && ok || bad "load: a run without failures printed $n FAILED lines"
