@@ -52,14 +52,14 @@ static int cpu_sync(struct backend *b) {
 }
 static int cpu_batch_begin(struct backend *b, const struct batch *bt) { return 0; }
 
-// A repacked copy's memory: in 2 MiB pages where it is one or more of them (the decode product streams it).
+// A repacked copy's memory: its whole 2 MiB stretches in 2 MiB pages (the decode product streams it), the
+// tail in base pages.
 static void *kq8_alloc(size_t bytes) {
     const size_t huge = (size_t)2 << 20;
-    if (bytes < huge) return aligned_alloc(64, (bytes + 63) / 64 * 64);
-    size_t len = (bytes + huge - 1) / huge * huge;
-    void *p = aligned_alloc(huge, len);
+    void *p = NULL;
+    if (posix_memalign(&p, bytes >= huge ? huge : 64, bytes)) return NULL;
 #ifdef MADV_HUGEPAGE
-    if (p) madvise(p, len, MADV_HUGEPAGE);
+    if (bytes >= huge) madvise(p, bytes / huge * huge, MADV_HUGEPAGE);
 #endif
     return p;
 }
