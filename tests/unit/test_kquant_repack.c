@@ -2,7 +2,8 @@
 // group kernel gives the bits of the plain kernel (kq_dot_rows, every compiled path) for random rows, for
 // the extreme values (every nibble 15, every scale and min 63, x at ±127), and for several column counts;
 // the backend's decode matmul of a weight whose row count is not a multiple of 8 (repacked groups, then
-// the plain rows) equals the plain weight's bit for bit, and weight_release frees the copy (ASan builds).
+// the plain rows) equals the plain weight's bit for bit, and weight_release frees the copy (ASan builds);
+// a repack that would not fit the memory left is skipped, the weight decoding the same bits in place.
 #include <stdint.h>
 
 #include "../../src/backend/backend.h"
@@ -110,8 +111,47 @@ TEST(backend_decode_equals_plain) {
     b->ops->destroy(b);
 }
 
+// A repack that would not fit the memory left (kq8_room) is skipped: the weight is read in place, decodes the
+// same bits, and the room and the bytes in use move only for the copies that were made and released.
+TEST(repack_only_within_the_memory_left) {
+    struct backend *b = backend_cpu_create(1);
+    CHECK(b != NULL);
+    if (!b) return;
+    struct cpu_backend *c = (struct cpu_backend *)b;
+    CHECK(c->kq8_room > 0);  // (this machine's MemAvailable is well above the headroom)
+    const int rows = 16, cols = 512;
+    const size_t rb = dtype_row_bytes(DT_Q4_K, cols);
+    uint8_t *w = malloc((size_t)rows * rb);
+    q4k_blocks(w, (int64_t)rows * cols / QK_K, 1);
+    float *x = malloc((size_t)cols * 4), *a = malloc((size_t)rows * 4), *want = malloc((size_t)rows * 4);
+    for (int i = 0; i < cols; i++) x[i] = frand();
+    struct weight plain = {DT_Q4_K, rows, cols, w, (void *)w, {0}};
+    b->ops->matmul(b, want, x, &plain, 1);
+    c->kq8_room = 100;  // less than one copy
+    struct weight tight = {DT_Q4_K, rows, cols, w, NULL, {0}};
+    CHECK_EQ_INT(b->ops->weight_upload(b, &tight), 0);
+    CHECK(tight.dev == (void *)w && c->n_kq8 == 0 && c->kq8_used == 0 && c->kq8_room == 100);
+    b->ops->matmul(b, a, x, &tight, 1);
+    CHECK(memcmp(a, want, (size_t)rows * 4) == 0);
+    b->ops->weight_release(b, &tight);
+    c->kq8_room = (size_t)1 << 30;
+    struct weight roomy = {DT_Q4_K, rows, cols, w, NULL, {0}};
+    CHECK_EQ_INT(b->ops->weight_upload(b, &roomy), 0);
+    if (kq8_built()) {
+        CHECK(c->n_kq8 == 1 && c->kq8_used > 0 && c->kq8_room == ((size_t)1 << 30) - c->kq8_used);
+        b->ops->matmul(b, a, x, &roomy, 1);
+        CHECK(memcmp(a, want, (size_t)rows * 4) == 0);
+    }
+    b->ops->weight_release(b, &roomy);
+    CHECK(c->n_kq8 == 0 && c->kq8_used == 0 && c->kq8_room == (size_t)1 << 30);
+    CHECK_EQ_INT(b->ops->sync(b), 0);
+    free(w); free(x); free(a); free(want);
+    b->ops->destroy(b);
+}
+
 int main(void) {
     RUN(group_kernel_equals_plain);
     RUN(backend_decode_equals_plain);
+    RUN(repack_only_within_the_memory_left);
     return test_summary("kquant_repack");
 }

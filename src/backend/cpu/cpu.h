@@ -31,6 +31,10 @@ struct cpu_backend {
     int error;              // a failed logits_argmax's code, returned (once) by sync
     void **kq8;             // [n_kq8] the Q4_K weights' repacked copies this backend owns (cpu_kq8.c)
     int n_kq8;
+    size_t kq8_room;        // bytes more repacked copies may take: the memory available at creation less
+                            // 512 MiB of headroom (SIZE_MAX where unknown); past it weights stay unrepacked
+    size_t kq8_used;        // bytes the repacked copies take
+    int kq8_told;           // (the notice that a weight stayed unrepacked is printed once)
 };
 
 // Per-thread scratch of at least n floats (grown between runs only).

@@ -3,6 +3,9 @@
 // get a repacked copy for decode, cpu_kq8.c, which this file owns and frees), and the
 // elementwise ops. Activations are f32.
 #include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -64,6 +67,21 @@ static void *kq8_alloc(size_t bytes) {
     return p;
 }
 
+// MemAvailable (/proc/meminfo: free memory and the reclaimable caches) less 512 MiB: what repacked copies may
+// take; SIZE_MAX where the kernel does not say.
+static size_t kq8_room_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return SIZE_MAX;
+    char line[128];
+    unsigned long long kb = 0;
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) found = sscanf(line, "MemAvailable: %llu kB", &kb) == 1;
+    fclose(f);
+    if (!found) return SIZE_MAX;
+    const unsigned long long bytes = kb * 1024ull, headroom = 512ull << 20;
+    return bytes > headroom ? (size_t)(bytes - headroom) : 0;
+}
+
 const uint8_t *cpu_kq8_of(const struct cpu_backend *c, const struct weight *w) {
     if (w->dtype != DT_Q4_K || !w->dev || w->dev == w->data) return NULL;
     for (int i = 0; i < c->n_kq8; i++)
@@ -80,6 +98,13 @@ static int cpu_weight_upload(struct backend *b, struct weight *w) {
     size_t kb = w->dtype == DT_Q4_K ? kq8_bytes(w->rows, w->cols) : 0;
     w->dev = (void *)w->data;
     if (!kb) return 0;
+    if (kb > c->kq8_room) {  // a second copy that would not fit: decode reads the file's layout (same bits)
+        if (!c->kq8_told++)
+            fprintf(stderr, "octet: cpu: Q4_K weights past the first %zu MB are not repacked for decode: the memory "
+                            "available has no room for the copy (same results, slower decode)\n",
+                    c->kq8_used >> 20);
+        return 0;
+    }
     void *p = kq8_alloc(kb), **list = realloc(c->kq8, (size_t)(c->n_kq8 + 1) * sizeof *list);
     if (list) c->kq8 = list;
     if (!p || !list) {
@@ -89,6 +114,8 @@ static int cpu_weight_upload(struct backend *b, struct weight *w) {
     }
     kq8_repack(w->data, dtype_row_bytes(w->dtype, w->cols), w->rows, w->cols, p);
     c->kq8[c->n_kq8++] = p;
+    c->kq8_room -= kb;
+    c->kq8_used += kb;
     w->dev = p;
     return 0;
 }
@@ -97,6 +124,9 @@ static void cpu_weight_release(struct backend *b, struct weight *w) {
     if (cpu_kq8_of(c, w)) {
         for (int i = 0; i < c->n_kq8; i++)
             if (c->kq8[i] == w->dev) { c->kq8[i] = c->kq8[--c->n_kq8]; break; }
+        const size_t kb = kq8_bytes(w->rows, w->cols);
+        c->kq8_room += kb;
+        c->kq8_used -= kb;
         free(w->dev);
     }
     w->dev = NULL;
@@ -311,6 +341,7 @@ struct backend *backend_cpu_create(int n_threads) {
     c->tp = threadpool_create(n_threads);
     if (!c->tp) { free(c); return NULL; }
     c->n_threads = threadpool_n_threads(c->tp);
+    c->kq8_room = kq8_room_available();
     if (cpu_reserve_scratch(c, 4096) < 0) { cpu_destroy(&c->base); return NULL; }
     return &c->base;
 }
