@@ -27,7 +27,7 @@
 #define GEMM_KC 512   // columns widened at a time (a multiple of 32)
 #define GEMM_WP (GEMM_KC + 16)  // floats between widened rows (+64 bytes: the rows fall in different L1 sets)
 #define GEMM_TT 64    // the most tokens whose x is reused by every row block
-#define GEMM_X_FLOATS (1 << 17)  // a token tile's x, at most (512 KB: half of the L2 cache)
+#define GEMM_X_FLOATS (1 << 16)  // a token tile's x, at most (256 KB: a quarter of the L2 cache)
 
 size_t cpu_gemm_scratch_floats(void) { return (size_t)GEMM_R * GEMM_WP + (size_t)GEMM_TT * GEMM_R * 32; }
 
