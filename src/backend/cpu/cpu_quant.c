@@ -8,24 +8,11 @@
 #include "../../base/half.h"
 #include "cpu.h"
 #include "cpu_quant.h"
-#if defined(__F16C__)
-#include <immintrin.h>
-#endif
-
-static inline float scale_of(const uint8_t *blk) {
-    uint16_t h;
-    memcpy(&h, blk, 2);
-#if defined(__F16C__)
-    return _cvtsh_ss(h);
-#else
-    return f16_to_f32(h);
-#endif
-}
 
 void q8_0_row_to_f32(const void *src, float *dst, int64_t n) {
     const uint8_t *p = src;
     for (int64_t b = 0; b < n / QK8_0; b++, p += 2 + QK8_0) {
-        float d = scale_of(p);
+        float d = quant_f16(p);
         for (int j = 0; j < QK8_0; j++) dst[b * QK8_0 + j] = d * (float)(int8_t)p[2 + j];
     }
 }
@@ -33,7 +20,7 @@ void q8_0_row_to_f32(const void *src, float *dst, int64_t n) {
 void q4_0_row_to_f32(const void *src, float *dst, int64_t n) {
     const uint8_t *p = src;
     for (int64_t b = 0; b < n / QK4_0; b++, p += 2 + QK4_0 / 2) {
-        float d = scale_of(p);
+        float d = quant_f16(p);
         for (int j = 0; j < QK4_0 / 2; j++) {
             dst[b * QK4_0 + j] = d * (float)((p[2 + j] & 0x0F) - 8);
             dst[b * QK4_0 + j + QK4_0 / 2] = d * (float)((p[2 + j] >> 4) - 8);
