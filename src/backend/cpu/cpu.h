@@ -29,7 +29,7 @@ struct cpu_backend {
     size_t lg_floats;
     int32_t feed[BACKEND_FEED_ROWS];  // logits_argmax's last picks (batch token ids -1-j)
     int error;              // a failed logits_argmax's code, returned (once) by sync
-    void **kq8;             // [n_kq8] the Q4_K weights' repacked copies this backend owns (cpu_kq8.c)
+    void **kq8;             // [n_kq8] the Q4_K / Q6_K weights' repacked copies it owns (cpu_kq8.c, cpu_kq6x8.c)
     int n_kq8;
     size_t kq8_room;        // bytes more repacked copies may take: the memory available at creation less
                             // 512 MiB of headroom (SIZE_MAX where unknown); past it weights stay unrepacked
