@@ -25,7 +25,7 @@
 #define Q6K_BYTES 210
 #define KQ6_QS 1536
 #define KQ6_HDR 144
-#define KQ6_PF 2048 // software prefetch distance in the quant blocks, bytes (headers: 4 blocks ahead)
+#define KQ6_PF 4096 // software prefetch distance in the quant blocks, bytes (headers: 4 blocks ahead)
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
 #define KQ6_BUILT 1
