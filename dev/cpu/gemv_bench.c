@@ -2,8 +2,9 @@
 // Q8_0/Q4_0/Q4_K/Q5_K/Q6_K weights (rows x cols each, 1 GiB in all by default, so every byte comes from memory as in a
 // model's decode), and reports weight GB/s read (the block types: x quantized to 8 bits, then integer dot
 // products, cpu_qdot.c). Every weight goes through the backend's weight_upload, so Q4_K decode reads the
-// groups of 8 rows it repacks there (cpu_kq8.c, 1184 bytes for each 1152 of the file's); GB/s counts the
-// file's bytes. Prints a table line and JSON.
+// groups of 8 rows it repacks there (cpu_kq8.c, 1184 bytes for each 1152 of the file's), and Q6_K decode its
+// groups of 8 (cpu_kq6x8.c, as many bytes as the file's); GB/s counts the file's bytes. Prints a table line
+// and JSON.
 //   make && cc -O2 -march=native -pthread dev/cpu/gemv_bench.c build/liboctet.a -lm -o build/gemv_bench
 //   build/gemv_bench [f16|bf16|f32|q8_0|q4_0|q4_k|q5_k|q6_k] [rows=8192] [cols=2048] [threads=2] [passes=5] [MiB=1024]
 #include <stdint.h>
