@@ -50,7 +50,7 @@ void cpu_matmul(struct backend *b, void *out, const void *x, const struct weight
 // F32/F16/BF16, n >= 4), its per-thread scratch in floats, and out[t][r] = x[t]·W[r] for rows [r0, r1)
 // of every token, bit for bit cpu_dot's result on the widened row.
 int cpu_gemm_fits(const struct weight *w, int n);
-size_t cpu_gemm_scratch_floats(void);
+size_t cpu_gemm_scratch_floats(int64_t cols);
 void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, float *out /*[n][rows]*/, int r0,
                    int r1, float *scratch);
 void cpu_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v,

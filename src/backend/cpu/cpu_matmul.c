@@ -271,7 +271,7 @@ void cpu_matmul(struct backend *b, void *out, const void *x, const struct weight
     // each thread widens one 16-bit row into its scratch: reserved here, from the weight itself, since
     // a weight uploaded by another backend (engines sharing a model) never passed this one's upload
     size_t need = (size_t)w->cols;
-    if (cpu_gemm_fits(w, n) && need < cpu_gemm_scratch_floats()) need = cpu_gemm_scratch_floats();
+    if (cpu_gemm_fits(w, n) && need < cpu_gemm_scratch_floats(w->cols)) need = cpu_gemm_scratch_floats(w->cols);
     if (cpu_reserve_scratch(c, need) < 0) {
         c->error = err_set(OCT_ENOMEM, "cpu: no memory to widen rows of %lld columns", (long long)w->cols);
         return;
