@@ -45,11 +45,14 @@ size_t kq6x8_bytes(int64_t rows, int64_t cols) {
     return (size_t)(rows / 8) * kq6x8_group_bytes(cols);
 }
 
-// The unsigned 6-bit value of element e (0..255) of the Q6_K super-block at p.
-static int q6_value(const uint8_t *p, int e) {
-    int h = e / 128, j = e % 128 / 32, l = e % 32;
-    int lo = (p[64 * h + 32 * (j % 2) + l] >> 4 * (j / 2)) & 15;
-    return lo | ((p[128 + 32 * h + l] >> 2 * j) & 3) << 4;
+// v[0..256) = the unsigned 6-bit values of the Q6_K super-block at p.
+static void q6_values(const uint8_t *p, uint8_t *v) {
+    for (int h = 0; h < 2; h++)
+        for (int j = 0; j < 4; j++)
+            for (int l = 0; l < 32; l++) {
+                int lo = (p[64 * h + 32 * (j % 2) + l] >> 4 * (j / 2)) & 15;
+                v[128 * h + 32 * j + l] = (uint8_t)(lo | ((p[128 + 32 * h + l] >> 2 * j) & 3) << 4);
+            }
 }
 
 void kq6x8_repack(const uint8_t *w, size_t rb, int64_t rows, int64_t cols, uint8_t *dst) {
@@ -64,14 +67,15 @@ void kq6x8_repack(const uint8_t *w, size_t rb, int64_t rows, int64_t cols, uint8
                 const uint8_t *p = w + (size_t)(8 * g + r) * rb + (size_t)b * Q6K_BYTES;
                 memcpy(h + 2 * r, p + 208, 2);
                 for (int s = 0; s < 16; s++) h[16 + 16 * (s / 2) + 2 * r + s % 2] = p[192 + s];
+                uint8_t e[QK_K];
+                q6_values(p, e);
                 for (int j = 0; j < 8; j++)
                     for (int i = 0; i < 8; i++) {
-                        int a = q6_value(p, 32 * j + i), bq = q6_value(p, 32 * j + 8 + i);
-                        int c = q6_value(p, 32 * j + 16 + i), e = q6_value(p, 32 * j + 24 + i);
+                        const uint8_t *a = e + 32 * j + i, t = a[24];
                         uint8_t *v = q + 192 * j + 8 * r + i;
-                        v[0] = (uint8_t)(a | (e & 3) << 6);
-                        v[64] = (uint8_t)(bq | (e >> 2 & 3) << 6);
-                        v[128] = (uint8_t)(c | (e >> 4) << 6);
+                        v[0] = (uint8_t)(a[0] | (t & 3) << 6);
+                        v[64] = (uint8_t)(a[8] | (t >> 2 & 3) << 6);
+                        v[128] = (uint8_t)(a[16] | (t >> 4) << 6);
                     }
             }
         }
