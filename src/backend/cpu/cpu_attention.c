@@ -186,6 +186,34 @@ static void exp_shifted(float *dst, const float *src, float m, int n) {
 static inline void pv_rows(float *ac, const float *p, const float *rows, int n_rows, int hd) {
     int i = 0;
 #if defined(__AVX512F__)
+    // 8 (then 4) column slices at once: independent FMA chains, so the loop runs at the FMA units' rate
+    // rather than one FMA's latency
+    for (; i + 128 <= hd; i += 128) {
+        __m512 a[8];
+#pragma GCC unroll 8
+        for (int u = 0; u < 8; u++) a[u] = _mm512_loadu_ps(ac + i + 16 * u);
+        for (int r = 0; r < n_rows; r++) {
+            const __m512 pr = _mm512_set1_ps(p[r]);
+            const float *row = rows + (size_t)r * hd + i;
+#pragma GCC unroll 8
+            for (int u = 0; u < 8; u++) a[u] = _mm512_fmadd_ps(pr, _mm512_loadu_ps(row + 16 * u), a[u]);
+        }
+#pragma GCC unroll 8
+        for (int u = 0; u < 8; u++) _mm512_storeu_ps(ac + i + 16 * u, a[u]);
+    }
+    for (; i + 64 <= hd; i += 64) {
+        __m512 a[4];
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) a[u] = _mm512_loadu_ps(ac + i + 16 * u);
+        for (int r = 0; r < n_rows; r++) {
+            const __m512 pr = _mm512_set1_ps(p[r]);
+            const float *row = rows + (size_t)r * hd + i;
+#pragma GCC unroll 4
+            for (int u = 0; u < 4; u++) a[u] = _mm512_fmadd_ps(pr, _mm512_loadu_ps(row + 16 * u), a[u]);
+        }
+#pragma GCC unroll 4
+        for (int u = 0; u < 4; u++) _mm512_storeu_ps(ac + i + 16 * u, a[u]);
+    }
     for (; i + 16 <= hd; i += 16) {
         __m512 a = _mm512_loadu_ps(ac + i);
         for (int r = 0; r < n_rows; r++)
@@ -302,7 +330,8 @@ static void pv_wgmma_model(const struct kv_layer *l, const int32_t *btab, int g,
 }
 
 // s[0..KT) = q · rows of kt, where kt is a transposed key tile [hd][KT]: each score sums
-// its hd terms in order, and the KT scores advance together in one vector.
+// its hd terms in order (a product, then a sum: no fused multiply-add), and the KT scores advance
+// together in one vector.
 static inline void score_tile(float *s, const float *q, const float *kt, int hd) {
     for (int r = 0; r < KT; r++) s[r] = 0.0f;
     for (int i = 0; i < hd; i++) {
@@ -310,6 +339,74 @@ static inline void score_tile(float *s, const float *q, const float *kt, int hd)
         const float *t = kt + (size_t)i * KT;
         for (int r = 0; r < KT; r++) s[r] += qi * t[r];
     }
+}
+
+#if defined(__AVX512F__)
+// score_tile for N query heads at once (N independent chains of the same operations).
+static inline __attribute__((always_inline)) void score_n(float *s /*[N][KT]*/, const float *q /*[N][hd]*/, int N,
+                                                          const float *kt, int hd) {
+    __m512 a[8];
+#pragma GCC unroll 8
+    for (int h = 0; h < N; h++) a[h] = _mm512_setzero_ps();
+    for (int i = 0; i < hd; i++) {
+        const __m512 k = _mm512_loadu_ps(kt + (size_t)i * KT);
+#pragma GCC unroll 8
+        for (int h = 0; h < N; h++) a[h] = _mm512_add_ps(a[h], _mm512_mul_ps(_mm512_set1_ps(q[(size_t)h * hd + i]), k));
+    }
+#pragma GCC unroll 8
+    for (int h = 0; h < N; h++) _mm512_storeu_ps(s + (size_t)h * KT, a[h]);
+}
+#endif
+
+// s[h][0..KT) = score_tile(q[h]) for the n query heads of q [n][hd].
+static void score_heads(float *s /*[n][KT]*/, const float *q /*[n][hd]*/, int n, const float *kt, int hd) {
+    int h = 0;
+#if defined(__AVX512F__) && KT == 16
+    for (; h + 8 <= n; h += 8) score_n(s + (size_t)h * KT, q + (size_t)h * hd, 8, kt, hd);
+    for (; h + 4 <= n; h += 4) score_n(s + (size_t)h * KT, q + (size_t)h * hd, 4, kt, hd);
+    for (; h + 2 <= n; h += 2) score_n(s + (size_t)h * KT, q + (size_t)h * hd, 2, kt, hd);
+#endif
+    for (; h < n; h++) score_tile(s + (size_t)h * KT, q + (size_t)h * hd, kt, hd);
+}
+
+// kt [hd][KT] = the first nr rows of src [nr][hd] transposed, rows past nr zero.
+static void transpose_keys(float *kt, const float *src, int nr, int hd) {
+    int i0 = 0;
+#if defined(__AVX512F__) && KT == 16
+    for (; i0 + 16 <= hd; i0 += 16) {  // one 16 x 16 block: pairs, then quads, then 128-bit quarters twice
+        __m512 r[16], t[16];
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; k++) r[k] = k < nr ? _mm512_loadu_ps(src + (size_t)k * hd + i0) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; k += 2) {
+            t[k] = _mm512_unpacklo_ps(r[k], r[k + 1]);
+            t[k + 1] = _mm512_unpackhi_ps(r[k], r[k + 1]);
+        }
+#pragma GCC unroll 16
+        for (int k = 0; k < 16; k += 4) {  // r[k + m], quarter c: column 4c + m of rows k..k+3
+            const __m512d t0 = _mm512_castps_pd(t[k]), t1 = _mm512_castps_pd(t[k + 1]);
+            const __m512d t2 = _mm512_castps_pd(t[k + 2]), t3 = _mm512_castps_pd(t[k + 3]);
+            r[k] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+            r[k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+            r[k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+            r[k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+        }
+#pragma GCC unroll 4
+        for (int m = 0; m < 4; m++) {  // column 4c + m: quarter c of r[m], r[4 + m], r[8 + m], r[12 + m]
+            const __m512 u = _mm512_shuffle_f32x4(r[m], r[4 + m], 0x88), v = _mm512_shuffle_f32x4(r[m], r[4 + m], 0xDD);
+            const __m512 u2 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0x88);
+            const __m512 v2 = _mm512_shuffle_f32x4(r[8 + m], r[12 + m], 0xDD);
+            _mm512_storeu_ps(kt + (size_t)(i0 + m) * KT, _mm512_shuffle_f32x4(u, u2, 0x88));
+            _mm512_storeu_ps(kt + (size_t)(i0 + 4 + m) * KT, _mm512_shuffle_f32x4(v, v2, 0x88));
+            _mm512_storeu_ps(kt + (size_t)(i0 + 8 + m) * KT, _mm512_shuffle_f32x4(u, u2, 0xDD));
+            _mm512_storeu_ps(kt + (size_t)(i0 + 12 + m) * KT, _mm512_shuffle_f32x4(v, v2, 0xDD));
+        }
+    }
+#endif
+    for (int r = 0; r < nr; r++)
+        for (int i = i0; i < hd; i++) kt[(size_t)i * KT + r] = src[(size_t)r * hd + i];
+    for (int r = nr; r < KT; r++)
+        for (int i = i0; i < hd; i++) kt[(size_t)i * KT + r] = 0.0f;
 }
 
 // Query head h's sink logit (attn_params.sinks: f32, bf16 or f16).
@@ -341,7 +438,7 @@ static void attn_task(void *ctx, int task, int thread) {
     float *acc = qv + (size_t)group * hd;     // [group][hd]
     float *scores = acc + (size_t)group * hd; // [group][n_keys]
     float *gbuf = scores + (size_t)group * a->max_ctx; // [32][hd] + [hd]: the wgmma model's scratch
-    float qscale[64];
+    float qscale[64], sv[64 * KT];  // group <= 64
 
     for (int h = 0; h < group; h++) {
         const float *src = a->q + ((size_t)t * a->p->n_heads + g * group + h) * hd;
@@ -366,16 +463,12 @@ static void attn_task(void *ctx, int task, int thread) {
         const float *rks = kts ? kts + idx / hd : NULL;  // the rows' K scales
         for (int r0 = 0; r0 < rows; r0 += KT) {
             int nr = rows - r0 < KT ? rows - r0 : KT;
-            const float *src = tile + (size_t)r0 * hd;
-            for (int r = 0; r < nr; r++)
-                for (int i = 0; i < hd; i++) kt[(size_t)i * KT + r] = src[(size_t)r * hd + i];
-            for (int r = nr; r < KT; r++)
-                for (int i = 0; i < hd; i++) kt[(size_t)i * KT + r] = 0.0f;
+            transpose_keys(kt, tile + (size_t)r0 * hd, nr, hd);
+            score_heads(sv, qv, group, kt, hd);
             for (int h = 0; h < group; h++) {
-                float f = qscale[h] * kscale * a->p->softmax_scale, sv[KT];
-                score_tile(sv, qv + (size_t)h * hd, kt, hd);
+                float f = qscale[h] * kscale * a->p->softmax_scale;
                 float *sc = scores + (size_t)h * n_keys + j + r0, cap = a->p->softcap;
-                for (int r = 0; r < nr; r++) sc[r] = sv[r] * f;
+                for (int r = 0; r < nr; r++) sc[r] = sv[(size_t)h * KT + r] * f;
                 if (rks)  // per-token-head K scale: one more f32 product on the score
                     for (int r = 0; r < nr; r++) sc[r] *= rks[r0 + r];
                 if (cap > 0)  // soft-capping (Gemma 2): cap·tanh(s/cap) on the scaled score
