@@ -2,8 +2,9 @@
 // docs/kv_format.md in their plainest form). Attention reads the cache in its stored
 // dtype and widens one key/value row at a time (no f32 copy of the cache); K's scale is
 // applied to the dot product and V's to the accumulated output; per-token-head scales
-// (fp8_per_token_head) multiply each key's score and each value row's P. One task = one query
-// token × one KV head, so the query heads sharing that KV head read it once (GQA).
+// (fp8_per_token_head) multiply each key's score and each value row's P. One task = a tile of up to
+// QT_MAX query tokens of one sequence × one KV head, so the query heads sharing that KV head (GQA) and the
+// tile's tokens (prefill) widen each block once; each token's arithmetic is the same as alone.
 // Two passes (scores, then softmax·V) over the exact max make the result independent
 // of how tokens were grouped into steps. Rows are widened one block-run at a time into a
 // [kv_block_tokens][head_dim] tile (L1-resident), never the whole cache. Attention sinks (gpt-oss) join
@@ -11,11 +12,14 @@
 #include <float.h>
 #include <math.h>
 #include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #if defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
+#include "../../base/check.h"
 #include "../../base/fp8.h"
 #include "../../base/half.h"
 #include "../weight.h"
@@ -127,6 +131,7 @@ struct attn_ctx {
     const struct attn_params *p;
     const struct batch *bt;
     int max_ctx;
+    const int32_t *tiles;  // [n_tiles][2]: a query tile's first token and its count (one sequence)
 };
 
 // Index of the sequence that owns token t (query_start is sorted).
@@ -140,6 +145,8 @@ static int seq_of_token(const struct batch *bt, int t) {
 }
 
 #define KT 16  // keys scored together: one vector of 16 scores
+#define QT_MAX 8  // query tokens of one sequence sharing each widened K/V block and transposed key slice
+#define QT_SCORES ((size_t)1 << 22)  // a query tile's scores, at most (floats)
 
 // e^x for x <= 0 (softmax numerators), Cephes' single-precision polynomial (≈1 ulp);
 // the same arithmetic in every lane and in the scalar tail (fmaf), so a score's value
@@ -416,109 +423,169 @@ static float sink_logit(const struct weight *w, int h) {
     return w->dtype == DT_BF16 ? bf16_to_f32(u) : f16_to_f32(u);
 }
 
+// The largest of x[0..n) (-inf when n = 0); a NaN never replaces the running max, as in a scalar
+// `m = x > m ? x : m` (MAXPS returns its second operand unless the first is greater).
+static float row_max(const float *x, int n) {
+    float m = -INFINITY;
+    int j = 0;
+#if defined(__AVX512F__)
+    __m512 vm = _mm512_set1_ps(-INFINITY);
+    for (; j + 16 <= n; j += 16) vm = _mm512_max_ps(_mm512_loadu_ps(x + j), vm);
+    float lanes[16];
+    _mm512_storeu_ps(lanes, vm);
+    for (int i = 0; i < 16; i++) m = lanes[i] > m ? lanes[i] : m;
+#endif
+    for (; j < n; j++) m = x[j] > m ? x[j] : m;
+    return m;
+}
+
 static void attn_task(void *ctx, int task, int thread) {
     struct attn_ctx *a = ctx;
     const struct kv_layer *l = a->l;
     const struct batch *bt = a->bt;
     int nkv = l->n_kv_heads, hd = l->head_dim, bs = l->kv_block_tokens;
     int group = a->p->n_heads / nkv;
-    int t = task / nkv, g = task % nkv;
-    int s = seq_of_token(bt, t);
-    int pos = bt->positions[t];
-    int lo = (l->window > 0 && pos - l->window + 1 > 0) ? pos - l->window + 1 : 0;
-    int n_keys = pos - lo + 1;
+    int g = task % nkv, t0 = a->tiles[2 * (task / nkv)], nt = a->tiles[2 * (task / nkv) + 1];
+    int s = seq_of_token(bt, t0);
     const int32_t *btab = bt->block_tables + (size_t)s * bt->max_blocks_per_seq;
     bool emulate = a->p->fp8_math == ATTN_FP8_EMULATE && is_fp8(l->dtype);
     bool wg_model = emulate && l->dtype == DT_E4M3;  // e4m3 prefill runs on wgmma on a GPU
 
     float *scratch = cpu_scratch(a->c, thread);
-    float *tile = scratch;                    // [bs][hd] one block's widened K or V rows
-    float *kt = tile + (size_t)bs * hd;       // [hd][KT] a transposed slice of the K tile
-    float *qv = kt + (size_t)hd * KT;         // [group][hd] queries (maybe FP8-rounded)
-    float *acc = qv + (size_t)group * hd;     // [group][hd]
-    float *scores = acc + (size_t)group * hd; // [group][n_keys]
-    float *gbuf = scores + (size_t)group * a->max_ctx; // [32][hd] + [hd]: the wgmma model's scratch
-    float qscale[64], sv[64 * KT];  // group <= 64
+    float *tile = scratch;                         // [bs][hd] one block's widened K or V rows
+    float *kt = tile + (size_t)bs * hd;            // [hd][KT] a transposed slice of the K tile
+    float *qv = kt + (size_t)hd * KT;              // [nt][group][hd] queries (maybe FP8-rounded)
+    float *acc = qv + (size_t)nt * group * hd;     // [nt][group][hd]
+    float *scores = acc + (size_t)nt * group * hd; // [nt][group × max_ctx]: token u's [group][n_keys[u]]
+    float *gbuf = scores + (size_t)nt * group * a->max_ctx; // [32][hd] + [hd]: the wgmma model's scratch
+    float qscale[QT_MAX][64], sv[64 * KT], sum[QT_MAX][64];  // group <= 64
+    int lo[QT_MAX], pos[QT_MAX], n_keys[QT_MAX], klo = INT32_MAX, khi = -1;
 
-    for (int h = 0; h < group; h++) {
-        const float *src = a->q + ((size_t)t * a->p->n_heads + g * group + h) * hd;
-        float *dst = qv + (size_t)h * hd;
-        qscale[h] = 1.0f;
-        if (emulate) {  // dynamic per-(token, head) scale amax/448, then e4m3 rounding
-            float amax = 0;
-            for (int i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(src[i]));
-            qscale[h] = amax > 0 ? amax / FP8_E4M3_MAX : 1.0f;
-            for (int i = 0; i < hd; i++) dst[i] = fp8_e4m3_to_f32(fp8_e4m3_from_f32(src[i] / qscale[h]));
-        } else {
-            memcpy(dst, src, (size_t)hd * 4);
+    for (int u = 0; u < nt; u++) {
+        pos[u] = bt->positions[t0 + u];
+        lo[u] = (l->window > 0 && pos[u] - l->window + 1 > 0) ? pos[u] - l->window + 1 : 0;
+        n_keys[u] = pos[u] - lo[u] + 1;
+        klo = lo[u] < klo ? lo[u] : klo;
+        khi = pos[u] > khi ? pos[u] : khi;
+        for (int h = 0; h < group; h++) {
+            const float *src = a->q + ((size_t)(t0 + u) * a->p->n_heads + g * group + h) * hd;
+            float *dst = qv + ((size_t)u * group + h) * hd;
+            qscale[u][h] = 1.0f;
+            if (emulate) {  // dynamic per-(token, head) scale amax/448, then e4m3 rounding
+                float amax = 0;
+                for (int i = 0; i < hd; i++) amax = fmaxf(amax, fabsf(src[i]));
+                qscale[u][h] = amax > 0 ? amax / FP8_E4M3_MAX : 1.0f;
+                for (int i = 0; i < hd; i++) dst[i] = fp8_e4m3_to_f32(fp8_e4m3_from_f32(src[i] / qscale[u][h]));
+            } else {
+                memcpy(dst, src, (size_t)hd * 4);
+            }
         }
     }
-    float kscale = is_fp8(l->dtype) ? l->k_scale[g] : 1.0f;
+    float kscale = is_fp8(l->dtype) ? l->k_scale[g] : 1.0f, cap = a->p->softcap;
     const float *kts = l->k_tok_scale, *vts = l->v_tok_scale;  // [n_blocks][nkv][bs] or NULL
-    // pass 1: scores, one block (a contiguous [rows][hd] run for head g) at a time
-    for (int j = 0; j < n_keys;) {
-        int kp = lo + j, off = kp % bs, rows = bs - off < n_keys - j ? bs - off : n_keys - j;
+    // pass 1: scores, one block (a contiguous [rows][hd] run for head g) at a time, each widened and each
+    // KT-key slice transposed once for every token of the tile
+    for (int kp = klo; kp <= khi;) {
+        int off = kp % bs, rows = bs - off < khi - kp + 1 ? bs - off : khi - kp + 1;
         size_t idx = (((size_t)btab[kp / bs] * nkv + g) * bs + off) * hd;
         widen_row(l->dtype, l->k, idx, rows * hd, tile);
         const float *rks = kts ? kts + idx / hd : NULL;  // the rows' K scales
         for (int r0 = 0; r0 < rows; r0 += KT) {
-            int nr = rows - r0 < KT ? rows - r0 : KT;
+            int nr = rows - r0 < KT ? rows - r0 : KT, c0 = kp + r0, c1 = c0 + nr;  // keys [c0, c1)
             transpose_keys(kt, tile + (size_t)r0 * hd, nr, hd);
-            score_heads(sv, qv, group, kt, hd);
-            for (int h = 0; h < group; h++) {
-                float f = qscale[h] * kscale * a->p->softmax_scale;
-                float *sc = scores + (size_t)h * n_keys + j + r0, cap = a->p->softcap;
-                for (int r = 0; r < nr; r++) sc[r] = sv[(size_t)h * KT + r] * f;
-                if (rks)  // per-token-head K scale: one more f32 product on the score
-                    for (int r = 0; r < nr; r++) sc[r] *= rks[r0 + r];
-                if (cap > 0)  // soft-capping (Gemma 2): cap·tanh(s/cap) on the scaled score
-                    for (int r = 0; r < nr; r++) sc[r] = cap * tanhf(sc[r] / cap);
+            for (int u = 0; u < nt; u++) {
+                int k0 = c0 > lo[u] ? c0 : lo[u], k1 = c1 < pos[u] + 1 ? c1 : pos[u] + 1;
+                if (k0 >= k1) continue;
+                score_heads(sv, qv + (size_t)u * group * hd, group, kt, hd);
+                for (int h = 0; h < group; h++) {
+                    float f = qscale[u][h] * kscale * a->p->softmax_scale;
+                    float *sc = scores + (size_t)u * group * a->max_ctx + (size_t)h * n_keys[u] - lo[u];
+                    for (int k = k0; k < k1; k++) sc[k] = sv[(size_t)h * KT + k - c0] * f;
+                    if (rks)  // per-token-head K scale: one more f32 product on the score
+                        for (int k = k0; k < k1; k++) sc[k] *= rks[r0 + k - c0];
+                    if (cap > 0)  // soft-capping (Gemma 2): cap·tanh(s/cap) on the scaled score
+                        for (int k = k0; k < k1; k++) sc[k] = cap * tanhf(sc[k] / cap);
+                }
             }
         }
-        j += rows;
+        kp += rows;
     }
-    // softmax denominators with the exact max (a sink logit counts in both, and adds no value)
-    float sum[64];
+    // softmax denominators with the exact max (a sink logit counts in both, and adds no value); each head's
+    // sum in key order, the group's heads side by side (independent chains)
     const struct weight *sinks = l->sinks;
-    for (int h = 0; h < group; h++) {
-        float *sc = scores + (size_t)h * n_keys, m = -INFINITY;
-        for (int j = 0; j < n_keys; j++) m = sc[j] > m ? sc[j] : m;
-        float sink = sinks ? sink_logit(sinks, g * group + h) : -INFINITY;
-        m = sink > m ? sink : m;
-        exp_shifted(sc, sc, m, n_keys);
-        double l_sum = sinks ? exp_tail(sink - m) : 0;
-        for (int j = 0; j < n_keys; j++) {
-            float pj = sc[j];
-            l_sum += pj;
-            if (emulate) sc[j] = fp8_e4m3_to_f32(fp8_e4m3_from_f32(pj * ATTN_FP8_P_SCALE)) / ATTN_FP8_P_SCALE;
+    for (int u = 0; u < nt; u++) {
+        float *su = scores + (size_t)u * group * a->max_ctx;
+        double l_sum[64];
+        for (int h = 0; h < group; h++) {
+            float *sc = su + (size_t)h * n_keys[u], m = row_max(sc, n_keys[u]);
+            float sink = sinks ? sink_logit(sinks, g * group + h) : -INFINITY;
+            m = sink > m ? sink : m;
+            exp_shifted(sc, sc, m, n_keys[u]);
+            l_sum[h] = sinks ? exp_tail(sink - m) : 0;
         }
-        sum[h] = (float)l_sum;
-        memset(acc + (size_t)h * hd, 0, (size_t)hd * 4);
+        int h = 0, nk = n_keys[u];
+        for (; h + 4 <= group; h += 4) {  // four chains in registers
+            const float *p0 = su + (size_t)h * nk, *p1 = p0 + nk, *p2 = p1 + nk, *p3 = p2 + nk;
+            double s0 = l_sum[h], s1 = l_sum[h + 1], s2 = l_sum[h + 2], s3 = l_sum[h + 3];
+            for (int j = 0; j < nk; j++) {
+                s0 += p0[j];
+                s1 += p1[j];
+                s2 += p2[j];
+                s3 += p3[j];
+            }
+            l_sum[h] = s0, l_sum[h + 1] = s1, l_sum[h + 2] = s2, l_sum[h + 3] = s3;
+        }
+        for (; h < group; h++) {
+            double s0 = l_sum[h];
+            for (int j = 0; j < nk; j++) s0 += su[(size_t)h * nk + j];
+            l_sum[h] = s0;
+        }
+        for (int h = 0; h < group; h++) {
+            float *sc = su + (size_t)h * n_keys[u];
+            if (emulate)
+                for (int j = 0; j < n_keys[u]; j++)
+                    sc[j] = fp8_e4m3_to_f32(fp8_e4m3_from_f32(sc[j] * ATTN_FP8_P_SCALE)) / ATTN_FP8_P_SCALE;
+            sum[u][h] = (float)l_sum[h];
+            memset(acc + ((size_t)u * group + h) * hd, 0, (size_t)hd * 4);
+        }
     }
-    // pass 2: P·V
+    // pass 2: P·V, each block widened once for every token of the tile; a token adds its rows in key order
     if (wg_model)
-        pv_wgmma_model(l, btab, g, lo, n_keys, scores, group, a->p->fp8_accum, acc, gbuf, gbuf + (size_t)32 * hd);
-    for (int j = 0; j < n_keys && !wg_model;) {
-        int kp = lo + j, off = kp % bs, rows = bs - off < n_keys - j ? bs - off : n_keys - j;
+        for (int u = 0; u < nt; u++)
+            pv_wgmma_model(l, btab, g, lo[u], n_keys[u], scores + (size_t)u * group * a->max_ctx, group,
+                           a->p->fp8_accum, acc + (size_t)u * group * hd, gbuf, gbuf + (size_t)32 * hd);
+    for (int kp = klo; kp <= khi && !wg_model;) {
+        int off = kp % bs, rows = bs - off < khi - kp + 1 ? bs - off : khi - kp + 1;
         size_t idx = (((size_t)btab[kp / bs] * nkv + g) * bs + off) * hd;
         widen_row(l->dtype, l->v, idx, rows * hd, tile);
-        for (int h = 0; h < group; h++) {
-            const float *p = scores + (size_t)h * n_keys + j;
-            float *ac = acc + (size_t)h * hd, pv[1024];  // rows <= kv_block_tokens <= 1024
-            if (vts) {  // per-token-head V scale folded into P (the denominator keeps P unscaled)
-                for (int r = 0; r < rows; r++) pv[r] = p[r] * vts[idx / hd + r];
-                p = pv;
+        for (int u = 0; u < nt; u++) {
+            int k0 = kp > lo[u] ? kp : lo[u], k1 = kp + rows < pos[u] + 1 ? kp + rows : pos[u] + 1;
+            if (k0 >= k1) continue;
+            for (int h = 0; h < group; h++) {
+                const float *p = scores + (size_t)u * group * a->max_ctx + (size_t)h * n_keys[u] + (k0 - lo[u]);
+                float *ac = acc + ((size_t)u * group + h) * hd, pv[1024];  // rows <= kv_block_tokens <= 1024
+                if (vts) {  // per-token-head V scale folded into P (the denominator keeps P unscaled)
+                    for (int r = 0; r < k1 - k0; r++) pv[r] = p[r] * vts[idx / hd + (k0 - kp) + r];
+                    p = pv;
+                }
+                pv_rows(ac, p, tile + (size_t)(k0 - kp) * hd, k1 - k0, hd);
             }
-            pv_rows(ac, p, tile, rows, hd);
         }
-        j += rows;
+        kp += rows;
     }
     float vscale = is_fp8(l->dtype) ? l->v_scale[g] : 1.0f;
-    for (int h = 0; h < group; h++) {
-        float *o = a->out + ((size_t)t * a->p->n_heads + g * group + h) * hd;
-        float f = vscale / sum[h] / (wg_model ? ATTN_FP8_P_SCALE : 1.0f);
-        for (int i = 0; i < hd; i++) o[i] = acc[(size_t)h * hd + i] * f;
-    }
+    for (int u = 0; u < nt; u++)
+        for (int h = 0; h < group; h++) {
+            float *o = a->out + ((size_t)(t0 + u) * a->p->n_heads + g * group + h) * hd;
+            float f = vscale / sum[u][h] / (wg_model ? ATTN_FP8_P_SCALE : 1.0f);
+            const float *ac = acc + ((size_t)u * group + h) * hd;
+            int i = 0;
+#if defined(__AVX512F__)
+            for (; i + 16 <= hd; i += 16)
+                _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_loadu_ps(ac + i), _mm512_set1_ps(f)));
+#endif
+            for (; i < hd; i++) o[i] = ac[i] * f;
+        }
 }
 
 void cpu_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,
@@ -531,15 +598,32 @@ void cpu_attention(struct backend *b, void *out, const void *q, const struct kv_
         if (l->window > 0 && n > l->window) n = l->window;
         if (n > max_ctx) max_ctx = n;
     }
-    size_t need = (size_t)l->head_dim * (l->kv_block_tokens + KT + 2 * group + 33) + (size_t)group * max_ctx;
-    if (cpu_reserve_scratch(c, need) < 0) return;
-    struct attn_ctx a = {c, out, q, l, p, bt, max_ctx};
-    int n_tasks = bt->n_tokens * l->n_kv_heads;
-    // small steps (decode at short context) run on this thread: waking a worker costs more
-    double macs = 2.0 * bt->n_tokens * p->n_heads * (double)max_ctx * l->head_dim;
-    if (macs < 262144) {
-        for (int i = 0; i < n_tasks; i++) attn_task(&a, i, 0);
+    // query tiles: up to qt consecutive tokens of one sequence, their scores at most QT_SCORES floats
+    int qt = (int)(QT_SCORES / ((size_t)group * (max_ctx > 0 ? max_ctx : 1)));
+    qt = qt < 1 ? 1 : qt > QT_MAX ? QT_MAX : qt;
+    int32_t *tiles = malloc((size_t)2 * (bt->n_tokens > 0 ? bt->n_tokens : 1) * sizeof *tiles);
+    size_t need = (size_t)l->head_dim * (l->kv_block_tokens + KT + 2 * (size_t)qt * group + 33) +
+                  (size_t)qt * group * max_ctx;
+    if (!tiles || cpu_reserve_scratch(c, need) < 0) {
+        free(tiles);
+        c->error = err_set(OCT_ENOMEM, "cpu: no memory for attention over %d tokens", max_ctx);
         return;
     }
-    threadpool_run(c->tp, n_tasks, attn_task, &a);
+    int n_tiles = 0;
+    for (int t = 0; t < bt->n_tokens;) {
+        int s = seq_of_token(bt, t), n = 1;
+        while (n < qt && t + n < bt->n_tokens && seq_of_token(bt, t + n) == s) n++;
+        tiles[2 * n_tiles] = t;
+        tiles[2 * n_tiles++ + 1] = n;
+        t += n;
+    }
+    struct attn_ctx a = {c, out, q, l, p, bt, max_ctx, tiles};
+    int n_tasks = n_tiles * l->n_kv_heads;
+    // small steps (decode at short context) run on this thread: waking a worker costs more
+    double macs = 2.0 * bt->n_tokens * p->n_heads * (double)max_ctx * l->head_dim;
+    if (macs < 262144)
+        for (int i = 0; i < n_tasks; i++) attn_task(&a, i, 0);
+    else
+        threadpool_run(c->tp, n_tasks, attn_task, &a);
+    free(tiles);
 }
