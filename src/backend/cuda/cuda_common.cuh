@@ -115,7 +115,7 @@ struct cuda_backend {
     bool capturing, replaying;  // this step: recording ops / ops are no-ops (the graph runs)
     bool fixed_plan;            // decode step: split-KV plan from the table width, not the contexts
     struct decode_graph *cur;
-    unsigned meta_gen;          // bumped when the metadata buffer moves (graphs then go stale)
+    unsigned meta_gen;          // bumped when the metadata or a scratch buffer moves (graphs then go stale)
 #ifdef CUDA_STEP_TIMING
     // step timing (cuda_step.cu): events around each replayed decode step (start, graph done, logits
     // copied, the previous step's copy) and their sums, printed when the backend is destroyed
@@ -159,9 +159,12 @@ int cuda_upload_staged(struct cuda_backend *c, struct weight *w, void *h, size_t
 // Checks the last launch.
 #define CUDA_LAUNCHED(c, what) cuda_fail((c), cudaGetLastError(), (what))
 
-// Grows a device buffer to at least n elements of T (contents not kept).
+// Grows a device buffer to at least n elements of T (contents not kept). A captured decode graph holds
+// the old address (the split-K partials, the logits, the FP8 scratch), so a move makes every graph stale:
+// each re-warms and re-captures before it replays again, instead of writing to freed memory.
 template <typename T> static inline bool cuda_reserve(struct cuda_backend *c, T **p, size_t *cap, size_t n) {
     if (n <= *cap) return true;
+    c->meta_gen++;
     if (*p) cudaFree(*p);
     *p = nullptr;
     *cap = 0;
