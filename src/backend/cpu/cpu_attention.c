@@ -190,43 +190,31 @@ static void exp_shifted(float *dst, const float *src, float m, int n) {
 
 // ac[0..hd) += Σ_r p[r] · rows[r][0..hd): the accumulator stays in registers across the
 // rows (elementwise, in row order, so the result does not depend on the vector width).
+#if defined(__AVX512F__)
+// pv_rows for U 16-column slices at once (U independent FMA chains: the loop runs at the FMA units' rate
+// rather than one FMA's latency).
+static inline __attribute__((always_inline)) void pv_slices(float *ac, const float *p, const float *rows, int n_rows,
+                                                            int hd, int U) {
+    __m512 a[8];
+#pragma GCC unroll 8
+    for (int u = 0; u < U; u++) a[u] = _mm512_loadu_ps(ac + 16 * u);
+    for (int r = 0; r < n_rows; r++) {
+        const __m512 pr = _mm512_set1_ps(p[r]);
+        const float *row = rows + (size_t)r * hd;
+#pragma GCC unroll 8
+        for (int u = 0; u < U; u++) a[u] = _mm512_fmadd_ps(pr, _mm512_loadu_ps(row + 16 * u), a[u]);
+    }
+#pragma GCC unroll 8
+    for (int u = 0; u < U; u++) _mm512_storeu_ps(ac + 16 * u, a[u]);
+}
+#endif
+
 static inline void pv_rows(float *ac, const float *p, const float *rows, int n_rows, int hd) {
     int i = 0;
 #if defined(__AVX512F__)
-    // 8 (then 4) column slices at once: independent FMA chains, so the loop runs at the FMA units' rate
-    // rather than one FMA's latency
-    for (; i + 128 <= hd; i += 128) {
-        __m512 a[8];
-#pragma GCC unroll 8
-        for (int u = 0; u < 8; u++) a[u] = _mm512_loadu_ps(ac + i + 16 * u);
-        for (int r = 0; r < n_rows; r++) {
-            const __m512 pr = _mm512_set1_ps(p[r]);
-            const float *row = rows + (size_t)r * hd + i;
-#pragma GCC unroll 8
-            for (int u = 0; u < 8; u++) a[u] = _mm512_fmadd_ps(pr, _mm512_loadu_ps(row + 16 * u), a[u]);
-        }
-#pragma GCC unroll 8
-        for (int u = 0; u < 8; u++) _mm512_storeu_ps(ac + i + 16 * u, a[u]);
-    }
-    for (; i + 64 <= hd; i += 64) {
-        __m512 a[4];
-#pragma GCC unroll 4
-        for (int u = 0; u < 4; u++) a[u] = _mm512_loadu_ps(ac + i + 16 * u);
-        for (int r = 0; r < n_rows; r++) {
-            const __m512 pr = _mm512_set1_ps(p[r]);
-            const float *row = rows + (size_t)r * hd + i;
-#pragma GCC unroll 4
-            for (int u = 0; u < 4; u++) a[u] = _mm512_fmadd_ps(pr, _mm512_loadu_ps(row + 16 * u), a[u]);
-        }
-#pragma GCC unroll 4
-        for (int u = 0; u < 4; u++) _mm512_storeu_ps(ac + i + 16 * u, a[u]);
-    }
-    for (; i + 16 <= hd; i += 16) {
-        __m512 a = _mm512_loadu_ps(ac + i);
-        for (int r = 0; r < n_rows; r++)
-            a = _mm512_fmadd_ps(_mm512_set1_ps(p[r]), _mm512_loadu_ps(rows + (size_t)r * hd + i), a);
-        _mm512_storeu_ps(ac + i, a);
-    }
+    for (; i + 128 <= hd; i += 128) pv_slices(ac + i, p, rows + i, n_rows, hd, 8);
+    for (; i + 64 <= hd; i += 64) pv_slices(ac + i, p, rows + i, n_rows, hd, 4);
+    for (; i + 16 <= hd; i += 16) pv_slices(ac + i, p, rows + i, n_rows, hd, 1);
 #elif defined(__AVX2__) && defined(__FMA__)
     for (; i + 8 <= hd; i += 8) {
         __m256 a = _mm256_loadu_ps(ac + i);
