@@ -1,7 +1,7 @@
 // cpu_backend.c — the reference backend's table: memory (plain malloc), weights (aliases
-// of the mapped f32 data; 16-bit matrices are widened row by row in matmul; Q4_K and Q6_K matrices
-// also get a repacked copy for decode, cpu_kq8.c / cpu_kq6x8.c, which this file owns and frees), and the
-// elementwise ops. Activations are f32.
+// of the mapped f32 data; 16-bit matrices are widened row by row in matmul; Q4_K, Q6_K and Q8_0 matrices
+// also get a repacked copy for decode, cpu_kq8.c / cpu_kq6x8.c / cpu_kq8_0x8.c, which this file owns and
+// frees), and the elementwise ops. Activations are f32.
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -84,11 +84,15 @@ static size_t kq8_room_available(void) {
 
 // The bytes of w's repacked copy (0: none).
 static size_t repack_bytes(const struct weight *w) {
-    return w->dtype == DT_Q4_K ? kq8_bytes(w->rows, w->cols) : w->dtype == DT_Q6_K ? kq6x8_bytes(w->rows, w->cols) : 0;
+    return w->dtype == DT_Q4_K   ? kq8_bytes(w->rows, w->cols)
+           : w->dtype == DT_Q6_K ? kq6x8_bytes(w->rows, w->cols)
+           : w->dtype == DT_Q8_0 ? kq80x8_bytes(w->rows, w->cols)
+                                 : 0;
 }
 
 const uint8_t *cpu_kq8_of(const struct cpu_backend *c, const struct weight *w) {
-    if ((w->dtype != DT_Q4_K && w->dtype != DT_Q6_K) || !w->dev || w->dev == w->data) return NULL;
+    if (w->dtype != DT_Q4_K && w->dtype != DT_Q6_K && w->dtype != DT_Q8_0) return NULL;
+    if (!w->dev || w->dev == w->data) return NULL;
     for (int i = 0; i < c->n_kq8; i++)
         if (c->kq8[i] == w->dev) return w->dev;
     return NULL;
@@ -96,8 +100,9 @@ const uint8_t *cpu_kq8_of(const struct cpu_backend *c, const struct weight *w) {
 
 // The scratch a 16-bit row is widened into is reserved by the ops that read the weight (cpu_matmul,
 // cpu_rmsnorm): a weight another engine's backend uploaded first never comes through here. Weights are read
-// in place (mmap or owned buffer); a Q4_K or Q6_K matrix also gets its rows repacked in groups of 8 for decode
-// (cpu_kq8.c, cpu_kq6x8.c), a copy this backend owns as w->dev (the prefill tile and the last rows read w->data).
+// in place (mmap or owned buffer); a Q4_K, Q6_K or Q8_0 matrix also gets its rows repacked in groups of 8 for
+// decode (cpu_kq8.c, cpu_kq6x8.c, cpu_kq8_0x8.c), a copy this backend owns as w->dev (the prefill tile and the
+// last rows read w->data).
 static int cpu_weight_upload(struct backend *b, struct weight *w) {
     struct cpu_backend *c = (struct cpu_backend *)b;
     size_t kb = repack_bytes(w);
@@ -105,8 +110,8 @@ static int cpu_weight_upload(struct backend *b, struct weight *w) {
     if (!kb) return 0;
     if (kb > c->kq8_room) {  // a second copy that would not fit: decode reads the file's layout (same bits)
         if (!c->kq8_told++)
-            fprintf(stderr, "octet: cpu: Q4_K/Q6_K weights past the first %zu MB are not repacked for decode: the "
-                            "memory available has no room for the copy (same results, slower decode)\n",
+            fprintf(stderr, "octet: cpu: Q4_K/Q6_K/Q8_0 weights past the first %zu MB are not repacked for decode: "
+                            "the memory available has no room for the copy (same results, slower decode)\n",
                     c->kq8_used >> 20);
         return 0;
     }
@@ -117,7 +122,9 @@ static int cpu_weight_upload(struct backend *b, struct weight *w) {
         return err_set(OCT_ENOMEM, "cpu: no memory to repack a %lld x %lld %s weight", (long long)w->rows,
                        (long long)w->cols, dtype_name(w->dtype));
     }
-    if (w->dtype == DT_Q6_K)
+    if (w->dtype == DT_Q8_0)
+        kq80x8_repack(w->data, dtype_row_bytes(w->dtype, w->cols), w->rows, w->cols, p);
+    else if (w->dtype == DT_Q6_K)
         kq6x8_repack(w->data, dtype_row_bytes(w->dtype, w->cols), w->rows, w->cols, p);
     else
         kq8_repack(w->data, dtype_row_bytes(w->dtype, w->cols), w->rows, w->cols, p);

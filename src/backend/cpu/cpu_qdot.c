@@ -416,7 +416,7 @@ struct qm_ctx {
     const struct weight *w;
     char *qx; // [n][qxb]
     size_t qxb;
-    const uint8_t *kq8; // decode: the Q4_K / Q6_K rows repacked in groups of 8 (cpu_kq8.c, cpu_kq6x8.c), or NULL
+    const uint8_t *kq8; // decode: the Q4_K / Q6_K / Q8_0 rows repacked in groups of 8 (cpu_kq8*.c), or NULL
     int n, rows_per_task, tokens_per_task;
 };
 
@@ -440,7 +440,9 @@ static void qm_task(void *p, int task, int thread) {
             for (int t = 0; t < m->n; t++) {
                 float res[8];
                 struct qx_view v = qx_view(w->dtype, m->qx + (size_t)t * m->qxb, cols);
-                if (w->dtype == DT_Q6_K)
+                if (w->dtype == DT_Q8_0)
+                    kq80x8_dot_group(m->kq8 + (size_t)(r / 8) * kq80x8_group_bytes(cols), cols, v, res);
+                else if (w->dtype == DT_Q6_K)
                     kq6x8_dot_group(m->kq8 + (size_t)(r / 8) * kq6x8_group_bytes(cols), cols, v, res);
                 else
                     kq8_dot_group(m->kq8 + (size_t)(r / 8) * kq8_group_bytes(cols), cols, v, res);

@@ -87,7 +87,15 @@ size_t kq6x8_group_bytes(int64_t cols);
 size_t kq6x8_bytes(int64_t rows, int64_t cols);
 void kq6x8_repack(const uint8_t *w, size_t rb, int64_t rows, int64_t cols, uint8_t *dst);
 void kq6x8_dot_group(const uint8_t *gp, int cols, struct qx_view x, float *r);
-// The CPU backend's repacked copy of w (a Q4_K or Q6_K weight, cpu_backend.c), or NULL where it holds none.
+// Q8_0 rows repacked in groups of 8 for the decode product (cpu_kq8_0x8.c has the layout), as the Q6_K ones:
+// whether this build has the kernel (AVX-512 VNNI), the bytes of one group and of a weight's whole groups (0
+// where it is not repacked), the repack, and r[0..8) = the rows of group gp against x, the bits of qx_dot_rows.
+int kq80x8_built(void);
+size_t kq80x8_group_bytes(int64_t cols);
+size_t kq80x8_bytes(int64_t rows, int64_t cols);
+void kq80x8_repack(const uint8_t *w, size_t rb, int64_t rows, int64_t cols, uint8_t *dst);
+void kq80x8_dot_group(const uint8_t *gp, int cols, struct qx_view x, float *r);
+// The CPU backend's repacked copy of w (a Q4_K, Q6_K or Q8_0 weight, cpu_backend.c), or NULL where it holds none.
 const uint8_t *cpu_kq8_of(const struct cpu_backend *c, const struct weight *w);
 // Whether cpu_quant_matmul takes weights of t, and out[n][rows] = x[n][cols]·Wᵀ through it (x quantized
 // once per call, each output one integer dot product: results do not depend on n or the thread count).

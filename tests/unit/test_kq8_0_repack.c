@@ -1,0 +1,154 @@
+// test_kq8_0_repack.c — the Q8_0 rows the CPU backend repacks in groups of 8 at load (cpu_kq8_0x8.c): the
+// group kernel gives the bits of the plain kernel (qx_dot_rows_path, every compiled path) for random rows, for
+// the extreme values (every quant −128, 127 or −127, x at ±127), and for several column counts (an odd block
+// count among them); the backend's matmul of a weight whose row count is not a multiple of 8 (repacked groups,
+// then the plain rows) equals the plain weight's bit for bit for 1 to 5 tokens, and weight_release frees the
+// copy (ASan builds); a copy that would not fit the memory left is skipped, the weight decoding the same bits.
+#include <stdint.h>
+
+#include "../../src/backend/backend.h"
+#include "../../src/backend/weight.h"
+#include "../../src/backend/cpu/cpu.h"
+#include "../../src/backend/cpu/cpu_quant.h"
+#include "../../src/base/half.h"
+#include "../test.h"
+
+static uint32_t rng = 8080;
+static uint32_t next(void) { return rng = rng * 1664525u + 1013904223u; }
+static float frand(void) { return (float)(next() >> 8) / (float)(1u << 23) - 1.0f; } // [-1, 1)
+
+// n_blocks Q8_0 blocks: mode 0 random; 1 every quant 127; 2 every quant −128; 3 every quant −127.
+static void q80_blocks(uint8_t *p, int64_t n_blocks, int mode) {
+    for (int64_t b = 0; b < n_blocks; b++, p += 34) {
+        for (int j = 2; j < 34; j++) p[j] = mode == 0 ? (uint8_t)next() : mode == 1 ? 127 : mode == 2 ? 0x80 : 0x81;
+        uint16_t h = f32_to_f16(ldexpf(frand() * 1.5f, -9 - (int)(next() % 3)));
+        memcpy(p, &h, 2);
+    }
+}
+
+static const int COLS[] = {32, 96, 512, 2080};
+static const int ROWS[] = {8, 13, 24, 67};
+
+TEST(group_kernel_equals_plain) {
+    if (!kq80x8_built()) {
+        fprintf(stderr, "  (no AVX-512 VNNI in this build: no repack, nothing to compare)\n");
+        CHECK_EQ_INT(kq80x8_bytes(64, 2048), 0);
+        return;
+    }
+    for (int ci = 0; ci < 4; ci++)
+        for (int ri = 0; ri < 4; ri++)
+            for (int mode = 0; mode < 8; mode++) { // weights mode % 4; x random, or every x at +127 or −127
+                int cols = COLS[ci], rows = ROWS[ri], wm = mode % 4, xm = mode < 4 ? (mode == 0 ? 0 : 1) : 2;
+                size_t rb = dtype_row_bytes(DT_Q8_0, cols), kb = kq80x8_bytes(rows, cols);
+                CHECK_EQ_INT(kb, (size_t)(rows / 8) * kq80x8_group_bytes(cols));
+                CHECK_EQ_INT(kq80x8_group_bytes(cols) % 64, 0);
+                uint8_t *w = malloc((size_t)rows * rb), *pk = aligned_alloc(64, kb);
+                float *x = malloc((size_t)cols * 4);
+                char *qx = malloc(qx_bytes(DT_Q8_0, cols));
+                q80_blocks(w, (int64_t)rows * cols / 32, wm);
+                for (int i = 0; i < cols; i++) x[i] = xm == 0 ? frand() : xm == 1 ? 1.0f : -1.0f;
+                if (xm == 0) x[next() % cols] = 3.0f; // one block with q at 127
+                qx_quantize(DT_Q8_0, x, cols, qx);
+                struct qx_view v = qx_view(DT_Q8_0, qx, cols);
+                kq80x8_repack(w, rb, rows, cols, pk);
+                int bad = 0, bad_path = 0;
+                for (int g = 0; g < rows / 8; g++) {
+                    float got[8], want[8];
+                    kq80x8_dot_group(pk + (size_t)g * kq80x8_group_bytes(cols), cols, v, got);
+                    for (int path = QX_C; path <= QX_AVX512; path++) {
+                        if (!qx_has_path(path)) continue;
+                        for (int h = 0; h < 2; h++) // four rows at a time, as the matmul calls it
+                            qx_dot_rows_path(path, DT_Q8_0, w + (size_t)(8 * g + 4 * h) * rb, rb, 4, qx, cols,
+                                             want + 4 * h);
+                        for (int k = 0; k < 8; k++) {
+                            bad += memcmp(&got[k], &want[k], 4) != 0;
+                            bad_path += path == QX_C && memcmp(&got[k], &want[k], 4) != 0;
+                        }
+                    }
+                }
+                CHECK_MSG(bad == 0, "[%d x %d] mode %d: %d results differ from the plain kernel (%d from C)", rows,
+                          cols, mode, bad, bad_path);
+                free(w); free(pk); free(x); free(qx);
+            }
+}
+
+TEST(backend_matmul_equals_plain) {
+    struct backend *b = backend_cpu_create(2);
+    CHECK(b != NULL);
+    if (!b) return;
+    for (int ci = 0; ci < 4; ci++)
+        for (int ri = 0; ri < 4; ri++) {
+            int cols = COLS[ci], rows = ROWS[ri] + 8 * ci; // 8..91 rows, most not whole groups
+            size_t rb = dtype_row_bytes(DT_Q8_0, cols);
+            uint8_t *w = malloc((size_t)rows * rb);
+            q80_blocks(w, (int64_t)rows * cols / 32, 0);
+            float *x = malloc((size_t)cols * 5 * 4), *got = malloc((size_t)rows * 5 * 4);
+            float *want = malloc((size_t)rows * 5 * 4);
+            for (int i = 0; i < 5 * cols; i++) x[i] = frand();
+            struct weight pk = {DT_Q8_0, rows, cols, w, NULL, {0}};
+            struct weight plain = {DT_Q8_0, rows, cols, w, (void *)w, {0}}; // read in place: not this backend's
+            CHECK_EQ_INT(b->ops->weight_upload(b, &pk), 0);
+            struct cpu_backend *c = (struct cpu_backend *)b;
+            CHECK_MSG((cpu_kq8_of(c, &pk) != NULL) == kq80x8_built(), "[%d x %d]: repacked %d, kernel built %d", rows,
+                      cols, cpu_kq8_of(c, &pk) != NULL, kq80x8_built());
+            CHECK(cpu_kq8_of(c, &plain) == NULL);
+            for (int n = 1; n <= 5; n++) { // decode, the small batches that take the repacked rows, the tile's
+                b->ops->matmul(b, got, x, &pk, n);
+                b->ops->matmul(b, want, x, &plain, n);
+                CHECK_EQ_INT(b->ops->sync(b), 0);
+                int bad = 0;
+                for (int i = 0; i < n * rows; i++) bad += memcmp(&got[i], &want[i], 4) != 0;
+                CHECK_MSG(bad == 0, "[%d x %d] n %d: %d of %d outputs differ", rows, cols, n, bad, n * rows);
+            }
+            b->ops->weight_release(b, &pk);
+            CHECK(pk.dev == NULL);
+            CHECK_EQ_INT(c->n_kq8, 0);
+            free(w); free(x); free(got); free(want);
+        }
+    b->ops->destroy(b);
+}
+
+// The Q8_0 copies share the K-quants' room: one that would not fit is skipped, and the room and the bytes in
+// use move only for the copies that were made and released.
+TEST(repack_only_within_the_memory_left) {
+    struct backend *b = backend_cpu_create(1);
+    CHECK(b != NULL);
+    if (!b) return;
+    struct cpu_backend *c = (struct cpu_backend *)b;
+    const int rows = 16, cols = 512;
+    const size_t rb = dtype_row_bytes(DT_Q8_0, cols);
+    uint8_t *w = malloc((size_t)rows * rb);
+    q80_blocks(w, (int64_t)rows * cols / 32, 0);
+    float *x = malloc((size_t)cols * 4), *a = malloc((size_t)rows * 4), *want = malloc((size_t)rows * 4);
+    for (int i = 0; i < cols; i++) x[i] = frand();
+    struct weight plain = {DT_Q8_0, rows, cols, w, (void *)w, {0}};
+    b->ops->matmul(b, want, x, &plain, 1);
+    c->kq8_room = 100; // less than one copy
+    struct weight tight = {DT_Q8_0, rows, cols, w, NULL, {0}};
+    CHECK_EQ_INT(b->ops->weight_upload(b, &tight), 0);
+    CHECK(tight.dev == (void *)w && c->n_kq8 == 0 && c->kq8_used == 0 && c->kq8_room == 100);
+    b->ops->matmul(b, a, x, &tight, 1);
+    CHECK(memcmp(a, want, (size_t)rows * 4) == 0);
+    b->ops->weight_release(b, &tight);
+    c->kq8_room = (size_t)1 << 30;
+    struct weight roomy = {DT_Q8_0, rows, cols, w, NULL, {0}};
+    CHECK_EQ_INT(b->ops->weight_upload(b, &roomy), 0);
+    if (kq80x8_built()) {
+        CHECK(c->n_kq8 == 1 && c->kq8_used == kq80x8_bytes(rows, cols));
+        CHECK(c->kq8_room == ((size_t)1 << 30) - c->kq8_used);
+        b->ops->matmul(b, a, x, &roomy, 1);
+        CHECK(memcmp(a, want, (size_t)rows * 4) == 0);
+    }
+    b->ops->weight_release(b, &roomy);
+    CHECK(c->n_kq8 == 0 && c->kq8_used == 0 && c->kq8_room == (size_t)1 << 30);
+    CHECK_EQ_INT(b->ops->sync(b), 0);
+    free(w); free(x); free(a); free(want);
+    b->ops->destroy(b);
+}
+
+int main(void) {
+    RUN(group_kernel_equals_plain);
+    RUN(backend_matmul_equals_plain);
+    RUN(repack_only_within_the_memory_left);
+    return test_summary("kq8_0_repack");
+}
