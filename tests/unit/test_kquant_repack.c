@@ -34,6 +34,8 @@ static void q4k_blocks(uint8_t *p, int64_t n_blocks, int extreme) {
 static const int COLS[] = {256, 512, 768, 2048};
 static const int ROWS[] = {8, 13, 24, 67};
 
+#include "repack_check.h"
+
 TEST(group_kernel_equals_plain) {
     if (!kq8_built()) {
         fprintf(stderr, "  (no AVX-512 VNNI/VBMI in this build: no repack, nothing to compare)\n");
@@ -76,77 +78,11 @@ TEST(group_kernel_equals_plain) {
 }
 
 TEST(backend_decode_equals_plain) {
-    struct backend *b = backend_cpu_create(2);
-    CHECK(b != NULL);
-    if (!b) return;
-    for (int ci = 0; ci < 4; ci++)
-        for (int ri = 0; ri < 4; ri++) {
-            int cols = COLS[ci], rows = ROWS[ri] + 8 * ci; // 8..91 rows, most not whole groups
-            size_t rb = dtype_row_bytes(DT_Q4_K, cols);
-            uint8_t *w = malloc((size_t)rows * rb);
-            q4k_blocks(w, (int64_t)rows * cols / QK_K, 0);
-            float *x = malloc((size_t)cols * 3 * 4), *got = malloc((size_t)rows * 3 * 4);
-            float *want = malloc((size_t)rows * 3 * 4);
-            for (int i = 0; i < 3 * cols; i++) x[i] = frand();
-            struct weight pk = {DT_Q4_K, rows, cols, w, NULL, {0}};
-            struct weight plain = {DT_Q4_K, rows, cols, w, (void *)w, {0}}; // read in place: not this backend's
-            CHECK_EQ_INT(b->ops->weight_upload(b, &pk), 0);
-            struct cpu_backend *c = (struct cpu_backend *)b;
-            CHECK_MSG((cpu_kq8_of(c, &pk) != NULL) == kq8_built(), "[%d x %d]: repacked %d, kernel built %d", rows,
-                      cols, cpu_kq8_of(c, &pk) != NULL, kq8_built());
-            CHECK(cpu_kq8_of(c, &plain) == NULL);
-            for (int n = 1; n <= 3; n++) { // decode and the small batches that take the repacked rows
-                b->ops->matmul(b, got, x, &pk, n);
-                b->ops->matmul(b, want, x, &plain, n);
-                CHECK_EQ_INT(b->ops->sync(b), 0);
-                int bad = 0;
-                for (int i = 0; i < n * rows; i++) bad += memcmp(&got[i], &want[i], 4) != 0;
-                CHECK_MSG(bad == 0, "[%d x %d] n %d: %d of %d outputs differ", rows, cols, n, bad, n * rows);
-            }
-            b->ops->weight_release(b, &pk);
-            CHECK(pk.dev == NULL);
-            CHECK_EQ_INT(c->n_kq8, 0);
-            free(w); free(x); free(got); free(want);
-        }
-    b->ops->destroy(b);
+    check_matmul_equals_plain(DT_Q4_K, q4k_blocks, kq8_built(), COLS, ROWS, 3);
 }
 
-// A repack that would not fit the memory left (kq8_room) is skipped: the weight is read in place, decodes the
-// same bits, and the room and the bytes in use move only for the copies that were made and released.
 TEST(repack_only_within_the_memory_left) {
-    struct backend *b = backend_cpu_create(1);
-    CHECK(b != NULL);
-    if (!b) return;
-    struct cpu_backend *c = (struct cpu_backend *)b;
-    CHECK(c->kq8_room > 0);  // (this machine's MemAvailable is well above the headroom)
-    const int rows = 16, cols = 512;
-    const size_t rb = dtype_row_bytes(DT_Q4_K, cols);
-    uint8_t *w = malloc((size_t)rows * rb);
-    q4k_blocks(w, (int64_t)rows * cols / QK_K, 1);
-    float *x = malloc((size_t)cols * 4), *a = malloc((size_t)rows * 4), *want = malloc((size_t)rows * 4);
-    for (int i = 0; i < cols; i++) x[i] = frand();
-    struct weight plain = {DT_Q4_K, rows, cols, w, (void *)w, {0}};
-    b->ops->matmul(b, want, x, &plain, 1);
-    c->kq8_room = 100;  // less than one copy
-    struct weight tight = {DT_Q4_K, rows, cols, w, NULL, {0}};
-    CHECK_EQ_INT(b->ops->weight_upload(b, &tight), 0);
-    CHECK(tight.dev == (void *)w && c->n_kq8 == 0 && c->kq8_used == 0 && c->kq8_room == 100);
-    b->ops->matmul(b, a, x, &tight, 1);
-    CHECK(memcmp(a, want, (size_t)rows * 4) == 0);
-    b->ops->weight_release(b, &tight);
-    c->kq8_room = (size_t)1 << 30;
-    struct weight roomy = {DT_Q4_K, rows, cols, w, NULL, {0}};
-    CHECK_EQ_INT(b->ops->weight_upload(b, &roomy), 0);
-    if (kq8_built()) {
-        CHECK(c->n_kq8 == 1 && c->kq8_used > 0 && c->kq8_room == ((size_t)1 << 30) - c->kq8_used);
-        b->ops->matmul(b, a, x, &roomy, 1);
-        CHECK(memcmp(a, want, (size_t)rows * 4) == 0);
-    }
-    b->ops->weight_release(b, &roomy);
-    CHECK(c->n_kq8 == 0 && c->kq8_used == 0 && c->kq8_room == (size_t)1 << 30);
-    CHECK_EQ_INT(b->ops->sync(b), 0);
-    free(w); free(x); free(a); free(want);
-    b->ops->destroy(b);
+    check_repack_within_room(DT_Q4_K, q4k_blocks, 1, 512, kq8_built(), kq8_bytes(16, 512));
 }
 
 int main(void) {

@@ -1,0 +1,88 @@
+// repack_check.h — the checks shared by the tests of the weight types the CPU backend repacks at load in
+// groups of 8 rows (cpu_kq8.c: Q4_K, cpu_kq6x8.c: Q6_K, cpu_kq8_0x8.c: Q8_0): the backend's matmul of a
+// repacked weight equals the same weight read in place bit for bit, weight_release frees the copy, and a
+// copy that would not fit the memory left (kq8_room) is skipped. The including test defines frand() (floats
+// in [-1, 1)) and the block generator it passes.
+#ifndef OCTET_TEST_REPACK_CHECK_H
+#define OCTET_TEST_REPACK_CHECK_H
+
+// Writes n_blocks blocks of the test's type at p (mode 0: random; others: the test's extremes).
+typedef void (*blocks_fn)(uint8_t *p, int64_t n_blocks, int mode);
+
+// For 4 column counts x 4 row counts (rows_list[ri] + 8 ci rows: most not whole groups) and 1..max_n tokens.
+static void check_matmul_equals_plain(enum dtype dt, blocks_fn gen, int built, const int *cols_list,
+                                      const int *rows_list, int max_n) {
+    struct backend *b = backend_cpu_create(2);
+    CHECK(b != NULL);
+    if (!b) return;
+    for (int ci = 0; ci < 4; ci++)
+        for (int ri = 0; ri < 4; ri++) {
+            int cols = cols_list[ci], rows = rows_list[ri] + 8 * ci;
+            size_t rb = dtype_row_bytes(dt, cols);
+            uint8_t *w = malloc((size_t)rows * rb);
+            gen(w, (int64_t)rows * cols / dtype_block_elems(dt), 0);
+            float *x = malloc((size_t)cols * max_n * 4), *got = malloc((size_t)rows * max_n * 4);
+            float *want = malloc((size_t)rows * max_n * 4);
+            for (int i = 0; i < max_n * cols; i++) x[i] = frand();
+            struct weight pk = {dt, rows, cols, w, NULL, {0}};
+            struct weight plain = {dt, rows, cols, w, (void *)w, {0}};  // read in place: not this backend's
+            CHECK_EQ_INT(b->ops->weight_upload(b, &pk), 0);
+            struct cpu_backend *c = (struct cpu_backend *)b;
+            CHECK_MSG((cpu_kq8_of(c, &pk) != NULL) == built, "[%d x %d]: repacked %d, kernel built %d", rows, cols,
+                      cpu_kq8_of(c, &pk) != NULL, built);
+            CHECK(cpu_kq8_of(c, &plain) == NULL);
+            for (int n = 1; n <= max_n; n++) {  // decode and the small batches that take the repacked rows
+                b->ops->matmul(b, got, x, &pk, n);
+                b->ops->matmul(b, want, x, &plain, n);
+                CHECK_EQ_INT(b->ops->sync(b), 0);
+                int bad = 0;
+                for (int i = 0; i < n * rows; i++) bad += memcmp(&got[i], &want[i], 4) != 0;
+                CHECK_MSG(bad == 0, "[%d x %d] n %d: %d of %d outputs differ", rows, cols, n, bad, n * rows);
+            }
+            b->ops->weight_release(b, &pk);
+            CHECK(pk.dev == NULL);
+            CHECK_EQ_INT(c->n_kq8, 0);
+            free(w); free(x); free(got); free(want);
+        }
+    b->ops->destroy(b);
+}
+
+// A 16 x cols weight (blocks of gen's mode): with less room than one copy it is read in place and decodes the
+// same bits; with room its copy (copy_bytes, when the kernel is built) is counted and released.
+static void check_repack_within_room(enum dtype dt, blocks_fn gen, int mode, int cols, int built, size_t copy_bytes) {
+    struct backend *b = backend_cpu_create(1);
+    CHECK(b != NULL);
+    if (!b) return;
+    struct cpu_backend *c = (struct cpu_backend *)b;
+    CHECK(c->kq8_room > 0);  // (this machine's MemAvailable is well above the headroom)
+    const int rows = 16;
+    const size_t rb = dtype_row_bytes(dt, cols);
+    uint8_t *w = malloc((size_t)rows * rb);
+    gen(w, (int64_t)rows * cols / dtype_block_elems(dt), mode);
+    float *x = malloc((size_t)cols * 4), *a = malloc((size_t)rows * 4), *want = malloc((size_t)rows * 4);
+    for (int i = 0; i < cols; i++) x[i] = frand();
+    struct weight plain = {dt, rows, cols, w, (void *)w, {0}};
+    b->ops->matmul(b, want, x, &plain, 1);
+    c->kq8_room = 100;  // less than one copy
+    struct weight tight = {dt, rows, cols, w, NULL, {0}};
+    CHECK_EQ_INT(b->ops->weight_upload(b, &tight), 0);
+    CHECK(tight.dev == (void *)w && c->n_kq8 == 0 && c->kq8_used == 0 && c->kq8_room == 100);
+    b->ops->matmul(b, a, x, &tight, 1);
+    CHECK(memcmp(a, want, (size_t)rows * 4) == 0);
+    b->ops->weight_release(b, &tight);
+    c->kq8_room = (size_t)1 << 30;
+    struct weight roomy = {dt, rows, cols, w, NULL, {0}};
+    CHECK_EQ_INT(b->ops->weight_upload(b, &roomy), 0);
+    if (built) {
+        CHECK(c->n_kq8 == 1 && c->kq8_used == copy_bytes && c->kq8_room == ((size_t)1 << 30) - c->kq8_used);
+        b->ops->matmul(b, a, x, &roomy, 1);
+        CHECK(memcmp(a, want, (size_t)rows * 4) == 0);
+    }
+    b->ops->weight_release(b, &roomy);
+    CHECK(c->n_kq8 == 0 && c->kq8_used == 0 && c->kq8_room == (size_t)1 << 30);
+    CHECK_EQ_INT(b->ops->sync(b), 0);
+    free(w); free(x); free(a); free(want);
+    b->ops->destroy(b);
+}
+
+#endif
