@@ -1,13 +1,54 @@
 // repack_check.h — the checks shared by the tests of the weight types the CPU backend repacks at load in
-// groups of 8 rows (cpu_kq8.c: Q4_K, cpu_kq6x8.c: Q6_K, cpu_kq8_0x8.c: Q8_0): the backend's matmul of a
-// repacked weight equals the same weight read in place bit for bit, weight_release frees the copy, and a
-// copy that would not fit the memory left (kq8_room) is skipped. The including test defines frand() (floats
+// groups of 8 rows (cpu_kq8.c: Q4_K, cpu_kq6x8.c: Q6_K, cpu_kq8_0x8.c: Q8_0): the group kernel and the
+// backend's matmul of a repacked weight equal the plain kernel bit for bit, weight_release frees the copy, and
+// a copy that would not fit the memory left (kq8_room) is skipped. The including test defines frand() (floats
 // in [-1, 1)) and the block generator it passes.
 #ifndef OCTET_TEST_REPACK_CHECK_H
 #define OCTET_TEST_REPACK_CHECK_H
 
 // Writes n_blocks blocks of the test's type at p (mode 0: random; others: the test's extremes).
 typedef void (*blocks_fn)(uint8_t *p, int64_t n_blocks, int mode);
+
+// One repacked layout's functions (cpu_quant.h).
+struct repack_kind {
+    enum dtype dt;
+    size_t (*bytes)(int64_t rows, int64_t cols);
+    size_t (*group_bytes)(int64_t cols);
+    void (*repack)(const uint8_t *w, size_t rb, int64_t rows, int64_t cols, uint8_t *dst);
+    void (*dot_group)(const uint8_t *gp, int cols, struct qx_view x, float *r);
+};
+
+// Repacks w (rows x cols of k->dt) and returns how many of its whole groups' results against x differ in any
+// bit from the plain kernel (qx_dot_rows_path four rows at a time, as the matmul calls it, on every compiled
+// path); *bad_c counts those from the portable C path. Also checks the layout's sizes.
+static int group_mismatches(const struct repack_kind *k, const uint8_t *w, int rows, int cols, const float *x,
+                            int *bad_c) {
+    size_t rb = dtype_row_bytes(k->dt, cols), kb = k->bytes(rows, cols), gb = k->group_bytes(cols);
+    CHECK_EQ_INT(kb, (size_t)(rows / 8) * gb);
+    CHECK_EQ_INT(gb % 64, 0);
+    uint8_t *pk = aligned_alloc(64, kb ? kb : 64);
+    char *qx = malloc(qx_bytes(k->dt, cols));
+    qx_quantize(k->dt, x, cols, qx);
+    struct qx_view v = qx_view(k->dt, qx, cols);
+    k->repack(w, rb, rows, cols, pk);
+    int bad = 0;
+    *bad_c = 0;
+    for (int g = 0; g < rows / 8; g++) {
+        float got[8], want[8];
+        k->dot_group(pk + (size_t)g * gb, cols, v, got);
+        for (int path = QX_C; path <= QX_AVX512; path++) {
+            if (!qx_has_path(path)) continue;
+            for (int h = 0; h < 2; h++)
+                qx_dot_rows_path(path, k->dt, w + (size_t)(8 * g + 4 * h) * rb, rb, 4, qx, cols, want + 4 * h);
+            for (int i = 0; i < 8; i++) {
+                bad += memcmp(&got[i], &want[i], 4) != 0;
+                *bad_c += path == QX_C && memcmp(&got[i], &want[i], 4) != 0;
+            }
+        }
+    }
+    free(pk); free(qx);
+    return bad;
+}
 
 // For 4 column counts x 4 row counts (rows_list[ri] + 8 ci rows: most not whole groups) and 1..max_n tokens.
 static void check_matmul_equals_plain(enum dtype dt, blocks_fn gen, int built, const int *cols_list,

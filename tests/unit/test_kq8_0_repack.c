@@ -31,6 +31,8 @@ static const int ROWS[] = {8, 13, 24, 67};
 
 #include "repack_check.h"
 
+static const struct repack_kind KIND = {DT_Q8_0, kq80x8_bytes, kq80x8_group_bytes, kq80x8_repack, kq80x8_dot_group};
+
 TEST(group_kernel_equals_plain) {
     if (!kq80x8_built()) {
         fprintf(stderr, "  (no AVX-512 VNNI in this build: no repack, nothing to compare)\n");
@@ -41,36 +43,16 @@ TEST(group_kernel_equals_plain) {
         for (int ri = 0; ri < 4; ri++)
             for (int mode = 0; mode < 8; mode++) { // weights mode % 4; x random, or every x at +127 or −127
                 int cols = COLS[ci], rows = ROWS[ri], wm = mode % 4, xm = mode < 4 ? (mode == 0 ? 0 : 1) : 2;
-                size_t rb = dtype_row_bytes(DT_Q8_0, cols), kb = kq80x8_bytes(rows, cols);
-                CHECK_EQ_INT(kb, (size_t)(rows / 8) * kq80x8_group_bytes(cols));
-                CHECK_EQ_INT(kq80x8_group_bytes(cols) % 64, 0);
-                uint8_t *w = malloc((size_t)rows * rb), *pk = aligned_alloc(64, kb);
+                size_t rb = dtype_row_bytes(DT_Q8_0, cols);
+                uint8_t *w = malloc((size_t)rows * rb);
                 float *x = malloc((size_t)cols * 4);
-                char *qx = malloc(qx_bytes(DT_Q8_0, cols));
                 q80_blocks(w, (int64_t)rows * cols / 32, wm);
                 for (int i = 0; i < cols; i++) x[i] = xm == 0 ? frand() : xm == 1 ? 1.0f : -1.0f;
                 if (xm == 0) x[next() % cols] = 3.0f; // one block with q at 127
-                qx_quantize(DT_Q8_0, x, cols, qx);
-                struct qx_view v = qx_view(DT_Q8_0, qx, cols);
-                kq80x8_repack(w, rb, rows, cols, pk);
-                int bad = 0, bad_path = 0;
-                for (int g = 0; g < rows / 8; g++) {
-                    float got[8], want[8];
-                    kq80x8_dot_group(pk + (size_t)g * kq80x8_group_bytes(cols), cols, v, got);
-                    for (int path = QX_C; path <= QX_AVX512; path++) {
-                        if (!qx_has_path(path)) continue;
-                        for (int h = 0; h < 2; h++) // four rows at a time, as the matmul calls it
-                            qx_dot_rows_path(path, DT_Q8_0, w + (size_t)(8 * g + 4 * h) * rb, rb, 4, qx, cols,
-                                             want + 4 * h);
-                        for (int k = 0; k < 8; k++) {
-                            bad += memcmp(&got[k], &want[k], 4) != 0;
-                            bad_path += path == QX_C && memcmp(&got[k], &want[k], 4) != 0;
-                        }
-                    }
-                }
+                int bad_c, bad = group_mismatches(&KIND, w, rows, cols, x, &bad_c);
                 CHECK_MSG(bad == 0, "[%d x %d] mode %d: %d results differ from the plain kernel (%d from C)", rows,
-                          cols, mode, bad, bad_path);
-                free(w); free(pk); free(x); free(qx);
+                          cols, mode, bad, bad_c);
+                free(w); free(x);
             }
 }
 

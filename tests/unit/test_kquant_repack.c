@@ -36,6 +36,8 @@ static const int ROWS[] = {8, 13, 24, 67};
 
 #include "repack_check.h"
 
+static const struct repack_kind KIND = {DT_Q4_K, kq8_bytes, kq8_group_bytes, kq8_repack, kq8_dot_group};
+
 TEST(group_kernel_equals_plain) {
     if (!kq8_built()) {
         fprintf(stderr, "  (no AVX-512 VNNI/VBMI in this build: no repack, nothing to compare)\n");
@@ -46,34 +48,16 @@ TEST(group_kernel_equals_plain) {
         for (int ri = 0; ri < 4; ri++)
             for (int mode = 0; mode < 3; mode++) { // random; extreme weights with x at +127; with x at -127
                 int cols = COLS[ci], rows = ROWS[ri];
-                size_t rb = dtype_row_bytes(DT_Q4_K, cols), kb = kq8_bytes(rows, cols);
-                CHECK_EQ_INT(kb, (size_t)(rows / 8) * kq8_group_bytes(cols));
-                uint8_t *w = malloc((size_t)rows * rb), *pk = aligned_alloc(64, kb);
+                size_t rb = dtype_row_bytes(DT_Q4_K, cols);
+                uint8_t *w = malloc((size_t)rows * rb);
                 float *x = malloc((size_t)cols * 4);
-                char *qx = malloc(qx_bytes(DT_Q4_K, cols));
                 q4k_blocks(w, (int64_t)rows * cols / QK_K, mode > 0);
                 for (int i = 0; i < cols; i++) x[i] = mode == 0 ? frand() : mode == 1 ? 1.0f : -1.0f;
                 if (mode == 0) x[next() % cols] = 3.0f; // one block with q at 127
-                qx_quantize(DT_Q4_K, x, cols, qx);
-                struct qx_view v = qx_view(DT_Q4_K, qx, cols);
-                kq8_repack(w, rb, rows, cols, pk);
-                int bad = 0, bad_path = 0;
-                for (int g = 0; g < rows / 8; g++) {
-                    float got[8], want[8];
-                    kq8_dot_group(pk + (size_t)g * kq8_group_bytes(cols), cols, v, got);
-                    for (int path = QX_C; path <= QX_AVX512; path++) {
-                        if (!qx_has_path(path)) continue;
-                        for (int h = 0; h < 2; h++) // four rows at a time, as the matmul calls it
-                            kq_dot_rows(path, DT_Q4_K, w + (size_t)(8 * g + 4 * h) * rb, rb, 4, v, cols, want + 4 * h);
-                        for (int k = 0; k < 8; k++) {
-                            bad += memcmp(&got[k], &want[k], 4) != 0;
-                            bad_path += path == QX_C && memcmp(&got[k], &want[k], 4) != 0;
-                        }
-                    }
-                }
+                int bad_c, bad = group_mismatches(&KIND, w, rows, cols, x, &bad_c);
                 CHECK_MSG(bad == 0, "[%d x %d] mode %d: %d results differ from the plain kernel (%d from C)", rows,
-                          cols, mode, bad, bad_path);
-                free(w); free(pk); free(x); free(qx);
+                          cols, mode, bad, bad_c);
+                free(w); free(x);
             }
 }
 
