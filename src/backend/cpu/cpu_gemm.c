@@ -12,10 +12,11 @@
 // tile passes). The micro kernel (micro) runs GEMM_R rows × GEMM_T tokens, one of the two accumulators
 // at a time (24 of the 32 zmm registers), widening each 16-bit weight vector in its register as it is
 // loaded (the conversion issues beside the FMAs, so it costs no time, where a widened copy's stores
-// did). Each tile's x is first copied halved (halve_x): a's columns of every 32, then b's, so each pass
-// reads x as one contiguous stream. Between chunks and passes the accumulators wait in scratch, which
-// moves them exactly. Builds without AVX-512 keep cpu_matmul.c's row-at-a-time path (cpu_gemm_fits is
-// false there).
+// did). Each tile's x is first copied packed (pack_x): per group of GEMM_T tokens, a's columns of every
+// 32, then b's, the group's tokens side by side, so each pass reads its tokens' x as one contiguous
+// stream (against one per token, 2 threads ran 6-8 % slower). Between chunks and passes the
+// accumulators wait in scratch, which moves them exactly. Builds without AVX-512 keep cpu_matmul.c's
+// row-at-a-time path (cpu_gemm_fits is false there).
 #include <stdint.h>
 #include <string.h>
 
@@ -32,15 +33,16 @@
 #define GEMM_TT 64    // the most tokens whose x is reused by every row block
 #define GEMM_X_FLOATS (1 << 17)  // a token tile's x, at most (512 KB: half the L2 cache)
 #define GEMM_TMIN (3 * GEMM_T)   // the fewest tokens of a tile, however wide the rows
-#define GEMM_XPAD 16  // floats after each halved run of x (its streams fall in different L1 sets)
+#define GEMM_XPAD 16  // floats after each packed half of a token group's x
 
-// A token tile's halved x: (n32 / 2 + GEMM_XPAD) floats a half, two halves a token.
+// A token tile's packed x, at most: (n32 / 2 * GEMM_T + GEMM_XPAD) floats a half, two halves a group
+// of GEMM_T tokens, and a tile's tokens a multiple of GEMM_T.
 static size_t x_tile_floats(int64_t cols) {
     size_t t = (size_t)GEMM_TMIN * (size_t)cols;
     return (t > GEMM_X_FLOATS ? t : GEMM_X_FLOATS) + (size_t)GEMM_TT * 2 * GEMM_XPAD;
 }
 
-// 16 floats of slack to align the start to 64 bytes, the accumulators, the halved x.
+// 16 floats of slack to align the start to 64 bytes, the accumulators, the packed x.
 size_t cpu_gemm_scratch_floats(int64_t cols) {
     return 16 + (size_t)GEMM_TT * GEMM_R * 32 + x_tile_floats(cols);
 }
@@ -59,27 +61,30 @@ static inline __attribute__((always_inline)) __m512 load16(enum dtype dt, const 
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-// xs[t] = token t's first n32 columns, halved: columns 32j..32j+15 of every group j in order, GEMM_XPAD
-// floats, then columns 32j+16..32j+31, GEMM_XPAD floats.
-static void halve_x(const float *x /*[nt][cols]*/, int nt, int cols, int n32, float *xs /*[nt][n32 + 2 pad]*/) {
-    const size_t hs = (size_t)n32 / 2 + GEMM_XPAD;
+// The tile's x packed for the micro kernel: for each group of GEMM_T tokens and each half h (a: columns
+// 32j..32j+15 of every group j of 32, b: 32j+16..32j+31), the groups j in order, each the GEMM_T tokens'
+// 16 floats side by side, then GEMM_XPAD floats; hs floats a half, 2 hs a token group. A micro step then
+// reads its GEMM_T tokens' x as one contiguous 256-byte stream.
+static void pack_x(const float *x /*[nt][cols]*/, int nt, int cols, int n32, size_t hs,
+                   float *xs /*[nt / GEMM_T][2][hs]*/) {
     for (int t = 0; t < nt; t++) {
         const float *src = x + (size_t)t * cols;
-        float *da = xs + (size_t)t * 2 * hs, *db = da + hs;
+        float *da = xs + (size_t)(t / GEMM_T) * 2 * hs + (t % GEMM_T) * 16, *db = da + hs;
         for (int i = 0; i < n32; i += 32) {
-            _mm512_storeu_ps(da + i / 2, _mm512_loadu_ps(src + i));
-            _mm512_storeu_ps(db + i / 2, _mm512_loadu_ps(src + i + 16));
+            _mm512_storeu_ps(da + i * GEMM_T / 2, _mm512_loadu_ps(src + i));
+            _mm512_storeu_ps(db + i * GEMM_T / 2, _mm512_loadu_ps(src + i + 16));
         }
     }
 }
 
 // One of each output's two accumulators (h = 0: a, the first 16 of each 32 columns; h = 1: b, the last
 // 16) for NR rows × NT tokens over the chunk's len columns of w[r] (dtype dt, at the chunk's start) and
-// x[t] (halved, at the chunk's start of half h); acc holds them between calls as [t][r][a|b][16] floats;
+// x (the token group's packed half h at the chunk's start: token t's 16 floats of step k at k * GEMM_T / 2
+// + 16 t); acc holds them between calls as [t][r][a|b][16] floats;
 // fresh starts them at zero. Taking a and b in separate passes leaves each its own FMAs in column order
 // (cpu_dot's arithmetic) while only one of them is live.
 static inline __attribute__((always_inline)) void micro(enum dtype dt, int nr, int nt, const void *const *w,
-                                                        const float *const *x, int len, int h, float *acc,
+                                                        const float *x, int len, int h, float *acc,
                                                         int fresh) {
     __m512 c[GEMM_R][GEMM_T];
 #pragma GCC unroll 8
@@ -94,7 +99,8 @@ static inline __attribute__((always_inline)) void micro(enum dtype dt, int nr, i
     for (int k = 0; k < len; k += 32) {
         __m512 xv[GEMM_T];
 #pragma GCC unroll 4
-        for (int t = 0; t < GEMM_T; t++) xv[t] = t < nt ? _mm512_loadu_ps(x[t] + k / 2) : _mm512_setzero_ps();
+        for (int t = 0; t < GEMM_T; t++)
+            xv[t] = t < nt ? _mm512_loadu_ps(x + k * GEMM_T / 2 + 16 * t) : _mm512_setzero_ps();
 #pragma GCC unroll 8
         for (int r = 0; r < nr; r++) {
             __m512 wv = load16(dt, w[r], (size_t)k + 16 * (size_t)h);
@@ -110,20 +116,19 @@ static inline __attribute__((always_inline)) void micro(enum dtype dt, int nr, i
 }
 
 // Both passes of micro over one chunk for dtype dt: the full tile's sizes known to the compiler keep its
-// accumulators in registers; edge tiles take the general form. x0[t] is token t's halved x at the chunk's
-// start, hs the floats between its halves.
+// accumulators in registers; edge tiles take the general form. x0 is the token group's packed x at the
+// chunk's start, hs the floats between its halves.
 static inline __attribute__((always_inline)) void micro_dt(enum dtype dt, int nr, int nt, const void *const *w,
-                                                           const float *const *x0, size_t hs, int len, float *acc,
+                                                           const float *x0, size_t hs, int len, float *acc,
                                                            int fresh) {
     for (int h = 0; h < 2; h++) {
-        const float *xr[GEMM_T];
-        for (int t = 0; t < nt; t++) xr[t] = x0[t] + (size_t)h * hs;
+        const float *xr = x0 + (size_t)h * hs;
         if (nr == GEMM_R && nt == GEMM_T) micro(dt, GEMM_R, GEMM_T, w, xr, len, h, acc, fresh);
         else micro(dt, nr, nt, w, xr, len, h, acc, fresh);
     }
 }
 
-static void micro_any(enum dtype dt, int nr, int nt, const void *const *w, const float *const *x0, size_t hs,
+static void micro_any(enum dtype dt, int nr, int nt, const void *const *w, const float *x0, size_t hs,
                       int len, float *acc, int fresh) {
     if (dt == DT_F16) micro_dt(DT_F16, nr, nt, w, x0, hs, len, acc, fresh);
     else if (dt == DT_BF16) micro_dt(DT_BF16, nr, nt, w, x0, hs, len, acc, fresh);
@@ -141,14 +146,14 @@ static inline float elem(const struct weight *w, int64_t r, int64_t j) {
 void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, float *out /*[n][rows]*/, int r0,
                    int r1, float *scratch) {
     const int cols = (int)w->cols, rows = (int)w->rows, n32 = cols / 32 * 32;
-    const size_t esz = w->dtype == DT_F32 ? 4 : 2, hs = (size_t)n32 / 2 + GEMM_XPAD;
+    const size_t esz = w->dtype == DT_F32 ? 4 : 2, hs = (size_t)n32 / 2 * GEMM_T + GEMM_XPAD;
     // [GEMM_TT][GEMM_R][32], [tile][2][hs], 64-byte aligned
     float *acc = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *xs = acc + (size_t)GEMM_TT * GEMM_R * 32;
     int tile = GEMM_X_FLOATS / cols;  // the token tile's x in L2: fewer tokens for wider rows
     tile = (tile > GEMM_TT ? GEMM_TT : tile < GEMM_TMIN ? GEMM_TMIN : tile) / GEMM_T * GEMM_T;
     for (int t0 = 0; t0 < n; t0 += tile) {
         const int tt = n - t0 < tile ? n - t0 : tile;
-        halve_x(x + (size_t)t0 * cols, tt, cols, n32, xs);
+        pack_x(x + (size_t)t0 * cols, tt, cols, n32, hs, xs);
         for (int rb = r0; rb < r1; rb += GEMM_R) {
             const int nr = r1 - rb < GEMM_R ? r1 - rb : GEMM_R;
             for (int k0 = 0; k0 < n32 || k0 == 0; k0 += GEMM_KC) {
@@ -157,8 +162,7 @@ void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, 
                 for (int r = 0; r < nr; r++) wr[r] = (const char *)w->data + ((size_t)(rb + r) * cols + k0) * esz;
                 for (int t = 0; t < tt; t += GEMM_T) {
                     const int nt = tt - t < GEMM_T ? tt - t : GEMM_T;
-                    const float *xr[GEMM_T];
-                    for (int j = 0; j < nt; j++) xr[j] = xs + (size_t)(t + j) * 2 * hs + k0 / 2;
+                    const float *xr = xs + (size_t)(t / GEMM_T) * 2 * hs + (size_t)k0 * GEMM_T / 2;
                     micro_any(w->dtype, nr, nt, wr, xr, hs, len, acc + (size_t)t * GEMM_R * 32, k0 == 0);
                 }
                 if (len <= 0) break;
