@@ -2,7 +2,7 @@
 // groups of 8 rows (cpu_kq8.c: Q4_K, cpu_kq6x8.c: Q6_K, cpu_kq8_0x8.c: Q8_0): the group kernel and the
 // backend's matmul of a repacked weight equal the plain kernel bit for bit, weight_release frees the copy, and
 // a copy that would not fit the memory left (kq8_room) is skipped. The including test defines frand() (floats
-// in [-1, 1)) and the block generator it passes.
+// in [-1, 1)), next() (random 32-bit values) and the block generator it passes.
 #ifndef OCTET_TEST_REPACK_CHECK_H
 #define OCTET_TEST_REPACK_CHECK_H
 
@@ -48,6 +48,22 @@ static int group_mismatches(const struct repack_kind *k, const uint8_t *w, int r
     }
     free(pk); free(qx);
     return bad;
+}
+
+// One case of the group kernel against the plain kernel: rows x cols of k->dt written by gen in weight mode
+// wmode, against x random with one element at 3 (xmode 0: a block whose q reaches 127), all +1 (1) or all -1
+// (2); mode names the case in a failure.
+static void check_group_case(const struct repack_kind *k, blocks_fn gen, int rows, int cols, int wmode, int xmode,
+                             int mode) {
+    uint8_t *w = malloc((size_t)rows * dtype_row_bytes(k->dt, cols));
+    float *x = malloc((size_t)cols * 4);
+    gen(w, (int64_t)rows * cols / dtype_block_elems(k->dt), wmode);
+    for (int i = 0; i < cols; i++) x[i] = xmode == 0 ? frand() : xmode == 1 ? 1.0f : -1.0f;
+    if (xmode == 0) x[next() % cols] = 3.0f;
+    int bad_c, bad = group_mismatches(k, w, rows, cols, x, &bad_c);
+    CHECK_MSG(bad == 0, "[%d x %d] mode %d: %d results differ from the plain kernel (%d from C)", rows, cols, mode,
+              bad, bad_c);
+    free(w); free(x);
 }
 
 // For 4 column counts x 4 row counts (rows_list[ri] + 8 ci rows: most not whole groups) and 1..max_n tokens.

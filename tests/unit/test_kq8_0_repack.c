@@ -41,19 +41,9 @@ TEST(group_kernel_equals_plain) {
     }
     for (int ci = 0; ci < 4; ci++)
         for (int ri = 0; ri < 4; ri++)
-            for (int mode = 0; mode < 8; mode++) { // weights mode % 4; x random, or every x at +127 or −127
-                int cols = COLS[ci], rows = ROWS[ri], wm = mode % 4, xm = mode < 4 ? (mode == 0 ? 0 : 1) : 2;
-                size_t rb = dtype_row_bytes(DT_Q8_0, cols);
-                uint8_t *w = malloc((size_t)rows * rb);
-                float *x = malloc((size_t)cols * 4);
-                q80_blocks(w, (int64_t)rows * cols / 32, wm);
-                for (int i = 0; i < cols; i++) x[i] = xm == 0 ? frand() : xm == 1 ? 1.0f : -1.0f;
-                if (xm == 0) x[next() % cols] = 3.0f; // one block with q at 127
-                int bad_c, bad = group_mismatches(&KIND, w, rows, cols, x, &bad_c);
-                CHECK_MSG(bad == 0, "[%d x %d] mode %d: %d results differ from the plain kernel (%d from C)", rows,
-                          cols, mode, bad, bad_c);
-                free(w); free(x);
-            }
+            for (int mode = 0; mode < 8; mode++) // weights mode % 4; x random, or every x at +127 or −127
+                check_group_case(&KIND, q80_blocks, ROWS[ri], COLS[ci], mode % 4,
+                                 mode < 4 ? (mode == 0 ? 0 : 1) : 2, mode);
 }
 
 TEST(backend_matmul_equals_plain) {

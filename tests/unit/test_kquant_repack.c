@@ -46,19 +46,8 @@ TEST(group_kernel_equals_plain) {
     }
     for (int ci = 0; ci < 4; ci++)
         for (int ri = 0; ri < 4; ri++)
-            for (int mode = 0; mode < 3; mode++) { // random; extreme weights with x at +127; with x at -127
-                int cols = COLS[ci], rows = ROWS[ri];
-                size_t rb = dtype_row_bytes(DT_Q4_K, cols);
-                uint8_t *w = malloc((size_t)rows * rb);
-                float *x = malloc((size_t)cols * 4);
-                q4k_blocks(w, (int64_t)rows * cols / QK_K, mode > 0);
-                for (int i = 0; i < cols; i++) x[i] = mode == 0 ? frand() : mode == 1 ? 1.0f : -1.0f;
-                if (mode == 0) x[next() % cols] = 3.0f; // one block with q at 127
-                int bad_c, bad = group_mismatches(&KIND, w, rows, cols, x, &bad_c);
-                CHECK_MSG(bad == 0, "[%d x %d] mode %d: %d results differ from the plain kernel (%d from C)", rows,
-                          cols, mode, bad, bad_c);
-                free(w); free(x);
-            }
+            for (int mode = 0; mode < 3; mode++) // random; extreme weights with x at +127; with x at -127
+                check_group_case(&KIND, q4k_blocks, ROWS[ri], COLS[ci], mode > 0, mode, mode);
 }
 
 TEST(backend_decode_equals_plain) {
