@@ -18,9 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#if defined(__AVX512F__)
-#include <immintrin.h>
-#endif
 
 #include "../../src/backend/backend.h"
 #include "../../src/backend/weight.h"
@@ -30,16 +27,6 @@ static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-// The weight widened to f32 (F16C, 16 at a time where the build has AVX-512).
-static void widen(const uint16_t *d, float *wf, size_t ne) {
-    size_t i = 0;
-#if defined(__AVX512F__)
-    for (; i + 16 <= ne; i += 16)
-        _mm512_storeu_ps(wf + i, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(d + i))));
-#endif
-    for (; i < ne; i++) wf[i] = f16_to_f32(d[i]);
 }
 
 int main(int argc, char **argv) {
@@ -61,7 +48,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < (size_t)n * cols; i++) x[i] = (float)(i % 7) * 0.1f;
     struct weight w = {DT_F16, rows, cols, d, NULL, {0}};
     b->ops->weight_upload(b, &w);
-    widen(d, wf, ne);
+    f16_row_to_f32(d, wf, ne);
     // warm-up and the check
     b->ops->matmul(b, o1, x, &w, n);
     b->ops->sync(b);
@@ -84,7 +71,7 @@ int main(int argc, char **argv) {
                 b->ops->matmul(b, o1, x, &w, n);
                 b->ops->sync(b);
             } else {
-                if (k == 2) widen(d, wf, ne);
+                if (k == 2) f16_row_to_f32(d, wf, ne);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, rows, cols, 1.0f, x, cols, wf, cols, 0.0f,
                             o2, rows);
             }
