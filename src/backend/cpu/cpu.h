@@ -51,6 +51,9 @@ void cpu_matmul(struct backend *b, void *out, const void *x, const struct weight
 // of every token, bit for bit cpu_dot's result on the widened row.
 int cpu_gemm_fits(const struct weight *w, int n);
 size_t cpu_gemm_scratch_floats(int64_t cols);
+// The tokens cpu_gemm_rows packs and multiplies at a time for rows of cols columns (its x tile in L2): a
+// caller that splits a product by tokens splits it at multiples of this, so each piece packs its x once.
+int cpu_gemm_tile_tokens(int64_t cols);
 void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, float *out /*[n][rows]*/, int r0,
                    int r1, float *scratch);
 void cpu_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v,

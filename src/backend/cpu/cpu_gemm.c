@@ -143,14 +143,18 @@ static inline float elem(const struct weight *w, int64_t r, int64_t j) {
     return ((const float *)w->data)[i];
 }
 
+int cpu_gemm_tile_tokens(int64_t cols) {
+    int64_t tile = GEMM_X_FLOATS / (cols > 0 ? cols : 1);  // the token tile's x in L2: fewer tokens for wider rows
+    return (int)(tile > GEMM_TT ? GEMM_TT : tile < GEMM_TMIN ? GEMM_TMIN : tile) / GEMM_T * GEMM_T;
+}
+
 void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, float *out /*[n][rows]*/, int r0,
                    int r1, float *scratch) {
     const int cols = (int)w->cols, rows = (int)w->rows, n32 = cols / 32 * 32;
     const size_t esz = w->dtype == DT_F32 ? 4 : 2, hs = (size_t)n32 / 2 * GEMM_T + GEMM_XPAD;
     // [GEMM_TT][GEMM_R][32], [tile][2][hs], 64-byte aligned
     float *acc = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *xs = acc + (size_t)GEMM_TT * GEMM_R * 32;
-    int tile = GEMM_X_FLOATS / cols;  // the token tile's x in L2: fewer tokens for wider rows
-    tile = (tile > GEMM_TT ? GEMM_TT : tile < GEMM_TMIN ? GEMM_TMIN : tile) / GEMM_T * GEMM_T;
+    const int tile = cpu_gemm_tile_tokens(cols);
     for (int t0 = 0; t0 < n; t0 += tile) {
         const int tt = n - t0 < tile ? n - t0 : tile;
         pack_x(x + (size_t)t0 * cols, tt, cols, n32, hs, xs);
@@ -191,6 +195,8 @@ void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, 
 #else
 
 int cpu_gemm_fits(const struct weight *w, int n) { return 0; }
+
+int cpu_gemm_tile_tokens(int64_t cols) { return GEMM_TT; }
 
 void cpu_gemm_rows(const struct weight *w, const float *x, int n, float *out, int r0, int r1, float *scratch) {}
 

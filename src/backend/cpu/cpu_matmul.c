@@ -187,6 +187,7 @@ static void gemv16_1(const uint16_t *w, const float *x, int n, int bf, float *r)
 
 #define TOKEN_TILE 64
 #define MIN_TASK_MACS 16384
+#define GEMM_PART_ROWS 256  // the weight rows of a prefill-product task, at least (where tasks suffice)
 
 struct mm_ctx {
     struct cpu_backend *c;
@@ -194,6 +195,7 @@ struct mm_ctx {
     const float *x;
     const struct weight *w;
     int n, rows_per_task;
+    int tile, tiles;  // the prefill product's tasks (cpu_gemm.c): tiles token tiles of tile tokens a row range
 };
 
 // Fewer than 4 tokens on 16-bit weights: GEMV_ROWS rows at a time, each streamed once for all tokens.
@@ -242,15 +244,18 @@ static void mm_task(void *p, int task, int thread) {
     struct mm_ctx *m = p;
     const struct weight *w = m->w;
     int cols = (int)w->cols, rows = (int)w->rows;
+    float *buf = cpu_scratch(m->c, thread);
+    if (cpu_gemm_fits(w, m->n)) {  // 16-bit and f32 weights on AVX-512 (cpu_gemm.c): a row range of one tile
+        const int t0 = task % m->tiles * m->tile, nt = m->n - t0 < m->tile ? m->n - t0 : m->tile;
+        const int r0 = task / m->tiles * m->rows_per_task;
+        const int r1 = r0 + m->rows_per_task < rows ? r0 + m->rows_per_task : rows;
+        cpu_gemm_rows(w, m->x + (size_t)t0 * cols, nt, m->out + (size_t)t0 * rows, r0, r1, buf);
+        return;
+    }
     int r0 = task * m->rows_per_task, r1 = r0 + m->rows_per_task;
     if (r1 > rows) r1 = rows;
     if (gemv_fits(w, m->n)) {
         gemv_task(m, r0, r1, thread);
-        return;
-    }
-    float *buf = cpu_scratch(m->c, thread);
-    if (cpu_gemm_fits(w, m->n)) {  // 16-bit and f32 weights on AVX-512: cpu_gemm.c
-        cpu_gemm_rows(w, m->x, m->n, m->out, r0, r1, buf);
         return;
     }
     for (int t0 = 0; t0 < m->n; t0 += TOKEN_TILE) {
@@ -289,6 +294,20 @@ void cpu_matmul(struct backend *b, void *out, const void *x, const struct weight
     if ((rows + rpt - 1) / rpt > max_tasks) rpt = (rows + max_tasks - 1) / max_tasks;
     // GEMV tasks: whole 16-row groups, so two threads never write one 64-byte line of out
     if ((gemv_fits(w, n) || cpu_gemm_fits(w, n)) && rpt < rows) rpt = (rpt + 15) / 16 * 16;
-    struct mm_ctx ctx = {c, out, x, w, n, rpt};
+    struct mm_ctx ctx = {c, out, x, w, n, rpt, n, 1};
+    if (cpu_gemm_fits(w, n)) {
+        // a task is one token tile (cpu_gemm_tile_tokens) of a row range, so it packs that tile's x once for
+        // at least GEMM_PART_ROWS rows (a task of every token for fewer rows packed them all: F16 pp512 on the
+        // 1.2B shape, 2 threads, ran 7 % slower; see bench/cpu/RESULTS.md); ranges narrower where that is
+        // what gives max_tasks tasks; tile after tile within a range, so both threads read its weight rows
+        ctx.tile = cpu_gemm_tile_tokens(w->cols);
+        ctx.tiles = (n + ctx.tile - 1) / ctx.tile;
+        const int parts = (max_tasks + ctx.tiles - 1) / ctx.tiles;
+        int rpp = ((rows + parts - 1) / parts + 15) / 16 * 16;
+        if (rpp > GEMM_PART_ROWS) rpp = GEMM_PART_ROWS;
+        ctx.rows_per_task = rpp > rpt ? rpp : rpt;
+        threadpool_run(c->tp, ctx.tiles * ((rows + ctx.rows_per_task - 1) / ctx.rows_per_task), mm_task, &ctx);
+        return;
+    }
     threadpool_run(c->tp, (rows + rpt - 1) / rpt, mm_task, &ctx);
 }
