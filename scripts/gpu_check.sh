@@ -46,11 +46,16 @@
 #               host's share (needs a `make CUDA=1 STEP_TIMING=1` build)
 #   prof        ncu sections of the decode kernel and the FP8 prefill
 #   source      ncu's per-SASS stall samples of the FP8 prefill at 16k
-#   moe         mixture-of-experts: the grouped expert GEMM lab (dev/cuda/moe_bench.cu), whole-model pp2048 / tg64
-#               with bf16 and fp8 caches for MOE_MODELS (default dummy:qwen3-30b-a3b and dummy:gpt-oss-20b), then
-#               gpt-oss-20b's single-request study for bf16, fp8 and fp8 with the sliding-window layers in bf16,
-#               qwen3-30b-a3b's for bf16 and fp8, and gpt-oss-20b under load (LOAD_PROMPTS requests, default 24)
-#               for bf16 against fp8 with the windows in bf16 (about 12 minutes: split it over calls)
+#   moe         mixture-of-experts, in parts (MOE_PARTS, default "lab models sweep sweepq load"; about 12 minutes:
+#               split it over calls): lab, the grouped expert GEMM (dev/cuda/moe_bench.cu); models, whole-model
+#               pp2048 / tg64 with bf16 and fp8 caches for MOE_MODELS (default dummy:qwen3-30b-a3b and
+#               dummy:gpt-oss-20b); sweep, gpt-oss-20b's single-request study for bf16, fp8 and fp8 with the
+#               sliding-window layers in bf16; sweepq, qwen3-30b-a3b's for bf16 and fp8; load, gpt-oss-20b under
+#               load (LOAD_PROMPTS requests, default 24; 16 take about 3 minutes on an H100) for bf16 against
+#               fp8 with the windows in bf16; loadq (not in the default), qwen3-30b-a3b under load, bf16 against
+#               fp8 (each server start about 40 s: 16 requests take about 7 minutes). MOE_SERVE_ARGS replaces
+#               the studies' and loads' serve flags (default "--kv-cache-memory 40000000000"; an 80 GB card
+#               needs "--quantization fp8 --kv-cache-memory 30000000000" for qwen3-30b-a3b)
 #   gemv        the decode GEMM's variants at the 8B shapes beside the copy rate (dev/cuda/gemv_bench.cu), and the
 #               skinny FP8 GEMM's (dev/cuda/gemv8_bench.cu)
 set -u
@@ -313,29 +318,48 @@ if has fp8w; then  # FP8 weights beside bf16: whole-model prefill and decode, ea
     python3 "$REPORT" itl "$OUT/sweep_llama-3.1-8b-fp8w/sweep.json" | sed 's/^/fp8 weights: /' | tee -a "$summary"
   fi
 fi
-if has moe; then  # mixture-of-experts on the GPU (cuda_moe.cu): the lab, whole models, gpt-oss-20b's study
-  "$BIN/gpu/moe_bench" > "$OUT/moe_bench.log" 2>&1 || failed moe_bench
-  grep '^|' "$OUT/moe_bench.log" | sed 's/^/moe_bench: /' | tee -a "$summary"
-  for m in ${MOE_MODELS:-qwen3-30b-a3b gpt-oss-20b}; do
-    "$BIN/octet" bench model --model dummy:$m --device cuda -p 2048 -n 64 -r 2 --kv-cache-dtype auto,fp8 \
-      > "$OUT/moe_$m.md" 2>> "$OUT/moe.log" || failed "moe bench model dummy:$m"
-    grep -E '^\| dummy' "$OUT/moe_$m.md" | sed "s/^/moe dummy:$m: /" | tee -a "$summary"
-  done
-  "$BIN/octet" bench sweep --model dummy:gpt-oss-20b --config "--kv-cache-dtype auto" --config "--kv-cache-dtype fp8" \
-    --config "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window" \
-    --input-lens 256,1024,4096,16384,32768,65536,130944 --output-len 128 --serve-args "--kv-cache-memory 40000000000" \
-    --output-dir "$OUT/sweep_gpt-oss-20b" --quiet > "$OUT/moe_sweep.log" 2>&1 || failed "moe sweep dummy:gpt-oss-20b"
-  python3 "$REPORT" study "$OUT/sweep_gpt-oss-20b/sweep.json" | sed 's/^/gpt-oss-20b sweep /' | tee -a "$summary"
-  "$BIN/octet" bench sweep --model dummy:qwen3-30b-a3b --kv-cache-dtype auto,fp8 \
-    --input-lens 256,1024,4096,16384,32768,65536,130944 --output-len 128 --serve-args "--kv-cache-memory 40000000000" \
-    --output-dir "$OUT/sweep_qwen3-30b-a3b" --quiet > "$OUT/moe_sweep_qwen3.log" 2>&1 || failed "moe sweep dummy:qwen3-30b-a3b"
-  python3 "$REPORT" study "$OUT/sweep_qwen3-30b-a3b/sweep.json" | sed 's/^/qwen3-30b-a3b sweep /' | tee -a "$summary"
-  # throughput under load (c = 8, 20k in / 2k out) as the MoE issue asks: bf16 against fp8 with the windows in bf16
-  "$BIN/octet" bench sweep --throughput --model dummy:gpt-oss-20b --config "--kv-cache-dtype auto" \
-    --config "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window" --num-prompts "${LOAD_PROMPTS:-24}" \
-    --input-len 20000 --output-len 2000 --max-concurrency 8 --serve-args "--kv-cache-memory 40000000000" \
-    --output-dir "$OUT/throughput_gpt-oss-20b" --quiet > "$OUT/moe_load.log" 2>&1 || failed "moe load dummy:gpt-oss-20b"
-  python3 "$REPORT" load "$OUT/throughput_gpt-oss-20b/throughput.json" | sed 's/^/gpt-oss-20b load /' | tee -a "$summary"
+if has moe; then  # mixture-of-experts on the GPU (cuda_moe.cu): the lab, whole models, the studies, under load
+  MP=" ${MOE_PARTS:-lab models sweep sweepq load} "
+  SA=${MOE_SERVE_ARGS:---kv-cache-memory 40000000000}
+  if [[ $MP == *" lab "* ]]; then
+    "$BIN/gpu/moe_bench" > "$OUT/moe_bench.log" 2>&1 || failed moe_bench
+    grep '^|' "$OUT/moe_bench.log" | sed 's/^/moe_bench: /' | tee -a "$summary"
+  fi
+  if [[ $MP == *" models "* ]]; then
+    for m in ${MOE_MODELS:-qwen3-30b-a3b gpt-oss-20b}; do
+      "$BIN/octet" bench model --model dummy:$m --device cuda -p 2048 -n 64 -r 2 --kv-cache-dtype auto,fp8 \
+        > "$OUT/moe_$m.md" 2>> "$OUT/moe.log" || failed "moe bench model dummy:$m"
+      grep -E '^\| dummy' "$OUT/moe_$m.md" | sed "s/^/moe dummy:$m: /" | tee -a "$summary"
+    done
+  fi
+  if [[ $MP == *" sweep "* ]]; then
+    "$BIN/octet" bench sweep --model dummy:gpt-oss-20b --config "--kv-cache-dtype auto" --config "--kv-cache-dtype fp8" \
+      --config "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window" \
+      --input-lens 256,1024,4096,16384,32768,65536,130944 --output-len 128 --serve-args "$SA" \
+      --output-dir "$OUT/sweep_gpt-oss-20b" --quiet > "$OUT/moe_sweep.log" 2>&1 || failed "moe sweep dummy:gpt-oss-20b"
+    python3 "$REPORT" study "$OUT/sweep_gpt-oss-20b/sweep.json" | sed 's/^/gpt-oss-20b sweep /' | tee -a "$summary"
+  fi
+  if [[ $MP == *" sweepq "* ]]; then
+    "$BIN/octet" bench sweep --model dummy:qwen3-30b-a3b --kv-cache-dtype auto,fp8 \
+      --input-lens 256,1024,4096,16384,32768,65536,130944 --output-len 128 --serve-args "$SA" \
+      --output-dir "$OUT/sweep_qwen3-30b-a3b" --quiet > "$OUT/moe_sweep_qwen3.log" 2>&1 || failed "moe sweep dummy:qwen3-30b-a3b"
+    python3 "$REPORT" study "$OUT/sweep_qwen3-30b-a3b/sweep.json" | sed 's/^/qwen3-30b-a3b sweep /' | tee -a "$summary"
+  fi
+  # throughput under load (c = 8, 20k in / 2k out) as the MoE issue asks: bf16 against fp8 (gpt-oss-20b: with
+  # the windows in bf16)
+  if [[ $MP == *" load "* ]]; then
+    "$BIN/octet" bench sweep --throughput --model dummy:gpt-oss-20b --config "--kv-cache-dtype auto" \
+      --config "--kv-cache-dtype fp8 --kv-cache-dtype-skip-layers sliding_window" --num-prompts "${LOAD_PROMPTS:-24}" \
+      --input-len 20000 --output-len 2000 --max-concurrency 8 --serve-args "$SA" \
+      --output-dir "$OUT/throughput_gpt-oss-20b" --quiet > "$OUT/moe_load.log" 2>&1 || failed "moe load dummy:gpt-oss-20b"
+    python3 "$REPORT" load "$OUT/throughput_gpt-oss-20b/throughput.json" | sed 's/^/gpt-oss-20b load /' | tee -a "$summary"
+  fi
+  if [[ $MP == *" loadq "* ]]; then
+    "$BIN/octet" bench sweep --throughput --model dummy:qwen3-30b-a3b --kv-cache-dtype auto,fp8 \
+      --num-prompts "${LOAD_PROMPTS:-24}" --input-len 20000 --output-len 2000 --max-concurrency 8 --serve-args "$SA" \
+      --output-dir "$OUT/throughput_qwen3-30b-a3b" --quiet > "$OUT/moe_loadq.log" 2>&1 || failed "moe load dummy:qwen3-30b-a3b"
+    python3 "$REPORT" load "$OUT/throughput_qwen3-30b-a3b/throughput.json" | sed 's/^/qwen3-30b-a3b load /' | tee -a "$summary"
+  fi
 fi
 if has hd256; then  # the head_dim-256 study (gemma-3-4b's attention shape: 8 query heads, 4 KV heads)
   : > "$OUT/hd256_decode.jsonl"; : > "$OUT/hd256_prefill.jsonl"
