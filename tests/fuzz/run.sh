@@ -46,7 +46,7 @@ run_one() {
     fi
 }
 
-run_one gguf 65536 src/model/gguf.c
-run_one safetensors 8192 src/model/safetensors.c
+run_one gguf 65536 src/model/gguf.c src/model/weights_mem.c
+run_one safetensors 8192 src/model/safetensors.c src/model/weights_mem.c
 echo "fuzz: $n_pass passed, $n_fail failed"
 [ "$n_fail" -eq 0 ]
