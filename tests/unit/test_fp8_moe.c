@@ -118,8 +118,8 @@ static void reference(const float *x, const float *router, const struct weight *
         for (int d = 0; d < D; d++) {
             double acc = 0, mag = 0, sl = 0;
             for (int f = 0; f < F; f++) {
-                double term = hq[f] * deq(dn, e * D + d, f);
-                acc += term, mag += fabs(term), sl += slack[f] * fabs(deq(dn, e * D + d, f));
+                const double wv = deq(dn, e * D + d, f), term = hq[f] * wv;
+                acc += term, mag += fabs(term), sl += slack[f] * fabs(wv);
             }
             y[d] += p * sh * acc;
             tol[d] += p * sh * mag;

@@ -299,7 +299,8 @@ void cpu_matmul(struct backend *b, void *out, const void *x, const struct weight
         // a task is one token tile (cpu_gemm_tile_tokens) of a row range, so it packs that tile's x once for
         // at least GEMM_PART_ROWS rows (a task of every token for fewer rows packed them all: F16 pp512 on the
         // 1.2B shape, 2 threads, ran 7 % slower; see bench/cpu/RESULTS.md); ranges narrower where that is
-        // what gives max_tasks tasks; tile after tile within a range, so both threads read its weight rows
+        // what gives max_tasks tasks, and never narrower than the row split above (rpt); tile after tile within
+        // a range, so both threads read its weight rows
         ctx.tile = cpu_gemm_tile_tokens(w->cols);
         ctx.tiles = (n + ctx.tile - 1) / ctx.tile;
         const int parts = (max_tasks + ctx.tiles - 1) / ctx.tiles;
