@@ -28,7 +28,8 @@
 # Opt-in stages:
 #   compare     this build beside a second one (BASE_BIN, e.g. the previous commit's build) in one
 #               call: test_cuda_ops of each, then decode attention (B=1 L=128k, B=8 L=32k), FP8
-#               prefill (d128 4k/16k/64k, every:4 and single at 16k, d64 16k) and whole-model tg64, the builds alternating round by
+#               prefill (d128 4k/16k/64k, every:4 and single at 16k, d64 16k) and whole-model tg64 (bf16 weights, and fp8
+#               weights with an fp8 cache), the builds alternating round by
 #               round (COMPARE_ROUNDS, default 3); medians and new/base ratios (about 4 minutes; COMPARE_OPS=0
 #               skips the ops checks)
 #   itl         the single-request ITL study on dummy:llama-3.1-8b (about 2.5 minutes)
@@ -493,6 +494,8 @@ if has compare && [ -n "$BASE" ]; then
       bj=$("$d/octet" bench model --help 2>&1 | grep -q -- "--json  " && echo --json)
       "$d/octet" bench model $bj --model dummy:llama-3.1-8b --device cuda --pp 64 --tg 64 --reps 3 2>>"$OUT/compare.log" \
         | tail -n 1 | tag $b "model tg64" >> "$OUT/compare.jsonl"
+      "$d/octet" bench model $bj --model dummy:llama-3.1-8b --device cuda --quantization fp8 --kv-cache-dtype fp8 \
+        --pp 64 --tg 64 --reps 3 2>>"$OUT/compare.log" | tail -n 1 | tag $b "model tg64 fp8 weights" >> "$OUT/compare.jsonl"
     done
   done
   python3 "$REPORT" compare "$OUT/compare.jsonl" | tee -a "$summary"
