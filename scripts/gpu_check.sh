@@ -30,7 +30,7 @@
 #               call: test_cuda_ops of each, then decode attention (B=1 L=128k, B=8 L=32k), FP8
 #               prefill (d128 4k/16k/64k, every:4 and single at 16k, d64 16k) and whole-model tg64 (bf16 weights, and fp8
 #               weights with an fp8 cache), the builds alternating round by
-#               round (COMPARE_ROUNDS, default 3); medians and new/base ratios (about 4 minutes; COMPARE_OPS=0
+#               round (COMPARE_ROUNDS, default 3); medians and new/base ratios (about 5 minutes; COMPARE_OPS=0
 #               skips the ops checks)
 #   itl         the single-request ITL study on dummy:llama-3.1-8b (about 2.5 minutes)
 #   hd256       the head_dim-256 study on dummy:gemma-3-4b (8 query / 4 KV heads, 512-token windows on 5 of 6
