@@ -18,6 +18,7 @@ __global__ void __launch_bounds__(512) k_combine(bf16 *out, const float *part, c
                                                  int hd, int n_splits, const float *sinks = nullptr) {
     constexpr int P = COMBINE_SPLITS;  // splits a lane loads at once
     pdl_trigger();  // the output projection's GEMM may launch (it waits for this grid's results)
+    pdl_wait();     // (the partials are the decode kernel's, whose programmatic dependent this is)
     extern __shared__ float shm[];  // [R][hd] row accumulators, then [R] maxima, [R] sums
     const int s = blockIdx.x, qh = blockIdx.y, tid = threadIdx.x;
     constexpr int V = 2;  // dims a lane
@@ -82,8 +83,9 @@ __global__ void __launch_bounds__(512) k_combine(bf16 *out, const float *part, c
     }
 }
 
-// Launches the split combine (k_combine): as few rows of hd / 2 lanes as load every split in one
-// round, at most 512 threads.
+// Launches the split combine (k_combine), a programmatic dependent of the decode kernel (its launch
+// staged while that kernel runs): as few rows of hd / 2 lanes as load every split in one round, at
+// most 512 threads.
 static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_heads, int hd, int n_splits,
                            const int32_t *qstart /* [n_seqs] output row of each */, const float *sinks) {
     const int lanes = hd / 2;
@@ -94,7 +96,9 @@ static void launch_combine(struct cuda_backend *c, void *out, int n_seqs, int n_
     int rows = (n_splits + COMBINE_SPLITS - 1) / COMBINE_SPLITS;
     if (rows > 512 / lanes) rows = 512 / lanes;
     const size_t smem = ((size_t)rows * hd + 2 * (size_t)rows) * sizeof(float);
-    k_combine<<<dim3(n_seqs, n_heads), rows * lanes, smem, c->stream>>>((bf16 *)out, c->d_part, qstart, n_heads, hd,
-                                                                        n_splits, sinks);
-    CUDA_LAUNCHED(c, "attention combine");
+    cudaLaunchAttribute attr[1];
+    const cudaLaunchConfig_t cfg = pdl_config(dim3(n_seqs, n_heads), dim3(rows * lanes), smem, c->stream, attr);
+    cuda_fail(c, cudaLaunchKernelEx(&cfg, k_combine, (bf16 *)out, (const float *)c->d_part, qstart, n_heads, hd,
+                                    n_splits, sinks),
+              "attention combine");
 }
