@@ -238,6 +238,29 @@ TEST(fp8_weight_sublayers) {
     fp8w_ffn_chain_case(WSCALE_TENSOR, false, WSCALE_CHANNEL, 9);
 }
 
+// attn_in with FP8 weights for decode-sized steps: RoPE and the cache write in the skinny FP8 GEMM's
+// Q|K|V epilogue (neox tiles of 8 pairs, interleaved pairs, block scales) against the composition
+// (the products, then k_rope_kv_write): the same q, k, v and cache bytes. Partial rotary with neox
+// pairs (n_rot 64 of 128) does not fit the epilogue and takes the composition itself.
+TEST(fp8_weight_attn_in_rope) {
+    const struct { enum wscale ws; enum dtype dt; int n_rot; bool neox, offsets; int n; } cs[] = {
+        {WSCALE_CHANNEL, DT_BF16, 128, true, false, 1}, {WSCALE_BLOCK, DT_E4M3, 128, true, true, 8},
+        {WSCALE_TENSOR, DT_E4M3, 128, false, false, 3}, {WSCALE_CHANNEL, DT_E5M2, 96, false, true, 5},
+        {WSCALE_BLOCK, DT_BF16, 64, true, false, 2},
+    };
+    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
+        struct fp8w_case fc = {4096, 1024, cs[i].ws, false, 0};
+        struct weight w[4] = {make_fp8_weight(&fc), make_fp8_weight(&fc), make_fp8_weight(&fc), make_weight(1, 1024, 1.0f)};
+        for (int k = 0; k < 4; k++) CHECK_OK(gpu->ops->weight_upload(gpu, &w[k]));
+        char what[64];
+        snprintf(what, sizeof what, "fp8 %s weights, ", wscale_name(cs[i].ws));
+        attn_in_case_w(cs[i].dt, cs[i].n_rot, cs[i].neox, cs[i].offsets, cs[i].n, w, what);
+        for (int k = 0; k < 4; k++) gpu->ops->weight_release(gpu, &w[k]);
+        for (int k = 0; k < 3; k++) free_fp8_weight(&w[k]);
+        free((void *)w[3].data);
+    }
+}
+
 // --batch-invariant: a token's FP8 products are the same alone and inside a batch of any size
 // (every n on the skinny FP8 GEMM, 8 tokens a CTA).
 TEST(fp8_weight_batch_invariant) {

@@ -523,7 +523,10 @@ TEST(rmsnorm_shapes) {
 // cache type, full and partial RoPE (neox and interleaved pairs; a neox RoPE on part of head_dim
 // is not fused), K offsets, n decode tokens of n sequences and a 37-token chunk. K and V have 4096
 // rows, so that the composition's GEMM sums them in the fused launch's order.
-static void attn_in_case(enum dtype dt, int n_rot, bool neox, bool offsets, int n) {
+// attn_in against the composition with given weights (w: wq [4096][1024], wk, wv [4096][1024], the norm's
+// [1][1024], uploaded; the FP8-weight cases in cuda_ops_fp8w.h), out of a (dt) cache, for n tokens.
+static void attn_in_case_w(enum dtype dt, int n_rot, bool neox, bool offsets, int n, struct weight w[4],
+                           const char *what) {
     const int dim = 1024, hd = 128, nh = 32, nkv = 32, bs = 16, mb = 64, qd = nh * hd, kd = nkv * hd;
     struct tb *t = malloc(sizeof *t);
     int nq[8], ctx[8];
@@ -534,8 +537,6 @@ static void attn_in_case(enum dtype dt, int n_rot, bool neox, bool offsets, int 
                              .orig_max_pos = 8192, .low_freq_factor = 1, .high_freq_factor = 4};
     struct rope_table rt;
     rope_table_init(&rt, &rc);
-    struct weight w[4] = {make_weight(qd, dim, 0.05f), make_weight(kd, dim, 0.05f), make_weight(kd, dim, 0.05f), make_weight(1, dim, 1.0f)};
-    for (int k = 0; k < 4; k++) CHECK_OK(gpu->ops->weight_upload(gpu, &w[k]));
     float *x = rand_vec((size_t)n * dim, 2.0f), *ko = offsets ? rand_vec((size_t)kd, 1.0f) : NULL, *out[2][3];
     size_t bytes = (size_t)mb * n_seqs * kd * bs * dtype_size(dt);
     char *pages[2][2];
@@ -559,16 +560,22 @@ static void attn_in_case(enum dtype dt, int n_rot, bool neox, bool offsets, int 
         for (int k = 0; k < 3; k++) gpu->ops->free(gpu, d[k]);
         gpu->ops->free(gpu, dx); gpu->ops->free(gpu, xn); gpu->ops->free(gpu, L.k); gpu->ops->free(gpu, L.v);
     }
-    char name[128];
-    snprintf(name, sizeof name, "attn_in = the composition (%s, n_rot %d%s%s, n=%d)", dtype_name(dt), n_rot, neox ? " neox" : "",
-             offsets ? ", K offsets" : "", n);
+    char name[160];
+    snprintf(name, sizeof name, "attn_in = the composition (%s%s, n_rot %d%s%s, n=%d)", what, dtype_name(dt), n_rot,
+             neox ? " neox" : "", offsets ? ", K offsets" : "", n);
     int diff = 0;
     for (int k = 0; k < 3; k++) diff += memcmp(out[0][k], out[1][k], (size_t)n * (k ? kd : qd) * 4) != 0;
     diff += (memcmp(pages[0][0], pages[1][0], bytes) != 0) + (memcmp(pages[0][1], pages[1][1], bytes) != 0);
     record(name, diff, 0, NULL);
     for (int i = 0; i < 2; i++) { for (int k = 0; k < 3; k++) free(out[i][k]); free(pages[i][0]); free(pages[i][1]); }
-    for (int k = 0; k < 4; k++) { gpu->ops->weight_release(gpu, &w[k]); free((void *)w[k].data); }
     free(x); free(ko); free(t);
+}
+static void attn_in_case(enum dtype dt, int n_rot, bool neox, bool offsets, int n) {
+    struct weight w[4] = {make_weight(4096, 1024, 0.05f), make_weight(4096, 1024, 0.05f), make_weight(4096, 1024, 0.05f),
+                          make_weight(1, 1024, 1.0f)};
+    for (int k = 0; k < 4; k++) CHECK_OK(gpu->ops->weight_upload(gpu, &w[k]));
+    attn_in_case_w(dt, n_rot, neox, offsets, n, w, "");
+    for (int k = 0; k < 4; k++) { gpu->ops->weight_release(gpu, &w[k]); free((void *)w[k].data); }
 }
 TEST(attn_in_fused) {
     const enum dtype dts[4] = {DT_BF16, DT_E4M3, DT_E5M2, DT_F32};
@@ -751,6 +758,7 @@ int main(int argc, char **argv) {
     RUN_SEEDED(attention_sinks);
     RUN_SEEDED(fp8_weight_matmul);
     RUN_SEEDED(fp8_weight_sublayers);
+    RUN_SEEDED(fp8_weight_attn_in_rope);
     RUN_SEEDED(fp8_weight_batch_invariant);
     RUN_SEEDED(moe_ffn);
     if (argc > 1) json_dump_file(report, argv[1], JSON_INDENT(1));

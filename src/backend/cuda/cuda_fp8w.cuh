@@ -1,6 +1,7 @@
 // cuda_fp8w.cuh — FP8 (e4m3) weights on the GPU (included by cuda_gemm.cu): their device layout, the
 // per-token activation quantizer of the cuBLASLt products (k_fp8w_quant), and the skinny FP8 GEMM of
-// decode steps (k_gemv8), which quantizes its rows of x in its own prologue. The math is
+// decode steps (k_gemv8), which quantizes its rows of x in its own prologue (and, as a step's Q|K|V
+// launch, applies RoPE and writes the cache in its epilogue). The math is
 // docs/fp8_weights.md's, the CPU backend's (cpu_fp8w.c) the reference: activation codes and scales
 // as the CPU computes them, every product of two fp8 values exact, sums in f32.
 //
@@ -23,6 +24,7 @@
 
 #include <cuda_fp8.h>
 
+#include "cuda_gemv.cuh"
 #include "cuda_pdl.cuh"
 #include "cuda_rmsnorm.cuh"
 
@@ -152,8 +154,9 @@ struct gemv8_args {
     gemv8_w w, w2;        // w2: GEMV8_SWIGLU's up weight (w is the gate's)
     int n, rows, cols, kp, kbp;
     int tpc;              // tokens a CTA (<= 8; fewer where 8 rows of x̂ would not fit shared memory)
+    int tiles;            // 16-row tiles of the launch (every segment's with SEG), taken gridDim.x apart
     // SEG (GEMV8_STORE): up to three weights of x's columns and activation scheme (Q, K and V) in one
-    // launch; segment s owns the CTAs from cta0[s] (w, out and rows above are unused)
+    // launch; segment s owns the tiles from cta0[s] (w, out and rows above are unused)
     gemv8_w sw[3];
     void *sout[3];        // [n][srows[s]] each
     int srows[3], cta0[3];
@@ -162,7 +165,17 @@ struct gemv8_args {
     const bf16 *norm;     // [cols]
     float eps;
     int norm_threads;
+    // ROPE (SEG, decode steps): RoPE on Q and K and the cache write of K and V in the epilogue, as the
+    // bf16 GEMM's GEMV_QKV_ROPE (cuda_gemv.cuh's gemv_rope; gemv8_rope_fits below says when)
+    gemv_rope rp;
 };
+
+// Whether a Q|K|V launch of 16-row tiles can take RoPE and the cache write (ROPE): every tile inside one
+// head, a neox tile's rows the 8 pairs (j, j + hd / 2), and a block-scaled tile inside one 128-row block.
+static inline bool gemv8_rope_fits(const gemv_rope &rp, const int rows[3], bool block) {
+    return rp.hd > 0 && rp.hd % 16 == 0 && (!rp.neox || rp.half * 2 == rp.hd) && rows[1] == rows[2] &&
+           rows[1] == rp.n_kv * rp.hd && rows[0] % rp.hd == 0 && (!block || FP8W_BLOCK % rp.hd == 0);
+}
 
 // mma.sync m16n8k32, e4m3 A (16×32, row) times B (32×8, col) of e4m3 or e5m2, f32 accumulators.
 template <bool BE5M2>
@@ -193,46 +206,87 @@ __device__ __forceinline__ void gemv8_chunk(float (&d)[4], const uint4 (&wa)[2],
     }
 }
 
+// Bytes of a k_gemv8 CTA's x̂ rows for nx tokens (16-byte aligned: the warps' totals follow them).
+__host__ __device__ static inline size_t gemv8_xs_bytes(int kp, int nx, bool swiglu) {
+    return ((swiglu ? 2 : 1) * (size_t)nx * (size_t)(kp + 16) + 15) / 16 * 16;
+}
+// Shared memory of a k_gemv8 launch with n tokens a CTA: the x̂ rows, then the warps' totals.
+static inline size_t gemv8_smem(int kp, int n, bool swiglu) {
+    const int nx = n < 8 ? n : 8;
+    return gemv8_xs_bytes(kp, nx, swiglu) + (swiglu ? 2 : 1) * GEMV8_WARPS * 32 * 4 * sizeof(float);
+}
+// CTAs of a k_gemv8 launch of tiles 16-row tiles in gy groups of tokens: as many as the GPU holds at once
+// (sms multiprocessors, blocks_per_sm each for the kernel and its shared memory), at most one a tile.
+static inline unsigned gemv8_ctas(int tiles, int gy, int blocks_per_sm, int sms) {
+    long cap = (long)blocks_per_sm * sms / (gy > 0 ? gy : 1);
+    if (cap < 1) cap = 1;
+    return (unsigned)(tiles < cap ? tiles : cap);
+}
+
 // BLOCK: WSCALE_BLOCK weights (a scale a chunk); E5M2 / E5M2_2: x̂ of w / w2 in e5m2.
+// Persistent: a CTA quantizes its tokens once, then takes the 16-row tiles blockIdx.x, + gridDim.x, ...
+// (gemv8_ctas: as many CTAs as fit the GPU at once), so the prologue is paid once a CTA, not once a
+// tile. Each warp's chunks of its tiles form one stream: the next chunk's weights (of the next tile
+// after a tile's last) are in flight during this chunk's MMAs and across the tile's reduction.
 // Launched as a programmatic dependent (cuda_pdl.cuh): the first chunk's weights are requested before
 // pdl_wait(), the only reads that do not depend on the kernel before it.
-template <gemv8_policy P, typename OUT, bool BLOCK, bool E5M2, bool E5M2_2, bool NORM = false, bool SEG = false>
+template <gemv8_policy P, typename OUT, bool BLOCK, bool E5M2, bool E5M2_2, bool NORM = false, bool SEG = false,
+          bool ROPE = false>
 __global__ void __launch_bounds__(GEMV8_WARPS * 32) k_gemv8(const __grid_constant__ gemv8_args a) {
     constexpr bool SW = P == GEMV8_SWIGLU;
     constexpr int NW = SW ? 2 : 1;
     static_assert(!SEG || P == GEMV8_STORE, "segments store their products");
+    static_assert(!ROPE || (SEG && sizeof(OUT) == 2), "RoPE is the Q|K|V launch's");
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c4 = lane & 3;
-    int sg = 0;
-    if constexpr (SEG) sg = (int)blockIdx.x >= a.cta0[2] ? 2 : (int)blockIdx.x >= a.cta0[1] ? 1 : 0;
-    const int rows = SEG ? a.srows[sg] : a.rows;
-    void *const out_base = SEG ? a.sout[sg] : a.out;
-    const int row0 = ((int)blockIdx.x - (SEG ? a.cta0[sg] : 0)) * 16, t0 = blockIdx.y * a.tpc;
+    const int t0 = blockIdx.y * a.tpc;
     const int nt = min(a.tpc, a.n - t0), nx = min(a.tpc, a.n);  // this CTA's tokens; x̂ rows a weight
     const int kp = a.kp, xs_pitch = kp + 16;  // (+16: the rows of x̂ fall in different banks)
-    const int nchunks = (kp + 127) / 128;
-    extern __shared__ __align__(16) uint8_t gemv8_xs[];  // [NW][nx][xs_pitch] x̂ codes
+    const int nchunks = (kp + 127) / 128, ntiles = a.tiles;
+    extern __shared__ __align__(16) uint8_t gemv8_xs[];  // [NW][nx][xs_pitch] x̂ codes, then the totals
+    float *const tot = (float *)(gemv8_xs + gemv8_xs_bytes(kp, nx, SW));  // [NW][WARPS][32][4]
     __shared__ float sxs[NW][8];
     __shared__ float red[32];
-    const gemv8_w *ws[2] = {SEG ? &a.sw[sg] : &a.w, &a.w2};
+    const gemv_rope &rp = a.rp;
 
-    // the lane's weight runs of one chunk (zero past the row's end or past rows)
-    const bool ra = row0 + g < rows, rb = row0 + g + 8 < rows;
-    auto load_w = [&](const gemv8_w &w, int ch, uint4 (&wa)[2], uint4 (&wb)[2]) {
+    // A tile's segment (SEG: Q, K or V), its index there, and MMA row m's row in the segment (ROPE, a
+    // neox tile of Q or K: rows j and j + hd / 2 of 8 rotation pairs).
+    auto seg_of = [&](int tl) -> int {
+        if constexpr (SEG) return tl >= a.cta0[2] ? 2 : tl >= a.cta0[1] ? 1 : 0;
+        return 0;
+    };
+    auto row_of = [&](int sg, int tl, int m) -> int {
+        const int tile = tl - (SEG ? a.cta0[sg] : 0);
+        if constexpr (ROPE) {
+            if (sg < 2 && rp.neox) {
+                const int per_head = rp.hd / 16, p = tile % per_head;
+                return (tile / per_head) * rp.hd + p * 8 + (m & 7) + (m >= 8 ? rp.half : 0);
+            }
+        }
+        return tile * 16 + m;
+    };
+    auto wt = [&](int sg, int j) -> const gemv8_w & { return j ? a.w2 : SEG ? a.sw[sg] : a.w; };
+    // the lane's weight runs of chunk ch of tile tl (zero past the row's end or past rows)
+    uint4 wa[NW][2], wb[NW][2];
+    auto load_w = [&](int tl, int ch, uint4 (&la)[NW][2], uint4 (&lb)[NW][2]) {
+        const int sg = seg_of(tl), rows = SEG ? a.srows[sg] : a.rows;
+        const int rowa = row_of(sg, tl, g), rowb = row_of(sg, tl, g + 8);
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int k = ch * 128 + h * 64 + c4 * 16;
-            const bool in = k < kp;
-            wa[h] = in && ra ? __ldcs((const uint4 *)(w.q + (size_t)(row0 + g) * kp + k)) : make_uint4(0, 0, 0, 0);
-            wb[h] = in && rb ? __ldcs((const uint4 *)(w.q + (size_t)(row0 + g + 8) * kp + k)) : make_uint4(0, 0, 0, 0);
+        for (int j = 0; j < NW; j++) {
+            const uint8_t *q = wt(sg, j).q;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int k = ch * 128 + h * 64 + c4 * 16;
+                const bool in = k < kp;
+                const uint4 z = make_uint4(0, 0, 0, 0);
+                la[j][h] = in && rowa < rows ? __ldcs((const uint4 *)(q + (size_t)rowa * kp + k)) : z;
+                lb[j][h] = in && rowb < rows ? __ldcs((const uint4 *)(q + (size_t)rowb * kp + k)) : z;
+            }
         }
     };
     // the first chunk's weights are in flight before the prologue needs x
-    uint4 wa[NW][2], wb[NW][2];
-    int ch = warp;
-    if (ch < nchunks) {
-#pragma unroll
-        for (int j = 0; j < NW; j++) load_w(*ws[j], ch, wa[j], wb[j]);
-    }
+    int tl = blockIdx.x, ch = warp;
+    if (ch < nchunks) load_w(tl, ch, wa, wb);
+    const gemv8_w *const ws[2] = {SEG ? &a.sw[0] : &a.w, &a.w2};  // (the segments share one activation scheme)
     pdl_wait();  // (x is the kernel before's output)
     // prologue: this CTA's rows of x quantized into shared memory (as k_fp8w_quant would)
     for (int t = 0; t < nt; t++) {
@@ -292,80 +346,119 @@ __global__ void __launch_bounds__(GEMV8_WARPS * 32) k_gemv8(const __grid_constan
             }
         }
     }
+    // tile tl's outputs from the warps' totals: thread (row slot i, token t) of the first 128 sums its
+    // element (as the CPU: (s_x · s_w) once for tensor and channel scales; block sums carry theirs already)
+    __shared__ bf16 rs[16][8];  // ROPE: the products as stored, by slot
+    auto gemv8_store = [&](int sg, int tl, int rows) {
+        void *const out_base = SEG ? a.sout[sg] : a.out;
+        const int row0 = (tl - (SEG ? a.cta0[sg] : 0)) * 16;
+        const int i = (threadIdx.x >> 3) & 15, t = threadIdx.x & 7, row = row_of(sg, tl, i);
+        const bool mine = threadIdx.x < 128 && t < nt && row < rows;
+        const int L = (i & 7) * 4 + (t >> 1), e = (i >> 3) * 2 + (t & 1);
+        float y[NW] = {};
+        if (mine) {
+#pragma unroll
+            for (int j = 0; j < NW; j++) {
+                float s = 0;
+#pragma unroll
+                for (int w = 0; w < GEMV8_WARPS; w++) s += tot[((j * GEMV8_WARPS + w) * 32 + L) * 4 + e];
+                y[j] = BLOCK ? s * sxs[j][t] : s * (sxs[j][t] * __ldg(wt(sg, j).s + row));
+            }
+        }
+        if constexpr (ROPE) {  // the products as stored (bf16) by slot, then rotated and written (as gemv_rope)
+            if (mine) rs[i][t] = __float2bfloat16_rn(y[0]);
+            __syncthreads();
+            bf16 *const out = (bf16 *)out_base;
+            if (sg == 2) {  // V: stored, and into the pages
+                if (threadIdx.x < 16 * nt) {
+                    const int vi = threadIdx.x & 15, r = t0 + (threadIdx.x >> 4), rw = row0 + vi, s = rp.slot[r];
+                    const bf16 v = rs[vi][r - t0];
+                    out[(size_t)r * rows + rw] = v;
+                    if (s >= 0)
+                        v_store(rp.vc, kv_index(s, rw / rp.hd, rw % rp.hd, rp.n_kv, rp.bs, rp.hd), v, rp.dt,
+                                rp.vs[rw / rp.hd]);
+                }
+            } else if (threadIdx.x < 8 * nt) {  // Q, K: a pair of one token a thread
+                const int pi = threadIdx.x & 7, r = t0 + (threadIdx.x >> 3);
+                const int ia = rp.neox ? pi : 2 * pi, ib = rp.neox ? pi + 8 : 2 * pi + 1;
+                const int ra2 = row_of(sg, tl, ia), rb2 = row_of(sg, tl, ib), h = ra2 / rp.hd, da = ra2 % rp.hd;
+                const int jp = rp.neox ? da : da / 2;  // the pair's index (rotated below half)
+                bf16 x0 = rs[ia][r - t0], x1 = rs[ib][r - t0];
+                if (jp < rp.half) rope_pair(x0, x1, rp.pos[r], rp.inv_freq[jp], rp.attn_factor);
+                out[(size_t)r * rows + ra2] = x0;
+                out[(size_t)r * rows + rb2] = x1;
+                const int s = rp.slot[r];
+                if (sg == 1 && s >= 0) {
+                    const int db = rb2 % rp.hd;
+                    const float *kof = rp.ko ? rp.ko + (size_t)h * rp.hd : nullptr;
+                    k_store(rp.kc, kv_index(s, h, da, rp.n_kv, rp.bs, rp.hd), x0, rp.dt, rp.ks[h],
+                            kof ? kof + da : nullptr);
+                    k_store(rp.kc, kv_index(s, h, db, rp.n_kv, rp.bs, rp.hd), x1, rp.dt, rp.ks[h],
+                            kof ? kof + db : nullptr);
+                }
+            }
+            return;
+        }
+        if (!mine) return;
+        OUT *o = (OUT *)out_base + (size_t)(t0 + t) * rows + row;
+        if constexpr (sizeof(OUT) == 4) *o = y[0];
+        else if constexpr (P == GEMV8_STORE) *o = __float2bfloat16_rn(y[0]);
+        else if constexpr (P == GEMV8_ADD)
+            *o = __float2bfloat16_rn(__bfloat162float(*o) + __bfloat162float(__float2bfloat16_rn(y[0])));
+        else {
+            const float gv = __bfloat162float(__float2bfloat16_rn(y[0]));
+            *o = __float2bfloat16_rn(gv / (1.0f + expf(-gv)) * __bfloat162float(__float2bfloat16_rn(y[SW ? 1 : 0])));
+        }
+    };
+
     __syncthreads();
 
-    float acc[NW][4] = {};
-    for (; ch < nchunks; ch += GEMV8_WARPS) {
-        uint4 xb[NW][2];
-#pragma unroll
-        for (int j = 0; j < NW; j++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int k = ch * 128 + h * 64 + c4 * 16;
-                xb[j][h] = g < nt && k < kp ? *(const uint4 *)(gemv8_xs + ((size_t)j * nx + g) * xs_pitch + k)
-                                            : make_uint4(0, 0, 0, 0);
-            }
-        // the next chunk's weights in flight during this chunk's MMAs
-        uint4 na[NW][2], nb[NW][2];
-        const int next = ch + GEMV8_WARPS;
-        if (next < nchunks) {
-#pragma unroll
-            for (int j = 0; j < NW; j++) load_w(*ws[j], next, na[j], nb[j]);
-        }
-#pragma unroll
-        for (int j = 0; j < NW; j++) {
-            float d[4];
-            if (j == 0) gemv8_chunk<E5M2>(d, wa[j], wb[j], xb[j]);
-            else gemv8_chunk<E5M2_2>(d, wa[j], wb[j], xb[j]);
-            float sc = 1.0f;
-            if constexpr (BLOCK) sc = __ldg(ws[j]->s + (size_t)(row0 / FP8W_BLOCK) * a.kbp + ch);
-#pragma unroll
-            for (int e = 0; e < 4; e++) acc[j][e] = BLOCK ? fmaf(d[e], sc, acc[j][e]) : acc[j][e] + d[e];
-        }
-        if (next < nchunks) {
+    for (; tl < ntiles; tl += gridDim.x) {
+        const int sg = seg_of(tl), rows = SEG ? a.srows[sg] : a.rows;
+        const bool last = tl + (int)gridDim.x >= ntiles;
+        float acc[NW][4] = {};
+        for (ch = warp; ch < nchunks; ch += GEMV8_WARPS) {
+            uint4 xb[NW][2];
 #pragma unroll
             for (int j = 0; j < NW; j++)
 #pragma unroll
-                for (int h = 0; h < 2; h++) { wa[j][h] = na[j][h]; wb[j][h] = nb[j][h]; }
+                for (int h = 0; h < 2; h++) {
+                    const int k = ch * 128 + h * 64 + c4 * 16;
+                    xb[j][h] = g < nt && k < kp ? *(const uint4 *)(gemv8_xs + ((size_t)j * nx + g) * xs_pitch + k)
+                                                : make_uint4(0, 0, 0, 0);
+                }
+            // the stream's next chunk (this tile's, else the next tile's first) in flight during the MMAs
+            uint4 na[NW][2], nb[NW][2];
+            const bool in_tile = ch + GEMV8_WARPS < nchunks, more = in_tile || !last;
+            if (more) load_w(in_tile ? tl : tl + gridDim.x, in_tile ? ch + GEMV8_WARPS : warp, na, nb);
+            const int rowa = row_of(sg, tl, g);
+#pragma unroll
+            for (int j = 0; j < NW; j++) {
+                float d[4];
+                if (j == 0) gemv8_chunk<E5M2>(d, wa[j], wb[j], xb[j]);
+                else gemv8_chunk<E5M2_2>(d, wa[j], wb[j], xb[j]);
+                float sc = 1.0f;
+                if constexpr (BLOCK) sc = __ldg(wt(sg, j).s + (size_t)(rowa / FP8W_BLOCK) * a.kbp + ch);
+#pragma unroll
+                for (int e = 0; e < 4; e++) acc[j][e] = BLOCK ? fmaf(d[e], sc, acc[j][e]) : acc[j][e] + d[e];
+            }
+            if (more) {
+#pragma unroll
+                for (int j = 0; j < NW; j++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) { wa[j][h] = na[j][h]; wb[j][h] = nb[j][h]; }
+            }
         }
-    }
-    pdl_trigger();  // (a dependent product may start loading its weights)
-    // the warps' totals, summed in warp order: element (row i, token t) is lane (i % 8)·4 + t / 2,
-    // accumulator (i / 8)·2 + t % 2
-    __syncthreads();  // (the x̂ rows are dead: their space takes the totals)
-    float *tot = (float *)gemv8_xs;  // [NW][WARPS][32][4]
+        if (last) pdl_trigger();  // (a dependent product may start loading its weights)
+        // the warps' totals, summed in warp order: element (row i, token t) is lane (i % 8)·4 + t / 2,
+        // accumulator (i / 8)·2 + t % 2
 #pragma unroll
-    for (int j = 0; j < NW; j++)
+        for (int j = 0; j < NW; j++)
 #pragma unroll
-        for (int e = 0; e < 4; e++) tot[((j * GEMV8_WARPS + warp) * 32 + lane) * 4 + e] = acc[j][e];
-    __syncthreads();
-    if (threadIdx.x >= 128) return;
-    const int i = threadIdx.x >> 3, t = threadIdx.x & 7, row = row0 + i;
-    if (t >= nt || row >= rows) return;
-    const int L = (i & 7) * 4 + (t >> 1), e = (i >> 3) * 2 + (t & 1);
-    float y[NW];
-#pragma unroll
-    for (int j = 0; j < NW; j++) {
-        float s = 0;
-#pragma unroll
-        for (int w = 0; w < GEMV8_WARPS; w++) s += tot[((j * GEMV8_WARPS + w) * 32 + L) * 4 + e];
-        // as the CPU: (s_x · s_w) once for tensor and channel scales; blocks carry theirs already
-        y[j] = BLOCK ? s * sxs[j][t] : s * (sxs[j][t] * __ldg(ws[j]->s + row));
-    }
-    OUT *o = (OUT *)out_base + (size_t)(t0 + t) * rows + row;
-    if constexpr (sizeof(OUT) == 4) *o = y[0];
-    else if constexpr (P == GEMV8_STORE) *o = __float2bfloat16_rn(y[0]);
-    else if constexpr (P == GEMV8_ADD)
-        *o = __float2bfloat16_rn(__bfloat162float(*o) + __bfloat162float(__float2bfloat16_rn(y[0])));
-    else {
-        const float gv = __bfloat162float(__float2bfloat16_rn(y[0]));
-        *o = __float2bfloat16_rn(gv / (1.0f + expf(-gv)) * __bfloat162float(__float2bfloat16_rn(y[SW ? 1 : 0])));
+            for (int e = 0; e < 4; e++) tot[((j * GEMV8_WARPS + warp) * 32 + lane) * 4 + e] = acc[j][e];
+        __syncthreads();
+        gemv8_store(sg, tl, rows);
+        __syncthreads();  // (the totals and rs are the next tile's)
     }
 }
 
-// Shared memory of a k_gemv8 launch with n tokens a CTA: the x̂ rows, and at least the warps' totals that reuse them.
-static inline size_t gemv8_smem(int kp, int n, bool swiglu) {
-    const size_t nx = n < 8 ? (size_t)n : 8, nw = swiglu ? 2 : 1;
-    const size_t xs = nw * nx * (size_t)(kp + 16), tot = nw * GEMV8_WARPS * 32 * 4 * sizeof(float);
-    return xs > tot ? xs : tot;
-}

@@ -98,21 +98,34 @@ static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t 
 
 static bool fp8w(const struct weight *w) { return w->dtype == DT_E4M3; }
 
-// One k_gemv8 launch, a programmatic dependent of the kernel before it: the weight's 16-row tiles (of
-// every segment with SEG) by groups of a.tpc tokens.
-template <gemv8_policy P, typename OUT, bool BLOCK, bool E5, bool E5_2, bool NORM = false, bool SEG = false>
-static void gemv8_go(struct cuda_backend *c, const gemv8_args &a, unsigned ctas) {
-    const size_t smem = gemv8_smem(a.kp, a.tpc, P == GEMV8_SWIGLU);
+// One k_gemv8 launch, a programmatic dependent of the kernel before it: the weight's tiles 16-row tiles
+// (of every segment with SEG) by groups of a.tpc tokens, on as many persistent CTAs as the GPU holds.
+template <gemv8_policy P, typename OUT, bool BLOCK, bool E5, bool E5_2, bool NORM = false, bool SEG = false,
+          bool ROPE = false>
+static void gemv8_go(struct cuda_backend *c, const gemv8_args &a0, unsigned tiles) {
+    // (x̂ rows for the tokens there are: smem for 8 would hold a 14,336-column product to a CTA an SM)
+    const size_t smem = gemv8_smem(a0.kp, a0.n < a0.tpc ? a0.n : a0.tpc, P == GEMV8_SWIGLU);
     static size_t opted = 48 * 1024;  // (the instantiation's opt-in so far)
-    auto kern = k_gemv8<P, OUT, BLOCK, E5, E5_2, NORM, SEG>;
+    auto kern = k_gemv8<P, OUT, BLOCK, E5, E5_2, NORM, SEG, ROPE>;
     if (smem > opted) {
         if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
                       "fp8 gemv shared memory"))
             return;
         opted = smem;
     }
+    static size_t occ_smem = 0;  // (the instantiation's CTAs an SM, for the shared memory last asked about)
+    static int per_sm = 0;
+    if (smem != occ_smem) {
+        if (cuda_fail(c, cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kern, GEMV8_WARPS * 32, smem),
+                      "fp8 gemv occupancy"))
+            return;
+        occ_smem = smem;
+    }
+    gemv8_args a = a0;
+    a.tiles = (int)tiles;
+    const int gy = (a.n + a.tpc - 1) / a.tpc;
     cudaLaunchAttribute attr[1];
-    const cudaLaunchConfig_t cfg = pdl_config(dim3(ctas, (unsigned)((a.n + a.tpc - 1) / a.tpc)),
+    const cudaLaunchConfig_t cfg = pdl_config(dim3(gemv8_ctas((int)tiles, gy, per_sm, c->n_sm), (unsigned)gy),
                                               dim3(GEMV8_WARPS * 32), smem, c->stream, attr);
     cuda_fail(c, cudaLaunchKernelEx(&cfg, kern, a), "fp8 gemv");
 }
@@ -129,7 +142,7 @@ static gemv8_w gemv8_weight(const struct weight *w) {
 // latched) when 8 rows of x̂ cannot fit, with the error latched when not even one can.
 static bool gemv8_prepare(struct cuda_backend *c, gemv8_args *a, const void *x, const struct weight *w, int n,
                           bool swiglu) {
-    memset(a, 0, sizeof *a);
+    *a = gemv8_args();
     a->x = (const bf16 *)x;
     a->w = gemv8_weight(w);
     a->n = n;
@@ -166,28 +179,29 @@ static void gemv8_launch(struct cuda_backend *c, void *out, const void *x, const
     if (!gemv8_prepare(c, &a, x, w, n, SW)) return;
     a.out = out;
     a.w2 = SW ? gemv8_weight(w2) : a.w;
-    const unsigned ctas = (unsigned)((a.rows + 15) / 16);
+    const unsigned tiles = (unsigned)((a.rows + 15) / 16);
     const bool blk = w->fp8.wscale == WSCALE_BLOCK, e5 = w->fp8.act_e5m2;
     if constexpr (SW) {
         if (norm) {
             a.norm = (const bf16 *)norm->dev;
             a.eps = eps;
             a.norm_threads = rms_threads(w->cols);
-            if (blk) e5 ? gemv8_go<P, OUT, true, true, false, true>(c, a, ctas)
-                        : gemv8_go<P, OUT, true, false, false, true>(c, a, ctas);
-            else e5 ? gemv8_go<P, OUT, false, true, false, true>(c, a, ctas)
-                    : gemv8_go<P, OUT, false, false, false, true>(c, a, ctas);
+            if (blk) e5 ? gemv8_go<P, OUT, true, true, false, true>(c, a, tiles)
+                        : gemv8_go<P, OUT, true, false, false, true>(c, a, tiles);
+            else e5 ? gemv8_go<P, OUT, false, true, false, true>(c, a, tiles)
+                    : gemv8_go<P, OUT, false, false, false, true>(c, a, tiles);
             return;
         }
     }
-    if (blk) e5 ? gemv8_go<P, OUT, true, true, false>(c, a, ctas) : gemv8_go<P, OUT, true, false, false>(c, a, ctas);
-    else e5 ? gemv8_go<P, OUT, false, true, false>(c, a, ctas) : gemv8_go<P, OUT, false, false, false>(c, a, ctas);
+    if (blk) e5 ? gemv8_go<P, OUT, true, true, false>(c, a, tiles) : gemv8_go<P, OUT, true, false, false>(c, a, tiles);
+    else e5 ? gemv8_go<P, OUT, false, true, false>(c, a, tiles) : gemv8_go<P, OUT, false, false, false>(c, a, tiles);
 }
 
 // q, k, v = rmsnorm(x) · w{q,k,v}ᵀ in one launch of the skinny FP8 GEMM (the norm in its prologue where
-// it fits, else k_rmsnorm first): false (nothing launched) when the weights differ in columns, scale
-// scheme or activation scheme, or e5m2 activations.
-static bool gemv8_qkv(struct cuda_backend *c, const struct attn_in_args *ai, int n) {
+// it fits, else k_rmsnorm first), with rp RoPE and the cache write in its epilogue too: false (nothing
+// launched) when the weights differ in columns, scale scheme or activation scheme, or e5m2 activations,
+// or (rp) when the shapes do not fit the epilogue (gemv8_rope_fits).
+static bool gemv8_qkv(struct cuda_backend *c, const struct attn_in_args *ai, int n, const gemv_rope *rp = nullptr) {
     const struct weight *w[3] = {ai->wq, ai->wk, ai->wv};
     for (int k = 0; k < 3; k++) {
         const struct weight *x = w[k];
@@ -195,6 +209,9 @@ static bool gemv8_qkv(struct cuda_backend *c, const struct attn_in_args *ai, int
             x->fp8.ascale != w[0]->fp8.ascale || x->fp8.input_scale != w[0]->fp8.input_scale)
             return false;
     }
+    const int rows[3] = {(int)w[0]->rows, (int)w[1]->rows, (int)w[2]->rows};
+    const bool blk = w[0]->fp8.wscale == WSCALE_BLOCK;
+    if (rp && !gemv8_rope_fits(*rp, rows, blk)) return false;
     const bool norm = gemv8_norm_fits(ai->x, ai->norm, w[0]->cols);
     gemv8_args a;
     if (!gemv8_prepare(c, &a, norm ? ai->x : ai->xn, w[0], n, false)) return true;  // (latched)
@@ -207,19 +224,26 @@ static bool gemv8_qkv(struct cuda_backend *c, const struct attn_in_args *ai, int
         a.norm_threads = rms_threads(w[0]->cols);
     }
     void *const outs[3] = {ai->q, ai->k, ai->v};
-    unsigned ctas = 0;
+    unsigned tiles = 0;
     for (int k = 0; k < 3; k++) {
         a.sw[k] = gemv8_weight(w[k]);
         a.sout[k] = outs[k];
-        a.srows[k] = (int)w[k]->rows;
-        a.cta0[k] = (int)ctas;
-        ctas += (unsigned)((w[k]->rows + 15) / 16);
+        a.srows[k] = rows[k];
+        a.cta0[k] = (int)tiles;
+        tiles += (unsigned)((rows[k] + 15) / 16);
     }
-    const bool blk = w[0]->fp8.wscale == WSCALE_BLOCK;
-    if (norm) blk ? gemv8_go<GEMV8_STORE, bf16, true, false, false, true, true>(c, a, ctas)
-                  : gemv8_go<GEMV8_STORE, bf16, false, false, false, true, true>(c, a, ctas);
-    else blk ? gemv8_go<GEMV8_STORE, bf16, true, false, false, false, true>(c, a, ctas)
-             : gemv8_go<GEMV8_STORE, bf16, false, false, false, false, true>(c, a, ctas);
+    if (rp) {
+        a.rp = *rp;
+        if (norm) blk ? gemv8_go<GEMV8_STORE, bf16, true, false, false, true, true, true>(c, a, tiles)
+                      : gemv8_go<GEMV8_STORE, bf16, false, false, false, true, true, true>(c, a, tiles);
+        else blk ? gemv8_go<GEMV8_STORE, bf16, true, false, false, false, true, true>(c, a, tiles)
+                 : gemv8_go<GEMV8_STORE, bf16, false, false, false, false, true, true>(c, a, tiles);
+        return true;
+    }
+    if (norm) blk ? gemv8_go<GEMV8_STORE, bf16, true, false, false, true, true>(c, a, tiles)
+                  : gemv8_go<GEMV8_STORE, bf16, false, false, false, true, true>(c, a, tiles);
+    else blk ? gemv8_go<GEMV8_STORE, bf16, true, false, false, false, true>(c, a, tiles)
+             : gemv8_go<GEMV8_STORE, bf16, false, false, false, false, true>(c, a, tiles);
     return true;
 }
 
@@ -470,8 +494,10 @@ static bool qkv_rope_launch(struct cuda_backend *c, const struct attn_in_args *a
     const struct rope_table *rt = a->rope;
     // (a per-token-head FP8 layer's scale is the absmax of a whole head's vector, which the CTAs of this
     // launch split between them: its cache write stays k_rope_kv_write's)
+    // (FP8 weights: the skinny FP8 GEMM's Q|K|V launch, for decode-sized steps)
+    const bool f8 = fp8w(a->wq);
     if (a->wq->rows != (int64_t)a->n_heads * l->head_dim || l->k_tok_scale ||
-        !fused_norm(c, a->x, a->norm, a->wq->cols, n))
+        !(f8 ? n <= 8 : fused_norm(c, a->x, a->norm, a->wq->cols, n)))
         return false;
     const float *sc = cuda_layer_scales(c, l), *ko = cuda_layer_offsets(c, l);
     const double *freqs = cuda_rope_freqs(c, rt);
@@ -492,7 +518,7 @@ static bool qkv_rope_launch(struct cuda_backend *c, const struct attn_in_args *a
     rp.bs = l->kv_block_tokens;
     rp.dt = (int)l->dtype;
     rp.attn_factor = rt->attn_factor;
-    return qkv_norm_launch(c, a, n, &rp);
+    return f8 ? gemv8_qkv(c, a, n, &rp) : qkv_norm_launch(c, a, n, &rp);
 }
 
 // q, k, v = rmsnorm(x) · w{q,k,v}ᵀ: the fused rmsnorm + Q|K|V launch, or k_rmsnorm then one Q|K|V
