@@ -371,31 +371,14 @@ __global__ void __launch_bounds__(GEMV8_WARPS * 32) k_gemv8(const __grid_constan
             bf16 *const out = (bf16 *)out_base;
             if (sg == 2) {  // V: stored, and into the pages
                 if (threadIdx.x < 16 * nt) {
-                    const int vi = threadIdx.x & 15, r = t0 + (threadIdx.x >> 4), rw = row0 + vi, s = rp.slot[r];
-                    const bf16 v = rs[vi][r - t0];
-                    out[(size_t)r * rows + rw] = v;
-                    if (s >= 0)
-                        v_store(rp.vc, kv_index(s, rw / rp.hd, rw % rp.hd, rp.n_kv, rp.bs, rp.hd), v, rp.dt,
-                                rp.vs[rw / rp.hd]);
+                    const int vi = threadIdx.x & 15, r = t0 + (threadIdx.x >> 4);
+                    rope_v_store(rp, out, rows, r, row0 + vi, rs[vi][r - t0]);
                 }
             } else if (threadIdx.x < 8 * nt) {  // Q, K: a pair of one token a thread
                 const int pi = threadIdx.x & 7, r = t0 + (threadIdx.x >> 3);
                 const int ia = rp.neox ? pi : 2 * pi, ib = rp.neox ? pi + 8 : 2 * pi + 1;
-                const int ra2 = row_of(sg, tl, ia), rb2 = row_of(sg, tl, ib), h = ra2 / rp.hd, da = ra2 % rp.hd;
-                const int jp = rp.neox ? da : da / 2;  // the pair's index (rotated below half)
-                bf16 x0 = rs[ia][r - t0], x1 = rs[ib][r - t0];
-                if (jp < rp.half) rope_pair(x0, x1, rp.pos[r], rp.inv_freq[jp], rp.attn_factor);
-                out[(size_t)r * rows + ra2] = x0;
-                out[(size_t)r * rows + rb2] = x1;
-                const int s = rp.slot[r];
-                if (sg == 1 && s >= 0) {
-                    const int db = rb2 % rp.hd;
-                    const float *kof = rp.ko ? rp.ko + (size_t)h * rp.hd : nullptr;
-                    k_store(rp.kc, kv_index(s, h, da, rp.n_kv, rp.bs, rp.hd), x0, rp.dt, rp.ks[h],
-                            kof ? kof + da : nullptr);
-                    k_store(rp.kc, kv_index(s, h, db, rp.n_kv, rp.bs, rp.hd), x1, rp.dt, rp.ks[h],
-                            kof ? kof + db : nullptr);
-                }
+                rope_pair_store(rp, out, rows, r, row_of(sg, tl, ia), row_of(sg, tl, ib), rs[ia][r - t0],
+                                rs[ib][r - t0], sg == 1);
             }
             return;
         }

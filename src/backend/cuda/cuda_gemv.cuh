@@ -77,6 +77,30 @@ struct gemv_rope {
     float attn_factor = 1;
 };
 
+// The ROPE epilogue's per-element work, shared by the bf16 and FP8 skinny GEMMs: V element rw of token r
+// (v as stored) into out and the pages; and a rotation pair of token r, rows ra and rb of Q or K (x0,
+// x1 as stored; k: the K segment), rotated, into out and (K) the pages.
+__device__ __forceinline__ void rope_v_store(const gemv_rope &rp, bf16 *out, int rows, int r, int rw, bf16 v) {
+    out[(size_t)r * rows + rw] = v;
+    const int s = rp.slot[r];
+    if (s >= 0) v_store(rp.vc, kv_index(s, rw / rp.hd, rw % rp.hd, rp.n_kv, rp.bs, rp.hd), v, rp.dt, rp.vs[rw / rp.hd]);
+}
+__device__ __forceinline__ void rope_pair_store(const gemv_rope &rp, bf16 *out, int rows, int r, int ra, int rb,
+                                                bf16 x0, bf16 x1, bool k) {
+    const int h = ra / rp.hd, da = ra % rp.hd;
+    const int j = rp.neox ? da : da / 2;  // the pair's index (rotated below half)
+    if (j < rp.half) rope_pair(x0, x1, rp.pos[r], rp.inv_freq[j], rp.attn_factor);
+    out[(size_t)r * rows + ra] = x0;
+    out[(size_t)r * rows + rb] = x1;
+    const int s = rp.slot[r];
+    if (k && s >= 0) {
+        const int db = rb % rp.hd;
+        const float *kof = rp.ko ? rp.ko + (size_t)h * rp.hd : nullptr;
+        k_store(rp.kc, kv_index(s, h, da, rp.n_kv, rp.bs, rp.hd), x0, rp.dt, rp.ks[h], kof ? kof + da : nullptr);
+        k_store(rp.kc, kv_index(s, h, db, rp.n_kv, rp.bs, rp.hd), x1, rp.dt, rp.ks[h], kof ? kof + db : nullptr);
+    }
+}
+
 // One launch's operands (the kernel's one parameter).
 struct gemv_args {
     void *out = nullptr;           // [n][rows] OUT elements (GEMV_QKV*: the segments' outputs instead)
@@ -340,32 +364,15 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(const __grid_constant__ gem
         __syncthreads();
         if (sg == 2) {  // V: stored, and into the pages
             for (int e = threadIdx.x; e < R * NR; e += WARPS * 32) {
-                const int i = e % R, r = e / R, rw = row_of(i), s = rp.slot[r];
-                const bf16 v = __float2bfloat16_rn(rs[i][r]);
-                out[(size_t)r * rows + rw] = v;
-                if (s >= 0)
-                    v_store(rp.vc, kv_index(s, rw / rp.hd, rw % rp.hd, rp.n_kv, rp.bs, rp.hd), v, rp.dt,
-                            rp.vs[rw / rp.hd]);
+                const int i = e % R, r = e / R;
+                rope_v_store(rp, out, rows, r, row_of(i), __float2bfloat16_rn(rs[i][r]));
             }
         } else {  // Q, K: a pair of one token a thread
             for (int e = threadIdx.x; e < R / 2 * NR; e += WARPS * 32) {
                 const int pi = e % (R / 2), r = e / (R / 2);
                 const int ia = rp.neox ? pi : 2 * pi, ib = rp.neox ? pi + R / 2 : 2 * pi + 1;
-                const int ra = row_of(ia), rb = row_of(ib), h = ra / rp.hd, da = ra % rp.hd;
-                const int j = rp.neox ? da : da / 2;  // the pair's index (rotated below half)
-                bf16 x0 = __float2bfloat16_rn(rs[ia][r]), x1 = __float2bfloat16_rn(rs[ib][r]);
-                if (j < rp.half) rope_pair(x0, x1, rp.pos[r], rp.inv_freq[j], rp.attn_factor);
-                out[(size_t)r * rows + ra] = x0;
-                out[(size_t)r * rows + rb] = x1;
-                const int s = rp.slot[r];
-                if (sg == 1 && s >= 0) {
-                    const int db = rb % rp.hd;
-                    const float *kof = rp.ko ? rp.ko + (size_t)h * rp.hd : nullptr;
-                    k_store(rp.kc, kv_index(s, h, da, rp.n_kv, rp.bs, rp.hd), x0, rp.dt, rp.ks[h],
-                            kof ? kof + da : nullptr);
-                    k_store(rp.kc, kv_index(s, h, db, rp.n_kv, rp.bs, rp.hd), x1, rp.dt, rp.ks[h],
-                            kof ? kof + db : nullptr);
-                }
+                rope_pair_store(rp, out, rows, r, row_of(ia), row_of(ib), __float2bfloat16_rn(rs[ia][r]),
+                                __float2bfloat16_rn(rs[ib][r]), sg == 1);
             }
         }
     } else {
