@@ -177,22 +177,12 @@ int main(int argc, char **argv) {
                     fprintf(stderr, "%s n=%d: variant %s differs from %s\n", names[si], n, v.name, variants[0].name);
                     return 1;
                 }
-                std::vector<float> t;
                 const int nw = v.swiglu ? 2 : 1;
-                for (int r = 0; r < reps; r++) {
-                    CK(cudaEventRecord(e0, st));
-                    for (int j = 0; j < BURST; j++) {
-                        const int c0 = ((r * BURST + j) * nw) % copies;
-                        launch(dw + (size_t)c0 * wbytes, dw + (size_t)((c0 + 1) % copies) * wbytes);
-                    }
-                    CK(cudaEventRecord(e1, st));
-                    CK(cudaEventSynchronize(e1));
-                    float ms;
-                    CK(cudaEventElapsedTime(&ms, e0, e1));
-                    t.push_back(ms / BURST);
-                }
-                CK(cudaGetLastError());
-                const double us = median(t) * 1e3, gbs = nw * wbytes / (us * 1e-6) / 1e9;
+                const float ms = burst_ms(st, e0, e1, reps, [&](int i) {
+                    const int c0 = (i * nw) % copies;
+                    launch(dw + (size_t)c0 * wbytes, dw + (size_t)((c0 + 1) % copies) * wbytes);
+                });
+                const double us = ms * 1e3, gbs = nw * wbytes / (us * 1e-6) / 1e9;
                 printf("| %s | %s (%u CTAs) | %d x %d | %d | %.1f | %.0f | %.0f | %.2f | %.1e |\n", names[si], v.name, gx,
                        rows, cols, n, us, gbs, copy_gbs, gbs / copy_gbs, err);
                 char line[512];

@@ -86,18 +86,10 @@ int main(int argc, char **argv) {
                         err = std::max(err, fabs(ho[(size_t)r * rows + row] - ref) / (mag > 0 ? mag : 1));
                     }
                 }
-                std::vector<float> t;
-                for (int r = 0; r < reps; r++) {
-                    CK(cudaEventRecord(e0, st));
-                    for (int j = 0; j < BURST; j++) v.fn(st, dout, dx, dw + (size_t)((r * BURST + j) % copies) * wn, rows, cols, n);
-                    CK(cudaEventRecord(e1, st));
-                    CK(cudaEventSynchronize(e1));
-                    float ms;
-                    CK(cudaEventElapsedTime(&ms, e0, e1));
-                    t.push_back(ms / BURST);
-                }
-                CK(cudaGetLastError());
-                const double us = median(t) * 1e3, gbs = wbytes / (us * 1e-6) / 1e9;
+                const float ms = burst_ms(st, e0, e1, reps, [&](int i) {
+                    v.fn(st, dout, dx, dw + (size_t)(i % copies) * wn, rows, cols, n);
+                });
+                const double us = ms * 1e3, gbs = wbytes / (us * 1e-6) / 1e9;
                 printf("| %s | %d x %d | %d | %s | %.1f | %.0f | %.0f | %.2f | %.1e |\n", names[si], rows, cols, n, v.name, us, gbs,
                        copy_gbs, gbs / copy_gbs, err);
                 char line[512];

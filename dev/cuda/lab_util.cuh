@@ -1,6 +1,6 @@
 // lab_util.cuh — what the dev/cuda timing labs share (gemv_bench.cu, gemv8_bench.cu): the error check,
-// a deterministic uniform generator, the median, and the device-to-device copy rate of a buffer (the
-// bandwidth a product that reads it once cannot beat).
+// a deterministic uniform generator, the median, burst timing, and the device-to-device copy rate of a
+// buffer (the bandwidth a product that reads it once cannot beat).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -23,20 +23,30 @@ static inline float median(std::vector<float> v) {
     return v[v.size() / 2];
 }
 
-// GB/s of copying `bytes` (read + write counted, as the copy figure is quoted) from copies of a buffer that
-// rotate through src (copies × bytes), BURST copies an interval, the median of reps intervals.
-static inline double copy_rate(cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1, void *dst, const char *src,
-                               size_t bytes, int copies, int reps) {
-    std::vector<float> tc;
+// Median milliseconds a launch over reps intervals of BURST launches back to back; launch(i) issues the
+// i-th launch of the run (i = 0, 1, ...: the caller rotates its buffers by it).
+template <typename F>
+static inline float burst_ms(cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1, int reps, F launch) {
+    std::vector<float> t;
     for (int r = 0; r < reps; r++) {
         CK(cudaEventRecord(e0, st));
-        for (int j = 0; j < BURST; j++)
-            CK(cudaMemcpyAsync(dst, src + (size_t)((r * BURST + j) % copies) * bytes, bytes, cudaMemcpyDeviceToDevice, st));
+        for (int j = 0; j < BURST; j++) launch(r * BURST + j);
         CK(cudaEventRecord(e1, st));
         CK(cudaEventSynchronize(e1));
         float ms;
         CK(cudaEventElapsedTime(&ms, e0, e1));
-        tc.push_back(ms / BURST);
+        t.push_back(ms / BURST);
     }
-    return 2.0 * bytes / (median(tc) * 1e-3) / 1e9;
+    CK(cudaGetLastError());
+    return median(t);
+}
+
+// GB/s of copying `bytes` (read + write counted, as the copy figure is quoted) from copies of a buffer that
+// rotate through src (copies × bytes), BURST copies an interval, the median of reps intervals.
+static inline double copy_rate(cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1, void *dst, const char *src,
+                               size_t bytes, int copies, int reps) {
+    const float ms = burst_ms(st, e0, e1, reps, [&](int i) {
+        CK(cudaMemcpyAsync(dst, src + (size_t)(i % copies) * bytes, bytes, cudaMemcpyDeviceToDevice, st));
+    });
+    return 2.0 * bytes / (ms * 1e-3) / 1e9;
 }
