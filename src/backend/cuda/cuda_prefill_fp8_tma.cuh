@@ -70,14 +70,6 @@ template <int HD, int NC> struct lay {
 };
 enum { BAR_Q = 2, BAR_TURN = 5 };   // named barriers (0 is __syncthreads): BAR_Q + wg, BAR_TURN + wg; the three
 // consumers' softmax turns take 1 and 5-15
-// `bytes` contiguous bytes (a multiple of 16, both ends 16-byte aligned) into shared memory,
-// completing them on mbarrier b
-__device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *b) {
-    asm volatile(
-        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(sa(dst)),
-        "l"(src), "r"(bytes), "r"(sa(b))
-        : "memory");
-}
 // wgmma descriptor of a K-major operand in HD-byte swizzled rows: head_dim 128, 128-byte swizzle
 // (8-row atoms of 1024 bytes, mode 1); head_dim 64, 64-byte swizzle (atoms of 512 bytes, mode 2).
 // The k-step's 32 bytes are added to the start address.
