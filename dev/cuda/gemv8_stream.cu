@@ -1,7 +1,7 @@
 // gemv8_stream.cu — how fast each way of streaming a decode-step weight through the SMs reads it, with
 // no arithmetic beyond a checksum: the question behind k_gemv8 (src/backend/cuda/cuda_fp8w.cuh) reading
-// its FP8 weights at 64-86 % of the copy rate where k_gemv reads bf16 ones at 93-99 %
-// (bench/fp8_weights/RESULTS.md). Three patterns over a row-major [rows][kp] byte matrix:
+// the FP8 weights of a decode step's large products (down, gate|up) at 64-77 % of the copy rate where
+// k_gemv reads their bf16 ones at 93-99 % (ncu, bench/fp8_weights/RESULTS.md). Three patterns over a row-major [rows][kp] byte matrix:
 //   frag D, C:   k_gemv8's: 16-row tiles, a warp's 128-column chunks w, w + 8, ..., each lane 16-byte
 //                runs of rows g and g + 8 (the MMA fragment's rows), D chunks a warp in flight
 //                (k_gemv8 keeps 2: the one it multiplies and the next); a persistent grid of C CTAs an SM
