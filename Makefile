@@ -100,7 +100,9 @@ DEV_CUDA_BIN := $(patsubst dev/cuda/%.cu,$(BUILD)/gpu/%,$(wildcard dev/cuda/*.cu
 gpu-tests: $(BUILD)/octet $(GPU_TEST_BIN) $(DEV_CUDA_BIN)
 $(BUILD)/gpu/%: dev/cuda/%.cu $(wildcard src/backend/cuda/*.cuh)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) $< -o $@
+	$(NVCC) $(NVCCFLAGS) $< -o $@ $(LAB_LIBS)
+# the labs that call cuBLASLt
+$(BUILD)/gpu/fp8_gemm_rate: LAB_LIBS = -lcublasLt
 $(BUILD)/gpu/%: tests/gpu/%.c $(BUILD)/liboctet.a tests/test.h $(wildcard tests/gpu/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) $< $(BUILD)/liboctet.a -o $@ $(LDLIBS)
