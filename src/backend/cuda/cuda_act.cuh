@@ -1,6 +1,6 @@
 // cuda_act.cuh — the FFN activations' arithmetic (SwiGLU's SiLU, GeGLU's tanh and erf GELU) as one
-// device function, shared by k_act_mul (cuda_elementwise.cuh) and the FP8 products' SwiGLU epilogue
-// (cuda_fp8w_act.cuh), so both round the same f32 values.
+// device function, shared by the act_mul ops (ew_act_mul, cuda_elementwise.cuh) and the FP8 products'
+// SwiGLU epilogue (cuda_fp8w_act.cuh), so both round the same f32 values.
 #pragma once
 
 #include "../backend.h"

@@ -1,6 +1,6 @@
 // cuda_elementwise.cuh — the CUDA backend's elementwise kernels (get_rows, rmsnorm, rope with
-// dynamic NTK, silu_mul, act_mul, bias_add, scale, add, gather_rows), included by cuda_backend.cu,
-// whose ops launch them.
+// dynamic NTK, the two-operand ops add / silu_mul / act_mul, bias_add, scale, gather_rows), included by
+// cuda_backend.cu, whose ops launch them.
 #pragma once
 
 #include "cuda_act.cuh"
@@ -14,7 +14,7 @@ __global__ void k_get_rows(bf16 *out, const bf16 *table, const int32_t *ids, con
     for (int i = threadIdx.x; i < dim; i += blockDim.x) out[(size_t)t * dim + i] = src[i];
 }
 
-// k_rmsnorm, k_silu_mul and the attention kernels (which a decode GEMM follows) call
+// k_rmsnorm, the elementwise ops (k_ew, k_ew8) and the attention kernels (which a decode GEMM follows) call
 // pdl_trigger() first, so that a GEMM launched as their programmatic dependent may start early
 // (cuda_pdl.cuh; gemv_bench's PDL variants).
 // One CTA a row (cuda_rmsnorm.cuh's rms_row, which the skinny GEMM's NORM prologue shares).
@@ -62,31 +62,44 @@ __global__ void k_bias_add(bf16 *x, const bf16 *bias, int cols, long n) {
     if (i < n) x[i] = __float2bfloat16_rn(__bfloat162float(x[i]) + __bfloat162float(bias[i % cols]));
 }
 
-// out = act(g) ⊙ u (GeGLU with the tanh or the erf GELU; SwiGLU as k_silu_mul), as the CPU computes it.
-template <int ACT> __global__ void k_act_mul(bf16 *out, const bf16 *g, const bf16 *u, long n) {
+// The two-operand elementwise ops, one bf16 result from one element of each operand (the sum in f32
+// and its rounding as the CPU's): x + y, and act(g) ⊙ u for GeGLU (tanh or erf GELU) and SwiGLU.
+struct ew_add {
+    __device__ bf16 operator()(bf16 x, bf16 y) const {
+        return __float2bfloat16_rn(__bfloat162float(x) + __bfloat162float(y));
+    }
+};
+template <int ACT> struct ew_act_mul {
+    __device__ bf16 operator()(bf16 g, bf16 u) const {
+        return __float2bfloat16_rn(ffn_act<ACT>(__bfloat162float(g)) * __bfloat162float(u));
+    }
+};
+
+// out[i] = F(x[i], y[i]), a thread an element (out may be x or y: each thread rewrites only what it read).
+template <typename F> __global__ void k_ew(bf16 *out, const bf16 *x, const bf16 *y, long n) {
     pdl_trigger();
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    out[i] = __float2bfloat16_rn(ffn_act<ACT>(__bfloat162float(g[i])) * __bfloat162float(u[i]));
+    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = F()(x[i], y[i]);
+}
+// The same, 8 elements a thread in 16-byte loads and stores (n8 = n / 8; every pointer 16-byte aligned:
+// ew_launch checks): prefill's activations stream at the copy rate instead of two bytes an access.
+template <typename F> __global__ void k_ew8(bf16 *out, const bf16 *x, const bf16 *y, long n8) {
+    pdl_trigger();
+    const long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n8) return;
+    const uint4 xv = ((const uint4 *)x)[i], yv = ((const uint4 *)y)[i];
+    uint4 ov;
+    const bf16 *xe = (const bf16 *)&xv, *ye = (const bf16 *)&yv;
+    bf16 *oe = (bf16 *)&ov;
+#pragma unroll
+    for (int e = 0; e < 8; e++) oe[e] = F()(xe[e], ye[e]);
+    ((uint4 *)out)[i] = ov;
 }
 
 // x *= s (the embedding scale).
 __global__ void k_scale(bf16 *x, long n, float s) {
     long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] = __float2bfloat16_rn(__bfloat162float(x[i]) * s);
-}
-
-__global__ void k_silu_mul(bf16 *out, const bf16 *g, const bf16 *u, long n) {
-    pdl_trigger();
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    float gv = __bfloat162float(g[i]);
-    out[i] = __float2bfloat16_rn(gv / (1.0f + expf(-gv)) * __bfloat162float(u[i]));
-}
-
-__global__ void k_add(bf16 *x, const bf16 *y, long n) {
-    long i = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] = __float2bfloat16_rn(__bfloat162float(x[i]) + __bfloat162float(y[i]));
 }
 
 __global__ void k_gather(bf16 *out, const bf16 *x, const int32_t *rows, int dim) {

@@ -395,7 +395,7 @@ __global__ void __launch_bounds__(WARPS * 32) k_gemv(const __grid_constant__ gem
             else if constexpr (P == GEMV_STORE || QKV) *o = __float2bfloat16_rn(acc[r]);
             else if constexpr (P == GEMV_ADD) {
                 *o = __float2bfloat16_rn(__bfloat162float(*o) + __bfloat162float(__float2bfloat16_rn(acc[r])));
-            } else {  // as k_silu_mul on the rounded gate and up products
+            } else {  // as the silu_mul op (ew_act_mul) on the rounded gate and up products
                 float gv = __bfloat162float(__float2bfloat16_rn(acc[r]));
                 *o = __float2bfloat16_rn(gv / (1.0f + expf(-gv)) * __bfloat162float(__float2bfloat16_rn(acc2[r])));
             }
