@@ -591,6 +591,10 @@ TEST(attn_in_fused) {
     attn_in_case(DT_E5M2, 96, false, true, 1);
     attn_in_case(DT_F32, 128, false, false, 3);
     attn_in_case(DT_E4M3, 64, true, false, 2);
+    // 64 tokens and more: k_rope_kv_write's threads take 6 heads each (a group across the Q/K boundary, a
+    // part group at the end)
+    attn_in_case(DT_E4M3, 128, true, true, 100);
+    attn_in_case(DT_BF16, 64, false, false, 70);
 }
 
 // Greedy ids on the device (asynchronous scheduling): each row's pick equals logits_argmax over

@@ -62,11 +62,21 @@ __device__ __forceinline__ size_t kv_index(int s, int h, int d, int n_kv, int bs
 
 // RoPE of one pair (x0, x1) at position pos with the pair's inverse frequency: the angle in double,
 // as the CPU backend (k_rope, k_rope_kv_write and the GEMM's epilogue share it, so their numbers agree).
-__device__ __forceinline__ void rope_pair(bf16 &x0, bf16 &x1, int pos, double inv_freq, float attn_factor) {
+// rope_angle gives the pair's factors once (a kernel that rotates several heads at one position
+// reuses them), rope_rotate applies them; rope_pair is the two.
+__device__ __forceinline__ void rope_angle(int pos, double inv_freq, float attn_factor, float &c, float &sn) {
     double s, cs;
     sincos((double)pos * inv_freq, &s, &cs);
-    const float c = (float)cs * attn_factor, sn = (float)s * attn_factor;
+    c = (float)cs * attn_factor;
+    sn = (float)s * attn_factor;
+}
+__device__ __forceinline__ void rope_rotate(bf16 &x0, bf16 &x1, float c, float sn) {
     const float a = __bfloat162float(x0), b = __bfloat162float(x1);
     x0 = __float2bfloat16_rn(a * c - b * sn);
     x1 = __float2bfloat16_rn(a * sn + b * c);
+}
+__device__ __forceinline__ void rope_pair(bf16 &x0, bf16 &x1, int pos, double inv_freq, float attn_factor) {
+    float c, sn;
+    rope_angle(pos, inv_freq, attn_factor, c, sn);
+    rope_rotate(x0, x1, c, sn);
 }

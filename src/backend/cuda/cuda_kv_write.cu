@@ -54,46 +54,45 @@ __global__ void k_kv_write(const bf16 *k, const bf16 *v, const kv_dst dst) {
 }
 
 // RoPE on Q and K and kv_write in one launch (a decode step's three small kernels a layer become
-// one): one thread per (token, head of Q then K, pair of dims). Pairs below half are the rotated
-// ones (as k_rope: (i, i + half) or (2i, 2i + 1)); the rest cover the dims past n_rot two at a time.
-// A K head's thread stores its two K and V elements as k_kv_write does (kv_store), so the pages
-// get the same bytes as rope, rope, kv_write. pdl_trigger() first, so the decode kernel after it, a
-// programmatic dependent, may launch while this grid still runs (cuda_pdl.cuh; it waits for this
-// grid before it reads Q or the newest block).
+// one): one thread per (token, pair of dims, group of hpt heads of Q then K), so the pair's angle
+// (a double sincos) and the thread's index arithmetic are paid once for hpt heads — prefill
+// launches take 6 heads a thread, decode-sized ones 1 (enough threads to fill the GPU). Pairs below
+// half are the rotated ones (as k_rope: (i, i + half) or (2i, 2i + 1)); the rest cover the dims
+// past n_rot two at a time. A K head's thread stores its two K and V elements as k_kv_write does
+// (kv_store), so the pages get the same bytes as rope, rope, kv_write. pdl_trigger() first, so the
+// decode kernel after it, a programmatic dependent, may launch while this grid still runs
+// (cuda_pdl.cuh; it waits for this grid before it reads Q or the newest block).
 __global__ void k_rope_kv_write(bf16 *q /*[n_tokens][n_heads][hd]*/, bf16 *k /*[n_tokens][n_kv][hd]*/, const bf16 *v,
-                                const rope_src rs, const kv_dst dst) {
+                                const rope_src rs, const kv_dst dst, int hpt) {
     void *const kc = dst.kc, *const vc = dst.vc;
-    const int32_t *const pos = rs.pos, *const slot = dst.slot;
-    const double *const inv_freq = rs.inv_freq;
     const int n_tokens = dst.n_tokens, n_heads = rs.n_heads, n_kv = dst.n_kv, hd = dst.hd, half = rs.half,
               neox = rs.neox;
     const int bs = dst.bs, dt = dst.dt;
-    const float attn_factor = rs.attn_factor;
     const float *const ks = dst.ks, *const vs = dst.vs, *const ko = dst.ko;
     pdl_trigger();
     const long idx = (long)blockIdx.x * blockDim.x + threadIdx.x;
-    const int pairs = hd / 2, nh = n_heads + n_kv;
-    if (idx >= (long)n_tokens * nh * pairs) return;
-    const int j = (int)(idx % pairs), h = (int)(idx / pairs % nh), t = (int)(idx / pairs / nh);
-    const bool is_k = h >= n_heads;
-    bf16 *hv = is_k ? k + ((size_t)t * n_kv + (h - n_heads)) * hd : q + ((size_t)t * n_heads + h) * hd;
-    int a, b;
-    if (j < half) {
-        a = neox ? j : 2 * j;
-        b = neox ? j + half : 2 * j + 1;
-        rope_pair(hv[a], hv[b], pos[t], inv_freq[j], attn_factor);
-    } else {
-        a = 2 * j;  // (2·half = n_rot: the dims past the rotated ones)
-        b = a + 1;
+    const int pairs = hd / 2, nh = n_heads + n_kv, groups = (nh + hpt - 1) / hpt;
+    if (idx >= (long)n_tokens * groups * pairs) return;
+    const int j = (int)(idx % pairs);
+    const long tg = idx / pairs;
+    const int grp = (int)(tg % groups), t = (int)(tg / groups);
+    const bool rot = j < half;
+    const int a = rot && neox ? j : 2 * j, b = rot && neox ? j + half : 2 * j + 1;  // (2·half = n_rot)
+    float c = 1.0f, sn = 0.0f;
+    if (rot) rope_angle(rs.pos[t], rs.inv_freq[j], rs.attn_factor, c, sn);
+    const int s = dst.slot[t], h1 = min(nh, (grp + 1) * hpt);
+    for (int h = grp * hpt; h < h1; h++) {
+        const bool is_k = h >= n_heads;
+        bf16 *hv = is_k ? k + ((size_t)t * n_kv + (h - n_heads)) * hd : q + ((size_t)t * n_heads + h) * hd;
+        if (rot) rope_rotate(hv[a], hv[b], c, sn);
+        if (!is_k || dst.kts || s < 0) continue;  // (per-token-head rows: k_kv_write_tok after this launch)
+        const int kh = h - n_heads;
+        const size_t base = (((size_t)(s / bs) * n_kv + kh) * bs + s % bs) * hd;
+        const bf16 *vh = v + ((size_t)t * n_kv + kh) * hd;
+        const float *kof = ko ? ko + (size_t)kh * hd : nullptr;
+        kv_store(kc, vc, base + a, hv[a], vh[a], dt, ks[kh], vs[kh], kof ? kof + a : nullptr);
+        kv_store(kc, vc, base + b, hv[b], vh[b], dt, ks[kh], vs[kh], kof ? kof + b : nullptr);
     }
-    if (!is_k || dst.kts) return;  // (per-token-head rows: k_kv_write_tok after this launch)
-    const int s = slot[t], kh = h - n_heads;
-    if (s < 0) return;
-    const size_t base = (((size_t)(s / bs) * n_kv + kh) * bs + s % bs) * hd;
-    const bf16 *vh = v + ((size_t)t * n_kv + kh) * hd;
-    const float *kof = ko ? ko + (size_t)kh * hd : nullptr;
-    kv_store(kc, vc, base + a, hv[a], vh[a], dt, ks[kh], vs[kh], kof ? kof + a : nullptr);
-    kv_store(kc, vc, base + b, hv[b], vh[b], dt, ks[kh], vs[kh], kof ? kof + b : nullptr);
 }
 
 // Per-token-head rows (fp8_per_token_head, docs/kv_format.md): one warp per (token, KV head). The
@@ -256,8 +255,12 @@ void cuda_rope_kv_write(struct cuda_backend *c, void *q, void *k, const void *v,
     const double *freqs = cuda_rope_freqs(c, rt);
     if (!freqs) return;
     const rope_src rs = {c->cb.pos, freqs, n_heads, rt->n_rot / 2, rt->neox, rt->attn_factor};
-    long n = (long)bt->n_tokens * (n_heads + l->n_kv_heads) * (l->head_dim / 2);
-    k_rope_kv_write<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>((bf16 *)q, (bf16 *)k, (const bf16 *)v, rs, dst);
+    // heads a thread: 6 once the tokens alone give the GPU a few thousand threads (a Llama-3's 32 + 8
+    // heads in 7 groups, one across the Q/K boundary, as test_cuda_ops' attn_in cases of 64 heads)
+    const int nh = n_heads + l->n_kv_heads, hpt = bt->n_tokens >= 64 ? 6 : 1;
+    const long n = (long)bt->n_tokens * ((nh + hpt - 1) / hpt) * (l->head_dim / 2);
+    k_rope_kv_write<<<(unsigned)((n + 255) / 256), 256, 0, c->stream>>>((bf16 *)q, (bf16 *)k, (const bf16 *)v, rs, dst,
+                                                                        hpt);
     if (CUDA_LAUNCHED(c, "rope + kv_write") || !dst.kts) return;
     kv_write_tok_launch(c, k, v, dst);  // the roped K's rows and V's with their scales
 }
