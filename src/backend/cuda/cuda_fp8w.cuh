@@ -61,6 +61,18 @@ static inline fp8w_act fp8w_act_of(const struct weight *w) {
 __device__ __forceinline__ uint8_t fp8w_encode(float v, int e5m2) {
     return (uint8_t)__nv_cvt_float_to_fp8(v, __NV_SATFINITE, e5m2 ? __NV_E5M2 : __NV_E4M3);
 }
+// The codes of 8 bf16 values (one 16-byte run) times inv, in order.
+__device__ __forceinline__ uint2 fp8w_encode8(const uint4 &v, float inv, int e5m2) {
+    const __nv_bfloat162 *p = (const __nv_bfloat162 *)&v;
+    uint8_t b[8];
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+        const float2 f = __bfloat1622float2(p[e]);
+        b[2 * e] = fp8w_encode(f.x * inv, e5m2);
+        b[2 * e + 1] = fp8w_encode(f.y * inv, e5m2);
+    }
+    return *(const uint2 *)b;
+}
 
 // A row's scale from its absmax, as cpu_fp8w.c's fp8w_quant_row: amax / fmax, 1 for a zero (or
 // non-finite) result; the static scale where there is one.
@@ -68,6 +80,23 @@ __device__ __forceinline__ float fp8w_row_scale(float amax, const fp8w_act &a) {
     if (a.fixed > 0) return a.fixed;
     float s = amax / a.fmax;
     return (s > 0 && isfinite(s)) ? s : 1.0f;
+}
+
+// The CTA's largest m (each thread's own; every thread calls it; red: 32 shared floats, free again when it
+// returns). Its barriers also make what the CTA's threads wrote before it visible to all of them.
+__device__ __forceinline__ float fp8w_cta_max(float m, float *red) {
+    for (int s = 16; s > 0; s >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, s));
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        float v = (int)threadIdx.x < (int)(blockDim.x + 31) / 32 ? red[threadIdx.x] : 0;
+        for (int s = 16; s > 0; s >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, s));
+        if (threadIdx.x == 0) red[0] = v;
+    }
+    __syncthreads();
+    const float total = red[0];
+    __syncthreads();  // (red is reused by the next row)
+    return total;
 }
 
 // The CTA's absmax of one bf16 row (every thread calls it; red: 32 shared floats).
@@ -86,35 +115,14 @@ __device__ __forceinline__ float fp8w_row_amax(const bf16 *xr, int cols, float *
     } else {
         for (int i = threadIdx.x; i < cols; i += blockDim.x) m = fmaxf(m, fabsf(__bfloat162float(xr[i])));
     }
-    for (int s = 16; s > 0; s >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, s));
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = m;
-    __syncthreads();
-    if (threadIdx.x < 32) {
-        float v = (int)threadIdx.x < (int)(blockDim.x + 31) / 32 ? red[threadIdx.x] : 0;
-        for (int s = 16; s > 0; s >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffff, v, s));
-        if (threadIdx.x == 0) red[0] = v;
-    }
-    __syncthreads();
-    const float total = red[0];
-    __syncthreads();  // (red is reused by the next row)
-    return total;
+    return fp8w_cta_max(m, red);
 }
 
 // q[0, kp) = codes of xr[0, cols) · inv, zero past cols.
 __device__ __forceinline__ void fp8w_row_encode(uint8_t *q, const bf16 *xr, int cols, int kp, float inv, int e5m2) {
     if (cols % 8 == 0 && (uintptr_t)xr % 16 == 0 && (uintptr_t)q % 8 == 0) {
-        for (int i = threadIdx.x; i < cols / 8; i += blockDim.x) {
-            uint4 v = ((const uint4 *)xr)[i];
-            const __nv_bfloat162 *p = (const __nv_bfloat162 *)&v;
-            uint8_t b[8];
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                float2 f = __bfloat1622float2(p[e]);
-                b[2 * e] = fp8w_encode(f.x * inv, e5m2);
-                b[2 * e + 1] = fp8w_encode(f.y * inv, e5m2);
-            }
-            *(uint2 *)(q + 8 * i) = *(const uint2 *)b;
-        }
+        for (int i = threadIdx.x; i < cols / 8; i += blockDim.x)
+            *(uint2 *)(q + 8 * i) = fp8w_encode8(((const uint4 *)xr)[i], inv, e5m2);
     } else {
         for (int i = threadIdx.x; i < cols; i += blockDim.x) q[i] = fp8w_encode(__bfloat162float(xr[i]) * inv, e5m2);
     }
@@ -139,7 +147,7 @@ static __global__ void k_fp8w_quant(uint8_t *xq, float *sx, const bf16 *x, int n
 enum gemv8_policy {
     GEMV8_STORE,   // out = x·Wᵀ (bf16 or f32)
     GEMV8_ADD,     // out += x·Wᵀ (bf16: the residual add, the product rounded first as the add kernel sees it)
-    GEMV8_SWIGLU,  // out = silu(x·Wᵀ) ⊙ (x·W2ᵀ) (bf16, each product rounded first as k_silu_mul sees them)
+    GEMV8_SWIGLU,  // out = silu(x·Wᵀ) ⊙ (x·W2ᵀ) (bf16, each product rounded first as the silu_mul op sees them)
 };
 
 struct gemv8_w {

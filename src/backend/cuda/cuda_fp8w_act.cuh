@@ -2,9 +2,12 @@
 // that read it, in the same launch (included by cuda_gemm.cu): k_rmsnorm_fp8 (the sublayer's norm:
 // xn in bf16, and its codes and per-token scales for up to two activation schemes, as Q|K|V or
 // gate|up need) and k_act_mul_fp8 (the SwiGLU / GeGLU epilogue: act in bf16 and its codes for the
-// down projection). Each writes its bf16 row first, then quantizes what it wrote with k_fp8w_quant's
-// row functions, so the codes and scales are bit for bit those of k_rmsnorm or k_act_mul followed by
-// k_fp8w_quant: the fused path changes no result, only removes the separate passes over the row.
+// down projection). Each writes its bf16 row first, keeping the absmax of the values it stored, then
+// writes their codes with k_fp8w_quant's arithmetic — the norm from the values still in its registers,
+// the SwiGLU epilogue by re-reading its row (a 14,336-column row kept in registers measured slower,
+// 113 against 97 µs a launch: bench/fp8_weights/RESULTS.md) — so the codes and scales are bit for bit
+// those of k_rmsnorm or the act_mul op followed by k_fp8w_quant: the fused path changes no result, only
+// removes the separate passes over the row.
 // One CTA a row.
 #pragma once
 
@@ -24,11 +27,10 @@ struct fp8w_dsts {
     int count;  // 1 or 2
 };
 
-// The CTA's row r (bf16, cols, just written by this CTA) into each destination.
-__device__ __forceinline__ void fp8w_quant_written(const bf16 *row, int cols, int r, int n, const fp8w_dsts &q,
-                                                   float *red) {
-    __syncthreads();  // (the row's writes by every thread of the CTA are visible to all of it)
-    const float amax = fp8w_row_amax(row, cols, red);
+// The CTA's row r (bf16, cols, written by this CTA and visible to all of it) into each destination,
+// amax its absmax (unused by a static scale).
+__device__ __forceinline__ void fp8w_quant_row(const bf16 *row, int cols, int r, int n, const fp8w_dsts &q,
+                                               float amax) {
     for (int j = 0; j < q.count; j++) {
         const fp8w_dst &d = q.d[j];
         const float s = fp8w_row_scale(d.a.fixed > 0 ? 0.0f : amax, d.a);
@@ -38,24 +40,81 @@ __device__ __forceinline__ void fp8w_quant_written(const bf16 *row, int cols, in
     }
 }
 
-// out = rmsnorm(x) ⊙ w (k_rmsnorm's arithmetic and launch shape), then its codes into q.
-static __global__ void __launch_bounds__(1024) k_rmsnorm_fp8(bf16 *out, const bf16 *x, const bf16 *w, int dim,
-                                                              float eps, int n, fp8w_dsts q) {
-    bf16 *o = out + (size_t)blockIdx.x * dim;
-    __shared__ float red[32];
-    rms_row(o, x + (size_t)blockIdx.x * dim, w, dim, eps, red);
-    fp8w_quant_written(o, dim, blockIdx.x, n, q, red);
+// A thread's runs of row r (16-byte runs at run indices idx[u], u < nk, valid where idx[u] < runs) into
+// each destination: the codes of fp8w_row_encode from the values in registers, the zeros past cols by
+// every thread, the scales by thread 0. Every destination's codes must be 8-byte aligned (fp8w_kept_ok).
+template <int NK>
+__device__ __forceinline__ void fp8w_quant_kept(const uint4 (&kept)[NK], const int (&idx)[NK], int runs, int cols,
+                                                int r, int n, const fp8w_dsts &q, float amax) {
+    for (int j = 0; j < q.count; j++) {
+        const fp8w_dst &d = q.d[j];
+        const float s = fp8w_row_scale(d.a.fixed > 0 ? 0.0f : amax, d.a), inv = 1.0f / s;
+        uint8_t *xq = d.xq + (size_t)r * d.kp;
+#pragma unroll
+        for (int u = 0; u < NK; u++)
+            if (idx[u] < runs) *(uint2 *)(xq + 8 * idx[u]) = fp8w_encode8(kept[u], inv, d.a.e5m2);
+        for (int i = cols + threadIdx.x; i < d.kp; i += blockDim.x) xq[i] = 0;
+        if (threadIdx.x == 0)
+            for (int k = 0; k < d.rep; k++) d.sx[(size_t)k * n + r] = s;
+    }
+}
+// Whether row r's codes in every destination start 8-byte aligned (the 8-code stores of fp8w_quant_kept).
+__device__ __forceinline__ bool fp8w_kept_ok(const fp8w_dsts &q, int r) {
+    bool ok = true;
+    for (int j = 0; j < q.count; j++) ok &= ((uintptr_t)(q.d[j].xq + (size_t)r * q.d[j].kp) & 7) == 0;
+    return ok;
 }
 
-// out = act(g) ⊙ u (k_act_mul's arithmetic, k_silu_mul's for SiLU) for a row of cols, then its codes
-// into q. out may be u itself (each thread rewrites only what it read).
+// out = rmsnorm(x) ⊙ w (k_rmsnorm's arithmetic and launch shape), then its codes into q: the absmax from the
+// values each thread stored, the codes from the same values still in its registers (the 16-byte path;
+// otherwise from the row re-read) — bit for bit what a reading pass computes from the row.
+static __global__ void __launch_bounds__(1024) k_rmsnorm_fp8(bf16 *out, const bf16 *x, const bf16 *w, int dim,
+                                                              float eps, int n, fp8w_dsts q) {
+    const int r = blockIdx.x;
+    bf16 *o = out + (size_t)r * dim;
+    __shared__ float red[32];
+    float m = 0;
+    uint4 kept[RMS_VEC];
+    const bool vec = rms_row(o, x + (size_t)r * dim, w, dim, eps, red, &m, kept);
+    const float amax = fp8w_cta_max(m, red);
+    if (vec && fp8w_kept_ok(q, r)) {
+        int idx[RMS_VEC];
+#pragma unroll
+        for (int u = 0; u < RMS_VEC; u++) idx[u] = threadIdx.x + u * blockDim.x;  // (rms_row's runs of a thread)
+        fp8w_quant_kept<RMS_VEC>(kept, idx, dim / 8, dim, r, n, q, amax);
+    } else {
+        fp8w_quant_row(o, dim, r, n, q, amax);
+    }
+}
+
+// out = act(g) ⊙ u (the act_mul op's arithmetic) for a row of cols, 8 elements a thread in 16-byte accesses
+// where the row allows, then its codes into q, the absmax taken from the values stored. out may be u
+// itself (each thread rewrites only what it read).
 template <int ACT>
 static __global__ void k_act_mul_fp8(bf16 *out, const bf16 *g, const bf16 *u, int cols, int n, fp8w_dsts q) {
     const size_t base = (size_t)blockIdx.x * cols;
-    for (int i = threadIdx.x; i < cols; i += blockDim.x) {
-        const float a = ffn_act<ACT>(__bfloat162float(g[base + i]));
-        out[base + i] = __float2bfloat16_rn(a * __bfloat162float(u[base + i]));
+    bf16 *o = out + base;
+    const bf16 *gr = g + base, *ur = u + base;
+    float m = 0;
+    if (cols % 8 == 0 && !(((uintptr_t)o | (uintptr_t)gr | (uintptr_t)ur) & 15)) {
+        for (int i = threadIdx.x; i < cols / 8; i += blockDim.x) {
+            const uint4 gv = ((const uint4 *)gr)[i], uv = ((const uint4 *)ur)[i];
+            uint4 ov;
+            const bf16 *ge = (const bf16 *)&gv, *ue = (const bf16 *)&uv;
+            bf16 *oe = (bf16 *)&ov;
+#pragma unroll
+            for (int e = 0; e < 8; e++) {
+                oe[e] = __float2bfloat16_rn(ffn_act<ACT>(__bfloat162float(ge[e])) * __bfloat162float(ue[e]));
+                m = fmaxf(m, fabsf(__bfloat162float(oe[e])));
+            }
+            ((uint4 *)o)[i] = ov;
+        }
+    } else {
+        for (int i = threadIdx.x; i < cols; i += blockDim.x) {
+            o[i] = __float2bfloat16_rn(ffn_act<ACT>(__bfloat162float(gr[i])) * __bfloat162float(ur[i]));
+            m = fmaxf(m, fabsf(__bfloat162float(o[i])));
+        }
     }
     __shared__ float red[32];
-    fp8w_quant_written(out + base, cols, blockIdx.x, n, q, red);
+    fp8w_quant_row(o, cols, blockIdx.x, n, q, fp8w_cta_max(m, red));
 }
