@@ -68,7 +68,7 @@ static struct gemm_plan *plan_for(struct cuda_backend *c, int64_t rows, int64_t 
                  CUBLAS_STATUS_SUCCESS;
         // A layer's product (bf16 out) with a scale a row and a token accumulates in the tensor core's
         // own precision (cuBLASLt's fast accumulation, as vLLM's FP8 GEMMs): a layer's four products
-        // take 13-18 % less time, for an error at least 10 times below what the e4m3 rounding of the
+        // run 13-18 % faster, for an error at least 10 times below what the e4m3 rounding of the
         // operands costs (bench/fp8_weights/RESULTS.md, dev/cuda/fp8_gemm_rate.cu). The logits (f32 out)
         // keep the promoted sums; block scaling promotes every 128 columns anyway.
         const int8_t fast = !blk && out_type == CUDA_R_16BF;
