@@ -27,7 +27,9 @@ open(sys.argv[1], "w").write("\n".join(out) + "\n")
 PYEOF
 row() {  # model-label scheme-label model ref text ctx [flags...]
   local label=$1 scheme=$2 m=$3 r=$4 text=$5 ctx=$6; shift 6
-  j=$("$OCTET" eval ppl -m "$m" --ref-model "$r" -f "$text" -c "$ctx" --json "$@" 2>/dev/null)
+  # (the checkpoints this script writes live in a temporary folder: the record names them <generated>/...)
+  j=$("$OCTET" eval ppl -m "$m" --ref-model "$r" -f "$text" -c "$ctx" --json "$@" 2>/dev/null |
+    sed "s|$tmp/|<generated>/|g")
   echo "{\"model\": \"$label\", \"scheme\": \"$scheme\", \"eval\": $j}" >&2
   "$PY" -c 'import json,sys; d=json.loads(sys.argv[1]); print("| %s | %s | %.4f | %.4f | %+.2f%% | %.3g | %.3g | %.4f |" % (sys.argv[2], sys.argv[3], d["ref_ppl"], d["ppl"], 100*(d["ppl"]/d["ref_ppl"]-1), d["kld_mean"], d["kld_p99"], d["top1_agree"]))' \
     "$j" "$label" "$scheme"
