@@ -70,7 +70,8 @@ int cmd_bench_attention(int argc, char **argv) {
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) {
             fprintf(stderr,
                     "usage: octet bench attention [--mode decode|prefill] [--batch B] [--ctx L] [--heads 32]\n"
-                    "       [--kv-heads 8] [--head-dim 128] [--kv-cache-dtype bf16|fp8|fp8_e5m2|fp32] [--window W]\n"
+                    "       [--kv-heads 8] [--head-dim 128]\n"
+                    "       [--kv-cache-dtype bf16|fp8|fp8_e5m2|fp8_per_token_head|fp32] [--window W]\n"
                     "       [--device cpu|cuda] [--iters N] [--reps N]\n"
                     "       [--fp8-attention-accumulation two-level|every:N|single] [--softcap C (scores soft-capped\n"
                     "        at C, as Gemma 2's attention; default none)]\n"
@@ -120,10 +121,8 @@ int cmd_bench_attention(int argc, char **argv) {
     }
     enum dtype dt;
     if (kv_dtype_parse(dtype_s, DT_BF16, &dt) < 0) goto bad;
-    if (kv_dtype_token_scales(dtype_s)) {  // its layers carry scales this bench does not allocate
-        err_set(OCT_EUNSUP, "--kv-cache-dtype %s: not supported by bench attention (bench model runs it)", dtype_s);
-        goto bad;
-    }
+    // fp8_per_token_head: e4m3 pages with a scale per (token, KV head) after the data (kv_layer_bytes)
+    const bool tok = kv_dtype_token_scales(dtype_s);
     if (batch < 1 || ctx < 1 || heads < 1 || kv_heads < 1 || heads % kv_heads || hd < 2 || iters < 1 || reps < 1 ||
         kv_heads > KV_MAX_HEADS || (bs_l != -1 && (bs_l < 1 || bs_l > 1024))) {
         err_set(OCT_EINVAL, "bad shape: batch %ld ctx %ld heads %ld/%ld head_dim %ld kv_block_tokens %ld", batch, ctx,
@@ -139,10 +138,14 @@ int cmd_bench_attention(int argc, char **argv) {
     struct kv_layer L = {.dtype = dt, .n_kv_heads = (int)kv_heads, .head_dim = (int)hd, .kv_block_tokens = bs,
                          .n_blocks = n_blocks, .window = (int)window};
     for (int h = 0; h < kv_heads; h++) L.k_scale[h] = L.v_scale[h] = 1.0f;
-    size_t cache_bytes = (size_t)n_blocks * kv_heads * bs * hd * dtype_size(dt);
+    size_t scales_at, cache_bytes = kv_layer_bytes(&L, tok, n_blocks, &scales_at);
     size_t es = dtype_size(b->ops->act_dtype);
     L.k = b->ops->alloc(b, cache_bytes);
     L.v = b->ops->alloc(b, cache_bytes);
+    if (tok && L.k && L.v) {
+        L.k_tok_scale = (float *)((char *)L.k + scales_at);
+        L.v_tok_scale = (float *)((char *)L.v + scales_at);
+    }
     size_t chunk_tok = 8192;  // kv_write in chunks of tokens
     void *kin = b->ops->alloc(b, chunk_tok * kv_heads * hd * es);
     void *vin = b->ops->alloc(b, chunk_tok * kv_heads * hd * es);
@@ -220,17 +223,20 @@ int cmd_bench_attention(int argc, char **argv) {
     }
     qsort(ts, (size_t)reps, sizeof(double), cmp_d);
     double us = ts[reps / 2] * 1e6;
-    double kv_bytes = 2.0 * batch * kv_heads * (window > 0 && window < ctx ? window : ctx) * hd * dtype_size(dt);
+    // the bytes a decode step reads: K and V rows, and their scales (4 bytes a row) per token and KV head
+    double kv_bytes = 2.0 * batch * kv_heads * (window > 0 && window < ctx ? window : ctx) *
+                      ((double)hd * dtype_size(dt) + (tok ? sizeof(float) : 0));
+    const char *dname = tok ? "fp8_per_token_head" : dtype_name(dt);
     double flops = 4.0 * batch * heads * hd * ((double)nql * ctx - (double)nql * nql / 2);
     char qn[32] = "";  // (a chunk: its queries)
     if (!decode && nql < ctx) snprintf(qn, sizeof qn, " Q=%ld", nql);
-    printf("| %s | %s | %s | B=%ld L=%ld%s H=%ld/%ld d=%ld | %.1f us | ", b->ops->name, mode, dtype_name(dt), batch,
+    printf("| %s | %s | %s | B=%ld L=%ld%s H=%ld/%ld d=%ld | %.1f us | ", b->ops->name, mode, dname, batch,
            ctx, qn, heads, kv_heads, hd, us);
     const double rate = decode ? kv_bytes / (us * 1e-6) / 1e9 : flops / (us * 1e-6) / 1e12;
     if (decode) printf("%.1f GB/s |\n", rate);
     else printf("%.1f TFLOP/s |\n", rate);
     json_t *o = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:f,s:f,s:f}", "backend", b->ops->name, "mode", mode,
-                          "kv_dtype", dtype_name(dt), "batch", (int)batch, "len", (int)ctx, "heads", (int)heads,
+                          "kv_dtype", dname, "batch", (int)batch, "len", (int)ctx, "heads", (int)heads,
                           "kv_heads", (int)kv_heads, "head_dim", (int)hd, "window", (int)window, "us", us, "us_min",
                           ts[0] * 1e6, decode ? "kv_GBps" : "TFLOPs", rate);
     char an[24];

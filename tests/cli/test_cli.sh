@@ -59,6 +59,10 @@ ba=$("$OCTET" bench attention --device cpu --ctx 100 --heads 4 --kv-heads 2 --he
 if echo "$ba" | tail -n 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["block_order"]=="sequential" and d["kv_GBps"]>0'; then ok; else bad "bench attention --block-order sequential: $ba"; fi
 ba=$("$OCTET" bench attention --device cpu --block-order random 2>&1); rc=$?
 if [ $rc = 2 ] && echo "$ba" | grep -q "block-order: 'random'"; then ok; else bad "bench attention --block-order random: rc $rc $ba"; fi
+# fp8_per_token_head: its pages carry a scale per (token, KV head), counted in the bytes a decode step reads
+# (100 tokens × 2 KV heads × (8 + 4) bytes, K and V)
+ba=$("$OCTET" bench attention --device cpu --ctx 100 --heads 4 --kv-heads 2 --head-dim 8 --kv-cache-dtype fp8_per_token_head --iters 1 --reps 1 2>/dev/null)
+if echo "$ba" | grep -q "| decode | fp8_per_token_head | B=1 L=100 H=4/2 d=8 |" && echo "$ba" | tail -n 1 | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["kv_dtype"]=="fp8_per_token_head" and abs(d["kv_GBps"]*1e9*d["us"]*1e-6-2*100*2*12)<1e-3*4800'; then ok; else bad "bench attention fp8_per_token_head: $ba"; fi
 # bench model --depth: one table row per test and depth, one JSON line per depth
 bm=$("$OCTET" bench model --model dummy:tiny --pp 16 --tg 4 --reps 1 --threads 2 --depth 0,48 --json 2>&1)
 if echo "$bm" | grep -q "| tg4 @ d48 |" && echo "$bm" | grep '^{' | python3 -c '
