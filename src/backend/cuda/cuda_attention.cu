@@ -28,11 +28,11 @@ struct attn_entry {
 static const struct attn_entry kernels[] = {
     // one query token a sequence, head_dim 64 / 128 / 256, G <= 8: keys on the MMA's M side
     {{"decode_t", attn_decode_t_fits, attn_decode_t_launch}, FAST | SOFTCAP | TOKSCALE},
-    // e4m3, head_dim 64 / 128, blocks TMA can box: FP8 wgmma, warp-specialised
-    {{"prefill_fp8_tma", attn_prefill_fp8_tma_fits, attn_prefill_fp8_tma_launch}, FAST | SOFTCAP},
+    // e4m3 (per-token-head too), head_dim 64 / 128, blocks TMA can box: FP8 wgmma, warp-specialised
+    {{"prefill_fp8_tma", attn_prefill_fp8_tma_fits, attn_prefill_fp8_tma_launch}, FAST | SOFTCAP | TOKSCALE},
     // e4m3 / e5m2, head_dim 256, blocks TMA can box: the 16-bit wgmma kernel on the tiles converted to
     // f16 in shared memory (FP8 wgmma's two accumulators do not fit the registers at 256 dims); per-token-head
-    // e4m3 at head_dim 64 / 128 / 256: the rows times their scales, as bf16
+    // e4m3 the TMA kernel does not take (head_dim 256, 64 % G != 0): the rows times their scales, as bf16
     {{"prefill_f16_cvt", attn_prefill_f16_cvt_fits, attn_prefill_f16_cvt_launch}, FAST | SOFTCAP | TOKSCALE},
     // e4m3, head_dim 64 / 128 / 256: FP8 wgmma, two warpgroups sharing each tile
     {{"prefill_fp8_wgmma", attn_prefill_fp8_wgmma_fits, attn_prefill_fp8_wgmma_launch}, FAST | SOFTCAP},

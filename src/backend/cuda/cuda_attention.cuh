@@ -137,6 +137,9 @@ bool attn_prefill_fp8_tma_fits(const struct attn_call *a);
 void attn_prefill_fp8_tma_launch(const struct attn_call *a);
 bool attn_prefill_fp8_wgmma_fits(const struct attn_call *a);
 void attn_prefill_fp8_wgmma_launch(const struct attn_call *a);
+// ... per-token-head layers' instances (cuda_prefill_fp8_tok.cu; attn_prefill_fp8_tma_launch calls it)
+void attn_prefill_fp8_tma_tok_launch(const struct attn_call *a);
+bool cuda_prefill_fp8_tok_init(struct cuda_backend *c);
 bool cuda_prefill_fp8_init(struct cuda_backend *c);
 // bf16 / f16 wgmma prefill (cuda_prefill_bf16.cu)
 bool attn_prefill_f16_cvt_fits(const struct attn_call *a);

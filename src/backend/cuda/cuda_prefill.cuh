@@ -15,6 +15,10 @@ void attn_prefill_fp8_tma_launch(const struct attn_call *a);
 bool attn_prefill_fp8_wgmma_fits(const struct attn_call *a);
 void attn_prefill_fp8_wgmma_launch(const struct attn_call *a);
 // the FP8 kernels' shared-memory limits, set once per backend (false: an error is latched)
+// the TMA kernel for per-token-head (fp8_per_token_head) layers, its own translation unit
+// (cuda_prefill_fp8_tok.cu), and its shared-memory limits
+void attn_prefill_fp8_tma_tok_launch(const struct attn_call *a);
+bool cuda_prefill_fp8_tok_init(struct cuda_backend *c);
 bool cuda_prefill_fp8_init(struct cuda_backend *c);
 // bf16 / e4m3 / e5m2, head_dim 64 / 128, blocks of 16·2^k tokens, 16 % G == 0: mma.sync
 // (cuda_prefill_mma.cuh)

@@ -10,35 +10,16 @@
 #include "cuda_prefill_fp8.cuh"
 #include "cuda_prefill_fp8_tma.cuh"
 
-// The kernels' accumulation mode from the layer's parameters (fp8_accum: 0 or 1 two-level, N > 1
-// every:N, < 0 single), and every:N's N (1 in the other modes).
-static fp8_accum_mode fp8_mode(const struct attn_params *p) {
-    return p->fp8_accum < 0 ? FP8_SINGLE : p->fp8_accum > 1 ? FP8_EVERY_N : FP8_TWO_LEVEL;
-}
-static int fp8_every(const struct attn_params *p) { return fp8_mode(p) == FP8_EVERY_N ? p->fp8_accum : 1; }
-
 // ---------------------------------------------------------------- TMA (prefill_fp8_tma)
 
+// (per-token-head layers too: their instances are cuda_prefill_fp8_tok.cu's)
 bool attn_prefill_fp8_tma_fits(const struct attn_call *a) {
     return a->l->dtype == DT_E4M3 && fp8tma_fits(a->l, a->G);
 }
 
-template <int HD, bool CAP> static void fp8_tma_launch(const struct attn_call *a) {
-    const int n_every = fp8_every(a->p);
-    switch (fp8_mode(a->p)) {
-    case FP8_TWO_LEVEL: launch_prefill_fp8_tma<HD, FP8_TWO_LEVEL, CAP>(a, n_every); break;
-    case FP8_EVERY_N: launch_prefill_fp8_tma<HD, FP8_EVERY_N, CAP>(a, n_every); break;
-    case FP8_SINGLE: launch_prefill_fp8_tma<HD, FP8_SINGLE, CAP>(a, n_every); break;
-    }
-}
-template <bool CAP> static void fp8_tma_cap(const struct attn_call *a) {
-    if (a->l->head_dim == 64) fp8_tma_launch<64, CAP>(a);
-    else fp8_tma_launch<128, CAP>(a);
-}
-
 void attn_prefill_fp8_tma_launch(const struct attn_call *a) {
-    if (a->p->softcap > 0) fp8_tma_cap<true>(a);
-    else fp8_tma_cap<false>(a);
+    if (a->tok) attn_prefill_fp8_tma_tok_launch(a);
+    else launch_prefill_fp8_tma_any<false>(a);
 }
 
 // ---------------------------------------------------------------- two warpgroups (prefill_fp8_wgmma)
@@ -93,6 +74,6 @@ void attn_prefill_fp8_wgmma_launch(const struct attn_call *a) {
 }
 
 bool cuda_prefill_fp8_init(struct cuda_backend *c) {
-    return fp8tma_init<64>(c) && fp8tma_init<128>(c) && fp8_wgmma_init<64>(c) && fp8_wgmma_init<128>(c) &&
-           fp8_wgmma_init<256>(c);
+    return fp8tma_init<64, false>(c) && fp8tma_init<128, false>(c) && cuda_prefill_fp8_tok_init(c) &&
+           fp8_wgmma_init<64>(c) && fp8_wgmma_init<128>(c) && fp8_wgmma_init<256>(c);
 }

@@ -40,6 +40,13 @@
 // The P·V accumulation mode (above), the FP8 kernels' policy parameter.
 enum fp8_accum_mode { FP8_TWO_LEVEL = 0, FP8_EVERY_N = 1, FP8_SINGLE = 2 };
 
+// The kernels' accumulation mode from the layer's parameters (fp8_accum: 0 or 1 two-level, N > 1
+// every:N, < 0 single), and every:N's N (1 in the other modes).
+static inline fp8_accum_mode fp8_mode(const struct attn_params *p) {
+    return p->fp8_accum < 0 ? FP8_SINGLE : p->fp8_accum > 1 ? FP8_EVERY_N : FP8_TWO_LEVEL;
+}
+static inline int fp8_every(const struct attn_params *p) { return fp8_mode(p) == FP8_EVERY_N ? p->fp8_accum : 1; }
+
 namespace fp8pf {
 
 // The kernel's shared memory: the Q of its two warpgroups (64 query rows each), K and raw V in two
@@ -133,10 +140,15 @@ template <int HD, fp8_accum_mode ACC> struct acc_state {
 // takes each tile's sum from the tensor core instead, as Σ of the e4m3 P (cuda_prefill_fp8_tma.cuh).
 // CAP: soft-capping (score_map) with cap2 = the cap in log2 units: each score becomes
 // tanh(s·row_sc/cap2)·cap2 first, and the factor on the capped scores is 1.
-template <int BN, bool LSUM = true, bool CAP = false>
+// TS: per-token-head scales (fp8_per_token_head): the scores come in times their keys' K scales
+// already (key_scales, before the cap and the max, as the CPU multiplies the score), and each P is
+// multiplied by ws[key] after its exponential (its V scale over the CTA's reference,
+// fp8tma::tok_store) — l sums the P before that factor, so the denominator stays Σ P; the sum runs
+// as two chains a row (even and odd keys), half as long.
+template <int BN, bool LSUM = true, bool CAP = false, bool TS = false>
 __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float (&row_sc)[2], const int (&row_lo)[2],
                                           const int (&row_pos)[2], float (&m)[2], float (&l)[2], float (&alpha)[2],
-                                          float cap2 = 0.0f) {
+                                          float cap2 = 0.0f, const float *ws = nullptr /* [BN] */) {
     constexpr int NJ = BN / 8;
     float rsc[2] = {row_sc[0], row_sc[1]};  // the factor on sacc from here on
     if constexpr (CAP) {
@@ -197,7 +209,7 @@ __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float
     for (int h = 0; h < 2; h++) mx[h][0] = fmaxf(mx[h][0], __shfl_xor_sync(0xffffffff, mx[h][0], 1));
 #pragma unroll
     for (int h = 0; h < 2; h++) mx[h][0] = fmaxf(mx[h][0], __shfl_xor_sync(0xffffffff, mx[h][0], 2));
-    float off[2], sum[2] = {0.0f, 0.0f};
+    float off[2], sum[2] = {0.0f, 0.0f}, sum_odd[2] = {0.0f, 0.0f};
 #pragma unroll
     for (int h = 0; h < 2; h++) {
         const float mn = fmaxf(m[h], mx[h][0] * rsc[h]);
@@ -206,21 +218,36 @@ __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float
         m[h] = mn;
     }
 #pragma unroll
-    for (int j = 0; j < NJ; j++)
+    for (int j = 0; j < NJ; j++) {
+        float2 w = make_float2(1.0f, 1.0f);
+        if constexpr (TS) w = *(const float2 *)(ws + 8 * j + 2 * c);
 #pragma unroll
         for (int h = 0; h < 2; h++)
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const float x = fmaf(sacc[4 * j + 2 * h + e], rsc[h], off[h]);
                 const float p = ex2(x);
-                if constexpr (LSUM) sum[h] += p;
-                sacc[4 * j + 2 * h + e] = p;
+                if constexpr (LSUM) (TS && e ? sum_odd[h] : sum[h]) += p;
+                sacc[4 * j + 2 * h + e] = TS ? p * (e ? w.y : w.x) : p;
             }
+    }
+    if constexpr (LSUM && TS) sum[0] += sum_odd[0], sum[1] += sum_odd[1];
     if constexpr (LSUM) {
 #pragma unroll
         for (int h = 0; h < 2; h++) l[h] = l[h] * alpha[h] + sum[h];
     }
 }
+// Per-token-head scales: the thread's scores (S = Q·Kᵀ, before softmax_s) times their keys' K scales
+// ks[key] (keys 8j + 2c, + 1: one 8-byte load a pair)
+template <int BN> __device__ __forceinline__ void key_scales(float *sacc, const float *ks /* [BN] */, int c) {
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+        const float2 f = *(const float2 *)(ks + 8 * j + 2 * c);
+#pragma unroll
+        for (int h = 0; h < 2; h++) sacc[4 * j + 2 * h] *= f.x, sacc[4 * j + 2 * h + 1] *= f.y;
+    }
+}
+
 // P (sacc after softmax_s) as e4m3 wgmma A fragments, in Vᵀ's key order
 template <int BN> __device__ __forceinline__ void pack_p(const float *sacc, uint32_t (&pa)[BN / 32][4]) {
 #pragma unroll

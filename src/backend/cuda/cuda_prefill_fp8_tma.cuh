@@ -17,7 +17,9 @@
 //     its lane 0 issues one TMA box per cache block (≈ 250 cycles a box, which is why CUDA's
 //     default cache block is 64 tokens, not 16); warps 1-3 transpose each raw V tile into Vᵀ (the
 //     older kernel's core-matrix layout and key permutation) with ldmatrix.trans / stmatrix,
-//     zeroing keys past the CTA's last position;
+//     zeroing keys past the CTA's last position; for per-token-head layers (TS) warps 1-2
+//     transpose and warp 3 turns each tile's K and V row scales into the consumers' factors
+//     (tok_slot);
 //   NC = 2 (single and every:N, and two-level at head_dim 64): two consumer warpgroups (232
 //     registers), 64 query rows each, which take turns (a named-barrier ping-pong) issuing Q·Kᵀ(t)
 //     with P·V(t−1), so one's softmax runs under the other's tensor-core work; then T(t−1) is
@@ -56,7 +58,17 @@ template <int HD, fp8_accum_mode ACC> struct consumers {
 };
 // K / raw-V ring slots: 3 for two consumers, 4 for three
 template <int NC> struct ring { static constexpr int KS = NC == 3 ? 4 : 3; };
-constexpr int N_BARS = 4 * 4 + 4;  // (room for 4 slots)
+constexpr int N_BARS = 6 * 4 + 4;  // (six rings of up to 4 slots, and the Vᵀ pair's full / empty)
+// Per-token-head scales (fp8_per_token_head): a tile's per-key factors, written by producer warp 3
+// (tok_load, tok_store) into a ring of KS slots beside K's (sfull / sempty): ks, the keys' K scales;
+// ws, their V scales over the CTA's running reference r (the largest V scale of its tiles so far, so
+// P·ws stays within P's e4m3 range); rho = r(previous tile) / r, which the consumers fold into the α
+// of o; r. Keys past the CTA's last position get 0 (their pages may hold anything).
+struct tok_slot {
+    float ks[BN], ws[BN];
+    float rho, r, pad[2];
+};
+constexpr int TOK_SLOT_BYTES = (int)sizeof(tok_slot);
 // shared memory from a 1024-byte-aligned base (swizzle atoms: 8 rows of HD bytes): Q of the NC
 // consumers, K ring, raw V ring, Vᵀ pair, Q scales, mbarriers, and (three consumers) 256 bytes of
 // e4m3 ones: the B operand of the n8 MMA that sums each row's P
@@ -66,7 +78,8 @@ template <int HD, int NC> struct lay {
     static constexpr int OFF_K = NC * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_VT = OFF_V + KS * TILE_BYTES;
     static constexpr int OFF_QS = OFF_VT + 2 * TILE_BYTES, OFF_BAR = OFF_QS + 64 * NC * 4;
     static constexpr int OFF_ONE = (OFF_BAR + N_BARS * 8 + 127) / 128 * 128, ONE_BYTES = NC == 3 ? 256 : 0;
-    static constexpr int SMEM = OFF_ONE + ONE_BYTES + 1024;  // (+ the alignment slack)
+    static constexpr int OFF_TS = OFF_ONE + ONE_BYTES;  // per-token-head factors: KS slots of tok_slot
+    static constexpr int SMEM = OFF_TS + KS * TOK_SLOT_BYTES + 1024;  // (+ the alignment slack)
 };
 enum { BAR_Q = 2, BAR_TURN = 5 };   // named barriers (0 is __syncthreads): BAR_Q + wg, BAR_TURN + wg; the three
 // consumers' softmax turns take 1 and 5-15
@@ -135,6 +148,41 @@ __device__ __forceinline__ void transpose_ldsm(const uint8_t *vr, uint8_t *vt, i
     }
 }
 
+// A lane's share of tile t's per-token-head scales kts / vts ([n_blocks][n_kv][bs]): keys 2·lane, +1,
+// +64, +65, 0 past p_last. Loaded a tile ahead of tok_store, so that the loads' latency passes under
+// the wait for a free slot.
+struct tok_raw {
+    float ks[4], vs[4];
+};
+__device__ __forceinline__ void tok_load(tok_raw &x, const float *kts, const float *vts, const int32_t *bt, int t,
+                                         int p_last, int n_kv, int g, int bs, int lane) {
+#pragma unroll
+    for (int u = 0; u < 4; u++) {
+        const int kp = t * BN + 2 * lane + (u & 1) + 64 * (u >> 1);
+        x.ks[u] = x.vs[u] = 0.0f;
+        if (kp <= p_last) {
+            const size_t i = ((size_t)bt[kp / bs] * n_kv + g) * bs + kp % bs;
+            x.ks[u] = kts[i];
+            x.vs[u] = vts[i];
+        }
+    }
+}
+// The tile's tok_slot from the warp's tok_raw; r_run, the CTA's reference V scale, is raised to the
+// tile's largest (the same in every lane).
+__device__ __forceinline__ void tok_store(tok_slot *d, float &r_run, const tok_raw &x, int lane) {
+    float mx = fmaxf(fmaxf(x.vs[0], x.vs[1]), fmaxf(x.vs[2], x.vs[3]));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    const float r = fmaxf(r_run, mx), rinv = r > 0.0f ? 1.0f / r : 0.0f;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        *(float2 *)(d->ks + 2 * lane + 64 * h) = make_float2(x.ks[2 * h], x.ks[2 * h + 1]);
+        *(float2 *)(d->ws + 2 * lane + 64 * h) = make_float2(x.vs[2 * h] * rinv, x.vs[2 * h + 1] * rinv);
+    }
+    if (lane == 0) d->rho = r > 0.0f ? r_run / r : 1.0f, d->r = r;
+    r_run = r;
+}
+
 }  // namespace fp8tma
 
 // HD: head_dim, 128 or 64. ACC: the accumulation mode (every:N with N = a.n_every) — the older
@@ -144,8 +192,12 @@ __device__ __forceinline__ void transpose_ldsm(const uint8_t *vr, uint8_t *vt, i
 // NC (consumers above): with three, at 512 threads, the consumers take 152 registers (o 64 + S 64 +
 // P 16), so no P·V under a warpgroup's own softmax and T in two 64-column halves. kmap / vmap: the
 // layer's K and V cache as 4-d tensors {head_dim bytes, kv_block_tokens, n_kv_heads, n_blocks},
-// boxes of {head_dim, rows, 1, 1}, swizzled. CAP: soft-capped scores (fp8pf::softmax_s).
-template <int HD, fp8_accum_mode ACC, bool CAP = false>
+// boxes of {head_dim, rows, 1, 1}, swizzled. CAP: soft-capped scores (fp8pf::softmax_s). TS:
+// per-token-head scales (attn_args.kts, vts): producer warp 3 (which then does not transpose) writes
+// each tile's tok_slot, the consumers wait for it (sfull) before their softmax, which applies it, and
+// free it (sempty) after; o's α carries rho, the store the last r; the three-consumer loop sums l in
+// FP32 (P·ws is not the P the denominator sums).
+template <int HD, fp8_accum_mode ACC, bool CAP = false, bool TS = false>
 __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
     k_prefill_fp8_tma(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                       const __grid_constant__ attn_args a) {
@@ -167,14 +219,15 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
     uint8_t *sm = fp8tma_smem_raw + ((1024u - (sa(fp8tma_smem_raw) & 1023u)) & 1023u);
     uint8_t *Qs = sm, *Ks = sm + L::OFF_K, *Vs = sm + L::OFF_V, *Vt = sm + L::OFF_VT;
     float *qscale_s = (float *)(sm + L::OFF_QS);
+    tok_slot *tsl = (tok_slot *)(sm + L::OFF_TS);  // (TS) [KS], beside K's ring slots
     uint64_t *bars = (uint64_t *)(sm + L::OFF_BAR);
     uint64_t *kfull = bars, *vfull = bars + KS, *kempty = bars + 2 * KS, *tfull = bars + 3 * KS, *tempty = tfull + 2,
-             *vempty = tempty + 2;
+             *vempty = tempty + 2, *sfull = vempty + KS, *sempty = sfull + KS;
     // Producer warp 0 issues the copies alone (it waits for free slots itself) and warps 1-3
     // transpose. The query tiles run longest first (the grid's y in reverse). Two consumers take
     // turns issuing their MMAs (ping-pong); three take turns in their softmax instead.
     constexpr bool pingpong = NC == 2, turns = NC == 3;
-    constexpr int n_tr = 96;  // transposing threads
+    constexpr int n_tr = TS ? 64 : 96;  // transposing threads (TS: warp 3 prepares the scales instead)
     const int s = blockIdx.x, g = blockIdx.z;
     fp8pf::cta_tiles ct = {};
     if (!ct.begin(qstart, pos_arr, 64 * NC, G, window, BN, true)) return;  // (the whole CTA, before any barrier)
@@ -193,7 +246,11 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
             mbar_init(&kempty[i], 128 * NC);
         }
         for (int i = 0; i < 2; i++) { mbar_init(&tfull[i], n_tr); mbar_init(&tempty[i], 128 * NC); }
-        for (int i = 0; i < KS; i++) mbar_init(&vempty[i], pre ? 128 * NC : n_tr);
+        for (int i = 0; i < KS; i++) {
+            mbar_init(&vempty[i], pre ? 128 * NC : n_tr);
+            mbar_init(&sfull[i], 32);
+            mbar_init(&sempty[i], 128 * NC);
+        }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     if constexpr (L::ONE_BYTES > 0) {  // the ones block (e4m3 1.0 = 0x38), made visible to the wgmma's async proxy
@@ -233,12 +290,27 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
             }
             return;
         }
+        if (TS && ptid >= 96) {  // warp 3: each tile's tok_slot, up to KS tiles ahead
+            const int lane = ptid & 31;
+            float r_run = 0.0f;  // the CTA's reference V scale
+            tok_raw nx;
+            if (n > 0) tok_load(nx, a.kts, a.vts, bt, t0, p_last, n_kv, g, bs, lane);
+            for (int i = 0; i < n; i++) {
+                const tok_raw cur = nx;
+                if (i + 1 < n) tok_load(nx, a.kts, a.vts, bt, t0 + i + 1, p_last, n_kv, g, bs, lane);
+                const int st = i % KS;
+                if (i >= KS) mbar_wait(&sempty[st], ((i / KS) - 1) & 1);
+                tok_store(tsl + st, r_run, cur, lane);
+                mbar_arrive(&sfull[st]);
+            }
+            return;
+        }
         if (pre) return;
         for (int i = 0; i < n; i++) {
             const int st = i % KS, b = i & 1;
             mbar_wait(&vfull[st], (i / KS) & 1);
             if (i >= 2) mbar_wait(&tempty[b], ((i >> 1) - 1) & 1);  // P·V(i − 2) done with Vᵀ slot b
-            transpose_ldsm<HD>(Vs + st * L::TILE_BYTES, Vt + b * L::TILE_BYTES, (ptid >> 5) - 1, ptid & 31, 3,
+            transpose_ldsm<HD>(Vs + st * L::TILE_BYTES, Vt + b * L::TILE_BYTES, (ptid >> 5) - 1, ptid & 31, n_tr / 32,
                                p_last - (t0 + i) * BN);
             fence_proxy_async();  // Vᵀ (generic-proxy stores) visible to the wgmma
             mbar_arrive(&tfull[b]);
@@ -300,10 +372,10 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
             const int n = ci.t1 - ci.t0 + 1, t0 = ci.t0;
             fp8pf::rows2 rw;
             const float vscale = q_rows(rw, ci, gi);
-            float o3[HD / 2], m3[2] = {-INFINITY, -INFINITY}, l3[2] = {0.0f, 0.0f};
+            float o3[HD / 2], m3[2] = {-INFINITY, -INFINITY}, l3[2] = {0.0f, 0.0f}, rcur = 1.0f;
 #pragma unroll
             for (int j = 0; j < HD / 2; j++) o3[j] = 0.0f;
-            if (a.sinks) rw.sink_init(m3, l3, a.sinks, gi, G, c, true);  // (l3: the tensor core's row sums)
+            if (a.sinks) rw.sink_init(m3, l3, a.sinks, gi, G, c, !TS);  // (l3: the tensor core's row sums)
             if (turns && wgu == NC - 1 && n > 0) fp8tma::bar_arrive(tok(0, kw), 64);  // warpgroup 1 starts
             for (int i = 0; i < n; i++) {
                 mbar_wait(&kfull[st], kpar);
@@ -321,8 +393,19 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
                 fp8pf::fence_acc<BN>(sacc);
                 mbar_arrive(&kempty[st]);
                 float alpha[2];
+                if constexpr (TS) {  // the tile's tok_slot; K's scales before the turn (they take no MUFU)
+                    mbar_wait(&sfull[st], kpar);
+                    fp8pf::key_scales<BN>(sacc, tsl[st].ks, c);
+                }
                 if (turns) fp8tma::bar_sync(tok_mine, 64);
-                fp8pf::softmax_s<BN, false, CAP>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m3, l3, alpha, cap2);
+                fp8pf::softmax_s<BN, TS, CAP, TS>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m3, l3, alpha, cap2,
+                                                  tsl[st].ws);
+                if constexpr (TS) {  // (l3 took the plain α in softmax_s; o's carries the reference's change)
+                    const float rho = tsl[st].rho;
+                    rcur = tsl[st].r;
+                    mbar_arrive(&sempty[st]);
+                    alpha[0] *= rho, alpha[1] *= rho;
+                }
                 uint32_t pa3[BN / 32][4];
                 fp8pf::pack_p<BN>(sacc, pa3);
                 if (turns && (wgu != NC - 1 || i + 1 < n)) fp8tma::bar_arrive(tok_next, 64);  // (n turns each)
@@ -337,14 +420,14 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
                     for (int kk = 0; kk < BN / 32; kk++)
                         fp8pf::rs<HD / 2>(th, pa3[kk],
                                           dj(vlo + vof + (uint32_t)((h * (HD / 2) * BN + kk * 256) >> 4), VHI), kk > 0);
-                    if (h == 0) {
+                    if (h == 0 && !TS) {
 #pragma unroll
                         for (int kk = 0; kk < BN / 32; kk++) wgmma_rs_n8(ts, pa3[kk], dj(olo, OHI), kk > 0);
                     }
                     wgmma_commit();
                     wgmma_wait<0>();
                     fp8pf::fence_acc<HD / 2>(th);
-                    if (h == 0) {
+                    if (h == 0 && !TS) {
                         wgmma_fence_acc4(ts);
                         l3[0] = fmaf(l3[0], alpha[0], ts[0]);  // row rr (columns 2c, 2c + 1)
                         l3[1] = fmaf(l3[1], alpha[1], ts[2]);  // row rr + 8
@@ -360,7 +443,8 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
             }
             fp8pf::rows2 ro;
             ro.setup(warp, rr, ci.q0, ci.n_q, ci.tok_per_cta, G, ci.t_begin, pos_arr, window);
-            fp8pf::store_rows<HD, false>(out, o3, l3, m3, nullptr, ro.on, ro.tok, ro.head, n_heads, gi, G, vscale, c);
+            fp8pf::store_rows<HD, TS>(out, o3, l3, m3, nullptr, ro.on, ro.tok, ro.head, n_heads, gi, G, vscale * rcur,
+                                      c);
         };
         run(ct, g);
         return;
@@ -370,7 +454,7 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
     const uint8_t *qw = Qs + wg * L::Q_BYTES;
 
     float o[ACC != FP8_SINGLE ? HD / 2 : 1], tacc[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f},
-                                                           alpha_prev[2] = {1.0f, 1.0f};
+                                                           alpha_prev[2] = {1.0f, 1.0f}, rcur = 1.0f;
 #pragma unroll
     for (int j = 0; j < HD / 2; j++) tacc[j] = 0.0f;
 #pragma unroll
@@ -424,7 +508,17 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
         fp8pf::fence_acc<BN>(sacc);
         mbar_arrive(&kempty[st]);
         float alpha[2];
-        fp8pf::softmax_s<BN, true, CAP>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha, cap2);
+        if constexpr (TS) {  // the tile's tok_slot
+            mbar_wait(&sfull[st], (i / KS) & 1);
+            fp8pf::key_scales<BN>(sacc, tsl[st].ks, c);
+        }
+        fp8pf::softmax_s<BN, true, CAP, TS>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha, cap2, tsl[st].ws);
+        if constexpr (TS) {  // (l took the plain α in softmax_s; o's and T's carry the reference's change)
+            const float rho = tsl[st].rho;
+            rcur = tsl[st].r;
+            mbar_arrive(&sempty[st]);
+            alpha[0] *= rho, alpha[1] *= rho;
+        }
         if constexpr (!FIRST) {  // P·V(i − 1) done: T folded, its P registers free for P(i)
             wgmma_wait<0>();
             fp8pf::fence_acc<HD>(tacc);
@@ -460,7 +554,7 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
     fp8pf::rows2 ro;  // (the rows' tokens and heads again: not kept live through the tile loop)
     ro.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
     fp8pf::store_rows<HD>(out, ACC != FP8_SINGLE ? o : tacc, l, m, nullptr, ro.on, ro.tok, ro.head, n_heads, g, G,
-                          vscale, c);
+                          vscale * rcur, c);
 }
 
 #include "cuda_prefill_vt.cuh"  // (the Vᵀ pass: its kernel uses transpose_ldsm above, its launch is used below)
@@ -497,33 +591,34 @@ static bool fp8tma_fits(const struct kv_layer *l, int G) {
            (fp8tma::BN % bs == 0 || bs % fp8tma::BN == 0);
 }
 
-// The kernel for head_dim HD in mode ACC (soft-capped: CAP): its consumer count, threads and shared memory.
-template <int HD, fp8_accum_mode ACC, bool CAP = false> struct fp8tma_kernel {
+// The kernel for head_dim HD in mode ACC (soft-capped: CAP; per-token-head scales: TS): its consumer count,
+// threads and shared memory.
+template <int HD, fp8_accum_mode ACC, bool CAP = false, bool TS = false> struct fp8tma_kernel {
     static constexpr int NC = fp8tma::consumers<HD, ACC>::NC;
     static constexpr int THREADS = 128 * (NC + 1), SMEM = fp8tma::lay<HD, NC>::SMEM;
     // its shared-memory limit (once per backend, at its creation)
     static bool init(struct cuda_backend *c) {
         return !cuda_fail(c,
-                          cudaFuncSetAttribute(k_prefill_fp8_tma<HD, ACC, CAP>,
+                          cudaFuncSetAttribute(k_prefill_fp8_tma<HD, ACC, CAP, TS>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM),
                           "cudaFuncSetAttribute(k_prefill_fp8_tma)");
     }
 };
 
 // Sets the TMA kernels' shared-memory limits at head_dim HD, every mode with and without soft-capping
-// (once per backend, at its creation).
-template <int HD, bool CAP> static bool fp8tma_init_cap(struct cuda_backend *c) {
-    return fp8tma_kernel<HD, FP8_TWO_LEVEL, CAP>::init(c) && fp8tma_kernel<HD, FP8_EVERY_N, CAP>::init(c) &&
-           fp8tma_kernel<HD, FP8_SINGLE, CAP>::init(c);
+// (once per backend, at its creation), with or without per-token-head scales (TS).
+template <int HD, bool CAP, bool TS> static bool fp8tma_init_cap(struct cuda_backend *c) {
+    return fp8tma_kernel<HD, FP8_TWO_LEVEL, CAP, TS>::init(c) && fp8tma_kernel<HD, FP8_EVERY_N, CAP, TS>::init(c) &&
+           fp8tma_kernel<HD, FP8_SINGLE, CAP, TS>::init(c);
 }
-template <int HD> static bool fp8tma_init(struct cuda_backend *c) {
-    return fp8tma_init_cap<HD, false>(c) && fp8tma_init_cap<HD, true>(c);
+template <int HD, bool TS> static bool fp8tma_init(struct cuda_backend *c) {
+    return fp8tma_init_cap<HD, false, TS>(c) && fp8tma_init_cap<HD, true, TS>(c);
 }
 
 // n_every: every:N's N (1 in the other modes)
-template <int HD, fp8_accum_mode ACC, bool CAP = false>
+template <int HD, fp8_accum_mode ACC, bool CAP = false, bool TS = false>
 static void launch_prefill_fp8_tma(const struct attn_call *a, int n_every) {
-    typedef fp8tma_kernel<HD, ACC, CAP> K;
+    typedef fp8tma_kernel<HD, ACC, CAP, TS> K;
     struct cuda_backend *c = a->c;
     const struct kv_layer *l = a->l;
     const int rows = l->kv_block_tokens < fp8tma::BN ? l->kv_block_tokens : fp8tma::BN;
@@ -536,6 +631,21 @@ static void launch_prefill_fp8_tma(const struct attn_call *a, int n_every) {
     args.vt_start = c->cb.vt_start;
     const int qt = 64 * K::NC / a->G;
     dim3 grid(a->bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    k_prefill_fp8_tma<HD, ACC, CAP><<<grid, K::THREADS, K::SMEM, c->stream>>>(km, vm, args);
+    k_prefill_fp8_tma<HD, ACC, CAP, TS><<<grid, K::THREADS, K::SMEM, c->stream>>>(km, vm, args);
     CUDA_LAUNCHED(c, "attention prefill (fp8 wgmma, TMA)");
+}
+
+// The call's instance by head_dim, accumulation mode and soft-capping (TS: per-token-head layers').
+template <int HD, bool CAP, bool TS> static void launch_prefill_fp8_tma_mode(const struct attn_call *a) {
+    const int n_every = fp8_every(a->p);
+    switch (fp8_mode(a->p)) {
+    case FP8_TWO_LEVEL: launch_prefill_fp8_tma<HD, FP8_TWO_LEVEL, CAP, TS>(a, n_every); break;
+    case FP8_EVERY_N: launch_prefill_fp8_tma<HD, FP8_EVERY_N, CAP, TS>(a, n_every); break;
+    case FP8_SINGLE: launch_prefill_fp8_tma<HD, FP8_SINGLE, CAP, TS>(a, n_every); break;
+    }
+}
+template <bool TS> static void launch_prefill_fp8_tma_any(const struct attn_call *a) {
+    const bool cap = a->p->softcap > 0, hd64 = a->l->head_dim == 64;
+    if (cap) hd64 ? launch_prefill_fp8_tma_mode<64, true, TS>(a) : launch_prefill_fp8_tma_mode<128, true, TS>(a);
+    else hd64 ? launch_prefill_fp8_tma_mode<64, false, TS>(a) : launch_prefill_fp8_tma_mode<128, false, TS>(a);
 }
