@@ -496,15 +496,15 @@ static bool qkv_norm_launch(struct cuda_backend *c, const struct attn_in_args *a
 }
 
 // The whole of attn_in in the skinny GEMM's launch (GEMV_QKV_ROPE); false where it does not take the
-// step (nothing launched, unless an upload failed and latched its error).
+// step (nothing launched, unless an upload failed and latched its error). A per-token-head FP8 layer's
+// row scale is the absmax of a whole head's vector, which the CTAs of this launch split between them:
+// for such a layer the launch ropes Q and K and leaves the cache to k_kv_write_tok (the caller's).
 static bool qkv_rope_launch(struct cuda_backend *c, const struct attn_in_args *a, int n) {
     const struct kv_layer *l = a->layer;
     const struct rope_table *rt = a->rope;
-    // (a per-token-head FP8 layer's scale is the absmax of a whole head's vector, which the CTAs of this
-    // launch split between them: its cache write stays k_rope_kv_write's)
     // (FP8 weights: the skinny FP8 GEMM's Q|K|V launch, for decode-sized steps)
     const bool f8 = fp8w(a->wq);
-    if (a->wq->rows != (int64_t)a->n_heads * l->head_dim || l->k_tok_scale ||
+    if (a->wq->rows != (int64_t)a->n_heads * l->head_dim ||
         !(f8 ? n <= 8 : fused_norm(c, a->x, a->norm, a->wq->cols, n)))
         return false;
     const float *sc = cuda_layer_scales(c, l), *ko = cuda_layer_offsets(c, l);
@@ -514,8 +514,8 @@ static bool qkv_rope_launch(struct cuda_backend *c, const struct attn_in_args *a
     rp.pos = c->cb.pos;
     rp.slot = c->cb.slot;
     rp.inv_freq = freqs;
-    rp.kc = l->k;
-    rp.vc = l->v;
+    rp.kc = l->k_tok_scale ? nullptr : l->k;
+    rp.vc = l->k_tok_scale ? nullptr : l->v;
     rp.ks = sc;
     rp.vs = sc + KV_MAX_HEADS;
     rp.ko = ko;
@@ -576,7 +576,9 @@ void cuda_attn_in(struct backend *b, const struct attn_in_args *a, const struct 
         return;
     }
     if (qkv_rope_launch(c, a, n)) {
-        CUDA_LAUNCHED(c, "gemv rmsnorm + Q|K|V + RoPE + kv_write");
+        // (per-token-head layers: the roped K and V rows with their scales, k_kv_write_tok)
+        if (!CUDA_LAUNCHED(c, "gemv rmsnorm + Q|K|V + RoPE + kv_write") && a->layer->k_tok_scale)
+            cuda_kv_write(b, a->layer, a->k, a->v, bt);
         return;
     }
     qkv(c, a, n);

@@ -71,7 +71,7 @@ struct gemv_segs {
 struct gemv_rope {
     const int32_t *pos = nullptr, *slot = nullptr;  // [n tokens] each (the batch's)
     const double *inv_freq = nullptr;               // [n_rot / 2]
-    void *kc = nullptr, *vc = nullptr;              // the layer's pages
+    void *kc = nullptr, *vc = nullptr;              // the layer's pages (null: RoPE only, no cache write)
     const float *ks = nullptr, *vs = nullptr, *ko = nullptr;  // [n_kv] scales; [n_kv][hd] K offsets or NULL
     int hd = 0, half = 0, neox = 0, n_kv = 0, bs = 0, dt = 0;
     float attn_factor = 1;
@@ -83,7 +83,8 @@ struct gemv_rope {
 __device__ __forceinline__ void rope_v_store(const gemv_rope &rp, bf16 *out, int rows, int r, int rw, bf16 v) {
     out[(size_t)r * rows + rw] = v;
     const int s = rp.slot[r];
-    if (s >= 0) v_store(rp.vc, kv_index(s, rw / rp.hd, rw % rp.hd, rp.n_kv, rp.bs, rp.hd), v, rp.dt, rp.vs[rw / rp.hd]);
+    if (s >= 0 && rp.vc)
+        v_store(rp.vc, kv_index(s, rw / rp.hd, rw % rp.hd, rp.n_kv, rp.bs, rp.hd), v, rp.dt, rp.vs[rw / rp.hd]);
 }
 __device__ __forceinline__ void rope_pair_store(const gemv_rope &rp, bf16 *out, int rows, int r, int ra, int rb,
                                                 bf16 x0, bf16 x1, bool k) {
@@ -93,7 +94,7 @@ __device__ __forceinline__ void rope_pair_store(const gemv_rope &rp, bf16 *out, 
     out[(size_t)r * rows + ra] = x0;
     out[(size_t)r * rows + rb] = x1;
     const int s = rp.slot[r];
-    if (k && s >= 0) {
+    if (k && s >= 0 && rp.kc) {
         const int db = rb % rp.hd;
         const float *kof = rp.ko ? rp.ko + (size_t)h * rp.hd : nullptr;
         k_store(rp.kc, kv_index(s, h, da, rp.n_kv, rp.bs, rp.hd), x0, rp.dt, rp.ks[h], kof ? kof + da : nullptr);
