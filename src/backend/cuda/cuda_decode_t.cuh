@@ -235,10 +235,12 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
         l[0] += p0 + p2;
         l[1] += p1 + p3;
         if constexpr (TS) {  // P·diag(s_v / r), r raised to the block's largest V scale first
-            float bm = fmaxf(tv[0], tv[1]);
+            // (a vote first: the block's maximum across the lanes only when some scale exceeds r, which
+            // gives the same r as taking it every block)
+            if (__any_sync(0xffffffff, tv[0] > vref || tv[1] > vref)) {
+                float bm = fmaxf(tv[0], tv[1]);
 #pragma unroll
-            for (int off = 4; off < 32; off <<= 1) bm = fmaxf(bm, __shfl_xor_sync(0xffffffff, bm, off));
-            if (bm > vref) {  // (warp-uniform)
+                for (int off = 4; off < 32; off <<= 1) bm = fmaxf(bm, __shfl_xor_sync(0xffffffff, bm, off));
                 const float alpha = vref / bm;
 #pragma unroll
                 for (int jt = 0; jt < NJ; jt++)
