@@ -5,7 +5,6 @@
 // (fp8_per_token_head) layers.
 #include "cuda_attention.cuh"
 #include "cuda_decode_mma.cuh"  // (the operand traits and fragment loads k_prefill_mma shares)
-#include "cuda_prefill.cuh"
 #include "cuda_prefill_mma.cuh"
 
 // ---------------------------------------------------------------- tensor cores (prefill_mma)

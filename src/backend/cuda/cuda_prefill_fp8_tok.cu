@@ -5,7 +5,6 @@
 // their shared-memory limits.
 #include "cuda_attention.cuh"
 #include "cuda_decode_mma.cuh"  // (the cp.async helpers the older kernel shares)
-#include "cuda_prefill.cuh"
 #include "cuda_prefill_fp8.cuh"
 #include "cuda_prefill_fp8_tma.cuh"
 
