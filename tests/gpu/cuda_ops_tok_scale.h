@@ -99,7 +99,6 @@ static const char *tok_expect(const char *expect, int hd, int G) {
 // kv_write of the whole context on both backends (chunks of at most 8192 tokens), then the pages
 // compared and attention of the batch's queries on both compared; the GPU output is returned in
 // *gpu_out when asked (the range case compares it with more references).
-
 static void tok_case(const char *label, int hd, int n_kv, int G, int n_seqs, const int *n_q, const int *ctx,
                      const struct tok_opts *o, float **gpu_out) {
     const int bs = o->bs;

@@ -137,7 +137,8 @@ bool attn_prefill_fp8_tma_fits(const struct attn_call *a);
 void attn_prefill_fp8_tma_launch(const struct attn_call *a);
 bool attn_prefill_fp8_wgmma_fits(const struct attn_call *a);
 void attn_prefill_fp8_wgmma_launch(const struct attn_call *a);
-// ... per-token-head layers' instances (cuda_prefill_fp8_tok.cu; attn_prefill_fp8_tma_launch calls it)
+// the TMA prefill's per-token-head instances (cuda_prefill_fp8_tok.cu; attn_prefill_fp8_tma_launch hands such
+// layers to the launch)
 void attn_prefill_fp8_tma_tok_launch(const struct attn_call *a);
 bool cuda_prefill_fp8_tok_init(struct cuda_backend *c);
 bool cuda_prefill_fp8_init(struct cuda_backend *c);

@@ -182,6 +182,19 @@ __device__ __forceinline__ void tok_store(tok_slot *d, float &r_run, const tok_r
     if (lane == 0) d->rho = r > 0.0f ? r_run / r : 1.0f, d->r = r;
     r_run = r;
 }
+// A consumer's side of a tok_slot: tok_take waits for it (full, parity par) and multiplies the thread's
+// scores by their keys' K scales; tok_done, after the softmax, folds rho into o's α (the softmax has
+// already rescaled l with the plain α), keeps r for the store and frees the slot (empty).
+__device__ __forceinline__ void tok_take(float *sacc, const tok_slot &d, uint64_t *full, uint32_t par, int c) {
+    mbar_wait(full, par);
+    fp8pf::key_scales<BN>(sacc, d.ks, c);
+}
+__device__ __forceinline__ void tok_done(const tok_slot &d, uint64_t *empty, float (&alpha)[2], float &rcur) {
+    const float rho = d.rho;
+    rcur = d.r;
+    mbar_arrive(empty);
+    alpha[0] *= rho, alpha[1] *= rho;
+}
 
 }  // namespace fp8tma
 
@@ -375,7 +388,7 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
             float o3[HD / 2], m3[2] = {-INFINITY, -INFINITY}, l3[2] = {0.0f, 0.0f}, rcur = 1.0f;
 #pragma unroll
             for (int j = 0; j < HD / 2; j++) o3[j] = 0.0f;
-            if (a.sinks) rw.sink_init(m3, l3, a.sinks, gi, G, c, !TS);  // (l3: the tensor core's row sums)
+            if (a.sinks) rw.sink_init(m3, l3, a.sinks, gi, G, c, !TS);  // (l3: the tensor core's row sums, TS a lane's)
             if (turns && wgu == NC - 1 && n > 0) fp8tma::bar_arrive(tok(0, kw), 64);  // warpgroup 1 starts
             for (int i = 0; i < n; i++) {
                 mbar_wait(&kfull[st], kpar);
@@ -393,19 +406,11 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
                 fp8pf::fence_acc<BN>(sacc);
                 mbar_arrive(&kempty[st]);
                 float alpha[2];
-                if constexpr (TS) {  // the tile's tok_slot; K's scales before the turn (they take no MUFU)
-                    mbar_wait(&sfull[st], kpar);
-                    fp8pf::key_scales<BN>(sacc, tsl[st].ks, c);
-                }
+                if constexpr (TS) tok_take(sacc, tsl[st], &sfull[st], kpar, c);  // (before the turn: no MUFU)
                 if (turns) fp8tma::bar_sync(tok_mine, 64);
                 fp8pf::softmax_s<BN, TS, CAP, TS>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m3, l3, alpha, cap2,
                                                   tsl[st].ws);
-                if constexpr (TS) {  // (l3 took the plain α in softmax_s; o's carries the reference's change)
-                    const float rho = tsl[st].rho;
-                    rcur = tsl[st].r;
-                    mbar_arrive(&sempty[st]);
-                    alpha[0] *= rho, alpha[1] *= rho;
-                }
+                if constexpr (TS) tok_done(tsl[st], &sempty[st], alpha, rcur);
                 uint32_t pa3[BN / 32][4];
                 fp8pf::pack_p<BN>(sacc, pa3);
                 if (turns && (wgu != NC - 1 || i + 1 < n)) fp8tma::bar_arrive(tok_next, 64);  // (n turns each)
@@ -508,17 +513,9 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
         fp8pf::fence_acc<BN>(sacc);
         mbar_arrive(&kempty[st]);
         float alpha[2];
-        if constexpr (TS) {  // the tile's tok_slot
-            mbar_wait(&sfull[st], (i / KS) & 1);
-            fp8pf::key_scales<BN>(sacc, tsl[st].ks, c);
-        }
+        if constexpr (TS) tok_take(sacc, tsl[st], &sfull[st], (uint32_t)(i / KS) & 1, c);
         fp8pf::softmax_s<BN, true, CAP, TS>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha, cap2, tsl[st].ws);
-        if constexpr (TS) {  // (l took the plain α in softmax_s; o's and T's carry the reference's change)
-            const float rho = tsl[st].rho;
-            rcur = tsl[st].r;
-            mbar_arrive(&sempty[st]);
-            alpha[0] *= rho, alpha[1] *= rho;
-        }
+        if constexpr (TS) tok_done(tsl[st], &sempty[st], alpha, rcur);
         if constexpr (!FIRST) {  // P·V(i − 1) done: T folded, its P registers free for P(i)
             wgmma_wait<0>();
             fp8pf::fence_acc<HD>(tacc);
