@@ -65,9 +65,12 @@ static void quant_band(struct quant_job *jb, int64_t r0, int64_t nr, float *buf)
     for (int64_t i = 0; i < nr; i++) row_f32(w, r0 + i, buf + i * C);
     for (int64_t j = 0; j < jb->nbc; j++) {
         const int64_t c0 = jb->block > 0 ? j * B : 0, nc = jb->block > 0 ? (C - c0 < B ? C - c0 : B) : C;
-        float amax = 0;
+        float amax = 0;  // (fmaxf would skip a NaN; this keeps it, and the check below refuses it)
         for (int64_t i = 0; i < nr; i++)
-            for (int64_t k = c0; k < c0 + nc; k++) amax = fmaxf(amax, fabsf(buf[i * C + k]));
+            for (int64_t k = c0; k < c0 + nc; k++) {
+                const float a = fabsf(buf[i * C + k]);
+                amax = a > amax || a != a ? a : amax;
+            }
         if (!isfinite(amax)) { atomic_store(&jb->bad_row, r0); return; }
         const float s = scale_of(amax);
         jb->sc[(r0 / B) * jb->nbc + j] = s;

@@ -1,6 +1,6 @@
 // test_quant_fp8.c — src/model/quant_fp8.c: at-load e4m3 quantization per output channel and in
 // 128×128 blocks (scales amax / 448, every element within e4m3's rounding of the original, all-zero
-// groups at scale 1), the --quantization-skip-layers parser, the weight bytes by dtype, and the backend
+// groups at scale 1, a NaN or inf refused), the --quantization-skip-layers parser, the weight bytes by dtype, and the backend
 // capability: a backend whose table lacks fp8_weights refuses an FP8 model at forward_init, naming it.
 #include <stdint.h>
 
@@ -52,6 +52,16 @@ TEST(per_channel_and_block) {
             CHECK(w.fp8.scale[5] == 1.0f);
             CHECK(((const uint8_t *)w.data)[5 * C + 7] == 0);
         }
+    }
+    for (int block = 0; block <= 128; block += 128) {  // a NaN or an inf anywhere is refused, naming its band
+        for (int k = 0; k < 2; k++) {
+            src[137 * C + 250] = k ? INFINITY : NAN;
+            struct weight w = {DT_F32, R, C, src, NULL, {0}};
+            CHECK(quant_fp8_weight(m, &w, block) == OCT_EINVAL && strstr(err_msg(), "non-finite") &&
+                  strstr(err_msg(), block ? "row 128" : "row 137"));
+            CHECK_EQ_INT(w.dtype, DT_F32);
+        }
+        src[137 * C + 250] = 1;
     }
     struct weight q8 = {DT_Q8_0, 1, 32, src, NULL, {0}};
     CHECK(quant_fp8_weight(m, &q8, 0) < 0 && strstr(err_msg(), "q8_0"));
