@@ -90,6 +90,25 @@ static void fill_task(void *p, int task, int thread) {
         f->dst[i] = f32_to_bf16(f->ones ? 1.0f : (2.0f * rng_float(&r) - 1.0f) * f->amp);
 }
 
+// Elements [e0, e0 + n) of fill_task's stream (not ones), as the f32 values of their bf16 codes: the draw
+// a weight's rows get when they go straight to e4m3 (draw_fp8), without the bf16 copy.
+static void fill_range_f32(const struct fill_ctx *f, int64_t e0, int64_t n, float *dst) {
+    for (int64_t e = e0; e < e0 + n;) {
+        const int64_t task = e / CHUNK, end = (task + 1) * CHUNK < e0 + n ? (task + 1) * CHUNK : e0 + n;
+        struct rng r;
+        rng_seed(&r, f->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(task + 1)));
+        for (int64_t k = task * CHUNK; k < e; k++) rng_next(&r);  // (a row starting inside a chunk)
+        for (; e < end; e++) *dst++ = bf16_to_f32(f32_to_bf16((2.0f * rng_float(&r) - 1.0f) * f->amp));
+    }
+}
+
+struct draw_rows { struct fill_ctx f; int64_t cols; };
+
+static void draw_row(void *ctx, int64_t r, float *dst) {
+    const struct draw_rows *d = ctx;
+    fill_range_f32(&d->f, r * d->cols, d->cols, dst);
+}
+
 static int make_weight(struct model *m, struct threadpool *tp, struct weight *w, const char *name,
                        int64_t rows, int64_t cols, bool ones) {
     w->dtype = DT_BF16;
@@ -194,14 +213,15 @@ int dummy_config(const char *name, struct model_config *c) {
     return config_validate(c);
 }
 
-// draw: a projection (layer l; -1 the output head) drawn in bf16 becomes e4m3 at once and its bf16 copy
-// is freed (struct model_fp8_draw).
-static int draw_fp8(struct model *m, const struct model_fp8_draw *draw, struct weight *w, int l) {
-    if (!draw || (l < 0 ? draw->skip_lm_head : draw->skip_layer && draw->skip_layer[l])) return OCT_OK;
-    void *bf = (void *)w->data;
-    TRY(quant_fp8_weight(m, w, draw->block));
-    model_disown(m, bf);
-    return OCT_OK;
+// A projection (layer l; -1 the output head): in bf16 (make_weight), or, under draw and not skipped by it,
+// the same values quantized to e4m3 as they are drawn, a band of rows at a time (struct model_fp8_draw).
+static int make_projection(struct model *m, struct threadpool *tp, const struct model_fp8_draw *draw,
+                           struct weight *w, const char *name, int64_t rows, int64_t cols, int l) {
+    if (!draw || (l < 0 ? draw->skip_lm_head : draw->skip_layer && draw->skip_layer[l]))
+        return make_weight(m, tp, w, name, rows, cols, false);
+    *w = (struct weight){DT_BF16, rows, cols, NULL, NULL, {0}};
+    struct draw_rows d = {{NULL, rows * cols, rng_hash_str(name), sqrtf(3.0f / (float)cols), false}, cols};
+    return quant_fp8_rows(m, w, draw->block, draw_row, &d);
 }
 
 int model_load_dummy(struct model *m, const char *name, const struct model_fp8_draw *draw) {
@@ -216,8 +236,7 @@ int model_load_dummy(struct model *m, const char *name, const struct model_fp8_d
     if (rc == OCT_OK) rc = make_weight(m, tp, &m->output_norm, "output_norm", 1, c->dim, true);
     if (rc == OCT_OK) {
         if (p->tied) m->output = m->token_embd;
-        else rc = make_weight(m, tp, &m->output, "output", c->n_vocab, c->dim, false);
-        if (rc == OCT_OK && !p->tied) rc = draw_fp8(m, draw, &m->output, -1);
+        else rc = make_projection(m, tp, draw, &m->output, "output", c->n_vocab, c->dim, -1);
     }
     int64_t qd = (int64_t)c->n_heads * c->head_dim, kvd = (int64_t)c->n_kv_heads * c->head_dim;
     for (int l = 0; l < c->n_layers && rc == OCT_OK; l++) {
@@ -237,8 +256,8 @@ int model_load_dummy(struct model *m, const char *name, const struct model_fp8_d
             if (i >= 11 && !c->post_norms) continue;
             char tn[64];
             snprintf(tn, sizeof tn, "blk.%d.%s", l, spec[i].n);
-            rc = make_weight(m, tp, spec[i].w, tn, spec[i].r, spec[i].c, spec[i].ones);
-            if (rc == OCT_OK && i >= 1 && i <= 8 && i != 5) rc = draw_fp8(m, draw, spec[i].w, l);  // (projections)
+            if (i >= 1 && i <= 8 && i != 5) rc = make_projection(m, tp, draw, spec[i].w, tn, spec[i].r, spec[i].c, l);
+            else rc = make_weight(m, tp, spec[i].w, tn, spec[i].r, spec[i].c, spec[i].ones);
         }
         int64_t E = c->n_experts, F = c->ffn_dim, D = c->dim;
         struct { struct weight *w; const char *n; int64_t r, c; } moe[4] = {

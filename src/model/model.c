@@ -42,15 +42,6 @@ void model_weights_load_info(const struct model *m, struct weights_load_info *in
     if (m->st) st_weights_info(m->st, info);
 }
 
-void model_disown(struct model *m, void *p) {
-    for (int i = 0; i < m->n_owned; i++)
-        if (m->owned[i] == p) {
-            free(p);
-            m->owned[i] = m->owned[--m->n_owned];
-            return;
-        }
-}
-
 int model_load(struct model **out, const char *path) { return model_load_ex(out, path, NULL); }
 
 int model_load_ex(struct model **out, const char *path, const struct model_fp8_draw *draw) {

@@ -95,7 +95,6 @@ void model_free(struct model *m);
 
 // Internal helpers shared by the loaders (model.c).
 void *model_own(struct model *m, size_t bytes);  // zeroed buffer freed with the model
-void model_disown(struct model *m, void *p);      // frees an owned buffer now (p no longer used)
 // Replaces a norm weight w by an owned f32 copy of 1 + w (Gemma's norms scale by 1 + w).
 int model_norm_plus_one(struct model *m, struct weight *w);
 int model_finish(struct model *m);                // validates shapes, sums weight_bytes

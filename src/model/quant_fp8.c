@@ -52,6 +52,8 @@ static float scale_of(float amax) {
 #define QUANT_ROWS 64
 struct quant_job {
     const struct weight *w;
+    void (*row)(void *ctx, int64_t r, float *dst);  // row r as f32 (row_f32 of w, or a generator)
+    void *row_ctx;
     int block;
     int64_t nbc;
     uint8_t *q;
@@ -62,7 +64,7 @@ struct quant_job {
 static void quant_band(struct quant_job *jb, int64_t r0, int64_t nr, float *buf) {
     const struct weight *w = jb->w;
     const int64_t C = w->cols, B = jb->block > 0 ? jb->block : 1;
-    for (int64_t i = 0; i < nr; i++) row_f32(w, r0 + i, buf + i * C);
+    for (int64_t i = 0; i < nr; i++) jb->row(jb->row_ctx, r0 + i, buf + i * C);
     for (int64_t j = 0; j < jb->nbc; j++) {
         const int64_t c0 = jb->block > 0 ? j * B : 0, nc = jb->block > 0 ? (C - c0 < B ? C - c0 : B) : C;
         float amax = 0;  // (fmaxf would skip a NaN; this keeps it, and the check below refuses it)
@@ -91,16 +93,23 @@ static void quant_task(void *ctx, int task, int thread) {
     free(buf);
 }
 
+static void row_of_weight(void *ctx, int64_t r, float *dst) { row_f32(ctx, r, dst); }
+
 int quant_fp8_weight(struct model *m, struct weight *w, int block) {
     if (w->dtype != DT_F32 && w->dtype != DT_F16 && w->dtype != DT_BF16)
         return err_set(OCT_EUNSUP, "--quantization fp8: a weight of dtype %s (need f32, f16 or bf16)",
                        dtype_name(w->dtype));
+    return quant_fp8_rows(m, w, block, row_of_weight, w);
+}
+
+int quant_fp8_rows(struct model *m, struct weight *w, int block, void (*row)(void *ctx, int64_t r, float *dst),
+                   void *ctx) {
     const int64_t R = w->rows, C = w->cols, B = block > 0 ? block : 1;
     const int64_t nbr = block > 0 ? (R + B - 1) / B : R, nbc = block > 0 ? (C + B - 1) / B : 1;
     uint8_t *q = model_own(m, (size_t)(R * C));
     float *sc = model_own(m, (size_t)(nbr * nbc) * sizeof(float));
     if (!q || !sc) return err_set(OCT_ENOMEM, "model: out of memory quantizing to fp8");
-    struct quant_job jb = {w, block, nbc, q, sc, -1};  // (bad_row: initialised before any task runs)
+    struct quant_job jb = {w, row, ctx, block, nbc, q, sc, -1};  // (bad_row: initialised before any task runs)
     const int64_t band = block > 0 ? block : QUANT_ROWS, n_tasks = (R + band - 1) / band;
     struct threadpool *tp = R * C >= (1 << 20) ? threadpool_create(0) : NULL;  // (small weights: this thread)
     if (tp) threadpool_run(tp, (int)n_tasks, quant_task, &jb);

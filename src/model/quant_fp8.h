@@ -32,6 +32,10 @@ int quant_fp8_apply(struct model *m, const struct quant_fp8_options *o);
 // tiles, scale = amax / 448 (1 for an all-zero group), code = encode(w / scale); dynamic per-token
 // activations. Codes and scales are owned by m.
 int quant_fp8_weight(struct model *m, struct weight *w, int block);
+// The same for a weight whose rows come from row(ctx, r, dst) (f32, w->cols of them; called from several
+// threads at once) instead of w->data: w holds its rows and cols, and becomes the e4m3 weight.
+int quant_fp8_rows(struct model *m, struct weight *w, int block, void (*row)(void *ctx, int64_t r, float *dst),
+                   void *ctx);
 
 // Bytes of the model's weights by dtype (an fp8 weight's scales counted with it; a tied head once);
 // returns the total.
