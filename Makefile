@@ -60,9 +60,10 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
+# (-MMD -MP: a .cu object depends on every header it includes, the C ones under src/ too)
 $(BUILD)/obj/%.o: %.cu $(wildcard src/backend/cuda/*.cuh)
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(CONFIG_STAMP):
 	@mkdir -p $(BUILD)
