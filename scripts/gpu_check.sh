@@ -17,9 +17,11 @@
 #               justifies the bounds)
 #   golden      stories260K greedy tokens, CUDA vs CPU; calibrated e4m3 with K offsets, GPU vs CPU ppl
 #   kld         FP8-vs-BF16 KLD on dummy:llama-3.2-1b
-#   attn        decode attention at B=1 L=128k, B=8 L=32k, B=8 L=8k, B=1 L=4k beside cuDNN BF16
+#   attn        decode attention (bf16, fp8, fp8_per_token_head) at B=1 L=128k, B=8 L=32k, B=8 L=8k, B=1 L=4k beside
+#               cuDNN BF16
 #   model       whole-model pp64 / tg64 on dummy:llama-3.1-8b, also with --batch-invariant
-#   fp8prefill  FP8 prefill per accumulation mode at 4k/16k/64k (FP8PF_DIMS, default 64 128 256) beside cuDNN
+#   fp8prefill  FP8 prefill per accumulation mode, and fp8_per_token_head, at 4k/16k/64k (FP8PF_DIMS, default 64 128
+#               256) beside cuDNN
 #   needle      `eval needle --level attention` at 8k-128k
 #   ttft        TTFT sweeps (auto vs fp8) on dummy:llama-3.1-8b and dummy:gemma-hd256
 #   pd          perplexity by token-by-token decoding vs one chunked prefill, default and
@@ -48,6 +50,10 @@
 #               host's share (needs a `make CUDA=1 STEP_TIMING=1` build)
 #   prof        ncu sections of the decode kernel and the FP8 prefill
 #   source      ncu's per-SASS stall samples of the FP8 prefill at 16k
+#   big         dummy:llama-3.3-70b with fp8 weights (--quantization fp8) on one GPU, which needs about 95 GB (an
+#               H200): the servers' startup reports (weights by dtype, KV capacity and concurrency at 128k) and the
+#               single-request study at 1k-128k for each cache type in BIG_KV (default "fp8 auto"; each about 4
+#               minutes with its server's start: one a call)
 #   moe         mixture-of-experts, in parts (MOE_PARTS, default "lab models sweep sweepq load"; about 12 minutes:
 #               split it over calls): lab, the grouped expert GEMM (dev/cuda/moe_bench.cu); models, whole-model
 #               pp2048 / tg64 with bf16 and fp8 caches for MOE_MODELS (default dummy:qwen3-30b-a3b and
@@ -65,7 +71,7 @@ DEST=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 REPORT="$(cd "$(dirname "$0")" && pwd)/gpu_report.py"  # the summary lines and tables from each stage's raw output
 shift
 STAGES=${*:-probe ops hf golden kld attn model fp8prefill needle ttft pd async}
-KNOWN=" probe ops hf golden kld attn model fp8prefill needle ttft pd async compare itl hd256 load depth step timing prof source gemv fp8w moe "
+KNOWN=" probe ops hf golden kld attn model fp8prefill needle ttft pd async compare itl hd256 load depth step timing prof source gemv fp8w big moe "
 for st in $STAGES; do
   case "$KNOWN" in *" $st "*) ;; *) echo "gpu_check: unknown stage '$st' (stages:$KNOWN)" >&2; exit 2;; esac
 done
@@ -209,7 +215,7 @@ if has attn; then
   : > "$OUT/attn.jsonl"
   for shape in "1 131072" "8 32768" "8 8192" "1 4096"; do
     set -- $shape
-    for dt in bf16 fp8; do
+    for dt in bf16 fp8 fp8_per_token_head; do
       "$BIN/octet" bench attention --device cuda --batch $1 --ctx $2 --kv-cache-dtype $dt --iters 50 --reps 7 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/attn.jsonl"
     done
     [ -f "$PEER" ] && python3 "$PEER" --mode decode --batch $1 --len $2 --json 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/attn.jsonl"
@@ -227,6 +233,8 @@ if has fp8prefill; then
         "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype fp8 \
           --fp8-attention-accumulation $acc --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
       done
+      "$BIN/octet" bench attention --device cuda --mode prefill --ctx $L --head-dim $d --kv-cache-dtype fp8_per_token_head \
+        --iters $it --reps 3 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
       [ -f "$PEER" ] && python3 "$PEER" --mode prefill --len $L --head-dim $d --json 2>>"$OUT/attn.log" | tail -n 1 >> "$OUT/fp8prefill.jsonl"
     done
   done
@@ -305,6 +313,17 @@ if has itl; then  # the seed's single-request ITL study (about 2.5 minutes)
     --input-lens 256,1024,4096,16384,32768,65536,130944 --output-len 128 --serve-args "--kv-cache-memory 40000000000" \
     --output-dir "$OUT/sweep_llama-3.1-8b" --quiet > "$OUT/itl.log" 2>&1
   python3 "$REPORT" itl "$OUT/sweep_llama-3.1-8b/sweep.json" | tee -a "$summary"
+fi
+if has big; then  # dummy:llama-3.3-70b, fp8 weights, on one GPU: its startup report and single-request study per cache
+  for kv in ${BIG_KV:-fp8 auto}; do  # (each a server of its own, drawing 70 GB of weights; fp8 and bf16 caches of 128k)
+    d="$OUT/sweep_llama-3.3-70b_$kv"
+    "$BIN/octet" bench sweep --model dummy:llama-3.3-70b --kv-cache-dtype $kv --serve-args "--quantization fp8" \
+      --input-lens 1024,4096,16384,32768,65536,130944 --output-len 128 --startup-timeout 400 \
+      --output-dir "$d" --quiet > "$OUT/big_$kv.log" 2>&1 || failed "big [$kv]"
+    grep -hE '^octet: (model|KV|kv dtype|fp8 |bf16 )' "$d"/server_*.log | sed "s/^/big [$kv] /" | tee -a "$summary"
+    rm -f "$d"/*.png
+  done
+  python3 "$REPORT" slopes "$OUT"/sweep_llama-3.3-70b_*/sweep.json | sed 's/^/big: /' | tee -a "$summary"
 fi
 if has fp8w; then  # FP8 weights beside bf16: whole-model prefill and decode, each weight type its own process
   for q in "" "--quantization fp8" "--quantization fp8 --quantization-block 128"; do

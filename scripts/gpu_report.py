@@ -106,6 +106,18 @@ def study(argv):  # a sweep of several --config runs: each one's ITL and TTFT fi
               f"{t['a'] / b['ttft_fit']['a']:.3f} | {last.get('ttft_ms', 0):.0f} @ {last['input_len']} |")
 
 
+def slopes(argv):  # sweeps of one model, one per file (each its own call's server): every configuration's ITL
+    cs = [c for f in argv[1:] for c in json.load(open(f))["configs"] if c.get("itl_fit")]  # fit, against the first
+    if not cs:
+        print("slopes: no configuration has an ITL fit"); return
+    b = cs[0]["itl_fit"]["slope_ms_per_token"]
+    for c in cs:
+        f = c["itl_fit"]
+        pts = ", ".join(f"{p['input_len']} {p['itl_ms']:.2f}/{p.get('ttft_ms', 0):.0f}" for p in c["points"])
+        print(f"{c['name']}: ITL slope {f['slope_ms_per_token']:.3e} ms/token, intercept {f['intercept_ms']:.2f} ms, "
+              f"slope / {cs[0]['name']} {f['slope_ms_per_token'] / b:.3f}; ITL/TTFT ms by length: {pts}")
+
+
 def gemv(argv):
     rows = [json.loads(l) for l in open(argv[1])]
     for key in sorted({(r["shape"], r["n"]) for r in rows}, key=lambda k: (k[1], k[0])):
@@ -355,7 +367,7 @@ def pack(argv):  # pack RAW_DIR DEST_DIR: one DEST/<stage>.json per stage holdin
     print("pack: " + ", ".join(f"{s}.json ({len(f)} files)" for s, f in sorted(stages.items())))
 
 
-KINDS = {f.__name__: f for f in (prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, step, itl, study, load, pd, source,
+KINDS = {f.__name__: f for f in (prof, attn, fp8prefill, needle, ttft, gemv, model, depth, ncu_times, step, itl, study, slopes, load, pd, source,
                                        same, compare, pack)}
 
 if __name__ == "__main__":
