@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../base/check.h"
@@ -26,7 +27,16 @@
 // Counts the engine thread gathers between publications (engine thread only).
 struct counts {
     long long prompt, gen, preempt, prefix_queries, prefix_hits, finished, ahead;
+    struct engine_step_stats step[ENGINE_STEP_KINDS];
 };
+
+const char *const engine_step_kind_names[ENGINE_STEP_KINDS] = {"decode", "prefill", "mixed"};
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 struct engine {
     struct model *m;
@@ -48,6 +58,9 @@ struct engine {
     uint64_t next_id;
     struct engine_stats stats;
     struct counts acc;              // not yet in stats
+    // the turn of the engine loop under way: the tokens it runs or launches, its time in forward_* calls
+    int turn_decode, turn_prefill, turn_kind;
+    double turn_forward_s;
     float *logits;                  // [max_num_seqs][n_vocab]
     struct sample_job *jobs;        // [max_num_seqs] the step's sequences that sample
     int32_t *eog_ids;               // [n_eog] the vocabulary's end-of-generation ids (min_tokens masks them)
@@ -94,6 +107,15 @@ static void publish_stats(struct engine *e) {
     s->prefix_cache_hits_total += e->acc.prefix_hits;
     s->requests_finished_total += e->acc.finished;
     s->steps_ahead_total += e->acc.ahead;
+    for (int k = 0; k < ENGINE_STEP_KINDS; k++) {
+        struct engine_step_stats *t = &s->step[k];
+        const struct engine_step_stats *a = &e->acc.step[k];
+        t->steps += a->steps;
+        t->decode_tokens += a->decode_tokens;
+        t->prefill_tokens += a->prefill_tokens;
+        t->forward_s += a->forward_s;
+        t->host_s += a->host_s;
+    }
     s->n_running = e->sch.n_running;
     s->n_waiting = e->sch.n_waiting + e->n_incoming;
     s->n_blocks_total = e->pool.n_blocks;
@@ -211,6 +233,19 @@ static bool async_ok(struct engine *e, const struct sched_plan *p) {
     return true;
 }
 
+// The turn's steps, tokens and forward time into the counters, once its forward pass is done and before
+// its events go out (a client that has read a request's final event reads counters that hold its steps);
+// the host's share is added when the turn ends.
+static void count_turn(struct engine *e) {
+    const int k = !e->turn_prefill ? ENGINE_STEP_DECODE : !e->turn_decode ? ENGINE_STEP_PREFILL : ENGINE_STEP_MIXED;
+    struct engine_step_stats *a = &e->acc.step[k];
+    a->steps += e->turn_decode + e->turn_prefill > 0;
+    a->decode_tokens += e->turn_decode;
+    a->prefill_tokens += e->turn_prefill;
+    a->forward_s += e->turn_forward_s;
+    e->turn_kind = k;
+}
+
 // Launches the step after the one in flight (fl[0]) into fl[1]; returns its size (0: none —
 // a waiting request can be admitted, a running one is not in fl[0], every sequence stops by
 // length, or the pool is short: the next step is then scheduled as usual).
@@ -233,9 +268,13 @@ static int launch_ahead(struct engine *e) {
         nx->r[n++] = r;
     }
     if (!n) return 0;
-    TRY(forward_launch_greedy(&e->fw, &e->kv, &e->bb.bt, nx->ids));
+    const double t = now_s();
+    const int rc = forward_launch_greedy(&e->fw, &e->kv, &e->bb.bt, nx->ids);
+    e->turn_forward_s += now_s() - t;
+    if (rc < 0) return rc;
     nx->n = n;
     e->acc.ahead++;
+    e->turn_decode += n;
     return n;
 }
 
@@ -244,12 +283,15 @@ static int launch_ahead(struct engine *e) {
 static int step_inflight(struct engine *e) {
     struct inflight *cur = &e->fl[0];
     int n = cur->n, rc = launch_ahead(e);
+    const double t_wait = now_s();
     if (rc >= 0) rc = forward_wait_ids(&e->fw, cur->ids);
+    e->turn_forward_s += now_s() - t_wait;
     if (rc < 0) {
         forward_wait(&e->fw);  // (nothing queued may outlive the requests it writes for)
         e->fl[0].n = e->fl[1].n = 0;
         return rc;
     }
+    count_turn(e);
     for (int i = 0; i < cur->n; i++) {
         if (!cur->r[i]) continue;
         e->acc.prompt += scheduler_computed(&e->sch, cur->r[i], 1);
@@ -282,20 +324,30 @@ static int step(struct engine *e) {
     }
     if (n == 0) return 0;
     batch_reset(&e->bb);
+    int n_decode = 0, n_prefill = 0;
     for (int i = 0; i < n; i++) {
         const struct request *r = p->reqs[i];
         int k = p->n_tokens[i];
         bool ends = r->n_computed + k == r->n_tokens;  // reaches the end: samples
         batch_add(&e->bb, r->tokens + r->n_computed, k, r->n_computed, r->blocks, r->n_blocks,
                   ends ? BATCH_LOGITS_LAST : BATCH_LOGITS_NONE);
+        if (k == 1 && r->n_generated > 0) n_decode++;  // (a preempted request's recompute is a prompt chunk)
+        else n_prefill += k;
     }
-    if (async_ok(e, p)) {  // launched; read back by step_inflight
-        TRY(forward_launch_greedy(&e->fw, &e->kv, &e->bb.bt, e->fl[0].ids));
+    const bool ahead = async_ok(e, p);
+    const double t = now_s();
+    const int rc = ahead ? forward_launch_greedy(&e->fw, &e->kv, &e->bb.bt, e->fl[0].ids)
+                         : forward_run(&e->fw, &e->kv, &e->bb.bt, e->logits);
+    e->turn_forward_s += now_s() - t;
+    if (rc < 0) return rc;
+    e->turn_decode += n_decode;
+    e->turn_prefill += n_prefill;
+    count_turn(e);
+    if (ahead) {  // launched; read back by step_inflight
         memcpy(e->fl[0].r, p->reqs, sizeof(struct request *) * (size_t)n);
         e->fl[0].n = n;
         return n;
     }
-    TRY(forward_run(&e->fw, &e->kv, &e->bb.bt, e->logits));
     int nj = 0, nv = e->m->cfg.n_vocab;
     bool heavy = false;  // a draw with temperature, penalties or logprobs (a plain greedy pick alone is cheap)
     for (int i = 0; i < n; i++) {
@@ -337,6 +389,9 @@ static void *engine_main(void *arg) {
         e->incoming = NULL;
         e->n_incoming = 0;
         pthread_mutex_unlock(&e->mu);
+        const double t0 = now_s();
+        e->turn_decode = e->turn_prefill = 0;
+        e->turn_forward_s = 0;
         while (in) {
             struct request *next = in->next;
             scheduler_add(&e->sch, in);
@@ -350,6 +405,9 @@ static void *engine_main(void *arg) {
             char msg[256];
             snprintf(msg, sizeof msg, "%s", err_msg());
             while (e->sch.running) fail(e, e->sch.running, msg);
+        } else if (rc > 0) {  // (count_turn has run)
+            const double host = now_s() - t0 - e->turn_forward_s;
+            e->acc.step[e->turn_kind].host_s += host > 0 ? host : 0;
         }
         publish_stats(e);  // (a step with nothing running always admits or rejects a waiting request)
     }

@@ -110,6 +110,19 @@ void engine_memory_plan_get(const struct engine *e, struct engine_memory_plan *p
 // Writes the plan as a human-readable block (the per-layer dtypes included).
 void engine_memory_plan_log(const struct engine *e, FILE *f);
 
+// The engine's steps by kind: DECODE runs only sequences decoding a token, PREFILL only prompt chunks,
+// MIXED both (a prompt chunk beside the decoding sequences, as chunked prefill schedules them). A step's
+// wall time on the engine thread is split into the forward pass (its launch and the wait for its results)
+// and the host's share (taking requests, scheduling, the batch, sampling, events); with asynchronous
+// scheduling a decode step counts where it is launched, and a turn that only reads the last one back adds
+// its time to DECODE without a step.
+enum { ENGINE_STEP_DECODE, ENGINE_STEP_PREFILL, ENGINE_STEP_MIXED, ENGINE_STEP_KINDS };
+extern const char *const engine_step_kind_names[ENGINE_STEP_KINDS];  // "decode", "prefill", "mixed"
+struct engine_step_stats {
+    long long steps, decode_tokens, prefill_tokens;
+    double forward_s, host_s;
+};
+
 // Counters for /metrics (a consistent snapshot). A request's end is counted (its blocks free,
 // it no longer running, its tokens in the totals) before its GEN_FINISHED or GEN_ERROR event is
 // queued: once a caller has read the final events of all its requests, a snapshot shows them all
@@ -122,6 +135,7 @@ struct engine_stats {
     long long requests_finished_total;
     long long steps_ahead_total;    // decode steps launched before the previous one was read back
     int n_blocks_total, n_blocks_free;
+    struct engine_step_stats step[ENGINE_STEP_KINDS];  // since the start
 };
 void engine_stats_get(struct engine *e, struct engine_stats *s);
 

@@ -133,6 +133,27 @@ int metrics_render(struct metrics *m, const struct engine_stats *es, struct text
     rc |= counter(o, m, "octet_steps_ahead_total",
                   "Greedy decode steps launched before the previous step was read back (asynchronous scheduling).",
                   es->steps_ahead_total);
+    rc |= head(o, "octet_engine_steps_total", "counter",
+               "Engine steps by kind: decode (only decoding sequences), prefill (only prompt chunks), mixed (both).");
+    for (int k = 0; k < ENGINE_STEP_KINDS; k++)
+        rc |= text_buf_printf(o, "octet_engine_steps_total{kind=\"%s\",model_name=\"%s\"} %lld\n",
+                              engine_step_kind_names[k], m->model_name, es->step[k].steps);
+    rc |= head(o, "octet_engine_step_seconds_total", "counter",
+               "The engine thread's time in steps by kind: the forward pass (launch and wait) and the host's share.");
+    for (int k = 0; k < ENGINE_STEP_KINDS; k++)
+        for (int f = 0; f < 2; f++)
+            rc |= text_buf_printf(o,
+                                  "octet_engine_step_seconds_total{kind=\"%s\",part=\"%s\",model_name=\"%s\"} %.9f\n",
+                                  engine_step_kind_names[k], f ? "host" : "forward", m->model_name,
+                                  f ? es->step[k].host_s : es->step[k].forward_s);
+    rc |= head(o, "octet_engine_step_tokens_total", "counter",
+               "Tokens the steps ran by kind: decode (one a decoding sequence) and prefill (prompt chunks).");
+    for (int k = 0; k < ENGINE_STEP_KINDS; k++)
+        for (int f = 0; f < 2; f++)
+            rc |= text_buf_printf(o,
+                                  "octet_engine_step_tokens_total{kind=\"%s\",part=\"%s\",model_name=\"%s\"} %lld\n",
+                                  engine_step_kind_names[k], f ? "prefill" : "decode", m->model_name,
+                                  f ? es->step[k].prefill_tokens : es->step[k].decode_tokens);
     rc |= counter(o, m, "octet_http_requests_total", "HTTP requests answered.", m->http_requests_total);
     rc |= counter(o, m, "octet_http_errors_total", "HTTP requests answered with a 4xx or 5xx status.",
                   m->http_errors_total);

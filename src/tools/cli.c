@@ -393,7 +393,7 @@ void cli_print_model_flags(void) {
             "  --device D                   cpu | cuda | auto (default: cuda when built with it and a GPU is present)\n"
             "  -t, --threads N              CPU threads (default: all cores)\n"
             "  -c, --max-model-len N        context limit (default: the model's)\n"
-            "  --max-num-batched-tokens N   tokens per forward step (default 512)\n"
+            "  --max-num-batched-tokens N   tokens per forward step (default 512; serve: 2048)\n"
             "  --fp8-attention-math M       exact (default) | emulate (round Q and P to e4m3 like the GPU)\n"
             "  --fp8-attention-accumulation A  two-level (default) | every:N | single: how the GPU's FP8\n"
             "                               tensor-core attention accumulates P.V over KV tiles\n"

@@ -327,8 +327,12 @@ static int run_config(struct sweep_args *a, int c, struct sweep_data *d, struct 
     if (a->throughput) { o.max_concurrency = a->max_conc; o.request_rate = a->rate; }
     r->out = calloc((size_t)d->n_reqs, sizeof *r->out);
     r->n_out = d->n_reqs;
+    struct step_stats before, after;
+    step_stats_scrape(url, a->api_key, &before);
     if (!r->out) rc = err_set(OCT_ENOMEM, "out of memory");
     else rc = bench_load_run(&o, d->reqs, d->n_reqs, r->out, &r->duration_s);
+    step_stats_scrape(url, a->api_key, &after);
+    r->steps = step_stats_diff(&after, &before);
     launch_stop(&srv);
     if (rc < 0) { snprintf(r->error, sizeof r->error, "%s", err_msg()); return rc; }
     bench_metrics_compute(r->out, d->n_reqs, r->duration_s, &r->m);

@@ -8,6 +8,7 @@
 
 #include "bench_load.h"
 #include "fit.h"
+#include "step_stats.h"
 
 #define SWEEP_MAX_CONFIGS 16
 #define SWEEP_MAX_FLAGS 64
@@ -60,6 +61,7 @@ struct sweep_result {
     int n_out;
     double duration_s;
     struct bench_metrics m;
+    struct step_stats steps;           // the server's steps over the measured requests (octet servers only)
     // single-request sweep: points of successful requests and their fits
     double *x_ttft, *ttft_ms, *x_itl, *itl_ms;
     int n_ttft, n_itl;

@@ -325,6 +325,8 @@ static json_t *config_json(const struct sweep_args *a, int c, const struct sweep
     for (int i = 0; i < r->n_out; i++)
         if (!r->out[i].ok) json_array_append_new(errs, json_string(r->out[i].error[0] ? r->out[i].error : "(unknown)"));
     json_object_set_new(o, "errors", errs);
+    json_t *st = step_stats_json(&r->steps);  // (an octet server's steps over the measured requests)
+    if (st) json_object_set_new(o, "steps", st);
     return o;
 }
 
@@ -493,6 +495,17 @@ static int report_throughput(const struct sweep_args *a, struct sweep_result *re
                                     json_real(100 * (m->output_throughput / b->output_throughput - 1)));
         }
         json_array_append_new(cfgs, o);
+    }
+    bool any_steps = false;
+    for (int c = 0; c < a->n_configs; c++) any_steps |= res[c].ran && res[c].steps.ok;
+    if (any_steps) {
+        printf("\nwhere the engine's time went (its /metrics over the load; a step's time = forward + host):\n");
+        printf("%-24s %-8s %8s %10s %10s %10s %9s %9s %8s\n", "configuration", "step", "steps", "ms/step",
+               "forward", "host", "decode", "prefill", "of time");
+        printf("%-24s %-8s %8s %10s %10s %10s %9s %9s %8s\n", "", "", "", "", "ms/step", "ms/step", "tok/step",
+               "tok/step", "");
+        for (int c = 0; c < a->n_configs; c++)
+            if (res[c].ran) step_stats_print(stdout, a->configs[c].name, &res[c].steps);
     }
     json_object_set_new(j, "num_prompts", json_integer(a->num_prompts));
     json_object_set_new(j, "input_len", json_integer(a->input_len));

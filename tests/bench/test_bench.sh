@@ -3,7 +3,7 @@
 # `bench serve` (vLLM's result block and JSON keys/values, a failing request counted, a stream
 # cut before [DONE] failed, bad flags), `bench sweep` on dummy:tiny (auto vs fp8: JSON schema, "auto"
 # resolved, the host and its load, progress by cost, the CPU grid's cap, fits, valid PNGs, the
-# --throughput table) and `advise` on the sweep's JSON. Servers are killed on exit.
+# --throughput table, with the engine's steps from /metrics) and `advise` on the sweep's JSON. Servers are killed on exit.
 set -u
 BUILD=${BUILD:-build}
 OCTET="$BUILD/octet"
@@ -199,6 +199,14 @@ if [ $rc -eq 0 ] && grep -q "median TTFT (ms)" "$tmp/tp.out" && grep -q "output 
    'all(c["result"]["completed"] == 8 and c["result"]["failed"] == 0 and c["result"]["output_throughput"] > 0 for c in d["configs"])' \
    '"output_throughput_change_pct" in d["configs"][1]'; then ok
 else bad "sweep --throughput: $rc $(cat "$tmp/tp.out") $(tail -3 "$tmp/tp.err")"; fi
+# where the engine's time went: every output token but each request's first decoded in a step, every
+# prompt token (none is cached: the prompts are random) prefilled, the rows printed
+if grep -q "where the engine's time went" "$tmp/tp.out" && grep -qE "^fp8 +decode +[0-9]+ " "$tmp/tp.out" &&
+   py_check "$sw/throughput.json" \
+   'all(sum(v["decode_tokens"] for v in c["steps"].values()) == c["result"]["total_output_tokens"] - c["result"]["completed"] for c in d["configs"])' \
+   'all(sum(v["prefill_tokens"] for v in c["steps"].values()) == c["result"]["total_input_tokens"] for c in d["configs"])' \
+   'all(c["steps"]["decode"]["steps"] > 0 and c["steps"]["decode"]["forward_s"] > 0 for c in d["configs"])'; then ok
+else bad "sweep --throughput steps: $(grep -A8 "time went" "$tmp/tp.out")"; fi
 
 echo "bench: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

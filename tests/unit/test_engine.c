@@ -96,6 +96,26 @@ static struct engine_options base_opts(void) {
     return o;
 }
 
+// The steps' counters of a run without prefix caching: every prompt token once in a prefill part, every
+// generated token but each request's last in a decode part (the first comes from the prompt's step),
+// each kind's tokens where its name says, and time counted wherever a step ran.
+static void check_step_tokens(const struct engine_stats *st) {
+    long long dec = 0, pre = 0, prompt = 0;
+    for (int q = 0; q < N_REQ; q++) prompt += prompt_len[q];
+    for (int k = 0; k < ENGINE_STEP_KINDS; k++) {
+        const struct engine_step_stats *t = &st->step[k];
+        dec += t->decode_tokens;
+        pre += t->prefill_tokens;
+        CHECK_MSG(t->steps == 0 || (t->forward_s > 0 && t->host_s >= 0), "%s steps without their time",
+                  engine_step_kind_names[k]);
+    }
+    CHECK_EQ_INT(dec, N_REQ * (GEN - 1));
+    CHECK_EQ_INT(pre, prompt);
+    CHECK_EQ_INT(st->step[ENGINE_STEP_DECODE].prefill_tokens, 0);
+    CHECK_EQ_INT(st->step[ENGINE_STEP_PREFILL].decode_tokens, 0);
+    CHECK(st->step[ENGINE_STEP_DECODE].steps > 0 && st->step[ENGINE_STEP_DECODE].decode_tokens > 0);
+}
+
 TEST(matches_runner_all_modes) {
     struct engine_stats st;
     struct engine_options o = base_opts();
@@ -106,13 +126,17 @@ TEST(matches_runner_all_modes) {
     o.enable_prefix_caching = false;
     CHECK_EQ_INT(run_all(&o, &st), 0);
     CHECK_EQ_INT(st.prefix_cache_hits_total, 0);
+    check_step_tokens(&st);
     o = base_opts();
     o.enable_chunked_prefill = false;
     CHECK_EQ_INT(run_all(&o, &st), 0);
     o = base_opts();
     o.max_num_batched_tokens = 16;  // long prompts split into many chunks
     o.max_num_seqs = 3;
+    o.enable_prefix_caching = false;
     CHECK_EQ_INT(run_all(&o, &st), 0);
+    check_step_tokens(&st);
+    CHECK_MSG(st.step[ENGINE_STEP_MIXED].steps > 0, "no step ran a prompt chunk beside decoding sequences");
 }
 
 // Runs one greedy request to completion; returns tokens generated.
