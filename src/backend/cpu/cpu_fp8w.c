@@ -1,7 +1,7 @@
 // cpu_fp8w.c — out = x · Wᵀ for fp8_e4m3 weights with per-tensor, per-output-channel or 128×128
 // block scales, the exact reference math of docs/fp8_weights.md: each activation row is quantized
 // (dynamic per token or a static per-tensor scale) to e4m3, or to e5m2 for a weight marked act_e5m2,
-// with the saturating round-to-nearest-even encoder of base/fp8.c; the fp8 values (exact in f32)
+// with the saturating round-to-nearest-even encoder of base/fp8.h; the fp8 values (exact in f32)
 // are dotted in f32 with the weight's e4m3 values, and the sum is multiplied by both scales (block
 // weights: each tile's partial sum by its scale, then the total by the row's). Work is split over
 // weight rows, so a token's results do not depend on the batch it came in.

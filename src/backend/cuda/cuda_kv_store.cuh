@@ -14,7 +14,7 @@ extern "C" {
 #include "../../base/dtype.h"
 }
 
-// Same rule as src/base/fp8.c: RNE, saturating to ±max, NaN → 0x7F; IEEE division.
+// Same rule as src/base/fp8.h: RNE, saturating to ±max, NaN → 0x7F; IEEE division.
 __device__ __forceinline__ uint8_t to_fp8(float x, float scale, __nv_fp8_interpretation_t kind) {
     if (isnan(x)) return 0x7F;
     float y = __fdiv_rn(x, scale);
