@@ -39,7 +39,8 @@
 #               layers): its attention kernels (decode, prefill, soft-capped prefill; BASE_BIN's beside where
 #               given) against cuDNN at the same shape, then the single-request sweep for bf16, fp8, and fp8
 #               with the window layers in bf16 (about 6 minutes)
-#   load        throughput under load, LOAD_PROMPTS requests (default 24; about 5 minutes)
+#   load        throughput under load, LOAD_PROMPTS requests (default 24; about 5 minutes), with where the engine's
+#               steps spent the time; LOAD_BUDGETS="512 2048 8192" compares fp8 servers at those token budgets instead
 #   depth       decode ms/token at depths 256-16384, bf16 vs fp8 in one process (paired)
 #   step        ncu kernel times of one captured decode step, summed by kernel (STEP_DEPTHS; STEP_ARGS: more
 #               model flags, e.g. "--quantization fp8")
@@ -451,7 +452,10 @@ PY
 )"
 fi
 if has load; then  # throughput under load, scaled down to LOAD_PROMPTS requests (default 24: about 5 minutes)
-  "$BIN/octet" bench sweep --throughput --model dummy:llama-3.1-8b --kv-cache-dtype auto,fp8 --num-prompts "${LOAD_PROMPTS:-24}" \
+  # LOAD_BUDGETS="512 2048 8192": fp8 servers at those --max-num-batched-tokens instead of auto vs fp8
+  cfg=(--kv-cache-dtype auto,fp8)
+  [ -n "${LOAD_BUDGETS:-}" ] && cfg=() && for b in $LOAD_BUDGETS; do cfg+=(--config "--kv-cache-dtype fp8 --max-num-batched-tokens $b"); done
+  "$BIN/octet" bench sweep --throughput --model dummy:llama-3.1-8b "${cfg[@]}" --num-prompts "${LOAD_PROMPTS:-24}" \
     --input-len 20000 --output-len 2000 --max-concurrency 8 --serve-args "--kv-cache-memory 40000000000" \
     --output-dir "$OUT/throughput_llama-3.1-8b" --quiet > "$OUT/load.log" 2>&1
   python3 "$REPORT" load "$OUT/throughput_llama-3.1-8b/throughput.json" | tee -a "$summary"

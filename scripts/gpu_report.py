@@ -218,6 +218,15 @@ def load(argv):
     names = list(tp)  # every configuration against the first (the sweep's own comparison)
     print("load: " + ", ".join(f"{n} {v:.1f} output tok/s" for n, v in tp.items())
           + "".join(f"; {n} / {names[0]} = {tp[n] / tp[names[0]]:.3f}" for n in names[1:] if tp[names[0]]))
+    for c in j["configs"]:  # where an octet server's time went (older runs and other engines lack "steps")
+        st = {k: v for k, v in c.get("steps", {}).items() if v["steps"]}
+        total = sum(v["forward_s"] + v["host_s"] for v in c.get("steps", {}).values())
+        if st and total > 0:
+            print(f"load steps {c['name']}: " + "; ".join(
+                f"{k} {v['steps']} x {1e3 * (v['forward_s'] + v['host_s']) / v['steps']:.2f} ms "
+                f"(forward {1e3 * v['forward_s'] / v['steps']:.2f}, host {1e3 * v['host_s'] / v['steps']:.2f}; "
+                f"{v['decode_tokens'] / v['steps']:.1f} decode + {v['prefill_tokens'] / v['steps']:.0f} prefill tokens; "
+                f"{100 * (v['forward_s'] + v['host_s']) / total:.0f} % of the time)" for k, v in st.items()))
     for c in j["configs"]:  # failed requests make the rates meaningless: name them
         if c.get("failed"):
             errs = sorted({e for e in c.get("errors", []) if e})
