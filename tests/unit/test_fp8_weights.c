@@ -2,7 +2,8 @@
 // NumPy model (tests/golden/fp8_weights.json, made by tools/ref/ref_fp8_weights.py): for per-tensor,
 // per-channel and 128×128-block weight scales, dynamic per-token and static per-tensor activation
 // scales, and e4m3 or e5m2 activations, the activation codes and scales match bit for bit and the
-// outputs to f32 rounding; a token's outputs do not depend on its batch or the thread count; a weight
+// outputs to f32 rounding; a token's outputs do not depend on its batch or the thread count (the
+// decode path's rows widened in registers equal the prefill path's, bit for bit); a weight
 // without its scales is an error, not a silent result.
 #include <jansson.h>
 #include <stdint.h>
@@ -111,6 +112,47 @@ static void run_cases(int threads) {
 TEST(matmul_matches_reference_1_thread) { run_cases(1); }
 TEST(matmul_matches_reference_3_threads) { run_cases(3); }
 
+// Fewer than 4 tokens take the rows widened in registers (cpu_fp8w.c's gemv8), more the rows widened through
+// fp8_e4m3_table once for all tokens: the same bits either way, over every finite code (subnormals, -0),
+// 4-row groups and single rows, the 32-, 16-, 8- and 1-element steps of a row (318 columns), every scale
+// layout, e4m3 and e5m2 activations. A weight holding a NaN code is refused at upload, naming its row.
+TEST(decode_rows_equal_the_widened_rows) {
+    enum { R = 14, C = 318, N = 5 };
+    uint8_t *codes = malloc((size_t)R * C);
+    float x[N * C], out[N * R], one[2 * R], scale[R];
+    for (int r = 0; r < R; r++) {
+        scale[r] = 0.5f + (float)r / 16;
+        for (int k = 0; k < C; k++) {
+            uint8_t v = (uint8_t)((r * 37 + k * 11) % 256);
+            codes[r * C + k] = (v & 0x7F) == 0x7F ? v ^ 1 : v;
+        }
+    }
+    for (int i = 0; i < N * C; i++) x[i] = (float)((i * 7919) % 4001) / 1000.0f - 2.0f;
+    x[7] = 1e-6f;  // (a token whose small values quantize to subnormal codes beside its largest)
+    struct backend *b = backend_cpu_create(2);
+    for (int ws = WSCALE_TENSOR; ws <= WSCALE_BLOCK; ws++)
+        for (int e5 = 0; e5 < 2; e5++) {
+            struct weight w = {DT_E4M3, R, C, codes, NULL, {0}};
+            w.fp8 = (struct weight_fp8){.wscale = (enum wscale)ws, .block = 128, .scale = scale,
+                                        .ascale = ASCALE_DYNAMIC_TOKEN, .act_e5m2 = e5};
+            CHECK(b->ops->weight_upload(b, &w) == 0);
+            b->ops->matmul(b, out, x, &w, N);
+            int bad = 0;
+            for (int t = 0; t + 2 <= N; t += 2) {
+                b->ops->matmul(b, one, x + (size_t)t * C, &w, 2);
+                CHECK_OK(b->ops->sync(b));
+                for (int u = 0; u < 2 * R; u++) bad += memcmp(&one[u], &out[t * R + u], sizeof(float)) != 0;
+            }
+            CHECK_MSG(bad == 0, "wscale %d, e5m2 %d: %d outputs differ between the two widenings", ws, e5, bad);
+        }
+    codes[11 * C + 200] = 0xFF;  // a NaN code
+    struct weight w = {DT_E4M3, R, C, codes, NULL, {0}};
+    w.fp8 = (struct weight_fp8){.wscale = WSCALE_CHANNEL, .scale = scale, .ascale = ASCALE_DYNAMIC_TOKEN};
+    CHECK(b->ops->weight_upload(b, &w) < 0 && strstr(err_msg(), "NaN code (row 11)"));
+    b->ops->destroy(b);
+    free(codes);
+}
+
 TEST(missing_scales_are_an_error) {
     struct backend *b = backend_cpu_create(1);
     uint8_t codes[16] = {0x38};
@@ -139,6 +181,7 @@ int main(void) {
     RUN(quant_rows_match_reference);
     RUN(matmul_matches_reference_1_thread);
     RUN(matmul_matches_reference_3_threads);
+    RUN(decode_rows_equal_the_widened_rows);
     RUN(missing_scales_are_an_error);
     json_decref(golden);
     return test_summary("fp8_weights");

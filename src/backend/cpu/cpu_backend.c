@@ -17,6 +17,7 @@
 #include "../rope_table.h"
 #include "../weight.h"
 #include "cpu.h"
+#include "cpu_fp8w.h"
 #include "cpu_quant.h"
 
 float *cpu_scratch(struct cpu_backend *c, int thread) { return c->scratch + (size_t)thread * c->scratch_floats; }
@@ -107,6 +108,7 @@ static int cpu_weight_upload(struct backend *b, struct weight *w) {
     struct cpu_backend *c = (struct cpu_backend *)b;
     size_t kb = repack_bytes(w);
     w->dev = (void *)w->data;
+    if (w->dtype == DT_E4M3) TRY(cpu_fp8w_check(w));
     if (!kb) return 0;
     if (kb > c->kq8_room) {  // a second copy that would not fit: decode reads the file's layout (same bits)
         if (!c->kq8_told++)

@@ -4,13 +4,19 @@
 // with the saturating round-to-nearest-even encoder of base/fp8.h; the fp8 values (exact in f32)
 // are dotted in f32 with the weight's e4m3 values, and the sum is multiplied by both scales (block
 // weights: each tile's partial sum by its scale, then the total by the row's). Work is split over
-// weight rows, so a token's results do not depend on the batch it came in.
+// weight rows, so a token's results do not depend on the batch it came in. Decode (fewer than 4
+// tokens) widens the codes in registers, four rows a pass, each weight byte read once; more tokens
+// widen each row once through the table for all of them; both sum in cpu_dot's order, so their
+// results are the same bits.
 #include <math.h>
 #include <stdlib.h>
 
 #include "../../base/check.h"
 #include "../../base/fp8.h"
 #include "cpu_fp8w.h"
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+#include <immintrin.h>
+#endif
 
 float fp8w_quant_row(const float *x, int n, const struct weight_fp8 *f, float *xq) {
     const float fmax = f->act_e5m2 ? FP8_E5M2_MAX : FP8_E4M3_MAX;
@@ -31,6 +37,125 @@ float fp8w_quant_row(const float *x, int n, const struct weight_fp8 *f, float *x
     return s;
 }
 
+// ---- e4m3 weight rows against f32 x, widened in registers (decode) ----
+// A code's bits placed at a binary16's bits 7-14 (its sign at 15) make a binary16 of 2^-8 times the code's
+// value, subnormal codes included, which widens to f32 exactly; x comes 256 times larger (xs, exact: x is
+// an fp8 value), so every product x·w is the same number and the sums are cpu_dot's bits. The bytes are
+// sign-extended to 16 bits, so after the shift bits 14 and 15 both hold the sign: the mask clears 14.
+// A NaN code would widen to 480: cpu_fp8w_check refuses a weight holding one at upload.
+#define E4M3_H16_MASK ((short)0xBFFF)
+#if defined(__AVX512F__) && defined(__AVX512BW__)
+static inline void e4m3x32(const uint8_t *p, __m512 *lo, __m512 *hi) {
+    const __m512i h = _mm512_and_si512(_mm512_slli_epi16(_mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p)), 7),
+                                       _mm512_set1_epi16(E4M3_H16_MASK));
+    *lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+    *hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
+}
+static inline __m512 e4m3x16(const uint8_t *p) {
+    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p)), 7),
+                                       _mm256_set1_epi16(E4M3_H16_MASK));
+    return _mm512_cvtph_ps(h);
+}
+#define GEMV8_AVX512 1
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+static inline void e4m3x16(const uint8_t *p, __m256 *lo, __m256 *hi) {
+    const __m256i h = _mm256_and_si256(_mm256_slli_epi16(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)p)), 7),
+                                       _mm256_set1_epi16(E4M3_H16_MASK));
+    *lo = _mm256_cvtph_ps(_mm256_castsi256_si128(h));
+    *hi = _mm256_cvtph_ps(_mm256_extracti128_si256(h, 1));
+}
+static inline __m256 e4m3x8(const uint8_t *p) {
+    const __m128i h = _mm_and_si128(_mm_slli_epi16(_mm_cvtepi8_epi16(_mm_loadl_epi64((const __m128i *)p)), 7),
+                                    _mm_set1_epi16(E4M3_H16_MASK));
+    return _mm256_cvtph_ps(h);
+}
+#define GEMV8_AVX2 1
+#endif
+
+#define GEMV8_ROWS 4
+#define GEMV8_PREFETCH 1024  // bytes ahead in each row stream (cpu_matmul.c's 16-bit rows: the same 1 KiB)
+
+// r[k] = Σ_i x[i]·w_k[i] for the nr (<= GEMV8_ROWS) e4m3 rows w_k = w + k·stride (no NaN codes), each bit
+// for bit cpu_dot(x, the row widened through fp8_e4m3_table, n): the same two accumulators, tail and
+// reduction. xs is x times 256.
+static inline __attribute__((always_inline)) void gemv8(const uint8_t *w, size_t stride, int nr, const float *x,
+                                                        const float *xs, int n, float *r) {
+    int i = 0;
+#if defined(GEMV8_AVX512)
+    __m512 a[GEMV8_ROWS], b[GEMV8_ROWS];
+#pragma GCC unroll 4
+    for (int k = 0; k < nr; k++) a[k] = b[k] = _mm512_setzero_ps();
+    for (; i + 32 <= n; i += 32) {
+        const __m512 xl = _mm512_loadu_ps(xs + i), xh = _mm512_loadu_ps(xs + i + 16);
+#pragma GCC unroll 4
+        for (int k = 0; k < nr; k++) {
+            __m512 lo, hi;
+            _mm_prefetch((const char *)(w + k * stride + i + GEMV8_PREFETCH), _MM_HINT_T0);
+            e4m3x32(w + k * stride + i, &lo, &hi);
+            a[k] = _mm512_fmadd_ps(xl, lo, a[k]);
+            b[k] = _mm512_fmadd_ps(xh, hi, b[k]);
+        }
+    }
+    for (; i + 16 <= n; i += 16) {
+        const __m512 xl = _mm512_loadu_ps(xs + i);
+#pragma GCC unroll 4
+        for (int k = 0; k < nr; k++) a[k] = _mm512_fmadd_ps(xl, e4m3x16(w + k * stride + i), a[k]);
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < nr; k++) r[k] = _mm512_reduce_add_ps(_mm512_add_ps(a[k], b[k]));
+#elif defined(GEMV8_AVX2)
+    __m256 a[GEMV8_ROWS], b[GEMV8_ROWS];
+#pragma GCC unroll 4
+    for (int k = 0; k < nr; k++) a[k] = b[k] = _mm256_setzero_ps();
+    for (; i + 16 <= n; i += 16) {
+        const __m256 xl = _mm256_loadu_ps(xs + i), xh = _mm256_loadu_ps(xs + i + 8);
+#pragma GCC unroll 4
+        for (int k = 0; k < nr; k++) {
+            __m256 lo, hi;
+            _mm_prefetch((const char *)(w + k * stride + i + GEMV8_PREFETCH), _MM_HINT_T0);
+            e4m3x16(w + k * stride + i, &lo, &hi);
+            a[k] = _mm256_fmadd_ps(xl, lo, a[k]);
+            b[k] = _mm256_fmadd_ps(xh, hi, b[k]);
+        }
+    }
+    for (; i + 8 <= n; i += 8) {
+        const __m256 xl = _mm256_loadu_ps(xs + i);
+#pragma GCC unroll 4
+        for (int k = 0; k < nr; k++) a[k] = _mm256_fmadd_ps(xl, e4m3x8(w + k * stride + i), a[k]);
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < nr; k++) r[k] = cpu_hsum256(_mm256_add_ps(a[k], b[k]));
+#else
+    (void)xs;
+    for (int k = 0; k < nr; k++) r[k] = 0;
+#endif
+    for (int k = 0; k < nr; k++)
+        for (int j = i; j < n; j++) r[k] += x[j] * fp8_e4m3_table[w[k * stride + j]];
+}
+
+static void gemv8_4(const uint8_t *w, size_t stride, const float *x, const float *xs, int n, float *r) {
+    gemv8(w, stride, GEMV8_ROWS, x, xs, n, r);
+}
+static void gemv8_1(const uint8_t *w, const float *x, const float *xs, int n, float *r) {
+    gemv8(w, 0, 1, x, xs, n, r);
+}
+
+int cpu_fp8w_check(const struct weight *w) {
+    const uint8_t *p = w->data;
+    const size_t n = (size_t)(w->rows * w->cols);
+    for (size_t i0 = 0; i0 < n; i0 += 4096) {  // (a vectorised pass a chunk, then the chunk's first NaN)
+        const size_t i1 = n - i0 < 4096 ? n : i0 + 4096;
+        uint8_t any = 0;
+        for (size_t i = i0; i < i1; i++) any |= (uint8_t)((p[i] & 0x7F) == 0x7F);
+        for (size_t i = i0; any && i < i1; i++)
+            if ((p[i] & 0x7F) == 0x7F)
+                return err_set(OCT_EINVAL, "cpu: an fp8_e4m3 weight [%lld x %lld] holds a NaN code (row %lld): the "
+                               "model file is broken", (long long)w->rows, (long long)w->cols,
+                               (long long)(i / (size_t)w->cols));
+    }
+    return OCT_OK;
+}
+
 struct weight fp8w_rows(const struct weight *w, int64_t r0, int64_t n) {
     struct weight v = *w;
     v.rows = n;
@@ -49,12 +174,46 @@ struct fp8w_ctx {
     const struct weight *w;
     int n, rows_per_task;
     float *xq, *sx;  // [n][cols] quantized rows (fp8 values), [n] their scales
+    float *xs;       // decode (n < 4): [n][cols] the quantized rows times 256 (gemv8), else NULL
 };
 
 static void quant_task(void *p, int t, int thread) {
     struct fp8w_ctx *m = p;
     size_t cols = (size_t)m->w->cols;
     m->sx[t] = fp8w_quant_row(m->x + t * cols, (int)cols, &m->w->fp8, m->xq + t * cols);
+    for (size_t i = 0; m->xs && i < cols; i++) m->xs[t * cols + i] = 256.0f * m->xq[t * cols + i];
+}
+
+// Fewer than 4 tokens: GEMV8_ROWS rows at a time widened in registers, each row streamed once for all
+// tokens (a block weight's rows a 128-column tile at a time: every tile's sum is its own cpu_dot).
+static void gemv_rows(const struct fp8w_ctx *m, int r0, int r1) {
+    const struct weight *w = m->w;
+    const int cols = (int)w->cols, rows = (int)w->rows;
+    const int B = w->fp8.wscale == WSCALE_BLOCK ? w->fp8.block : cols, nbc = (cols + B - 1) / B;
+    for (int r = r0; r < r1;) {
+        const int nr = r1 - r >= GEMV8_ROWS ? GEMV8_ROWS : 1;
+        const uint8_t *src = (const uint8_t *)w->data + (size_t)r * cols;
+        for (int t = 0; t < m->n; t++) {
+            const float *xq = m->xq + (size_t)t * cols, *xs = m->xs + (size_t)t * cols;
+            float y[GEMV8_ROWS] = {0};
+            for (int j = 0; j < nbc; j++) {
+                const int k0 = j * B, len = cols - k0 < B ? cols - k0 : B;
+                float d[GEMV8_ROWS];
+                if (nr == GEMV8_ROWS) gemv8_4(src + k0, (size_t)cols, xq + k0, xs + k0, len, d);
+                else gemv8_1(src + k0, xq + k0, xs + k0, len, d);
+                for (int k = 0; k < nr; k++) {
+                    if (w->fp8.wscale != WSCALE_BLOCK) y[k] = d[k];
+                    else y[k] += w->fp8.scale[(size_t)((r + k) / B) * nbc + j] * d[k];
+                }
+            }
+            for (int k = 0; k < nr; k++) {
+                const float ws = w->fp8.wscale == WSCALE_CHANNEL ? w->fp8.scale[r + k] : w->fp8.scale[0];
+                m->out[(size_t)t * rows + r + k] = w->fp8.wscale == WSCALE_BLOCK ? y[k] * m->sx[t]
+                                                                                 : y[k] * (m->sx[t] * ws);
+            }
+        }
+        r += nr;
+    }
 }
 
 static void row_task(void *p, int task, int thread) {
@@ -63,6 +222,10 @@ static void row_task(void *p, int task, int thread) {
     const int cols = (int)w->cols, rows = (int)w->rows;
     int r0 = task * m->rows_per_task, r1 = r0 + m->rows_per_task;
     if (r1 > rows) r1 = rows;
+    if (m->n < 4) {
+        gemv_rows(m, r0, r1);
+        return;
+    }
     float *wr = cpu_scratch(m->c, thread);
     const int B = w->fp8.block, nbc = B > 0 ? (cols + B - 1) / B : 0;
     for (int r = r0; r < r1; r++) {
@@ -99,13 +262,14 @@ void cpu_fp8w_matmul(struct cpu_backend *c, float *out, const float *x, const st
     }
     if (n <= 0) return;
     size_t cols = (size_t)w->cols;
-    float *xq = malloc((size_t)n * cols * sizeof(float) + (size_t)n * sizeof(float));
+    const size_t nx = (size_t)n * cols * (n < 4 ? 2 : 1);  // (decode: xs too)
+    float *xq = malloc(nx * sizeof(float) + (size_t)n * sizeof(float));
     if (!xq || cpu_reserve_scratch(c, cols) < 0) {
         free(xq);
         c->error = err_set(OCT_ENOMEM, "cpu: no memory to quantize %d rows of %zu activations to fp8", n, cols);
         return;
     }
-    struct fp8w_ctx m = {c, out, x, w, n, 1, xq, xq + (size_t)n * cols};
+    struct fp8w_ctx m = {c, out, x, w, n, 1, xq, xq + nx, n < 4 ? xq + (size_t)n * cols : NULL};
     threadpool_run(c->tp, n, quant_task, &m);
     int rows = (int)w->rows;
     long macs_per_row = (long)n * w->cols;

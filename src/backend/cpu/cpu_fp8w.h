@@ -17,6 +17,10 @@ float fp8w_quant_row(const float *x, int n, const struct weight_fp8 *f, float *x
 // the caller checks): one expert of a stacked mixture-of-experts weight.
 struct weight fp8w_rows(const struct weight *w, int64_t r0, int64_t n);
 
+// OCT_OK, or an error naming the weight and row when a DT_E4M3 weight holds a NaN code (0x7F / 0xFF), which
+// no model file should and the decode product does not widen (cpu weight_upload refuses such a weight).
+int cpu_fp8w_check(const struct weight *w);
+
 // out[n][w.rows] = x[n][w.cols] · Wᵀ for a DT_E4M3 weight (cpu_matmul's dispatch).
 void cpu_fp8w_matmul(struct cpu_backend *c, float *out, const float *x, const struct weight *w, int n);
 
