@@ -6,7 +6,8 @@
 // weights: each tile's partial sum by its scale, then the total by the row's). Work is split over
 // weight rows, so a token's results do not depend on the batch it came in. Decode (fewer than 4
 // tokens) widens the codes in registers, four rows a pass, each weight byte read once; more tokens
-// widen each row once through the table for all of them; both sum in cpu_dot's order, so their
+// take cpu_gemm.c's register-blocked product (AVX-512 builds, per-tensor and per-channel scales) or
+// widen each row once through the table for all of them; all sum in cpu_dot's order, so their
 // results are the same bits.
 #include <math.h>
 #include <stdlib.h>
@@ -46,8 +47,8 @@ float fp8w_quant_row(const float *x, int n, const struct weight_fp8 *f, float *x
 #define E4M3_H16_MASK ((short)0xBFFF)
 #if defined(__AVX512F__) && defined(__AVX512BW__)
 static inline void e4m3x32(const uint8_t *p, __m512 *lo, __m512 *hi) {
-    const __m512i h = _mm512_and_si512(_mm512_slli_epi16(_mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p)), 7),
-                                       _mm512_set1_epi16(E4M3_H16_MASK));
+    const __m512i s = _mm512_cvtepi8_epi16(_mm256_loadu_si256((const __m256i *)p));
+    const __m512i h = _mm512_and_si512(_mm512_slli_epi16(s, 7), _mm512_set1_epi16(E4M3_H16_MASK));
     *lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
     *hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
 }
@@ -175,6 +176,7 @@ struct fp8w_ctx {
     int n, rows_per_task;
     float *xq, *sx;  // [n][cols] quantized rows (fp8 values), [n] their scales
     float *xs;       // decode (n < 4): [n][cols] the quantized rows times 256 (gemv8), else NULL
+    bool gemm;       // prefill through cpu_gemm_rows (AVX-512 builds; not block scales, whose tiles sum apart)
 };
 
 static void quant_task(void *p, int t, int thread) {
@@ -226,6 +228,15 @@ static void row_task(void *p, int task, int thread) {
         gemv_rows(m, r0, r1);
         return;
     }
+    if (m->gemm) {  // per-tensor or per-channel scales: the register-blocked product, then the scales
+        cpu_gemm_rows(w, m->xq, m->n, m->out, r0, r1, cpu_scratch(m->c, thread));
+        for (int t = 0; t < m->n; t++)
+            for (int r = r0; r < r1; r++) {
+                const float ws = w->fp8.scale[w->fp8.wscale == WSCALE_CHANNEL ? r : 0];
+                m->out[(size_t)t * rows + r] *= m->sx[t] * ws;
+            }
+        return;
+    }
     float *wr = cpu_scratch(m->c, thread);
     const int B = w->fp8.block, nbc = B > 0 ? (cols + B - 1) / B : 0;
     for (int r = r0; r < r1; r++) {
@@ -263,13 +274,19 @@ void cpu_fp8w_matmul(struct cpu_backend *c, float *out, const float *x, const st
     if (n <= 0) return;
     size_t cols = (size_t)w->cols;
     const size_t nx = (size_t)n * cols * (n < 4 ? 2 : 1);  // (decode: xs too)
+#if defined(__AVX512F__)
+    const bool gemm = n >= 4 && w->fp8.wscale != WSCALE_BLOCK;  // (cpu_gemm_rows exists in AVX-512 builds)
+#else
+    const bool gemm = false;
+#endif
+    const size_t scratch = gemm ? cpu_gemm_scratch_floats(w->cols) : cols;
     float *xq = malloc(nx * sizeof(float) + (size_t)n * sizeof(float));
-    if (!xq || cpu_reserve_scratch(c, cols) < 0) {
+    if (!xq || cpu_reserve_scratch(c, scratch) < 0) {
         free(xq);
         c->error = err_set(OCT_ENOMEM, "cpu: no memory to quantize %d rows of %zu activations to fp8", n, cols);
         return;
     }
-    struct fp8w_ctx m = {c, out, x, w, n, 1, xq, xq + nx, n < 4 ? xq + (size_t)n * cols : NULL};
+    struct fp8w_ctx m = {c, out, x, w, n, 1, xq, xq + nx, n < 4 ? xq + (size_t)n * cols : NULL, gemm};
     threadpool_run(c->tp, n, quant_task, &m);
     int rows = (int)w->rows;
     long macs_per_row = (long)n * w->cols;

@@ -1,4 +1,5 @@
-// cpu_gemm.c — the prefill product of F32/F16/BF16 weights on AVX-512 (cpu_gemm_rows): out[t][r] =
+// cpu_gemm.c — the prefill product of F32/F16/BF16 (and, for cpu_fp8w.c, e4m3) weights on AVX-512
+// (cpu_gemm_rows): out[t][r] =
 // x[t]·W[r] for a range of weight rows and every token, register-blocked so that the machine's FMA
 // units, not its loads, set the pace, with each output's arithmetic exactly cpu_dot's on the widened
 // row: lane-wise f32 FMAs into two accumulators (a: the first 16 of each 32 columns, b: the last 16),
@@ -20,6 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../../base/fp8.h"
 #include "../../base/half.h"
 #include "../weight.h"
 #include "cpu.h"
@@ -53,9 +55,18 @@ int cpu_gemm_fits(const struct weight *w, int n) {
     return n >= 4 && (w->dtype == DT_F32 || w->dtype == DT_F16 || w->dtype == DT_BF16);
 }
 
-// The 16 values at element i of a row of dtype dt as f32.
+// The 16 values at element i of a row of dtype dt as f32. An e4m3 code's exponent and mantissa bits at a
+// float's bits 20-26 make a float 2^120 times its value (subnormal codes too): the bytes are sign-extended,
+// shifted there, masked to those bits and the sign, and multiplied by 2^120, exactly (the weight holds no
+// NaN code: cpu weight_upload refuses one).
 static inline __attribute__((always_inline)) __m512 load16(enum dtype dt, const void *row, size_t i) {
     if (dt == DT_F32) return _mm512_loadu_ps((const float *)row + i);
+    if (dt == DT_E4M3) {
+        const __m128i q = _mm_loadu_si128((const __m128i *)((const uint8_t *)row + i));
+        const __m512i bits = _mm512_and_si512(_mm512_slli_epi32(_mm512_cvtepi8_epi32(q), 20),
+                                              _mm512_set1_epi32((int)0x87F00000u));
+        return _mm512_mul_ps(_mm512_castsi512_ps(bits), _mm512_set1_ps(0x1p120f));
+    }
     const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i));
     if (dt == DT_F16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
@@ -132,6 +143,7 @@ static void micro_any(enum dtype dt, int nr, int nt, const void *const *w, const
                       int len, float *acc, int fresh) {
     if (dt == DT_F16) micro_dt(DT_F16, nr, nt, w, x0, hs, len, acc, fresh);
     else if (dt == DT_BF16) micro_dt(DT_BF16, nr, nt, w, x0, hs, len, acc, fresh);
+    else if (dt == DT_E4M3) micro_dt(DT_E4M3, nr, nt, w, x0, hs, len, acc, fresh);
     else micro_dt(DT_F32, nr, nt, w, x0, hs, len, acc, fresh);
 }
 
@@ -140,6 +152,7 @@ static inline float elem(const struct weight *w, int64_t r, int64_t j) {
     const size_t i = (size_t)r * (size_t)w->cols + (size_t)j;
     if (w->dtype == DT_F16) return f16_to_f32(((const uint16_t *)w->data)[i]);
     if (w->dtype == DT_BF16) return bf16_to_f32(((const uint16_t *)w->data)[i]);
+    if (w->dtype == DT_E4M3) return fp8_e4m3_table[((const uint8_t *)w->data)[i]];
     return ((const float *)w->data)[i];
 }
 
@@ -151,7 +164,7 @@ int cpu_gemm_tile_tokens(int64_t cols) {
 void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, float *out /*[n][rows]*/, int r0,
                    int r1, float *scratch) {
     const int cols = (int)w->cols, rows = (int)w->rows, n32 = cols / 32 * 32;
-    const size_t esz = w->dtype == DT_F32 ? 4 : 2, hs = (size_t)n32 / 2 * GEMM_T + GEMM_XPAD;
+    const size_t esz = dtype_size(w->dtype), hs = (size_t)n32 / 2 * GEMM_T + GEMM_XPAD;
     // [GEMM_TT][GEMM_R][32], [tile][2][hs], 64-byte aligned
     float *acc = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *xs = acc + (size_t)GEMM_TT * GEMM_R * 32;
     const int tile = cpu_gemm_tile_tokens(cols);
