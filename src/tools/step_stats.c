@@ -67,7 +67,7 @@ struct step_stats step_stats_diff(const struct step_stats *after, const struct s
     return d;
 }
 
-void step_stats_print(FILE *f, const char *name, const struct step_stats *s) {
+void step_stats_print(FILE *f, const char *name, int name_width, const struct step_stats *s) {
     if (!s->ok) return;
     double total = 0;
     for (int k = 0; k < ENGINE_STEP_KINDS; k++) total += s->k[k].forward_s + s->k[k].host_s;
@@ -75,7 +75,7 @@ void step_stats_print(FILE *f, const char *name, const struct step_stats *s) {
         const struct engine_step_stats *t = &s->k[k];
         if (!t->steps && t->forward_s + t->host_s <= 0) continue;
         const double n = t->steps > 0 ? (double)t->steps : NAN;
-        fprintf(f, "%-24.24s %-8s %8lld %10.3f %10.3f %10.3f %9.1f %9.1f %7.1f%%\n", name,
+        fprintf(f, "%-*.*s %-8s %8lld %10.3f %10.3f %10.3f %9.1f %9.1f %7.1f%%\n", name_width, name_width, name,
                 engine_step_kind_names[k], t->steps, 1e3 * (t->forward_s + t->host_s) / n, 1e3 * t->forward_s / n,
                 1e3 * t->host_s / n, (double)t->decode_tokens / n, (double)t->prefill_tokens / n,
                 total > 0 ? 100 * (t->forward_s + t->host_s) / total : 0.0);

@@ -22,9 +22,9 @@ void step_stats_parse(const char *text, struct step_stats *s);
 void step_stats_scrape(const char *base_url, const char *api_key, struct step_stats *s);
 // after - before (ok only when both are).
 struct step_stats step_stats_diff(const struct step_stats *after, const struct step_stats *before);
-// One table row per kind that ran, labelled with name: steps, ms a step (forward + host), tokens a step,
-// and the kind's share of the steps' time. Prints nothing when !s->ok.
-void step_stats_print(FILE *f, const char *name, const struct step_stats *s);
+// One table row per kind that ran, labelled with name (in a column of name_width characters): steps, ms a
+// step (forward + host), tokens a step, and the kind's share of the steps' time. Prints nothing when !s->ok.
+void step_stats_print(FILE *f, const char *name, int name_width, const struct step_stats *s);
 // {"decode": {"steps", "decode_tokens", "prefill_tokens", "forward_s", "host_s"}, ...}, or NULL when !s->ok.
 json_t *step_stats_json(const struct step_stats *s);
 

@@ -228,14 +228,26 @@ static json_t *fits_json(const struct sweep_result *r, const struct sweep_result
     return o;
 }
 
+// The configuration column of the tables: wide enough for the longest name (--config names are their
+// flags, which differ at the end), at least 24 and at most 72 characters.
+static int name_width(const struct sweep_args *a) {
+    int w = 24;
+    for (int c = 0; c < a->n_configs; c++) {
+        const int n = (int)strlen(a->configs[c].name);
+        if (n > w) w = n < 72 ? n : 72;
+    }
+    return w;
+}
+
 static void print_fit_table(const struct sweep_args *a, const struct sweep_result *res) {
-    printf("\n%-24s %13s %11s %7s %11s %11s %10s %7s %13s %11s\n", "configuration", "ITL slope", "intercept", "R2",
-           "TTFT a", "b", "c", "R2", "slope %", "break-even");
-    printf("%-24s %13s %11s %7s %11s %11s %10s %7s %13s %11s\n", "", "ms/token", "ms", "",
+    const int nw = name_width(a);
+    printf("\n%-*s %13s %11s %7s %11s %11s %10s %7s %13s %11s\n", nw, "configuration", "ITL slope", "intercept",
+           "R2", "TTFT a", "b", "c", "R2", "slope %", "break-even");
+    printf("%-*s %13s %11s %7s %11s %11s %10s %7s %13s %11s\n", nw, "", "ms/token", "ms", "",
            "ms/tok^2", "ms/tok", "ms", "", "vs first (±se)", "tokens");
     for (int c = 0; c < a->n_configs; c++) {
         const struct sweep_result *r = &res[c];
-        printf("%-24.24s ", a->configs[c].name);
+        printf("%-*.*s ", nw, nw, a->configs[c].name);
         if (!r->ran) { printf("failed: %s\n", r->error); continue; }
         if (r->itl_ok) printf("%13.4e %11.4f %7.4f ", r->itl.slope, r->itl.intercept, r->itl.r2);
         else printf("%13s %11s %7s ", "n/a", "n/a", "");
@@ -467,13 +479,14 @@ static void rel_cell(double v, double base, const char *fmt, bool first) {
 static int report_throughput(const struct sweep_args *a, struct sweep_result *res) {
     printf("\nload: %d requests, concurrency %d, ~%d input / ~%d output tokens ±%.0f%%\n", a->num_prompts, a->max_conc,
            a->input_len, a->output_len, 100 * a->range_ratio);
-    printf("%-24s %22s %22s %22s %22s %7s\n", "configuration", "median TTFT (ms)", "median ITL (ms)", "duration (s)",
-           "output tok/s", "failed");
+    const int nw = name_width(a);
+    printf("%-*s %22s %22s %22s %22s %7s\n", nw, "configuration", "median TTFT (ms)", "median ITL (ms)",
+           "duration (s)", "output tok/s", "failed");
     const struct bench_metrics *b = &res[0].m;
     json_t *j = header_json(a, res), *cfgs = json_array();
     for (int c = 0; c < a->n_configs; c++) {
         const struct bench_metrics *m = &res[c].m;
-        printf("%-24.24s", a->configs[c].name);
+        printf("%-*.*s", nw, nw, a->configs[c].name);
         if (!res[c].ran) { printf(" failed: %s\n", res[c].error); }
         else {
             rel_cell(m->ttft_ms.median, b->ttft_ms.median, "%.2f", c == 0);
@@ -500,12 +513,12 @@ static int report_throughput(const struct sweep_args *a, struct sweep_result *re
     for (int c = 0; c < a->n_configs; c++) any_steps |= res[c].ran && res[c].steps.ok;
     if (any_steps) {
         printf("\nwhere the engine's time went (its /metrics over the load; a step's time = forward + host):\n");
-        printf("%-24s %-8s %8s %10s %10s %10s %9s %9s %8s\n", "configuration", "step", "steps", "ms/step",
+        printf("%-*s %-8s %8s %10s %10s %10s %9s %9s %8s\n", nw, "configuration", "step", "steps", "ms/step",
                "forward", "host", "decode", "prefill", "of time");
-        printf("%-24s %-8s %8s %10s %10s %10s %9s %9s %8s\n", "", "", "", "", "ms/step", "ms/step", "tok/step",
+        printf("%-*s %-8s %8s %10s %10s %10s %9s %9s %8s\n", nw, "", "", "", "", "ms/step", "ms/step", "tok/step",
                "tok/step", "");
         for (int c = 0; c < a->n_configs; c++)
-            if (res[c].ran) step_stats_print(stdout, a->configs[c].name, &res[c].steps);
+            if (res[c].ran) step_stats_print(stdout, a->configs[c].name, nw, &res[c].steps);
     }
     json_object_set_new(j, "num_prompts", json_integer(a->num_prompts));
     json_object_set_new(j, "input_len", json_integer(a->input_len));

@@ -56,7 +56,7 @@ TEST(another_engines_metrics_give_none) {
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
-    step_stats_print(f, "peer", &s);
+    step_stats_print(f, "peer", 24, &s);
     fclose(f);
     CHECK_EQ_INT((long long)n, 0);
     free(buf);
@@ -83,7 +83,7 @@ TEST(difference_json_and_rows) {
     char *buf = NULL;
     size_t n = 0;
     FILE *f = open_memstream(&buf, &n);
-    step_stats_print(f, "fp8", &d);
+    step_stats_print(f, "fp8", 24, &d);
     fclose(f);
     // mixed: 16 steps, (4.0 + 0.008) s / 16 = 250.500 ms a step, 3 decode and 2000 prefill tokens a step,
     // 4.008 of the 6.610 s in all = 60.6 %
