@@ -81,13 +81,16 @@ const char *const dummy_preset_names[] = {"llama-3.1-8b", "llama-3.2-1b", "gpt-o
 
 struct fill_ctx { uint16_t *dst; int64_t n; uint64_t seed; float amp; bool ones; };
 
+// The next value of a weight's stream: uniform within ±amp.
+static inline float draw_value(struct rng *r, float amp) { return (2.0f * rng_float(r) - 1.0f) * amp; }
+
 static void fill_task(void *p, int task, int thread) {
     struct fill_ctx *f = p;
     int64_t i0 = (int64_t)task * CHUNK, i1 = i0 + CHUNK < f->n ? i0 + CHUNK : f->n;
     struct rng r;
     rng_seed(&r, f->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(task + 1)));
     for (int64_t i = i0; i < i1; i++)
-        f->dst[i] = f32_to_bf16(f->ones ? 1.0f : (2.0f * rng_float(&r) - 1.0f) * f->amp);
+        f->dst[i] = f32_to_bf16(f->ones ? 1.0f : draw_value(&r, f->amp));
 }
 
 // Elements [e0, e0 + n) of fill_task's stream (not ones), as the f32 values of their bf16 codes: the draw
@@ -98,7 +101,7 @@ static void fill_range_f32(const struct fill_ctx *f, int64_t e0, int64_t n, floa
         struct rng r;
         rng_seed(&r, f->seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(task + 1)));
         for (int64_t k = task * CHUNK; k < e; k++) rng_next(&r);  // (a row starting inside a chunk)
-        for (; e < end; e++) *dst++ = bf16_to_f32(f32_to_bf16((2.0f * rng_float(&r) - 1.0f) * f->amp));
+        for (; e < end; e++) *dst++ = bf16_to_f32(f32_to_bf16(draw_value(&r, f->amp)));
     }
 }
 

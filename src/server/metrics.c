@@ -111,6 +111,13 @@ static int hist(struct text_buf *o, const struct metrics *m, const char *name, c
     return text_buf_printf(o, "%s_count{model_name=\"%s\"} %lld\n", name, m->model_name, h->count);
 }
 
+// One sample of an engine-step counter: name{kind="K"[,part="P"],model_name="..."} v.
+static int step_sample(struct text_buf *o, const struct metrics *m, const char *name, int kind, const char *part,
+                       double v) {
+    return text_buf_printf(o, "%s{kind=\"%s\"%s%s%s,model_name=\"%s\"} %.17g\n", name, engine_step_kind_names[kind],
+                           part ? ",part=\"" : "", part ? part : "", part ? "\"" : "", m->model_name, v);
+}
+
 int metrics_render(struct metrics *m, const struct engine_stats *es, struct text_buf *o) {
     int rc = 0;
     pthread_mutex_lock(&m->mu);
@@ -136,24 +143,19 @@ int metrics_render(struct metrics *m, const struct engine_stats *es, struct text
     rc |= head(o, "octet_engine_steps_total", "counter",
                "Engine steps by kind: decode (only decoding sequences), prefill (only prompt chunks), mixed (both).");
     for (int k = 0; k < ENGINE_STEP_KINDS; k++)
-        rc |= text_buf_printf(o, "octet_engine_steps_total{kind=\"%s\",model_name=\"%s\"} %lld\n",
-                              engine_step_kind_names[k], m->model_name, es->step[k].steps);
+        rc |= step_sample(o, m, "octet_engine_steps_total", k, NULL, (double)es->step[k].steps);
     rc |= head(o, "octet_engine_step_seconds_total", "counter",
                "The engine thread's time in steps by kind: the forward pass (launch and wait) and the host's share.");
-    for (int k = 0; k < ENGINE_STEP_KINDS; k++)
-        for (int f = 0; f < 2; f++)
-            rc |= text_buf_printf(o,
-                                  "octet_engine_step_seconds_total{kind=\"%s\",part=\"%s\",model_name=\"%s\"} %.9f\n",
-                                  engine_step_kind_names[k], f ? "host" : "forward", m->model_name,
-                                  f ? es->step[k].host_s : es->step[k].forward_s);
+    for (int k = 0; k < ENGINE_STEP_KINDS; k++) {
+        rc |= step_sample(o, m, "octet_engine_step_seconds_total", k, "forward", es->step[k].forward_s);
+        rc |= step_sample(o, m, "octet_engine_step_seconds_total", k, "host", es->step[k].host_s);
+    }
     rc |= head(o, "octet_engine_step_tokens_total", "counter",
                "Tokens the steps ran by kind: decode (one a decoding sequence) and prefill (prompt chunks).");
-    for (int k = 0; k < ENGINE_STEP_KINDS; k++)
-        for (int f = 0; f < 2; f++)
-            rc |= text_buf_printf(o,
-                                  "octet_engine_step_tokens_total{kind=\"%s\",part=\"%s\",model_name=\"%s\"} %lld\n",
-                                  engine_step_kind_names[k], f ? "prefill" : "decode", m->model_name,
-                                  f ? es->step[k].prefill_tokens : es->step[k].decode_tokens);
+    for (int k = 0; k < ENGINE_STEP_KINDS; k++) {
+        rc |= step_sample(o, m, "octet_engine_step_tokens_total", k, "decode", (double)es->step[k].decode_tokens);
+        rc |= step_sample(o, m, "octet_engine_step_tokens_total", k, "prefill", (double)es->step[k].prefill_tokens);
+    }
     rc |= counter(o, m, "octet_http_requests_total", "HTTP requests answered.", m->http_requests_total);
     rc |= counter(o, m, "octet_http_errors_total", "HTTP requests answered with a 4xx or 5xx status.",
                   m->http_errors_total);
