@@ -57,6 +57,10 @@ size_t cpu_gemm_scratch_floats(int64_t cols);
 int cpu_gemm_tile_tokens(int64_t cols);
 void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, float *out /*[n][rows]*/, int r0,
                    int r1, float *scratch);
+// The same over columns [c0, c0 + nc) of x and W (rows still w->cols apart): with rs NULL out[t][r] = the
+// window's cpu_dot; else out[t][r] += rs[r - r0] · it (a 128x128-block FP8 weight, a column tile a call).
+void cpu_gemm_cols(const struct weight *w, const float *x /*[n][w->cols]*/, int n, float *out /*[n][rows]*/,
+                   int r0, int r1, int c0, int nc, const float *rs /*[r1 - r0] or NULL*/, float *scratch);
 void cpu_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v,
                   const struct batch *bt);
 void cpu_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,

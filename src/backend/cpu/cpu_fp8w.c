@@ -6,11 +6,12 @@
 // weights: each tile's partial sum by its scale, then the total by the row's). Work is split over
 // weight rows, so a token's results do not depend on the batch it came in. Decode (fewer than 4
 // tokens) widens the codes in registers, four rows a pass, each weight byte read once; more tokens
-// take cpu_gemm.c's register-blocked product (AVX-512 builds, per-tensor and per-channel scales) or
+// take cpu_gemm.c's register-blocked product (AVX-512 builds; block weights a column tile a pass) or
 // widen each row once through the table for all of them; all sum in cpu_dot's order, so their
 // results are the same bits.
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../../base/check.h"
 #include "../../base/fp8.h"
@@ -176,7 +177,7 @@ struct fp8w_ctx {
     int n, rows_per_task;
     float *xq, *sx;  // [n][cols] quantized rows (fp8 values), [n] their scales
     float *xs;       // decode (n < 4): [n][cols] the quantized rows times 256 (gemv8), else NULL
-    bool gemm;       // prefill through cpu_gemm_rows (AVX-512 builds; not block scales, whose tiles sum apart)
+    bool gemm;       // prefill through cpu_gemm_rows / cpu_gemm_cols (AVX-512 builds)
 };
 
 static void quant_task(void *p, int t, int thread) {
@@ -228,6 +229,20 @@ static void row_task(void *p, int task, int thread) {
         gemv_rows(m, r0, r1);
         return;
     }
+    if (m->gemm && w->fp8.wscale == WSCALE_BLOCK) {
+        // a column tile at a time (each tile's sum its own cpu_dot), out += the rows' tile scales · it, in
+        // the tiles' order from 0 as the row path's acc; then × the token's scale
+        float *scr = cpu_scratch(m->c, thread), *rs = scr + cpu_gemm_scratch_floats(cols);  // rs: [r1 - r0]
+        const int B = w->fp8.block, nbc = (cols + B - 1) / B;
+        for (int t = 0; t < m->n; t++) memset(m->out + (size_t)t * rows + r0, 0, (size_t)(r1 - r0) * sizeof(float));
+        for (int j = 0; j < nbc; j++) {
+            for (int r = r0; r < r1; r++) rs[r - r0] = w->fp8.scale[(size_t)(r / B) * nbc + j];
+            cpu_gemm_cols(w, m->xq, m->n, m->out, r0, r1, j * B, cols - j * B < B ? cols - j * B : B, rs, scr);
+        }
+        for (int t = 0; t < m->n; t++)
+            for (int r = r0; r < r1; r++) m->out[(size_t)t * rows + r] *= m->sx[t];
+        return;
+    }
     if (m->gemm) {  // per-tensor or per-channel scales: the register-blocked product, then the scales
         cpu_gemm_rows(w, m->xq, m->n, m->out, r0, r1, cpu_scratch(m->c, thread));
         for (int t = 0; t < m->n; t++)
@@ -275,11 +290,11 @@ void cpu_fp8w_matmul(struct cpu_backend *c, float *out, const float *x, const st
     size_t cols = (size_t)w->cols;
     const size_t nx = (size_t)n * cols * (n < 4 ? 2 : 1);  // (decode: xs too)
 #if defined(__AVX512F__)
-    const bool gemm = n >= 4 && w->fp8.wscale != WSCALE_BLOCK;  // (cpu_gemm_rows exists in AVX-512 builds)
+    const bool gemm = n >= 4;  // (cpu_gemm_rows exists in AVX-512 builds)
 #else
     const bool gemm = false;
 #endif
-    const size_t scratch = gemm ? cpu_gemm_scratch_floats(w->cols) : cols;
+    const size_t scratch = gemm ? cpu_gemm_scratch_floats(w->cols) + (size_t)w->rows : cols;  // (+ block tiles' rs)
     float *xq = malloc(nx * sizeof(float) + (size_t)n * sizeof(float));
     if (!xq || cpu_reserve_scratch(c, scratch) < 0) {
         free(xq);

@@ -1,11 +1,12 @@
 // cpu_gemm.c — the prefill product of F32/F16/BF16 (and, for cpu_fp8w.c, e4m3) weights on AVX-512
-// (cpu_gemm_rows): out[t][r] =
-// x[t]·W[r] for a range of weight rows and every token, register-blocked so that the machine's FMA
-// units, not its loads, set the pace, with each output's arithmetic exactly cpu_dot's on the widened
-// row: lane-wise f32 FMAs into two accumulators (a: the first 16 of each 32 columns, b: the last 16),
-// one more 16-column step into a where 16 remain, reduce_add(a + b), then the scalar tail in column
-// order. So prefill equals the decode GEMV (cpu_matmul.c's gemv16) and the reference bit for bit, and
-// a token's outputs do not depend on the batch around it.
+// (cpu_gemm_rows): out[t][r] = x[t]·W[r] for a range of weight rows and every token (cpu_gemm_cols: over
+// a window of the columns, optionally accumulated as out += s_r · x[t]·W[r], for weights scaled by column
+// tiles), register-blocked so that the machine's FMA units, not its loads, set the pace, with each
+// output's arithmetic exactly cpu_dot's on the widened row: lane-wise f32 FMAs into two accumulators (a:
+// the first 16 of each 32 columns, b: the last 16), one more 16-column step into a where 16 remain,
+// reduce_add(a + b), then the scalar tail in column order. So prefill equals the decode GEMV
+// (cpu_matmul.c's gemv16) and the reference bit for bit, and a token's outputs do not depend on the
+// batch around it.
 //
 // Blocking (per thread, for its rows): tokens in tiles of up to GEMM_TT, fewer where their x would
 // pass GEMM_X_FLOATS (so a tile's x stays in L2); inside a tile, rows in blocks of GEMM_R, each
@@ -161,22 +162,23 @@ int cpu_gemm_tile_tokens(int64_t cols) {
     return (int)(tile > GEMM_TT ? GEMM_TT : tile < GEMM_TMIN ? GEMM_TMIN : tile) / GEMM_T * GEMM_T;
 }
 
-void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, float *out /*[n][rows]*/, int r0,
-                   int r1, float *scratch) {
-    const int cols = (int)w->cols, rows = (int)w->rows, n32 = cols / 32 * 32;
+void cpu_gemm_cols(const struct weight *w, const float *x /*[n][w->cols]*/, int n, float *out /*[n][rows]*/,
+                   int r0, int r1, int c0, int nc, const float *rs /*[r1 - r0] or NULL*/, float *scratch) {
+    const int cols = (int)w->cols, rows = (int)w->rows, n32 = nc / 32 * 32;
     const size_t esz = dtype_size(w->dtype), hs = (size_t)n32 / 2 * GEMM_T + GEMM_XPAD;
+    const char *w0 = (const char *)w->data + (size_t)c0 * esz;  // the window's first column of row 0
     // [GEMM_TT][GEMM_R][32], [tile][2][hs], 64-byte aligned
     float *acc = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *xs = acc + (size_t)GEMM_TT * GEMM_R * 32;
-    const int tile = cpu_gemm_tile_tokens(cols);
+    const int tile = cpu_gemm_tile_tokens(nc);
     for (int t0 = 0; t0 < n; t0 += tile) {
         const int tt = n - t0 < tile ? n - t0 : tile;
-        pack_x(x + (size_t)t0 * cols, tt, cols, n32, hs, xs);
+        pack_x(x + (size_t)t0 * cols + c0, tt, cols, n32, hs, xs);
         for (int rb = r0; rb < r1; rb += GEMM_R) {
             const int nr = r1 - rb < GEMM_R ? r1 - rb : GEMM_R;
             for (int k0 = 0; k0 < n32 || k0 == 0; k0 += GEMM_KC) {
                 const int len = n32 - k0 < GEMM_KC ? n32 - k0 : GEMM_KC;
                 const void *wr[GEMM_R];
-                for (int r = 0; r < nr; r++) wr[r] = (const char *)w->data + ((size_t)(rb + r) * cols + k0) * esz;
+                for (int r = 0; r < nr; r++) wr[r] = w0 + ((size_t)(rb + r) * cols + k0) * esz;
                 for (int t = 0; t < tt; t += GEMM_T) {
                     const int nt = tt - t < GEMM_T ? tt - t : GEMM_T;
                     const float *xr = xs + (size_t)(t / GEMM_T) * 2 * hs + (size_t)k0 * GEMM_T / 2;
@@ -186,23 +188,30 @@ void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, 
             }
             // cpu_dot's ending: one 16-column step into a, reduce_add(a + b), the scalar tail
             for (int t = 0; t < tt; t++) {
-                const float *xt = x + (size_t)(t0 + t) * cols;
+                const float *xt = x + (size_t)(t0 + t) * cols + c0;
                 for (int r = 0; r < nr; r++) {
                     const float *p = acc + ((size_t)t * GEMM_R + r) * 32;
-                    const void *row = (const char *)w->data + (size_t)(rb + r) * cols * esz;
+                    const void *row = w0 + (size_t)(rb + r) * cols * esz;
                     __m512 a = _mm512_loadu_ps(p), b = _mm512_loadu_ps(p + 16);
                     int j = n32;
-                    if (j + 16 <= cols) {
+                    if (j + 16 <= nc) {
                         a = _mm512_fmadd_ps(_mm512_loadu_ps(xt + j), load16(w->dtype, row, (size_t)j), a);
                         j += 16;
                     }
                     float s = _mm512_reduce_add_ps(_mm512_add_ps(a, b));
-                    for (; j < cols; j++) s += xt[j] * elem(w, rb + r, j);
-                    out[(size_t)(t0 + t) * rows + rb + r] = s;
+                    for (; j < nc; j++) s += xt[j] * elem(w, rb + r, c0 + j);
+                    float *o = out + (size_t)(t0 + t) * rows + rb + r;
+                    if (rs) *o += rs[rb + r - r0] * s;
+                    else *o = s;
                 }
             }
         }
     }
+}
+
+void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, float *out /*[n][rows]*/, int r0,
+                   int r1, float *scratch) {
+    cpu_gemm_cols(w, x, n, out, r0, r1, 0, (int)w->cols, NULL, scratch);
 }
 
 #else
@@ -212,5 +221,8 @@ int cpu_gemm_fits(const struct weight *w, int n) { return 0; }
 int cpu_gemm_tile_tokens(int64_t cols) { return GEMM_TT; }
 
 void cpu_gemm_rows(const struct weight *w, const float *x, int n, float *out, int r0, int r1, float *scratch) {}
+
+void cpu_gemm_cols(const struct weight *w, const float *x, int n, float *out, int r0, int r1, int c0, int nc,
+                   const float *rs, float *scratch) {}
 
 #endif
