@@ -154,30 +154,34 @@ TEST(decode_rows_equal_the_widened_rows) {
 }
 
 // Block scales over several block rows and column tiles (64×64 blocks of a 150×300 weight: the last
-// tile 44 columns, the last block row 22 rows): prefill (cpu_gemm.c a column tile a pass, its rows split
-// between threads) equals each token alone (the register-widened rows), bit for bit.
+// tile 44 columns, the last block row 22 rows), and per-channel scales: prefill of 9 tokens (cpu_gemm.c,
+// block weights a column tile a pass, the codes widened to bf16 once for the tile's token groups, rows
+// split between threads) equals each token alone (the register-widened rows), bit for bit.
 TEST(block_prefill_equals_decode) {
     enum { R = 150, C = 300, N = 9, B = 64, NB = ((R + B - 1) / B) * ((C + B - 1) / B) };
     uint8_t *codes = malloc((size_t)R * C);
-    float *x = malloc(sizeof(float) * N * C), *out = malloc(sizeof(float) * N * R), one[R], scale[NB];
-    for (int i = 0; i < NB; i++) scale[i] = 0.25f + (float)i / 8;
+    float *x = malloc(sizeof(float) * N * C), *out = malloc(sizeof(float) * N * R), one[R], scale[R];  // (R >= NB)
+    for (int i = 0; i < R; i++) scale[i] = 0.25f + (float)(i % 40) / 8;
     for (int i = 0; i < R * C; i++) {
         uint8_t v = (uint8_t)((i * 53 + i / C) % 256);
         codes[i] = (v & 0x7F) == 0x7F ? v ^ 1 : v;
     }
     for (int i = 0; i < N * C; i++) x[i] = (float)((i * 104729) % 3001) / 700.0f - 2.1f;
     struct backend *b = backend_cpu_create(2);
-    struct weight w = {DT_E4M3, R, C, codes, NULL, {0}};
-    w.fp8 = (struct weight_fp8){.wscale = WSCALE_BLOCK, .block = B, .scale = scale, .ascale = ASCALE_DYNAMIC_TOKEN};
-    CHECK(b->ops->weight_upload(b, &w) == 0);
-    b->ops->matmul(b, out, x, &w, N);
-    int bad = 0;
-    for (int t = 0; t < N; t++) {
-        b->ops->matmul(b, one, x + (size_t)t * C, &w, 1);
-        CHECK_OK(b->ops->sync(b));
-        for (int r = 0; r < R; r++) bad += memcmp(&one[r], &out[t * R + r], sizeof(float)) != 0;
+    for (int ws = WSCALE_CHANNEL; ws <= WSCALE_BLOCK; ws++) {  // (per channel: whole rows, the same tokens)
+        struct weight w = {DT_E4M3, R, C, codes, NULL, {0}};
+        w.fp8 = (struct weight_fp8){.wscale = (enum wscale)ws, .block = B, .scale = scale,
+                                    .ascale = ASCALE_DYNAMIC_TOKEN};
+        CHECK(b->ops->weight_upload(b, &w) == 0);
+        b->ops->matmul(b, out, x, &w, N);
+        int bad = 0;
+        for (int t = 0; t < N; t++) {
+            b->ops->matmul(b, one, x + (size_t)t * C, &w, 1);
+            CHECK_OK(b->ops->sync(b));
+            for (int r = 0; r < R; r++) bad += memcmp(&one[r], &out[t * R + r], sizeof(float)) != 0;
+        }
+        CHECK_MSG(bad == 0, "wscale %d: %d of %d outputs differ between prefill and decode", ws, bad, N * R);
     }
-    CHECK_MSG(bad == 0, "%d of %d block-scaled outputs differ between prefill and decode", bad, N * R);
     b->ops->destroy(b);
     free(codes); free(x); free(out);
 }

@@ -45,9 +45,10 @@ static size_t x_tile_floats(int64_t cols) {
     return (t > GEMM_X_FLOATS ? t : GEMM_X_FLOATS) + (size_t)GEMM_TT * 2 * GEMM_XPAD;
 }
 
-// 16 floats of slack to align the start to 64 bytes, the accumulators, the packed x.
+// 16 floats of slack to align the start to 64 bytes, the accumulators, a row block's chunk of e4m3 weights
+// widened to bf16, the packed x.
 size_t cpu_gemm_scratch_floats(int64_t cols) {
-    return 16 + (size_t)GEMM_TT * GEMM_R * 32 + x_tile_floats(cols);
+    return 16 + (size_t)GEMM_TT * GEMM_R * 32 + GEMM_R * GEMM_KC / 2 + x_tile_floats(cols);
 }
 
 #if defined(__AVX512F__)
@@ -71,6 +72,15 @@ static inline __attribute__((always_inline)) __m512 load16(enum dtype dt, const 
     const __m256i h = _mm256_loadu_si256((const __m256i *)((const uint16_t *)row + i));
     if (dt == DT_F16) return _mm512_cvtph_ps(h);
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+// len (a multiple of 16) e4m3 codes as bf16, exactly (an e4m3 value has 3 significant bits): a row
+// block's chunk is widened once for all of the tile's token groups, which then take the bf16 loads.
+static void widen_e4m3(const uint8_t *src, uint16_t *dst, int len) {
+    for (int i = 0; i < len; i += 16) {
+        const __m512i f = _mm512_castps_si512(load16(DT_E4M3, src, (size_t)i));
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(f, 16)));
+    }
 }
 
 // The tile's x packed for the micro kernel: for each group of GEMM_T tokens and each half h (a: columns
@@ -167,8 +177,10 @@ void cpu_gemm_cols(const struct weight *w, const float *x /*[n][w->cols]*/, int 
     const int cols = (int)w->cols, rows = (int)w->rows, n32 = nc / 32 * 32;
     const size_t esz = dtype_size(w->dtype), hs = (size_t)n32 / 2 * GEMM_T + GEMM_XPAD;
     const char *w0 = (const char *)w->data + (size_t)c0 * esz;  // the window's first column of row 0
-    // [GEMM_TT][GEMM_R][32], [tile][2][hs], 64-byte aligned
-    float *acc = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63), *xs = acc + (size_t)GEMM_TT * GEMM_R * 32;
+    // [GEMM_TT][GEMM_R][32], [GEMM_R][GEMM_KC] bf16, [tile][2][hs], 64-byte aligned
+    float *acc = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    uint16_t *wide = (uint16_t *)(acc + (size_t)GEMM_TT * GEMM_R * 32);
+    float *xs = (float *)(wide + GEMM_R * GEMM_KC);
     const int tile = cpu_gemm_tile_tokens(nc);
     for (int t0 = 0; t0 < n; t0 += tile) {
         const int tt = n - t0 < tile ? n - t0 : tile;
@@ -179,10 +191,18 @@ void cpu_gemm_cols(const struct weight *w, const float *x /*[n][w->cols]*/, int 
                 const int len = n32 - k0 < GEMM_KC ? n32 - k0 : GEMM_KC;
                 const void *wr[GEMM_R];
                 for (int r = 0; r < nr; r++) wr[r] = w0 + ((size_t)(rb + r) * cols + k0) * esz;
+                enum dtype dt = w->dtype;
+                if (dt == DT_E4M3 && tt > 2 * GEMM_T) {  // (widened once, read by three or more token groups)
+                    for (int r = 0; r < nr; r++) {
+                        widen_e4m3(wr[r], wide + r * GEMM_KC, len);
+                        wr[r] = wide + r * GEMM_KC;
+                    }
+                    dt = DT_BF16;
+                }
                 for (int t = 0; t < tt; t += GEMM_T) {
                     const int nt = tt - t < GEMM_T ? tt - t : GEMM_T;
                     const float *xr = xs + (size_t)(t / GEMM_T) * 2 * hs + (size_t)k0 * GEMM_T / 2;
-                    micro_any(w->dtype, nr, nt, wr, xr, hs, len, acc + (size_t)t * GEMM_R * 32, k0 == 0);
+                    micro_any(dt, nr, nt, wr, xr, hs, len, acc + (size_t)t * GEMM_R * 32, k0 == 0);
                 }
                 if (len <= 0) break;
             }
