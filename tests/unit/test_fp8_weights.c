@@ -6,6 +6,7 @@
 // decode path's rows widened in registers equal the prefill path's, bit for bit); a weight
 // without its scales is an error, not a silent result.
 #include <jansson.h>
+#include <math.h>
 #include <stdint.h>
 
 #include "../../src/backend/backend.h"
@@ -112,6 +113,47 @@ static void run_cases(int threads) {
 TEST(matmul_matches_reference_1_thread) { run_cases(1); }
 TEST(matmul_matches_reference_3_threads) { run_cases(3); }
 
+// The activations' rounding (vectorised on AVX-512) gives what the reference codec's table gives, bit for
+// bit (NaN as NaN): every 61st float bit pattern of both signs, every pattern within 2^16 of the
+// boundaries (e4m3's subnormals, 2^-6, 448, inf), and the ties of every exponent and both parities
+// with their neighbours, at a static scale of 1 (so x · 1/s is x).
+TEST(activation_rounding_equals_the_codec) {
+    enum { L = 4096 };
+    float *x = malloc(sizeof(float) * L), *xq = malloc(sizeof(float) * L);
+    struct weight_fp8 f = {.wscale = WSCALE_TENSOR, .ascale = ASCALE_STATIC_TENSOR, .input_scale = 1.0f};
+    const uint32_t edges[] = {0x3B000000u, 0x3B800000u, 0x3C800000u, 0x43E00000u, 0x43E80000u, 0x7F800000u};
+    long bad = 0, checked = 0;
+    for (int phase = 0; phase < 3; phase++) {
+        const uint64_t n_edge = 2 * sizeof edges / sizeof edges[0] * 65536 * 2;
+        uint64_t u = 0, end = phase == 0 ? (1ull << 32) : phase == 1 ? n_edge : 2 * 256 * 8 * 3;
+        while (u < end) {
+            int m = 0;
+            for (; m < L && u < end; m++, u += phase == 0 ? 61 : 1) {
+                uint32_t b;
+                if (phase == 0) b = (uint32_t)u;
+                else if (phase == 2) {  // sign, exponent, 3 kept bits, the rest 0x7FFFF / 0x80000 / 0x80001
+                    const uint32_t rest = 0x7FFFFu + (uint32_t)(u % 3), kept = (uint32_t)(u / 3 % 8);
+                    b = (uint32_t)(u / 3 / 8 / 256) << 31 | (uint32_t)(u / 3 / 8 % 256) << 23 | kept << 20 | rest;
+                } else {  // edge e, sign, offset -65536 .. 65535
+                    const uint64_t per = 2 * 65536;
+                    const uint32_t e = edges[(u / per) % (sizeof edges / sizeof edges[0])];
+                    const uint32_t sg = (uint32_t)(u / (per * (sizeof edges / sizeof edges[0]))) << 31;
+                    b = sg | ((e + (uint32_t)(u % per) - 65536u) & 0x7FFFFFFFu);
+                }
+                memcpy(&x[m], &b, 4);
+            }
+            bad += fp8w_quant_row(x, m, &f, xq) != 1.0f;
+            for (int i = 0; i < m; i++) {
+                const float want = fp8_e4m3_table[fp8_e4m3_from_f32(x[i])];
+                bad += isnan(want) ? !isnan(xq[i]) : memcmp(&want, &xq[i], 4) != 0;
+            }
+            checked += m;
+        }
+    }
+    CHECK_MSG(bad == 0 && checked > 70000000, "%ld of %ld roundings differ from the codec", bad, checked);
+    free(x); free(xq);
+}
+
 // Fewer than 4 tokens take the rows widened in registers (cpu_fp8w.c's gemv8), more the rows widened through
 // fp8_e4m3_table once for all tokens: the same bits either way, over every finite code (subnormals, -0),
 // 4-row groups and single rows, the 32-, 16-, 8- and 1-element steps of a row (318 columns), every scale
@@ -212,6 +254,7 @@ int main(void) {
     golden = json_load_file("tests/golden/fp8_weights.json", 0, &je);
     if (!golden) { fprintf(stderr, "cannot read tests/golden/fp8_weights.json: %s\n", je.text); return 1; }
     RUN(quant_rows_match_reference);
+    RUN(activation_rounding_equals_the_codec);
     RUN(matmul_matches_reference_1_thread);
     RUN(matmul_matches_reference_3_threads);
     RUN(decode_rows_equal_the_widened_rows);
