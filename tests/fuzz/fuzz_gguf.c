@@ -43,7 +43,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (gguf_find_tensor(g, t->name) != t) __builtin_trap();
         const uint8_t *d = t->data;
         if (t->n_bytes) sink ^= d[0] ^ d[t->n_bytes - 1];
-        if (tensor_n_elems(t) * (int64_t)dtype_size(t->dtype) != (int64_t)t->n_bytes)
+        if (dtype_row_bytes(t->dtype, tensor_n_elems(t)) != t->n_bytes)  // (block types: whole blocks)
             __builtin_trap();
     }
     gguf_close(g);
