@@ -5,9 +5,9 @@
 // and the cache write after it.
 // Why: a decode step is bound by reading the weights once, and cuBLASLt's M=1 kernels read them well
 // below the copy rate (bench/decode_attention/RESULTS.md has the whole-model figures).
-// The launchers at the end (gemv_launch, gemv_fused_launch, gemv_qkv_launch) run the tensor-core form,
-// k_gemv_mma (cuda_gemv_mma.cuh), whose time does not grow with n; k_gemv below, the CUDA-core form it
-// replaced, keeps the policies' arithmetic that k_gemv_mma's epilogues repeat, and the lab times both.
+// The launchers at the end (gemv_launch, gemv_fused_launch, gemv_qkv_launch) run k_gemv below (CUDA cores)
+// for one row of x, and the tensor-core form k_gemv_mma (cuda_gemv_mma.cuh), whose time does not grow with
+// n, for 2 to 8 rows; the lab times both.
 // k_gemv's shape: KSPLIT warps share one weight row (KSPLIT = 1: a warp per row; or one warp RPW rows, their
 // loads in flight together: the fused Q|K|V launch for n <= 4, cuda_gemm.cu), WARPS warps per CTA;
 // each lane streams 16-byte runs (8 weights) of its row, UNROLL runs in flight before any
@@ -452,15 +452,26 @@ static inline gemv_args gemv_product(bf16 *out, const bf16 *x, const bf16 *w, co
 #include "cuda_gemv_mma.cuh"
 
 // A fused launch (GEMV_ADD into a.out, GEMV_SWIGLU* with a.w2, or GEMV_QKV* over a.seg's segments,
-// whose seg_ctas CTAs then make the grid) for n <= 8 rows of x, on the tensor-core form (k_gemv_mma);
-// false when the shapes do not fit (the caller composes the unfused ops instead).
+// whose seg_ctas CTAs of 16 rows then make the grid) for n <= 8 rows of x; false when the shapes do not
+// fit (the caller composes the unfused ops instead). One row of x takes k_gemv (Q|K|V two rows a warp,
+// so its CTAs hold 16 rows too), where the tensor-core form is 2-7 % slower and a single request's
+// decode step 14 % (bench/throughput/RESULTS.md); 2 to 8 rows take k_gemv_mma, whose time does not grow
+// with them. A row's result is then the same at every n from 2 to 8 (and at n = 1 its own).
 // NORM (GEMV_QKV_NORM, GEMV_QKV_ROPE): x is normalised first (gemv_norm_fits must hold).
 template <gemv_policy P>
 static bool gemv_fused_launch(cudaStream_t st, const gemv_args &a, int n, unsigned seg_ctas = 0) {
     constexpr bool QKV = P == GEMV_QKV || P == GEMV_QKV_NORM || P == GEMV_QKV_ROPE;
+    constexpr bool NORM = P == GEMV_QKV_NORM || P == GEMV_QKV_ROPE;
     if (n < 1 || n > 8 || a.cols % 8 || ((uintptr_t)a.w | (uintptr_t)a.x | (uintptr_t)a.w2) % 16 || a.rows < 0)
         return false;
-    gemv_mma_launch<P>(st, a, n, QKV ? seg_ctas : (unsigned)((a.rows + 15) / 16));
+    if (n > 1) {
+        gemv_mma_launch<P>(st, a, n, QKV ? seg_ctas : (unsigned)((a.rows + 15) / 16));
+        return true;
+    }
+    constexpr int RPW = QKV ? 2 : 1;  // (GEMV_WARPS · RPW = 16 rows a CTA for Q|K|V, as seg_ctas counts them)
+    const dim3 grid(QKV ? seg_ctas : (unsigned)((a.rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(GEMV_WARPS * 32);
+    const size_t smem = NORM ? (size_t)a.cols * sizeof(bf16) : 0;
+    k_gemv<1, bf16, P, GEMV_WARPS, GEMV_UNROLL, 1, RPW><<<grid, block, smem, st>>>(a);
     return true;
 }
 
@@ -507,10 +518,18 @@ static inline bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf
     return gemv_fused_launch<P>(st, a, n, ctas);
 }
 
-// True when the skinny path takes this product (and launches it, on k_gemv_mma); false: use cuBLASLt.
+// True when the skinny path takes this product (and launches it: k_gemv for one row of x, k_gemv_mma for
+// 2 to 8, as gemv_fused_launch); false: use cuBLASLt.
 template <typename OUT>
 static bool gemv_launch(cudaStream_t st, OUT *out, const bf16 *x, const bf16 *w, int64_t rows, int64_t cols, int n) {
     if (n < 1 || n > 8 || cols % 8 || ((uintptr_t)w | (uintptr_t)x) % 16 || rows > (int64_t)1 << 30) return false;
+    if (n == 1) {
+        // Small weights (<= 2048 rows: the 8B model's 1024-row K and V products) get 2 warps a row, so
+        // the grid still fills the GPU (dev/cuda/gemv_bench.cu times both).
+        if (rows <= 2048) gemv_launch_variant<OUT, GEMV_WARPS, GEMV_UNROLL, 2>(st, out, x, w, (int)rows, (int)cols, 1);
+        else gemv_launch_variant<OUT, GEMV_WARPS, GEMV_UNROLL, GEMV_KSPLIT>(st, out, x, w, (int)rows, (int)cols, 1);
+        return true;
+    }
     gemv_args a = gemv_product(nullptr, x, w, nullptr, rows, cols);
     a.out = out;
     gemv_mma_launch<GEMV_STORE, OUT>(st, a, n, (unsigned)((rows + 15) / 16));
