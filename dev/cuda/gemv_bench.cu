@@ -2,8 +2,8 @@
 // shapes for n = 1, 4, 8 rows of x, per tuning variant (warps per CTA, loads in flight per
 // lane, warps per weight row), beside a device-to-device copy of the same weight bytes (the bandwidth the
 // product cannot beat). Each variant is checked first against a float64 CPU
-// product on sampled rows. Prints a table, then one JSON object per line. The "mma" variants are a
-// tensor-core candidate kept here (k_gemv_mma below), measured beside the kernel decode steps run.
+// product on sampled rows. Prints a table, then one JSON object per line. The "w" variants are the CUDA-core
+// k_gemv (which decode steps ran before k_gemv_mma); "mma" is the tensor-core form they run now.
 // The weights rotate over enough copies (>= 512 MB) that every launch reads them from HBM, not L2;
 // a timed interval holds BURST launches back to back (as a decode step's graph runs them).
 // Build: make CUDA=1 gpu-tests (build-cuda/gpu/gemv_bench); run: build-cuda/gpu/gemv_bench [reps]
@@ -23,68 +23,9 @@ typedef __nv_bfloat16 bf16;
 
 
 
-// The tensor-core candidate (not in src/): a CTA of WARPS warps takes 16 weight rows, warp w the 32-column
-// chunks w, w + WARPS, ...; per chunk lane (g = lane / 4, c = lane % 4) loads 16 bytes of rows g and g + 8
-// and of token g's x at columns 8c .. 8c + 7, which are two m16n8k16 bf16 MMAs once the chunk's k order is
-// permuted the same way in A and B (logical k 2c, 2c + 1, 2c + 8, 2c + 9 of the first MMA are columns
-// 8c .. 8c + 3, of the second 8c + 4 .. 8c + 7). Tokens past n read zeros. The warps' 16 × 8 sums meet in
-// shared memory, added in warp order, so a row's result does not depend on n (n = 1 pads the MMA).
-__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-template <int WARPS, int UNROLL>
-__global__ void __launch_bounds__(WARPS * 32) k_gemv_mma(float *out /*[n][rows]*/, const bf16 *x /*[n][cols]*/,
-                                                         const bf16 *w /*[rows][cols]*/, int rows, int cols, int n) {
-    __shared__ float part[WARPS][32][4];
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, c = lane & 3;
-    const int r0 = blockIdx.x * 16, chunks = cols / 32;
-    const uint4 *wa = (const uint4 *)(w + (size_t)(r0 + g) * cols) + c, *wb = wa + (size_t)8 * cols / 8;
-    const uint4 *xr = (const uint4 *)(x + (size_t)(g < n ? g : 0) * cols) + c;
-    const bool xlive = g < n;
-    float d[4] = {0, 0, 0, 0};
-    for (int k0 = warp; k0 < chunks; k0 += WARPS * UNROLL) {
-        uint4 va[UNROLL], vb[UNROLL], vx[UNROLL];
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
-            const int k = k0 + u * WARPS;
-            if (k < chunks) {
-                va[u] = __ldcs(wa + (size_t)k * 4);
-                vb[u] = __ldcs(wb + (size_t)k * 4);
-                vx[u] = xlive ? __ldg(xr + (size_t)k * 4) : make_uint4(0, 0, 0, 0);
-            } else {
-                va[u] = vb[u] = vx[u] = make_uint4(0, 0, 0, 0);
-            }
-        }
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++) {
-            mma_bf16(d, va[u].x, vb[u].x, va[u].y, vb[u].y, vx[u].x, vx[u].y);
-            mma_bf16(d, va[u].z, vb[u].z, va[u].w, vb[u].w, vx[u].z, vx[u].w);
-        }
-    }
-#pragma unroll
-    for (int i = 0; i < 4; i++) part[warp][lane][i] = d[i];
-    __syncthreads();
-    if (warp == 0) {
-        float s[4] = {0, 0, 0, 0};
-        for (int v = 0; v < WARPS; v++)
-#pragma unroll
-            for (int i = 0; i < 4; i++) s[i] += part[v][lane][i];
-        // s[0], s[1]: row g, tokens 2c, 2c + 1; s[2], s[3]: row g + 8
-        for (int i = 0; i < 4; i++) {
-            const int t = 2 * c + (i & 1), r = r0 + g + (i >> 1) * 8;
-            if (t < n && r < rows) out[(size_t)t * rows + r] = s[i];
-        }
-    }
-}
-
-template <int WARPS, int UNROLL>
-static void gemv_mma_launch(cudaStream_t st, float *out, const bf16 *x, const bf16 *w, int rows, int cols, int n) {
-    k_gemv_mma<WARPS, UNROLL><<<rows / 16, WARPS * 32, 0, st>>>(out, x, w, rows, cols, n);
+// The tensor-core form decode steps run (k_gemv_mma, src/backend/cuda/cuda_gemv_mma.cuh), through its launcher
+static void gemv_mma_src(cudaStream_t st, float *out, const bf16 *x, const bf16 *w, int rows, int cols, int n) {
+    gemv_launch(st, out, x, w, rows, cols, n);
 }
 
 typedef void (*launch_fn)(cudaStream_t, float *, const bf16 *, const bf16 *, int, int, int);
@@ -96,9 +37,7 @@ static const variant variants[] = {
     {"w8 u4 k2", gemv_launch_variant<float, 8, 4, 2>},
     {"w8 u4 k4", gemv_launch_variant<float, 8, 4, 4>},
     {"w8 u8 k2", gemv_launch_variant<float, 8, 8, 2>},
-    {"mma w8 u2", gemv_mma_launch<8, 2>},
-    {"mma w8 u4", gemv_mma_launch<8, 4>},
-    {"mma w16 u2", gemv_mma_launch<16, 2>},
+    {"mma w16 u2 (k_gemv_mma)", gemv_mma_src},
 };
 
 

@@ -472,10 +472,6 @@ static bool fused_norm(const struct cuda_backend *c, const void *x, const struct
     return fused_fast(c, n) && norm->cols == cols && gemv_norm_fits((const bf16 *)x, (const bf16 *)norm->dev, cols, n);
 }
 
-// Rows a warp of the fused rmsnorm + Q|K|V launch: two for up to 4 rows of x (the 8B's launch then
-// fills the GPU in one wave of CTAs).
-static int qkv_rows_a_warp(int n) { return n <= 4 ? 2 : 1; }
-
 // The fused rmsnorm + Q|K|V launch (with rp: RoPE and the cache write too); false when the shapes do
 // not fit it (nothing launched).
 static bool qkv_norm_launch(struct cuda_backend *c, const struct attn_in_args *a, int n, const gemv_rope *rp) {
@@ -487,12 +483,8 @@ static bool qkv_norm_launch(struct cuda_backend *c, const struct attn_in_args *a
     const int64_t rows[3] = {wq->rows, wk->rows, wv->rows};
     const gemv_norm nrm = {(const bf16 *)a->norm->dev, a->eps, rms_threads(wq->cols)};
     const bf16 *xb = (const bf16 *)a->x;
-    const bool two = qkv_rows_a_warp(n) == 2;
-    if (rp)
-        return two ? gemv_qkv_launch<GEMV_QKV_ROPE, 2>(c->stream, outs, xb, ws, rows, wq->cols, n, nrm, *rp)
-                   : gemv_qkv_launch<GEMV_QKV_ROPE, 1>(c->stream, outs, xb, ws, rows, wq->cols, n, nrm, *rp);
-    return two ? gemv_qkv_launch<GEMV_QKV_NORM, 2>(c->stream, outs, xb, ws, rows, wq->cols, n, nrm)
-               : gemv_qkv_launch<GEMV_QKV_NORM, 1>(c->stream, outs, xb, ws, rows, wq->cols, n, nrm);
+    if (rp) return gemv_qkv_launch<GEMV_QKV_ROPE>(c->stream, outs, xb, ws, rows, wq->cols, n, nrm, *rp);
+    return gemv_qkv_launch<GEMV_QKV_NORM>(c->stream, outs, xb, ws, rows, wq->cols, n, nrm);
 }
 
 // The whole of attn_in in the skinny GEMM's launch (GEMV_QKV_ROPE); false where it does not take the

@@ -5,7 +5,10 @@
 // and the cache write after it.
 // Why: a decode step is bound by reading the weights once, and cuBLASLt's M=1 kernels read them well
 // below the copy rate (bench/decode_attention/RESULTS.md has the whole-model figures).
-// Shape: KSPLIT warps share one weight row (KSPLIT = 1: a warp per row; or one warp RPW rows, their
+// The launchers at the end (gemv_launch, gemv_fused_launch, gemv_qkv_launch) run k_gemv below (CUDA cores)
+// for one row of x, and the tensor-core form k_gemv_mma (cuda_gemv_mma.cuh), whose time does not grow with
+// n, for 2 to 8 rows; the lab times both.
+// k_gemv's shape: KSPLIT warps share one weight row (KSPLIT = 1: a warp per row; or one warp RPW rows, their
 // loads in flight together: the fused Q|K|V launch for n <= 4, cuda_gemm.cu), WARPS warps per CTA;
 // each lane streams 16-byte runs (8 weights) of its row, UNROLL runs in flight before any
 // math, and multiplies them with the same 8 columns of each of the n rows of x (read through
@@ -446,32 +449,29 @@ static inline gemv_args gemv_product(bf16 *out, const bf16 *x, const bf16 *w, co
     return a;
 }
 
+#include "cuda_gemv_mma.cuh"
+
 // A fused launch (GEMV_ADD into a.out, GEMV_SWIGLU* with a.w2, or GEMV_QKV* over a.seg's segments,
-// whose seg_ctas CTAs then make the grid) for n <= 8 rows of x; false when the shapes do not fit
-// (the caller composes the unfused ops instead).
+// whose seg_ctas CTAs of 16 rows then make the grid) for n <= 8 rows of x; false when the shapes do not
+// fit (the caller composes the unfused ops instead). One row of x takes k_gemv (Q|K|V two rows a warp,
+// so its CTAs hold 16 rows too), where the tensor-core form is 2-7 % slower and a single request's
+// decode step 14 % (bench/throughput/RESULTS.md); 2 to 8 rows take k_gemv_mma, whose time does not grow
+// with them. A row's result is then the same at every n from 2 to 8 (and at n = 1 its own).
 // NORM (GEMV_QKV_NORM, GEMV_QKV_ROPE): x is normalised first (gemv_norm_fits must hold).
-// RPW: rows a warp (Q|K|V; seg's CTAs counted with GEMV_WARPS · RPW rows each).
-template <gemv_policy P, int RPW = 1>
+template <gemv_policy P>
 static bool gemv_fused_launch(cudaStream_t st, const gemv_args &a, int n, unsigned seg_ctas = 0) {
     constexpr bool QKV = P == GEMV_QKV || P == GEMV_QKV_NORM || P == GEMV_QKV_ROPE;
     constexpr bool NORM = P == GEMV_QKV_NORM || P == GEMV_QKV_ROPE;
     if (n < 1 || n > 8 || a.cols % 8 || ((uintptr_t)a.w | (uintptr_t)a.x | (uintptr_t)a.w2) % 16 || a.rows < 0)
         return false;
-    dim3 grid(QKV ? seg_ctas : (unsigned)((a.rows + GEMV_WARPS * RPW - 1) / (GEMV_WARPS * RPW))),
-        block(GEMV_WARPS * 32);
-    const size_t smem = NORM ? (size_t)n * a.cols * sizeof(bf16) : 0;
-#define GF(NR) k_gemv<NR, bf16, P, GEMV_WARPS, GEMV_UNROLL, 1, RPW><<<grid, block, smem, st>>>(a)
-    switch (n) {
-    case 1: GF(1); break;
-    case 2: GF(2); break;
-    case 3: GF(3); break;
-    case 4: GF(4); break;
-    case 5: GF(5); break;
-    case 6: GF(6); break;
-    case 7: GF(7); break;
-    default: GF(8); break;
+    if (n > 1) {
+        gemv_mma_launch<P>(st, a, n, QKV ? seg_ctas : (unsigned)((a.rows + 15) / 16));
+        return true;
     }
-#undef GF
+    constexpr int RPW = QKV ? 2 : 1;  // (GEMV_WARPS · RPW = 16 rows a CTA for Q|K|V, as seg_ctas counts them)
+    const dim3 grid(QKV ? seg_ctas : (unsigned)((a.rows + GEMV_WARPS - 1) / GEMV_WARPS)), block(GEMV_WARPS * 32);
+    const size_t smem = NORM ? (size_t)a.cols * sizeof(bf16) : 0;
+    k_gemv<1, bf16, P, GEMV_WARPS, GEMV_UNROLL, 1, RPW><<<grid, block, smem, st>>>(a);
     return true;
 }
 
@@ -492,14 +492,14 @@ static inline bool gemv_norm_fits(const bf16 *x, const bf16 *nw, int64_t cols, i
 // Q, K and V products of one x in one launch (P: GEMV_QKV, GEMV_QKV_NORM or GEMV_QKV_ROPE); false
 // when the shapes do not fit.
 // NORM: of x's rmsnorm (nrm; gemv_norm_fits checked by the caller).
-// ROPE: RoPE and the cache write in the epilogue (rp; false when the shapes do not fit it).
-template <gemv_policy P, int RPW = 1>
+// ROPE: RoPE and the cache write in the epilogue (rp; false when the shapes do not fit it: every
+// segment whole 16-row tiles, a head whole tiles).
+template <gemv_policy P>
 static inline bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf16 *x, const bf16 *const w[3],
                                    const int64_t rows[3], int64_t cols, int n, gemv_norm nrm = gemv_norm(),
                                    gemv_rope rp = gemv_rope()) {
     if constexpr (P == GEMV_QKV_ROPE) {
-        constexpr int R = GEMV_WARPS * RPW;
-        const bool fits = rp.hd > 0 && rp.hd % R == 0 && (!rp.neox || rp.half * 2 == rp.hd) && rows[1] == rows[2] &&
+        const bool fits = rp.hd > 0 && rp.hd % 16 == 0 && (!rp.neox || rp.half * 2 == rp.hd) && rows[1] == rows[2] &&
                           rows[1] == (int64_t)rp.n_kv * rp.hd && rows[0] % rp.hd == 0;
         if (!fits) return false;
     }
@@ -511,21 +511,27 @@ static inline bool gemv_qkv_launch(cudaStream_t st, bf16 *const out[3], const bf
         a.seg.w[k] = w[k];
         a.seg.rows[k] = (int)rows[k];
         a.seg.cta0[k] = (int)ctas;
-        ctas += (unsigned)((rows[k] + GEMV_WARPS * RPW - 1) / (GEMV_WARPS * RPW));
+        ctas += (unsigned)((rows[k] + 15) / 16);
     }
     a.nrm = nrm;
     a.rp = rp;
-    return gemv_fused_launch<P, RPW>(st, a, n, ctas);
+    return gemv_fused_launch<P>(st, a, n, ctas);
 }
 
-// True when the skinny path takes this product (and launches it); false: use cuBLASLt.
+// True when the skinny path takes this product (and launches it: k_gemv for one row of x, k_gemv_mma for
+// 2 to 8, as gemv_fused_launch); false: use cuBLASLt.
 template <typename OUT>
 static bool gemv_launch(cudaStream_t st, OUT *out, const bf16 *x, const bf16 *w, int64_t rows, int64_t cols, int n) {
     if (n < 1 || n > 8 || cols % 8 || ((uintptr_t)w | (uintptr_t)x) % 16 || rows > (int64_t)1 << 30) return false;
-    // Small weights (<= 2048 rows: the 8B model's 1024-row K and V products) get 2 warps a row, so
-    // the grid still fills the GPU (dev/cuda/gemv_bench.cu times both). The choice depends on the
-    // shape alone, so a row's result still does not depend on n.
-    if (rows <= 2048) gemv_launch_variant<OUT, GEMV_WARPS, GEMV_UNROLL, 2>(st, out, x, w, (int)rows, (int)cols, n);
-    else gemv_launch_variant<OUT, GEMV_WARPS, GEMV_UNROLL, GEMV_KSPLIT>(st, out, x, w, (int)rows, (int)cols, n);
+    if (n == 1) {
+        // Small weights (<= 2048 rows: the 8B model's 1024-row K and V products) get 2 warps a row, so
+        // the grid still fills the GPU (dev/cuda/gemv_bench.cu times both).
+        if (rows <= 2048) gemv_launch_variant<OUT, GEMV_WARPS, GEMV_UNROLL, 2>(st, out, x, w, (int)rows, (int)cols, 1);
+        else gemv_launch_variant<OUT, GEMV_WARPS, GEMV_UNROLL, GEMV_KSPLIT>(st, out, x, w, (int)rows, (int)cols, 1);
+        return true;
+    }
+    gemv_args a = gemv_product(nullptr, x, w, nullptr, rows, cols);
+    a.out = out;
+    gemv_mma_launch<GEMV_STORE, OUT>(st, a, n, (unsigned)((rows + 15) / 16));
     return true;
 }
