@@ -195,37 +195,58 @@ TEST(decode_rows_equal_the_widened_rows) {
     free(codes);
 }
 
-// Block scales over several block rows and column tiles (64×64 blocks of a 150×300 weight: the last
-// tile 44 columns, the last block row 22 rows), and per-channel scales: prefill of 9 tokens (cpu_gemm.c,
-// block weights a column tile a pass, the codes widened to bf16 once for the tile's token groups, rows
-// split between threads) equals each token alone (the register-widened rows), bit for bit.
+// Block scales over several block rows and column tiles, and per-channel scales: 64×64 blocks of a
+// 150×300 weight (the last tile 44 columns, the last block row 22 rows), and 40×40 blocks of a 150×310 one
+// (tiles that split the widening's 16- and 32-column steps, a 16-column step and a scalar tail after the
+// last 32). Prefill of 9 tokens (cpu_gemm.c, block weights widened to f32 with their scales, per-channel
+// codes to bf16 once for the tile's token groups, rows split between threads) equals each token alone
+// (the register-widened rows), bit for bit; and a block weight's outputs are s_x·Σ x̂·ŵ·s_w to f32
+// rounding (4e-6 of the sum of the terms' magnitudes, computed in double).
 TEST(block_prefill_equals_decode) {
-    enum { R = 150, C = 300, N = 9, B = 64, NB = ((R + B - 1) / B) * ((C + B - 1) / B) };
-    uint8_t *codes = malloc((size_t)R * C);
-    float *x = malloc(sizeof(float) * N * C), *out = malloc(sizeof(float) * N * R), one[R], scale[R];  // (R >= NB)
+    enum { R = 150, CMAX = 310, N = 9 };
+    const int shapes[2][2] = {{64, 300}, {40, 310}};  // (block, cols)
+    uint8_t *codes = malloc((size_t)R * CMAX);
+    float *x = malloc(sizeof(float) * N * CMAX), *xq = malloc(sizeof(float) * CMAX),
+          *out = malloc(sizeof(float) * N * R), one[R], scale[R];  // (R >= the blocks' count)
     for (int i = 0; i < R; i++) scale[i] = 0.25f + (float)(i % 40) / 8;
-    for (int i = 0; i < R * C; i++) {
-        uint8_t v = (uint8_t)((i * 53 + i / C) % 256);
-        codes[i] = (v & 0x7F) == 0x7F ? v ^ 1 : v;
-    }
-    for (int i = 0; i < N * C; i++) x[i] = (float)((i * 104729) % 3001) / 700.0f - 2.1f;
     struct backend *b = backend_cpu_create(2);
-    for (int ws = WSCALE_CHANNEL; ws <= WSCALE_BLOCK; ws++) {  // (per channel: whole rows, the same tokens)
-        struct weight w = {DT_E4M3, R, C, codes, NULL, {0}};
-        w.fp8 = (struct weight_fp8){.wscale = (enum wscale)ws, .block = B, .scale = scale,
-                                    .ascale = ASCALE_DYNAMIC_TOKEN};
-        CHECK(b->ops->weight_upload(b, &w) == 0);
-        b->ops->matmul(b, out, x, &w, N);
-        int bad = 0;
-        for (int t = 0; t < N; t++) {
-            b->ops->matmul(b, one, x + (size_t)t * C, &w, 1);
-            CHECK_OK(b->ops->sync(b));
-            for (int r = 0; r < R; r++) bad += memcmp(&one[r], &out[t * R + r], sizeof(float)) != 0;
+    for (int sh = 0; sh < 2; sh++) {
+        const int B = shapes[sh][0], C = shapes[sh][1], nbc = (C + B - 1) / B;
+        for (int i = 0; i < R * C; i++) {
+            uint8_t v = (uint8_t)((i * 53 + i / C) % 256);
+            codes[i] = (v & 0x7F) == 0x7F ? v ^ 1 : v;
         }
-        CHECK_MSG(bad == 0, "wscale %d: %d of %d outputs differ between prefill and decode", ws, bad, N * R);
+        for (int i = 0; i < N * C; i++) x[i] = (float)((i * 104729) % 3001) / 700.0f - 2.1f;
+        for (int ws = WSCALE_CHANNEL; ws <= WSCALE_BLOCK; ws++) {  // (per channel: whole rows, the same tokens)
+            struct weight w = {DT_E4M3, R, C, codes, NULL, {0}};
+            w.fp8 = (struct weight_fp8){.wscale = (enum wscale)ws, .block = B, .scale = scale,
+                                        .ascale = ASCALE_DYNAMIC_TOKEN};
+            CHECK(b->ops->weight_upload(b, &w) == 0);
+            b->ops->matmul(b, out, x, &w, N);
+            int bad = 0, off = 0;
+            for (int t = 0; t < N; t++) {
+                b->ops->matmul(b, one, x + (size_t)t * C, &w, 1);
+                CHECK_OK(b->ops->sync(b));
+                for (int r = 0; r < R; r++) bad += memcmp(&one[r], &out[t * R + r], sizeof(float)) != 0;
+                if (ws != WSCALE_BLOCK) continue;
+                const double sx = fp8w_quant_row(x + (size_t)t * C, C, &w.fp8, xq);
+                for (int r = 0; r < R; r++) {
+                    double ref = 0, mag = 0;
+                    for (int i = 0; i < C; i++) {
+                        const double term = sx * xq[i] * fp8_e4m3_table[codes[(size_t)r * C + i]] *
+                                            scale[(r / B) * nbc + i / B];
+                        ref += term, mag += fabs(term);
+                    }
+                    off += !(fabs(out[t * R + r] - ref) <= 4e-6 * mag + 1e-30);
+                }
+            }
+            CHECK_MSG(bad == 0, "block %d, wscale %d: %d of %d outputs differ between prefill and decode", B, ws, bad,
+                      N * R);
+            CHECK_MSG(off == 0, "block %d: %d of %d outputs off s_x·Σ x̂·ŵ·s_w", B, off, N * R);
+        }
     }
     b->ops->destroy(b);
-    free(codes); free(x); free(out);
+    free(codes); free(x); free(xq); free(out);
 }
 
 TEST(missing_scales_are_an_error) {

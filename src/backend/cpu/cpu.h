@@ -49,7 +49,7 @@ void cpu_matmul(struct backend *b, void *out, const void *x, const struct weight
 // The register-blocked prefill product (cpu_gemm.c): whether it takes w for n tokens (AVX-512 builds,
 // F32/F16/BF16, n >= 4; cpu_fp8w.c also hands it e4m3 weights without NaN codes), its per-thread scratch
 // in floats, and out[t][r] = x[t]·W[r] for rows [r0, r1) of every token, bit for bit cpu_dot's result on
-// the widened row.
+// the widened row (a 128×128-block e4m3 weight's row widened as fp8w_bscaled gives it).
 int cpu_gemm_fits(const struct weight *w, int n);
 size_t cpu_gemm_scratch_floats(int64_t cols);
 // The tokens cpu_gemm_rows packs and multiplies at a time for rows of cols columns (its x tile in L2): a
@@ -57,10 +57,6 @@ size_t cpu_gemm_scratch_floats(int64_t cols);
 int cpu_gemm_tile_tokens(int64_t cols);
 void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, float *out /*[n][rows]*/, int r0,
                    int r1, float *scratch);
-// The same over columns [c0, c0 + nc) of x and W (rows still w->cols apart): with rs NULL out[t][r] = the
-// window's cpu_dot; else out[t][r] += rs[r - r0] · it (a 128x128-block FP8 weight, a column tile a call).
-void cpu_gemm_cols(const struct weight *w, const float *x /*[n][w->cols]*/, int n, float *out /*[n][rows]*/,
-                   int r0, int r1, int c0, int nc, const float *rs /*[r1 - r0] or NULL*/, float *scratch);
 void cpu_kv_write(struct backend *b, struct kv_layer *l, const void *k, const void *v,
                   const struct batch *bt);
 void cpu_attention(struct backend *b, void *out, const void *q, const struct kv_layer *l,

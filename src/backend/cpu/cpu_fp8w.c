@@ -3,12 +3,11 @@
 // (dynamic per token or a static per-tensor scale) to e4m3, or to e5m2 for a weight marked act_e5m2,
 // with the saturating round-to-nearest-even encoder of base/fp8.h; the fp8 values (exact in f32)
 // are dotted in f32 with the weight's e4m3 values, and the sum is multiplied by both scales (block
-// weights: each tile's partial sum by its scale, then the total by the row's). Work is split over
-// weight rows, so a token's results do not depend on the batch it came in. Decode (fewer than 4
-// tokens) widens the codes in registers, four rows a pass, each weight byte read once; more tokens
-// take cpu_gemm.c's register-blocked product (AVX-512 builds; block weights a column tile a pass) or
-// widen each row once through the table for all of them; all sum in cpu_dot's order, so their
-// results are the same bits.
+// weights: each value times its block's scale first, fp8w_bscaled, and the sum by 256 times the
+// token's). Work is split over weight rows, so a token's results do not depend on the batch it came
+// in. Decode (fewer than 4 tokens) widens the codes in registers, four rows a pass, each weight byte
+// read once; more tokens take cpu_gemm.c's register-blocked product (AVX-512 builds) or widen each
+// row once for all of them; all sum in cpu_dot's order, so their results are the same bits.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,23 +111,50 @@ static inline __m256 e4m3x8(const uint8_t *p) {
 #define GEMV8_ROWS 4
 #define GEMV8_PREFETCH 1024  // bytes ahead in each row stream (cpu_matmul.c's 16-bit rows: the same 1 KiB)
 
+// A block weight's row: its scales s[r / B][·] (bs), B columns a tile. The lanes' scales for columns
+// i .. i + L - 1: one broadcast where they lie in one tile, else each lane its own.
+struct brow {
+    const float *bs;
+    int B;
+};
+static inline void bscales(struct brow b, int i, int L, float *dst /*[L]*/) {
+    for (int l = 0; l < L; l++) dst[l] = b.bs[(i + l) / b.B];
+}
+
 // r[k] = Σ_i x[i]·w_k[i] for the nr (<= GEMV8_ROWS) e4m3 rows w_k = w + k·stride (no NaN codes), each bit
 // for bit cpu_dot(x, the row widened through fp8_e4m3_table, n): the same two accumulators, tail and
-// reduction. xs is x times 256.
+// reduction. xs is x times 256. With bk (a block weight's rows, bk[k] row k's), the row widened is
+// fp8w_bscaled's instead, w̃[i] = fl(2^-8·ŵ[i]·s[i / B]), against x: the in-register widening's 2^-8·ŵ
+// times the lane's scale, one rounding.
 static inline __attribute__((always_inline)) void gemv8(const uint8_t *w, size_t stride, int nr, const float *x,
-                                                        const float *xs, int n, float *r) {
+                                                        const float *xs, int n, float *r, const struct brow *bk) {
     int i = 0;
+    if (bk) xs = x;
 #if defined(GEMV8_AVX512)
-    __m512 a[GEMV8_ROWS], b[GEMV8_ROWS];
+    __m512 a[GEMV8_ROWS], b[GEMV8_ROWS], sl[GEMV8_ROWS], sh[GEMV8_ROWS];
+    int fresh_to = 0;  // (block weights: the columns up to which sl and sh hold the lanes' scales)
 #pragma GCC unroll 4
-    for (int k = 0; k < nr; k++) a[k] = b[k] = _mm512_setzero_ps();
+    for (int k = 0; k < nr; k++) a[k] = b[k] = sl[k] = sh[k] = _mm512_setzero_ps();
     for (; i + 32 <= n; i += 32) {
+        if (bk && i + 32 > fresh_to) {
+            const int B = bk[0].B, one = i / B == (i + 31) / B;
+            for (int k = 0; k < nr; k++) {
+                float f[32];
+                if (one) sl[k] = sh[k] = _mm512_set1_ps(bk[k].bs[i / B]);
+                else {
+                    bscales(bk[k], i, 32, f);
+                    sl[k] = _mm512_loadu_ps(f), sh[k] = _mm512_loadu_ps(f + 16);
+                }
+            }
+            fresh_to = one ? (i / B + 1) * B : i + 32;
+        }
         const __m512 xl = _mm512_loadu_ps(xs + i), xh = _mm512_loadu_ps(xs + i + 16);
 #pragma GCC unroll 4
         for (int k = 0; k < nr; k++) {
             __m512 lo, hi;
             _mm_prefetch((const char *)(w + k * stride + i + GEMV8_PREFETCH), _MM_HINT_T0);
             e4m3x32(w + k * stride + i, &lo, &hi);
+            if (bk) lo = _mm512_mul_ps(lo, sl[k]), hi = _mm512_mul_ps(hi, sh[k]);
             a[k] = _mm512_fmadd_ps(xl, lo, a[k]);
             b[k] = _mm512_fmadd_ps(xh, hi, b[k]);
         }
@@ -136,21 +162,43 @@ static inline __attribute__((always_inline)) void gemv8(const uint8_t *w, size_t
     for (; i + 16 <= n; i += 16) {
         const __m512 xl = _mm512_loadu_ps(xs + i);
 #pragma GCC unroll 4
-        for (int k = 0; k < nr; k++) a[k] = _mm512_fmadd_ps(xl, e4m3x16(w + k * stride + i), a[k]);
+        for (int k = 0; k < nr; k++) {
+            __m512 v = e4m3x16(w + k * stride + i);
+            if (bk) {
+                float f[16];
+                bscales(bk[k], i, 16, f);
+                v = _mm512_mul_ps(v, _mm512_loadu_ps(f));
+            }
+            a[k] = _mm512_fmadd_ps(xl, v, a[k]);
+        }
     }
 #pragma GCC unroll 4
     for (int k = 0; k < nr; k++) r[k] = _mm512_reduce_add_ps(_mm512_add_ps(a[k], b[k]));
 #elif defined(GEMV8_AVX2)
-    __m256 a[GEMV8_ROWS], b[GEMV8_ROWS];
+    __m256 a[GEMV8_ROWS], b[GEMV8_ROWS], sl[GEMV8_ROWS], sh[GEMV8_ROWS];
+    int fresh_to = 0;
 #pragma GCC unroll 4
-    for (int k = 0; k < nr; k++) a[k] = b[k] = _mm256_setzero_ps();
+    for (int k = 0; k < nr; k++) a[k] = b[k] = sl[k] = sh[k] = _mm256_setzero_ps();
     for (; i + 16 <= n; i += 16) {
+        if (bk && i + 16 > fresh_to) {
+            const int B = bk[0].B, one = i / B == (i + 15) / B;
+            for (int k = 0; k < nr; k++) {
+                float f[16];
+                if (one) sl[k] = sh[k] = _mm256_set1_ps(bk[k].bs[i / B]);
+                else {
+                    bscales(bk[k], i, 16, f);
+                    sl[k] = _mm256_loadu_ps(f), sh[k] = _mm256_loadu_ps(f + 8);
+                }
+            }
+            fresh_to = one ? (i / B + 1) * B : i + 16;
+        }
         const __m256 xl = _mm256_loadu_ps(xs + i), xh = _mm256_loadu_ps(xs + i + 8);
 #pragma GCC unroll 4
         for (int k = 0; k < nr; k++) {
             __m256 lo, hi;
             _mm_prefetch((const char *)(w + k * stride + i + GEMV8_PREFETCH), _MM_HINT_T0);
             e4m3x16(w + k * stride + i, &lo, &hi);
+            if (bk) lo = _mm256_mul_ps(lo, sl[k]), hi = _mm256_mul_ps(hi, sh[k]);
             a[k] = _mm256_fmadd_ps(xl, lo, a[k]);
             b[k] = _mm256_fmadd_ps(xh, hi, b[k]);
         }
@@ -158,7 +206,15 @@ static inline __attribute__((always_inline)) void gemv8(const uint8_t *w, size_t
     for (; i + 8 <= n; i += 8) {
         const __m256 xl = _mm256_loadu_ps(xs + i);
 #pragma GCC unroll 4
-        for (int k = 0; k < nr; k++) a[k] = _mm256_fmadd_ps(xl, e4m3x8(w + k * stride + i), a[k]);
+        for (int k = 0; k < nr; k++) {
+            __m256 v = e4m3x8(w + k * stride + i);
+            if (bk) {
+                float f[8];
+                bscales(bk[k], i, 8, f);
+                v = _mm256_mul_ps(v, _mm256_loadu_ps(f));
+            }
+            a[k] = _mm256_fmadd_ps(xl, v, a[k]);
+        }
     }
 #pragma GCC unroll 4
     for (int k = 0; k < nr; k++) r[k] = cpu_hsum256(_mm256_add_ps(a[k], b[k]));
@@ -167,14 +223,23 @@ static inline __attribute__((always_inline)) void gemv8(const uint8_t *w, size_t
     for (int k = 0; k < nr; k++) r[k] = 0;
 #endif
     for (int k = 0; k < nr; k++)
-        for (int j = i; j < n; j++) r[k] += x[j] * fp8_e4m3_table[w[k * stride + j]];
+        for (int j = i; j < n; j++) {
+            const uint8_t c = w[k * stride + j];
+            r[k] += x[j] * (bk ? fp8w_bscaled(c, bk[k].bs[j / bk[k].B]) : fp8_e4m3_table[c]);
+        }
 }
 
 static void gemv8_4(const uint8_t *w, size_t stride, const float *x, const float *xs, int n, float *r) {
-    gemv8(w, stride, GEMV8_ROWS, x, xs, n, r);
+    gemv8(w, stride, GEMV8_ROWS, x, xs, n, r, NULL);
 }
 static void gemv8_1(const uint8_t *w, const float *x, const float *xs, int n, float *r) {
-    gemv8(w, 0, 1, x, xs, n, r);
+    gemv8(w, 0, 1, x, xs, n, r, NULL);
+}
+static void gemv8b_4(const uint8_t *w, size_t stride, const float *x, int n, float *r, const struct brow *bk) {
+    gemv8(w, stride, GEMV8_ROWS, x, x, n, r, bk);
+}
+static void gemv8b_1(const uint8_t *w, const float *x, int n, float *r, const struct brow *bk) {
+    gemv8(w, 0, 1, x, x, n, r, bk);
 }
 
 int cpu_fp8w_check(const struct weight *w) {
@@ -212,7 +277,7 @@ struct fp8w_ctx {
     int n, rows_per_task;
     float *xq, *sx;  // [n][cols] quantized rows (fp8 values), [n] their scales
     float *xs;       // decode (n < 4): [n][cols] the quantized rows times 256 (gemv8), else NULL
-    bool gemm;       // prefill through cpu_gemm_rows / cpu_gemm_cols (AVX-512 builds)
+    bool gemm;       // prefill through cpu_gemm_rows (AVX-512 builds)
 };
 
 static void quant_task(void *p, int t, int thread) {
@@ -222,33 +287,31 @@ static void quant_task(void *p, int t, int thread) {
     for (size_t i = 0; m->xs && i < cols; i++) m->xs[t * cols + i] = 256.0f * m->xq[t * cols + i];
 }
 
+// Row r's factor after the sum, beside the token's scale: the weight's scale (per tensor or per channel),
+// or 256 for a block weight (whose values carry their scales, fp8w_bscaled).
+static inline float wfactor(const struct weight *w, int r) {
+    return w->fp8.wscale == WSCALE_BLOCK ? 256.0f : w->fp8.scale[w->fp8.wscale == WSCALE_CHANNEL ? r : 0];
+}
+
 // Fewer than 4 tokens: GEMV8_ROWS rows at a time widened in registers, each row streamed once for all
-// tokens (a block weight's rows a 128-column tile at a time: every tile's sum is its own cpu_dot).
+// tokens (a block weight's codes times their block's scale as they are widened: fp8w_bscaled).
 static void gemv_rows(const struct fp8w_ctx *m, int r0, int r1) {
     const struct weight *w = m->w;
-    const int cols = (int)w->cols, rows = (int)w->rows;
-    const int B = w->fp8.wscale == WSCALE_BLOCK ? w->fp8.block : cols, nbc = (cols + B - 1) / B;
+    const int cols = (int)w->cols, rows = (int)w->rows, block = w->fp8.wscale == WSCALE_BLOCK;
+    const int B = block ? w->fp8.block : cols, nbc = (cols + B - 1) / B;
     for (int r = r0; r < r1;) {
         const int nr = r1 - r >= GEMV8_ROWS ? GEMV8_ROWS : 1;
         const uint8_t *src = (const uint8_t *)w->data + (size_t)r * cols;
+        struct brow bk[GEMV8_ROWS];
+        for (int k = 0; k < nr; k++) bk[k] = (struct brow){w->fp8.scale + (size_t)((r + k) / B) * nbc, B};
         for (int t = 0; t < m->n; t++) {
-            const float *xq = m->xq + (size_t)t * cols, *xs = m->xs + (size_t)t * cols;
-            float y[GEMV8_ROWS] = {0};
-            for (int j = 0; j < nbc; j++) {
-                const int k0 = j * B, len = cols - k0 < B ? cols - k0 : B;
-                float d[GEMV8_ROWS];
-                if (nr == GEMV8_ROWS) gemv8_4(src + k0, (size_t)cols, xq + k0, xs + k0, len, d);
-                else gemv8_1(src + k0, xq + k0, xs + k0, len, d);
-                for (int k = 0; k < nr; k++) {
-                    if (w->fp8.wscale != WSCALE_BLOCK) y[k] = d[k];
-                    else y[k] += w->fp8.scale[(size_t)((r + k) / B) * nbc + j] * d[k];
-                }
-            }
-            for (int k = 0; k < nr; k++) {
-                const float ws = w->fp8.wscale == WSCALE_CHANNEL ? w->fp8.scale[r + k] : w->fp8.scale[0];
-                m->out[(size_t)t * rows + r + k] = w->fp8.wscale == WSCALE_BLOCK ? y[k] * m->sx[t]
-                                                                                 : y[k] * (m->sx[t] * ws);
-            }
+            const float *xq = m->xq + (size_t)t * cols;
+            float y[GEMV8_ROWS];
+            if (block && nr == GEMV8_ROWS) gemv8b_4(src, (size_t)cols, xq, cols, y, bk);
+            else if (block) gemv8b_1(src, xq, cols, y, bk);
+            else if (nr == GEMV8_ROWS) gemv8_4(src, (size_t)cols, xq, m->xs + (size_t)t * cols, cols, y);
+            else gemv8_1(src, xq, m->xs + (size_t)t * cols, cols, y);
+            for (int k = 0; k < nr; k++) m->out[(size_t)t * rows + r + k] = y[k] * (m->sx[t] * wfactor(w, r + k));
         }
         r += nr;
     }
@@ -264,51 +327,22 @@ static void row_task(void *p, int task, int thread) {
         gemv_rows(m, r0, r1);
         return;
     }
-    if (m->gemm && w->fp8.wscale == WSCALE_BLOCK) {
-        // a column tile at a time (each tile's sum its own cpu_dot), out += the rows' tile scales · it, in
-        // the tiles' order from 0 as the row path's acc; then × the token's scale
-        float *scr = cpu_scratch(m->c, thread), *rs = scr + cpu_gemm_scratch_floats(cols);  // rs: [r1 - r0]
-        const int B = w->fp8.block, nbc = (cols + B - 1) / B;
-        for (int t = 0; t < m->n; t++) memset(m->out + (size_t)t * rows + r0, 0, (size_t)(r1 - r0) * sizeof(float));
-        for (int j = 0; j < nbc; j++) {
-            for (int r = r0; r < r1; r++) rs[r - r0] = w->fp8.scale[(size_t)(r / B) * nbc + j];
-            cpu_gemm_cols(w, m->xq, m->n, m->out, r0, r1, j * B, cols - j * B < B ? cols - j * B : B, rs, scr);
-        }
-        for (int t = 0; t < m->n; t++)
-            for (int r = r0; r < r1; r++) m->out[(size_t)t * rows + r] *= m->sx[t];
-        return;
-    }
-    if (m->gemm) {  // per-tensor or per-channel scales: the register-blocked product, then the scales
+    if (m->gemm) {  // the register-blocked product (block weights: of fp8w_bscaled's values), then the scales
         cpu_gemm_rows(w, m->xq, m->n, m->out, r0, r1, cpu_scratch(m->c, thread));
         for (int t = 0; t < m->n; t++)
-            for (int r = r0; r < r1; r++) {
-                const float ws = w->fp8.scale[w->fp8.wscale == WSCALE_CHANNEL ? r : 0];
-                m->out[(size_t)t * rows + r] *= m->sx[t] * ws;
-            }
+            for (int r = r0; r < r1; r++) m->out[(size_t)t * rows + r] *= m->sx[t] * wfactor(w, r);
         return;
     }
     float *wr = cpu_scratch(m->c, thread);
-    const int B = w->fp8.block, nbc = B > 0 ? (cols + B - 1) / B : 0;
-    for (int r = r0; r < r1; r++) {
+    const int block = w->fp8.wscale == WSCALE_BLOCK, B = block ? w->fp8.block : cols, nbc = (cols + B - 1) / B;
+    for (int r = r0; r < r1; r++) {  // (each row widened once, as the product reads it, for every token)
         const uint8_t *src = (const uint8_t *)w->data + (size_t)r * cols;
-        for (int k = 0; k < cols; k++) wr[k] = fp8_e4m3_table[src[k]];
-        for (int t = 0; t < m->n; t++) {
-            const float *xq = m->xq + (size_t)t * cols;
-            float y;
-            if (w->fp8.wscale == WSCALE_BLOCK) {
-                const float *ws = w->fp8.scale + (size_t)(r / B) * nbc;
-                float acc = 0;
-                for (int j = 0; j < nbc; j++) {
-                    int k0 = j * B, len = cols - k0 < B ? cols - k0 : B;
-                    acc += ws[j] * cpu_dot(xq + k0, wr + k0, len);
-                }
-                y = acc * m->sx[t];
-            } else {
-                float ws = w->fp8.scale[w->fp8.wscale == WSCALE_CHANNEL ? r : 0];
-                y = cpu_dot(xq, wr, cols) * (m->sx[t] * ws);
-            }
-            m->out[(size_t)t * rows + r] = y;
+        for (int j = 0, k = 0; j < nbc; j++) {
+            const float s = block ? w->fp8.scale[(size_t)(r / B) * nbc + j] : 1;
+            for (; k < cols && k < (j + 1) * B; k++) wr[k] = block ? fp8w_bscaled(src[k], s) : fp8_e4m3_table[src[k]];
         }
+        for (int t = 0; t < m->n; t++)
+            m->out[(size_t)t * rows + r] = cpu_dot(m->xq + (size_t)t * cols, wr, cols) * (m->sx[t] * wfactor(w, r));
     }
 }
 
@@ -329,7 +363,7 @@ void cpu_fp8w_matmul(struct cpu_backend *c, float *out, const float *x, const st
 #else
     const bool gemm = false;
 #endif
-    const size_t scratch = gemm ? cpu_gemm_scratch_floats(w->cols) + (size_t)w->rows : cols;  // (+ block tiles' rs)
+    const size_t scratch = gemm ? cpu_gemm_scratch_floats(w->cols) : cols;
     float *xq = malloc(nx * sizeof(float) + (size_t)n * sizeof(float));
     if (!xq || cpu_reserve_scratch(c, scratch) < 0) {
         free(xq);

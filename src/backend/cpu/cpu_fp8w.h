@@ -4,8 +4,14 @@
 #ifndef OCTET_CPU_FP8W_H
 #define OCTET_CPU_FP8W_H
 
+#include "../../base/fp8.h"
 #include "../weight.h"
 #include "cpu.h"
+
+// A 128×128-block weight's value as the product reads it: w̃ = fl(2^-8 · ŵ · s), the code's value ŵ (an
+// e4m3 value: 2^-8·ŵ is exact) times its block's scale s, one f32 rounding. The product sums x̂·w̃ and
+// multiplies the sum by 256·s_x (docs/fp8_weights.md).
+static inline float fp8w_bscaled(uint8_t code, float s) { return fp8_e4m3_table[code] * 0x1p-8f * s; }
 
 // One activation row x[n] as the weight's scheme quantizes it: xq[i] = the fp8 value (decoded, exact
 // in f32) of x[i] / scale; returns the row's scale (dynamic: amax / fp8 max, 1 for an all-zero row;

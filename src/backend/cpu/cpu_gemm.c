@@ -1,7 +1,7 @@
 // cpu_gemm.c — the prefill product of F32/F16/BF16 (and, for cpu_fp8w.c, e4m3) weights on AVX-512
-// (cpu_gemm_rows): out[t][r] = x[t]·W[r] for a range of weight rows and every token (cpu_gemm_cols: over
-// a window of the columns, optionally accumulated as out += s_r · x[t]·W[r], for weights scaled by column
-// tiles), register-blocked so that the machine's FMA units, not its loads, set the pace, with each
+// (cpu_gemm_rows): out[t][r] = x[t]·W[r] for a range of weight rows and every token (a 128×128-block e4m3
+// weight: of its values times their block's scale, fp8w_bscaled), register-blocked so that the machine's
+// FMA units, not its loads, set the pace, with each
 // output's arithmetic exactly cpu_dot's on the widened row: lane-wise f32 FMAs into two accumulators (a:
 // the first 16 of each 32 columns, b: the last 16), one more 16-column step into a where 16 remain,
 // reduce_add(a + b), then the scalar tail in column order. So prefill equals the decode GEMV
@@ -26,6 +26,7 @@
 #include "../../base/half.h"
 #include "../weight.h"
 #include "cpu.h"
+#include "cpu_fp8w.h"
 #if defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -46,7 +47,7 @@ static size_t x_tile_floats(int64_t cols) {
 }
 
 // 16 floats of slack to align the start to 64 bytes, the accumulators, a row block's chunk of e4m3 weights
-// widened to bf16, the packed x.
+// widened (to bf16, or block weights to f32 in chunks of half the columns), the packed x.
 size_t cpu_gemm_scratch_floats(int64_t cols) {
     return 16 + (size_t)GEMM_TT * GEMM_R * 32 + GEMM_R * GEMM_KC / 2 + x_tile_floats(cols);
 }
@@ -80,6 +81,40 @@ static void widen_e4m3(const uint8_t *src, uint16_t *dst, int len) {
     for (int i = 0; i < len; i += 16) {
         const __m512i f = _mm512_castps_si512(load16(DT_E4M3, src, (size_t)i));
         _mm256_storeu_si256((__m256i *)(dst + i), _mm512_cvtepi32_epi16(_mm512_srli_epi32(f, 16)));
+    }
+}
+
+// A block weight's 16 values of row r from column c (row: the row's codes at column 0) as fp8w_bscaled
+// gives them: 2^-8·ŵ (exact) times the lanes' block scales, one rounding.
+static inline __m512 bscaled16(const struct weight *w, const uint8_t *row, int64_t r, int c) {
+    const int B = w->fp8.block, nbc = (int)((w->cols + B - 1) / B);
+    const float *bs = w->fp8.scale + (size_t)(r / B) * nbc;
+    __m512 s;
+    if (c / B == (c + 15) / B) s = _mm512_set1_ps(bs[c / B]);
+    else {
+        float f[16];
+        for (int l = 0; l < 16; l++) f[l] = bs[(c + l) / B];
+        s = _mm512_loadu_ps(f);
+    }
+    return _mm512_mul_ps(_mm512_mul_ps(load16(DT_E4M3, row, (size_t)c), _mm512_set1_ps(0x1p-8f)), s);
+}
+
+// Columns [c0, c0 + len) (len a multiple of 16) of a block weight's row r as bscaled16 gives them, a tile's
+// scale broadcast once for its columns.
+static void widen_bscaled(const struct weight *w, int64_t r, int c0, int len, float *dst /*[len]*/) {
+    const int B = w->fp8.block, nbc = (int)((w->cols + B - 1) / B);
+    const uint8_t *row = (const uint8_t *)w->data + (size_t)r * (size_t)w->cols;
+    if (B % 16) {
+        for (int i = 0; i < len; i += 16) _mm512_storeu_ps(dst + i, bscaled16(w, row, r, c0 + i));
+        return;
+    }
+    const float *bs = w->fp8.scale + (size_t)(r / B) * nbc;
+    for (int c = c0; c < c0 + len;) {
+        const int end = (c / B + 1) * B < c0 + len ? (c / B + 1) * B : c0 + len;
+        const __m512 s = _mm512_set1_ps(bs[c / B]);
+        for (; c < end; c += 16)
+            _mm512_storeu_ps(dst + (c - c0),
+                             _mm512_mul_ps(_mm512_mul_ps(load16(DT_E4M3, row, (size_t)c), _mm512_set1_ps(0x1p-8f)), s));
     }
 }
 
@@ -161,6 +196,10 @@ static void micro_any(enum dtype dt, int nr, int nt, const void *const *w, const
 // Row r's f32 value at column j (the scalar tail).
 static inline float elem(const struct weight *w, int64_t r, int64_t j) {
     const size_t i = (size_t)r * (size_t)w->cols + (size_t)j;
+    if (w->dtype == DT_E4M3 && w->fp8.wscale == WSCALE_BLOCK) {
+        const int64_t B = w->fp8.block, nbc = (w->cols + B - 1) / B;
+        return fp8w_bscaled(((const uint8_t *)w->data)[i], w->fp8.scale[(size_t)((r / B) * nbc + j / B)]);
+    }
     if (w->dtype == DT_F16) return f16_to_f32(((const uint16_t *)w->data)[i]);
     if (w->dtype == DT_BF16) return bf16_to_f32(((const uint16_t *)w->data)[i]);
     if (w->dtype == DT_E4M3) return fp8_e4m3_table[((const uint8_t *)w->data)[i]];
@@ -172,27 +211,35 @@ int cpu_gemm_tile_tokens(int64_t cols) {
     return (int)(tile > GEMM_TT ? GEMM_TT : tile < GEMM_TMIN ? GEMM_TMIN : tile) / GEMM_T * GEMM_T;
 }
 
-void cpu_gemm_cols(const struct weight *w, const float *x /*[n][w->cols]*/, int n, float *out /*[n][rows]*/,
-                   int r0, int r1, int c0, int nc, const float *rs /*[r1 - r0] or NULL*/, float *scratch) {
-    const int cols = (int)w->cols, rows = (int)w->rows, n32 = nc / 32 * 32;
+void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, float *out /*[n][rows]*/, int r0,
+                   int r1, float *scratch) {
+    const int cols = (int)w->cols, rows = (int)w->rows, n32 = cols / 32 * 32;
     const size_t esz = dtype_size(w->dtype), hs = (size_t)n32 / 2 * GEMM_T + GEMM_XPAD;
-    const char *w0 = (const char *)w->data + (size_t)c0 * esz;  // the window's first column of row 0
-    // [GEMM_TT][GEMM_R][32], [GEMM_R][GEMM_KC] bf16, [tile][2][hs], 64-byte aligned
+    const bool bw = w->dtype == DT_E4M3 && w->fp8.wscale == WSCALE_BLOCK;  // (widened to f32 with the scales)
+    const int kc = bw ? GEMM_KC / 2 : GEMM_KC;
+    // [GEMM_TT][GEMM_R][32], [GEMM_R][GEMM_KC] bf16 or [GEMM_R][GEMM_KC / 2] f32, [tile][2][hs], 64-byte aligned
     float *acc = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
     uint16_t *wide = (uint16_t *)(acc + (size_t)GEMM_TT * GEMM_R * 32);
+    float *wide32 = (float *)wide;
     float *xs = (float *)(wide + GEMM_R * GEMM_KC);
-    const int tile = cpu_gemm_tile_tokens(nc);
+    const int tile = cpu_gemm_tile_tokens(cols);
     for (int t0 = 0; t0 < n; t0 += tile) {
         const int tt = n - t0 < tile ? n - t0 : tile;
-        pack_x(x + (size_t)t0 * cols + c0, tt, cols, n32, hs, xs);
+        pack_x(x + (size_t)t0 * cols, tt, cols, n32, hs, xs);
         for (int rb = r0; rb < r1; rb += GEMM_R) {
             const int nr = r1 - rb < GEMM_R ? r1 - rb : GEMM_R;
-            for (int k0 = 0; k0 < n32 || k0 == 0; k0 += GEMM_KC) {
-                const int len = n32 - k0 < GEMM_KC ? n32 - k0 : GEMM_KC;
+            for (int k0 = 0; k0 < n32 || k0 == 0; k0 += kc) {
+                const int len = n32 - k0 < kc ? n32 - k0 : kc;
                 const void *wr[GEMM_R];
-                for (int r = 0; r < nr; r++) wr[r] = w0 + ((size_t)(rb + r) * cols + k0) * esz;
+                for (int r = 0; r < nr; r++) wr[r] = (const char *)w->data + ((size_t)(rb + r) * cols + k0) * esz;
                 enum dtype dt = w->dtype;
-                if (dt == DT_E4M3 && tt > 2 * GEMM_T) {  // (widened once, read by three or more token groups)
+                if (bw) {  // (every chunk: the scales are in the values)
+                    for (int r = 0; r < nr; r++) {
+                        widen_bscaled(w, rb + r, k0, len, wide32 + r * kc);
+                        wr[r] = wide32 + r * kc;
+                    }
+                    dt = DT_F32;
+                } else if (dt == DT_E4M3 && tt > 2 * GEMM_T) {  // (widened once, read by three or more token groups)
                     for (int r = 0; r < nr; r++) {
                         widen_e4m3(wr[r], wide + r * GEMM_KC, len);
                         wr[r] = wide + r * GEMM_KC;
@@ -208,30 +255,25 @@ void cpu_gemm_cols(const struct weight *w, const float *x /*[n][w->cols]*/, int 
             }
             // cpu_dot's ending: one 16-column step into a, reduce_add(a + b), the scalar tail
             for (int t = 0; t < tt; t++) {
-                const float *xt = x + (size_t)(t0 + t) * cols + c0;
+                const float *xt = x + (size_t)(t0 + t) * cols;
                 for (int r = 0; r < nr; r++) {
                     const float *p = acc + ((size_t)t * GEMM_R + r) * 32;
-                    const void *row = w0 + (size_t)(rb + r) * cols * esz;
+                    const char *row = (const char *)w->data + (size_t)(rb + r) * cols * esz;
                     __m512 a = _mm512_loadu_ps(p), b = _mm512_loadu_ps(p + 16);
                     int j = n32;
-                    if (j + 16 <= nc) {
-                        a = _mm512_fmadd_ps(_mm512_loadu_ps(xt + j), load16(w->dtype, row, (size_t)j), a);
+                    if (j + 16 <= cols) {
+                        const __m512 v = bw ? bscaled16(w, (const uint8_t *)row, rb + r, j)
+                                            : load16(w->dtype, row, (size_t)j);
+                        a = _mm512_fmadd_ps(_mm512_loadu_ps(xt + j), v, a);
                         j += 16;
                     }
                     float s = _mm512_reduce_add_ps(_mm512_add_ps(a, b));
-                    for (; j < nc; j++) s += xt[j] * elem(w, rb + r, c0 + j);
-                    float *o = out + (size_t)(t0 + t) * rows + rb + r;
-                    if (rs) *o += rs[rb + r - r0] * s;
-                    else *o = s;
+                    for (; j < cols; j++) s += xt[j] * elem(w, rb + r, j);
+                    out[(size_t)(t0 + t) * rows + rb + r] = s;
                 }
             }
         }
     }
-}
-
-void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, float *out /*[n][rows]*/, int r0,
-                   int r1, float *scratch) {
-    cpu_gemm_cols(w, x, n, out, r0, r1, 0, (int)w->cols, NULL, scratch);
 }
 
 #else
@@ -241,8 +283,5 @@ int cpu_gemm_fits(const struct weight *w, int n) { return 0; }
 int cpu_gemm_tile_tokens(int64_t cols) { return GEMM_TT; }
 
 void cpu_gemm_rows(const struct weight *w, const float *x, int n, float *out, int r0, int r1, float *scratch) {}
-
-void cpu_gemm_cols(const struct weight *w, const float *x, int n, float *out, int r0, int r1, int c0, int nc,
-                   const float *rs, float *scratch) {}
 
 #endif
