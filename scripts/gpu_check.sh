@@ -34,7 +34,8 @@
 #               weights with an fp8 cache), the builds alternating round by
 #               round (COMPARE_ROUNDS, default 3); medians and new/base ratios (about 5 minutes; COMPARE_OPS=0
 #               skips the ops checks)
-#   itl         the single-request ITL study on dummy:llama-3.1-8b (about 2.5 minutes)
+#   itl         the single-request ITL study on dummy:llama-3.1-8b (about 2.5 minutes); ITL_SERVE_ARGS adds
+#               server flags (ITL_SERVE_ARGS="--quantization fp8": the study with FP8 weights)
 #   hd256       the head_dim-256 study on dummy:gemma-3-4b (8 query / 4 KV heads, 512-token windows on 5 of 6
 #               layers): its attention kernels (decode, prefill, soft-capped prefill; BASE_BIN's beside where
 #               given) against cuDNN at the same shape, then the single-request sweep for bf16, fp8, and fp8
@@ -311,7 +312,8 @@ if has timing; then  # where a greedy decode token's wall time goes: the capture
 fi
 if has itl; then  # the seed's single-request ITL study (about 2.5 minutes)
   "$BIN/octet" bench sweep --model dummy:llama-3.1-8b --kv-cache-dtype auto,fp8 \
-    --input-lens 256,1024,4096,16384,32768,65536,130944 --output-len 128 --serve-args "--kv-cache-memory 40000000000" \
+    --input-lens 256,1024,4096,16384,32768,65536,130944 --output-len 128 \
+    --serve-args "--kv-cache-memory 40000000000${ITL_SERVE_ARGS:+ $ITL_SERVE_ARGS}" \
     --output-dir "$OUT/sweep_llama-3.1-8b" --quiet > "$OUT/itl.log" 2>&1
   python3 "$REPORT" itl "$OUT/sweep_llama-3.1-8b/sweep.json" | tee -a "$summary"
 fi
