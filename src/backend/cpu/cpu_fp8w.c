@@ -121,6 +121,19 @@ static inline void bscales(struct brow b, int i, int L, float *dst /*[L]*/) {
     for (int l = 0; l < L; l++) dst[l] = b.bs[(i + l) / b.B];
 }
 
+// The lanes' scales of the L (<= 32) columns from i for each of the nr rows (f[k]), and the column up to
+// which they stay the same: the tile's end where the L columns lie in one tile, else i + L.
+static inline int bscale_step(const struct brow *bk, int nr, int i, int L, float (*f)[32]) {
+    const int B = bk[0].B, t = i / B;
+    if (t != (i + L - 1) / B) {
+        for (int k = 0; k < nr; k++) bscales(bk[k], i, L, f[k]);
+        return i + L;
+    }
+    for (int k = 0; k < nr; k++)
+        for (int l = 0; l < L; l++) f[k][l] = bk[k].bs[t];
+    return (t + 1) * B;
+}
+
 // r[k] = Σ_i x[i]·w_k[i] for the nr (<= GEMV8_ROWS) e4m3 rows w_k = w + k·stride (no NaN codes), each bit
 // for bit cpu_dot(x, the row widened through fp8_e4m3_table, n): the same two accumulators, tail and
 // reduction. xs is x times 256. With bk (a block weight's rows, bk[k] row k's), the row widened is
@@ -137,16 +150,9 @@ static inline __attribute__((always_inline)) void gemv8(const uint8_t *w, size_t
     for (int k = 0; k < nr; k++) a[k] = b[k] = sl[k] = sh[k] = _mm512_setzero_ps();
     for (; i + 32 <= n; i += 32) {
         if (bk && i + 32 > fresh_to) {
-            const int B = bk[0].B, one = i / B == (i + 31) / B;
-            for (int k = 0; k < nr; k++) {
-                float f[32];
-                if (one) sl[k] = sh[k] = _mm512_set1_ps(bk[k].bs[i / B]);
-                else {
-                    bscales(bk[k], i, 32, f);
-                    sl[k] = _mm512_loadu_ps(f), sh[k] = _mm512_loadu_ps(f + 16);
-                }
-            }
-            fresh_to = one ? (i / B + 1) * B : i + 32;
+            float f[GEMV8_ROWS][32];
+            fresh_to = bscale_step(bk, nr, i, 32, f);
+            for (int k = 0; k < nr; k++) sl[k] = _mm512_loadu_ps(f[k]), sh[k] = _mm512_loadu_ps(f[k] + 16);
         }
         const __m512 xl = _mm512_loadu_ps(xs + i), xh = _mm512_loadu_ps(xs + i + 16);
 #pragma GCC unroll 4
@@ -181,16 +187,9 @@ static inline __attribute__((always_inline)) void gemv8(const uint8_t *w, size_t
     for (int k = 0; k < nr; k++) a[k] = b[k] = sl[k] = sh[k] = _mm256_setzero_ps();
     for (; i + 16 <= n; i += 16) {
         if (bk && i + 16 > fresh_to) {
-            const int B = bk[0].B, one = i / B == (i + 15) / B;
-            for (int k = 0; k < nr; k++) {
-                float f[16];
-                if (one) sl[k] = sh[k] = _mm256_set1_ps(bk[k].bs[i / B]);
-                else {
-                    bscales(bk[k], i, 16, f);
-                    sl[k] = _mm256_loadu_ps(f), sh[k] = _mm256_loadu_ps(f + 8);
-                }
-            }
-            fresh_to = one ? (i / B + 1) * B : i + 16;
+            float f[GEMV8_ROWS][32];
+            fresh_to = bscale_step(bk, nr, i, 16, f);
+            for (int k = 0; k < nr; k++) sl[k] = _mm256_loadu_ps(f[k]), sh[k] = _mm256_loadu_ps(f[k] + 8);
         }
         const __m256 xl = _mm256_loadu_ps(xs + i), xh = _mm256_loadu_ps(xs + i + 8);
 #pragma GCC unroll 4
