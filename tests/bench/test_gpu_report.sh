@@ -2,8 +2,8 @@
 # test_gpu_report.sh — scripts/gpu_report.py on recorded GPU outputs (no GPU needed): every kind gpu_check.sh
 # prints must turn a real file into the numbers it holds. Inputs: the H200 records kept in bench/<topic>/,
 # recorded outputs kept as fixtures in tests/data/gpu_report/ (an H200's: model, depth, ncu kernel times, gemv,
-# prefill vs decode, a sweep without per-quarter ITL, a load run whose requests failed; a 2-core CPU's: a load
-# run on dummy:tiny with the engine's step counters),
+# prefill vs decode, a sweep without per-quarter ITL, a load run of both caches (2026-12-02), a load run whose
+# requests failed; a 2-core CPU's: a load run on dummy:tiny with the engine's step counters),
 # tests/data/ncu_prof_sample.csv (raw ncu CSV rows, whose data rows lack the header's rule columns),
 # tests/data/ncu_step_sample.csv (ncu's kernel-time CSV of two forward passes, made up),
 # tests/data/ncu_source_sample.csv (13 rows of the H200's per-SASS page of the TMA FP8 prefill) and
@@ -38,12 +38,12 @@ expect "itl increments" '^itl fp8/auto increments: 256->1024 .*, 65536->130944 0
 expect "itl quarters" '^itl fp8 quarters \(first/last ms\): 256 4.225/4.236, .*, 130944 6.285/6.330$' itl $B/itl_study/h200_llama-3.1-8b_repeat.json
 n=$(python3 "$R" itl $F/itl_no_quarters.json | grep -c quarters)
 [ "$n" = 0 ] && ok || bad "itl: a sweep without itl_quarters_ms printed $n quarters lines"
-expect "load" 'fp8 / auto = 1.424$' load $B/throughput/h200_llama-3.1-8b.json
+expect "load" 'fp8 / auto = 1.424$' load $F/load_h200.json
 expect "load failures named" '^load auto: 6 of 8 requests FAILED \(server error in stream: backend cuda: gemv rmsnorm \+ Q\|K\|V: invalid argument\): not a throughput' load $F/load_failed.json
 expect "load steps" '^load steps fp8: decode 137 x 1.18 ms \(forward 1.03, host 0.15; 3.6 decode \+ 0 prefill tokens; 14 % of the time\); prefill 1 x 167.90 ms .*; mixed 6 x 143.14 ms \(forward 142.67, host 0.47; 2.5 decode \+ 1390 prefill tokens; 72 % of the time\)$' load $F/load_steps_cpu.json
-n=$(python3 "$R" load $B/throughput/h200_llama-3.1-8b.json | grep -c 'load steps')
+n=$(python3 "$R" load $F/load_h200.json | grep -c 'load steps')
 [ "$n" = 0 ] && ok || bad "load: a run without step counters printed $n steps lines"
-n=$(python3 "$R" load $B/throughput/h200_llama-3.1-8b.json | grep -c FAILED)
+n=$(python3 "$R" load $F/load_h200.json | grep -c FAILED)
 [ "$n" = 0 ] && ok || bad "load: a run without failures printed $n FAILED lines"
 expect "pd identical" 'prefill vs decode \(--batch-invariant\), dummy:llama-3.1-8b fp8: .*rel. diff 0.00e\+00 \(identical\)' pd $F/pd.jsonl
 expect "pd block size" '^prefill vs decode \(--batch-invariant, 64-token blocks\), dummy:llama-3.1-8b fp8: .*rel. diff 0.00e\+00 \(identical\)$' pd tests/data/pd_bs_sample.jsonl
