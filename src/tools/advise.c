@@ -15,6 +15,7 @@
 #include "../base/check.h"
 #include "../model/model.h"
 #include "cli.h"
+#include "fit.h"
 #include "tools.h"
 
 #define SMALL_WINDOW_TOKENS 1024  // windows this small hold too little KV for FP8 to pay
@@ -77,16 +78,6 @@ static double num(const json_t *o, const char *k) {
     return json_is_number(v) ? json_number_value(v) : NAN;
 }
 
-static bool has_word(const json_t *cfg, const char *word) {
-    if (strstr(str_or(json_string_value(json_object_get(cfg, "name")), ""), word)) return true;
-    size_t i;
-    json_t *f;
-    json_array_foreach(json_object_get(cfg, "flags"), i, f) {
-        if (strstr(str_or(json_string_value(f), ""), word)) return true;
-    }
-    return false;
-}
-
 // TTFT fit of cfg evaluated at len (NAN without a fit).
 static double ttft_at(const json_t *cfg, double len) {
     json_t *f = json_object_get(cfg, "ttft_fit");
@@ -95,6 +86,34 @@ static double ttft_at(const json_t *cfg, double len) {
 }
 
 static const char *cfg_name(const json_t *cfg) { return str_or(json_string_value(json_object_get(cfg, "name")), "?"); }
+
+// The KV cache type a configuration ran: the value of its last --kv-cache-dtype flag (a server takes the
+// last), else the resolved type the sweep recorded, else NULL (a measured server known by its name only).
+static const char *kv_of(const json_t *cfg) {
+    const json_t *fl = json_object_get(cfg, "flags");
+    const char *kv = NULL;
+    for (size_t i = 0; i + 1 < json_array_size(fl); i++)
+        if (!strcmp(str_or(json_string_value(json_array_get(fl, i)), ""), "--kv-cache-dtype"))
+            kv = json_string_value(json_array_get(fl, i + 1));
+    return kv ? kv : json_string_value(json_object_get(cfg, "kv_cache_dtype_resolved"));
+}
+
+// Whether a configuration's cache is FP8 (its cache type, not any other flag: --quantization fp8 names the
+// weights' type).
+static bool fp8_cache(const json_t *cfg) {
+    const char *kv = kv_of(cfg);
+    if (!kv) return strstr(cfg_name(cfg), "fp8") != NULL;
+    return !strncmp(kv, "fp8", 3) || strstr(kv, "e4m3") || strstr(kv, "e5m2");
+}
+
+// A configuration's ITL line from its "itl_fit" (false without one).
+static bool itl_line(const json_t *cfg, struct fit_line *l) {
+    const json_t *f = json_object_get(cfg, "itl_fit");
+    if (!json_is_object(f)) return false;
+    *l = (struct fit_line){num(f, "slope_ms_per_token"), num(f, "intercept_ms"), num(f, "r2"),
+                           num(f, "slope_se_ms_per_token"), (int)num(f, "n")};
+    return isfinite(l->slope) && isfinite(l->intercept);
+}
 
 // The file name of a model path ("dir/x.gguf" -> "x.gguf"; "dummy:tiny" stays).
 static const char *base_name(const char *p) {
@@ -184,15 +203,18 @@ int advise_check_inputs(const struct advise_inputs *in) {
 // The decode-speed rule: returns 1 if FP8 is recommended (above *stay_below, 0 = always).
 static int speed_rule(struct advice *a, json_t *res, const json_t *sweep, const json_t *base, const json_t *fp8,
                       double *stay_below) {
-    json_t *vs = json_object_get(fp8, "vs_first");
-    json_t *bf = json_object_get(base, "itl_fit"), *ff = json_object_get(fp8, "itl_fit");
-    if (!json_is_object(vs) || !json_is_object(bf) || !json_is_object(ff)) {
+    struct fit_line bl, fl;
+    if (!itl_line(base, &bl) || !itl_line(fp8, &fl)) {
         say(a, "speed", "No ITL fit for '%s' against '%s' (too few successful requests): no break-even to advise from.",
             cfg_name(fp8), cfg_name(base));
         return -1;
     }
-    double ratio = num(vs, "slope_ratio_pct"), d_int = num(vs, "intercept_delta_ms"), be = num(vs, "break_even_tokens");
-    const char *kind = str_or(json_string_value(json_object_get(vs, "break_even")), "never");
+    // (from the two lines, not the sweep's vs_first: the bf16 configuration need not be the sweep's first)
+    const struct fit_break brk = fit_break_even(&bl, &fl);
+    char kind_s[32];
+    const char *kind = fit_break_str(brk, kind_s, sizeof kind_s);  // "always", "never" or the length
+    const double ratio = bl.slope != 0 ? 100 * fl.slope / bl.slope : NAN, d_int = fl.intercept - bl.intercept;
+    const double be = brk.kind == FIT_BREAK_AT ? brk.x : NAN;
     double max_ctx = num(sweep, "max_model_len"), longest = 0;
     size_t i;
     json_t *l;
@@ -201,7 +223,7 @@ static int speed_rule(struct advice *a, json_t *res, const json_t *sweep, const 
     json_object_set_new(res, "slope_ratio_pct", json_real(ratio));
     json_object_set_new(res, "break_even", json_string(kind));
     int rec = 0;
-    double r2b = num(bf, "r2"), r2f = num(ff, "r2"), sb = num(bf, "slope_ms_per_token");
+    double r2b = bl.r2, r2f = fl.r2, sb = bl.slope;
     if (!(sb > 0) || r2b < 0.5 || r2f < 0.5) {  // noise, not a trend: no line to cross
         say(a, "speed", "Inconclusive: the ITL fits do not show a trend to compare (R2 %.3f and %.3f, baseline slope "
             "%.3g ms/token), so there is no trustworthy break-even. Repeat with --num-requests-per-len 3, longer "
@@ -273,10 +295,30 @@ static bool range_rule(struct advice *a, json_t *res, const struct advise_inputs
         return false;
     }
     say(a, "range", "%s: serve with --kv-cache-dtype fp8_per_token_head, which computes a scale per token and KV head "
-        "as each token is written and needs no calibration (the cpu backend implements it; the CUDA backend refuses "
-        "it), or calibrate (octet calibrate --model %s --file YOUR_TEXT --output scales.json) and serve fp8 with "
+        "as each token is written and needs no calibration (on the GPU its prefill runs at about 0.7x the per-tensor "
+        "FP8 rate, bench/prefill_attention/RESULTS.md), or calibrate (octet calibrate --model %s --file YOUR_TEXT --output scales.json) and serve fp8 with "
         "--kv-scales scales.json.", what, model);
     return true;
+}
+
+// The flags of cfg that set the weights' type (--quantization and its companions), as " FLAG VALUE" pairs for
+// the recommended command: the speeds advised on were measured with them.
+static void weight_flags(const json_t *cfg, char *buf, size_t cap) {
+    static const char *const names[] = {"--quantization", "--quantization-block", "--quantization-skip-layers",
+                                        "--fp8-gate-dtype", NULL};
+    const json_t *fl = json_object_get(cfg, "flags");
+    size_t used = 0;
+    buf[0] = 0;
+    for (size_t i = 0; i + 1 < json_array_size(fl); i++) {
+        const char *f = str_or(json_string_value(json_array_get(fl, i)), "");
+        for (int k = 0; names[k]; k++)
+            if (!strcmp(f, names[k]) && used < cap) {
+                used += (size_t)snprintf(buf + used, cap - used, " %s %s", f,
+                                         str_or(json_string_value(json_array_get(fl, i + 1)), ""));
+                i++;
+                break;
+            }
+    }
 }
 
 int advise_report(const struct advise_inputs *in, FILE *out, json_t **advice) {
@@ -294,10 +336,18 @@ int advise_report(const struct advise_inputs *in, FILE *out, json_t **advice) {
     json_t *res = json_object();
     TRY(advise_check_inputs(in));
     if (out) fprintf(out, "Advice for %s (FP8 KV cache):\n", model);
-    const json_t *base = json_array_get(cfgs, 0), *fp8 = NULL;
-    for (size_t i = 1; i < json_array_size(cfgs) && !fp8; i++)
-        if (has_word(json_array_get(cfgs, i), "fp8")) fp8 = json_array_get(cfgs, i);
-    if (!fp8 && json_array_size(cfgs) > 1) fp8 = json_array_get(cfgs, 1);
+    // the baseline: the first configuration with a 16- or 32-bit cache; against it, the first with an FP8 cache,
+    // in whichever order the sweep ran them (a sweep of two other kinds compares its second with its first)
+    const json_t *base = NULL, *fp8 = NULL;
+    for (size_t i = 0; i < json_array_size(cfgs); i++) {
+        const json_t *c = json_array_get(cfgs, i);
+        if (!fp8_cache(c)) base = base ? base : c;
+        else fp8 = fp8 ? fp8 : c;
+    }
+    if (!base || !fp8) {
+        base = json_array_get(cfgs, 0);
+        fp8 = json_array_size(cfgs) > 1 ? json_array_get(cfgs, 1) : NULL;
+    }
     double stay_below = 0;
     int rec = -1;
     if (!fp8)
@@ -385,32 +435,35 @@ int advise_report(const struct advise_inputs *in, FILE *out, json_t **advice) {
     bool dynamic = range_rule(&a, res, in, model);
     if (calibrate_first && !in->calibration && !dynamic) {
         say(&a, "accuracy", "Without calibration text, --kv-cache-dtype fp8_per_token_head needs none: it computes a "
-            "scale per token and KV head as each token is written (the cpu backend implements it; the CUDA backend "
-            "refuses it).");
+            "scale per token and KV head as each token is written.");
         dynamic = true;
     }
     json_object_set_new(res, "per_token_head", json_boolean(dynamic));
 
-    char cmd[1024];
-    const char *verdict = rec == 1 ? (stay_below > 0 ? "fp8_above_break_even" : "fp8") : "bf16";
-    if (rec == 1 && dynamic) {
+    char cmd[1024], wf[256];
+    weight_flags(rec == 1 ? fp8 : base, wf, sizeof wf);
+    const char *verdict = !fp8 ? "unmeasured" : rec == 1 ? (stay_below > 0 ? "fp8_above_break_even" : "fp8") : "bf16";
+    if (!fp8)
+        snprintf(cmd, sizeof cmd, "none: one configuration ('%s') was measured, so there is nothing to choose between",
+                 cfg_name(base));
+    else if (rec == 1 && dynamic) {
         verdict = stay_below > 0 ? "fp8_per_token_head_above_break_even" : "fp8_per_token_head";
-        snprintf(cmd, sizeof cmd, "octet serve --model %s --kv-cache-dtype fp8_per_token_head%s", model,
+        snprintf(cmd, sizeof cmd, "octet serve --model %s%s --kv-cache-dtype fp8_per_token_head%s", model, wf,
                  skip_swa ? " --kv-cache-dtype-skip-layers sliding_window" : "");
     } else if (rec == 1)
-        snprintf(cmd, sizeof cmd, "octet serve --model %s --kv-cache-dtype fp8%s%s%s", model,
+        snprintf(cmd, sizeof cmd, "octet serve --model %s%s --kv-cache-dtype fp8%s%s%s", model, wf,
                  skip_swa ? " --kv-cache-dtype-skip-layers sliding_window" : "",
                  in->calibration ? " --kv-scales " : calibrate_first ? " --kv-scales scales.json" : "",
                  in->calibration ? in->calibration : "");
     else
-        snprintf(cmd, sizeof cmd, "octet serve --model %s --kv-cache-dtype auto", model);
+        snprintf(cmd, sizeof cmd, "octet serve --model %s%s --kv-cache-dtype auto", model, wf);
     if (out) {
         fprintf(out, "Recommendation: %s", cmd);
         if (rec == 1 && stay_below > 0) fprintf(out, "   (for long-context traffic, above ~%.0f tokens)", stay_below);
         fprintf(out, "\n");
     }
     json_object_set_new(res, "verdict", json_string(verdict));
-    json_object_set_new(res, "command", json_string(cmd));
+    json_object_set_new(res, "command", fp8 ? json_string(cmd) : json_null());
     json_object_set_new(res, "items", a.items);
     *advice = res;
     return OCT_OK;
