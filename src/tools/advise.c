@@ -296,8 +296,8 @@ static bool range_rule(struct advice *a, json_t *res, const struct advise_inputs
     }
     say(a, "range", "%s: serve with --kv-cache-dtype fp8_per_token_head, which computes a scale per token and KV head "
         "as each token is written and needs no calibration (on the GPU its prefill runs at about 0.7x the per-tensor "
-        "FP8 rate, bench/prefill_attention/RESULTS.md), or calibrate (octet calibrate --model %s --file YOUR_TEXT --output scales.json) and serve fp8 with "
-        "--kv-scales scales.json.", what, model);
+        "FP8 rate, bench/prefill_attention/RESULTS.md), or calibrate (octet calibrate --model %s --file YOUR_TEXT "
+        "--output scales.json) and serve fp8 with --kv-scales scales.json.", what, model);
     return true;
 }
 
