@@ -5,7 +5,9 @@
 # tails) and logs.tar.xz (every raw file; the raw folder is $GPU_CHECK_RAW, default a temporary one).
 # Exits non-zero when a stage fails (a test fails, a binary does not run, a given file is missing).
 # Binaries come from $OCTET_BIN (default build-cuda/; rebuilt with CUDA=1 when they do not run), carried
-# shared libraries from $OCTET_LIB, the cuDNN peer from $PEER (default .peer/peer_attention.py).
+# shared libraries from $OCTET_LIB, the cuDNN peer from $PEER (default .peer/peer_attention.py). OCTET_BIN and
+# BASE_BIN may name a bundle archive (`make CUDA=1 bundle`'s octet-bundle.tar.xz) instead of a folder: it is
+# unpacked into a temporary folder, removed at the end.
 #
 # Default stages:
 #   probe       the wgmma / mma.sync FP8 accumulation probe and a SASS count of QGMMA / HMMA
@@ -81,12 +83,26 @@ mkdir -p "$DEST" || exit 2
 DEST=$(cd "$DEST" && pwd)
 OUT=${GPU_CHECK_RAW:-$(mktemp -d)}  # the stages' raw files (packed into DEST at the end)
 mkdir -p "$OUT" || exit 2
-BIN=${OCTET_BIN:-build-cuda}
 [ -n "${OCTET_LIB:-}" ] && export LD_LIBRARY_PATH="$OCTET_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 # a file named by the caller must exist: a missing one fails the run before any stage starts
 for v in PEER MODEL OCTET_BIN BASE_BIN OCTET_LIB; do
   if [ -n "${!v:-}" ] && [ ! -e "${!v}" ]; then echo "gpu_check: $v=${!v} not found" >&2; exit 2; fi
 done
+UNPACKED=""  # the temporary folders of unpacked bundle archives
+unpack() {  # unpack VAR: a bundle archive named by $VAR becomes the folder it unpacks to
+  local v=$1 d
+  case "${!v:-}" in
+    *.tar.xz)
+      d=$(mktemp -d) || exit 2
+      tar -C "$d" -xJf "${!v}" && [ -x "$d/octet" ] ||
+        { rm -rf "$d"; echo "gpu_check: $v=${!v}: not a bundle archive (no octet inside)" >&2; exit 2; }
+      UNPACKED="$UNPACKED $d"
+      printf -v "$v" '%s' "$d";;
+  esac
+}
+unpack OCTET_BIN
+unpack BASE_BIN
+BIN=${OCTET_BIN:-build-cuda}
 PEER=${PEER:-.peer/peer_attention.py}
 MODEL=${MODEL:-../shared/models/stories260K.gguf}
 [ -f "$MODEL" ] || MODEL=.peer/stories260K.gguf
@@ -96,6 +112,7 @@ pack() {  # on every exit: the raw files into DEST's per-stage JSON and logs.tar
   python3 "$REPORT" pack "$OUT" "$DEST" >/dev/null || rc=1
   tar -C "$OUT" -cJf "$DEST/logs.tar.xz" . || rc=1
   [ -z "${GPU_CHECK_RAW:-}" ] && rm -rf "$OUT"
+  [ -n "$UNPACKED" ] && rm -rf $UNPACKED
   exit $rc
 }
 trap pack EXIT
