@@ -15,7 +15,11 @@
 // cuda_decode.cu plans them (one wave of the fused instance's residency; FP8 splits of at least 8
 // blocks, struct cuda_tuning's default). A launch runs without a kernel before it, so a DECODE_PDL
 // kernel's waits return at once.
-// Build: make CUDA=1 gpu-tests (build-cuda/gpu/attention_decode); run: build-cuda/gpu/attention_decode [variant]
+// The split plan takes an optional wave divisor d (one wave of resident / d CTAs: fewer, longer
+// splits); the fused variant also runs past DECODE_FUSED_MAX splits where the scratch holds them
+// (marked "past max"), and each k_combine variant's combine is timed alone too ("combine us").
+// Build: make CUDA=1 gpu-tests (build-cuda/gpu/attention_decode);
+// run: build-cuda/gpu/attention_decode [variant [wave divisor]]
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -215,11 +219,19 @@ static void plan(problem &p, int resident) {
 }
 
 static bool fused_fits(const problem &p) {
-    return p.n_seqs == 1 && p.n_splits > 1 && p.n_splits <= DECODE_FUSED_MAX && 2 * G * p.n_splits + G <= 32 * HD;
+    return p.n_seqs == 1 && p.n_splits > 1 && 2 * G * p.n_splits + G <= 32 * HD;
 }
 
-// One launch of a variant (and its k_combine, as launch_combine sizes it).
-static void run(const variant &v, const problem &p, cudaStream_t st) {
+// k_combine of a problem's partials, as launch_combine sizes it.
+static void run_combine(const problem &p, cudaStream_t st) {
+    const int lanes = HD / 2;
+    const int rows = std::min((p.n_splits + COMBINE_SPLITS - 1) / COMBINE_SPLITS, 512 / lanes);
+    const size_t smem = ((size_t)rows * HD + 2 * (size_t)rows) * sizeof(float);
+    k_combine<<<dim3(p.n_seqs, N_HEADS), rows * lanes, smem, st>>>(p.dout, p.dpart, p.dqstart, N_HEADS, HD, p.n_splits);
+}
+
+// One launch of a variant (and its k_combine).
+static void run(const variant &v, const problem &p, cudaStream_t st, bool combine = true) {
     attn_args a = {};
     a.out = p.dout;
     a.q = p.dq;
@@ -241,11 +253,24 @@ static void run(const variant &v, const problem &p, cudaStream_t st) {
     a.arrive = v.fused ? p.darrive : nullptr;
     const dim3 grid(p.n_seqs, N_KV, p.n_splits);
     v.k[p.di]<<<grid, 128, ring_bytes(v.stages, p.di), st>>>(a);
-    if (v.fused || p.n_splits == 1) return;
-    const int lanes = HD / 2;
-    const int rows = std::min((p.n_splits + COMBINE_SPLITS - 1) / COMBINE_SPLITS, 512 / lanes);
-    const size_t smem = ((size_t)rows * HD + 2 * (size_t)rows) * sizeof(float);
-    k_combine<<<dim3(p.n_seqs, N_HEADS), rows * lanes, smem, st>>>(p.dout, p.dpart, p.dqstart, N_HEADS, HD, p.n_splits);
+    if (v.fused || p.n_splits == 1 || !combine) return;
+    run_combine(p, st);
+}
+
+// Median µs of a launch sequence over REPS bursts of ITERS.
+template <typename F> static float time_us(cudaStream_t st, cudaEvent_t e0, cudaEvent_t e1, F launch) {
+    std::vector<float> ts;
+    for (int r = 0; r < REPS; r++) {
+        CK(cudaEventRecord(e0, st));
+        for (int i = 0; i < ITERS; i++) launch();
+        CK(cudaEventRecord(e1, st));
+        CK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        ts.push_back(ms * 1000.0f / ITERS);
+    }
+    std::sort(ts.begin(), ts.end());
+    return ts[ts.size() / 2];
 }
 
 static double nmse(const problem &p) {
@@ -261,9 +286,9 @@ static double nmse(const problem &p) {
 }
 
 int main(int argc, char **argv) {
-    const int only = argc > 1 ? atoi(argv[1]) : 0;
-    if (only < 0 || only > N_VARIANTS) {
-        fprintf(stderr, "usage: %s [variant 1..%d]\n", argv[0], N_VARIANTS);
+    const int only = argc > 1 ? atoi(argv[1]) : 0, wave_div = argc > 2 ? atoi(argv[2]) : 1;
+    if (only < 0 || only > N_VARIANTS || wave_div < 1) {
+        fprintf(stderr, "usage: %s [variant 1..%d (0: all) [wave divisor >= 1]]\n", argv[0], N_VARIANTS);
         return 2;
     }
     int dev = 0, n_sm = 0;
@@ -277,7 +302,7 @@ int main(int argc, char **argv) {
     int resident[2];
     for (int di = 0; di < 2; di++) {
         CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident[di], variants[1].k[di], 128, ring_bytes(2, di)));
-        resident[di] = std::max(resident[di], 1) * n_sm;
+        resident[di] = std::max(std::max(resident[di], 1) * n_sm / wave_div, 1);
     }
     cudaStream_t st;
     CK(cudaStreamCreate(&st));
@@ -287,7 +312,9 @@ int main(int argc, char **argv) {
     const int shapes[][2] = {{1, 131072}, {8, 32768}, {1, 1024}};
     const char *dts[2] = {"bf16", "e4m3"};
     int failed = 0;
-    printf("| variant | cache | B | L | splits | NMSE | us | KV GB/s |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
+    printf("wave divisor %d (resident CTAs: bf16 %d, e4m3 %d)\n", wave_div, resident[0], resident[1]);
+    printf("| variant | cache | B | L | splits | NMSE | us | KV GB/s | decode alone us | combine us |\n"
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (const auto &sh : shapes)
         for (int di = 0; di < 2; di++) {
             problem p;
@@ -309,20 +336,16 @@ int main(int argc, char **argv) {
                 const double err = nmse(p);
                 const bool ok = err <= 2e-5;
                 failed += !ok;
-                std::vector<float> ts;
-                for (int r = 0; r < REPS; r++) {
-                    CK(cudaEventRecord(e0, st));
-                    for (int i = 0; i < ITERS; i++) run(v, p, st);
-                    CK(cudaEventRecord(e1, st));
-                    CK(cudaEventSynchronize(e1));
-                    float ms = 0;
-                    CK(cudaEventElapsedTime(&ms, e0, e1));
-                    ts.push_back(ms * 1000.0f / ITERS);
+                const float us = time_us(st, e0, e1, [&] { run(v, p, st); });
+                char alone[64] = "", comb[64] = "";
+                if (!v.fused && p.n_splits > 1) {
+                    snprintf(alone, sizeof alone, "%.1f", time_us(st, e0, e1, [&] { run(v, p, st, false); }));
+                    snprintf(comb, sizeof comb, "%.1f", time_us(st, e0, e1, [&] { run_combine(p, st); }));
                 }
-                std::sort(ts.begin(), ts.end());
-                const float us = ts[ts.size() / 2];
-                printf("| %d %s | %s | %d | %d | %d | %.2e%s | %.1f | %.0f |\n", vi + 1, v.name, dts[di], p.n_seqs,
-                       p.ctx, p.n_splits, err, ok ? "" : " FAIL", us, kv_bytes / (us * 1e-6) / 1e9);
+                const bool past = v.fused && p.n_splits > DECODE_FUSED_MAX;
+                printf("| %d %s%s | %s | %d | %d | %d | %.2e%s | %.1f | %.0f | %s | %s |\n", vi + 1, v.name,
+                       past ? " (past max)" : "", dts[di], p.n_seqs, p.ctx, p.n_splits, err, ok ? "" : " FAIL", us,
+                       kv_bytes / (us * 1e-6) / 1e9, alone, comb);
             }
             free_problem(p);
         }

@@ -5,7 +5,8 @@
 // random routings rotated so that the chosen experts come from HBM. Per launch: µs, the GB/s of the chosen
 // experts' weight bytes (the traffic a decode step cannot avoid) beside the device-to-device copy rate, and
 // TFLOP/s. Before timing, sampled h values (gate/up) are checked against a float64 product of the same weights
-// (max relative error). Prints a table, then one JSON object per line.
+// (max relative error), and first of all the MXFP4 widening (moe_e2m1x8) against its definition
+// (moe_e2m1_pair, byte by byte) on every 32-bit code word. Prints a table, then one JSON object per line.
 // Build: make CUDA=1 gpu-tests (build-cuda/gpu/moe_bench); run: build-cuda/gpu/moe_bench [reps]
 #include <algorithm>
 #include <cmath>
@@ -71,6 +72,19 @@ static float mx_host(const uint8_t *codes, uint8_t s, int c) {
 
 struct shape { const char *name; int fmt, E, K, dim, F; };
 
+// moe_e2m1x8 against moe_e2m1_pair on the code words [base, base + gridDim·blockDim·per); bad: mismatches.
+__global__ void k_e2m1_check(uint64_t base, uint32_t per, unsigned long long *bad) {
+    const uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned n = 0;
+    for (uint32_t i = 0; i < per; i++) {
+        const uint32_t c = (uint32_t)(base + t * per + i);
+        const uint4 o = moe_e2m1x8(c);
+        n += (o.x != moe_e2m1_pair(c & 0xFF)) + (o.y != moe_e2m1_pair((c >> 8) & 0xFF)) +
+             (o.z != moe_e2m1_pair((c >> 16) & 0xFF)) + (o.w != moe_e2m1_pair(c >> 24));
+    }
+    if (n) atomicAdd(bad, (unsigned long long)n);
+}
+
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 20;
     if (reps < 3) reps = 3;
@@ -83,6 +97,16 @@ int main(int argc, char **argv) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
+    {  // every 32-bit code word, in 16 launches of 2^28
+        unsigned long long *dbad, bad = 0;
+        CK(cudaMalloc(&dbad, sizeof bad));
+        CK(cudaMemset(dbad, 0, sizeof bad));
+        for (uint64_t b = 0; b < (1ull << 32); b += 1ull << 28) k_e2m1_check<<<1 << 14, 256, 0, st>>>(b, 64, dbad);
+        CK(cudaMemcpy(&bad, dbad, sizeof bad, cudaMemcpyDeviceToHost));
+        CK(cudaFree(dbad));
+        printf("MXFP4 widening (moe_e2m1x8) on all 2^32 code words: %llu mismatched pairs\n", bad);
+        if (bad) return 1;
+    }
     std::vector<char> json;
     printf("| model | launch | n | NB | us | GB/s (chosen experts) | copy GB/s (r+w) | vs copy | TFLOP/s | max rel err |\n"
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");

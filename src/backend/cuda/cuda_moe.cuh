@@ -100,19 +100,46 @@ __device__ __forceinline__ uint32_t moe_e4m3x2(uint32_t two) {
     return *(const uint32_t *)&b;
 }
 
-// Columns [8v, 8v + 8) of the lane's 32 as bf16 (tab: MXFP4's byte → bf16 pair table).
+// Eight e2m1 codes (value i in bits [4i, 4i + 4), low nibble first) as four bf16 pairs, exactly, with byte
+// permutes instead of a table in shared memory (whose random lookups conflict on its banks and bound the
+// decode launches). A magnitude m (the code's low 3 bits: 0, .5, 1, 1.5, 2, 3, 4, 6) indexes an 8-byte table
+// of its bf16's low bytes and one of its high bytes (prmt's selector nibbles are the codes themselves);
+// the pairs are interleaved, then each value's sign (code bit 3) is set as its bf16's bit 15: prmt's
+// sign-replicating selectors (bit 3 set) give 0xFF for a byte whose top bit is set, and c << 4 puts the
+// even values' sign bits at the tops of c's bytes, as c has the odd values'.
+__device__ __forceinline__ uint32_t moe_prmt(uint32_t a, uint32_t b, uint32_t sel) {  // PTX prmt.b32, sign mode too
+    uint32_t d;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+    return d;
+}
+__device__ __forceinline__ uint4 moe_e2m1x8(uint32_t c) {
+    constexpr uint32_t LO0 = 0xC0800000u, LO1 = 0xC0804000u;  // low bytes of 0, .5, 1, 1.5 | 2, 3, 4, 6
+    constexpr uint32_t HI0 = 0x3F3F3F00u, HI1 = 0x40404040u;  // high bytes
+    const uint32_t m = c & 0x77777777u, m2 = m >> 16, ce = c << 4;
+    const uint32_t lb0 = moe_prmt(LO0, LO1, m), hb0 = moe_prmt(HI0, HI1, m);    // values 0..3
+    const uint32_t lb1 = moe_prmt(LO0, LO1, m2), hb1 = moe_prmt(HI0, HI1, m2);  // values 4..7
+    uint32_t o[4] = {moe_prmt(lb0, hb0, 0x5140), moe_prmt(lb0, hb0, 0x7362), moe_prmt(lb1, hb1, 0x5140),
+                     moe_prmt(lb1, hb1, 0x7362)};
+    const uint32_t sel[4] = {0xCC88u, 0xDD99u, 0xEEAAu, 0xFFBBu};  // pair k: signs of values 2k (ce) and 2k + 1 (c)
+#pragma unroll
+    for (int k = 0; k < 4; k++) o[k] |= moe_prmt(ce, c, sel[k]) & 0x80008000u;
+    return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
+// Columns [8v, 8v + 8) of the lane's 32 as bf16.
 template <int F>
-__device__ __forceinline__ uint4 moe_sub(const moe_raw<F> &r, int v, const uint32_t *tab) {
+__device__ __forceinline__ uint4 moe_sub(const moe_raw<F> &r, int v) {
     if constexpr (F == MOE_W_BF16) {
         return r.v[v];
     } else if constexpr (F == MOE_W_MXFP4) {
         const uint32_t c = v == 0 ? r.v.x : v == 1 ? r.v.y : v == 2 ? r.v.z : r.v.w;
         const __nv_bfloat162 s = *(const __nv_bfloat162 *)&r.s;
+        const uint4 e = moe_e2m1x8(c);
+        const uint32_t in[4] = {e.x, e.y, e.z, e.w};
         uint32_t o[4];
 #pragma unroll
         for (int i = 0; i < 4; i++) {
-            const uint32_t p = tab[(c >> (8 * i)) & 0xFF];
-            const __nv_bfloat162 y = __hmul2(*(const __nv_bfloat162 *)&p, s);
+            const __nv_bfloat162 y = __hmul2(*(const __nv_bfloat162 *)&in[i], s);
             o[i] = *(const uint32_t *)&y;
         }
         return make_uint4(o[0], o[1], o[2], o[3]);
@@ -123,8 +150,9 @@ __device__ __forceinline__ uint4 moe_sub(const moe_raw<F> &r, int v, const uint3
     }
 }
 
-// MXFP4's table: a code byte (element 2i in the low nibble) → its two e2m1 values as a bf16 pair.
-__device__ __forceinline__ uint32_t moe_e2m1_bf16(uint32_t c) {  // e2m1 code (bit 3 the sign) → bf16 bits
+// One e2m1 code (bit 3 the sign) as bf16 bits, and a code byte (element 2i in the low nibble) as a bf16 pair:
+// the definition moe_e2m1x8 is checked against (dev/cuda/moe_bench.cu).
+__device__ __forceinline__ uint32_t moe_e2m1_bf16(uint32_t c) {
     const uint32_t e = (c >> 1) & 3, m = c & 1;
     const uint32_t mag = e ? ((126 + e) << 7) | (m << 6) : m ? 0x3F00u : 0u;  // {0, .5, 1, 1.5, 2, 3, 4, 6}
     return mag | ((c & 8) ? 0x8000u : 0u);
@@ -156,12 +184,7 @@ template <int F, int NB, bool GU>
 __global__ void __launch_bounds__(MOE_WARPS * 32) k_moe_gemm(const __grid_constant__ moe_gemm_args a) {
     constexpr int NW = GU ? 2 : 1, MT = moe_mt(F, NB, GU);
     constexpr bool BLOCK = F == MOE_W_FP8_BLOCK, FP8 = F == MOE_W_FP8 || F == MOE_W_FP8_BLOCK;
-    __shared__ uint32_t tab[F == MOE_W_MXFP4 ? 256 : 1];
     __shared__ float red[MOE_WARPS][NW * NB * 4][32];
-    if constexpr (F == MOE_W_MXFP4) {
-        for (int i = threadIdx.x; i < 256; i += blockDim.x) tab[i] = moe_e2m1_pair(i);
-        __syncthreads();
-    }
     if ((int)blockIdx.y >= *a.n_tiles) return;  // (the whole CTA)
     const int4 tl = a.tiles[blockIdx.y];
     const int e = tl.x, start = tl.y, cnt = tl.z;
@@ -240,7 +263,7 @@ __global__ void __launch_bounds__(MOE_WARPS * 32) k_moe_gemm(const __grid_consta
             for (int w = 0; w < NW; w++)
 #pragma unroll
                 for (int m = 0; m < MT; m++) {
-                    const uint4 wa = moe_sub<F>(ra[w][m], v, tab), wb = moe_sub<F>(rb[w][m], v, tab);
+                    const uint4 wa = moe_sub<F>(ra[w][m], v), wb = moe_sub<F>(rb[w][m], v);
 #pragma unroll
                     for (int nb = 0; nb < NB; nb++) {
                         moe_mma(d[w][m][nb], wa.x, wb.x, wa.y, wb.y, xv[w][nb].x, xv[w][nb].y);
