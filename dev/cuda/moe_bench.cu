@@ -4,9 +4,12 @@
 // down launch, each as the op runs them (tiles of 8·NB grouped rows, NB from n as cuda_moe.cu picks it), on
 // random routings rotated so that the chosen experts come from HBM. Per launch: µs, the GB/s of the chosen
 // experts' weight bytes (the traffic a decode step cannot avoid) beside the device-to-device copy rate, and
-// TFLOP/s. Before timing, sampled h values (gate/up) are checked against a float64 product of the same weights
-// (max relative error), and first of all the MXFP4 widening (moe_e2m1x8) against its definition
-// (moe_e2m1_pair, byte by byte) on every 32-bit code word. Prints a table, then one JSON object per line.
+// TFLOP/s. At n = 2048 (NB = 8) both forms run: k_moe_gemm, and the shared-memory tiled k_moe_gemm_tc
+// (cuda_moe_tc.cuh) that cuda_moe.cu launches for such tiles ("tc" rows). Before timing, sampled h values
+// (gate/up) are checked against a float64 product of the same weights (max relative error), k_moe_gemm_tc's h
+// and y against k_moe_gemm's bit for bit (the program fails on a difference), and first of all the MXFP4
+// widening (moe_e2m1x8) against its definition (moe_e2m1_pair, byte by byte) on every 32-bit code word.
+// Prints a table, then one JSON object per line.
 // Build: make CUDA=1 gpu-tests (build-cuda/gpu/moe_bench); run: build-cuda/gpu/moe_bench [reps]
 #include <algorithm>
 #include <cmath>
@@ -27,6 +30,7 @@ typedef __nv_bfloat16 bf16;
 #include "lab_util.cuh"
 #include "../../src/backend/cuda/cuda_fp8w.cuh"
 #include "../../src/backend/cuda/cuda_moe.cuh"
+#include "../../src/backend/cuda/cuda_moe_tc.cuh"
 
 #define ROUTINGS 8  // routings rotated through the timed launches
 
@@ -49,7 +53,12 @@ static int nb_for(int n, int E, int K) {  // cuda_moe.cu's moe_nb
     return per <= 4 ? 1 : per <= 8 ? 2 : per <= 16 ? 4 : 8;
 }
 
-template <int F, bool GU> static void go(int nb, dim3 grid, cudaStream_t st, const moe_gemm_args &a) {
+template <int F, bool GU> static void go(int nb, dim3 grid, cudaStream_t st, const moe_gemm_args &a, bool tc) {
+    if (tc) {  // (nb == 8) the shared-memory tiled form, as cuda_moe.cu's gemm_go launches it
+        grid.x = (unsigned)((a.R + MOE_TC_ROWS - 1) / MOE_TC_ROWS);
+        k_moe_gemm_tc<F, GU><<<grid, MOE_TC_WARPS * 32, moe_tc_smem(F, GU), st>>>(a);
+        return;
+    }
     switch (nb) {
     case 1: k_moe_gemm<F, 1, GU><<<grid, MOE_WARPS * 32, 0, st>>>(a); break;
     case 2: k_moe_gemm<F, 2, GU><<<grid, MOE_WARPS * 32, 0, st>>>(a); break;
@@ -107,6 +116,15 @@ int main(int argc, char **argv) {
         printf("MXFP4 widening (moe_e2m1x8) on all 2^32 code words: %llu mismatched pairs\n", bad);
         if (bad) return 1;
     }
+    CK(cudaFuncSetAttribute(k_moe_gemm_tc<MOE_W_BF16, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            (int)moe_tc_smem(MOE_W_BF16, true)));
+    CK(cudaFuncSetAttribute(k_moe_gemm_tc<MOE_W_BF16, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            (int)moe_tc_smem(MOE_W_BF16, false)));
+    CK(cudaFuncSetAttribute(k_moe_gemm_tc<MOE_W_MXFP4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            (int)moe_tc_smem(MOE_W_MXFP4, true)));
+    CK(cudaFuncSetAttribute(k_moe_gemm_tc<MOE_W_MXFP4, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            (int)moe_tc_smem(MOE_W_MXFP4, false)));
+    bool bad_tc = false;
     std::vector<char> json;
     printf("| model | launch | n | NB | us | GB/s (chosen experts) | copy GB/s (r+w) | vs copy | TFLOP/s | max rel err |\n"
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
@@ -117,10 +135,13 @@ int main(int argc, char **argv) {
         const int64_t rows[3] = {(int64_t)E * F, (int64_t)E * F, (int64_t)E * D}, cols[3] = {D, D, F};
         uint8_t *dw[3];
         size_t bytes[3], soff[3];
+        int64_t sp[3];
         moe_w mw[3];
         for (int i = 0; i < 3; i++) {
             soff[i] = mx ? ((size_t)rows[i] * (cols[i] / 2) + 255) / 256 * 256 : 0;
-            bytes[i] = mx ? soff[i] + (size_t)rows[i] * (cols[i] / 32) : (size_t)rows[i] * cols[i] * 2;
+            sp[i] = (cols[i] / 32 + 3) / 4 * 4;  // (cuda_moe.cu's mx_spitch; the padding scales are random here, its
+                                                 // codes zero either way)
+            bytes[i] = mx ? soff[i] + (size_t)rows[i] * sp[i] : (size_t)rows[i] * cols[i] * 2;
             CK(cudaMalloc(&dw[i], bytes[i]));
             k_fill<<<1024, 256, 0, st>>>(dw[i], bytes[i], 1234 + i, mx ? 1 : 0, 3.0f / sqrtf((float)cols[i]),
                                          (int)soff[i]);
@@ -128,7 +149,7 @@ int main(int argc, char **argv) {
             mw[i].q = dw[i];
             mw[i].pitch = mx ? cols[i] / 2 : cols[i] * 2;
             mw[i].s = dw[i] + soff[i];
-            mw[i].spitch = (int)(cols[i] / 32);
+            mw[i].spitch = (int)sp[i];
         }
         CK(cudaGetLastError());
         const size_t expert_bytes = (bytes[0] + bytes[1] + bytes[2]) / E;  // (codes and scales)
@@ -205,15 +226,15 @@ int main(int argc, char **argv) {
             da.out = dy;
             da.cols = F;
             da.R = D;
-            auto launch = [&](bool gu, int r) {
+            auto launch = [&](bool gu, int r, bool tc = false) {
                 moe_gemm_args a = gu ? ga : da;
                 a.tiles = dtiles + (size_t)r * max_tiles;
                 a.n_tiles = dnt + r;
                 a.perm = dperm + (size_t)r * nk;
                 const int rows_cta = 16 * moe_mt(sh.fmt, nb, gu);
                 const dim3 grid((unsigned)(((gu ? F : D) + rows_cta - 1) / rows_cta), (unsigned)max_tiles);
-                if (mx) gu ? go<MOE_W_MXFP4, true>(nb, grid, st, a) : go<MOE_W_MXFP4, false>(nb, grid, st, a);
-                else gu ? go<MOE_W_BF16, true>(nb, grid, st, a) : go<MOE_W_BF16, false>(nb, grid, st, a);
+                if (mx) gu ? go<MOE_W_MXFP4, true>(nb, grid, st, a, tc) : go<MOE_W_MXFP4, false>(nb, grid, st, a, tc);
+                else gu ? go<MOE_W_BF16, true>(nb, grid, st, a, tc) : go<MOE_W_BF16, false>(nb, grid, st, a, tc);
             };
             // correctness: 32 sampled h values of routing 0 against float64 silu(x·gate) · (x·up)
             launch(true, 0);
@@ -237,7 +258,7 @@ int main(int argc, char **argv) {
                     double s = 0;
                     if (mx) {
                         CK(cudaMemcpy(row.data(), dw[w] + r * (D / 2), D / 2, cudaMemcpyDeviceToHost));
-                        CK(cudaMemcpy(row.data() + D / 2, dw[w] + soff[w] + r * (D / 32), D / 32, cudaMemcpyDeviceToHost));
+                        CK(cudaMemcpy(row.data() + D / 2, dw[w] + soff[w] + r * sp[w], D / 32, cudaMemcpyDeviceToHost));
                         for (int c = 0; c < D; c++)
                             s += (double)mx_host(row.data(), row[D / 2 + c / 32], c) * __bfloat162float(hx[(size_t)t * D + c]);
                     } else {
@@ -250,11 +271,38 @@ int main(int argc, char **argv) {
                 const double ref = gu[0] / (1 + exp(-gu[0])) * gu[1], got = __bfloat162float(hh[(size_t)gi * F + f]);
                 err = std::max(err, std::fabs(got - ref) / std::max(std::fabs(ref), 1e-3));
             }
+            // the tiled form (n = 2048: nb = 8) against k_moe_gemm, bit for bit: h of routing 0, then y from that h
+            long long tc_diff = -1;
+            if (nb == 8) {
+                std::vector<uint16_t> h0((size_t)nk * F), h1((size_t)nk * F);
+                std::vector<float> y0((size_t)nk * D), y1((size_t)nk * D);
+                launch(true, 0);
+                CK(cudaMemcpy(h0.data(), dh, h0.size() * 2, cudaMemcpyDeviceToHost));
+                launch(true, 0, true);
+                CK(cudaMemcpy(h1.data(), dh, h1.size() * 2, cudaMemcpyDeviceToHost));
+                launch(false, 0);
+                CK(cudaMemcpy(y0.data(), dy, y0.size() * 4, cudaMemcpyDeviceToHost));
+                CK(cudaMemset(dy, 0xFF, y1.size() * 4));
+                launch(false, 0, true);
+                CK(cudaMemcpy(y1.data(), dy, y1.size() * 4, cudaMemcpyDeviceToHost));
+                CK(cudaGetLastError());
+                long long dh_n = 0, dy_n = 0, fh = -1, fy = -1;
+                for (size_t i = 0; i < h0.size(); i++)
+                    if (h0[i] != h1[i]) dh_n++, fh = fh < 0 ? (long long)i : fh;
+                for (size_t i = 0; i < y0.size(); i++)
+                    if (memcmp(&y0[i], &y1[i], 4) != 0) dy_n++, fy = fy < 0 ? (long long)i : fy;
+                tc_diff = dh_n + dy_n;
+                printf("%s n=%d: k_moe_gemm_tc against k_moe_gemm: %lld of %zu h values differ (first: row %lld of %d), "
+                       "%lld of %zu y values (first: row %lld of %d)\n", sh.name, n, dh_n, h0.size(),
+                       fh < 0 ? -1 : fh % F, F, dy_n, y0.size(), fy < 0 ? -1 : fy % D, D);
+                if (tc_diff) bad_tc = true;
+            }
+            for (int tcv = 0; tcv <= (nb == 8 ? 1 : 0); tcv++)
             for (int gu = 1; gu >= 0; gu--) {
                 std::vector<float> tm;
                 for (int r = 0; r < reps; r++) {
                     CK(cudaEventRecord(e0, st));
-                    for (int j = 0; j < BURST; j++) launch(gu, (r * BURST + j) % ROUTINGS);
+                    for (int j = 0; j < BURST; j++) launch(gu, (r * BURST + j) % ROUTINGS, tcv);
                     CK(cudaEventRecord(e1, st));
                     CK(cudaEventSynchronize(e1));
                     float ms;
@@ -267,7 +315,7 @@ int main(int argc, char **argv) {
                 const double us = median(tm) * 1e3;
                 const double wb = mean_touched * (gu ? (bytes[0] + bytes[1]) : bytes[2]) / E;
                 const double gbs = wb / (us * 1e-6) / 1e9, tf = 2.0 * nk * F * D * (gu ? 2 : 1) / (us * 1e-6) / 1e12;
-                const char *lname = gu ? "gate/up" : "down";
+                const char *lname = tcv ? (gu ? "gate/up tc" : "down tc") : (gu ? "gate/up" : "down");
                 char errs[16] = "-";
                 if (gu) snprintf(errs, sizeof errs, "%.1e", err);
                 printf("| %s | %s | %d | %d | %.1f | %.0f | %.0f | %.2f | %.1f | %s |\n", sh.name, lname, n, nb, us, gbs,
@@ -286,5 +334,5 @@ int main(int argc, char **argv) {
         for (int i = 0; i < 3; i++) CK(cudaFree(dw[i]));
     }
     fwrite(json.data(), 1, json.size(), stdout);
-    return 0;
+    return bad_tc ? 1 : 0;
 }

@@ -8,11 +8,12 @@
 //      (1–3 in one launch for steps of up to 64 tokens: k_moe_route_small);
 //   4. k_moe_gemm (gate and up): h = act(x·gateᵀ + b_gate, x·upᵀ + b_up) per grouped row;
 //   5. k_moe_gemm (down): y[t][j] = p_tj · (h·downᵀ + b_down) per entry, f32;
+//      (4 and 5 for tiles of 64 grouped rows of bf16 or MXFP4 experts: k_moe_gemm_tc, the same bits)
 //   6. k_moe_combine: out[t] = Σ_j y[t][j] in slot order, so a token's result is independent of its batch.
 // The GEMM launches cover the most tiles n·K entries can make (n·K / (8·NB) + min(E, n·K)); the CTAs past the
 // tiles in use return at once. FP8 experts (cuda_fp8w.cuh's layout) take their activations through
 // k_moe_xq first (per-token scales as the CPU's; the down projection's from f32 h). MXFP4 experts stay
-// packed on the device: codes [rows][cols / 2] then e8m0 scales [rows][cols / 32] (cuda_mxfp4_upload).
+// packed on the device: codes [rows][cols / 2] then e8m0 scales [rows][mx_spitch] (cuda_mxfp4_upload).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,12 +21,14 @@
 #include "cuda_common.cuh"
 #include "cuda_fp8w.cuh"
 #include "cuda_moe.cuh"
+#include "cuda_moe_tc.cuh"
 
 // The op's device scratch: one allocation, carved at each call for its shapes (grown, never shrunk; moving
 // it makes captured graphs stale, as cuda_gemm.cu's FP8 scratch does).
 struct cuda_moe {
     void *mem;
     size_t cap;
+    bool tc_ready;  // k_moe_gemm_tc's shared-memory limits are set
 };
 
 void cuda_moe_release(struct cuda_backend *c) {
@@ -38,18 +41,22 @@ void cuda_moe_release(struct cuda_backend *c) {
 static size_t al256(size_t b) { return (b + 255) / 256 * 256; }
 
 static size_t mx_scale_off(int64_t rows, int64_t cols) { return al256((size_t)rows * (size_t)(cols / 2)); }
+// Scale bytes a row: cols / 32 rounded up to 4, so that a 128-column chunk's four are one aligned 4-byte copy
+// (k_moe_gemm_tc); the padding holds 127 (2^0), the scale k_moe_gemm gives columns past the end.
+static int64_t mx_spitch(int64_t cols) { return (cols / QK_MXFP4 + 3) / 4 * 4; }
 
 int cuda_mxfp4_upload(struct cuda_backend *c, struct weight *w) {
     if (w->cols % QK_MXFP4 || w->cols > (1 << 24) || w->rows > (1 << 30))
         return err_set(OCT_EUNSUP, "cuda: an mxfp4 weight of [%lld x %lld] (columns must be a multiple of 32)",
                        (long long)w->rows, (long long)w->cols);
-    const int64_t nb = w->cols / QK_MXFP4, rb = nb * (1 + QK_MXFP4 / 2);
-    const size_t off = mx_scale_off(w->rows, w->cols), bytes = off + (size_t)w->rows * nb;
+    const int64_t nb = w->cols / QK_MXFP4, rb = nb * (1 + QK_MXFP4 / 2), sp = mx_spitch(w->cols);
+    const size_t off = mx_scale_off(w->rows, w->cols), bytes = off + (size_t)w->rows * sp;
     uint8_t *h = (uint8_t *)malloc(bytes);
     if (!h) return err_set(OCT_ENOMEM, "cuda: out of host memory staging an mxfp4 weight");
+    memset(h + off, 127, (size_t)w->rows * sp);
     for (int64_t r = 0; r < w->rows; r++) {
         const uint8_t *src = (const uint8_t *)w->data + (size_t)r * rb;
-        uint8_t *q = h + (size_t)r * (w->cols / 2), *s = h + off + (size_t)r * nb;
+        uint8_t *q = h + (size_t)r * (w->cols / 2), *s = h + off + (size_t)r * sp;
         for (int64_t b = 0; b < nb; b++, src += 1 + QK_MXFP4 / 2) {
             s[b] = src[0];
             memcpy(q + b * (QK_MXFP4 / 2), src + 1, QK_MXFP4 / 2);
@@ -70,7 +77,7 @@ static moe_w moe_weight(const struct weight *w) {
     if (w->dtype == DT_MXFP4) {
         m.pitch = w->cols / 2;
         m.s = m.q + mx_scale_off(w->rows, w->cols);
-        m.spitch = (int)(w->cols / 32);
+        m.spitch = (int)mx_spitch(w->cols);
     } else if (w->dtype == DT_E4M3) {
         m.pitch = fp8w_pitch(w->cols);
         m.s = m.q + fp8w_scale_off(w->rows, w->cols);
@@ -137,10 +144,39 @@ static int moe_nb(int n, int E, int K) {
     return per <= 4 ? 1 : per <= 8 ? 2 : per <= 16 ? 4 : 8;
 }
 
-// One k_moe_gemm launch: rows R (grid.x counts 16·MT-row blocks), tiles grid.y.
+// k_moe_gemm_tc's shared-memory limits, once per backend.
+static bool moe_tc_init(struct cuda_backend *c) {
+    if (c->moe->tc_ready) return true;
+    const struct {
+        const void *k;
+        size_t smem;
+    } ks[] = {{(const void *)k_moe_gemm_tc<MOE_W_BF16, true>, moe_tc_smem(MOE_W_BF16, true)},
+              {(const void *)k_moe_gemm_tc<MOE_W_BF16, false>, moe_tc_smem(MOE_W_BF16, false)},
+              {(const void *)k_moe_gemm_tc<MOE_W_MXFP4, true>, moe_tc_smem(MOE_W_MXFP4, true)},
+              {(const void *)k_moe_gemm_tc<MOE_W_MXFP4, false>, moe_tc_smem(MOE_W_MXFP4, false)}};
+    for (const auto &k : ks)
+        if (cuda_fail(c, cudaFuncSetAttribute(k.k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)k.smem),
+                      "moe expert GEMM: shared-memory limit"))
+            return false;
+    c->moe->tc_ready = true;
+    return true;
+}
+
+// One expert-GEMM launch: tiles of 64 grouped rows (nb = 8, prefill) of bf16 or MXFP4 experts take the
+// shared-memory tiled form (cuda_moe_tc.cuh, the same bits), everything else k_moe_gemm with rows R (grid.x
+// counts 16·MT-row blocks); tiles grid.y.
 template <int F, bool GU>
 static void gemm_go(struct cuda_backend *c, const moe_gemm_args &a, int nb, dim3 grid) {
     const char *what = GU ? "moe gate/up" : "moe down";
+    if constexpr (F == MOE_W_BF16 || F == MOE_W_MXFP4) {
+        if (nb == 8 && !a.h_f32 && a.x[1] == a.x[0]) {
+            if (!moe_tc_init(c)) return;
+            grid.x = (unsigned)((a.R + MOE_TC_ROWS - 1) / MOE_TC_ROWS);
+            k_moe_gemm_tc<F, GU><<<grid, MOE_TC_WARPS * 32, moe_tc_smem(F, GU), c->stream>>>(a);
+            CUDA_LAUNCHED(c, what);
+            return;
+        }
+    }
     const int rows = 16 * moe_mt(F, nb, GU);
     grid.x = (unsigned)((a.R + rows - 1) / rows);
     switch (nb) {

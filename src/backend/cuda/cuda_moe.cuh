@@ -15,7 +15,8 @@
 // their block's power-of-two scale. FP8 128×128 block scales multiply each chunk's sum (a chunk is one
 // block); row and tensor scales multiply the total, as cpu_fp8w.c does. The warps' sums meet in shared
 // memory as ((w0 + w1) + w2) + w3, so an output element is the same sum in the same order whatever NB,
-// the tile or the other tokens are: a token's result does not depend on its batch.
+// the tile or the other tokens are: a token's result does not depend on its batch. Prefill tiles of bf16
+// and MXFP4 experts (NB = 8) run cuda_moe_tc.cuh's shared-memory tiled form of the same sums.
 #pragma once
 
 #include <cuda_fp8.h>
@@ -29,7 +30,7 @@ enum moe_fmt {
     MOE_W_BF16 = 0,   // bf16 [rows][cols] (f32 and f16 checkpoints are converted at upload)
     MOE_W_FP8,        // cuda_fp8w.cuh's layout with a scale a row (per-tensor: repeated)
     MOE_W_FP8_BLOCK,  // cuda_fp8w.cuh's layout with 128×128 block scales
-    MOE_W_MXFP4,      // e2m1 codes [rows][cols / 2] (low nibble first), then e8m0 scales [rows][cols / 32]
+    MOE_W_MXFP4,      // e2m1 codes [rows][cols / 2] (low nibble first), then e8m0 scales [rows][spitch]
 };
 
 struct moe_w {
@@ -37,7 +38,7 @@ struct moe_w {
     const void *s;      // FP8: f32 scales (fp8w_scale_off); MXFP4: e8m0 bytes, spitch a row
     int64_t pitch;
     int kbp;            // FP8_BLOCK: scales a row of blocks
-    int spitch;         // MXFP4: cols / 32
+    int spitch;         // MXFP4: scale bytes a row (cols / 32 rounded up to 4, cuda_moe.cu's mx_spitch)
 };
 
 // One launch of k_moe_gemm. Gate/up (GU): w[0] gate, w[1] up, x[j] rows by token (perm[i] / K), the
@@ -126,23 +127,26 @@ __device__ __forceinline__ uint4 moe_e2m1x8(uint32_t c) {
     return make_uint4(o[0], o[1], o[2], o[3]);
 }
 
+// Eight MXFP4 codes times their block's scale s (2^k as a bf16 pair): exact in bf16.
+__device__ __forceinline__ uint4 moe_mx_widen(uint32_t c, uint32_t s) {
+    const uint4 e = moe_e2m1x8(c);
+    const uint32_t in[4] = {e.x, e.y, e.z, e.w};
+    uint32_t o[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const __nv_bfloat162 y = __hmul2(*(const __nv_bfloat162 *)&in[i], *(const __nv_bfloat162 *)&s);
+        o[i] = *(const uint32_t *)&y;
+    }
+    return make_uint4(o[0], o[1], o[2], o[3]);
+}
+
 // Columns [8v, 8v + 8) of the lane's 32 as bf16.
 template <int F>
 __device__ __forceinline__ uint4 moe_sub(const moe_raw<F> &r, int v) {
     if constexpr (F == MOE_W_BF16) {
         return r.v[v];
     } else if constexpr (F == MOE_W_MXFP4) {
-        const uint32_t c = v == 0 ? r.v.x : v == 1 ? r.v.y : v == 2 ? r.v.z : r.v.w;
-        const __nv_bfloat162 s = *(const __nv_bfloat162 *)&r.s;
-        const uint4 e = moe_e2m1x8(c);
-        const uint32_t in[4] = {e.x, e.y, e.z, e.w};
-        uint32_t o[4];
-#pragma unroll
-        for (int i = 0; i < 4; i++) {
-            const __nv_bfloat162 y = __hmul2(*(const __nv_bfloat162 *)&in[i], s);
-            o[i] = *(const uint32_t *)&y;
-        }
-        return make_uint4(o[0], o[1], o[2], o[3]);
+        return moe_mx_widen(v == 0 ? r.v.x : v == 1 ? r.v.y : v == 2 ? r.v.z : r.v.w, r.s);
     } else {
         const uint4 q = r.v[v >> 1];
         const uint32_t lo = (v & 1) ? q.z : q.x, hi = (v & 1) ? q.w : q.y;
