@@ -12,7 +12,7 @@
 // Shape: a CTA takes one tile of the list (an expert and up to 64 of its grouped rows: NB = 8) and 128 weight
 // rows; its 8 warps are 4 (rows) × 2 (tokens), a warp 32 rows × 32 tokens (2 × 4 m16n8 tiles per weight).
 // Shared memory holds a ring of moe_tc_stages chunks (cp.async, the next chunks' copies in flight during this
-// one's MMAs; 4 deep, or 2 for bf16 gate/up, whose stage is 80 KB): the weights' 128 rows (bf16: 256 bytes a
+// one's MMAs; 4 deep for MXFP4, 2 for bf16, whose stages are 48-80 KB): the weights' 128 rows (bf16: 256 bytes a
 // row in 16-byte units XOR-swizzled as moe_tc_swz says; MXFP4: the 64 bytes of codes a row, whose 16-byte
 // runs the lanes read without conflicts as stored, and the row's 4 scale bytes, cuda_moe.cu's mx_spitch
 // keeping them 4-byte aligned) and the 64 token rows of x (bf16, swizzled as bf16 weights). Zero-filled past
@@ -52,8 +52,11 @@ __host__ __device__ constexpr int moe_tc_stages(int f, bool gu) { return f == MO
 __host__ __device__ constexpr size_t moe_tc_smem(int f, bool gu) { return moe_tc_stages(f, gu) * moe_tc_stage(f, gu); }
 
 // grid (ceil(R / 128), max_tiles), MOE_TC_WARPS warps; F: MOE_W_BF16 or MOE_W_MXFP4; a.x[1] == a.x[0], !a.h_f32.
+// Down projections run two CTAs an SM (128 registers, bf16's ring 2 deep to fit), which hides the ring's fill
+// of their short K (Qwen3-30B-A3B: 6 chunks); gate/up's two weights need the registers of one.
 template <int F, bool GU>
-__global__ void __launch_bounds__(MOE_TC_WARPS * 32, GU ? 1 : 2) k_moe_gemm_tc(const __grid_constant__ moe_gemm_args a) {
+__global__ void __launch_bounds__(MOE_TC_WARPS * 32, GU ? 1 : 2)
+    k_moe_gemm_tc(const __grid_constant__ moe_gemm_args a) {
     static_assert(F == MOE_W_BF16 || F == MOE_W_MXFP4, "bf16 and MXFP4 experts");
     constexpr int NW = GU ? 2 : 1;
     constexpr bool MX = F == MOE_W_MXFP4;
