@@ -10,7 +10,8 @@
 // k_moe_gemm's (a lane's 32 columns [32·(lane % 4), +32) of the chunk, 8 at a time: v = 0..3, two MMAs each).
 //
 // Shape: a CTA takes one tile of the list (an expert and up to 64 of its grouped rows: NB = 8) and 128 weight
-// rows; its 8 warps are 4 (rows) × 2 (tokens), a warp 32 rows × 32 tokens (2 × 4 m16n8 tiles per weight).
+// rows; its 8 warps are 4 (rows) × 2 (tokens) of 32 rows × 32 tokens (2 × 4 m16n8 tiles a weight), or for
+// MXFP4 8 × 1 of 16 rows × 64 tokens (1 × 8), so that one warp widens each code.
 // Shared memory holds a ring of moe_tc_stages chunks (cp.async, the next chunks' copies in flight during this
 // one's MMAs; 4 deep for MXFP4, 2 for bf16, whose stages are 48-80 KB): the weights' 128 rows (bf16: 256 bytes a
 // row in 16-byte units XOR-swizzled as moe_tc_swz says; MXFP4: the 64 bytes of codes a row, whose 16-byte
@@ -67,7 +68,10 @@ __global__ void __launch_bounds__(MOE_TC_WARPS * 32, GU ? 1 : 2)
     const int4 tl = a.tiles[blockIdx.y];
     const int e = tl.x, start = tl.y, cnt = tl.z;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t4 = lane & 3;
-    const int wm = warp >> 1, wn = warp & 1;  // the warp's 32 rows and 32 tokens
+    // a warp's MI m16 tiles of rows and NI n8 tiles of tokens: MXFP4 8 × 1 warps of 16 rows × 64 tokens, so
+    // each code is widened by one warp; bf16 4 × 2 warps of 32 × 32
+    constexpr int MI = MX ? 1 : 2, NI = MX ? 8 : 4, WN = MOE_TC_TOKENS / (8 * NI);
+    const int wm = warp / WN, wn = warp % WN;
     const int r0 = blockIdx.x * MOE_TC_ROWS, R = a.R, cols = a.cols;
     const int nch = (cols + MOE_CHUNK - 1) / MOE_CHUNK;
     __shared__ int xrow[MOE_TC_TOKENS];  // the x row of each of the tile's tokens (-1 past them)
@@ -116,13 +120,13 @@ __global__ void __launch_bounds__(MOE_TC_WARPS * 32, GU ? 1 : 2)
         }
         asm volatile("cp.async.commit_group;");
     };
-    float part[NW][2][4][4], tot[NW][2][4][4];
+    float part[NW][MI][NI][4], tot[NW][MI][NI][4];
 #pragma unroll
     for (int w = 0; w < NW; w++)
 #pragma unroll
-        for (int mi = 0; mi < 2; mi++)
+        for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-            for (int ni = 0; ni < 4; ni++)
+            for (int ni = 0; ni < NI; ni++)
 #pragma unroll
                 for (int i = 0; i < 4; i++) part[w][mi][ni][i] = tot[w][mi][ni][i] = 0.0f;
 
@@ -142,56 +146,56 @@ __global__ void __launch_bounds__(MOE_TC_WARPS * 32, GU ? 1 : 2)
         const uint8_t *xs = st + NW * WB;
         // MXFP4: the lane's scale (its 32-column block of the chunk) of rows g and g + 8 of each m16 tile, as
         // a bf16 pair (k_moe_gemm's moe_load)
-        uint32_t sc[NW][2][2];
+        uint32_t sc[NW][MI][2];
         if constexpr (MX) {
 #pragma unroll
             for (int w = 0; w < NW; w++)
 #pragma unroll
-                for (int mi = 0; mi < 2; mi++)
+                for (int mi = 0; mi < MI; mi++)
 #pragma unroll
                     for (int h = 0; h < 2; h++) {
-                        const int r = wm * 32 + mi * 16 + g + 8 * h;
+                        const int r = wm * 16 * MI + mi * 16 + g + 8 * h;
                         const uint32_t b8 = st[w * WB + (size_t)MOE_TC_ROWS * 64 + 4 * r + t4];
                         const uint32_t b = b8 == 255 ? 0x7FC0u : b8 == 0 ? 0x0040u : b8 << 7;  // 2^(s-127), exact
                         sc[w][mi][h] = b | b << 16;
                     }
         }
-        uint4 code[NW][2][2];  // MXFP4: the lane's 32 codes of rows g, g + 8 of each m16 tile
+        uint4 code[NW][MI][2];  // MXFP4: the lane's 32 codes of rows g, g + 8 of each m16 tile
         if constexpr (MX) {
 #pragma unroll
             for (int w = 0; w < NW; w++)
 #pragma unroll
-                for (int mi = 0; mi < 2; mi++)
+                for (int mi = 0; mi < MI; mi++)
 #pragma unroll
                     for (int h = 0; h < 2; h++)
-                        code[w][mi][h] =
-                            *(const uint4 *)(st + w * WB + (size_t)(wm * 32 + mi * 16 + g + 8 * h) * 64 + 16 * t4);
+                        code[w][mi][h] = *(const uint4 *)(st + w * WB +
+                                                          (size_t)(wm * 16 * MI + mi * 16 + g + 8 * h) * 64 + 16 * t4);
         }
 #pragma unroll
         for (int v = 0; v < 4; v++) {
             const int u = t4 * 4 + v;
-            uint4 xb[4];
+            uint4 xb[NI];
 #pragma unroll
-            for (int ni = 0; ni < 4; ni++) {
-                const int j = wn * 32 + ni * 8 + g;
+            for (int ni = 0; ni < NI; ni++) {
+                const int j = wn * 8 * NI + ni * 8 + g;
                 xb[ni] = *(const uint4 *)(xs + (size_t)j * 256 + 16 * moe_tc_swz(j, u));
             }
 #pragma unroll
             for (int w = 0; w < NW; w++)
 #pragma unroll
-                for (int mi = 0; mi < 2; mi++) {
+                for (int mi = 0; mi < MI; mi++) {
                     uint4 wa, wb;
                     if constexpr (MX) {
                         const uint4 &ca = code[w][mi][0], &cb = code[w][mi][1];
                         wa = moe_mx_widen(v == 0 ? ca.x : v == 1 ? ca.y : v == 2 ? ca.z : ca.w, sc[w][mi][0]);
                         wb = moe_mx_widen(v == 0 ? cb.x : v == 1 ? cb.y : v == 2 ? cb.z : cb.w, sc[w][mi][1]);
                     } else {
-                        const int ra = wm * 32 + mi * 16 + g, rb = ra + 8;
+                        const int ra = wm * 16 * MI + mi * 16 + g, rb = ra + 8;
                         wa = *(const uint4 *)(st + w * WB + (size_t)ra * 256 + 16 * moe_tc_swz(ra, u));
                         wb = *(const uint4 *)(st + w * WB + (size_t)rb * 256 + 16 * moe_tc_swz(rb, u));
                     }
 #pragma unroll
-                    for (int ni = 0; ni < 4; ni++) {
+                    for (int ni = 0; ni < NI; ni++) {
                         moe_mma(part[w][mi][ni], wa.x, wb.x, wa.y, wb.y, xb[ni].x, xb[ni].y);
                         moe_mma(part[w][mi][ni], wa.z, wb.z, wa.w, wb.w, xb[ni].z, xb[ni].w);
                     }
@@ -201,9 +205,9 @@ __global__ void __launch_bounds__(MOE_TC_WARPS * 32, GU ? 1 : 2)
 #pragma unroll
             for (int w = 0; w < NW; w++)
 #pragma unroll
-                for (int mi = 0; mi < 2; mi++)
+                for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-                    for (int ni = 0; ni < 4; ni++)
+                    for (int ni = 0; ni < NI; ni++)
 #pragma unroll
                         for (int i = 0; i < 4; i++) {
                             tot[w][mi][ni][i] = q == 0 ? part[w][mi][ni][i] : tot[w][mi][ni][i] + part[w][mi][ni][i];
@@ -218,21 +222,21 @@ __global__ void __launch_bounds__(MOE_TC_WARPS * 32, GU ? 1 : 2)
 #pragma unroll
         for (int w = 0; w < NW; w++)
 #pragma unroll
-            for (int mi = 0; mi < 2; mi++)
+            for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-                for (int ni = 0; ni < 4; ni++)
+                for (int ni = 0; ni < NI; ni++)
 #pragma unroll
                     for (int i = 0; i < 4; i++) tot[w][mi][ni][i] = q == 0 ? 0.0f : tot[w][mi][ni][i] + 0.0f;
 
     // k_moe_gemm's epilogue: element i of an m16n8 tile is weight row g (+8 for i >= 2), token 2·t4 + (i & 1)
 #pragma unroll
-    for (int mi = 0; mi < 2; mi++)
+    for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-        for (int ni = 0; ni < 4; ni++)
+        for (int ni = 0; ni < NI; ni++)
 #pragma unroll
             for (int i = 0; i < 4; i++) {
-                const int row = r0 + wm * 32 + mi * 16 + g + (i >> 1) * 8;
-                const int col = wn * 32 + ni * 8 + 2 * t4 + (i & 1);
+                const int row = r0 + wm * 16 * MI + mi * 16 + g + (i >> 1) * 8;
+                const int col = wn * 8 * NI + ni * 8 + 2 * t4 + (i & 1);
                 if (row >= R || col >= cnt) continue;
                 const int gi = start + col, entry = a.perm[gi];
                 const int64_t grow = (int64_t)e * R + row;
