@@ -120,15 +120,7 @@ __global__ void __launch_bounds__(MOE_TC_WARPS * 32, GU ? 1 : 2)
         }
         asm volatile("cp.async.commit_group;");
     };
-    float part[NW][MI][NI][4], tot[NW][MI][NI][4];
-#pragma unroll
-    for (int w = 0; w < NW; w++)
-#pragma unroll
-        for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-            for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-                for (int i = 0; i < 4; i++) part[w][mi][ni][i] = tot[w][mi][ni][i] = 0.0f;
+    float part[NW][MI][NI][4] = {}, tot[NW][MI][NI][4] = {};
 
     // the ring: steps s + 1 .. s + STAGES - 1 in flight while step s computes (an empty group past the last
     // step keeps the wait count uniform)
