@@ -129,6 +129,22 @@ __global__ void __launch_bounds__(MOE_TC_WARPS * 32, GU ? 1 : 2)
         else asm volatile("cp.async.commit_group;");
     }
     int q = 0, left = (nch + MOE_WARPS - 1) / MOE_WARPS;  // the class of this step, and its chunks left
+    // class q's sum (part) into tot = ((c0 + c1) + c2) + c3, as k_moe_gemm's warps meet; part is zero again
+    auto merge = [&]() {
+#pragma unroll
+        for (int w = 0; w < NW; w++)
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+                for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const float c = part[w][mi][ni][i];
+                        tot[w][mi][ni][i] = q == 0 ? c : tot[w][mi][ni][i] + c;
+                        part[w][mi][ni][i] = 0.0f;
+                    }
+        q++;
+    };
     for (int s = 0; s < nch; s++) {
         asm volatile("cp.async.wait_group %0;" ::"n"(STAGES - 2) : "memory");
         __syncthreads();  // (step s's stage is complete, and every warp is past step s - 1, whose stage refills)
@@ -193,32 +209,12 @@ __global__ void __launch_bounds__(MOE_TC_WARPS * 32, GU ? 1 : 2)
                     }
                 }
         }
-        if (--left == 0) {  // the class's last chunk: tot = ((c0 + c1) + c2) + c3, as k_moe_gemm's warps meet
-#pragma unroll
-            for (int w = 0; w < NW; w++)
-#pragma unroll
-                for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-                    for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-                        for (int i = 0; i < 4; i++) {
-                            tot[w][mi][ni][i] = q == 0 ? part[w][mi][ni][i] : tot[w][mi][ni][i] + part[w][mi][ni][i];
-                            part[w][mi][ni][i] = 0.0f;
-                        }
-            q++;
+        if (--left == 0) {  // the class's last chunk
+            merge();
             left = (nch - q + MOE_WARPS - 1) / MOE_WARPS;
         }
     }
-    // classes with no chunks (cols < 4 chunks) add k_moe_gemm's zero sums
-    for (; q < MOE_WARPS; q++)
-#pragma unroll
-        for (int w = 0; w < NW; w++)
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-                for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-                    for (int i = 0; i < 4; i++) tot[w][mi][ni][i] = q == 0 ? 0.0f : tot[w][mi][ni][i] + 0.0f;
+    while (q < MOE_WARPS) merge();  // classes with no chunks (cols < 4 chunks) add k_moe_gemm's zero sums
 
     // k_moe_gemm's epilogue: element i of an m16n8 tile is weight row g (+8 for i >= 2), token 2·t4 + (i & 1)
 #pragma unroll
