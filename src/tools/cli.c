@@ -443,6 +443,13 @@ int cli_check_kv_dtypes(const char *list) {
     return rc;
 }
 
+int cli_kv_fp8_target(const char *v) {
+    if (!strcmp(v, "fp8") || !strcmp(v, "fp8_e4m3") || !strcmp(v, "fp8_e5m2") || kv_dtype_token_scales(v))
+        return OCT_OK;
+    return err_set(OCT_EINVAL, "--kv-cache-dtype: '%s' is not an FP8 type with scales (choose fp8, fp8_e4m3, fp8_e5m2 "
+                   "or fp8_per_token_head)", v);
+}
+
 const char *cli_kv_dtype_resolved(const char *dtype, enum dtype model_dt) {
     enum dtype dt;
     if (kv_dtype_parse(dtype, model_dt, &dt) < 0) return dtype;

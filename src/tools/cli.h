@@ -73,6 +73,9 @@ int cli_edit_distance(const char *a, const char *b);
 
 // Checks a comma-separated --kv-cache-dtype list ("auto,fp8") without running anything.
 int cli_check_kv_dtypes(const char *list);
+// The --kv-cache-dtype of a command that measures an FP8 cache's scales (calibrate, inspect): fp8, fp8_e4m3,
+// fp8_e5m2 or fp8_per_token_head; OCT_EINVAL naming the value otherwise.
+int cli_kv_fp8_target(const char *v);
 // What a --kv-cache-dtype value runs as on a model whose weights are model_dt: "auto (bf16)"
 // for auto, the value itself otherwise.
 const char *cli_kv_dtype_label(const char *dtype, enum dtype model_dt, char *buf, size_t n);

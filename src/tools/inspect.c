@@ -52,9 +52,7 @@ static int parse(struct inspect_args *c, int argc, char **argv) {
         if (!strcmp(f, "-h") || !strcmp(f, "--help")) { usage(); exit(0); }
         if (!strcmp(f, "--kv-cache-dtype")) {
             if (!(v = cli_value(argc, argv, &i))) return OCT_EINVAL;
-            if (strcmp(v, "fp8") && strcmp(v, "fp8_e4m3") && strcmp(v, "fp8_e5m2") && !kv_dtype_token_scales(v))
-                return err_set(OCT_EINVAL, "--kv-cache-dtype: '%s' is not an FP8 type (choose fp8, fp8_e4m3, "
-                               "fp8_e5m2 or fp8_per_token_head)", v);
+            TRY(cli_kv_fp8_target(v));
             c->target = v;
             continue;
         }

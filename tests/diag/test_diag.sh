@@ -240,7 +240,7 @@ expect_err 1 "cannot open" calibrate --model "$MODEL" --file "$tmp/none.txt" --o
 expect_err 2 "--method: unknown value 'median'" calibrate --model "$MODEL" --file "$TEXT" --output "$tmp/x.json" --method median
 expect_err 2 "--method" calibrate --model "$MODEL" --file "$TEXT" --output "$tmp/x.json" --method percentile:200
 expect_err 2 "--granularity: unknown value 'channel'" calibrate --model "$MODEL" --file "$TEXT" --output "$tmp/x.json" --granularity channel
-expect_err 2 "--kv-cache-dtype: 'bf16' has no scales" calibrate --model "$MODEL" --file "$TEXT" --output "$tmp/x.json" --kv-cache-dtype bf16
+expect_err 2 "--kv-cache-dtype: 'bf16' is not an FP8 type with scales" calibrate --model "$MODEL" --file "$TEXT" --output "$tmp/x.json" --kv-cache-dtype bf16
 expect_err 2 "--output are required" calibrate --model "$MODEL" --file "$TEXT"
 expect_err 1 "/no/such.gguf" calibrate --model /no/such.gguf --file "$TEXT" --output "$tmp/x.json"
 expect_err 1 "/no/dir/x.json" calibrate --model "$MODEL" --file "$TEXT" --output /no/dir/x.json
