@@ -110,8 +110,9 @@ static bool fp8_cache(const json_t *cfg) {
 static bool itl_line(const json_t *cfg, struct fit_line *l) {
     const json_t *f = json_object_get(cfg, "itl_fit");
     if (!json_is_object(f)) return false;
-    *l = (struct fit_line){num(f, "slope_ms_per_token"), num(f, "intercept_ms"), num(f, "r2"),
-                           num(f, "slope_se_ms_per_token"), (int)num(f, "n")};
+    *l = (struct fit_line){.slope = num(f, "slope_ms_per_token"), .intercept = num(f, "intercept_ms"),
+                           .r2 = num(f, "r2"), .slope_se = num(f, "slope_se_ms_per_token"), .n = (int)num(f, "n"),
+                           .intercept_se = num(f, "intercept_se_ms")};  // (NAN from sweeps that predate it)
     return isfinite(l->slope) && isfinite(l->intercept);
 }
 
@@ -256,6 +257,17 @@ static int speed_rule(struct advice *a, json_t *res, const json_t *sweep, const 
         if (be > longest && longest > 0)
             say(a, "speed", "The break-even is extrapolated: the longest measured prompt was %.0f tokens; extend "
                 "--input-lens past %.0f to confirm it.", longest, be);
+        // the break-even is the intercepts' difference over the slopes'; where that difference is inside two
+        // standard errors of the two fits, the fixed cost it repays is not shown by the measurements
+        const double se_d = sqrt(bl.intercept_se * bl.intercept_se + fl.intercept_se * fl.intercept_se);
+        const bool shown = !(d_int < 2 * se_d);  // (true when either error is unknown)
+        json_object_set_new(res, "intercept_diff_ms", json_real(d_int));
+        json_object_set_new(res, "intercept_diff_se_ms", isfinite(se_d) ? json_real(se_d) : json_null());
+        json_object_set_new(res, "break_even_significant", json_boolean(shown));
+        if (!shown)
+            say(a, "speed", "The fixed cost behind that break-even is within the fits' noise (intercepts %+.3f ± %.3f "
+                "ms): the measurements do not show that '%s' has one. Repeat with --num-requests-per-len 3 and more "
+                "lengths below ~%.0f tokens to pin the break-even down.", d_int, se_d, cfg_name(fp8), be);
         *stay_below = be;
         rec = 1;
     }

@@ -53,6 +53,7 @@ int fit_line(const double *x, const double *y, int n, struct fit_line *out) {
     }
     out->r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : (ss_res <= 1e-24 ? 1.0 : 0.0);
     out->slope_se = n > 2 ? sqrt(ss_res / (n - 2) / sxx) : NAN;
+    out->intercept_se = n > 2 ? sqrt(ss_res / (n - 2) * (1.0 / n + mx * mx / sxx)) : NAN;
     return OCT_OK;
 }
 

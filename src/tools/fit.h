@@ -11,6 +11,7 @@ struct fit_line {
     double r2;        // coefficient of determination (1 when the points lie on the line)
     double slope_se;  // standard error of the slope (residuals' variance / Sxx; NAN with 2 points)
     int n;            // points used
+    double intercept_se;  // standard error of the intercept (residuals' variance · (1/n + mean(x)² / Sxx))
 };
 
 // y = a·x² + b·x + c.

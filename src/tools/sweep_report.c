@@ -195,6 +195,8 @@ static json_t *fits_json(const struct sweep_result *r, const struct sweep_result
         json_object_set_new(f, "slope_se_ms_per_token",
                             isnan(r->itl.slope_se) ? json_null() : json_real(r->itl.slope_se));
         json_object_set_new(f, "intercept_ms", json_real(r->itl.intercept));
+        json_object_set_new(f, "intercept_se_ms",
+                            isnan(r->itl.intercept_se) ? json_null() : json_real(r->itl.intercept_se));
         json_object_set_new(f, "r2", json_real(r->itl.r2));
         json_object_set_new(f, "n", json_integer(r->itl.n));
         json_object_set_new(o, "itl_fit", f);

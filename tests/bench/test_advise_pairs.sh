@@ -9,9 +9,10 @@ OCTET="$BUILD/octet"
 . tests/lib.sh
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
-cfg() {  # name, kv dtype, ITL slope, intercept: one configuration served with FP8 weights
+cfg() {  # name, kv dtype, ITL slope, intercept[, the intercept's standard error]: one configuration served with FP8 weights
   printf '{"name": "%s", "flags": ["--kv-cache-dtype", "%s", "--quantization", "fp8", "--quantization-block", "128"],
-           "itl_fit": {"slope_ms_per_token": %s, "intercept_ms": %s, "r2": 0.99}}' "$1" "$2" "$3" "$4"
+           "itl_fit": {"slope_ms_per_token": %s, "intercept_ms": %s, "intercept_se_ms": %s, "r2": 0.99}}' \
+    "$1" "$2" "$3" "$4" "${5:-null}"
 }
 sweep() {  # output file, configurations...
   local out=$1; shift
@@ -44,7 +45,22 @@ assert d["command"] == "octet serve --model dummy:tiny --quantization fp8 --quan
 # auto first, fp8 crossing at 1,000 tokens (intercept +5 ms, slope 0.005 ms/token less)
 sweep "$tmp/cross.json" "$(cfg auto auto 0.010 3.0)" "$(cfg fp8 fp8 0.005 8.0)"
 check "break-even" "$tmp/cross.json" '
-assert d["verdict"] == "fp8_above_break_even" and abs(d["break_even_tokens"] - 1000) < 1e-6, d'
+assert d["verdict"] == "fp8_above_break_even" and abs(d["break_even_tokens"] - 1000) < 1e-6, d
+assert d["break_even_significant"] is True and d["intercept_diff_se_ms"] is None, d'
+
+# the same crossing with the intercepts known to 0.1 ms: the 5 ms fixed cost is shown
+sweep "$tmp/cross_se.json" "$(cfg auto auto 0.010 3.0 0.1)" "$(cfg fp8 fp8 0.005 8.0 0.1)"
+check "break-even, fixed cost shown" "$tmp/cross_se.json" '
+assert d["break_even_significant"] is True and abs(d["intercept_diff_ms"] - 5) < 1e-9, d
+assert "within the fits" not in out, out'
+
+# a crossing at 4 tokens from a 0.02 ms difference with errors of 0.01 and 0.02 ms: the advice keeps the
+# fitted break-even and says the fixed cost behind it is not shown
+sweep "$tmp/cross_noise.json" "$(cfg auto auto 0.010 3.0 0.01)" "$(cfg fp8 fp8 0.005 3.02 0.02)"
+check "break-even within noise" "$tmp/cross_noise.json" '
+assert d["verdict"] == "fp8_above_break_even" and abs(d["break_even_tokens"] - 4) < 1e-6, d
+assert d["break_even_significant"] is False and abs(d["intercept_diff_se_ms"] - 0.0005 ** 0.5) < 1e-12, d
+assert "within the fits" in out and "+0.020 ± 0.022 ms" in out, out'
 
 # one configuration: no recommendation
 sweep "$tmp/one.json" "$(cfg fp8 fp8 0.005 3.0)"

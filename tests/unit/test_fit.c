@@ -40,19 +40,20 @@ TEST(line_itl_like_noisy) {
     CHECK(f.r2 > 0.99 && f.r2 <= 1.0);
 }
 
-// the slope's standard error, by hand: x 0..3, y 1 2 4 5 → slope 1.4, residuals ±0.1, ±0.3,
-// SS_res 0.2, Sxx 5: se = sqrt(0.2 / 2 / 5); a line through two points has none
+// the slope's and intercept's standard errors, by hand: x 0..3, y 1 2 4 5 → slope 1.4, residuals ±0.1,
+// ±0.3, SS_res 0.2, Sxx 5, mean(x) 1.5: se = sqrt(0.2 / 2 / 5); a line through two points has none
 TEST(line_slope_se) {
     double x[4] = {0, 1, 2, 3}, y[4] = {1, 2, 4, 5}, y2[4];
     struct fit_line f, g;
     CHECK_OK(fit_line(x, y, 4, &f));
     CHECK_NEAR(f.slope, 1.4, 1e-12);
     CHECK_NEAR(f.slope_se, sqrt(0.02), 1e-12);
+    CHECK_NEAR(f.intercept_se, sqrt(0.1 * (0.25 + 2.25 / 5)), 1e-12);  // SS_res / 2 · (1/n + mean(x)² / Sxx)
     for (int i = 0; i < 4; i++) y2[i] = 2 * y[i];
     CHECK_OK(fit_line(x, y2, 4, &g));
     CHECK_NEAR(fit_ratio_se(&f, &g), 0.5 * sqrt(2.0) * sqrt(0.02) / 1.4, 1e-12);  // ratio 0.5, both 10.1 % relative
     CHECK_OK(fit_line(x, y, 2, &f));
-    CHECK(isnan(f.slope_se) && isnan(fit_ratio_se(&f, &g)));
+    CHECK(isnan(f.slope_se) && isnan(f.intercept_se) && isnan(fit_ratio_se(&f, &g)));
 }
 
 TEST(line_degenerate) {
