@@ -1,8 +1,8 @@
 // test_cpu_gemm.c — src/backend/cpu/cpu_gemm.c, the register-blocked prefill product of F32/F16/BF16
-// weights: for batches past its token tile (64) and its 6-row × 4-token micro tile, columns past its
-// 2048-column chunk and with 16-column steps and scalar tails, every output equals bit for bit the same
-// token multiplied alone (the decode path: gemv16, or cpu_dot on the widened row for f32), at 1, 2 and 3
-// threads, and lies within f32 rounding of a double-precision product.
+// weights: for batches past its token tile (64) and its micro tile (6 rows × 4 tokens on AVX-512, 4 × 3
+// on AVX2), columns past its 2048-column chunk and with vector steps and scalar tails, every output
+// equals bit for bit the same token multiplied alone (the decode path: gemv16, or cpu_dot on the widened
+// row for f32), at 1, 2 and 3 threads, and lies within f32 rounding of a double-precision product.
 #include <stdint.h>
 
 #include "../../src/backend/backend.h"

@@ -46,10 +46,11 @@ float cpu_dot(const float *a, const float *b, int n);
 const float *cpu_weight_row(const struct weight *w, int64_t row, float *dst);
 
 void cpu_matmul(struct backend *b, void *out, const void *x, const struct weight *w, int n);
-// The register-blocked prefill product (cpu_gemm.c): whether it takes w for n tokens (AVX-512 builds,
-// F32/F16/BF16, n >= 4; cpu_fp8w.c also hands it e4m3 weights without NaN codes), its per-thread scratch
-// in floats, and out[t][r] = x[t]·W[r] for rows [r0, r1) of every token, bit for bit cpu_dot's result on
-// the widened row (a 128×128-block e4m3 weight's row widened as fp8w_bscaled gives it).
+// The register-blocked prefill product (cpu_gemm.c): whether it takes w for n tokens (AVX-512 and AVX2
+// builds, F32/F16/BF16, n >= 4; AVX-512 builds of cpu_fp8w.c also hand it e4m3 weights without NaN
+// codes), its per-thread scratch in floats, and out[t][r] = x[t]·W[r] for rows [r0, r1) of every token,
+// bit for bit cpu_dot's result on the widened row (a 128×128-block e4m3 weight's row widened as
+// fp8w_bscaled gives it).
 int cpu_gemm_fits(const struct weight *w, int n);
 size_t cpu_gemm_scratch_floats(int64_t cols);
 // The tokens cpu_gemm_rows packs and multiplies at a time for rows of cols columns (its x tile in L2): a

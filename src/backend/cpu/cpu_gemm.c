@@ -1,7 +1,7 @@
-// cpu_gemm.c — the prefill product of F32/F16/BF16 (and, for cpu_fp8w.c, e4m3) weights on AVX-512
-// (cpu_gemm_rows): out[t][r] = x[t]·W[r] for a range of weight rows and every token (a 128×128-block e4m3
-// weight: of its values times their block's scale, fp8w_bscaled), register-blocked so that the machine's
-// FMA units, not its loads, set the pace, with each
+// cpu_gemm.c — the prefill product of F32/F16/BF16 (and, for cpu_fp8w.c, e4m3) weights on AVX-512, and of
+// F32/F16/BF16 weights on AVX2 + FMA + F16C (cpu_gemm_rows): out[t][r] = x[t]·W[r] for a range of weight
+// rows and every token (a 128×128-block e4m3 weight: of its values times their block's scale,
+// fp8w_bscaled), register-blocked so that the machine's FMA units, not its loads, set the pace, with each
 // output's arithmetic exactly cpu_dot's on the widened row: lane-wise f32 FMAs into two accumulators (a:
 // the first 16 of each 32 columns, b: the last 16), one more 16-column step into a where 16 remain,
 // reduce_add(a + b), then the scalar tail in column order. So prefill equals the decode GEMV
@@ -17,8 +17,9 @@
 // did). Each tile's x is first copied packed (pack_x): per group of GEMM_T tokens, a's columns of every
 // 32, then b's, the group's tokens side by side, so each pass reads its tokens' x as one contiguous
 // stream (against one per token, 2 threads ran 6-8 % slower). Between chunks and passes the
-// accumulators wait in scratch, which moves them exactly. Builds without AVX-512 keep cpu_matmul.c's
-// row-at-a-time path (cpu_gemm_fits is false there).
+// accumulators wait in scratch, which moves them exactly. AVX2 builds run the same blocking with 8-lane
+// vectors, 16-column a/b steps and a 4-row × 3-token micro kernel (16 ymm registers), matching cpu_dot's AVX2
+// arithmetic; builds with neither keep cpu_matmul.c's row-at-a-time path (cpu_gemm_fits is false there).
 #include <stdint.h>
 #include <string.h>
 
@@ -27,12 +28,17 @@
 #include "../weight.h"
 #include "cpu.h"
 #include "cpu_fp8w.h"
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__) && defined(__F16C__))
 #include <immintrin.h>
 #endif
 
+#if defined(__AVX512F__)
 #define GEMM_R 6      // weight rows of the micro kernel
 #define GEMM_T 4      // tokens of the micro kernel
+#else
+#define GEMM_R 4      // AVX2: 12 accumulators, 3 x vectors and a weight vector in the 16 ymm registers
+#define GEMM_T 3      // (6 × 2 and 5 × 2 ran level with it on the 1.2B shape's pp512, 3 × 4 a quarter slower)
+#endif
 #define GEMM_KC 2048  // columns of a row block held in L1 while the tile's tokens pass (a multiple of 32)
 #define GEMM_TT 64    // the most tokens whose x is reused by every row block
 #define GEMM_X_FLOATS (1 << 17)  // a token tile's x, at most (512 KB: half the L2 cache)
@@ -51,6 +57,25 @@ static size_t x_tile_floats(int64_t cols) {
 size_t cpu_gemm_scratch_floats(int64_t cols) {
     return 16 + (size_t)GEMM_TT * GEMM_R * 32 + GEMM_R * GEMM_KC / 2 + x_tile_floats(cols);
 }
+
+// Row r's f32 value at column j (the scalar tail).
+static inline float elem(const struct weight *w, int64_t r, int64_t j) {
+    const size_t i = (size_t)r * (size_t)w->cols + (size_t)j;
+    if (w->dtype == DT_E4M3 && w->fp8.wscale == WSCALE_BLOCK) {
+        const int64_t B = w->fp8.block, nbc = (w->cols + B - 1) / B;
+        return fp8w_bscaled(((const uint8_t *)w->data)[i], w->fp8.scale[(size_t)((r / B) * nbc + j / B)]);
+    }
+    if (w->dtype == DT_F16) return f16_to_f32(((const uint16_t *)w->data)[i]);
+    if (w->dtype == DT_BF16) return bf16_to_f32(((const uint16_t *)w->data)[i]);
+    if (w->dtype == DT_E4M3) return fp8_e4m3_table[((const uint8_t *)w->data)[i]];
+    return ((const float *)w->data)[i];
+}
+
+int cpu_gemm_tile_tokens(int64_t cols) {
+    int64_t tile = GEMM_X_FLOATS / (cols > 0 ? cols : 1);  // the token tile's x in L2: fewer tokens for wider rows
+    return (int)(tile > GEMM_TT ? GEMM_TT : tile < GEMM_TMIN ? GEMM_TMIN : tile) / GEMM_T * GEMM_T;
+}
+
 
 #if defined(__AVX512F__)
 
@@ -193,24 +218,6 @@ static void micro_any(enum dtype dt, int nr, int nt, const void *const *w, const
     else micro_dt(DT_F32, nr, nt, w, x0, hs, len, acc, fresh);
 }
 
-// Row r's f32 value at column j (the scalar tail).
-static inline float elem(const struct weight *w, int64_t r, int64_t j) {
-    const size_t i = (size_t)r * (size_t)w->cols + (size_t)j;
-    if (w->dtype == DT_E4M3 && w->fp8.wscale == WSCALE_BLOCK) {
-        const int64_t B = w->fp8.block, nbc = (w->cols + B - 1) / B;
-        return fp8w_bscaled(((const uint8_t *)w->data)[i], w->fp8.scale[(size_t)((r / B) * nbc + j / B)]);
-    }
-    if (w->dtype == DT_F16) return f16_to_f32(((const uint16_t *)w->data)[i]);
-    if (w->dtype == DT_BF16) return bf16_to_f32(((const uint16_t *)w->data)[i]);
-    if (w->dtype == DT_E4M3) return fp8_e4m3_table[((const uint8_t *)w->data)[i]];
-    return ((const float *)w->data)[i];
-}
-
-int cpu_gemm_tile_tokens(int64_t cols) {
-    int64_t tile = GEMM_X_FLOATS / (cols > 0 ? cols : 1);  // the token tile's x in L2: fewer tokens for wider rows
-    return (int)(tile > GEMM_TT ? GEMM_TT : tile < GEMM_TMIN ? GEMM_TMIN : tile) / GEMM_T * GEMM_T;
-}
-
 void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, float *out /*[n][rows]*/, int r0,
                    int r1, float *scratch) {
     const int cols = (int)w->cols, rows = (int)w->rows, n32 = cols / 32 * 32;
@@ -276,11 +283,135 @@ void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, 
     }
 }
 
+#elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+// AVX2 + FMA + F16C: the same blocking with 8-lane vectors and cpu_dot's AVX2 arithmetic (a: the first 8 of each
+// 16 columns, b: the last 8, one more 8-column step into a, cpu_hsum256(a + b), the scalar tail), for F32, F16 and
+// BF16 weights (FP8 weights keep cpu_fp8w.c's row path here).
+
+int cpu_gemm_fits(const struct weight *w, int n) {
+    return n >= 4 && (w->dtype == DT_F32 || w->dtype == DT_F16 || w->dtype == DT_BF16);
+}
+
+// The 8 values at element i of a row of dtype dt (F32, F16 or BF16) as f32.
+static inline __attribute__((always_inline)) __m256 load8(enum dtype dt, const void *row, size_t i) {
+    if (dt == DT_F32) return _mm256_loadu_ps((const float *)row + i);
+    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)row + i));
+    if (dt == DT_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// pack_x with 8-lane halves: a holds columns 16j..16j+7 of every group j of 16, b 16j+8..16j+15.
+static void pack_x(const float *x /*[nt][cols]*/, int nt, int cols, int n16, size_t hs,
+                   float *xs /*[nt / GEMM_T][2][hs]*/) {
+    for (int t = 0; t < nt; t++) {
+        const float *src = x + (size_t)t * cols;
+        float *da = xs + (size_t)(t / GEMM_T) * 2 * hs + (t % GEMM_T) * 8, *db = da + hs;
+        for (int i = 0; i < n16; i += 16) {
+            _mm256_storeu_ps(da + i * GEMM_T / 2, _mm256_loadu_ps(src + i));
+            _mm256_storeu_ps(db + i * GEMM_T / 2, _mm256_loadu_ps(src + i + 8));
+        }
+    }
+}
+
+// micro with 8-lane accumulators: acc holds them between calls as [t][r][a|b][8] floats.
+static inline __attribute__((always_inline)) void micro(enum dtype dt, int nr, int nt, const void *const *w,
+                                                        const float *x, int len, int h, float *acc,
+                                                        int fresh) {
+    __m256 c[GEMM_R][GEMM_T];
+#pragma GCC unroll 8
+    for (int r = 0; r < GEMM_R; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < GEMM_T; t++) c[r][t] = _mm256_setzero_ps();
+    if (!fresh)
+#pragma GCC unroll 8
+        for (int r = 0; r < nr; r++)
+#pragma GCC unroll 4
+            for (int t = 0; t < nt; t++) c[r][t] = _mm256_loadu_ps(acc + ((size_t)t * GEMM_R + r) * 16 + 8 * h);
+    for (int k = 0; k < len; k += 16) {
+        __m256 xv[GEMM_T];
+#pragma GCC unroll 4
+        for (int t = 0; t < GEMM_T; t++)
+            xv[t] = t < nt ? _mm256_loadu_ps(x + k * GEMM_T / 2 + 8 * t) : _mm256_setzero_ps();
+#pragma GCC unroll 8
+        for (int r = 0; r < nr; r++) {
+            __m256 wv = load8(dt, w[r], (size_t)k + 8 * (size_t)h);
+#pragma GCC unroll 4
+            for (int t = 0; t < nt; t++) c[r][t] = _mm256_fmadd_ps(xv[t], wv, c[r][t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < nr; r++)
+#pragma GCC unroll 4
+        for (int t = 0; t < nt; t++) _mm256_storeu_ps(acc + ((size_t)t * GEMM_R + r) * 16 + 8 * h, c[r][t]);
+}
+
+static inline __attribute__((always_inline)) void micro_dt(enum dtype dt, int nr, int nt, const void *const *w,
+                                                           const float *x0, size_t hs, int len, float *acc,
+                                                           int fresh) {
+    for (int h = 0; h < 2; h++) {
+        const float *xr = x0 + (size_t)h * hs;
+        if (nr == GEMM_R && nt == GEMM_T) micro(dt, GEMM_R, GEMM_T, w, xr, len, h, acc, fresh);
+        else micro(dt, nr, nt, w, xr, len, h, acc, fresh);
+    }
+}
+
+static void micro_any(enum dtype dt, int nr, int nt, const void *const *w, const float *x0, size_t hs,
+                      int len, float *acc, int fresh) {
+    if (dt == DT_F16) micro_dt(DT_F16, nr, nt, w, x0, hs, len, acc, fresh);
+    else if (dt == DT_BF16) micro_dt(DT_BF16, nr, nt, w, x0, hs, len, acc, fresh);
+    else micro_dt(DT_F32, nr, nt, w, x0, hs, len, acc, fresh);
+}
+
+void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, float *out /*[n][rows]*/, int r0,
+                   int r1, float *scratch) {
+    const int cols = (int)w->cols, rows = (int)w->rows, n16 = cols / 16 * 16;
+    const size_t esz = dtype_size(w->dtype), hs = (size_t)n16 / 2 * GEMM_T + GEMM_XPAD;
+    // [GEMM_TT][GEMM_R][16] accumulators, then [tile][2][hs] packed x, 64-byte aligned (within the scratch
+    // cpu_gemm_scratch_floats sizes for the AVX-512 layout, which is larger)
+    float *acc = (float *)(((uintptr_t)scratch + 63) & ~(uintptr_t)63);
+    float *xs = acc + (size_t)GEMM_TT * GEMM_R * 32;
+    const int tile = cpu_gemm_tile_tokens(cols);
+    for (int t0 = 0; t0 < n; t0 += tile) {
+        const int tt = n - t0 < tile ? n - t0 : tile;
+        pack_x(x + (size_t)t0 * cols, tt, cols, n16, hs, xs);
+        for (int rb = r0; rb < r1; rb += GEMM_R) {
+            const int nr = r1 - rb < GEMM_R ? r1 - rb : GEMM_R;
+            for (int k0 = 0; k0 < n16 || k0 == 0; k0 += GEMM_KC) {
+                const int len = n16 - k0 < GEMM_KC ? n16 - k0 : GEMM_KC;
+                const void *wr[GEMM_R];
+                for (int r = 0; r < nr; r++) wr[r] = (const char *)w->data + ((size_t)(rb + r) * cols + k0) * esz;
+                for (int t = 0; t < tt; t += GEMM_T) {
+                    const int nt = tt - t < GEMM_T ? tt - t : GEMM_T;
+                    const float *xr = xs + (size_t)(t / GEMM_T) * 2 * hs + (size_t)k0 * GEMM_T / 2;
+                    micro_any(w->dtype, nr, nt, wr, xr, hs, len, acc + (size_t)t * GEMM_R * 16, k0 == 0);
+                }
+                if (len <= 0) break;
+            }
+            // cpu_dot's ending: one 8-column step into a, cpu_hsum256(a + b), the scalar tail
+            for (int t = 0; t < tt; t++) {
+                const float *xt = x + (size_t)(t0 + t) * cols;
+                for (int r = 0; r < nr; r++) {
+                    const float *p = acc + ((size_t)t * GEMM_R + r) * 16;
+                    const char *row = (const char *)w->data + (size_t)(rb + r) * cols * esz;
+                    __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+                    int j = n16;
+                    if (j + 8 <= cols) {
+                        a = _mm256_fmadd_ps(_mm256_loadu_ps(xt + j), load8(w->dtype, row, (size_t)j), a);
+                        j += 8;
+                    }
+                    float s = cpu_hsum256(_mm256_add_ps(a, b));
+                    for (; j < cols; j++) s += xt[j] * elem(w, rb + r, j);
+                    out[(size_t)(t0 + t) * rows + rb + r] = s;
+                }
+            }
+        }
+    }
+}
+
 #else
 
 int cpu_gemm_fits(const struct weight *w, int n) { return 0; }
-
-int cpu_gemm_tile_tokens(int64_t cols) { return GEMM_TT; }
 
 void cpu_gemm_rows(const struct weight *w, const float *x, int n, float *out, int r0, int r1, float *scratch) {}
 

@@ -6,7 +6,7 @@
 // Decode (fewer than 4 tokens) on 16-bit weights streams each weight byte once: four rows per
 // pass share each load of x, and F16 (F16C) / BF16 (shift) elements widen in registers, in the
 // same accumulation order as cpu_dot on a widened row, so its results equal the prefill path's.
-// Prefill on F32/F16/BF16 weights with AVX-512 is cpu_gemm.c's register-blocked product (the same
+// Prefill on F32/F16/BF16 weights with AVX-512 or AVX2 is cpu_gemm.c's register-blocked product (the same
 // arithmetic again). Vector paths: AVX-512, AVX2+FMA, or portable C, chosen at compile time (-march=native).
 #include <string.h>
 
@@ -245,7 +245,7 @@ static void mm_task(void *p, int task, int thread) {
     const struct weight *w = m->w;
     int cols = (int)w->cols, rows = (int)w->rows;
     float *buf = cpu_scratch(m->c, thread);
-    if (cpu_gemm_fits(w, m->n)) {  // 16-bit and f32 weights on AVX-512 (cpu_gemm.c): a row range of one tile
+    if (cpu_gemm_fits(w, m->n)) {  // 16-bit and f32 weights on AVX-512 or AVX2 (cpu_gemm.c): a row range of one tile
         const int t0 = task % m->tiles * m->tile, nt = m->n - t0 < m->tile ? m->n - t0 : m->tile;
         const int r0 = task / m->tiles * m->rows_per_task;
         const int r1 = r0 + m->rows_per_task < rows ? r0 + m->rows_per_task : rows;
