@@ -37,6 +37,7 @@
 #if defined(__AVX512F__)
 #define GEMM_R 6      // weight rows of the micro kernel
 #define GEMM_T 4      // tokens of the micro kernel
+#define GEMM_X_FLOATS (1 << 17)  // a token tile's x, at most (512 KB: half of a 1 MB L2; 128 KB ran slower)
 #define GEMM_VW 16
 #define GEMM_E4M3 1
 typedef __m512 gvec;
@@ -49,6 +50,7 @@ typedef __m512 gvec;
 #define GEMM_R 4      // AVX2: 12 accumulators, 3 x vectors and a weight vector in the 16 ymm registers
 #define GEMM_T 3      // (6 × 2 and 5 × 2 ran level with it on the 1.2B shape's pp512, 3 × 4 a quarter slower)
 #define GEMM_VW 8
+#define GEMM_X_FLOATS (1 << 15)  // 128 KB: a quarter of a 512 KB L2 (256 KB ran 1-4 %, 512 KB 4-6 % slower)
 #define GEMM_E4M3 0
 typedef __m256 gvec;
 #define gv_load _mm256_loadu_ps
@@ -59,11 +61,11 @@ typedef __m256 gvec;
 #else
 #define GEMM_R 6      // (no vector product: the sizes shape only the scratch and the token tile)
 #define GEMM_T 4
+#define GEMM_X_FLOATS (1 << 17)
 #endif
 #define GEMM_W2 (2 * GEMM_VW)
 #define GEMM_KC 2048  // columns of a row block held in L1 while the tile's tokens pass (a multiple of 32)
 #define GEMM_TT 64    // the most tokens whose x is reused by every row block
-#define GEMM_X_FLOATS (1 << 17)  // a token tile's x, at most (512 KB: half the L2 cache)
 #define GEMM_TMIN (3 * GEMM_T)   // the fewest tokens of a tile, however wide the rows
 #define GEMM_XPAD 16  // floats after each packed half of a token group's x
 
@@ -304,7 +306,15 @@ void cpu_gemm_rows(const struct weight *w, const float *x /*[n][cols]*/, int n, 
                 if (len <= 0) break;
             }
             // cpu_dot's ending: one GEMM_VW-column step into a, the sum of a + b (gv_sum), the scalar tail
-            for (int t = 0; t < tt; t++) {
+            int t = 0;
+#if GEMM_VW == 8
+            if (n32 == cols && nr == GEMM_R)  // AVX2: two tokens' four rows at once (one at a time: 7 % slower)
+                for (; t + 2 <= tt; t += 2) {
+                    float *o = out + (size_t)(t0 + t) * rows + rb;
+                    cpu_hsum8_ab(acc + (size_t)t * GEMM_R * GEMM_W2, o, o + rows);
+                }
+#endif
+            for (; t < tt; t++) {
                 const float *xt = x + (size_t)(t0 + t) * cols;
                 for (int r = 0; r < nr; r++) {
                     const float *p = acc + ((size_t)t * GEMM_R + r) * GEMM_W2;
