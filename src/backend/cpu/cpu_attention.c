@@ -184,6 +184,25 @@ static void exp_shifted(float *dst, const float *src, float m, int n) {
         __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
         _mm512_storeu_ps(dst + j, _mm512_scalef_ps(y, fl));  // y · 2^n, exact like ldexpf
     }
+#elif defined(__AVX2__) && defined(__FMA__)
+    const __m256 vm = _mm256_set1_ps(m), lo = _mm256_set1_ps(EXP_LO);
+    for (; j + 8 <= n; j += 8) {
+        __m256 x = _mm256_max_ps(_mm256_sub_ps(_mm256_loadu_ps(src + j), vm), lo);
+        __m256 fl = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
+        __m256 r = _mm256_fmadd_ps(fl, _mm256_set1_ps(-0.693359375f), x);
+        r = _mm256_fmadd_ps(fl, _mm256_set1_ps(2.12194440e-4f), r);
+        __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+        __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+        // y · 2^n as one product with the float 2^n, which is normal (n in [-125, 0] for x in [EXP_LO, 0]):
+        // exact, or rounded once to a subnormal as ldexpf rounds
+        __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fl), _mm256_set1_epi32(127)), 23);
+        _mm256_storeu_ps(dst + j, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
+    }
 #endif
     for (; j < n; j++) dst[j] = exp_tail(src[j] - m);
 }
@@ -207,6 +226,22 @@ static inline __attribute__((always_inline)) void pv_slices(float *ac, const flo
 #pragma GCC unroll 8
     for (int u = 0; u < U; u++) _mm512_storeu_ps(ac + 16 * u, a[u]);
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+// pv_rows for U 8-column slices at once (U independent FMA chains).
+static inline __attribute__((always_inline)) void pv_slices(float *ac, const float *p, const float *rows, int n_rows,
+                                                            int hd, int U) {
+    __m256 a[8];
+#pragma GCC unroll 8
+    for (int u = 0; u < U; u++) a[u] = _mm256_loadu_ps(ac + 8 * u);
+    for (int r = 0; r < n_rows; r++) {
+        const __m256 pr = _mm256_set1_ps(p[r]);
+        const float *row = rows + (size_t)r * hd;
+#pragma GCC unroll 8
+        for (int u = 0; u < U; u++) a[u] = _mm256_fmadd_ps(pr, _mm256_loadu_ps(row + 8 * u), a[u]);
+    }
+#pragma GCC unroll 8
+    for (int u = 0; u < U; u++) _mm256_storeu_ps(ac + 8 * u, a[u]);
+}
 #endif
 
 static inline void pv_rows(float *ac, const float *p, const float *rows, int n_rows, int hd) {
@@ -216,12 +251,9 @@ static inline void pv_rows(float *ac, const float *p, const float *rows, int n_r
     for (; i + 64 <= hd; i += 64) pv_slices(ac + i, p, rows + i, n_rows, hd, 4);
     for (; i + 16 <= hd; i += 16) pv_slices(ac + i, p, rows + i, n_rows, hd, 1);
 #elif defined(__AVX2__) && defined(__FMA__)
-    for (; i + 8 <= hd; i += 8) {
-        __m256 a = _mm256_loadu_ps(ac + i);
-        for (int r = 0; r < n_rows; r++)
-            a = _mm256_fmadd_ps(_mm256_set1_ps(p[r]), _mm256_loadu_ps(rows + (size_t)r * hd + i), a);
-        _mm256_storeu_ps(ac + i, a);
-    }
+    for (; i + 64 <= hd; i += 64) pv_slices(ac + i, p, rows + i, n_rows, hd, 8);
+    for (; i + 32 <= hd; i += 32) pv_slices(ac + i, p, rows + i, n_rows, hd, 4);
+    for (; i + 8 <= hd; i += 8) pv_slices(ac + i, p, rows + i, n_rows, hd, 1);
 #endif
     for (; i < hd; i++)
         for (int r = 0; r < n_rows; r++) ac[i] = fmaf(p[r], rows[(size_t)r * hd + i], ac[i]);
@@ -351,6 +383,28 @@ static inline __attribute__((always_inline)) void score_n(float *s /*[N][KT]*/, 
 #pragma GCC unroll 8
     for (int h = 0; h < N; h++) _mm512_storeu_ps(s + (size_t)h * KT, a[h]);
 }
+#elif defined(__AVX2__)
+// score_tile for N query heads at once, each head's KT scores in two 8-lane halves.
+static inline __attribute__((always_inline)) void score_n(float *s /*[N][KT]*/, const float *q /*[N][hd]*/, int N,
+                                                          const float *kt, int hd) {
+    __m256 a[4][2];
+#pragma GCC unroll 4
+    for (int h = 0; h < N; h++) a[h][0] = a[h][1] = _mm256_setzero_ps();
+    for (int i = 0; i < hd; i++) {
+        const __m256 k0 = _mm256_loadu_ps(kt + (size_t)i * KT), k1 = _mm256_loadu_ps(kt + (size_t)i * KT + 8);
+#pragma GCC unroll 4
+        for (int h = 0; h < N; h++) {
+            const __m256 qi = _mm256_set1_ps(q[(size_t)h * hd + i]);
+            a[h][0] = _mm256_add_ps(a[h][0], _mm256_mul_ps(qi, k0));
+            a[h][1] = _mm256_add_ps(a[h][1], _mm256_mul_ps(qi, k1));
+        }
+    }
+#pragma GCC unroll 4
+    for (int h = 0; h < N; h++) {
+        _mm256_storeu_ps(s + (size_t)h * KT, a[h][0]);
+        _mm256_storeu_ps(s + (size_t)h * KT + 8, a[h][1]);
+    }
+}
 #endif
 
 // s[h][0..KT) = score_tile(q[h]) for the n query heads of q [n][hd].
@@ -358,6 +412,9 @@ static void score_heads(float *s /*[n][KT]*/, const float *q /*[n][hd]*/, int n,
     int h = 0;
 #if defined(__AVX512F__) && KT == 16
     for (; h + 8 <= n; h += 8) score_n(s + (size_t)h * KT, q + (size_t)h * hd, 8, kt, hd);
+    for (; h + 4 <= n; h += 4) score_n(s + (size_t)h * KT, q + (size_t)h * hd, 4, kt, hd);
+    for (; h + 2 <= n; h += 2) score_n(s + (size_t)h * KT, q + (size_t)h * hd, 2, kt, hd);
+#elif defined(__AVX2__) && KT == 16
     for (; h + 4 <= n; h += 4) score_n(s + (size_t)h * KT, q + (size_t)h * hd, 4, kt, hd);
     for (; h + 2 <= n; h += 2) score_n(s + (size_t)h * KT, q + (size_t)h * hd, 2, kt, hd);
 #endif
@@ -422,6 +479,12 @@ static float row_max(const float *x, int n) {
     float lanes[16];
     _mm512_storeu_ps(lanes, vm);
     for (int i = 0; i < 16; i++) m = lanes[i] > m ? lanes[i] : m;
+#elif defined(__AVX2__)
+    __m256 vm = _mm256_set1_ps(-INFINITY);
+    for (; j + 8 <= n; j += 8) vm = _mm256_max_ps(_mm256_loadu_ps(x + j), vm);
+    float lanes[8];
+    _mm256_storeu_ps(lanes, vm);
+    for (int i = 0; i < 8; i++) m = lanes[i] > m ? lanes[i] : m;
 #endif
     for (; j < n; j++) m = x[j] > m ? x[j] : m;
     return m;
@@ -571,6 +634,9 @@ static void attn_task(void *ctx, int task, int thread) {
 #if defined(__AVX512F__)
             for (; i + 16 <= hd; i += 16)
                 _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_loadu_ps(ac + i), _mm512_set1_ps(f)));
+#elif defined(__AVX2__)
+            for (; i + 8 <= hd; i += 8)
+                _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(ac + i), _mm256_set1_ps(f)));
 #endif
             for (; i < hd; i++) o[i] = ac[i] * f;
         }
