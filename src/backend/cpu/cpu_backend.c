@@ -234,24 +234,34 @@ static void cpu_rope(struct backend *b, void *x, int n_heads, int head_dim, cons
     }
 }
 
-static void cpu_silu_mul(struct backend *b, void *out, const void *gate, const void *up, int64_t n) {
-    float *o = out;
-    const float *g = gate, *u = up;
-    for (int64_t i = 0; i < n; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+// The gated activations, over the pool in chunks of ACT_CHUNK values (on one thread a 512-token prefill's
+// 4M of them took 3-4 % of its time); each value's arithmetic is the same in any chunk.
+#define ACT_CHUNK 16384
+struct act_ctx { float *o; const float *g, *u; int64_t n; enum ffn_act act; };
+
+static void act_task(void *p, int task, int thread) {
+    const struct act_ctx *a = p;
+    const float k = 0.7978845608028654f;  // sqrt(2/pi)
+    const int64_t i0 = (int64_t)task * ACT_CHUNK, i1 = i0 + ACT_CHUNK < a->n ? i0 + ACT_CHUNK : a->n;
+    for (int64_t i = i0; i < i1; i++) {
+        float x = a->g[i], v;
+        if (a->act == FFN_ACT_GELU_TANH) v = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+        else if (a->act == FFN_ACT_GELU) v = 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
+        else v = x / (1.0f + expf(-x));
+        a->o[i] = v * a->u[i];
+    }
 }
 
 static void cpu_act_mul(struct backend *b, void *out, const void *gate, const void *up, int64_t n,
                         enum ffn_act act) {
-    float *o = out;
-    const float *g = gate, *u = up;
-    const float k = 0.7978845608028654f;  // sqrt(2/pi)
-    for (int64_t i = 0; i < n; i++) {
-        float x = g[i], a;
-        if (act == FFN_ACT_GELU_TANH) a = 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-        else if (act == FFN_ACT_GELU) a = 0.5f * x * (1.0f + erff(x * 0.7071067811865476f));
-        else a = x / (1.0f + expf(-x));
-        o[i] = a * u[i];
-    }
+    struct act_ctx a = {out, gate, up, n, act};
+    const int64_t tasks = (n + ACT_CHUNK - 1) / ACT_CHUNK;
+    if (tasks <= 1) act_task(&a, 0, 0);  // (a decode step's: waking a worker costs more)
+    else threadpool_run(((struct cpu_backend *)b)->tp, (int)tasks, act_task, &a);
+}
+
+static void cpu_silu_mul(struct backend *b, void *out, const void *gate, const void *up, int64_t n) {
+    cpu_act_mul(b, out, gate, up, n, FFN_ACT_SILU);
 }
 
 static void cpu_bias_add(struct backend *b, void *x, const struct weight *bias, int n) {
