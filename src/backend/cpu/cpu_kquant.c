@@ -173,12 +173,6 @@ static inline int32_t hsum8_epi32(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
-// M = Σ_s m_s·(bsum_2s + bsum_2s+1) for the 8 mins in the bytes of m.
-static inline int32_t k4_mins(uint64_t m, __m256i bsum) {
-    __m128i mv = _mm_cvtsi64_si128((long long)m);
-    return hsum8_epi32(_mm256_madd_epi16(bsum, _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv))));
-}
-
 static inline void kq_prefetch(const uint8_t *p, int kind) {
     _mm_prefetch((const char *)p + QPF, _MM_HINT_T0);
     _mm_prefetch((const char *)p + QPF + 64, _MM_HINT_T0);
@@ -491,90 +485,98 @@ int kq_tile(enum dtype t, const uint8_t *w, size_t rb, const struct qx_view *x, 
 #endif
 
 #if defined(__AVX2__)
-static inline __attribute__((always_inline)) void k45_dot_avx2(const uint8_t *w, size_t rb, int nr, struct qx_view x,
-                                                               int n, int q5, float *r) {
-    size_t bb = q5 ? Q5K_BYTES : Q4K_BYTES;
-    float acc[4] = {0, 0, 0, 0};
+// One row's exact A = Σ_s sc_s · Σ_l q·qx over a Q4_K / Q5_K super-block p (its sub-block scales picked from
+// one 16-bit vector by byte shuffles) as 8 int32 lanes; *m receives the 8 mins as bytes.
+static inline __attribute__((always_inline)) __m256i k45_block_avx2(const uint8_t *p, const int8_t *xq, int q5,
+                                                                    uint64_t *m) {
     const __m256i mask = _mm256_set1_epi8(15), sixteen = _mm256_set1_epi8(16);
-    for (int b = 0; b < n / QK_K; b++) {
-        const int8_t *xq = x.q + QK_K * b;
-        __m256i bsum = _mm256_loadu_si256((const __m256i *)(x.bsum + 16 * b));
-        float dx = x.d[b];
+    const uint8_t *qs = p + (q5 ? 48 : 16);
+    kq_prefetch(p, q5);
+    uint64_t sc;
+    k4_words(p + 4, &sc, m);
+    // the 8 scales as 16-bit lanes in both halves; sub-block s's broadcast is a shuffle of bytes 2s, 2s + 1
+    const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+    const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
+    __m256i a = _mm256_setzero_si256();
 #pragma GCC unroll 4
-        for (int k = 0; k < nr; k++) {
-            const uint8_t *p = w + k * rb + b * bb, *qs = p + (q5 ? 48 : 16);
-            kq_prefetch(p, q5);
-            uint64_t sc, m;
-            k4_words(p + 4, &sc, &m);
-            __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
-            __m256i a = _mm256_setzero_si256();
-#pragma GCC unroll 4
-            for (int j = 0; j < 4; j++) {
-                __m256i c = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-                __m256i lo = _mm256_and_si256(c, mask), hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), mask);
-                if (q5) {
-                    __m256i bl = _mm256_set1_epi8((char)(1 << 2 * j)), bh = _mm256_set1_epi8((char)(2 << 2 * j));
-                    lo =
-                        _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), sixteen));
-                    hi =
-                        _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), sixteen));
-                }
-                __m256i xl = _mm256_loadu_si256((const __m256i *)(xq + 64 * j));
-                __m256i xh = _mm256_loadu_si256((const __m256i *)(xq + 64 * j + 32));
-                __m256i sl = _mm256_set1_epi16((short)(sc >> 16 * j & 0xFF));
-                __m256i sh = _mm256_set1_epi16((short)(sc >> (16 * j + 8) & 0xFF));
-                a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), sl));
-                a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), sh));
-            }
-            int32_t A = hsum8_epi32(a), M = k4_mins(m, bsum);
-            float t1 = (quant_f16(p) * dx) * (float)A, t2 = (quant_f16(p + 2) * dx) * (float)M;
-            acc[k] += t1 - t2;
+    for (int j = 0; j < 4; j++) {
+        __m256i c = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+        __m256i lo = _mm256_and_si256(c, mask), hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), mask);
+        if (q5) {
+            __m256i bl = _mm256_set1_epi8((char)(1 << 2 * j)), bh = _mm256_set1_epi8((char)(2 << 2 * j));
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), sixteen));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), sixteen));
         }
+        __m256i xl = _mm256_loadu_si256((const __m256i *)(xq + 64 * j));
+        __m256i xh = _mm256_loadu_si256((const __m256i *)(xq + 64 * j + 32));
+        __m256i sl = _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)((4 * j + 1) << 8 | 4 * j)));
+        __m256i sh = _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)((4 * j + 3) << 8 | (4 * j + 2))));
+        a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), sl));
+        a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), sh));
     }
-#pragma GCC unroll 4
-    for (int k = 0; k < nr; k++) r[k] = acc[k];
+    return a;
 }
 
-static inline __attribute__((always_inline)) void q6_dot_avx2(const uint8_t *w, size_t rb, int nr, struct qx_view x,
-                                                              int n, float *r) {
-    float acc[4] = {0, 0, 0, 0};
+// M = Σ_s m_s · (bsum_2s + bsum_2s+1) as 8 int32 lanes, for the 8 mins in the bytes of m.
+static inline __m256i k4_mins8(uint64_t m, const int16_t *bsum) {
+    const __m128i mv = _mm_cvtsi64_si128((long long)m);
+    const __m256i b = _mm256_loadu_si256((const __m256i *)bsum);
+    return _mm256_madd_epi16(b, _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv)));
+}
+
+// One Q4_K / Q5_K row, its super-blocks in order: one stream of the row's bytes (four rows interleaved, x's
+// loads shared, read memory at half this rate), each block's exact A and M (k45_block_avx2), then
+// acc += (d·dx)·A − (dmin·dx)·M, each product and the difference rounded.
+static inline __attribute__((always_inline)) float k45_dot1_avx2(const uint8_t *w, struct qx_view x, int n, int q5) {
+    const size_t bb = q5 ? Q5K_BYTES : Q4K_BYTES;
+    float acc = 0.0f;
+    for (int b = 0; b < n / QK_K; b++) {
+        const uint8_t *p = w + b * bb;
+        uint64_t m;
+        const int32_t A = hsum8_epi32(k45_block_avx2(p, x.q + QK_K * b, q5, &m));
+        const int32_t M = hsum8_epi32(k4_mins8(m, x.bsum + 16 * b));
+        const float dx = x.d[b], t1 = (quant_f16(p) * dx) * (float)A, t2 = (quant_f16(p + 2) * dx) * (float)M;
+        acc += t1 - t2;
+    }
+    return acc;
+}
+
+// One Q6_K row, its super-blocks in order (one stream, as k45_dot1_avx2): per block the exact
+// A = Σ_g sc_g · (Σ_l q·qx − 32·bsum_g), then acc += (d·dx)·A.
+static inline __attribute__((always_inline)) float q6_dot1_avx2(const uint8_t *w, struct qx_view x, int n) {
     const __m256i mask = _mm256_set1_epi8(15), three = _mm256_set1_epi8(3);
+    float acc = 0.0f;
     for (int b = 0; b < n / QK_K; b++) {
         const int8_t *xq = x.q + QK_K * b;
-        __m256i bsum = _mm256_loadu_si256((const __m256i *)(x.bsum + 16 * b));
-        float dx = x.d[b];
-#pragma GCC unroll 4
-        for (int k = 0; k < nr; k++) {
-            const uint8_t *p = w + k * rb + b * Q6K_BYTES;
-            const int8_t *sc = (const int8_t *)(p + 192);
-            kq_prefetch(p, 2);
-            __m256i a = _mm256_setzero_si256();
+        const uint8_t *p = w + b * Q6K_BYTES;
+        const int8_t *sc = (const int8_t *)(p + 192);
+        kq_prefetch(p, 2);
+        __m256i a = _mm256_setzero_si256();
 #pragma GCC unroll 2
-            for (int h = 0; h < 2; h++) {
-                __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+        for (int h = 0; h < 2; h++) {
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
 #pragma GCC unroll 2
-                for (int c = 0; c < 2; c++) {
-                    __m256i v = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32 * c));
-                    for (int u = 0; u < 2; u++) { // quarter j = c + 2u: the low nibbles, then the high ones
-                        int j = c + 2 * u;
-                        __m256i nib = _mm256_and_si256(u ? _mm256_srli_epi16(v, 4) : v, mask);
-                        __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j)), three);
-                        __m256i q = _mm256_or_si256(nib, _mm256_slli_epi16(hb, 4));
-                        int g = 8 * h + 2 * j;
-                        __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
-                        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * j));
-                        a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), s));
-                    }
+            for (int c = 0; c < 2; c++) {
+                __m256i v = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32 * c));
+#pragma GCC unroll 2
+                for (int u = 0; u < 2; u++) {  // quarter j = c + 2u: the low nibbles, then the high ones
+                    int j = c + 2 * u;
+                    __m256i nib = _mm256_and_si256(u ? _mm256_srli_epi16(v, 4) : v, mask);
+                    __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j)), three);
+                    __m256i q = _mm256_or_si256(nib, _mm256_slli_epi16(hb, 4));
+                    int g = 8 * h + 2 * j;
+                    __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+                    __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * j));
+                    a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), s));
                 }
             }
-            __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
-            int32_t A = hsum8_epi32(a) - 32 * hsum8_epi32(_mm256_madd_epi16(sc16, bsum));
-            float t = (quant_f16(p + 208) * dx) * (float)A;
-            acc[k] += t;
         }
+        __m256i bsum = _mm256_loadu_si256((const __m256i *)(x.bsum + 16 * b));
+        __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+        int32_t A = hsum8_epi32(a) - 32 * hsum8_epi32(_mm256_madd_epi16(sc16, bsum));
+        acc += (quant_f16(p + 208) * x.d[b]) * (float)A;
     }
-#pragma GCC unroll 4
-    for (int k = 0; k < nr; k++) r[k] = acc[k];
+    return acc;
 }
 #endif
 
@@ -602,11 +604,11 @@ void kq_dot_rows(int path, enum dtype t, const uint8_t *w, size_t rb, int nr, st
 #if defined(__AVX2__)
     if (path == QX_AVX2) {
         if (t == DT_Q4_K)
-            KQ_RUN(k45_dot_avx2(w, rb, 4, x, n, 0, r), k45_dot_avx2(w + k * rb, 0, 1, x, n, 0, r + k));
+            for (int k = 0; k < nr; k++) r[k] = k45_dot1_avx2(w + k * rb, x, n, 0);
         else if (t == DT_Q5_K)
-            KQ_RUN(k45_dot_avx2(w, rb, 4, x, n, 1, r), k45_dot_avx2(w + k * rb, 0, 1, x, n, 1, r + k));
+            for (int k = 0; k < nr; k++) r[k] = k45_dot1_avx2(w + k * rb, x, n, 1);
         else
-            KQ_RUN(q6_dot_avx2(w, rb, 4, x, n, r), q6_dot_avx2(w + k * rb, 0, 1, x, n, r + k));
+            for (int k = 0; k < nr; k++) r[k] = q6_dot1_avx2(w + k * rb, x, n);
         return;
     }
 #endif
