@@ -101,6 +101,38 @@ static void qx_block_avx512(const float *x, int b, int8_t *q, float *d) {
 }
 #endif
 
+#if defined(__AVX2__)
+// qx_block_c in 8 lanes (b a multiple of 32): the same amax (MAXPS keeps the running max where x is NaN, as
+// fmaxf does), the same correctly rounded x / s, the same clamp (MAXPS gives -127 for NaN, as fmaxf) and
+// round half to even (the default rounding of CVTPS2DQ, as lrintf).
+static void qx_block_avx2(const float *x, int b, int8_t *q, float *d) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 m = _mm256_setzero_ps();
+    for (int i = 0; i < b; i += 8) m = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + i)), m);
+    float lanes[8], amax = 0;
+    _mm256_storeu_ps(lanes, m);
+    for (int i = 0; i < 8; i++) amax = fmaxf(amax, lanes[i]);
+    const float s = amax / 127.0f;
+    *d = s;
+    if (s == 0) {
+        memset(q, 0, (size_t)b);
+        return;
+    }
+    const __m256 sv = _mm256_set1_ps(s), lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int i = 0; i < b; i += 32) {
+        __m256i v[4];
+        for (int k = 0; k < 4; k++) {
+            const __m256 r = _mm256_div_ps(_mm256_loadu_ps(x + i + 8 * k), sv);
+            v[k] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+        }
+        // the packs work within 128-bit halves: the permute puts the four vectors' lanes back in order
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(v[0], v[1]), _mm256_packs_epi32(v[2], v[3]));
+        _mm256_storeu_si256((__m256i *)(q + i), _mm256_permutevar8x32_epi32(p, order));
+    }
+}
+#endif
+
 void qx_quantize_path(int path, enum dtype t, const float *x, int n, void *qx) {
     int b = qx_block(t);
     int8_t *q = qx;
@@ -109,6 +141,12 @@ void qx_quantize_path(int path, enum dtype t, const float *x, int n, void *qx) {
 #if defined(__AVX512F__) && defined(__AVX512BW__)
         if (path == QX_AVX512) {
             qx_block_avx512(x + (size_t)i * b, b, q + (size_t)i * b, d + i);
+            continue;
+        }
+#endif
+#if defined(__AVX2__)
+        if (path == QX_AVX2) {
+            qx_block_avx2(x + (size_t)i * b, b, q + (size_t)i * b, d + i);
             continue;
         }
 #endif
