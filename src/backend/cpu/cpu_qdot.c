@@ -414,12 +414,8 @@ static void q40_dot(int path, const uint8_t *w, size_t rb, int nr, const int8_t 
     }
 #endif
 #if defined(__AVX2__)
-    if (path == QX_AVX2) {
-        if (nr == 4 && q4)
-            q40_dot_avx2(w, rb, 4, xq, xd, n, 1, r);
-        else if (nr == 4)
-            q40_dot_avx2(w, rb, 4, xq, xd, n, 0, r);
-        else if (q4)
+    if (path == QX_AVX2) {  // a row at a time: four rows' blocks interleaved read memory at 3/4 of the rate
+        if (q4)
             for (int k = 0; k < nr; k++) q40_dot_avx2(w + k * rb, 0, 1, xq, xd, n, 1, r + k);
         else
             for (int k = 0; k < nr; k++) q40_dot_avx2(w + k * rb, 0, 1, xq, xd, n, 0, r + k);
