@@ -397,6 +397,64 @@ static inline __attribute__((always_inline)) void q40_dot_avx2(const uint8_t *w,
 }
 #endif
 
+#if defined(__AVX2__) && !(defined(__AVX512F__) && defined(__AVX512BW__))
+#define QT2 4 // tokens of the AVX2 prefill tile (one row × QT2 tokens: 2·QT2 accumulators in registers)
+
+// The AVX2 prefill tile: out[t·ostride + k] for the nr rows k at w (rb bytes apart) and QT2 tokens t (token t's
+// quantized x at qx + t·qxb): each weight block loaded and unpacked once for QT2 tokens, each token's lane sums,
+// scale and accumulators exactly q40_dot_avx2's.
+static void q40_tile_avx2(const uint8_t *w, size_t rb, int nr, const char *qx, size_t qxb, int n, int q4, float *out,
+                          size_t ostride) {
+    const size_t bb = q4 ? 18 : 34;
+    const __m256i ones = _mm256_set1_epi16(1), eight = _mm256_set1_epi8(8);
+    const int8_t *xq[QT2];
+    const float *xd[QT2];
+    for (int t = 0; t < QT2; t++) {
+        struct qx_view v = qx_view(q4 ? DT_Q4_0 : DT_Q8_0, qx + (size_t)t * qxb, n);
+        xq[t] = v.q;
+        xd[t] = v.d;
+    }
+    for (int k = 0; k < nr; k++) {
+        __m256 acc[QT2][2];
+#pragma GCC unroll 4
+        for (int t = 0; t < QT2; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
+        const int nb = n / 32;
+        for (int b2 = 0; b2 < nb; b2 += 2)
+#pragma GCC unroll 2
+        for (int e = 0; e < 2; e++) {  // (block parity e a constant: the accumulators stay in registers)
+            const int b = b2 + e;
+            if (b >= nb) break;
+            const uint8_t *p = w + k * rb + b * bb;
+            _mm_prefetch((const char *)p + QPF, _MM_HINT_T0);
+            const float dw = quant_f16(p);
+            __m256i wq, wa = _mm256_setzero_si256();  // Q4_0: the nibbles; Q8_0: the quants and their magnitudes
+            if (q4) {
+                __m128i v = _mm_loadu_si128((const __m128i *)(p + 2)), m = _mm_set1_epi8(15);
+                wq = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+            } else {
+                wq = _mm256_loadu_si256((const __m256i *)(p + 2));
+                wa = _mm256_abs_epi8(wq);
+            }
+#pragma GCC unroll 4
+            for (int t = 0; t < QT2; t++) {
+                const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq[t] + 32 * b));
+                __m256i l;
+                if (q4) {
+                    const __m256i m8 = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                                        _mm256_madd_epi16(_mm256_maddubs_epi16(eight, xv), ones));
+                    l = _mm256_add_epi32(m8, _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xv), ones));
+                } else {
+                    l = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv, wq)), ones);
+                }
+                const __m256 s = _mm256_set1_ps(dw * xd[t][b]);
+                acc[t][e] = _mm256_add_ps(acc[t][e], _mm256_mul_ps(s, _mm256_cvtepi32_ps(l)));
+            }
+        }
+        for (int t = 0; t < QT2; t++) out[(size_t)t * ostride + k] = tree16_256(acc[t][0], acc[t][1]);
+    }
+}
+#endif
+
 // r[k] for nr <= 4 rows of Q8_0 (q4 = 0) or Q4_0 (q4 = 1) on the given path.
 static void q40_dot(int path, const uint8_t *w, size_t rb, int nr, const int8_t *xq, const float *xd, int n, int q4,
                     float *r) {
@@ -496,6 +554,12 @@ static void qm_task(void *p, int task, int thread) {
                     q40_tile_avx512(wr, rb, q, m->qxb, cols, 0, o, (size_t)rows);
             }
         }
+#endif
+#if defined(__AVX2__) && !(defined(__AVX512F__) && defined(__AVX512BW__))
+        if (w->dtype == DT_Q8_0 || w->dtype == DT_Q4_0) // prefill in AVX2 builds: QT2 tokens at a time
+            for (; t + QT2 <= m->n; t += QT2)
+                q40_tile_avx2(wr, rb, nr, m->qx + (size_t)t * m->qxb, m->qxb, cols, w->dtype == DT_Q4_0,
+                              m->out + (size_t)t * rows + r, (size_t)rows);
 #endif
         if (nr == QM_ROWS && qx_block(w->dtype) == QK_K) // the K-quants' tile (AVX-512 builds)
             for (; t + KQ_TILE <= m->n; t += KQ_TILE) {
