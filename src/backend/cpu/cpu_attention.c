@@ -210,50 +210,46 @@ static void exp_shifted(float *dst, const float *src, float m, int n) {
 // ac[0..hd) += Σ_r p[r] · rows[r][0..hd): the accumulator stays in registers across the
 // rows (elementwise, in row order, so the result does not depend on the vector width).
 #if defined(__AVX512F__)
-// pv_rows for U 16-column slices at once (U independent FMA chains: the loop runs at the FMA units' rate
+#define PV_W 16  // f32 lanes of the ISA's vector (pvec) and its operations
+typedef __m512 pvec;
+#define pv_load _mm512_loadu_ps
+#define pv_store _mm512_storeu_ps
+#define pv_set1 _mm512_set1_ps
+#define pv_fma _mm512_fmadd_ps
+#elif defined(__AVX2__) && defined(__FMA__)
+#define PV_W 8
+typedef __m256 pvec;
+#define pv_load _mm256_loadu_ps
+#define pv_store _mm256_storeu_ps
+#define pv_set1 _mm256_set1_ps
+#define pv_fma _mm256_fmadd_ps
+#endif
+
+#if defined(PV_W)
+// pv_rows for U PV_W-column slices at once (U independent FMA chains: the loop runs at the FMA units' rate
 // rather than one FMA's latency).
 static inline __attribute__((always_inline)) void pv_slices(float *ac, const float *p, const float *rows, int n_rows,
                                                             int hd, int U) {
-    __m512 a[8];
+    pvec a[8];
 #pragma GCC unroll 8
-    for (int u = 0; u < U; u++) a[u] = _mm512_loadu_ps(ac + 16 * u);
+    for (int u = 0; u < U; u++) a[u] = pv_load(ac + PV_W * u);
     for (int r = 0; r < n_rows; r++) {
-        const __m512 pr = _mm512_set1_ps(p[r]);
+        const pvec pr = pv_set1(p[r]);
         const float *row = rows + (size_t)r * hd;
 #pragma GCC unroll 8
-        for (int u = 0; u < U; u++) a[u] = _mm512_fmadd_ps(pr, _mm512_loadu_ps(row + 16 * u), a[u]);
+        for (int u = 0; u < U; u++) a[u] = pv_fma(pr, pv_load(row + PV_W * u), a[u]);
     }
 #pragma GCC unroll 8
-    for (int u = 0; u < U; u++) _mm512_storeu_ps(ac + 16 * u, a[u]);
-}
-#elif defined(__AVX2__) && defined(__FMA__)
-// pv_rows for U 8-column slices at once (U independent FMA chains).
-static inline __attribute__((always_inline)) void pv_slices(float *ac, const float *p, const float *rows, int n_rows,
-                                                            int hd, int U) {
-    __m256 a[8];
-#pragma GCC unroll 8
-    for (int u = 0; u < U; u++) a[u] = _mm256_loadu_ps(ac + 8 * u);
-    for (int r = 0; r < n_rows; r++) {
-        const __m256 pr = _mm256_set1_ps(p[r]);
-        const float *row = rows + (size_t)r * hd;
-#pragma GCC unroll 8
-        for (int u = 0; u < U; u++) a[u] = _mm256_fmadd_ps(pr, _mm256_loadu_ps(row + 8 * u), a[u]);
-    }
-#pragma GCC unroll 8
-    for (int u = 0; u < U; u++) _mm256_storeu_ps(ac + 8 * u, a[u]);
+    for (int u = 0; u < U; u++) pv_store(ac + PV_W * u, a[u]);
 }
 #endif
 
 static inline void pv_rows(float *ac, const float *p, const float *rows, int n_rows, int hd) {
     int i = 0;
-#if defined(__AVX512F__)
-    for (; i + 128 <= hd; i += 128) pv_slices(ac + i, p, rows + i, n_rows, hd, 8);
-    for (; i + 64 <= hd; i += 64) pv_slices(ac + i, p, rows + i, n_rows, hd, 4);
-    for (; i + 16 <= hd; i += 16) pv_slices(ac + i, p, rows + i, n_rows, hd, 1);
-#elif defined(__AVX2__) && defined(__FMA__)
-    for (; i + 64 <= hd; i += 64) pv_slices(ac + i, p, rows + i, n_rows, hd, 8);
-    for (; i + 32 <= hd; i += 32) pv_slices(ac + i, p, rows + i, n_rows, hd, 4);
-    for (; i + 8 <= hd; i += 8) pv_slices(ac + i, p, rows + i, n_rows, hd, 1);
+#if defined(PV_W)
+    for (; i + 8 * PV_W <= hd; i += 8 * PV_W) pv_slices(ac + i, p, rows + i, n_rows, hd, 8);
+    for (; i + 4 * PV_W <= hd; i += 4 * PV_W) pv_slices(ac + i, p, rows + i, n_rows, hd, 4);
+    for (; i + PV_W <= hd; i += PV_W) pv_slices(ac + i, p, rows + i, n_rows, hd, 1);
 #endif
     for (; i < hd; i++)
         for (int r = 0; r < n_rows; r++) ac[i] = fmaf(p[r], rows[(size_t)r * hd + i], ac[i]);
