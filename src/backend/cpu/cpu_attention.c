@@ -164,58 +164,21 @@ static inline float exp_tail(float x) {
     return ldexpf(y, (int)n);
 }
 
-// dst[j] = e^(src[j] - m) for j < n.
-static void exp_shifted(float *dst, const float *src, float m, int n) {
-    int j = 0;
+// The vector of each ISA (pvec, PV_W f32 lanes) and the operations the softmax exponent and P·V use;
+// pv_scale2(y, n) is y · 2^n for integral n in [-125, 0]: exact, as ldexpf.
 #if defined(__AVX512F__)
-    const __m512 vm = _mm512_set1_ps(m), lo = _mm512_set1_ps(EXP_LO);
-    for (; j + 16 <= n; j += 16) {
-        __m512 x = _mm512_max_ps(_mm512_sub_ps(_mm512_loadu_ps(src + j), vm), lo);
-        __m512 fl = _mm512_roundscale_ps(_mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504088896341f), _mm512_set1_ps(0.5f)),
-                                         _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-        __m512 r = _mm512_fmadd_ps(fl, _mm512_set1_ps(-0.693359375f), x);
-        r = _mm512_fmadd_ps(fl, _mm512_set1_ps(2.12194440e-4f), r);
-        __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-        __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-        _mm512_storeu_ps(dst + j, _mm512_scalef_ps(y, fl));  // y · 2^n, exact like ldexpf
-    }
-#elif defined(__AVX2__) && defined(__FMA__)
-    const __m256 vm = _mm256_set1_ps(m), lo = _mm256_set1_ps(EXP_LO);
-    for (; j + 8 <= n; j += 8) {
-        __m256 x = _mm256_max_ps(_mm256_sub_ps(_mm256_loadu_ps(src + j), vm), lo);
-        __m256 fl = _mm256_floor_ps(_mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504088896341f), _mm256_set1_ps(0.5f)));
-        __m256 r = _mm256_fmadd_ps(fl, _mm256_set1_ps(-0.693359375f), x);
-        r = _mm256_fmadd_ps(fl, _mm256_set1_ps(2.12194440e-4f), r);
-        __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-        __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-        // y · 2^n as one product with the float 2^n, which is normal (n in [-125, 0] for x in [EXP_LO, 0]):
-        // exact, or rounded once to a subnormal as ldexpf rounds
-        __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(fl), _mm256_set1_epi32(127)), 23);
-        _mm256_storeu_ps(dst + j, _mm256_mul_ps(y, _mm256_castsi256_ps(e)));
-    }
-#endif
-    for (; j < n; j++) dst[j] = exp_tail(src[j] - m);
-}
-
-// ac[0..hd) += Σ_r p[r] · rows[r][0..hd): the accumulator stays in registers across the
-// rows (elementwise, in row order, so the result does not depend on the vector width).
-#if defined(__AVX512F__)
-#define PV_W 16  // f32 lanes of the ISA's vector (pvec) and its operations
+#define PV_W 16
 typedef __m512 pvec;
 #define pv_load _mm512_loadu_ps
 #define pv_store _mm512_storeu_ps
 #define pv_set1 _mm512_set1_ps
 #define pv_fma _mm512_fmadd_ps
+#define pv_add _mm512_add_ps
+#define pv_sub _mm512_sub_ps
+#define pv_mul _mm512_mul_ps
+#define pv_max _mm512_max_ps
+#define pv_floor(x) _mm512_roundscale_ps(x, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC)
+#define pv_scale2 _mm512_scalef_ps
 #elif defined(__AVX2__) && defined(__FMA__)
 #define PV_W 8
 typedef __m256 pvec;
@@ -223,8 +186,43 @@ typedef __m256 pvec;
 #define pv_store _mm256_storeu_ps
 #define pv_set1 _mm256_set1_ps
 #define pv_fma _mm256_fmadd_ps
+#define pv_add _mm256_add_ps
+#define pv_sub _mm256_sub_ps
+#define pv_mul _mm256_mul_ps
+#define pv_max _mm256_max_ps
+#define pv_floor _mm256_floor_ps
+// (one product with the float 2^n, a normal number: y is at least 0.7, so y · 2^n is normal and exact)
+static inline __m256 pv_scale2(__m256 y, __m256 n) {
+    const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvttps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(y, _mm256_castsi256_ps(e));
+}
 #endif
 
+// dst[j] = e^(src[j] - m) for j < n.
+static void exp_shifted(float *dst, const float *src, float m, int n) {
+    int j = 0;
+#if defined(PV_W)
+    const pvec vm = pv_set1(m), lo = pv_set1(EXP_LO);
+    for (; j + PV_W <= n; j += PV_W) {
+        pvec x = pv_max(pv_sub(pv_load(src + j), vm), lo);
+        pvec fl = pv_floor(pv_fma(x, pv_set1(1.44269504088896341f), pv_set1(0.5f)));
+        pvec r = pv_fma(fl, pv_set1(-0.693359375f), x);
+        r = pv_fma(fl, pv_set1(2.12194440e-4f), r);
+        pvec p = pv_set1(1.9875691500e-4f);
+        p = pv_fma(p, r, pv_set1(1.3981999507e-3f));
+        p = pv_fma(p, r, pv_set1(8.3334519073e-3f));
+        p = pv_fma(p, r, pv_set1(4.1665795894e-2f));
+        p = pv_fma(p, r, pv_set1(1.6666665459e-1f));
+        p = pv_fma(p, r, pv_set1(5.0000001201e-1f));
+        pvec y = pv_add(pv_fma(p, pv_mul(r, r), r), pv_set1(1.0f));
+        pv_store(dst + j, pv_scale2(y, fl));  // y · 2^n, exact like ldexpf
+    }
+#endif
+    for (; j < n; j++) dst[j] = exp_tail(src[j] - m);
+}
+
+// ac[0..hd) += Σ_r p[r] · rows[r][0..hd): the accumulator stays in registers across the
+// rows (elementwise, in row order, so the result does not depend on the vector width).
 #if defined(PV_W)
 // pv_rows for U PV_W-column slices at once (U independent FMA chains: the loop runs at the FMA units' rate
 // rather than one FMA's latency).
