@@ -467,18 +467,12 @@ static float sink_logit(const struct weight *w, int h) {
 static float row_max(const float *x, int n) {
     float m = -INFINITY;
     int j = 0;
-#if defined(__AVX512F__)
-    __m512 vm = _mm512_set1_ps(-INFINITY);
-    for (; j + 16 <= n; j += 16) vm = _mm512_max_ps(_mm512_loadu_ps(x + j), vm);
-    float lanes[16];
-    _mm512_storeu_ps(lanes, vm);
-    for (int i = 0; i < 16; i++) m = lanes[i] > m ? lanes[i] : m;
-#elif defined(__AVX2__)
-    __m256 vm = _mm256_set1_ps(-INFINITY);
-    for (; j + 8 <= n; j += 8) vm = _mm256_max_ps(_mm256_loadu_ps(x + j), vm);
-    float lanes[8];
-    _mm256_storeu_ps(lanes, vm);
-    for (int i = 0; i < 8; i++) m = lanes[i] > m ? lanes[i] : m;
+#if defined(PV_W)
+    pvec vm = pv_set1(-INFINITY);
+    for (; j + PV_W <= n; j += PV_W) vm = pv_max(pv_load(x + j), vm);
+    float lanes[PV_W];
+    pv_store(lanes, vm);
+    for (int i = 0; i < PV_W; i++) m = lanes[i] > m ? lanes[i] : m;
 #endif
     for (; j < n; j++) m = x[j] > m ? x[j] : m;
     return m;
