@@ -477,7 +477,7 @@ int kq_tile(enum dtype t, const uint8_t *w, size_t rb, const struct qx_view *x, 
         return 0;
     return KT;
 }
-#else
+#elif !defined(__AVX2__)
 int kq_tile(enum dtype t, const uint8_t *w, size_t rb, const struct qx_view *x, int n, float *out, size_t ostride) {
     (void)t, (void)w, (void)rb, (void)x, (void)n, (void)out, (void)ostride;
     return 0;
@@ -577,6 +577,76 @@ static inline __attribute__((always_inline)) float q6_dot1_avx2(const uint8_t *w
         acc += (quant_f16(p + 208) * x.d[b]) * (float)A;
     }
     return acc;
+}
+#endif
+
+#if defined(__AVX2__) && !(defined(__AVX512F__) && defined(__AVX512BW__))
+#define KT2 4 // tokens of the AVX2 prefill tile
+
+// One Q4_K / Q5_K row against KT2 tokens: each super-block's weights unpacked and its scales shuffled once for
+// the four tokens; each token's exact A and M as k45_block_avx2 gives them, the four horizontal sums at once,
+// then t = (d·dx)·A − (dmin·dx)·M in the tokens' lanes, added in block order: k45_dot1_avx2's bits.
+static inline __attribute__((always_inline)) void k45_tile1_avx2(const uint8_t *w, const struct qx_view *x, int n,
+                                                                 int q5, float *out, size_t ostride) {
+    const size_t bb = q5 ? Q5K_BYTES : Q4K_BYTES;
+    const __m256i mask = _mm256_set1_epi8(15), sixteen = _mm256_set1_epi8(16);
+    __m128 acc = _mm_setzero_ps();  // lane t: token t
+    for (int b = 0; b < n / QK_K; b++) {
+        const uint8_t *p = w + b * bb, *qs = p + (q5 ? 48 : 16);
+        kq_prefetch(p, q5);
+        uint64_t sc, m;
+        k4_words(p + 4, &sc, &m);
+        const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+        const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
+        __m256i a[KT2];
+#pragma GCC unroll 4
+        for (int t = 0; t < KT2; t++) a[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            __m256i c = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+            __m256i lo = _mm256_and_si256(c, mask), hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), mask);
+            if (q5) {
+                __m256i bl = _mm256_set1_epi8((char)(1 << 2 * j)), bh = _mm256_set1_epi8((char)(2 << 2 * j));
+                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), sixteen));
+                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), sixteen));
+            }
+            const __m256i sl = _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)((4 * j + 1) << 8 | 4 * j)));
+            const __m256i sh = _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)((4 * j + 3) << 8 | (4 * j + 2))));
+#pragma GCC unroll 4
+            for (int t = 0; t < KT2; t++) {
+                const int8_t *xq = x[t].q + QK_K * b;
+                __m256i xl = _mm256_loadu_si256((const __m256i *)(xq + 64 * j));
+                __m256i xh = _mm256_loadu_si256((const __m256i *)(xq + 64 * j + 32));
+                a[t] = _mm256_add_epi32(a[t], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), sl));
+                a[t] = _mm256_add_epi32(a[t], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), sh));
+            }
+        }
+        __m256i mm[KT2];
+        float dx[KT2];
+#pragma GCC unroll 4
+        for (int t = 0; t < KT2; t++) {
+            mm[t] = k4_mins8(m, x[t].bsum + 16 * b);
+            dx[t] = x[t].d[b];
+        }
+        const __m256i ha = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
+        const __m256i hm = _mm256_hadd_epi32(_mm256_hadd_epi32(mm[0], mm[1]), _mm256_hadd_epi32(mm[2], mm[3]));
+        // (exact integer sums in any order: lane t of the two halves added gives token t's)
+        const __m128 A = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(ha), _mm256_extracti128_si256(ha, 1)));
+        const __m128 M = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(hm), _mm256_extracti128_si256(hm, 1)));
+        const __m128 vx = _mm_loadu_ps(dx), d = _mm_set1_ps(quant_f16(p)), dmin = _mm_set1_ps(quant_f16(p + 2));
+        acc = _mm_add_ps(acc, _mm_sub_ps(_mm_mul_ps(_mm_mul_ps(d, vx), A), _mm_mul_ps(_mm_mul_ps(dmin, vx), M)));
+    }
+    float r[KT2];
+    _mm_storeu_ps(r, acc);
+    for (int t = 0; t < KT2; t++) out[(size_t)t * ostride] = r[t];
+}
+
+// The AVX2 build's prefill tile (cpu_quant.h): Q4_K and Q5_K, 4 rows one after another (each row read once for
+// the four tokens); Q6_K has none (0: each token takes kq_dot_rows).
+int kq_tile(enum dtype t, const uint8_t *w, size_t rb, const struct qx_view *x, int n, float *out, size_t ostride) {
+    if (t != DT_Q4_K && t != DT_Q5_K) return 0;
+    for (int k = 0; k < 4; k++) k45_tile1_avx2(w + k * rb, x, n, t == DT_Q5_K, out + k, ostride);
+    return KT2;
 }
 #endif
 

@@ -65,8 +65,9 @@ void qx_dot_rows_path(int path, enum dtype t, const void *w, size_t row_bytes, i
 // The K-quants' part of it (cpu_kquant.c).
 void kq_dot_rows(int path, enum dtype t, const uint8_t *w, size_t row_bytes, int nr, struct qx_view x, int n,
                  float *r);
-// The K-quants' prefill tile (AVX-512 builds): out[t·ostride + k] for 4 rows at w + k·row_bytes and the
-// tokens x[0..T), the bits of kq_dot_rows; returns T (4), or 0 where there is no tile (then nothing is done).
+// The K-quants' prefill tile (AVX-512 builds; AVX2 builds for Q4_K and Q5_K): out[t·ostride + k] for 4 rows at
+// w + k·row_bytes and the tokens x[0..T), the bits of kq_dot_rows; returns T (4), or 0 where there is no tile
+// (then nothing is done).
 int kq_tile(enum dtype t, const uint8_t *w, size_t row_bytes, const struct qx_view *x, int n, float *out,
             size_t ostride);
 // Q4_K rows repacked in groups of 8 for the decode product (cpu_kq8.c has the layout): whether this build has
