@@ -485,32 +485,48 @@ int kq_tile(enum dtype t, const uint8_t *w, size_t rb, const struct qx_view *x, 
 #endif
 
 #if defined(__AVX2__)
+// A Q4_K / Q5_K super-block p's head: *s16 its 8 sub-block scales as 16-bit lanes in both halves (sub-block s's
+// broadcast is a shuffle of bytes 2s, 2s + 1), *m its 8 mins as bytes, *qh its fifth bits (Q5_K).
+static inline __attribute__((always_inline)) void k45_head(const uint8_t *p, int q5, __m256i *s16, uint64_t *m,
+                                                           __m256i *qh) {
+    uint64_t sc;
+    k4_words(p + 4, &sc, m);
+    *s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
+    *qh = q5 ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
+}
+
+// Quarter j (64 elements) of the super-block whose quants are at qs: *lo sub-block 2j's and *hi sub-block
+// 2j + 1's values (0..15; 0..31 with Q5_K's fifth bits), *sl and *sh their scales' broadcasts.
+static inline __attribute__((always_inline)) void k45_quarter(const uint8_t *qs, __m256i s16, __m256i qh, int j,
+                                                              int q5, __m256i *lo, __m256i *hi, __m256i *sl,
+                                                              __m256i *sh) {
+    const __m256i mask = _mm256_set1_epi8(15), sixteen = _mm256_set1_epi8(16);
+    const __m256i c = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
+    *lo = _mm256_and_si256(c, mask);
+    *hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), mask);
+    if (q5) {
+        const __m256i bl = _mm256_set1_epi8((char)(1 << 2 * j)), bh = _mm256_set1_epi8((char)(2 << 2 * j));
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), sixteen));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), sixteen));
+    }
+    *sl = _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)((4 * j + 1) << 8 | 4 * j)));
+    *sh = _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)((4 * j + 3) << 8 | (4 * j + 2))));
+}
+
 // One row's exact A = Σ_s sc_s · Σ_l q·qx over a Q4_K / Q5_K super-block p (its sub-block scales picked from
 // one 16-bit vector by byte shuffles) as 8 int32 lanes; *m receives the 8 mins as bytes.
 static inline __attribute__((always_inline)) __m256i k45_block_avx2(const uint8_t *p, const int8_t *xq, int q5,
                                                                     uint64_t *m) {
-    const __m256i mask = _mm256_set1_epi8(15), sixteen = _mm256_set1_epi8(16);
     const uint8_t *qs = p + (q5 ? 48 : 16);
     kq_prefetch(p, q5);
-    uint64_t sc;
-    k4_words(p + 4, &sc, m);
-    // the 8 scales as 16-bit lanes in both halves; sub-block s's broadcast is a shuffle of bytes 2s, 2s + 1
-    const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
-    const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
-    __m256i a = _mm256_setzero_si256();
+    __m256i s16, qh, a = _mm256_setzero_si256();
+    k45_head(p, q5, &s16, m, &qh);
 #pragma GCC unroll 4
     for (int j = 0; j < 4; j++) {
-        __m256i c = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-        __m256i lo = _mm256_and_si256(c, mask), hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), mask);
-        if (q5) {
-            __m256i bl = _mm256_set1_epi8((char)(1 << 2 * j)), bh = _mm256_set1_epi8((char)(2 << 2 * j));
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), sixteen));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), sixteen));
-        }
+        __m256i lo, hi, sl, sh;
+        k45_quarter(qs, s16, qh, j, q5, &lo, &hi, &sl, &sh);
         __m256i xl = _mm256_loadu_si256((const __m256i *)(xq + 64 * j));
         __m256i xh = _mm256_loadu_si256((const __m256i *)(xq + 64 * j + 32));
-        __m256i sl = _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)((4 * j + 1) << 8 | 4 * j)));
-        __m256i sh = _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)((4 * j + 3) << 8 | (4 * j + 2))));
         a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), sl));
         a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), sh));
     }
@@ -589,29 +605,19 @@ static inline __attribute__((always_inline)) float q6_dot1_avx2(const uint8_t *w
 static inline __attribute__((always_inline)) void k45_tile1_avx2(const uint8_t *w, const struct qx_view *x, int n,
                                                                  int q5, float *out, size_t ostride) {
     const size_t bb = q5 ? Q5K_BYTES : Q4K_BYTES;
-    const __m256i mask = _mm256_set1_epi8(15), sixteen = _mm256_set1_epi8(16);
     __m128 acc = _mm_setzero_ps();  // lane t: token t
     for (int b = 0; b < n / QK_K; b++) {
         const uint8_t *p = w + b * bb, *qs = p + (q5 ? 48 : 16);
         kq_prefetch(p, q5);
-        uint64_t sc, m;
-        k4_words(p + 4, &sc, &m);
-        const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128((long long)sc)));
-        const __m256i qh = q5 ? _mm256_loadu_si256((const __m256i *)(p + 16)) : _mm256_setzero_si256();
-        __m256i a[KT2];
+        uint64_t m;
+        __m256i s16, qh, a[KT2];
+        k45_head(p, q5, &s16, &m, &qh);
 #pragma GCC unroll 4
         for (int t = 0; t < KT2; t++) a[t] = _mm256_setzero_si256();
 #pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
-            __m256i c = _mm256_loadu_si256((const __m256i *)(qs + 32 * j));
-            __m256i lo = _mm256_and_si256(c, mask), hi = _mm256_and_si256(_mm256_srli_epi16(c, 4), mask);
-            if (q5) {
-                __m256i bl = _mm256_set1_epi8((char)(1 << 2 * j)), bh = _mm256_set1_epi8((char)(2 << 2 * j));
-                lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bl), bl), sixteen));
-                hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(qh, bh), bh), sixteen));
-            }
-            const __m256i sl = _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)((4 * j + 1) << 8 | 4 * j)));
-            const __m256i sh = _mm256_shuffle_epi8(s16, _mm256_set1_epi16((short)((4 * j + 3) << 8 | (4 * j + 2))));
+            __m256i lo, hi, sl, sh;
+            k45_quarter(qs, s16, qh, j, q5, &lo, &hi, &sl, &sh);
 #pragma GCC unroll 4
             for (int t = 0; t < KT2; t++) {
                 const int8_t *xq = x[t].q + QK_K * b;
