@@ -372,28 +372,30 @@ static inline __m256i lanes256(const uint8_t *p, __m256i xv, __m256i m8, int q4)
     return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wq), _mm256_sign_epi8(xv, wq)), ones);
 }
 
-static inline __attribute__((always_inline)) void q40_dot_avx2(const uint8_t *w, size_t rb, int nr, const int8_t *xq,
-                                                               const float *xd, int n, int q4, float *r) {
-    size_t bb = q4 ? 18 : 34;
-    __m256 acc[2][4];
-#pragma GCC unroll 4
-    for (int k = 0; k < nr; k++) acc[0][k] = acc[1][k] = _mm256_setzero_ps();
-    for (int b = 0; b < n / 32; b++) {
-        __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + 32 * b)), m8 = _mm256_setzero_si256();
-        if (q4)
-            m8 = _mm256_sub_epi32(
-                m8, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), xv), _mm256_set1_epi16(1)));
-#pragma GCC unroll 4
-        for (int k = 0; k < nr; k++) {
-            const uint8_t *p = w + k * rb + b * bb;
+// One Q8_0 (q4 = 0) or Q4_0 (q4 = 1) row against x, its blocks in order (one stream: four rows interleaved read
+// memory at 3/4 of the rate), block b's terms into the accumulators of b's parity, a compile-time index (a run-
+// time one leaves them in memory).
+static inline __attribute__((always_inline)) float q40_dot1_avx2(const uint8_t *w, const int8_t *xq, const float *xd,
+                                                                 int n, int q4) {
+    const size_t bb = q4 ? 18 : 34;
+    const int nb = n / 32;
+    __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int b2 = 0; b2 < nb; b2 += 2)
+#pragma GCC unroll 2
+        for (int e = 0; e < 2; e++) {
+            const int b = b2 + e;
+            if (b >= nb) break;
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + 32 * b));
+            __m256i m8 = _mm256_setzero_si256();
+            if (q4)
+                m8 = _mm256_sub_epi32(
+                    m8, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), xv), _mm256_set1_epi16(1)));
+            const uint8_t *p = w + b * bb;
             _mm_prefetch((const char *)p + QPF, _MM_HINT_T0);
-            __m256 s = _mm256_set1_ps(quant_f16(p) * xd[b]);
-            __m256 f = _mm256_cvtepi32_ps(lanes256(p, xv, m8, q4));
-            acc[b & 1][k] = _mm256_add_ps(acc[b & 1][k], _mm256_mul_ps(s, f));
+            const __m256 s = _mm256_set1_ps(quant_f16(p) * xd[b]);
+            acc[e] = _mm256_add_ps(acc[e], _mm256_mul_ps(s, _mm256_cvtepi32_ps(lanes256(p, xv, m8, q4))));
         }
-    }
-#pragma GCC unroll 4
-    for (int k = 0; k < nr; k++) r[k] = tree16_256(acc[0][k], acc[1][k]);
+    return tree16_256(acc[0], acc[1]);
 }
 #endif
 
@@ -402,7 +404,7 @@ static inline __attribute__((always_inline)) void q40_dot_avx2(const uint8_t *w,
 
 // The AVX2 prefill tile: out[t·ostride + k] for the nr rows k at w (rb bytes apart) and QT2 tokens t (token t's
 // quantized x at qx + t·qxb): each weight block loaded and unpacked once for QT2 tokens, each token's lane sums,
-// scale and accumulators exactly q40_dot_avx2's.
+// scale and accumulators exactly q40_dot1_avx2's.
 static void q40_tile_avx2(const uint8_t *w, size_t rb, int nr, const char *qx, size_t qxb, int n, int q4, float *out,
                           size_t ostride) {
     const size_t bb = q4 ? 18 : 34;
@@ -472,11 +474,11 @@ static void q40_dot(int path, const uint8_t *w, size_t rb, int nr, const int8_t 
     }
 #endif
 #if defined(__AVX2__)
-    if (path == QX_AVX2) {  // a row at a time: four rows' blocks interleaved read memory at 3/4 of the rate
+    if (path == QX_AVX2) {
         if (q4)
-            for (int k = 0; k < nr; k++) q40_dot_avx2(w + k * rb, 0, 1, xq, xd, n, 1, r + k);
+            for (int k = 0; k < nr; k++) r[k] = q40_dot1_avx2(w + k * rb, xq, xd, n, 1);
         else
-            for (int k = 0; k < nr; k++) q40_dot_avx2(w + k * rb, 0, 1, xq, xd, n, 0, r + k);
+            for (int k = 0; k < nr; k++) r[k] = q40_dot1_avx2(w + k * rb, xq, xd, n, 0);
         return;
     }
 #endif
