@@ -360,16 +360,26 @@ static inline float tree16_256(__m256 even, __m256 odd) {
     return _mm_cvtss_f32(_mm_add_ss(w, _mm_shuffle_ps(w, w, 1)));
 }
 
-// Block p's 8 lane sums against x (32 bytes).
-static inline __m256i lanes256(const uint8_t *p, __m256i xv, __m256i m8, int q4) {
-    __m256i ones = _mm256_set1_epi16(1);
+// Block p's quants as lanes_wx256 takes them: Q4_0's nibbles in *wq; Q8_0's quants in *wq, their magnitudes in *wa.
+static inline void quants256(const uint8_t *p, int q4, __m256i *wq, __m256i *wa) {
     if (q4) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(p + 2)), m = _mm_set1_epi8(15);
-        __m256i wq = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
-        return _mm256_add_epi32(m8, _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xv), ones));
+        const __m128i v = _mm_loadu_si128((const __m128i *)(p + 2)), m = _mm_set1_epi8(15);
+        *wq = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
+        *wa = _mm256_setzero_si256();
+    } else {
+        *wq = _mm256_loadu_si256((const __m256i *)(p + 2));
+        *wa = _mm256_abs_epi8(*wq);
     }
-    __m256i wq = _mm256_loadu_si256((const __m256i *)(p + 2));
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(wq), _mm256_sign_epi8(xv, wq)), ones);
+}
+
+// The block's 8 lane sums against x (32 bytes): Q8_0 |w|·(x signed as w), Q4_0 nibble·x − 8·x.
+static inline __m256i lanes_wx256(__m256i wq, __m256i wa, __m256i xv, int q4) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    if (q4) {
+        const __m256i m8 = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), xv), ones);
+        return _mm256_sub_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(wq, xv), ones), m8);
+    }
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv, wq)), ones);
 }
 
 // One Q8_0 (q4 = 0) or Q4_0 (q4 = 1) row against x, its blocks in order (one stream: four rows interleaved read
@@ -385,15 +395,13 @@ static inline __attribute__((always_inline)) float q40_dot1_avx2(const uint8_t *
         for (int e = 0; e < 2; e++) {
             const int b = b2 + e;
             if (b >= nb) break;
-            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + 32 * b));
-            __m256i m8 = _mm256_setzero_si256();
-            if (q4)
-                m8 = _mm256_sub_epi32(
-                    m8, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(8), xv), _mm256_set1_epi16(1)));
             const uint8_t *p = w + b * bb;
             _mm_prefetch((const char *)p + QPF, _MM_HINT_T0);
+            __m256i wq, wa;
+            quants256(p, q4, &wq, &wa);
+            const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + 32 * b));
             const __m256 s = _mm256_set1_ps(quant_f16(p) * xd[b]);
-            acc[e] = _mm256_add_ps(acc[e], _mm256_mul_ps(s, _mm256_cvtepi32_ps(lanes256(p, xv, m8, q4))));
+            acc[e] = _mm256_add_ps(acc[e], _mm256_mul_ps(s, _mm256_cvtepi32_ps(lanes_wx256(wq, wa, xv, q4))));
         }
     return tree16_256(acc[0], acc[1]);
 }
@@ -408,7 +416,6 @@ static inline __attribute__((always_inline)) float q40_dot1_avx2(const uint8_t *
 static void q40_tile_avx2(const uint8_t *w, size_t rb, int nr, const char *qx, size_t qxb, int n, int q4, float *out,
                           size_t ostride) {
     const size_t bb = q4 ? 18 : 34;
-    const __m256i ones = _mm256_set1_epi16(1), eight = _mm256_set1_epi8(8);
     const int8_t *xq[QT2];
     const float *xd[QT2];
     for (int t = 0; t < QT2; t++) {
@@ -429,27 +436,13 @@ static void q40_tile_avx2(const uint8_t *w, size_t rb, int nr, const char *qx, s
             const uint8_t *p = w + k * rb + b * bb;
             _mm_prefetch((const char *)p + QPF, _MM_HINT_T0);
             const float dw = quant_f16(p);
-            __m256i wq, wa = _mm256_setzero_si256();  // Q4_0: the nibbles; Q8_0: the quants and their magnitudes
-            if (q4) {
-                __m128i v = _mm_loadu_si128((const __m128i *)(p + 2)), m = _mm_set1_epi8(15);
-                wq = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), m), _mm_and_si128(v, m));
-            } else {
-                wq = _mm256_loadu_si256((const __m256i *)(p + 2));
-                wa = _mm256_abs_epi8(wq);
-            }
+            __m256i wq, wa;
+            quants256(p, q4, &wq, &wa);
 #pragma GCC unroll 4
             for (int t = 0; t < QT2; t++) {
                 const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq[t] + 32 * b));
-                __m256i l;
-                if (q4) {
-                    const __m256i m8 = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                                        _mm256_madd_epi16(_mm256_maddubs_epi16(eight, xv), ones));
-                    l = _mm256_add_epi32(m8, _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xv), ones));
-                } else {
-                    l = _mm256_madd_epi16(_mm256_maddubs_epi16(wa, _mm256_sign_epi8(xv, wq)), ones);
-                }
                 const __m256 s = _mm256_set1_ps(dw * xd[t][b]);
-                acc[t][e] = _mm256_add_ps(acc[t][e], _mm256_mul_ps(s, _mm256_cvtepi32_ps(l)));
+                acc[t][e] = _mm256_add_ps(acc[t][e], _mm256_mul_ps(s, _mm256_cvtepi32_ps(lanes_wx256(wq, wa, xv, q4))));
             }
         }
         for (int t = 0; t < QT2; t++) out[(size_t)t * ostride + k] = tree16_256(acc[t][0], acc[t][1]);
