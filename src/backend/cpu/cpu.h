@@ -17,25 +17,6 @@ static inline float cpu_hsum256(__m256 v) {
     lo = _mm_hadd_ps(lo, lo);
     return _mm_cvtss_f32(lo);
 }
-
-// cpu_hsum256(a + b) of eight a|b accumulator pairs at once, each sum added in cpu_hsum256's order
-// ((v0 + v4) + (v1 + v5)) + ((v2 + v6) + (v3 + v7)): pairs 0-3 land in o0[0..3], pairs 4-7 in o1[0..3].
-static inline __attribute__((always_inline)) void cpu_hsum8_ab(const float *p /*[8][a: 8, b: 8]*/, float *o0 /*[4]*/,
-                                                               float *o1 /*[4]*/) {
-#define HSUM8_V(i) _mm256_add_ps(_mm256_loadu_ps(p + 16 * (i)), _mm256_loadu_ps(p + 16 * (i) + 8))
-#define HSUM8_U(v, w) _mm256_add_ps(_mm256_permute2f128_ps(v, w, 0x20), _mm256_permute2f128_ps(v, w, 0x31))
-    // u: lanes 0-3 the lower + upper half of one pair's a + b, lanes 4-7 the next pair's
-    const __m256 v0 = HSUM8_V(0), v1 = HSUM8_V(1), v2 = HSUM8_V(2), v3 = HSUM8_V(3);
-    const __m256 v4 = HSUM8_V(4), v5 = HSUM8_V(5), v6 = HSUM8_V(6), v7 = HSUM8_V(7);
-    const __m256 u0 = HSUM8_U(v0, v1), u1 = HSUM8_U(v2, v3), u2 = HSUM8_U(v4, v5), u3 = HSUM8_U(v6, v7);
-#undef HSUM8_V
-#undef HSUM8_U
-    // in-lane pairwise sums twice: the lanes hold pairs 0, 2, 4, 6, 1, 3, 5, 7
-    const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(u0, u1), _mm256_hadd_ps(u2, u3));
-    const __m256 r = _mm256_permutevar8x32_ps(s, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm_storeu_ps(o0, _mm256_castps256_ps128(r));
-    _mm_storeu_ps(o1, _mm256_extractf128_ps(r, 1));
-}
 #endif
 
 struct cpu_backend {
