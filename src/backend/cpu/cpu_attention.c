@@ -619,12 +619,8 @@ static void attn_task(void *ctx, int task, int thread) {
             float f = vscale / sum[u][h] / (wg_model ? ATTN_FP8_P_SCALE : 1.0f);
             const float *ac = acc + ((size_t)u * group + h) * hd;
             int i = 0;
-#if defined(__AVX512F__)
-            for (; i + 16 <= hd; i += 16)
-                _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_loadu_ps(ac + i), _mm512_set1_ps(f)));
-#elif defined(__AVX2__)
-            for (; i + 8 <= hd; i += 8)
-                _mm256_storeu_ps(o + i, _mm256_mul_ps(_mm256_loadu_ps(ac + i), _mm256_set1_ps(f)));
+#if defined(PV_W)
+            for (; i + PV_W <= hd; i += PV_W) pv_store(o + i, pv_mul(pv_load(ac + i), pv_set1(f)));
 #endif
             for (; i < hd; i++) o[i] = ac[i] * f;
         }
