@@ -1,9 +1,9 @@
 // gemm_bench.c — the CPU backend's prefill matmul alone: n tokens against one rows x cols weight of
-// F16/BF16/F32 (in L3 or memory, as in a model's prefill), reporting GFLOP/s by wall time and by the
+// F16/BF16/F32 or a GGUF block type (in L3 or memory, as in a model's prefill), reporting GFLOP/s by wall time and by the
 // process's CPU time (the second stays meaningful on a machine shared with other jobs: it counts only
 // the time this program ran). Prints a table line and JSON.
 //   make && cc -O2 -march=native -pthread dev/cpu/gemm_bench.c build/liboctet.a -lm -o build/gemm_bench
-//   build/gemm_bench [f16|bf16|f32] [tokens=512] [rows=8192] [cols=2048] [threads=2] [passes=5]
+//   build/gemm_bench [f16|bf16|f32|q8_0|q4_0|q4_k|q5_k|q6_k] [tokens=512] [rows=8192] [cols=2048] [threads=2] [passes=5]
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,18 +24,22 @@ int main(int argc, char **argv) {
     int n = argc > 2 ? atoi(argv[2]) : 512, rows = argc > 3 ? atoi(argv[3]) : 8192;
     int cols = argc > 4 ? atoi(argv[4]) : 2048, threads = argc > 5 ? atoi(argv[5]) : 2;
     int passes = argc > 6 ? atoi(argv[6]) : 5;
-    enum dtype dt = !strcmp(ty, "bf16") ? DT_BF16 : !strcmp(ty, "f32") ? DT_F32 : DT_F16;
+    enum dtype dt = !strcmp(ty, "bf16") ? DT_BF16 : !strcmp(ty, "f32") ? DT_F32 : !strcmp(ty, "q8_0") ? DT_Q8_0
+                  : !strcmp(ty, "q4_0") ? DT_Q4_0 : !strcmp(ty, "q4_k") ? DT_Q4_K : !strcmp(ty, "q5_k") ? DT_Q5_K
+                  : !strcmp(ty, "q6_k") ? DT_Q6_K : DT_F16;
     if (n < 1 || rows < 1 || cols < 1 || threads < 1 || passes < 1) {
         fprintf(stderr, "gemm_bench: bad arguments\n");
         return 1;
     }
-    size_t esz = dt == DT_F32 ? 4 : 2, ne = (size_t)rows * cols;
+    const size_t wbytes = (size_t)rows * dtype_row_bytes(dt, cols);
+    if (!wbytes) { fprintf(stderr, "gemm_bench: %d columns are not whole blocks of %s\n", cols, ty); return 1; }
     struct backend *b = backend_cpu_create(threads);
-    uint16_t *d = malloc(ne * esz);
+    uint16_t *d = malloc(wbytes);
     float *x = malloc((size_t)n * cols * 4), *out = malloc((size_t)n * rows * 4);
     if (!b || !d || !x || !out) { fprintf(stderr, "gemm_bench: no memory\n"); return 1; }
-    // 2^-3..2^-2 in f16 / bf16 bit patterns (for f32, the same bits pairwise: finite values)
-    for (size_t i = 0; i < ne * esz / 2; i++) d[i] = (uint16_t)(0x3000 + ((i * 2654435761u) >> 12 & 0x3ff));
+    // 2^-3..2^-2 in f16 / bf16 bit patterns (for f32, the same bits pairwise: finite values; for the block types,
+    // every scale is such a number too)
+    for (size_t i = 0; i < wbytes / 2; i++) d[i] = (uint16_t)(0x3000 + ((i * 2654435761u) >> 12 & 0x3ff));
     for (size_t i = 0; i < (size_t)n * cols; i++) x[i] = (float)(i % 7) * 0.1f;
     struct weight w = {dt, rows, cols, d, NULL, {0}};
     b->ops->weight_upload(b, &w);
