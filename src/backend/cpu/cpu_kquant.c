@@ -647,9 +647,66 @@ static inline __attribute__((always_inline)) void k45_tile1_avx2(const uint8_t *
     for (int t = 0; t < KT2; t++) out[(size_t)t * ostride] = r[t];
 }
 
-// The AVX2 build's prefill tile (cpu_quant.h): Q4_K and Q5_K, 4 rows one after another (each row read once for
-// the four tokens); Q6_K has none (0: each token takes kq_dot_rows).
+// One Q6_K row against KT2 tokens: each super-block's 6-bit values and scales unpacked once for the four tokens;
+// each token's exact A = Σ_g sc_g · (Σ_l q·qx − 32·bsum_g) (as integer lanes, summed at once as the Q4_K tile
+// sums), then acc += (d·dx)·A in the tokens' lanes, in block order: q6_dot1_avx2's bits.
+static inline __attribute__((always_inline)) void q6_tile1_avx2(const uint8_t *w, const struct qx_view *x, int n,
+                                                                float *out, size_t ostride) {
+    const __m256i mask = _mm256_set1_epi8(15), three = _mm256_set1_epi8(3);
+    __m128 acc = _mm_setzero_ps();  // lane t: token t
+    for (int b = 0; b < n / QK_K; b++) {
+        const uint8_t *p = w + b * Q6K_BYTES;
+        const int8_t *sc = (const int8_t *)(p + 192);
+        kq_prefetch(p, 2);
+        __m256i a[KT2];
+#pragma GCC unroll 4
+        for (int t = 0; t < KT2; t++) a[t] = _mm256_setzero_si256();
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; h++) {
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(p + 128 + 32 * h));
+#pragma GCC unroll 2
+            for (int c = 0; c < 2; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32 * c));
+#pragma GCC unroll 2
+                for (int u = 0; u < 2; u++) {  // quarter j = c + 2u: the low nibbles, then the high ones
+                    const int j = c + 2 * u, g = 8 * h + 2 * j;
+                    const __m256i nib = _mm256_and_si256(u ? _mm256_srli_epi16(v, 4) : v, mask);
+                    const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), three);
+                    const __m256i q = _mm256_or_si256(nib, _mm256_slli_epi16(hb, 4));
+                    const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+#pragma GCC unroll 4
+                    for (int t = 0; t < KT2; t++) {
+                        const __m256i xv = _mm256_loadu_si256((const __m256i *)(x[t].q + QK_K * b + 128 * h + 32 * j));
+                        a[t] = _mm256_add_epi32(a[t], _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), s));
+                    }
+                }
+            }
+        }
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)sc));
+        float dx[KT2];
+#pragma GCC unroll 4
+        for (int t = 0; t < KT2; t++) {  // (exact integers: the 32·bsum terms leave each lane sum unchanged in total)
+            const __m256i bsum = _mm256_loadu_si256((const __m256i *)(x[t].bsum + 16 * b));
+            a[t] = _mm256_sub_epi32(a[t], _mm256_slli_epi32(_mm256_madd_epi16(sc16, bsum), 5));
+            dx[t] = x[t].d[b];
+        }
+        const __m256i ha = _mm256_hadd_epi32(_mm256_hadd_epi32(a[0], a[1]), _mm256_hadd_epi32(a[2], a[3]));
+        const __m128 A = _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(ha), _mm256_extracti128_si256(ha, 1)));
+        const __m128 d = _mm_set1_ps(quant_f16(p + 208));
+        acc = _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(d, _mm_loadu_ps(dx)), A));
+    }
+    float r[KT2];
+    _mm_storeu_ps(r, acc);
+    for (int t = 0; t < KT2; t++) out[(size_t)t * ostride] = r[t];
+}
+
+// The AVX2 build's prefill tile (cpu_quant.h): Q4_K, Q5_K and Q6_K, 4 rows one after another (each row read once
+// for the four tokens).
 int kq_tile(enum dtype t, const uint8_t *w, size_t rb, const struct qx_view *x, int n, float *out, size_t ostride) {
+    if (t == DT_Q6_K) {
+        for (int k = 0; k < 4; k++) q6_tile1_avx2(w + k * rb, x, n, out + k, ostride);
+        return KT2;
+    }
     if (t != DT_Q4_K && t != DT_Q5_K) return 0;
     for (int k = 0; k < 4; k++) k45_tile1_avx2(w + k * rb, x, n, t == DT_Q5_K, out + k, ostride);
     return KT2;

@@ -556,7 +556,7 @@ static void qm_task(void *p, int task, int thread) {
                 q40_tile_avx2(wr, rb, nr, m->qx + (size_t)t * m->qxb, m->qxb, cols, w->dtype == DT_Q4_0,
                               m->out + (size_t)t * rows + r, (size_t)rows);
 #endif
-        if (nr == QM_ROWS && qx_block(w->dtype) == QK_K) // the K-quants' tile (AVX-512; AVX2 Q4_K, Q5_K)
+        if (nr == QM_ROWS && qx_block(w->dtype) == QK_K) // the K-quants' tile
             for (; t + KQ_TILE <= m->n; t += KQ_TILE) {
                 struct qx_view v[KQ_TILE];
                 for (int i = 0; i < KQ_TILE; i++) v[i] = qx_view(w->dtype, m->qx + (size_t)(t + i) * m->qxb, cols);
