@@ -408,14 +408,20 @@ static inline __attribute__((always_inline)) float q40_dot1_avx2(const uint8_t *
 #endif
 
 #if defined(__AVX2__) && !(defined(__AVX512F__) && defined(__AVX512BW__))
-#define QT2 4 // tokens of the AVX2 prefill tile (one row × QT2 tokens: 2·QT2 accumulators in registers)
+#define QT2 4     // tokens of the AVX2 prefill tile (one row × QT2 tokens: 2·QT2 accumulators in registers)
+#define QTB 512   // the most blocks a row of the AVX2 tile (16384 columns; wider rows take q40_dot1_avx2)
 
 // The AVX2 prefill tile: out[t·ostride + k] for the nr rows k at w (rb bytes apart) and QT2 tokens t (token t's
-// quantized x at qx + t·qxb): each weight block loaded and unpacked once for QT2 tokens, each token's lane sums,
-// scale and accumulators exactly q40_dot1_avx2's.
-static void q40_tile_avx2(const uint8_t *w, size_t rb, int nr, const char *qx, size_t qxb, int n, int q4, float *out,
-                          size_t ostride) {
+// quantized x at qx + t·qxb), dw[k][b] row k's block scales: each weight block loaded and unpacked once for QT2
+// tokens, each token's lane sums, scale and accumulators exactly q40_dot1_avx2's. The scales dw·xd of a row
+// are multiplied 8 at a time beforehand (the same float products), so that the block loop broadcasts them
+// from memory instead of spending a scalar multiply and a shuffle on each.
+static inline __attribute__((always_inline)) void q40_tile_avx2(const uint8_t *w, size_t rb, int nr, const char *qx,
+                                                                size_t qxb, int n, int q4,
+                                                                const float (*dw)[QTB] /*[nr]*/, float *out,
+                                                                size_t ostride) {
     const size_t bb = q4 ? 18 : 34;
+    const int nb = n / 32;
     const int8_t *xq[QT2];
     const float *xd[QT2];
     for (int t = 0; t < QT2; t++) {
@@ -423,11 +429,17 @@ static void q40_tile_avx2(const uint8_t *w, size_t rb, int nr, const char *qx, s
         xq[t] = v.q;
         xd[t] = v.d;
     }
+    float sx[QT2][QTB] __attribute__((aligned(32)));
     for (int k = 0; k < nr; k++) {
+        for (int t = 0; t < QT2; t++) {
+            int b = 0;
+            for (; b + 8 <= nb; b += 8)
+                _mm256_store_ps(sx[t] + b, _mm256_mul_ps(_mm256_loadu_ps(dw[k] + b), _mm256_loadu_ps(xd[t] + b)));
+            for (; b < nb; b++) sx[t][b] = dw[k][b] * xd[t][b];
+        }
         __m256 acc[QT2][2];
 #pragma GCC unroll 4
         for (int t = 0; t < QT2; t++) acc[t][0] = acc[t][1] = _mm256_setzero_ps();
-        const int nb = n / 32;
         for (int b2 = 0; b2 < nb; b2 += 2)
 #pragma GCC unroll 2
         for (int e = 0; e < 2; e++) {  // (block parity e a constant: the accumulators stay in registers)
@@ -435,14 +447,14 @@ static void q40_tile_avx2(const uint8_t *w, size_t rb, int nr, const char *qx, s
             if (b >= nb) break;
             const uint8_t *p = w + k * rb + b * bb;
             _mm_prefetch((const char *)p + QPF, _MM_HINT_T0);
-            const float dw = quant_f16(p);
             __m256i wq, wa;
             quants256(p, q4, &wq, &wa);
 #pragma GCC unroll 4
             for (int t = 0; t < QT2; t++) {
                 const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq[t] + 32 * b));
-                const __m256 s = _mm256_set1_ps(dw * xd[t][b]);
-                acc[t][e] = _mm256_add_ps(acc[t][e], _mm256_mul_ps(s, _mm256_cvtepi32_ps(lanes_wx256(wq, wa, xv, q4))));
+                const __m256 sc = _mm256_broadcast_ss(&sx[t][b]);
+                acc[t][e] =
+                    _mm256_add_ps(acc[t][e], _mm256_mul_ps(sc, _mm256_cvtepi32_ps(lanes_wx256(wq, wa, xv, q4))));
             }
         }
         for (int t = 0; t < QT2; t++) out[(size_t)t * ostride + k] = tree16_256(acc[t][0], acc[t][1]);
@@ -551,10 +563,21 @@ static void qm_task(void *p, int task, int thread) {
         }
 #endif
 #if defined(__AVX2__) && !(defined(__AVX512F__) && defined(__AVX512BW__))
-        if (w->dtype == DT_Q8_0 || w->dtype == DT_Q4_0) // prefill in AVX2 builds: QT2 tokens at a time
-            for (; t + QT2 <= m->n; t += QT2)
-                q40_tile_avx2(wr, rb, nr, m->qx + (size_t)t * m->qxb, m->qxb, cols, w->dtype == DT_Q4_0,
-                              m->out + (size_t)t * rows + r, (size_t)rows);
+        if ((w->dtype == DT_Q8_0 || w->dtype == DT_Q4_0) && cols / 32 <= QTB && m->n >= QT2) {
+            // prefill in AVX2 builds: QT2 tokens at a time, the rows' block scales widened once for all of them
+            const int q4 = w->dtype == DT_Q4_0, bb = q4 ? 18 : 34;
+            float dw[QM_ROWS][QTB];
+            for (int k = 0; k < nr; k++)
+                for (int b = 0; b < cols / 32; b++) dw[k][b] = quant_f16(wr + k * rb + (size_t)b * bb);
+            for (; t + QT2 <= m->n; t += QT2) {
+                float *o = m->out + (size_t)t * rows + r;
+                const char *q = m->qx + (size_t)t * m->qxb;
+                if (q4)  // (q4 a constant in each inlined copy)
+                    q40_tile_avx2(wr, rb, nr, q, m->qxb, cols, 1, (const float (*)[QTB])dw, o, (size_t)rows);
+                else
+                    q40_tile_avx2(wr, rb, nr, q, m->qxb, cols, 0, (const float (*)[QTB])dw, o, (size_t)rows);
+            }
+        }
 #endif
         if (nr == QM_ROWS && qx_block(w->dtype) == QK_K) // the K-quants' tile
             for (; t + KQ_TILE <= m->n; t += KQ_TILE) {
