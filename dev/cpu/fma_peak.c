@@ -75,7 +75,9 @@ static double micro_loop(int K, size_t xfloats, float *sink) {
 
 // micro_loop with its 12 accumulators as named variables: the same instructions in the loop (gcc 12 -O2),
 // other registers and another code layout; it has run at up to 98 % of a core's peak where micro_loop ran
-// at 84 %, for reasons this program does not show (the machine has no hardware counters).
+// at 84 %, for reasons this program does not show (the machine has no hardware counters). The same change in
+// cpu_gemm.c's AVX2 micro kernel ran level with the array form there (gemm_bench f16 512 2048 2048 1 3, eight
+// runs alternating: best 86.3 against 86.1 GFLOP/s), so it is not kept.
 static double micro_loop_named(int K, size_t xfloats, float *sink) {
     uint16_t *w = aligned_alloc(64, (size_t)4 * K * 2);
     float *x = aligned_alloc(64, xfloats * 4);
