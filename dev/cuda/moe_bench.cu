@@ -10,7 +10,9 @@
 // and y against k_moe_gemm's bit for bit (the program fails on a difference), and first of all the MXFP4
 // widening (moe_e2m1x8) against its definition (moe_e2m1_pair, byte by byte) on every 32-bit code word.
 // Prints a table, then one JSON object per line.
-// Build: make CUDA=1 gpu-tests (build-cuda/gpu/moe_bench); run: build-cuda/gpu/moe_bench [reps]
+// Build: make CUDA=1 gpu-tests (build-cuda/gpu/moe_bench); run: build-cuda/gpu/moe_bench [reps [model [n]]], where
+// model (a shape's name, or "all") and n keep only those rows, so that a profiler can be pointed at one launch
+// (ncu --kernel-name-base demangled names them k_moe_gemm<(int)3, (int)1, (bool)1> and so on).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -97,10 +99,20 @@ __global__ void k_e2m1_check(uint64_t base, uint32_t per, unsigned long long *ba
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 20;
     if (reps < 3) reps = 3;
+    const char *only_model = argc > 2 && strcmp(argv[2], "all") != 0 ? argv[2] : NULL;
+    const int only_n = argc > 3 ? atoi(argv[3]) : 0;
     const shape shapes[] = {{"qwen3-30b-a3b", MOE_W_BF16, 128, 8, 2048, 768},
                             {"mixtral-8x7b", MOE_W_BF16, 8, 2, 4096, 14336},
                             {"gpt-oss-20b", MOE_W_MXFP4, 32, 4, 2880, 2880}};
     const int ns[] = {1, 8, 64, 2048};
+    bool known = !only_model, known_n = !only_n;
+    for (const shape &sh : shapes) known |= only_model && strcmp(only_model, sh.name) == 0;
+    for (int n : ns) known_n |= n == only_n;
+    if (!known || !known_n) {
+        fprintf(stderr, "moe_bench: no row for model %s, n %d (models: qwen3-30b-a3b, mixtral-8x7b, gpt-oss-20b, all; "
+                        "n: 1, 8, 64, 2048)\n", only_model ? only_model : "all", only_n);
+        return 2;
+    }
     cudaStream_t st;
     CK(cudaStreamCreate(&st));
     cudaEvent_t e0, e1;
@@ -129,6 +141,7 @@ int main(int argc, char **argv) {
     printf("| model | launch | n | NB | us | GB/s (chosen experts) | copy GB/s (r+w) | vs copy | TFLOP/s | max rel err |\n"
            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (const shape &sh : shapes) {
+        if (only_model && strcmp(only_model, sh.name) != 0) continue;
         const int E = sh.E, K = sh.K, D = sh.dim, F = sh.F;
         const bool mx = sh.fmt == MOE_W_MXFP4;
         // the stacked weights: gate, up [E·F][D], down [E·D][F]
@@ -161,6 +174,7 @@ int main(int argc, char **argv) {
         CK(cudaFree(csrc));
         CK(cudaFree(cdst));
         for (int n : ns) {
+            if (only_n && n != only_n) continue;
             const int nk = n * K, nb = nb_for(n, E, K), bn = 8 * nb;
             const int max_tiles = nk / bn + std::min(E, nk);
             // ROUTINGS random routings (K distinct experts a token), grouped as k_moe_scan / k_moe_place do
