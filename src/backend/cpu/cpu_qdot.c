@@ -409,19 +409,18 @@ static inline __attribute__((always_inline)) float q40_dot1_avx2(const uint8_t *
 
 #if defined(__AVX2__) && !(defined(__AVX512F__) && defined(__AVX512BW__))
 #define QT2 4     // tokens of the AVX2 prefill tile (one row × QT2 tokens: 2·QT2 accumulators in registers)
-#define QTB 512   // the most blocks a row of the AVX2 tile (16384 columns; wider rows take q40_dot1_avx2)
 
 // The AVX2 prefill tile: out[t·ostride + k] for the nr rows k at w (rb bytes apart) and QT2 tokens t (token t's
-// quantized x at qx + t·qxb), dw[k][b] row k's block scales: each weight block loaded and unpacked once for QT2
-// tokens, each token's lane sums, scale and accumulators exactly q40_dot1_avx2's. The scales dw·xd of a row
-// are multiplied 8 at a time beforehand (the same float products), so that the block loop broadcasts them
-// from memory instead of spending a scalar multiply and a shuffle on each.
+// quantized x at qx + t·qxb), dw + k·nbp row k's block scales (nbp: the blocks a row rounded up to 8): each
+// weight block loaded and unpacked once for QT2 tokens, each token's lane sums, scale and accumulators exactly
+// q40_dot1_avx2's. The scales dw·xd of a row are multiplied 8 at a time beforehand into sx (the same float
+// products; [QT2][nbp], 32-byte aligned), so that the block loop broadcasts them from memory instead of
+// spending a scalar multiply and a shuffle on each.
 static inline __attribute__((always_inline)) void q40_tile_avx2(const uint8_t *w, size_t rb, int nr, const char *qx,
-                                                                size_t qxb, int n, int q4,
-                                                                const float (*dw)[QTB] /*[nr]*/, float *out,
-                                                                size_t ostride) {
+                                                                size_t qxb, int n, int q4, const float *dw,
+                                                                float *sx, float *out, size_t ostride) {
     const size_t bb = q4 ? 18 : 34;
-    const int nb = n / 32;
+    const int nb = n / 32, nbp = (nb + 7) / 8 * 8;
     const int8_t *xq[QT2];
     const float *xd[QT2];
     for (int t = 0; t < QT2; t++) {
@@ -429,13 +428,14 @@ static inline __attribute__((always_inline)) void q40_tile_avx2(const uint8_t *w
         xq[t] = v.q;
         xd[t] = v.d;
     }
-    float sx[QT2][QTB] __attribute__((aligned(32)));
     for (int k = 0; k < nr; k++) {
+        const float *dk = dw + (size_t)k * nbp;
         for (int t = 0; t < QT2; t++) {
+            float *st = sx + (size_t)t * nbp;
             int b = 0;
             for (; b + 8 <= nb; b += 8)
-                _mm256_store_ps(sx[t] + b, _mm256_mul_ps(_mm256_loadu_ps(dw[k] + b), _mm256_loadu_ps(xd[t] + b)));
-            for (; b < nb; b++) sx[t][b] = dw[k][b] * xd[t][b];
+                _mm256_store_ps(st + b, _mm256_mul_ps(_mm256_load_ps(dk + b), _mm256_loadu_ps(xd[t] + b)));
+            for (; b < nb; b++) st[b] = dk[b] * xd[t][b];
         }
         __m256 acc[QT2][2];
 #pragma GCC unroll 4
@@ -452,7 +452,7 @@ static inline __attribute__((always_inline)) void q40_tile_avx2(const uint8_t *w
 #pragma GCC unroll 4
             for (int t = 0; t < QT2; t++) {
                 const __m256i xv = _mm256_loadu_si256((const __m256i *)(xq[t] + 32 * b));
-                const __m256 sc = _mm256_broadcast_ss(&sx[t][b]);
+                const __m256 sc = _mm256_broadcast_ss(sx + (size_t)t * nbp + b);
                 acc[t][e] =
                     _mm256_add_ps(acc[t][e], _mm256_mul_ps(sc, _mm256_cvtepi32_ps(lanes_wx256(wq, wa, xv, q4))));
             }
@@ -517,6 +517,8 @@ struct qm_ctx {
     size_t qxb;
     const uint8_t *kq8; // decode: the Q4_K / Q6_K / Q8_0 rows repacked in groups of 8 (cpu_kq8*.c), or NULL
     int n, rows_per_task, tokens_per_task;
+    float *tile; // AVX2 Q8_0 / Q4_0 prefill: each thread's block scales and scale products, or NULL
+    size_t tile_floats; // a thread's: (QM_ROWS + QT2) · nbp
 };
 
 static void qm_quantize_task(void *p, int task, int thread) {
@@ -563,19 +565,19 @@ static void qm_task(void *p, int task, int thread) {
         }
 #endif
 #if defined(__AVX2__) && !(defined(__AVX512F__) && defined(__AVX512BW__))
-        if ((w->dtype == DT_Q8_0 || w->dtype == DT_Q4_0) && cols / 32 <= QTB && m->n >= QT2) {
+        if (m->tile) {
             // prefill in AVX2 builds: QT2 tokens at a time, the rows' block scales widened once for all of them
-            const int q4 = w->dtype == DT_Q4_0, bb = q4 ? 18 : 34;
-            float dw[QM_ROWS][QTB];
+            const int q4 = w->dtype == DT_Q4_0, bb = q4 ? 18 : 34, nb = cols / 32, nbp = (nb + 7) / 8 * 8;
+            float *dw = m->tile + (size_t)thread * m->tile_floats, *sx = dw + (size_t)QM_ROWS * nbp;
             for (int k = 0; k < nr; k++)
-                for (int b = 0; b < cols / 32; b++) dw[k][b] = quant_f16(wr + k * rb + (size_t)b * bb);
+                for (int b = 0; b < nb; b++) dw[(size_t)k * nbp + b] = quant_f16(wr + k * rb + (size_t)b * bb);
             for (; t + QT2 <= m->n; t += QT2) {
                 float *o = m->out + (size_t)t * rows + r;
                 const char *q = m->qx + (size_t)t * m->qxb;
                 if (q4)  // (q4 a constant in each inlined copy)
-                    q40_tile_avx2(wr, rb, nr, q, m->qxb, cols, 1, (const float (*)[QTB])dw, o, (size_t)rows);
+                    q40_tile_avx2(wr, rb, nr, q, m->qxb, cols, 1, dw, sx, o, (size_t)rows);
                 else
-                    q40_tile_avx2(wr, rb, nr, q, m->qxb, cols, 0, (const float (*)[QTB])dw, o, (size_t)rows);
+                    q40_tile_avx2(wr, rb, nr, q, m->qxb, cols, 0, dw, sx, o, (size_t)rows);
             }
         }
 #endif
@@ -610,8 +612,19 @@ void cpu_quant_matmul(struct cpu_backend *c, float *out, const float *x, const s
         c->error = err_set(OCT_ENOMEM, "cpu: no memory to quantize %d tokens of %d columns", n, cols);
         return;
     }
-    struct qm_ctx m = {out, x, w, qx, qxb, n < KQ_TILE ? cpu_kq8_of(c, w) : NULL, n, 0, 0};
+    struct qm_ctx m = {out, x, w, qx, qxb, n < KQ_TILE ? cpu_kq8_of(c, w) : NULL, n, 0, 0, NULL, 0};
     int nt = c->n_threads;
+#if defined(__AVX2__) && !(defined(__AVX512F__) && defined(__AVX512BW__))
+    if ((w->dtype == DT_Q8_0 || w->dtype == DT_Q4_0) && n >= QT2) {
+        m.tile_floats = (size_t)(QM_ROWS + QT2) * ((cols / 32 + 7) / 8 * 8);
+        m.tile = aligned_alloc(32, (size_t)nt * m.tile_floats * sizeof(float));
+        if (!m.tile) {
+            free(qx);
+            c->error = err_set(OCT_ENOMEM, "cpu: no memory for the prefill tile's scales (%d columns)", cols);
+            return;
+        }
+    }
+#endif
     m.tokens_per_task = n >= 4 * nt ? (n + 4 * nt - 1) / (4 * nt) : n;
     if (m.tokens_per_task == n)
         qm_quantize_task(&m, 0, 0);
@@ -624,5 +637,6 @@ void cpu_quant_matmul(struct cpu_backend *c, float *out, const float *x, const s
     if (rpt < rows) rpt = (rpt + 15) / 16 * 16; // whole 16-row groups: no two threads write one line of out
     m.rows_per_task = rpt;
     threadpool_run(c->tp, (rows + rpt - 1) / rpt, qm_task, &m);
+    free(m.tile);
     free(qx);
 }
