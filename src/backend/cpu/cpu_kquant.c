@@ -557,10 +557,22 @@ static inline __attribute__((always_inline)) float k45_dot1_avx2(const uint8_t *
     return acc;
 }
 
+// Quarter j = c + 2u of half h of a Q6_K super-block p (v: the 32 bytes of low nibbles at p + 64h + 32c, qh: the
+// 32 bytes of high bits at p + 128 + 32h): *q its 32 values (0..63, before the −32), *s its two 16-value groups'
+// scales as 16-bit lanes in the two halves.
+static inline __attribute__((always_inline)) void q6_quarter(const uint8_t *p, int h, int c, int u, __m256i v,
+                                                             __m256i qh, __m256i *q, __m256i *s) {
+    const int j = c + 2 * u, g = 8 * h + 2 * j;
+    const int8_t *sc = (const int8_t *)(p + 192);
+    const __m256i nib = _mm256_and_si256(u ? _mm256_srli_epi16(v, 4) : v, _mm256_set1_epi8(15));
+    const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), _mm256_set1_epi8(3));
+    *q = _mm256_or_si256(nib, _mm256_slli_epi16(hb, 4));
+    *s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+}
+
 // One Q6_K row, its super-blocks in order (one stream, as k45_dot1_avx2): per block the exact
 // A = Σ_g sc_g · (Σ_l q·qx − 32·bsum_g), then acc += (d·dx)·A.
 static inline __attribute__((always_inline)) float q6_dot1_avx2(const uint8_t *w, struct qx_view x, int n) {
-    const __m256i mask = _mm256_set1_epi8(15), three = _mm256_set1_epi8(3);
     float acc = 0.0f;
     for (int b = 0; b < n / QK_K; b++) {
         const int8_t *xq = x.q + QK_K * b;
@@ -576,13 +588,9 @@ static inline __attribute__((always_inline)) float q6_dot1_avx2(const uint8_t *w
                 __m256i v = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32 * c));
 #pragma GCC unroll 2
                 for (int u = 0; u < 2; u++) {  // quarter j = c + 2u: the low nibbles, then the high ones
-                    int j = c + 2 * u;
-                    __m256i nib = _mm256_and_si256(u ? _mm256_srli_epi16(v, 4) : v, mask);
-                    __m256i hb = _mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * j)), three);
-                    __m256i q = _mm256_or_si256(nib, _mm256_slli_epi16(hb, 4));
-                    int g = 8 * h + 2 * j;
-                    __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
-                    __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * j));
+                    __m256i q, s;
+                    q6_quarter(p, h, c, u, v, qh, &q, &s);
+                    __m256i xv = _mm256_loadu_si256((const __m256i *)(xq + 128 * h + 32 * (c + 2 * u)));
                     a = _mm256_add_epi32(a, _mm256_madd_epi16(_mm256_maddubs_epi16(q, xv), s));
                 }
             }
@@ -652,7 +660,6 @@ static inline __attribute__((always_inline)) void k45_tile1_avx2(const uint8_t *
 // sums), then acc += (d·dx)·A in the tokens' lanes, in block order: q6_dot1_avx2's bits.
 static inline __attribute__((always_inline)) void q6_tile1_avx2(const uint8_t *w, const struct qx_view *x, int n,
                                                                 float *out, size_t ostride) {
-    const __m256i mask = _mm256_set1_epi8(15), three = _mm256_set1_epi8(3);
     __m128 acc = _mm_setzero_ps();  // lane t: token t
     for (int b = 0; b < n / QK_K; b++) {
         const uint8_t *p = w + b * Q6K_BYTES;
@@ -669,11 +676,9 @@ static inline __attribute__((always_inline)) void q6_tile1_avx2(const uint8_t *w
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(p + 64 * h + 32 * c));
 #pragma GCC unroll 2
                 for (int u = 0; u < 2; u++) {  // quarter j = c + 2u: the low nibbles, then the high ones
-                    const int j = c + 2 * u, g = 8 * h + 2 * j;
-                    const __m256i nib = _mm256_and_si256(u ? _mm256_srli_epi16(v, 4) : v, mask);
-                    const __m256i hb = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * j), three);
-                    const __m256i q = _mm256_or_si256(nib, _mm256_slli_epi16(hb, 4));
-                    const __m256i s = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
+                    const int j = c + 2 * u;
+                    __m256i q, s;
+                    q6_quarter(p, h, c, u, v, qh, &q, &s);
 #pragma GCC unroll 4
                     for (int t = 0; t < KT2; t++) {
                         const __m256i xv = _mm256_loadu_si256((const __m256i *)(x[t].q + QK_K * b + 128 * h + 32 * j));

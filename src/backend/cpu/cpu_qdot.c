@@ -410,6 +410,9 @@ static inline __attribute__((always_inline)) float q40_dot1_avx2(const uint8_t *
 #if defined(__AVX2__) && !(defined(__AVX512F__) && defined(__AVX512BW__))
 #define QT2 4     // tokens of the AVX2 prefill tile (one row × QT2 tokens: 2·QT2 accumulators in registers)
 
+// A row's blocks rounded up to 8: the stride of the tile's scale tables (each row's 32-byte aligned).
+static inline int q40_nbp(int n) { return (n / 32 + 7) / 8 * 8; }
+
 // The AVX2 prefill tile: out[t·ostride + k] for the nr rows k at w (rb bytes apart) and QT2 tokens t (token t's
 // quantized x at qx + t·qxb), dw + k·nbp row k's block scales (nbp: the blocks a row rounded up to 8): each
 // weight block loaded and unpacked once for QT2 tokens, each token's lane sums, scale and accumulators exactly
@@ -420,7 +423,7 @@ static inline __attribute__((always_inline)) void q40_tile_avx2(const uint8_t *w
                                                                 size_t qxb, int n, int q4, const float *dw,
                                                                 float *sx, float *out, size_t ostride) {
     const size_t bb = q4 ? 18 : 34;
-    const int nb = n / 32, nbp = (nb + 7) / 8 * 8;
+    const int nb = n / 32, nbp = q40_nbp(n);
     const int8_t *xq[QT2];
     const float *xd[QT2];
     for (int t = 0; t < QT2; t++) {
@@ -518,7 +521,7 @@ struct qm_ctx {
     const uint8_t *kq8; // decode: the Q4_K / Q6_K / Q8_0 rows repacked in groups of 8 (cpu_kq8*.c), or NULL
     int n, rows_per_task, tokens_per_task;
     float *tile; // AVX2 Q8_0 / Q4_0 prefill: each thread's block scales and scale products, or NULL
-    size_t tile_floats; // a thread's: (QM_ROWS + QT2) · nbp
+    size_t tile_floats; // a thread's: (QM_ROWS + QT2) · q40_nbp(cols)
 };
 
 static void qm_quantize_task(void *p, int task, int thread) {
@@ -567,7 +570,7 @@ static void qm_task(void *p, int task, int thread) {
 #if defined(__AVX2__) && !(defined(__AVX512F__) && defined(__AVX512BW__))
         if (m->tile) {
             // prefill in AVX2 builds: QT2 tokens at a time, the rows' block scales widened once for all of them
-            const int q4 = w->dtype == DT_Q4_0, bb = q4 ? 18 : 34, nb = cols / 32, nbp = (nb + 7) / 8 * 8;
+            const int q4 = w->dtype == DT_Q4_0, bb = q4 ? 18 : 34, nb = cols / 32, nbp = q40_nbp(cols);
             float *dw = m->tile + (size_t)thread * m->tile_floats, *sx = dw + (size_t)QM_ROWS * nbp;
             for (int k = 0; k < nr; k++)
                 for (int b = 0; b < nb; b++) dw[(size_t)k * nbp + b] = quant_f16(wr + k * rb + (size_t)b * bb);
@@ -616,7 +619,7 @@ void cpu_quant_matmul(struct cpu_backend *c, float *out, const float *x, const s
     int nt = c->n_threads;
 #if defined(__AVX2__) && !(defined(__AVX512F__) && defined(__AVX512BW__))
     if ((w->dtype == DT_Q8_0 || w->dtype == DT_Q4_0) && n >= QT2) {
-        m.tile_floats = (size_t)(QM_ROWS + QT2) * ((cols / 32 + 7) / 8 * 8);
+        m.tile_floats = (size_t)(QM_ROWS + QT2) * q40_nbp(cols);
         m.tile = aligned_alloc(32, (size_t)nt * m.tile_floats * sizeof(float));
         if (!m.tile) {
             free(qx);
