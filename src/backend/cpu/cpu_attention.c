@@ -448,6 +448,31 @@ static void transpose_keys(float *kt, const float *src, int nr, int hd) {
             _mm512_storeu_ps(kt + (size_t)(i0 + 12 + m) * KT, _mm512_shuffle_f32x4(v, v2, 0xDD));
         }
     }
+#elif defined(__AVX2__) && KT == 16
+    for (; i0 + 8 <= hd; i0 += 8)  // two 8 x 8 blocks (rows 0-7, 8-15): pairs, then quads, then 128-bit halves
+        for (int b = 0; b < 16; b += 8) {
+            __m256 r[8], t[8];
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k++)
+                r[k] = b + k < nr ? _mm256_loadu_ps(src + (size_t)(b + k) * hd + i0) : _mm256_setzero_ps();
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k += 2) {
+                t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]);
+                t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+            }
+#pragma GCC unroll 8
+            for (int k = 0; k < 8; k += 4) {  // r[k + m], half c: column 4c + m of rows k..k+3
+                r[k] = _mm256_shuffle_ps(t[k], t[k + 2], 0x44);
+                r[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], 0xEE);
+                r[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0x44);
+                r[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], 0xEE);
+            }
+#pragma GCC unroll 4
+            for (int m = 0; m < 4; m++) {
+                _mm256_storeu_ps(kt + (size_t)(i0 + m) * KT + b, _mm256_permute2f128_ps(r[m], r[4 + m], 0x20));
+                _mm256_storeu_ps(kt + (size_t)(i0 + 4 + m) * KT + b, _mm256_permute2f128_ps(r[m], r[4 + m], 0x31));
+            }
+        }
 #endif
     for (int r = 0; r < nr; r++)
         for (int i = i0; i < hd; i++) kt[(size_t)i * KT + r] = src[(size_t)r * hd + i];
