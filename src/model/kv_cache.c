@@ -110,6 +110,16 @@ int kv_cache_plan(struct kv_cache *kv, const struct model *m, const struct kv_op
         }
     }
     if (o->scales_path[0]) TRY(kv_scales_load(kv, o->scales_path));
+    const char *why = kv_offsets_refused(c);
+    for (int l = 0; why && l < c->n_layers; l++)
+        if (kv->layers[l].k_offset) {
+            int rc = err_set(OCT_EUNSUP,
+                             "%s: layer %d has a k_offset, which this model cannot take: its attention %s, so the "
+                             "shift q·o an offset gives all of a query's scores does not cancel; use a scales file "
+                             "without \"k_offset\"", o->scales_path, l, why);
+            kv_offsets_drop(kv);
+            return rc;
+        }
     for (int l = 0; l < c->n_layers; l++)  // dynamic scales replace static ones (K offsets still apply)
         for (int h = 0; kv->tok_scales[l] && h < c->n_kv_heads; h++)
             kv->layers[l].k_scale[h] = kv->layers[l].v_scale[h] = 1.0f;
@@ -152,9 +162,7 @@ int kv_cache_alloc(struct kv_cache *kv, struct backend *b, int n_blocks) {
 }
 
 void kv_cache_free(struct kv_cache *kv) {
-    free(kv->k_offsets);
-    kv->k_offsets = NULL;
-    for (int l = 0; l < kv->n_layers; l++) kv->layers[l].k_offset = NULL;
+    kv_offsets_drop(kv);
     if (!kv->b) return;
     for (int l = 0; l < kv->n_layers; l++) {
         if (kv->layers[l].k) kv->b->ops->free(kv->b, kv->layers[l].k);
@@ -229,6 +237,18 @@ static int read_offsets(json_t *v, const char *path, int layer, int n_heads, int
     return OCT_OK;
 }
 
+const char *kv_offsets_refused(const struct model_config *c) {
+    if (c->attn_sinks) return "has sinks, a logit in each softmax that no key's offset shifts";
+    if (c->attn_softcap > 0) return "soft-caps its scores with a tanh, which a shift does not pass through";
+    return NULL;
+}
+
+void kv_offsets_drop(struct kv_cache *kv) {
+    free(kv->k_offsets);
+    kv->k_offsets = NULL;
+    for (int l = 0; l < kv->n_layers; l++) kv->layers[l].k_offset = NULL;
+}
+
 int kv_scales_load(struct kv_cache *kv, const char *path) {
     json_error_t je;
     json_t *root = json_load_file(path, 0, &je);
@@ -260,10 +280,6 @@ int kv_scales_load(struct kv_cache *kv, const char *path) {
     }
 out:
     json_decref(root);
-    if (rc != OCT_OK) {
-        free(kv->k_offsets);
-        kv->k_offsets = NULL;
-        for (int l = 0; l < kv->n_layers; l++) kv->layers[l].k_offset = NULL;
-    }
+    if (rc != OCT_OK) kv_offsets_drop(kv);
     return rc;
 }

@@ -52,6 +52,12 @@ void kv_cache_free(struct kv_cache *kv);
 // Loads a scales file into a planned cache (format in docs/kv_format.md): k_scale and
 // v_scale per layer, and an optional k_offset (per-channel K offset of FP8 layers).
 int kv_scales_load(struct kv_cache *kv, const char *path);
+// Why model c cannot take K offsets (docs/kv_format.md: an offset shifts all of a query's scores by q·o,
+// which only a plain softmax cancels), or NULL when it can. kv_cache_plan refuses a scales file with
+// offsets for such a model; octet calibrate neither writes nor chooses them.
+const char *kv_offsets_refused(const struct model_config *c);
+// Frees the K offsets of kv and clears every layer's pointer to them.
+void kv_offsets_drop(struct kv_cache *kv);
 
 // Resolve a dtype name alone ("fp8" → DT_E4M3, "fp8_per_token_head" → DT_E4M3, "auto" → model_dtype).
 int kv_dtype_parse(const char *s, enum dtype model_dtype, enum dtype *out);

@@ -11,6 +11,7 @@
 
 #include "../base/check.h"
 #include "../base/fp8.h"
+#include "../model/kv_cache.h"
 #include "../model/model.h"
 
 #define SAMPLE_CAP 512
@@ -104,6 +105,7 @@ static int collect_candidates(struct calib_choice *ch, struct runner *r, int32_t
     TRY(calib_collect(r, ids, n_ids, ctx, st));       // raw K: the candidates without offsets
     TRY(add_unit_cand(ch, st, fp8_max, false));
     TRY(add_stat_cands(ch, st, fp8_max, false));
+    if (kv_offsets_refused(&r->m->cfg)) return OCT_OK;  // (sinks or soft-capping: an offset would not cancel)
     struct calib_sample *keep = st->sample;
     st->sample = NULL;                                // the sample is the first pass's
     TRY(calib_offsets_from_mean(st));

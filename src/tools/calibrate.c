@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../base/check.h"
+#include "../model/kv_cache.h"
 #include "../model/model.h"
 #include "../model/tokenizer.h"
 #include "calib_choose.h"
@@ -128,7 +129,18 @@ int cmd_calibrate(int argc, char **argv) {
     if (runner_init(&r, m, &c.a.ro) < 0) goto fail;
     if (calib_stats_init(&st, &m->cfg) < 0) goto fail;
     bool dynamic = kv_dtype_token_scales(c.target);
+    const char *no_off = kv_offsets_refused(&m->cfg);
+    if (dynamic && !c.fixed && no_off) {
+        err_set(OCT_EUNSUP, "%s needs no scales, and this model takes no K offsets: its attention %s; there is "
+                "nothing to calibrate", c.target, no_off);
+        goto fail;
+    }
     if (dynamic && !c.fixed) c.k_offset = c.fixed = true;  // its scales are per token: only offsets apply
+    if (c.k_offset && no_off) {
+        err_set(OCT_EUNSUP, "--k-offset mean: this model's attention %s, so the shift q·o an offset gives all of a "
+                "query's scores does not cancel", no_off);
+        goto fail;
+    }
     const char *label = dynamic ? c.target : NULL;  // the file names the cache it was made for
     enum dtype dt;
     kv_dtype_parse(c.target, DT_F32, &dt);

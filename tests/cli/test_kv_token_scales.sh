@@ -35,5 +35,18 @@ r=$(ppl "$tmp/scaled_1000.gguf" fp8)
 if ! ratio_within "$r" 2.0; then ok; else bad "x1000 static fp8 stayed within 2x ($r): the test would not see saturation"; fi
 if ! python3 tools/scale_kv_gguf.py "$MODEL" "$tmp/x.gguf" --factor 0 2>/dev/null; then ok; else bad "--factor 0 accepted"; fi
 
+# K offsets and a softmax that does not cancel their shift (attention sinks: the gpt-oss fixture): calibrate
+# chooses scales without offsets, refuses --k-offset mean and an fp8_per_token_head target (nothing left to
+# calibrate), each naming the sinks
+G=tests/data/hf/gptoss
+head -c 12380 tests/data/heldout.txt >"$tmp/cal.txt"
+if "$OCTET" calibrate --model "$G" --file "$tmp/cal.txt" --ctx 32 --output "$tmp/g.json" >/dev/null 2>"$tmp/err" &&
+   ! grep -q k_offset "$tmp/g.json"; then ok; else bad "calibrate $G: offsets written or failed: $(cat "$tmp/err")"; fi
+for extra in "--k-offset mean" "--kv-cache-dtype fp8_per_token_head"; do
+  # shellcheck disable=SC2086
+  if ! "$OCTET" calibrate --model "$G" --file "$tmp/cal.txt" --ctx 32 --output "$tmp/g2.json" $extra >/dev/null \
+       2>"$tmp/err" && grep -q "sinks" "$tmp/err"; then ok; else bad "calibrate $G $extra: $(cat "$tmp/err")"; fi
+done
+
 echo "kv_token_scales: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

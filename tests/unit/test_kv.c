@@ -141,6 +141,56 @@ TEST(plan_skip_layers_and_scales) {
     model_free(m);
 }
 
+// K offsets cancel only in a plain softmax (every score of a query shifts by q·o): a model with attention
+// sinks (dummy:tiny-gpt-oss) or soft-capped scores (the gemma2 fixture) refuses a scales file that has
+// them, naming the file, the layer and the reason, and keeps no offsets; the same file without offsets loads.
+TEST(k_offsets_refused_with_sinks_or_softcap) {
+    const char *models[] = {"dummy:tiny-gpt-oss", "tests/data/hf/gemma2"}, *why[] = {"sinks", "soft-caps"};
+    char dir[] = "/tmp/octet_kvoffXXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[64];
+    snprintf(path, sizeof path, "%s/s.json", dir);
+    for (int i = 0; i < 2; i++) {
+        struct model *m;
+        CHECK_OK(model_load(&m, models[i]));
+        if (!m) continue;
+        CHECK(kv_offsets_refused(&m->cfg) != NULL);
+        struct kv_options o;
+        kv_options_default(&o);
+        CHECK_OK(kv_options_set_dtype(&o, "fp8"));
+        snprintf(o.scales_path, sizeof o.scales_path, "%s", path);
+        char json[8192], row[1024], layers[8192] = "";
+        const int hd = m->cfg.head_dim, nl = m->cfg.n_layers;
+        size_t at = 0, al = 0;
+        for (int d = 0; d < hd; d++) at += (size_t)snprintf(row + at, sizeof row - at, "%s0.5", d ? "," : "");
+        for (int l = 0; l < nl; l++)
+            al += (size_t)snprintf(layers + al, sizeof layers - al, "%s{\"k_scale\":1,\"v_scale\":1%s%s%s}",
+                                   l ? "," : "", l == nl - 1 ? ",\"k_offset\":[" : "", l == nl - 1 ? row : "",
+                                   l == nl - 1 ? "]" : "");
+        snprintf(json, sizeof json, "{\"layers\":[%s]}", layers);
+        write_file(path, json);
+        struct kv_cache kv;
+        CHECK_MSG(kv_cache_plan(&kv, m, &o, 16) < 0 && strstr(err_msg(), "s.json") && strstr(err_msg(), "k_offset") &&
+                      strstr(err_msg(), why[i]),
+                  "%s: %s", models[i], err_msg());
+        CHECK(kv.k_offsets == NULL);
+        al = 0;
+        for (int l = 0; l < nl; l++)
+            al += (size_t)snprintf(layers + al, sizeof layers - al, "%s{\"k_scale\":1,\"v_scale\":1}", l ? "," : "");
+        snprintf(json, sizeof json, "{\"layers\":[%s]}", layers);
+        write_file(path, json);
+        CHECK_OK(kv_cache_plan(&kv, m, &o, 16));
+        kv_cache_free(&kv);
+        model_free(m);
+    }
+    struct model *m;  // a plain softmax takes them (the test above loads offsets into dummy:tiny-swa)
+    CHECK_OK(model_load(&m, "dummy:tiny"));
+    if (m) CHECK(kv_offsets_refused(&m->cfg) == NULL);
+    model_free(m);
+    unlink(path);
+    rmdir(dir);
+}
+
 // fp8_per_token_head: planned as e4m3 with dynamic scales on every layer but the skip layers,
 // static scales (checkpoint or file) set aside; bytes per token count one f32 per KV head for K
 // and V; the scales live after each layer's pages; a backend without kv_token_scales is refused
@@ -207,6 +257,7 @@ int main(void) {
     RUN(pool_alloc_ref_free);
     RUN(options_parse);
     RUN(plan_skip_layers_and_scales);
+    RUN(k_offsets_refused_with_sinks_or_softcap);
     RUN(token_scales_plan_alloc_and_refusal);
     return test_summary("kv");
 }
