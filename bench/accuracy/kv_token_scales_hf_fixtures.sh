@@ -26,10 +26,14 @@ for dir in tests/data/hf/*/; do
   CTX=$(python3 -c 'import json,sys; print(min(128, json.load(open(sys.argv[1])).get("max_position_embeddings", 128)))' \
         "$dir/config.json")
   cal() { "$OCTET" calibrate --model "$dir" --file "$tmp/calib.txt" --ctx "$CTX" --output "$tmp/$f.$1.json" "${@:2}" \
-            >/dev/null 2>"$tmp/cal.err" || echo "calibrate $f $1: $(tail -n 1 "$tmp/cal.err")" >&2; }
-  # a column's cell, or "refused" where calibrate wrote no file (K offsets for a model whose attention has sinks
-  # or soft-capping, which they would not cancel in)
-  cs() { if [ -f "$tmp/$f.$2.json" ]; then cell "$dir" "$1" --kv-scales "$tmp/$f.$2.json"; else echo "refused"; fi; }
+            >/dev/null 2>"$tmp/cal.err" || { echo "calibrate $f $1: $(tail -n 1 "$tmp/cal.err")" >&2
+              grep -q "does not cancel" "$tmp/cal.err" && : >"$tmp/$f.$1.refused"; }; }
+  # a column's cell; "refused" where calibrate declined (K offsets for a model whose attention has sinks or
+  # soft-capping, which they would not cancel in), "failed" where it failed otherwise
+  cs() {
+    if [ -f "$tmp/$f.$2.json" ]; then cell "$dir" "$1" --kv-scales "$tmp/$f.$2.json"
+    elif [ -f "$tmp/$f.$2.refused" ]; then echo "refused"; else echo "failed"; fi
+  }
   cal tensor --granularity tensor --method max
   cal head --granularity head --method max
   cal head_off --granularity head --method max --k-offset mean
