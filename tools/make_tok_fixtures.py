@@ -3,7 +3,9 @@
 
 Owns: a tiny byte-level BPE vocabulary (256 GPT-2-mapped byte symbols + ~30 merges + added
 tokens) written both as HF tokenizer.json (+ tokenizer_config.json) and as a GGUF "gpt2"
-tokenizer, a tiny SPM GGUF for merge-order checks, and malformed GGUFs for error paths.
+tokenizer, a tiny SPM GGUF for merge-order checks, and malformed GGUFs for error paths; and
+tok_harmony/, the same vocabulary with gpt-oss's harmony special tokens and its template in
+chat_template.jinja (transformers' newer layout) for tests/unit/test_harmony.c.
 The expected encodings live, hand-derived, in tests/unit/test_tokenizer.c.
 Run from the repo root: python3 tools/make_tok_fixtures.py
 """
@@ -43,6 +45,16 @@ TEMPLATE = ("{% for m in messages %}<|start|>{{ m['role'] }}\n{{ m['content'] }}
             "{% endfor %}")
 LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
              r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+# gpt-oss's special tokens (ids after ADDED's) and a stand-in for its template, which octet detects by them
+HARMONY_TOKENS = ["<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|constrain|>", "<|return|>", "<|call|>",
+                  "<|endoftext|>"]
+HARMONY_TEMPLATE = ("{#- A stand-in for gpt-oss's chat_template.jinja: octet detects the harmony family by its "
+                    "special tokens. -#}\n"
+                    "{%- for m in messages %}<|start|>{{ m.role }}{% if m.role == 'assistant' %}<|channel|>final"
+                    "{% endif %}<|message|>{{ m.content }}<|end|>{% endfor %}\n"
+                    "{%- if add_generation_prompt %}<|start|>assistant{% endif %}\n")
 
 
 def bpe_vocab():
@@ -154,6 +166,15 @@ def main():
                {"add_bos_token": True, "bos_token": "<|begin_of_text|>",
                 "eos_token": {"content": "<|eot_id|>", "special": True}, "chat_template": TEMPLATE})
     write_json(f"{OUT}/tok_bpe_gpt2/tokenizer.json", hf_json(toks, types, False))
+    harmony = hf_json(toks, types, True)
+    for c in HARMONY_TOKENS:
+        harmony["added_tokens"].append({"id": len(toks) + len(harmony["added_tokens"]) - len(ADDED), "content": c,
+                                        "single_word": False, "lstrip": False, "rstrip": False,
+                                        "normalized": False, "special": True})
+    write_json(f"{OUT}/tok_harmony/tokenizer.json", harmony)
+    write_json(f"{OUT}/tok_harmony/tokenizer_config.json", {"add_bos_token": False, "eos_token": "<|return|>"})
+    with open(f"{OUT}/tok_harmony/chat_template.jinja", "w", encoding="utf-8") as f:
+        f.write(HARMONY_TEMPLATE)
     bpe_kvs = [("general.architecture", STR, "llama"), ("tokenizer.ggml.model", STR, "gpt2"),
                ("tokenizer.ggml.pre", STR, "llama-bpe"), ("tokenizer.ggml.tokens", ARR, (STR, toks)),
                ("tokenizer.ggml.token_type", ARR, (I32, types)),

@@ -405,7 +405,37 @@ static int config_id(const struct tokenizer *t, json_t *cfg, const char *key, co
     return 0;
 }
 
-// Reads tokenizer_config.json beside `path` into t (bos, eos, add_bos, chat_template).
+// The chat template of chat_template.jinja beside `path` (where transformers writes it since 4.43), when
+// tokenizer_config.json has none.
+static int read_jinja(struct tokenizer *t, const char *path, size_t dir) {
+    char *p = malloc(dir + 32);
+    if (!p) return err_set(OCT_ENOMEM, "out of memory");
+    memcpy(p, path, dir);
+    strcpy(p + dir, "chat_template.jinja");
+    FILE *f = fopen(p, "rb");
+    int rc = 0;
+    if (f) {
+        long n = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+        char *text = n >= 0 && fseek(f, 0, SEEK_SET) == 0 ? malloc((size_t)n + 1) : NULL;
+        if (n < 0) rc = err_set(OCT_EIO, "%s: cannot size the file", p);
+        else if (!text) rc = err_set(OCT_ENOMEM, "out of memory");
+        else if (fread(text, 1, (size_t)n, f) != (size_t)n) rc = err_set(OCT_EIO, "%s: read error", p);
+        else if (memchr(text, 0, (size_t)n)) rc = err_set(OCT_EINVAL, "%s: not a text file (a NUL byte)", p);
+        else {
+            text[n] = 0;
+            free(t->chat_template);
+            t->chat_template = text;
+            text = NULL;
+        }
+        free(text);
+        fclose(f);
+    }
+    free(p);
+    return rc;
+}
+
+// Reads tokenizer_config.json beside `path` into t (bos, eos, add_bos, chat_template), and
+// chat_template.jinja where the config holds no template.
 static int read_config(struct tokenizer *t, const char *path) {
     const char *slash = strrchr(path, '/');
     size_t dir = slash ? (size_t)(slash - path + 1) : 0;
@@ -414,7 +444,7 @@ static int read_config(struct tokenizer *t, const char *path) {
     memcpy(cfg_path, path, dir);
     strcpy(cfg_path + dir, "tokenizer_config.json");
     FILE *f = fopen(cfg_path, "rb");
-    if (!f) { free(cfg_path); return 0; }
+    if (!f) { free(cfg_path); return read_jinja(t, path, dir); }
     fclose(f);
     json_error_t je;
     json_t *cfg = json_load_file(cfg_path, 0, &je);
@@ -442,6 +472,7 @@ static int read_config(struct tokenizer *t, const char *path) {
         free(t->chat_template);
         if (!(t->chat_template = strdup(json_string_value(ct)))) rc = err_set(OCT_ENOMEM, "out of memory");
     }
+    if (rc == 0 && !t->chat_template) rc = read_jinja(t, path, dir);
 done:
     json_decref(cfg);
     free(cfg_path);

@@ -1,10 +1,11 @@
 // chat_template.c — native renderers for the chat template families octet recognises.
-// Each follows the reference Jinja of its family (HF tokenizer_config.json) for the plain
-// text-message case: system/user/assistant turns, optional generation prompt.
+// Each follows the reference Jinja of its family (HF tokenizer_config.json or chat_template.jinja)
+// for the plain text-message case: system/user/assistant turns, optional generation prompt.
 #include "chat_template.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../base/check.h"
 #include "text_output.h"
@@ -12,6 +13,7 @@
 enum chat_template_kind chat_template_detect(const char *j) {
     if (!j) return CHAT_TEMPLATE_CHATML;
     if (strstr(j, "<|start_header_id|>")) return CHAT_TEMPLATE_LLAMA3;
+    if (strstr(j, "<|channel|>") || (strstr(j, "<|start|>") && strstr(j, "<|message|>"))) return CHAT_TEMPLATE_HARMONY;
     if (strstr(j, "<|im_start|>")) return CHAT_TEMPLATE_CHATML;
     if (strstr(j, "<start_of_turn>")) return CHAT_TEMPLATE_GEMMA;
     if (strstr(j, "[INST]")) return CHAT_TEMPLATE_LLAMA2;
@@ -25,6 +27,7 @@ enum chat_template_kind chat_template_for_arch(const char *arch) {
     if (!strcmp(arch, "mistral") || !strcmp(arch, "mixtral")) return CHAT_TEMPLATE_LLAMA2;
     if (!strcmp(arch, "gemma2") || !strcmp(arch, "gemma3")) return CHAT_TEMPLATE_GEMMA;
     if (!strcmp(arch, "phi3")) return CHAT_TEMPLATE_PHI3;
+    if (!strcmp(arch, "gptoss")) return CHAT_TEMPLATE_HARMONY;
     return CHAT_TEMPLATE_CHATML;
 }
 
@@ -38,6 +41,7 @@ const char *chat_template_name(enum chat_template_kind k) {
     case CHAT_TEMPLATE_LLAMA2: return "llama2";
     case CHAT_TEMPLATE_GEMMA: return "gemma";
     case CHAT_TEMPLATE_PHI3: return "phi3";
+    case CHAT_TEMPLATE_HARMONY: return "harmony";
     default: return "chatml";
     }
 }
@@ -48,11 +52,21 @@ const char *chat_template_end_of_turn(enum chat_template_kind k) {
     case CHAT_TEMPLATE_LLAMA2: return "</s>";
     case CHAT_TEMPLATE_GEMMA: return "<end_of_turn>";
     case CHAT_TEMPLATE_PHI3: return "<|end|>";
+    case CHAT_TEMPLATE_HARMONY: return "<|return|>";
     default: return "<|im_end|>";
     }
 }
 
-bool chat_template_has_bos(enum chat_template_kind k) { return k != CHAT_TEMPLATE_CHATML && k != CHAT_TEMPLATE_PHI3; }
+int chat_template_stops(enum chat_template_kind k, const char *out[2]) {
+    out[0] = chat_template_end_of_turn(k);
+    if (k != CHAT_TEMPLATE_HARMONY) return 1;
+    out[1] = "<|call|>";
+    return 2;
+}
+
+bool chat_template_has_bos(enum chat_template_kind k) {
+    return k != CHAT_TEMPLATE_CHATML && k != CHAT_TEMPLATE_PHI3 && k != CHAT_TEMPLATE_HARMONY;
+}
 
 // Role as the family spells it; NULL if the role is not a chat role.
 static const char *norm_role(const char *r) {
@@ -82,6 +96,12 @@ int chat_template_render(enum chat_template_kind k, const struct chat_msg *msgs,
 
 int chat_template_render_spans(enum chat_template_kind k, const struct chat_msg *msgs, int n,
                                bool add_generation_prompt, const char *bos_text, char **out, size_t *spans) {
+    return chat_template_render_opts(k, msgs, n, add_generation_prompt, bos_text, NULL, out, spans);
+}
+
+int chat_template_render_opts(enum chat_template_kind k, const struct chat_msg *msgs, int n,
+                              bool add_generation_prompt, const char *bos_text, const struct chat_opts *o,
+                              char **out, size_t *spans) {
     struct text_buf b = {0};
     int n_spans = 0;
     const char *bos = bos_text ? bos_text : "";
@@ -149,6 +169,43 @@ int chat_template_render_spans(enum chat_template_kind k, const struct chat_msg 
         }
         if (add_generation_prompt) A("<|assistant|>\n");
         break;
+    case CHAT_TEMPLATE_HARMONY: {
+        // gpt-oss's template: the system message is the model's own (identity, dates, reasoning effort,
+        // channels); the user's system prompt is the developer message's instructions
+        char today[16];
+        const char *date = o && o->date ? o->date : today;
+        if (!(o && o->date)) {
+            time_t now = time(NULL);
+            struct tm tm;
+            gmtime_r(&now, &tm);
+            strftime(today, sizeof today, "%Y-%m-%d", &tm);
+        }
+        for (int i = 1; i < n; i++)
+            if (!strcmp(norm_role(msgs[i].role), "system")) {
+                text_buf_free(&b);
+                return err_set(OCT_EINVAL, "messages[%d]: a %s message must come first (gpt-oss's harmony format "
+                               "has one developer message, before the conversation)", i, msgs[i].role);
+            }
+        A("<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+          "Knowledge cutoff: 2024-06\nCurrent date: ");
+        A(date);
+        A("\n\nReasoning: ");
+        A(o && o->reasoning_effort ? o->reasoning_effort : "medium");
+        A("\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>");
+        int i = 0;
+        if (n > 0 && !strcmp(norm_role(msgs[0].role), "system")) {
+            A("<|start|>developer<|message|># Instructions\n\n"); C(msgs[0].content, false); A("\n\n<|end|>");
+            i = 1;
+        }
+        for (; i < n; i++) {
+            if (!strcmp(norm_role(msgs[i].role), "user")) A("<|start|>user<|message|>");
+            else A("<|start|>assistant<|channel|>final<|message|>");
+            C(msgs[i].content, false);
+            A("<|end|>");
+        }
+        if (add_generation_prompt) A("<|start|>assistant");
+        break;
+    }
     }
     if (!b.p && text_buf_append(&b, "", 0) < 0) goto oom;
     *out = b.p;

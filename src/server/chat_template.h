@@ -2,7 +2,7 @@
 // template families from the model's Jinja text, and a native renderer for each; not:
 // tokenization, nor a Jinja interpreter). A template we do not recognise falls back to ChatML; a
 // checkpoint without one gets its architecture family's. Invariant: rendering is a pure function of
-// (kind, messages, flags).
+// (kind, messages, flags, options); only harmony's default date reads the clock.
 #ifndef OCTET_CHAT_TEMPLATE_H
 #define OCTET_CHAT_TEMPLATE_H
 
@@ -15,6 +15,14 @@ enum chat_template_kind {
     CHAT_TEMPLATE_LLAMA2,       // <s>[INST] <<SYS>>..<</SYS>> user [/INST] answer </s>
     CHAT_TEMPLATE_GEMMA,        // <start_of_turn>user\n...<end_of_turn>\n
     CHAT_TEMPLATE_PHI3,         // <|user|>\n...<|end|>\n<|assistant|>\n
+    CHAT_TEMPLATE_HARMONY,      // gpt-oss: <|start|>role<|message|>...<|end|>, answers in channels
+};
+
+// What a family's prompt may say beyond the messages (harmony's system message). NULL fields take
+// the defaults: reasoning_effort "medium", date today's (UTC, YYYY-MM-DD).
+struct chat_opts {
+    const char *reasoning_effort;   // "low" | "medium" | "high"
+    const char *date;
 };
 
 struct chat_msg {
@@ -27,13 +35,16 @@ enum chat_template_kind chat_template_detect(const char *jinja);
 const char *chat_template_name(enum chat_template_kind k);
 // The family's own template for a checkpoint that carries none, by struct model_config.arch
 // (llama → llama3, mistral and mixtral → llama2's [INST], qwen2/qwen3/qwen3moe → ChatML, gemma2/gemma3 → gemma,
-// phi3 → phi3); ChatML for any other.
+// phi3 → phi3, gptoss → harmony); ChatML for any other.
 enum chat_template_kind chat_template_for_arch(const char *arch);
 // What serving uses: the checkpoint's own template (chat_template_detect) where it has one, else its
 // family's (chat_template_for_arch).
 enum chat_template_kind chat_template_pick(const char *jinja, const char *arch);
 // The text that ends an assistant turn ("<|im_end|>", "<|eot_id|>"…): a stop string/token.
 const char *chat_template_end_of_turn(enum chat_template_kind k);
+// Every text that ends a reply (stop strings/tokens) into out[0..2): the end of turn, and for harmony
+// also <|call|> (a tool call, which ends sampling too). Returns how many.
+int chat_template_stops(enum chat_template_kind k, const char *out[2]);
 // True if the rendered text starts with the BOS token's text (then encode without adding
 // BOS, parsing special tokens); false: the caller adds BOS as the model's default says.
 bool chat_template_has_bos(enum chat_template_kind k);
@@ -48,5 +59,12 @@ int chat_template_render(enum chat_template_kind k, const struct chat_msg *msgs,
 // the text is the template's own (its special tokens).
 int chat_template_render_spans(enum chat_template_kind k, const struct chat_msg *msgs, int n,
                                bool add_generation_prompt, const char *bos_text, char **out, size_t *spans);
+// The same with the family's options (o may be NULL). Harmony renders its system message (model
+// identity, knowledge cutoff, date, reasoning effort, channels), a first system or developer message
+// as the developer message's instructions, earlier assistant replies in the final channel; a system
+// or developer message anywhere else is refused.
+int chat_template_render_opts(enum chat_template_kind k, const struct chat_msg *msgs, int n,
+                              bool add_generation_prompt, const char *bos_text, const struct chat_opts *o,
+                              char **out, size_t *spans);
 
 #endif

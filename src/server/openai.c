@@ -174,7 +174,24 @@ static int parse_messages(const struct oai_context *c, json_t *b, struct oai_req
     }
     if (!(spans = malloc(sizeof(size_t) * 2 * n))) { oom(e); goto done; }
     for (size_t i = 0; i < 2 * n; i++) spans[i] = SIZE_MAX;  // (a system text a family drops has none)
-    if (chat_template_render_spans(c->tmpl, cm, (int)n, true, bos, &prompt, spans) < 0) {
+    // reasoning_effort: harmony's system message says it; no other family has a place for it
+    struct chat_opts co = {0};
+    json_t *effort = opt(b, "reasoning_effort");
+    if (effort && c->tmpl != CHAT_TEMPLATE_HARMONY) {
+        oai_error_set(e, 400, INVALID, "reasoning_effort", "unsupported_parameter",
+                      "'reasoning_effort' is unsupported: the model's chat template (%s) has no reasoning effort",
+                      chat_template_name(c->tmpl));
+        goto done;
+    }
+    if (effort) {
+        const char *v = json_is_string(effort) ? json_string_value(effort) : "";
+        if (strcmp(v, "low") && strcmp(v, "medium") && strcmp(v, "high")) {
+            bad(e, "reasoning_effort", "'%s' must be \"low\", \"medium\" or \"high\"%s", "");
+            goto done;
+        }
+        co.reasoning_effort = v;
+    }
+    if (chat_template_render_opts(c->tmpl, cm, (int)n, true, bos, &co, &prompt, spans) < 0) {
         oai_error_set(e, 400, INVALID, "messages", NULL, "%s", err_msg());
         goto done;
     }
@@ -260,7 +277,7 @@ static int parse_stop_ids(const struct oai_context *c, json_t *b, struct oai_req
     json_t *a = opt(b, "stop_token_ids");
     size_t n = a ? json_array_size(a) : 0;
     if (a && !json_is_array(a)) return oaf_bad(e, "stop_token_ids", "'stop_token_ids' must be an array of token ids");
-    if (!(r->stop_ids = malloc(sizeof(int32_t) * (n + 1)))) return oom(e);
+    if (!(r->stop_ids = malloc(sizeof(int32_t) * (n + 2)))) return oom(e);  // (+ the template's)
     int n_vocab = tokenizer_n_vocab(c->tok);
     for (size_t i = 0; i < n; i++) {
         json_t *t = json_array_get(a, i);
@@ -401,11 +418,18 @@ int oai_parse(const struct oai_context *c, enum oai_kind kind, const char *body,
     if (kind == OAI_COMPLETION ? parse_prompt(c, b, r, e) < 0 : parse_messages(c, b, r, e) < 0) goto done;
     if (parse_max_tokens(c, b, r, e) < 0) goto done;
     if (oaf_check_fields(b, kind, e) < 0) goto done;  // (after the required fields' own errors)
+    struct harmony h;  // (a vocabulary without harmony's tokens cannot answer in it: serve refuses such a model)
+    if (kind == OAI_CHAT && c->tmpl == CHAT_TEMPLATE_HARMONY && harmony_init(&h, c->tok) < 0) {
+        oai_error_set(e, 500, "server_error", NULL, NULL, "%s", err_msg());
+        goto done;
+    }
     if (kind == OAI_CHAT) {
-        const char *eot = chat_template_end_of_turn(c->tmpl);
-        int id = tokenizer_token_id(c->tok, eot, strlen(eot));
-        if (id >= 0) r->stop_ids[r->n_stop_ids++] = id;
-        else r->stops[r->n_stops++] = strdup(eot);
+        const char *eot[2];
+        for (int i = 0, k = chat_template_stops(c->tmpl, eot); i < k; i++) {
+            int id = tokenizer_token_id(c->tok, eot[i], strlen(eot[i]));
+            if (id >= 0) r->stop_ids[r->n_stop_ids++] = id;
+            else r->stops[r->n_stops++] = strdup(eot[i]);
+        }
     }
     for (int i = 0; i < r->n_stops; i++)
         if (!r->stops[i]) { oom(e); goto done; }
@@ -453,6 +477,9 @@ void oai_response_init(struct oai_response *s, const struct oai_context *c, cons
              (unsigned long long)random_seed() >> 24, atomic_fetch_add(&seq, 1) & 0xffffff);
     text_output_init(&s->out, c->tok, (const char *const *)r->stops, r->n_stops, r->stop_ids, r->n_stop_ids);
     s->out.min_tokens = r->gen.sp.min_tokens;
+    // (oai_parse's harmony_init check of the vocabulary passed, so this one does too)
+    s->harmony = r->kind == OAI_CHAT && c->tmpl == CHAT_TEMPLATE_HARMONY && harmony_init(&s->hm, c->tok) == 0;
+    text_output_init(&s->rout, c->tok, NULL, 0, NULL, 0);
     if (r->logprobs && !streaming)
         s->lp = empty_logprobs(r->kind);
     if (r->echo && !streaming) text_buf_append(&s->text, r->echo_text, r->n_echo);  // (the completion follows)
@@ -461,6 +488,8 @@ void oai_response_init(struct oai_response *s, const struct oai_context *c, cons
 void oai_response_free(struct oai_response *s) {
     text_output_free(&s->out);
     text_buf_free(&s->text);
+    text_output_free(&s->rout);
+    text_buf_free(&s->rtext);
     json_decref(s->lp);
     s->lp = NULL;
 }
@@ -527,13 +556,16 @@ static void add_logprobs(const struct oai_response *s, json_t *lp, const struct 
     }
 }
 
-// A streaming chunk carrying text (may be empty), logprobs (may be NULL) and finish reason.
-static json_t *chunk(struct oai_response *s, const char *text, size_t n, json_t *lp, const char *finish) {
+// A streaming chunk carrying text (may be empty), reasoning (chat, harmony: rn > 0 puts it in the delta
+// instead of an empty content), logprobs (may be NULL) and finish reason.
+static json_t *chunk_r(struct oai_response *s, const char *text, size_t n, const char *rtext, size_t rn, json_t *lp,
+                       const char *finish) {
     json_t *choice;
     if (s->r->kind == OAI_CHAT) {
         json_t *delta = json_object();
         if (!s->sent_role) { json_object_set_new(delta, "role", json_string("assistant")); s->sent_role = true; }
-        if (n || !finish) json_object_set_new(delta, "content", jstr(text, n));
+        if (rn) json_object_set_new(delta, "reasoning_content", jstr(rtext, rn));
+        if (n || (!finish && !rn)) json_object_set_new(delta, "content", jstr(text, n));
         choice = json_pack("{s:i,s:o,s:o,s:o}", "index", 0, "delta", delta, "logprobs", lp ? lp : json_null(),
                            "finish_reason", finish ? json_string(finish) : json_null());
     } else {
@@ -547,13 +579,33 @@ static json_t *chunk(struct oai_response *s, const char *text, size_t n, json_t 
     return o;
 }
 
+static json_t *chunk(struct oai_response *s, const char *text, size_t n, json_t *lp, const char *finish) {
+    return chunk_r(s, text, n, NULL, 0, lp, finish);
+}
+
+static bool is_stop_id(const struct oai_request *r, int32_t id) {
+    for (int i = 0; i < r->n_stop_ids; i++)
+        if (r->stop_ids[i] == id) return true;
+    return false;
+}
+
+// Feeds a harmony reply's token to the output its channel says (stop ids always to the content's, which
+// holds them); a header's tokens only count towards min_tokens. Returns text_output_push's result.
+static int harmony_token(struct oai_response *s, int32_t id, struct text_buf *t, struct text_buf *rt) {
+    enum harmony_route w = harmony_push(&s->hm, id);
+    if (w == HARMONY_CONTENT || is_stop_id(s->r, id)) return text_output_push(&s->out, id, t);
+    text_output_skip(&s->out);
+    return w == HARMONY_REASONING ? (text_output_push(&s->rout, id, rt) < 0 ? -1 : 0) : 0;
+}
+
 int oai_response_token(struct oai_response *s, const struct gen_event *ev, json_t **out) {
     *out = NULL;
     if (s->out.stopped) return 1;
     size_t offset = s->out.n_chars;  // (OpenAI's text_offset counts characters)
-    struct text_buf t = {0};
-    int rc = text_output_push(&s->out, ev->token, s->streaming ? &t : &s->text);
-    if (rc < 0) return -1;
+    struct text_buf t = {0}, rt = {0};
+    int rc = s->harmony ? harmony_token(s, ev->token, s->streaming ? &t : &s->text, s->streaming ? &rt : &s->rtext)
+                        : text_output_push(&s->out, ev->token, s->streaming ? &t : &s->text);
+    if (rc < 0) { text_buf_free(&t); text_buf_free(&rt); return -1; }
     s->n_generated++;
     json_t *lp = NULL;
     if (s->r->logprobs) {
@@ -566,8 +618,9 @@ int oai_response_token(struct oai_response *s, const struct gen_event *ev, json_
     }
     // one chunk per generated token, even when its text is held back (incomplete UTF-8,
     // a possible stop string): clients and benchmarks timestamp tokens, not bytes
-    if (s->streaming) *out = chunk(s, t.p, t.n, lp, NULL);
+    if (s->streaming) *out = chunk_r(s, t.p, t.n, rt.p, rt.n, lp, NULL);
     text_buf_free(&t);
+    text_buf_free(&rt);
     return rc;
 }
 
@@ -590,18 +643,27 @@ json_t *oai_response_usage_chunk(const struct oai_response *s, int n_cached) {
 
 int oai_response_finish(struct oai_response *s, const char *finish, int n_cached, json_t **out) {
     if (s->out.stopped) finish = "stop";
-    struct text_buf t = {0};
-    if (text_output_finish(&s->out, s->streaming ? &t : &s->text) < 0) return -1;
-    if (s->streaming) {
-        *out = chunk(s, t.p, t.n, NULL, finish);
+    struct text_buf t = {0}, rt = {0};
+    if (text_output_finish(&s->out, s->streaming ? &t : &s->text) < 0 ||
+        (s->harmony && text_output_finish(&s->rout, s->streaming ? &rt : &s->rtext) < 0)) {
         text_buf_free(&t);
+        text_buf_free(&rt);
+        return -1;
+    }
+    if (s->streaming) {
+        *out = chunk_r(s, t.p, t.n, rt.p, rt.n, NULL, finish);
+        text_buf_free(&t);
+        text_buf_free(&rt);
         return *out ? 0 : -1;
     }
     json_t *lp = s->lp ? json_incref(s->lp) : json_null(), *choice;
-    if (s->r->kind == OAI_CHAT)
+    if (s->r->kind == OAI_CHAT) {
         choice = json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", 0, "message", "role", "assistant", "content",
                            jstr(s->text.p ? s->text.p : "", s->text.n), "logprobs", lp, "finish_reason", finish);
-    else
+        if (choice && s->harmony)
+            json_object_set_new(json_object_get(choice, "message"), "reasoning_content",
+                                jstr(s->rtext.p ? s->rtext.p : "", s->rtext.n));
+    } else
         choice = json_pack("{s:i,s:o,s:o,s:s}", "index", 0, "text", jstr(s->text.p ? s->text.p : "", s->text.n),
                            "logprobs", lp, "finish_reason", finish);
     *out = json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o}", "id", s->id, "object",

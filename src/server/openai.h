@@ -12,6 +12,7 @@
 
 #include "../engine/engine.h"
 #include "chat_template.h"
+#include "harmony.h"
 #include "text_output.h"
 
 #define OAI_MAX_STOPS 4
@@ -42,10 +43,10 @@ struct oai_request {
     struct gen_request gen;     // gen.prompt points at prompt_ids
     int32_t *prompt_ids;        // [n_prompt] malloc'd
     int n_prompt;
-    char *stops[OAI_MAX_STOPS + 1]; // malloc'd; +1 for the chat end-of-turn text
+    char *stops[OAI_MAX_STOPS + 2]; // malloc'd; +2 for the chat template's end-of-turn texts
     int n_stops;
     int32_t *stop_ids;          // [n_stop_ids] malloc'd: stop_token_ids, then (chat) the end-of-turn
-    int n_stop_ids;             // token if the vocabulary has one; gen.stop_ids points here
+    int n_stop_ids;             // tokens the vocabulary has; gen.stop_ids points here
     struct logit_bias *bias;    // [gen.sp.n_bias] malloc'd; gen.sp.bias points here
     bool echo;                  // completions: "echo": true
     char *echo_text;            // with echo: the prompt's text (malloc'd)
@@ -72,6 +73,12 @@ struct oai_response {
     long long created;
     struct text_output out;
     struct text_buf text;       // whole mode: the released text so far
+    // chat in the harmony format (gpt-oss): the analysis channel's text is the reasoning, decoded apart
+    // (reasoning_content, vLLM's field); out and text hold the final channel's
+    bool harmony;
+    struct harmony hm;
+    struct text_output rout;
+    struct text_buf rtext;      // whole mode: the reasoning released so far
     json_t *lp;                 // whole mode: logprobs accumulated (NULL if not asked)
     bool streaming, sent_role;
     int n_generated;            // tokens consumed up to (and including) a stop

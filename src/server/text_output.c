@@ -125,6 +125,12 @@ int text_output_push(struct text_output *o, int32_t id, struct text_buf *out) {
     return scan(o, out);
 }
 
+void text_output_skip(struct text_output *o) {
+    if (o->stopped) return;
+    o->n_pushed++;
+    if (o->n_pushed <= o->min_tokens) o->stop_floor = o->n_pushed < o->min_tokens ? SIZE_MAX : o->n_decoded;
+}
+
 int text_output_finish(struct text_output *o, struct text_buf *out) {
     if (o->stopped) return 0;
     char tail[16];

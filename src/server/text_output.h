@@ -51,6 +51,9 @@ void text_output_free(struct text_output *o);
 // rest dropped; the caller should abort the request), 0 otherwise, <0 on out of memory.
 // After a hit, further pushes release nothing.
 int text_output_push(struct text_output *o, int32_t id, struct text_buf *out);
+// Counts a generated token that holds no text of this output (a harmony header, another channel's
+// text) towards min_tokens.
+void text_output_skip(struct text_output *o);
 // End of stream: releases the held tail and any incomplete UTF-8 (as U+FFFD).
 int text_output_finish(struct text_output *o, struct text_buf *out);
 

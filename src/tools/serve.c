@@ -12,6 +12,7 @@
 #include "../engine/engine.h"
 #include "../model/model.h"
 #include "../model/tokenizer.h"
+#include "../server/harmony.h"
 #include "../server/http.h"
 #include "../server/http_guard.h"
 #include "cli.h"
@@ -227,8 +228,23 @@ int cmd_serve(int argc, char **argv) {
     struct oai_context c = {.tok = m->tok, .served_name = name ? name : base, .model_path = a.model,
                             .max_model_len = plan.max_model_len, .tmpl = chat_template_pick(tmpl, m->cfg.arch)};
     c.special_in_content = special_in_content;
-    fprintf(stderr, "octet: chat template: %s%s%s%s\n", chat_template_name(c.tmpl),
-            tmpl ? "" : " (the model has none: the ", tmpl ? "" : m->cfg.arch, tmpl ? "" : " family's)");
+    // harmony needs its special tokens: a checkpoint whose own template is harmony without them is refused;
+    // a gpt-oss shape without a template or those tokens (dummy:gpt-oss-20b's byte vocabulary) chats in ChatML
+    struct harmony hm;
+    bool no_harmony = c.tmpl == CHAT_TEMPLATE_HARMONY && harmony_init(&hm, m->tok) < 0;
+    if (no_harmony && tmpl) {
+        fprintf(stderr, "octet: chat template harmony: %s\n", err_msg());
+        engine_destroy(e);
+        model_free(m);
+        return 1;
+    }
+    if (no_harmony) c.tmpl = CHAT_TEMPLATE_CHATML;
+    if (no_harmony)
+        fprintf(stderr, "octet: chat template: chatml (the model has none, and the %s family's, harmony, needs "
+                "special tokens the vocabulary lacks)\n", m->cfg.arch);
+    else
+        fprintf(stderr, "octet: chat template: %s%s%s%s\n", chat_template_name(c.tmpl),
+                tmpl ? "" : " (the model has none: the ", tmpl ? "" : m->cfg.arch, tmpl ? "" : " family's)");
     if (server_start(&s, e, &c, &so) < 0) {
         fprintf(stderr, "octet: %s\n", err_msg());
         engine_destroy(e);

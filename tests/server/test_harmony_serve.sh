@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# End-to-end: `octet serve` of a gpt-oss checkpoint in transformers' newer layout (the random-weight
+# tests/data/hf/gptoss model with tests/data/tok_harmony's vocabulary and chat_template.jinja) speaks
+# harmony: the startup report names it, chat answers carry reasoning_content beside content (whole and
+# streamed), reasoning_effort is taken and checked; a gpt-oss shape whose vocabulary lacks harmony's tokens
+# (dummy:tiny-gpt-oss) chats in ChatML, and a checkpoint whose own template is harmony without them is
+# refused at startup. Prints "N passed, N failed" last.
+set -u
+BUILD=${BUILD:-build}
+OCTET="$BUILD/octet"
+. tests/server/lib.sh
+
+ck() { mkdir -p "$1"; cp tests/data/hf/gptoss/config.json tests/data/hf/gptoss/model.safetensors "$1/"; }
+ck "$tmp/oss"
+cp tests/data/tok_harmony/tokenizer.json tests/data/tok_harmony/tokenizer_config.json \
+   tests/data/tok_harmony/chat_template.jinja "$tmp/oss/"
+
+MODEL="$tmp/oss"
+C=/v1/chat/completions
+if start_server harmony --max-model-len 512; then
+  grep -q "chat template: harmony" "$tmp/harmony.log" && ok || bad "startup report: $(grep 'chat template' "$tmp/harmony.log")"
+  post $C '{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi"}],"max_tokens":12,
+            "temperature":0,"reasoning_effort":"high"}'
+  [ "$CODE" = 200 ] && py "isinstance(d['choices'][0]['message']['content'], str)" \
+    "isinstance(d['choices'][0]['message']['reasoning_content'], str)" \
+    "d['usage']['completion_tokens'] >= 1" && ok || bad "harmony chat: $CODE $(head -c 300 "$tmp/body")"
+  post $C '{"messages":[{"role":"user","content":"hi"}],"max_tokens":12,"temperature":0,"stream":true}'
+  [ "$CODE" = 200 ] && py "s.rstrip().endswith('data: [DONE]')" \
+    "all(set(json.loads(l[6:])['choices'][0]['delta']) <= {'role','content','reasoning_content'} for l in s.splitlines() if l.startswith('data: {'))" \
+    && ok || bad "harmony stream: $CODE $(head -c 300 "$tmp/body")"
+  post $C '{"messages":[{"role":"user","content":"hi"}],"reasoning_effort":"extreme"}'
+  [ "$CODE" = 400 ] && py "d['error']['param'] == 'reasoning_effort'" && ok || bad "bad effort: $CODE"
+  # a system message after the conversation began is not harmony
+  post $C '{"messages":[{"role":"user","content":"hi"},{"role":"system","content":"x"}]}'
+  [ "$CODE" = 400 ] && py "'messages[1]' in d['error']['message']" && ok || bad "late system: $CODE $(head -c 300 "$tmp/body")"
+  stop_server "$SPID"
+fi
+
+# the same weights with a byte vocabulary and no template: gptoss's family would be harmony, which needs
+# tokens this vocabulary lacks, so chat falls back to ChatML and says so; reasoning_effort is then refused
+MODEL=dummy:tiny-gpt-oss
+if start_server bytes --max-model-len 512; then
+  grep -q "chat template: chatml (the model has none, and the gptoss family's, harmony" "$tmp/bytes.log" && ok \
+    || bad "fallback report: $(grep 'chat template' "$tmp/bytes.log")"
+  post $C '{"messages":[{"role":"user","content":"hi"}],"max_tokens":4,"reasoning_effort":"low"}'
+  [ "$CODE" = 400 ] && py "d['error']['param'] == 'reasoning_effort'" "'chatml' in d['error']['message']" && ok \
+    || bad "chatml effort: $CODE"
+  stop_server "$SPID"
+fi
+
+# a checkpoint whose own template is harmony, with a vocabulary that lacks its tokens: refused, naming one
+ck "$tmp/broken"
+cp tests/data/tok_bpe/tokenizer.json "$tmp/broken/"
+printf '{"add_bos_token": false}\n' > "$tmp/broken/tokenizer_config.json"
+cp tests/data/tok_harmony/chat_template.jinja "$tmp/broken/"
+out=$("$OCTET" serve --model "$tmp/broken" --port 0 2>&1 >/dev/null); rc=$?
+[ $rc -ne 0 ] && grep -q "harmony chat format needs the token <|" <<<"$out" && ok || bad "broken checkpoint: rc $rc: $out"
+
+echo "harmony_serve: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,218 @@
+// test_harmony.c — gpt-oss's chat format in the server (src/server/chat_template.c's harmony renderer,
+// harmony.c's reply router, openai.c's reasoning_content), on tests/data/tok_harmony: a byte-level BPE
+// with the harmony special tokens whose template sits in chat_template.jinja, as transformers writes it.
+// Checks: the template is read from the .jinja file and detected, and gptoss checkpoints without one get
+// harmony; the prompt is the model card's format (system message with date and reasoning effort, the
+// user's system prompt as developer instructions, earlier replies in the final channel); reasoning_effort
+// is taken for harmony, refused elsewhere and for bad values; a reply's analysis channel becomes
+// reasoning_content and its final channel the content, whole and streamed, headers in neither; stop
+// strings apply to the content only; <|return|> and <|call|> end a reply.
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/base/check.h"
+#include "../../src/model/tokenizer.h"
+#include "../../src/server/openai.h"
+#include "../test.h"
+
+static struct tokenizer *tok;
+static struct oai_context ctx;
+
+TEST(template_from_jinja_file) {
+    const char *j = tokenizer_chat_template(tok);
+    CHECK(j && strstr(j, "<|channel|>final"));
+    CHECK_EQ_INT(chat_template_detect(j), CHAT_TEMPLATE_HARMONY);
+    CHECK_EQ_INT(chat_template_pick(NULL, "gptoss"), CHAT_TEMPLATE_HARMONY);
+    CHECK(!strcmp(chat_template_name(CHAT_TEMPLATE_HARMONY), "harmony"));
+    CHECK(!chat_template_has_bos(CHAT_TEMPLATE_HARMONY));
+    // the other families' signatures still win where they appear
+    CHECK_EQ_INT(chat_template_detect("<|im_start|>{{ m }}<|im_end|>"), CHAT_TEMPLATE_CHATML);
+    CHECK_EQ_INT(chat_template_detect("<|user|>{{ m }}<|end|>"), CHAT_TEMPLATE_PHI3);
+}
+
+TEST(prompt_format) {
+    struct chat_msg m[4] = {{"system", "Answer briefly."}, {"user", "2+2?"}, {"assistant", "4"}, {"user", "3+3?"}};
+    struct chat_opts o = {.reasoning_effort = "low", .date = "2026-12-06"};
+    char *text = NULL;
+    size_t spans[8];
+    CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_HARMONY, m, 4, true, NULL, &o, &text, spans));
+    const char *want =
+        "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+        "Knowledge cutoff: 2024-06\nCurrent date: 2026-12-06\n\nReasoning: low\n\n"
+        "# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>"
+        "<|start|>developer<|message|># Instructions\n\nAnswer briefly.\n\n<|end|>"
+        "<|start|>user<|message|>2+2?<|end|>"
+        "<|start|>assistant<|channel|>final<|message|>4<|end|>"
+        "<|start|>user<|message|>3+3?<|end|>"
+        "<|start|>assistant";
+    CHECK_MSG(text && !strcmp(text, want), "got:\n%s", text ? text : "(null)");
+    // each content's span holds exactly its text, in order
+    for (int i = 0; text && i < 4; i++)
+        CHECK(spans[2 * i + 1] - spans[2 * i] == strlen(m[i].content) &&
+              !memcmp(text + spans[2 * i], m[i].content, strlen(m[i].content)));
+    free(text);
+    // defaults: medium effort, today's date; a developer message is the instructions too
+    m[0].role = "developer";
+    CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_HARMONY, m, 2, false, NULL, NULL, &text, NULL));
+    CHECK(text && strstr(text, "Reasoning: medium\n") && strstr(text, "Current date: 20") &&
+          strstr(text, "# Instructions\n\nAnswer briefly.") && !strstr(text, "<|start|>assistant"));
+    free(text);
+    // a system message after the first is refused, naming it
+    struct chat_msg late[2] = {{"user", "hi"}, {"system", "be terse"}};
+    text = NULL;
+    CHECK(chat_template_render_opts(CHAT_TEMPLATE_HARMONY, late, 2, true, NULL, NULL, &text, NULL) < 0 &&
+          strstr(err_msg(), "messages[1]") && !text);
+}
+
+// Parses a chat body; returns the HTTP status (0 = parsed, r kept).
+static int parse(const char *body, struct oai_request *r, struct oai_error *e) {
+    return oai_parse(&ctx, OAI_CHAT, body, strlen(body), r, e) == 0 ? 0 : e->status;
+}
+
+TEST(reasoning_effort) {
+    struct oai_request r;
+    struct oai_error e;
+    CHECK_EQ_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"reasoning_effort\":\"high\"}", &r, &e), 0);
+    char text[2048];
+    size_t k = tokenizer_decode(tok, r.prompt_ids, r.n_prompt, true, text, sizeof text);
+    text[k < sizeof text ? k : sizeof text - 1] = 0;
+    CHECK_MSG(strstr(text, "Reasoning: high\n") && strstr(text, "<|start|>user<|message|>hi<|end|><|start|>assistant"),
+              "%s", text);
+    // <|return|> and <|call|> end the reply
+    int ret = tokenizer_token_id(tok, "<|return|>", 10), call = tokenizer_token_id(tok, "<|call|>", 8), seen = 0;
+    for (int i = 0; i < r.n_stop_ids; i++) seen |= (r.stop_ids[i] == ret) | (r.stop_ids[i] == call) << 1;
+    CHECK_EQ_INT(seen, 3);
+    oai_request_free(&r);
+    CHECK_EQ_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"reasoning_effort\":\"max\"}", &r, &e),
+                 400);
+    CHECK(e.param && !strcmp(e.param, "reasoning_effort"));
+    // a family with no reasoning effort refuses it; completions never take it
+    ctx.tmpl = CHAT_TEMPLATE_CHATML;
+    CHECK_EQ_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"reasoning_effort\":\"low\"}", &r, &e),
+                 400);
+    CHECK(strstr(e.message, "chatml"));
+    ctx.tmpl = CHAT_TEMPLATE_HARMONY;
+    const char *cb = "{\"prompt\":\"hi\",\"reasoning_effort\":\"low\"}";
+    CHECK_EQ_INT(oai_parse(&ctx, OAI_COMPLETION, cb, strlen(cb), &r, &e) == 0 ? 0 : e.status, 400);
+}
+
+static const char *REPLY = "<|channel|>analysis<|message|>Think there.<|end|><|start|>assistant<|channel|>final"
+                           "<|message|>Hi there, friend<|return|>";
+
+// Feeds REPLY's tokens to a response of body; returns the final JSON (whole) or the chunks' deltas
+// concatenated into *content / *reasoning (streaming), and how many tokens were consumed before the stop.
+static json_t *reply(const char *body, bool streaming, struct text_buf *content, struct text_buf *reasoning,
+                     int *consumed) {
+    struct oai_request r;
+    struct oai_error e;
+    if (parse(body, &r, &e)) { fprintf(stderr, "  %s\n", e.message); return NULL; }
+    int32_t *ids = NULL;
+    int n = 0;
+    if (tokenizer_encode(tok, REPLY, strlen(REPLY), false, true, &ids, &n) < 0) return NULL;
+    struct oai_response s;
+    oai_response_init(&s, &ctx, &r, streaming);
+    json_t *o = NULL;
+    *consumed = 0;
+    for (int i = 0; i < n; i++) {
+        struct gen_event ev = {.kind = GEN_TOKEN, .token = ids[i]};
+        json_t *ch = NULL;
+        int rc = oai_response_token(&s, &ev, &ch);
+        ++*consumed;
+        for (json_t *c = ch; c; c = NULL) {
+            json_t *d = json_object_get(json_array_get(json_object_get(c, "choices"), 0), "delta");
+            json_t *ct = json_object_get(d, "content"), *rs = json_object_get(d, "reasoning_content");
+            if (json_is_string(ct)) text_buf_append(content, json_string_value(ct), json_string_length(ct));
+            if (json_is_string(rs)) text_buf_append(reasoning, json_string_value(rs), json_string_length(rs));
+        }
+        json_decref(ch);
+        if (rc) break;
+    }
+    oai_response_finish(&s, "length", 0, &o);
+    if (streaming) {
+        json_t *d = json_object_get(json_array_get(json_object_get(o, "choices"), 0), "delta");
+        json_t *ct = json_object_get(d, "content"), *rs = json_object_get(d, "reasoning_content");
+        if (json_is_string(ct)) text_buf_append(content, json_string_value(ct), json_string_length(ct));
+        if (json_is_string(rs)) text_buf_append(reasoning, json_string_value(rs), json_string_length(rs));
+    }
+    oai_response_free(&s);
+    oai_request_free(&r);
+    free(ids);
+    return o;
+}
+
+static const char *BODY = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
+
+TEST(channels_whole) {
+    struct text_buf c = {0}, rs = {0};
+    int used = 0, n_all = 0;
+    int32_t *ids = NULL;
+    CHECK_OK(tokenizer_encode(tok, REPLY, strlen(REPLY), false, true, &ids, &n_all));
+    free(ids);
+    json_t *o = reply(BODY, false, &c, &rs, &used);
+    json_t *ch = json_array_get(json_object_get(o, "choices"), 0), *msg = json_object_get(ch, "message");
+    const char *content = json_string_value(json_object_get(msg, "content"));
+    const char *reasoning = json_string_value(json_object_get(msg, "reasoning_content"));
+    CHECK_MSG(content && !strcmp(content, "Hi there, friend"), "content: %s", content ? content : "(null)");
+    CHECK_MSG(reasoning && !strcmp(reasoning, "Think there."), "reasoning: %s", reasoning ? reasoning : "(null)");
+    CHECK(!strcmp(json_string_value(json_object_get(ch, "finish_reason")), "stop"));
+    CHECK_EQ_INT(used, n_all);  // (<|return|>, the last token, stopped it)
+    json_decref(o);
+    // a stop string cuts the content, never the reasoning, which holds it too
+    o = reply("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":\"there\"}", false, &c, &rs, &used);
+    msg = json_object_get(json_array_get(json_object_get(o, "choices"), 0), "message");
+    content = json_string_value(json_object_get(msg, "content"));
+    reasoning = json_string_value(json_object_get(msg, "reasoning_content"));
+    CHECK_MSG(content && !strcmp(content, "Hi "), "content: %s", content ? content : "(null)");
+    CHECK_MSG(reasoning && !strcmp(reasoning, "Think there."), "reasoning: %s", reasoning ? reasoning : "(null)");
+    CHECK(used < n_all);
+    json_decref(o);
+    text_buf_free(&c);
+    text_buf_free(&rs);
+}
+
+TEST(channels_streamed) {
+    struct text_buf c = {0}, rs = {0};
+    int used = 0;
+    json_t *o = reply(BODY, true, &c, &rs, &used);
+    CHECK(o != NULL);
+    CHECK_MSG(c.p && !strcmp(c.p, "Hi there, friend"), "content: %s", c.p ? c.p : "(null)");
+    CHECK_MSG(rs.p && !strcmp(rs.p, "Think there."), "reasoning: %s", rs.p ? rs.p : "(null)");
+    json_decref(o);
+    text_buf_free(&c);
+    text_buf_free(&rs);
+    // a model that names no channel: its text is the content
+    struct harmony h;
+    CHECK_OK(harmony_init(&h, tok));
+    CHECK_EQ_INT(harmony_push(&h, tokenizer_token_id(tok, "<|message|>", 11)), HARMONY_CONTROL);
+    CHECK_EQ_INT(harmony_push(&h, 'a'), HARMONY_CONTENT);
+}
+
+TEST(vocabulary_without_harmony_tokens) {
+    struct tokenizer *plain = NULL;
+    CHECK_OK(tokenizer_from_hf_json(&plain, "tests/data/tok_bpe/tokenizer.json"));
+    struct harmony h;
+    CHECK(plain && harmony_init(&h, plain) < 0 && strstr(err_msg(), "<|"));
+    struct oai_context c2 = ctx;
+    c2.tok = plain;
+    struct oai_request r;
+    struct oai_error e;
+    CHECK(plain && oai_parse(&c2, OAI_CHAT, BODY, strlen(BODY), &r, &e) < 0 && e.status == 500);
+    tokenizer_free(plain);
+}
+
+int main(void) {
+    if (tokenizer_from_hf_json(&tok, "tests/data/tok_harmony/tokenizer.json") < 0) {
+        fprintf(stderr, "%s\n", err_msg());
+        return 1;
+    }
+    ctx = (struct oai_context){.tok = tok, .served_name = "gpt-oss", .model_path = "gpt-oss",
+                               .max_model_len = 4096, .tmpl = CHAT_TEMPLATE_HARMONY};
+    RUN(template_from_jinja_file);
+    RUN(prompt_format);
+    RUN(reasoning_effort);
+    RUN(channels_whole);
+    RUN(channels_streamed);
+    RUN(vocabulary_without_harmony_tokens);
+    tokenizer_free(tok);
+    return test_summary("harmony");
+}
