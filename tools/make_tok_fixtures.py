@@ -5,7 +5,8 @@ Owns: a tiny byte-level BPE vocabulary (256 GPT-2-mapped byte symbols + ~30 merg
 tokens) written both as HF tokenizer.json (+ tokenizer_config.json) and as a GGUF "gpt2"
 tokenizer, a tiny SPM GGUF for merge-order checks, and malformed GGUFs for error paths; and
 tok_harmony/, the same vocabulary with gpt-oss's harmony special tokens and its template in
-chat_template.jinja (transformers' newer layout) for tests/unit/test_harmony.c.
+chat_template.jinja (transformers' newer layout), and tok_qwen3/ with Qwen3's turn tokens and think
+tags, for tests/unit/test_reasoning.c.
 The expected encodings live, hand-derived, in tests/unit/test_tokenizer.c.
 Run from the repo root: python3 tools/make_tok_fixtures.py
 """
@@ -55,6 +56,14 @@ HARMONY_TEMPLATE = ("{#- A stand-in for gpt-oss's chat_template.jinja: octet det
                     "{%- for m in messages %}<|start|>{{ m.role }}{% if m.role == 'assistant' %}<|channel|>final"
                     "{% endif %}<|message|>{{ m.content }}<|end|>{% endfor %}\n"
                     "{%- if add_generation_prompt %}<|start|>assistant{% endif %}\n")
+
+
+# Qwen3's turn tokens and think tags (the tags are not special in its vocabulary), and a stand-in for its
+# template: ChatML that names enable_thinking
+QWEN3_TOKENS = [("<|im_start|>", True), ("<|im_end|>", True), ("<think>", False), ("</think>", False)]
+QWEN3_TEMPLATE = ("{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+                  "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- if enable_thinking is defined and "
+                  "enable_thinking is false %}<think>\n\n</think>\n\n{%- endif %}{%- endif %}")
 
 
 def bpe_vocab():
@@ -175,6 +184,14 @@ def main():
     write_json(f"{OUT}/tok_harmony/tokenizer_config.json", {"add_bos_token": False, "eos_token": "<|return|>"})
     with open(f"{OUT}/tok_harmony/chat_template.jinja", "w", encoding="utf-8") as f:
         f.write(HARMONY_TEMPLATE)
+    qwen3 = hf_json(toks, types, True)
+    for c, special in QWEN3_TOKENS:
+        qwen3["added_tokens"].append({"id": len(toks) + len(qwen3["added_tokens"]) - len(ADDED), "content": c,
+                                      "single_word": False, "lstrip": False, "rstrip": False,
+                                      "normalized": False, "special": special})
+    write_json(f"{OUT}/tok_qwen3/tokenizer.json", qwen3)
+    write_json(f"{OUT}/tok_qwen3/tokenizer_config.json",
+               {"add_bos_token": False, "eos_token": "<|im_end|>", "chat_template": QWEN3_TEMPLATE})
     bpe_kvs = [("general.architecture", STR, "llama"), ("tokenizer.ggml.model", STR, "gpt2"),
                ("tokenizer.ggml.pre", STR, "llama-bpe"), ("tokenizer.ggml.tokens", ARR, (STR, toks)),
                ("tokenizer.ggml.token_type", ARR, (I32, types)),

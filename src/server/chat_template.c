@@ -14,7 +14,7 @@ enum chat_template_kind chat_template_detect(const char *j) {
     if (!j) return CHAT_TEMPLATE_CHATML;
     if (strstr(j, "<|start_header_id|>")) return CHAT_TEMPLATE_LLAMA3;
     if (strstr(j, "<|channel|>") || (strstr(j, "<|start|>") && strstr(j, "<|message|>"))) return CHAT_TEMPLATE_HARMONY;
-    if (strstr(j, "<|im_start|>")) return CHAT_TEMPLATE_CHATML;
+    if (strstr(j, "<|im_start|>")) return strstr(j, "enable_thinking") ? CHAT_TEMPLATE_QWEN3 : CHAT_TEMPLATE_CHATML;
     if (strstr(j, "<start_of_turn>")) return CHAT_TEMPLATE_GEMMA;
     if (strstr(j, "[INST]")) return CHAT_TEMPLATE_LLAMA2;
     if (strstr(j, "<|user|>") && strstr(j, "<|end|>")) return CHAT_TEMPLATE_PHI3;
@@ -42,6 +42,7 @@ const char *chat_template_name(enum chat_template_kind k) {
     case CHAT_TEMPLATE_GEMMA: return "gemma";
     case CHAT_TEMPLATE_PHI3: return "phi3";
     case CHAT_TEMPLATE_HARMONY: return "harmony";
+    case CHAT_TEMPLATE_QWEN3: return "qwen3";
     default: return "chatml";
     }
 }
@@ -65,7 +66,8 @@ int chat_template_stops(enum chat_template_kind k, const char *out[2]) {
 }
 
 bool chat_template_has_bos(enum chat_template_kind k) {
-    return k != CHAT_TEMPLATE_CHATML && k != CHAT_TEMPLATE_PHI3 && k != CHAT_TEMPLATE_HARMONY;
+    return k != CHAT_TEMPLATE_CHATML && k != CHAT_TEMPLATE_QWEN3 && k != CHAT_TEMPLATE_PHI3 &&
+           k != CHAT_TEMPLATE_HARMONY;
 }
 
 // Role as the family spells it; NULL if the role is not a chat role.
@@ -114,10 +116,18 @@ int chat_template_render_opts(enum chat_template_kind k, const struct chat_msg *
         }
     switch (k) {
     case CHAT_TEMPLATE_CHATML:
+    case CHAT_TEMPLATE_QWEN3:
         for (int i = 0; i < n; i++) {
-            A("<|im_start|>"); A(norm_role(msgs[i].role)); A("\n"); C(msgs[i].content, false); A("<|im_end|>\n");
+            const char *r = norm_role(msgs[i].role), *t = msgs[i].content, *end;
+            // Qwen3: an earlier reply without its reasoning (the text after its last </think>, newlines stripped)
+            if (k == CHAT_TEMPLATE_QWEN3 && !strcmp(r, "assistant"))
+                for (; (end = strstr(t, "</think>")); t = end + 8) {}
+            if (t != msgs[i].content) t += strspn(t, "\n");
+            A("<|im_start|>"); A(r); A("\n"); C(t, false); A("<|im_end|>\n");
         }
         if (add_generation_prompt) A("<|im_start|>assistant\n");
+        if (add_generation_prompt && k == CHAT_TEMPLATE_QWEN3 && o && o->no_thinking)
+            A("<think>\n\n</think>\n\n");
         break;
     case CHAT_TEMPLATE_LLAMA3:
         A(bos);

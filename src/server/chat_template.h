@@ -16,6 +16,7 @@ enum chat_template_kind {
     CHAT_TEMPLATE_GEMMA,        // <start_of_turn>user\n...<end_of_turn>\n
     CHAT_TEMPLATE_PHI3,         // <|user|>\n...<|end|>\n<|assistant|>\n
     CHAT_TEMPLATE_HARMONY,      // gpt-oss: <|start|>role<|message|>...<|end|>, answers in channels
+    CHAT_TEMPLATE_QWEN3,        // ChatML with Qwen3's thinking switch (enable_thinking) and <think> blocks
 };
 
 // What a family's prompt may say beyond the messages (harmony's system message). NULL fields take
@@ -23,6 +24,7 @@ enum chat_template_kind {
 struct chat_opts {
     const char *reasoning_effort;   // "low" | "medium" | "high"
     const char *date;
+    bool no_thinking;               // qwen3 (enable_thinking false): the reply's <think> block closed at once
 };
 
 struct chat_msg {
@@ -59,7 +61,9 @@ int chat_template_render(enum chat_template_kind k, const struct chat_msg *msgs,
 // the text is the template's own (its special tokens).
 int chat_template_render_spans(enum chat_template_kind k, const struct chat_msg *msgs, int n,
                                bool add_generation_prompt, const char *bos_text, char **out, size_t *spans);
-// The same with the family's options (o may be NULL). Harmony renders its system message (model
+// The same with the family's options (o may be NULL). Qwen3 renders ChatML, earlier replies without their
+// <think> block (the text after the last </think>), and with no_thinking an empty block after the
+// generation prompt. Harmony renders its system message (model
 // identity, knowledge cutoff, date, reasoning effort, channels), a first system or developer message
 // as the developer message's instructions, earlier assistant replies in the final channel; a system
 // or developer message anywhere else is refused.

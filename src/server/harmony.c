@@ -7,7 +7,8 @@
 
 static int special(const struct tokenizer *t, const char *text, int32_t *id) {
     *id = tokenizer_token_id(t, text, strlen(text));
-    if (*id < 0) return err_set(OCT_EINVAL, "the harmony chat format needs the token %s, which the vocabulary lacks", text);
+    if (*id < 0)
+        return err_set(OCT_EINVAL, "the harmony chat format needs the token %s, which the vocabulary lacks", text);
     return 0;
 }
 

@@ -119,7 +119,8 @@ static const struct field fields[] = {
     {"add_special_tokens", BOTH, NEVER}, {"priority", BOTH, NEVER}, {"modalities", BOTH, NEVER},
     {"audio", BOTH, NEVER}, {"prediction", BOTH, NEVER},
     {"reasoning_effort", CHAT, HANDLED}, {"reasoning_effort", COMPL, NEVER},
-    {"web_search_options", BOTH, NEVER}, {"chat_template", BOTH, NEVER}, {"chat_template_kwargs", BOTH, NEVER},
+    {"web_search_options", BOTH, NEVER}, {"chat_template", BOTH, NEVER},
+    {"chat_template_kwargs", CHAT, HANDLED}, {"chat_template_kwargs", COMPL, NEVER},
     {"documents", BOTH, NEVER}, {"verbosity", BOTH, NEVER}, {"mm_processor_kwargs", BOTH, NEVER},
     {"vllm_xargs", BOTH, NEVER},
 };

@@ -191,6 +191,27 @@ static int parse_messages(const struct oai_context *c, json_t *b, struct oai_req
         }
         co.reasoning_effort = v;
     }
+    // chat_template_kwargs: Qwen3's enable_thinking; nothing else changes a native renderer's text
+    json_t *kw = opt(b, "chat_template_kwargs"), *kv;
+    const char *key;
+    if (kw && !json_is_object(kw)) {
+        bad(e, "chat_template_kwargs", "'%s' must be an object%s", "");
+        goto done;
+    }
+    json_object_foreach(kw, key, kv) {
+        if (strcmp(key, "enable_thinking") || c->tmpl != CHAT_TEMPLATE_QWEN3) {
+            oai_error_set(e, 400, INVALID, "chat_template_kwargs", "unsupported_parameter",
+                          "'chat_template_kwargs' key '%.64s' is unsupported: the model's chat template (%s) takes "
+                          "%s", key, chat_template_name(c->tmpl),
+                          c->tmpl == CHAT_TEMPLATE_QWEN3 ? "only enable_thinking" : "none");
+            goto done;
+        }
+        if (!json_is_boolean(kv)) {
+            bad(e, "chat_template_kwargs", "'%s'.enable_thinking must be a boolean%s", "");
+            goto done;
+        }
+        co.no_thinking = json_is_false(kv);
+    }
     if (chat_template_render_opts(c->tmpl, cm, (int)n, true, bos, &co, &prompt, spans) < 0) {
         oai_error_set(e, 400, INVALID, "messages", NULL, "%s", err_msg());
         goto done;
@@ -479,6 +500,9 @@ void oai_response_init(struct oai_response *s, const struct oai_context *c, cons
     s->out.min_tokens = r->gen.sp.min_tokens;
     // (oai_parse's harmony_init check of the vocabulary passed, so this one does too)
     s->harmony = r->kind == OAI_CHAT && c->tmpl == CHAT_TEMPLATE_HARMONY && harmony_init(&s->hm, c->tok) == 0;
+    s->think_open = tokenizer_token_id(c->tok, "<think>", 7);
+    s->think_close = tokenizer_token_id(c->tok, "</think>", 8);
+    s->think = r->kind == OAI_CHAT && !s->harmony && c->reasoning && s->think_close >= 0 ? 1 : 0;
     text_output_init(&s->rout, c->tok, NULL, 0, NULL, 0);
     if (r->logprobs && !streaming)
         s->lp = empty_logprobs(r->kind);
@@ -589,10 +613,24 @@ static bool is_stop_id(const struct oai_request *r, int32_t id) {
     return false;
 }
 
-// Feeds a harmony reply's token to the output its channel says (stop ids always to the content's, which
-// holds them); a header's tokens only count towards min_tokens. Returns text_output_push's result.
-static int harmony_token(struct oai_response *s, int32_t id, struct text_buf *t, struct text_buf *rt) {
-    enum harmony_route w = harmony_push(&s->hm, id);
+// Where a <think> block's reply puts token id (the tags themselves are neither).
+static enum harmony_route think_route(struct oai_response *s, int32_t id) {
+    if (s->think == 1) {
+        s->think = id == s->think_open || s->c->reasoning == OAI_REASONING_DEEPSEEK_R1 ? 2 : 3;
+        if (id == s->think_open) return HARMONY_CONTROL;
+    }
+    if (s->think == 2 && id == s->think_close) {
+        s->think = 3;
+        return HARMONY_CONTROL;
+    }
+    return s->think == 2 ? HARMONY_REASONING : HARMONY_CONTENT;
+}
+
+// Feeds a reasoning reply's token to the output its channel or block says (stop ids always to the content's,
+// which holds them); a header's tokens and the tags only count towards min_tokens. Returns
+// text_output_push's result.
+static int split_token(struct oai_response *s, int32_t id, struct text_buf *t, struct text_buf *rt) {
+    enum harmony_route w = s->harmony ? harmony_push(&s->hm, id) : think_route(s, id);
     if (w == HARMONY_CONTENT || is_stop_id(s->r, id)) return text_output_push(&s->out, id, t);
     text_output_skip(&s->out);
     return w == HARMONY_REASONING ? (text_output_push(&s->rout, id, rt) < 0 ? -1 : 0) : 0;
@@ -603,7 +641,8 @@ int oai_response_token(struct oai_response *s, const struct gen_event *ev, json_
     if (s->out.stopped) return 1;
     size_t offset = s->out.n_chars;  // (OpenAI's text_offset counts characters)
     struct text_buf t = {0}, rt = {0};
-    int rc = s->harmony ? harmony_token(s, ev->token, s->streaming ? &t : &s->text, s->streaming ? &rt : &s->rtext)
+    int rc = s->harmony || s->think ? split_token(s, ev->token, s->streaming ? &t : &s->text,
+                                                  s->streaming ? &rt : &s->rtext)
                         : text_output_push(&s->out, ev->token, s->streaming ? &t : &s->text);
     if (rc < 0) { text_buf_free(&t); text_buf_free(&rt); return -1; }
     s->n_generated++;
@@ -645,7 +684,7 @@ int oai_response_finish(struct oai_response *s, const char *finish, int n_cached
     if (s->out.stopped) finish = "stop";
     struct text_buf t = {0}, rt = {0};
     if (text_output_finish(&s->out, s->streaming ? &t : &s->text) < 0 ||
-        (s->harmony && text_output_finish(&s->rout, s->streaming ? &rt : &s->rtext) < 0)) {
+        ((s->harmony || s->think) && text_output_finish(&s->rout, s->streaming ? &rt : &s->rtext) < 0)) {
         text_buf_free(&t);
         text_buf_free(&rt);
         return -1;
@@ -660,9 +699,10 @@ int oai_response_finish(struct oai_response *s, const char *finish, int n_cached
     if (s->r->kind == OAI_CHAT) {
         choice = json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", 0, "message", "role", "assistant", "content",
                            jstr(s->text.p ? s->text.p : "", s->text.n), "logprobs", lp, "finish_reason", finish);
-        if (choice && s->harmony)
+        if (choice && (s->harmony || s->think))  // (vLLM: null where the reply had no block)
             json_object_set_new(json_object_get(choice, "message"), "reasoning_content",
-                                jstr(s->rtext.p ? s->rtext.p : "", s->rtext.n));
+                                s->harmony || s->rout.n_pushed ? jstr(s->rtext.p ? s->rtext.p : "", s->rtext.n)
+                                                               : json_null());
     } else
         choice = json_pack("{s:i,s:o,s:o,s:s}", "index", 0, "text", jstr(s->text.p ? s->text.p : "", s->text.n),
                            "logprobs", lp, "finish_reason", finish);

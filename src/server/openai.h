@@ -19,6 +19,11 @@
 
 enum oai_kind { OAI_COMPLETION = 0, OAI_CHAT };
 
+// vLLM's --reasoning-parser for <think> blocks: none (the reply's text as generated); qwen3 (a reply that
+// opens with <think> reasons until </think>); deepseek_r1 (every reply reasons until </think>, its template
+// having opened the block). The block's text is the reply's reasoning_content, the rest its content.
+enum oai_reasoning { OAI_REASONING_NONE = 0, OAI_REASONING_QWEN3, OAI_REASONING_DEEPSEEK_R1 };
+
 struct oai_error {
     int status;             // HTTP status (400, 401, 404, 405, 413, 500, 503)
     const char *type;       // "invalid_request_error", "not_found_error", "server_error"…
@@ -36,6 +41,7 @@ struct oai_context {
     enum chat_template_kind tmpl;
     bool special_in_content;    // chat: parse special-token text inside message content too
                                 // (default false: only the template's own text holds special tokens)
+    enum oai_reasoning reasoning;   // chat: how a reply's <think> block is told apart (harmony: by channel)
 };
 
 struct oai_request {
@@ -73,10 +79,12 @@ struct oai_response {
     long long created;
     struct text_output out;
     struct text_buf text;       // whole mode: the released text so far
-    // chat in the harmony format (gpt-oss): the analysis channel's text is the reasoning, decoded apart
-    // (reasoning_content, vLLM's field); out and text hold the final channel's
+    // chat whose replies reason first (harmony's analysis channel, or a <think> block under a reasoning parser):
+    // the reasoning is decoded apart (reasoning_content, vLLM's field); out and text hold the rest
     bool harmony;
     struct harmony hm;
+    int think;                  // --reasoning-parser: 0 off, 1 before the reply's first token, 2 inside
+    int32_t think_open, think_close;    // the block, 3 after it; <think> and </think>
     struct text_output rout;
     struct text_buf rtext;      // whole mode: the reasoning released so far
     json_t *lp;                 // whole mode: logprobs accumulated (NULL if not asked)

@@ -51,7 +51,11 @@ static void usage(void) {
             "chat flags:\n"
             "  --special-tokens-in-content  parse special-token text (<|eot_id|>, <|im_end|>...) inside chat message\n"
             "                               content too; by default only the chat template's own text holds special\n"
-            "                               tokens, so a message cannot forge a turn boundary\n");
+            "                               tokens, so a message cannot forge a turn boundary\n"
+            "  --reasoning-parser qwen3|deepseek_r1  reply's <think> block as reasoning_content, the rest as\n"
+            "                               content (vLLM's flag; qwen3: a reply that opens with <think>,\n"
+            "                               deepseek_r1: every reply until </think>); gpt-oss's harmony replies\n"
+            "                               are always split by channel\n");
     cli_print_model_flags();
 }
 
@@ -135,14 +139,22 @@ static const char *const serve_flags[] = {"--allowed-hosts", "--api-key", "--asy
     "--kv-cache-memory", "--kv-cache-memory-bytes", "--max-body-bytes", "--max-connections",
     "--max-connections-per-ip", "--max-num-seqs", "--no-async-scheduling", "--no-enable-chunked-prefill",
     "--no-enable-prefix-caching", "--num-kv-blocks", "--port", "--served-model-name", "--shutdown-grace-ms",
-    "--special-tokens-in-content", "--timeout-keep-alive", NULL};
+    "--reasoning-parser", "--special-tokens-in-content", "--timeout-keep-alive", NULL};
 
 // argv[1..argc) into the flag structs; 1: --help was asked for; <0: a bad flag (err_msg says which).
+// (chat: the chat flags' fields of the server's context)
 static int parse_args(int argc, char **argv, struct cli_model_args *a, struct engine_options *eo,
-                      struct server_options *so, const char **name, bool *special_in_content) {
+                      struct server_options *so, const char **name, struct oai_context *chat) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
-        if (!strcmp(argv[i], "--special-tokens-in-content")) { *special_in_content = true; continue; }
+        if (!strcmp(argv[i], "--special-tokens-in-content")) { chat->special_in_content = true; continue; }
+        if (!strncmp(argv[i], "--reasoning-parser", 18) && (argv[i][18] == 0 || argv[i][18] == '=')) {
+            const char *v = argv[i][18] == '=' ? argv[i] + 19 : i + 1 < argc ? argv[++i] : "";
+            if (!strcmp(v, "qwen3")) chat->reasoning = OAI_REASONING_QWEN3;
+            else if (!strcmp(v, "deepseek_r1")) chat->reasoning = OAI_REASONING_DEEPSEEK_R1;
+            else return err_set(OCT_EINVAL, "--reasoning-parser '%s': one of qwen3, deepseek_r1", v);
+            continue;
+        }
         int rc = cli_parse_model_flag(a, argc, argv, &i);
         if (rc == 0) rc = parse_serve_flag(eo, so, name, argc, argv, &i);
         if (rc < 0) return rc;
@@ -166,8 +178,8 @@ int serve_check_flags(char **words, int n) {
     struct server_options so;
     server_options_default(&so);
     const char *name = NULL;
-    bool special = false;
-    int rc = parse_args(n + 1, argv, &a, &eo, &so, &name, &special);
+    struct oai_context chat = {0};
+    int rc = parse_args(n + 1, argv, &a, &eo, &so, &name, &chat);
     free(argv);
     return rc < 0 ? rc : OCT_OK;
 }
@@ -180,8 +192,8 @@ int cmd_serve(int argc, char **argv) {
     struct server_options so;
     server_options_default(&so);
     const char *name = NULL;
-    bool special_in_content = false;
-    const int prc = parse_args(argc, argv, &a, &eo, &so, &name, &special_in_content);
+    struct oai_context chat = {0};
+    const int prc = parse_args(argc, argv, &a, &eo, &so, &name, &chat);
     if (prc == 1) { usage(); return 0; }
     if (prc < 0) goto bad;
     if (!a.model) { err_set(OCT_EINVAL, "--model is required"); goto bad; }
@@ -227,7 +239,8 @@ int cmd_serve(int argc, char **argv) {
     base = base && base[1] ? base + 1 : a.model;
     struct oai_context c = {.tok = m->tok, .served_name = name ? name : base, .model_path = a.model,
                             .max_model_len = plan.max_model_len, .tmpl = chat_template_pick(tmpl, m->cfg.arch)};
-    c.special_in_content = special_in_content;
+    c.special_in_content = chat.special_in_content;
+    c.reasoning = chat.reasoning;
     // harmony needs its special tokens: a checkpoint whose own template is harmony without them is refused;
     // a gpt-oss shape without a template or those tokens (dummy:gpt-oss-20b's byte vocabulary) chats in ChatML
     struct harmony hm;
@@ -239,6 +252,17 @@ int cmd_serve(int argc, char **argv) {
         return 1;
     }
     if (no_harmony) c.tmpl = CHAT_TEMPLATE_CHATML;
+    const char *refuse = NULL;
+    if (c.reasoning && c.tmpl == CHAT_TEMPLATE_HARMONY)
+        refuse = "gpt-oss's harmony replies are split by their channels, not a <think> block";
+    else if (c.reasoning && tokenizer_token_id(m->tok, "</think>", 8) < 0)
+        refuse = "the vocabulary has no </think> token";
+    if (refuse) {
+        fprintf(stderr, "octet: --reasoning-parser: %s\n", refuse);
+        engine_destroy(e);
+        model_free(m);
+        return 1;
+    }
     if (no_harmony)
         fprintf(stderr, "octet: chat template: chatml (the model has none, and the %s family's, harmony, needs "
                 "special tokens the vocabulary lacks)\n", m->cfg.arch);

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# End-to-end: `octet serve` of a gpt-oss checkpoint in transformers' newer layout (the random-weight
-# tests/data/hf/gptoss model with tests/data/tok_harmony's vocabulary and chat_template.jinja) speaks
-# harmony: the startup report names it, chat answers carry reasoning_content beside content (whole and
-# streamed), reasoning_effort is taken and checked; a gpt-oss shape whose vocabulary lacks harmony's tokens
-# (dummy:tiny-gpt-oss) chats in ChatML, and a checkpoint whose own template is harmony without them is
-# refused at startup. Prints "N passed, N failed" last.
+# End-to-end: `octet serve` of replies that reason first. A gpt-oss checkpoint in transformers' newer layout
+# (the random-weight tests/data/hf/gptoss model with tests/data/tok_harmony's vocabulary and
+# chat_template.jinja) speaks harmony: the startup report names it, chat answers carry reasoning_content
+# beside content (whole and streamed), reasoning_effort is taken and checked; a gpt-oss shape whose
+# vocabulary lacks harmony's tokens (dummy:tiny-gpt-oss) chats in ChatML, and a checkpoint whose own
+# template is harmony without them is refused at startup. A Qwen3 checkpoint (tests/data/hf/qwen3's weights,
+# tests/data/tok_qwen3's vocabulary) takes chat_template_kwargs.enable_thinking, and --reasoning-parser
+# qwen3 adds reasoning_content; the flag is refused for harmony, for a vocabulary without </think> and for
+# an unknown parser. Prints "N passed, N failed" last.
 set -u
 BUILD=${BUILD:-build}
 OCTET="$BUILD/octet"
@@ -56,5 +59,27 @@ cp tests/data/tok_harmony/chat_template.jinja "$tmp/broken/"
 out=$("$OCTET" serve --model "$tmp/broken" --port 0 2>&1 >/dev/null); rc=$?
 [ $rc -ne 0 ] && grep -q "harmony chat format needs the token <|" <<<"$out" && ok || bad "broken checkpoint: rc $rc: $out"
 
-echo "harmony_serve: $pass passed, $fail failed"
+# Qwen3
+mkdir -p "$tmp/q3"
+cp tests/data/hf/qwen3/config.json tests/data/hf/qwen3/model.safetensors tests/data/tok_qwen3/* "$tmp/q3/"
+MODEL="$tmp/q3"
+if start_server qwen3 --max-model-len 512 --reasoning-parser qwen3; then
+  grep -q "chat template: qwen3" "$tmp/qwen3.log" && ok || bad "qwen3 report: $(grep 'chat template' "$tmp/qwen3.log")"
+  post $C '{"messages":[{"role":"user","content":"hi"}],"max_tokens":8,"chat_template_kwargs":{"enable_thinking":false}}'
+  [ "$CODE" = 200 ] && py "'reasoning_content' in d['choices'][0]['message']" \
+    "d['usage']['prompt_tokens'] > 10" && ok || bad "qwen3 chat: $CODE $(head -c 300 "$tmp/body")"
+  post $C '{"messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"enable_thinking":1}}'
+  [ "$CODE" = 400 ] && ok || bad "qwen3 kwargs type: $CODE"
+  stop_server "$SPID"
+fi
+ck "$tmp/plain"  # (a ChatML-like template, no think tags)
+cp tests/data/tok_bpe/tokenizer.json tests/data/tok_bpe/tokenizer_config.json "$tmp/plain/"
+for bad_flag in "$tmp/oss qwen3 split by their channels" "$tmp/plain qwen3 no </think> token" \
+                "$tmp/q3 granite one of qwen3, deepseek_r1"; do
+  read -r mdl parser want <<<"$bad_flag"
+  out=$("$OCTET" serve --model "$mdl" --port 0 --reasoning-parser "$parser" 2>&1 >/dev/null); rc=$?
+  [ $rc -ne 0 ] && grep -q -- "$want" <<<"$out" && ok || bad "--reasoning-parser $parser on $mdl: rc $rc: $out"
+done
+
+echo "reasoning_serve: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,12 +1,16 @@
-// test_harmony.c — gpt-oss's chat format in the server (src/server/chat_template.c's harmony renderer,
-// harmony.c's reply router, openai.c's reasoning_content), on tests/data/tok_harmony: a byte-level BPE
-// with the harmony special tokens whose template sits in chat_template.jinja, as transformers writes it.
-// Checks: the template is read from the .jinja file and detected, and gptoss checkpoints without one get
+// test_reasoning.c — replies that reason before they answer, in the server: gpt-oss's harmony format
+// (src/server/chat_template.c's renderer, harmony.c's reply router) on tests/data/tok_harmony, a byte-level
+// BPE with the harmony special tokens whose template sits in chat_template.jinja as transformers writes it;
+// and Qwen3's <think> blocks on tests/data/tok_qwen3 (its turn tokens and think tags).
+// Harmony: the template is read from the .jinja file and detected, and gptoss checkpoints without one get
 // harmony; the prompt is the model card's format (system message with date and reasoning effort, the
 // user's system prompt as developer instructions, earlier replies in the final channel); reasoning_effort
 // is taken for harmony, refused elsewhere and for bad values; a reply's analysis channel becomes
 // reasoning_content and its final channel the content, whole and streamed, headers in neither; stop
 // strings apply to the content only; <|return|> and <|call|> end a reply.
+// Qwen3: chat_template_kwargs.enable_thinking false closes the think block in the prompt (other keys and
+// families refused); earlier replies lose their block; --reasoning-parser qwen3 / deepseek_r1 split a
+// reply's block into reasoning_content (null where there was none).
 #include <stdlib.h>
 #include <string.h>
 
@@ -101,14 +105,14 @@ static const char *REPLY = "<|channel|>analysis<|message|>Think there.<|end|><|s
 
 // Feeds REPLY's tokens to a response of body; returns the final JSON (whole) or the chunks' deltas
 // concatenated into *content / *reasoning (streaming), and how many tokens were consumed before the stop.
-static json_t *reply(const char *body, bool streaming, struct text_buf *content, struct text_buf *reasoning,
-                     int *consumed) {
+static json_t *reply_of(const char *text, const char *body, bool streaming, struct text_buf *content,
+                        struct text_buf *reasoning, int *consumed) {
     struct oai_request r;
     struct oai_error e;
     if (parse(body, &r, &e)) { fprintf(stderr, "  %s\n", e.message); return NULL; }
     int32_t *ids = NULL;
     int n = 0;
-    if (tokenizer_encode(tok, REPLY, strlen(REPLY), false, true, &ids, &n) < 0) return NULL;
+    if (tokenizer_encode(ctx.tok, text, strlen(text), false, true, &ids, &n) < 0) return NULL;
     struct oai_response s;
     oai_response_init(&s, &ctx, &r, streaming);
     json_t *o = NULL;
@@ -138,6 +142,11 @@ static json_t *reply(const char *body, bool streaming, struct text_buf *content,
     oai_request_free(&r);
     free(ids);
     return o;
+}
+
+static json_t *reply(const char *body, bool streaming, struct text_buf *content, struct text_buf *reasoning,
+                     int *consumed) {
+    return reply_of(REPLY, body, streaming, content, reasoning, consumed);
 }
 
 static const char *BODY = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]}";
@@ -200,6 +209,94 @@ TEST(vocabulary_without_harmony_tokens) {
     tokenizer_free(plain);
 }
 
+// ---- Qwen3's <think> blocks ----
+
+static struct tokenizer *qtok;
+
+TEST(qwen3_prompt) {
+    const char *j = tokenizer_chat_template(qtok);
+    CHECK_EQ_INT(chat_template_detect(j), CHAT_TEMPLATE_QWEN3);
+    CHECK(!strcmp(chat_template_name(CHAT_TEMPLATE_QWEN3), "qwen3") && !chat_template_has_bos(CHAT_TEMPLATE_QWEN3));
+    struct chat_msg m[3] = {{"user", "2+2?"}, {"assistant", "<think>\nadd\n</think>\n\n4"}, {"user", "3+3?"}};
+    struct chat_opts o = {.no_thinking = true};
+    char *text = NULL;
+    size_t spans[6];
+    CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_QWEN3, m, 3, true, NULL, &o, &text, spans));
+    const char *want = "<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n4<|im_end|>\n"
+                       "<|im_start|>user\n3+3?<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
+    CHECK_MSG(text && !strcmp(text, want), "got:\n%s", text ? text : "(null)");
+    CHECK(text && spans[3] - spans[2] == 1 && text[spans[2]] == '4');
+    free(text);
+    // thinking on (the default): the prompt ends at the assistant's turn; ChatML keeps a reply whole
+    CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_QWEN3, m, 3, true, NULL, NULL, &text, NULL));
+    CHECK(text && strstr(text, "<|im_start|>assistant\n") && !strstr(text, "</think>"));
+    free(text);
+    CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_CHATML, m, 3, true, NULL, &o, &text, NULL));
+    CHECK(text && strstr(text, "<think>\nadd\n</think>\n\n4<|im_end|>") && !strstr(text, "\n\n</think>\n\n<"));
+    free(text);
+}
+
+TEST(qwen3_chat_template_kwargs) {
+    struct oai_context keep = ctx;
+    ctx.tok = qtok;
+    ctx.tmpl = CHAT_TEMPLATE_QWEN3;
+    struct oai_request r;
+    struct oai_error e;
+    char text[1024];
+    CHECK_EQ_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                       "\"chat_template_kwargs\":{\"enable_thinking\":false}}", &r, &e), 0);
+    size_t k = tokenizer_decode(qtok, r.prompt_ids, r.n_prompt, true, text, sizeof text);
+    text[k < sizeof text ? k : sizeof text - 1] = 0;
+    CHECK_MSG(!strcmp(text, "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"),
+              "%s", text);
+    oai_request_free(&r);
+    CHECK_EQ_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                       "\"chat_template_kwargs\":{\"enable_thinking\":\"no\"}}", &r, &e), 400);
+    CHECK_EQ_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                       "\"chat_template_kwargs\":{\"tools_first\":true}}", &r, &e), 400);
+    CHECK(strstr(e.message, "tools_first") && strstr(e.message, "only enable_thinking"));
+    ctx.tmpl = CHAT_TEMPLATE_CHATML;
+    CHECK_EQ_INT(parse("{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                       "\"chat_template_kwargs\":{\"enable_thinking\":false}}", &r, &e), 400);
+    CHECK(e.param && !strcmp(e.param, "chat_template_kwargs") && strstr(e.message, "chatml"));
+    ctx = keep;
+}
+
+// A Qwen3 reply through a parser: its content and reasoning_content (NULL: JSON null).
+static void think_reply(enum oai_reasoning p, const char *text, bool streaming, const char *want_c,
+                        const char *want_r) {
+    struct oai_context keep = ctx;
+    ctx.tok = qtok;
+    ctx.tmpl = CHAT_TEMPLATE_QWEN3;
+    ctx.reasoning = p;
+    struct text_buf c = {0}, rs = {0};
+    int used = 0;
+    json_t *o = reply_of(text, BODY, streaming, &c, &rs, &used);
+    const char *got_c = c.p ? c.p : "", *got_r = rs.p;
+    json_t *msg = json_object_get(json_array_get(json_object_get(o, "choices"), 0), "message");
+    if (!streaming) {
+        got_c = json_string_value(json_object_get(msg, "content"));
+        got_r = json_string_value(json_object_get(msg, "reasoning_content"));
+        CHECK(want_r || !json_is_string(json_object_get(msg, "reasoning_content")));  // (null, or absent unparsed)
+    }
+    CHECK_MSG(o && got_c && !strcmp(got_c, want_c), "content [%s]", got_c ? got_c : "(null)");
+    CHECK_MSG(want_r ? got_r && !strcmp(got_r, want_r) : !got_r, "reasoning [%s]", got_r ? got_r : "(null)");
+    json_decref(o);
+    text_buf_free(&c);
+    text_buf_free(&rs);
+    ctx = keep;
+}
+
+TEST(think_blocks) {
+    const char *qr = "<think>\nA plan.\n</think>\n\nThe answer<|im_end|>";
+    for (int st = 0; st < 2; st++) {
+        think_reply(OAI_REASONING_QWEN3, qr, st, "\n\nThe answer", "\nA plan.\n");
+        think_reply(OAI_REASONING_QWEN3, "The answer<|im_end|>", st, "The answer", NULL);  // (thinking off)
+        think_reply(OAI_REASONING_DEEPSEEK_R1, "A plan.</think>The answer<|im_end|>", st, "The answer", "A plan.");
+        think_reply(OAI_REASONING_NONE, qr, st, "<think>\nA plan.\n</think>\n\nThe answer", NULL);
+    }
+}
+
 int main(void) {
     if (tokenizer_from_hf_json(&tok, "tests/data/tok_harmony/tokenizer.json") < 0) {
         fprintf(stderr, "%s\n", err_msg());
@@ -213,6 +310,14 @@ int main(void) {
     RUN(channels_whole);
     RUN(channels_streamed);
     RUN(vocabulary_without_harmony_tokens);
+    if (tokenizer_from_hf_json(&qtok, "tests/data/tok_qwen3/tokenizer.json") < 0) {
+        fprintf(stderr, "%s\n", err_msg());
+        return 1;
+    }
+    RUN(qwen3_prompt);
+    RUN(qwen3_chat_template_kwargs);
+    RUN(think_blocks);
+    tokenizer_free(qtok);
     tokenizer_free(tok);
-    return test_summary("harmony");
+    return test_summary("reasoning");
 }
