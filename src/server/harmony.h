@@ -12,7 +12,8 @@
 
 #include "../model/tokenizer.h"
 
-enum harmony_route { HARMONY_CONTROL = 0, HARMONY_CONTENT, HARMONY_REASONING };
+// Where a reasoning reply's token belongs (also the <think> blocks' router in openai.c).
+enum reply_part { REPLY_CONTROL = 0, REPLY_CONTENT, REPLY_REASONING };
 
 struct harmony {
     const struct tokenizer *tok;
@@ -21,13 +22,13 @@ struct harmony {
     bool in_name;       // reading the channel's name (after <|channel|>)
     char name[32];      // the channel's name so far (truncated)
     int n_name;
-    enum harmony_route route;  // where the current message's text goes
+    enum reply_part route;  // where the current message's text goes
 };
 
 // The ids of the harmony special tokens; <0 (err_msg() naming the first one missing) if the vocabulary
 // lacks any, so a tokenizer that cannot speak the format is refused before serving.
 int harmony_init(struct harmony *h, const struct tokenizer *tok);
 // Where generated token id belongs (a reply starts after the prompt's `<|start|>assistant`).
-enum harmony_route harmony_push(struct harmony *h, int32_t id);
+enum reply_part harmony_push(struct harmony *h, int32_t id);
 
 #endif

@@ -580,7 +580,7 @@ static void add_logprobs(const struct oai_response *s, json_t *lp, const struct 
     }
 }
 
-// A streaming chunk carrying text (may be empty), reasoning (chat, harmony: rn > 0 puts it in the delta
+// A streaming chunk carrying text (may be empty), reasoning (chat: rn > 0 puts reasoning_content in the delta
 // instead of an empty content), logprobs (may be NULL) and finish reason.
 static json_t *chunk_r(struct oai_response *s, const char *text, size_t n, const char *rtext, size_t rn, json_t *lp,
                        const char *finish) {
@@ -614,26 +614,26 @@ static bool is_stop_id(const struct oai_request *r, int32_t id) {
 }
 
 // Where a <think> block's reply puts token id (the tags themselves are neither).
-static enum harmony_route think_route(struct oai_response *s, int32_t id) {
+static enum reply_part think_route(struct oai_response *s, int32_t id) {
     if (s->think == 1) {
         s->think = id == s->think_open || s->c->reasoning == OAI_REASONING_DEEPSEEK_R1 ? 2 : 3;
-        if (id == s->think_open) return HARMONY_CONTROL;
+        if (id == s->think_open) return REPLY_CONTROL;
     }
     if (s->think == 2 && id == s->think_close) {
         s->think = 3;
-        return HARMONY_CONTROL;
+        return REPLY_CONTROL;
     }
-    return s->think == 2 ? HARMONY_REASONING : HARMONY_CONTENT;
+    return s->think == 2 ? REPLY_REASONING : REPLY_CONTENT;
 }
 
 // Feeds a reasoning reply's token to the output its channel or block says (stop ids always to the content's,
 // which holds them); a header's tokens and the tags only count towards min_tokens. Returns
 // text_output_push's result.
 static int split_token(struct oai_response *s, int32_t id, struct text_buf *t, struct text_buf *rt) {
-    enum harmony_route w = s->harmony ? harmony_push(&s->hm, id) : think_route(s, id);
-    if (w == HARMONY_CONTENT || is_stop_id(s->r, id)) return text_output_push(&s->out, id, t);
+    enum reply_part w = s->harmony ? harmony_push(&s->hm, id) : think_route(s, id);
+    if (w == REPLY_CONTENT || is_stop_id(s->r, id)) return text_output_push(&s->out, id, t);
     text_output_skip(&s->out);
-    return w == HARMONY_REASONING ? (text_output_push(&s->rout, id, rt) < 0 ? -1 : 0) : 0;
+    return w == REPLY_REASONING ? (text_output_push(&s->rout, id, rt) < 0 ? -1 : 0) : 0;
 }
 
 int oai_response_token(struct oai_response *s, const struct gen_event *ev, json_t **out) {

@@ -192,8 +192,8 @@ TEST(channels_streamed) {
     // a model that names no channel: its text is the content
     struct harmony h;
     CHECK_OK(harmony_init(&h, tok));
-    CHECK_EQ_INT(harmony_push(&h, tokenizer_token_id(tok, "<|message|>", 11)), HARMONY_CONTROL);
-    CHECK_EQ_INT(harmony_push(&h, 'a'), HARMONY_CONTENT);
+    CHECK_EQ_INT(harmony_push(&h, tokenizer_token_id(tok, "<|message|>", 11)), REPLY_CONTROL);
+    CHECK_EQ_INT(harmony_push(&h, 'a'), REPLY_CONTENT);
 }
 
 TEST(vocabulary_without_harmony_tokens) {
