@@ -82,6 +82,10 @@ TEST(reasoning_effort) {
     text[k < sizeof text ? k : sizeof text - 1] = 0;
     CHECK_MSG(strstr(text, "Reasoning: high\n") && strstr(text, "<|start|>user<|message|>hi<|end|><|start|>assistant"),
               "%s", text);
+    // the template's own tags are the special tokens (system, user, and the assistant's opening)
+    int start = tokenizer_token_id(tok, "<|start|>", 9), n_start = 0;
+    for (int i = 0; i < r.n_prompt; i++) n_start += r.prompt_ids[i] == start;
+    CHECK_EQ_INT(n_start, 3);
     // <|return|> and <|call|> end the reply
     int ret = tokenizer_token_id(tok, "<|return|>", 10), call = tokenizer_token_id(tok, "<|call|>", 8), seen = 0;
     for (int i = 0; i < r.n_stop_ids; i++) seen |= (r.stop_ids[i] == ret) | (r.stop_ids[i] == call) << 1;
