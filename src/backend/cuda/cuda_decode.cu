@@ -130,9 +130,9 @@ template <int HD, bool CAP> static void decode_t_launch(const struct attn_call *
     // fuller splits (the rest write empty partials and leave)
     args.min_split = l->dtype == DT_BF16 ? c->tune.decode_min_split_bf16 : c->tune.decode_min_split_fp8;
     const dim3 grid(a->bt->n_seqs, l->n_kv_heads, n_splits);
-    // A one-sequence step of 2..DECODE_FUSED_MAX splits whose weights fit the kernel's shared scratch
-    // combines in the decode kernel's last CTA; otherwise the kernel runs as a programmatic dependent
-    // of the launch before it and k_combine merges its splits.
+    // The kernel runs as a programmatic dependent of the launch before it. A one-sequence step of
+    // 2..DECODE_FUSED_MAX splits whose weights fit the kernel's shared scratch combines in the decode
+    // kernel's last CTA; otherwise k_combine merges its splits.
     if (a->bt->n_seqs == 1 && n_splits > 1 && n_splits <= DECODE_FUSED_MAX && 2 * G * n_splits + G <= 32 * HD) {
         const size_t cap = c->arrive_cap, cnt = (size_t)a->bt->n_seqs * l->n_kv_heads;
         if (!cuda_reserve(c, &c->d_arrive, &c->arrive_cap, cnt)) return;
@@ -140,8 +140,10 @@ template <int HD, bool CAP> static void decode_t_launch(const struct attn_call *
             cuda_fail(c, cudaMemsetAsync(c->d_arrive, 0, cnt * sizeof(int), c->stream), "cudaMemset"))
             return;
         args.arrive = c->d_arrive;
-        decode_t_pick<HD, CAP>(a, DECODE_FUSED)<<<grid, 128, ring, c->stream>>>(args);
-        CUDA_LAUNCHED(c, "attention decode (fused combine)");
+        cudaLaunchAttribute attr[1];
+        const cudaLaunchConfig_t cfg = pdl_config(grid, dim3(128), ring, c->stream, attr);
+        cuda_fail(c, cudaLaunchKernelEx(&cfg, decode_t_pick<HD, CAP>(a, DECODE_FUSED), args),
+                  "attention decode (fused combine)");
         return;
     }
     cudaLaunchAttribute attr[1];

@@ -257,8 +257,9 @@ __device__ __forceinline__ void split_blocks(int &b0, int &b1, int pos, int lo, 
 // How a decode kernel is launched and how its splits end (one kernel instance each):
 //   DECODE_PDL: a programmatic dependent of the kernel before it (cuda_pdl.cuh; the transposed
 //     kernel, cuda_decode_t.cuh, says what it reads before pdl_wait()); partials go to k_combine.
-//   DECODE_FUSED: an ordinary launch whose last CTA of each (sequence, KV head) combines the
-//     splits itself (split_arrive_combine), for one-sequence steps of 2..DECODE_FUSED_MAX splits.
+//   DECODE_FUSED: the last CTA of each (sequence, KV head) combines the splits itself
+//     (split_arrive_combine), for one-sequence steps of 2..DECODE_FUSED_MAX splits; the transposed
+//     kernel runs it as a programmatic dependent too, this one as an ordinary launch.
 //   DECODE_PLAIN: an ordinary launch whose partials go to k_combine (the batch-invariant path).
 enum decode_policy { DECODE_PDL, DECODE_FUSED, DECODE_PLAIN };
 

@@ -75,17 +75,18 @@ template <int HD, int DT> struct frags {
 }  // namespace dect
 
 // The launch policies (enum decode_policy, cuda_decode_mma.cuh) as this kernel runs them:
-//   DECODE_PDL: in a decode step the kernel before it is the Q|K|V launch with RoPE and the cache
-//     write, which writes Q and the newest token's K and V, so the CTA's start, its split plan,
-//     block-table reads and first copies overlap that kernel's end. Before pdl_wait() a CTA reads
-//     only what the host uploaded and cache blocks older than the step; the split holding the
-//     newest block waits before its first copy, every other split just before Q; an empty split
-//     waits before writing its empty partial. FP8 caches refill a ring stage as soon as the
-//     stage's fragments are in registers, before computing them (EARLY: one more block in flight
-//     while it computes, in the same shared memory); bf16 refills at the top of the next
-//     iteration, which is as fast for it.
-//   DECODE_FUSED, DECODE_PLAIN: ordinary launches; a stage is refilled at the top of the next
-//     iteration.
+//   DECODE_PDL and DECODE_FUSED, programmatic dependents (what the fused form's dependence saves a
+//     one-sequence step: bench/fp8_weights/RESULTS.md): in a decode step the kernel before it is the
+//     Q|K|V launch with RoPE and the cache write, which writes Q and the newest token's K and V, so
+//     the CTA's start, its split plan, block-table reads and first copies overlap that kernel's end.
+//     Before pdl_wait() a CTA reads only what the host uploaded and cache blocks older than the step;
+//     the split holding the newest block waits before its first copy, every other split just before
+//     Q; an empty DECODE_PDL split waits before writing its empty partial (a fused step's partials
+//     and output were last read by kernels that ended before the Q|K|V launch began). FP8 caches
+//     refill a ring stage as soon as the stage's fragments are in registers, before computing them
+//     (EARLY: one more block in flight while it computes, in the same shared memory); bf16 refills
+//     at the top of the next iteration, which is as fast for it.
+//   DECODE_PLAIN: an ordinary launch; a stage is refilled at the top of the next iteration.
 template <int HD, int DT, int STAGES, decode_policy P, bool CAP, bool TS>
 __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16 *q, const void *kc, const void *vc,
                                               const int32_t *qstart, const int32_t *seq_lens, const int32_t *btab,
@@ -95,7 +96,7 @@ __device__ __forceinline__ void decode_t_body(bf16 *out, float *part, const bf16
                                               const float *kts, const float *vts, const float *sinks) {
     static_assert(STAGES >= 2, "the ring is required");
     static_assert(!TS || DT == DT_E4M3, "per-token-head scales are e4m3 only");
-    constexpr bool PDLW = P == DECODE_PDL, EARLY = PDLW && DT != DT_BF16;
+    constexpr bool PDLW = P == DECODE_PDL || P == DECODE_FUSED, EARLY = PDLW && DT != DT_BF16;
     // LATE_V: a bf16 block at head_dim 256 is 128 words of K and V fragments a lane; V's are read after
     // the scores, when K's are dead, so that Qᵀ, Oᵀ and one operand fit the registers (no spills)
     constexpr bool LATE_V = HD == 256 && !EARLY && DT == DT_BF16;
