@@ -405,7 +405,7 @@ static int config_id(const struct tokenizer *t, json_t *cfg, const char *key, co
     return 0;
 }
 
-// The chat template of chat_template.jinja beside `path` (where transformers writes it since 4.43), when
+// The chat template of chat_template.jinja beside `path` (where newer transformers versions write it), when
 // tokenizer_config.json has none.
 static int read_jinja(struct tokenizer *t, const char *path, size_t dir) {
     char *p = malloc(dir + 32);
