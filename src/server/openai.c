@@ -500,9 +500,11 @@ void oai_response_init(struct oai_response *s, const struct oai_context *c, cons
     s->out.min_tokens = r->gen.sp.min_tokens;
     // (oai_parse's harmony_init check of the vocabulary passed, so this one does too)
     s->harmony = r->kind == OAI_CHAT && c->tmpl == CHAT_TEMPLATE_HARMONY && harmony_init(&s->hm, c->tok) == 0;
-    s->think_open = tokenizer_token_id(c->tok, "<think>", 7);
-    s->think_close = tokenizer_token_id(c->tok, "</think>", 8);
-    s->think = r->kind == OAI_CHAT && !s->harmony && c->reasoning && s->think_close >= 0 ? 1 : 0;
+    if (r->kind == OAI_CHAT && !s->harmony && c->reasoning) {
+        s->think_open = tokenizer_token_id(c->tok, "<think>", 7);
+        s->think_close = tokenizer_token_id(c->tok, "</think>", 8);
+        s->think = s->think_close >= 0 ? 1 : 0;
+    }
     text_output_init(&s->rout, c->tok, NULL, 0, NULL, 0);
     if (r->logprobs && !streaming)
         s->lp = empty_logprobs(r->kind);

@@ -184,6 +184,33 @@ int serve_check_flags(char **words, int n) {
     return rc < 0 ? rc : OCT_OK;
 }
 
+// The chat template and reasoning parser the server runs with (c->tmpl picked, c->reasoning set), and the
+// startup line that names them; <0 (err_msg says why) for a combination that cannot work. Harmony needs its
+// special tokens: a checkpoint whose own template is harmony without them is refused, a gpt-oss shape without a
+// template or those tokens (dummy:gpt-oss-20b's byte vocabulary) chats in ChatML.
+static int chat_setup(struct oai_context *c, const struct model *m, const char *tmpl) {
+    struct harmony hm;
+    const bool no_harmony = c->tmpl == CHAT_TEMPLATE_HARMONY && harmony_init(&hm, m->tok) < 0;
+    if (no_harmony && tmpl) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", err_msg());  // (err_set writes the buffer err_msg reads)
+        return err_set(OCT_EINVAL, "chat template harmony: %s", why);
+    }
+    if (no_harmony) c->tmpl = CHAT_TEMPLATE_CHATML;
+    if (c->reasoning && c->tmpl == CHAT_TEMPLATE_HARMONY)
+        return err_set(OCT_EINVAL, "--reasoning-parser: gpt-oss's harmony replies are split by their channels, "
+                       "not a <think> block");
+    if (c->reasoning && tokenizer_token_id(m->tok, "</think>", 8) < 0)
+        return err_set(OCT_EINVAL, "--reasoning-parser: the vocabulary has no </think> token");
+    if (no_harmony)
+        fprintf(stderr, "octet: chat template: chatml (the model has none, and the %s family's, harmony, needs "
+                "special tokens the vocabulary lacks)\n", m->cfg.arch);
+    else
+        fprintf(stderr, "octet: chat template: %s%s%s%s\n", chat_template_name(c->tmpl),
+                tmpl ? "" : " (the model has none: the ", tmpl ? "" : m->cfg.arch, tmpl ? "" : " family's)");
+    return 0;
+}
+
 int cmd_serve(int argc, char **argv) {
     struct cli_model_args a;
     cli_model_args_default(&a);
@@ -241,35 +268,7 @@ int cmd_serve(int argc, char **argv) {
                             .max_model_len = plan.max_model_len, .tmpl = chat_template_pick(tmpl, m->cfg.arch)};
     c.special_in_content = chat.special_in_content;
     c.reasoning = chat.reasoning;
-    // harmony needs its special tokens: a checkpoint whose own template is harmony without them is refused;
-    // a gpt-oss shape without a template or those tokens (dummy:gpt-oss-20b's byte vocabulary) chats in ChatML
-    struct harmony hm;
-    bool no_harmony = c.tmpl == CHAT_TEMPLATE_HARMONY && harmony_init(&hm, m->tok) < 0;
-    if (no_harmony && tmpl) {
-        fprintf(stderr, "octet: chat template harmony: %s\n", err_msg());
-        engine_destroy(e);
-        model_free(m);
-        return 1;
-    }
-    if (no_harmony) c.tmpl = CHAT_TEMPLATE_CHATML;
-    const char *refuse = NULL;
-    if (c.reasoning && c.tmpl == CHAT_TEMPLATE_HARMONY)
-        refuse = "gpt-oss's harmony replies are split by their channels, not a <think> block";
-    else if (c.reasoning && tokenizer_token_id(m->tok, "</think>", 8) < 0)
-        refuse = "the vocabulary has no </think> token";
-    if (refuse) {
-        fprintf(stderr, "octet: --reasoning-parser: %s\n", refuse);
-        engine_destroy(e);
-        model_free(m);
-        return 1;
-    }
-    if (no_harmony)
-        fprintf(stderr, "octet: chat template: chatml (the model has none, and the %s family's, harmony, needs "
-                "special tokens the vocabulary lacks)\n", m->cfg.arch);
-    else
-        fprintf(stderr, "octet: chat template: %s%s%s%s\n", chat_template_name(c.tmpl),
-                tmpl ? "" : " (the model has none: the ", tmpl ? "" : m->cfg.arch, tmpl ? "" : " family's)");
-    if (server_start(&s, e, &c, &so) < 0) {
+    if (chat_setup(&c, m, tmpl) < 0 || server_start(&s, e, &c, &so) < 0) {
         fprintf(stderr, "octet: %s\n", err_msg());
         engine_destroy(e);
         model_free(m);
