@@ -21,6 +21,14 @@ static const char RE_LLAMA3[] =
 static const char RE_QWEN2[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*"
     "|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// o200k (GGUF pre "gpt-4o": gpt-oss): words split where case turns from lower to upper, contractions kept
+// on their word, digits in threes, a punctuation run taking the newlines and slashes after it.
+static const char RE_GPT4O[] =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    "|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 static const char RE_GPT2[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
@@ -143,7 +151,8 @@ int tok_bpe_pre_preset(struct tok_spec *s, const char *pre) {
     }
     if (strcmp(pre, "gpt-2") == 0 || strcmp(pre, "gpt2") == 0) { s->regex[0] = RE_GPT2; return 0; }
     if (strcmp(pre, "qwen2") == 0) { s->regex[0] = RE_QWEN2; return 0; }
-    return err_set(OCT_EUNSUP, "%s: tokenizer.ggml.pre '%s' is not supported (llama-bpe, gpt-2, qwen2)",
+    if (strcmp(pre, "gpt-4o") == 0) { s->regex[0] = RE_GPT4O; return 0; }
+    return err_set(OCT_EUNSUP, "%s: tokenizer.ggml.pre '%s' is not supported (llama-bpe, gpt-2, qwen2, gpt-4o)",
                    s->src, pre);
 }
 

@@ -12,6 +12,7 @@
 #include "../../src/base/check.h"
 #include "../../src/model/gguf.h"
 #include "../../src/model/tokenizer.h"
+#include "../../src/model/tokenizer_impl.h"
 #include "../test.h"
 
 #define N_OF(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -383,6 +384,55 @@ TEST(bpe_json_gpt2_regex) {
     tokenizer_free(t);
 }
 
+// A byte-level BPE of the 256 byte symbols and three merges that cross a llama-bpe split but not a gpt-4o
+// one: "oW" (o200k splits "HelloWorld" before the W, llama-bpe keeps the word whole), "t'" (o200k keeps a
+// contraction on its word, llama-bpe splits "'s" off) and "\n/" (o200k's punctuation run takes a slash
+// after its newline) — so each encoding shows where the pre-tokenizer of `pre` cut.
+static struct tokenizer *tiny_bpe(const char *pre) {
+    static char sym[256][3];
+    static const char *text[259];
+    static uint32_t len[259];
+    for (int b = 0; b < 256; b++) {  // the GPT-2 byte map: printable bytes are themselves, the rest U+0100..
+        bool print = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        int n = 0;
+        for (int c = 0; c < b; c++) n += !((c >= 0x21 && c <= 0x7E) || (c >= 0xA1 && c <= 0xAC) || c >= 0xAE);
+        unsigned cp = print ? (unsigned)b : 256u + (unsigned)n;
+        if (cp < 0x80) { sym[b][0] = (char)cp; len[b] = 1; }
+        else { sym[b][0] = (char)(0xC0 | cp >> 6); sym[b][1] = (char)(0x80 | (cp & 0x3F)); len[b] = 2; }
+        text[b] = sym[b];
+    }
+    static const char *ml[] = {"o", "t", "\xc4\x8a"}, *mr[] = {"W", "'", "/"};  // (U+010A: the newline's symbol)
+    static const char *mt[] = {"oW", "t'", "\xc4\x8a/"};
+    static uint32_t mll[3], mrl[3];
+    for (int i = 0; i < 3; i++) {
+        text[256 + i] = mt[i], len[256 + i] = (uint32_t)strlen(mt[i]);
+        mll[i] = (uint32_t)strlen(ml[i]), mrl[i] = (uint32_t)strlen(mr[i]);
+    }
+    struct tok_spec s = {.kind = TOK_KIND_BPE, .src = "tiny", .n_vocab = 259, .text = text, .text_len = len,
+                         .n_merges = 3, .merge_left = ml, .merge_right = mr, .merge_left_len = mll,
+                         .merge_right_len = mrl, .bos = -1, .eos = -1, .unk = -1, .eot = -1, .eom = -1};
+    struct tokenizer *t = NULL;
+    CHECK_OK(tok_bpe_pre_preset(&s, pre));
+    CHECK_OK(tok_build(&t, &s));
+    return t;
+}
+
+TEST(bpe_gpt4o_pre_splits) {
+    struct tokenizer *o = tiny_bpe("gpt-4o"), *l = tiny_bpe("llama-bpe");
+    if (!o || !l) { tokenizer_free(o); tokenizer_free(l); return; }
+    CHECK_ENC(o, "HelloWorld", false, false, 'H', 'e', 'l', 'l', 'o', 'W', 'o', 'r', 'l', 'd');
+    CHECK_ENC(l, "HelloWorld", false, false, 'H', 'e', 'l', 'l', 256, 'o', 'r', 'l', 'd');
+    CHECK_ENC(o, "it's", false, false, 'i', 257, 's');
+    CHECK_ENC(l, "it's", false, false, 'i', 't', '\'', 's');
+    CHECK_ENC(o, "IT'S", false, false, 'I', 'T', '\'', 'S');  // (no lower-case "t'" merge for "T'")
+    CHECK_ENC(o, "a.\n/b", false, false, 'a', '.', 258, 'b');
+    CHECK_ENC(l, "a.\n/b", false, false, 'a', '.', '\n', '/', 'b');
+    CHECK_ENC(o, "1234567", false, false, '1', '2', '3', '4', '5', '6', '7');
+    for (int i = 0; i < N_OF(ROUND_TRIP); i++) CHECK_MSG(round_trip(o, ROUND_TRIP[i], strlen(ROUND_TRIP[i]), false), "[%d]", i);
+    tokenizer_free(o);
+    tokenizer_free(l);
+}
+
 // ---- byte stand-in ----
 
 TEST(bytes) {
@@ -551,6 +601,7 @@ int main(void) {
     RUN(bpe_gguf);
     RUN(bpe_gguf_equals_json);
     RUN(bpe_json_gpt2_regex);
+    RUN(bpe_gpt4o_pre_splits);
     RUN(bytes);
     RUN(randomized);
     RUN(bad_gguf);
