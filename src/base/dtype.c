@@ -15,7 +15,7 @@ int dtype_block_elems(enum dtype t) {
     switch (t) {
     case DT_Q8_0: return QK8_0;
     case DT_Q4_0: return QK4_0;
-    case DT_MXFP4: return QK_MXFP4;
+    case DT_MXFP4: case DT_MXFP4_GGML: return QK_MXFP4;
     case DT_Q4_K: case DT_Q5_K: case DT_Q6_K: return QK_K;
     default: return 1;
     }
@@ -28,7 +28,7 @@ size_t dtype_block_bytes(enum dtype t) {
     case DT_Q4_K: return 4 + 12 + QK_K / 2;
     case DT_Q5_K: return 4 + 12 + QK_K / 8 + QK_K / 2;
     case DT_Q6_K: return QK_K / 2 + QK_K / 4 + QK_K / 16 + 2;
-    case DT_MXFP4: return 1 + QK_MXFP4 / 2;
+    case DT_MXFP4: case DT_MXFP4_GGML: return 1 + QK_MXFP4 / 2;
     default: return dtype_size(t);
     }
 }
@@ -40,7 +40,7 @@ size_t dtype_row_bytes(enum dtype t, int64_t n) {
 }
 
 size_t dtype_align(enum dtype t) {
-    if (t == DT_MXFP4) return 1;
+    if (t == DT_MXFP4 || t == DT_MXFP4_GGML) return 1;
     return dtype_block_elems(t) > 1 ? 2 : dtype_size(t);
 }
 
@@ -48,7 +48,7 @@ int dtype_is_block(enum dtype t) { return dtype_block_elems(t) > 1; }
 
 const char *dtype_name(enum dtype t) {
     static const char *names[DT_COUNT] = {"f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "i32", "i64", "q8_0", "q4_0",
-                                             "q4_k", "q5_k", "q6_k", "mxfp4", "u8"};
+                                             "q4_k", "q5_k", "q6_k", "mxfp4", "u8", "mxfp4_ggml"};
     return (unsigned)t < DT_COUNT ? names[t] : "?";
 }
 

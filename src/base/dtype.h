@@ -29,6 +29,10 @@ enum dtype {
     // each an e2m1 code: bit 3 the sign, bits 0-2 index {0, 0.5, 1, 1.5, 2, 3, 4, 6}; w = code value * scale
     DT_MXFP4,
     DT_U8,    // bytes (safetensors U8: MXFP4's *_blocks and *_scales before they are packed)
+    // GGUF's MXFP4 (ggml type 39) as the file holds it: DT_MXFP4's 17-byte blocks with the nibbles in
+    // llama.cpp's order (byte i: element i low, element i + 16 high). The GGUF loader repacks it to
+    // DT_MXFP4; nothing computes with it.
+    DT_MXFP4_GGML,
     DT_COUNT
 };
 
@@ -37,22 +41,22 @@ enum dtype {
 #define QK_K 256  // elements per K-quant super-block
 #define QK_MXFP4 32  // elements per MXFP4 block
 
-// Bytes per element of `t` (1, 2, 4 or 8); 0 for the block types (Q8_0, Q4_0, Q*_K, MXFP4): use dtype_row_bytes.
+// Bytes per element of `t` (1, 2, 4 or 8); 0 for the block types (Q8_0, Q4_0, Q*_K, MXFP4s): use dtype_row_bytes.
 size_t dtype_size(enum dtype t);
-// Elements per block: 1 for the element types, 32 for Q8_0, Q4_0 and MXFP4, 256 for the K-quants.
+// Elements per block: 1 for the element types, 32 for Q8_0, Q4_0 and the MXFP4s, 256 for the K-quants.
 int dtype_block_elems(enum dtype t);
 // Bytes per block: dtype_size for the element types, 34 (Q8_0), 18 (Q4_0), 144 (Q4_K), 176 (Q5_K),
-// 210 (Q6_K), 17 (MXFP4); 0 if unknown.
+// 210 (Q6_K), 17 (the MXFP4s); 0 if unknown.
 size_t dtype_block_bytes(enum dtype t);
 // Bytes of n contiguous elements; 0 if n is not a whole number of blocks or t is unknown.
 size_t dtype_row_bytes(enum dtype t, int64_t n);
 // Alignment a tensor of t needs to be read in place: its element size, 2 (the f16 scales) for the GGUF
-// blocks, 1 for MXFP4 (byte scales).
+// blocks, 1 for the MXFP4s (byte scales).
 size_t dtype_align(enum dtype t);
-// Whether t is a block type (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4): rows are dtype_row_bytes long.
+// Whether t is a block type (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, the MXFP4s): rows are dtype_row_bytes long.
 int dtype_is_block(enum dtype t);
 // Lower-case name: "f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "i32", "i64", "q8_0", "q4_0", "q4_k",
-// "q5_k", "q6_k", "mxfp4", "u8".
+// "q5_k", "q6_k", "mxfp4", "u8", "mxfp4_ggml".
 const char *dtype_name(enum dtype t);
 
 #define TENSOR_MAX_DIMS 4

@@ -291,9 +291,10 @@ static int read_tensor_info(struct reader *r, struct tensor_info *ti, uint64_t *
     case 12: ti->dtype = DT_Q4_K; break;
     case 13: ti->dtype = DT_Q5_K; break;
     case 14: ti->dtype = DT_Q6_K; break;
+    case 39: ti->dtype = DT_MXFP4_GGML; break;
     default:
         return err_set(OCT_EUNSUP, "gguf %s: %s: ggml type %u (%s) is not supported (only F32, "
-                       "F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)", r->path, r->ctx, type, ggml_type_name(type));
+                       "F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, MXFP4)", r->path, r->ctx, type, ggml_type_name(type));
     }
     int be = dtype_block_elems(ti->dtype);
     if (ti->ne[0] % be != 0)

@@ -74,6 +74,9 @@ static int check_shape(const struct weight *w, const char *what, int layer, int6
         return err_set(OCT_EINVAL, "model: tensor %s (layer %d) is [%lld x %lld], expected [%lld x %lld]", what, layer,
                        (long long)w->rows, (long long)w->cols, (long long)rows, (long long)cols);
     if (w->dtype == DT_E4M3 && rows > 1 && w->fp8.scale) return OCT_OK;  // fp8 matrices (docs/fp8_weights.md)
+    if (w->dtype == DT_MXFP4_GGML)  // (model_gguf.c repacks gpt-oss's experts; no other tensor is read in it)
+        return err_set(OCT_EUNSUP, "model: tensor %s (layer %d) is GGUF MXFP4, which octet reads only for the "
+                       "experts of gpt-oss", what, layer);
     // the block types (GGUF Q8_0, Q4_0, K-quants) for matrices only; norms and biases stay f32/f16/bf16
     if (w->dtype != DT_F32 && w->dtype != DT_F16 && w->dtype != DT_BF16 && !(dtype_is_block(w->dtype) && rows > 1))
         return err_set(OCT_EUNSUP, "model: tensor %s (layer %d) has dtype %s (need f32, f16 or bf16%s)",

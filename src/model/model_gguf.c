@@ -4,10 +4,10 @@
 // (q/k/v biases), qwen3 (per-head q/k norms), gemma2 and gemma3 (norms stored as 1 + w, post-norms,
 // GeGLU, embedding scale, soft-caps, sliding-window pattern, Gemma 3's local RoPE base), phi3
 // (fused attn_qkv and gate+up in ffn_up), mixture-of-experts layers (llama with expert_count:
-// Mixtral; qwen3moe) as ffn_gate_inp and 3-D ffn_{gate,up,down}_exps; all but llama/mistral rotate
-// halves (NEOX). Every key
-// is read strictly (a key of the wrong type is an error naming it) and every tensor of the file
-// must be used.
+// Mixtral; qwen3moe) as ffn_gate_inp and 3-D ffn_{gate,up,down}_exps, gpt-oss (llama.cpp's "gpt-oss":
+// biases, attention sinks, MXFP4 experts repacked to octet's nibble order, YaRN as the model defines
+// it); all but llama/mistral rotate halves (NEOX). Every key is read strictly
+// (a key of the wrong type is an error naming it) and every tensor of the file must be used.
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -29,7 +29,10 @@ static const struct gguf_family gguf_families[] = {
     {"qwen2", true, true, false, false, false, 0},    {"qwen3", true, false, true, false, false, 0},
     {"gemma2", true, false, false, true, false, 2},   {"gemma3", true, false, true, true, false, 6},
     {"phi3", true, false, false, false, true, 0},     {"qwen3moe", true, false, true, false, false, 0},
+    {"gpt-oss", true, false, false, false, false, 2},
 };
+
+static bool is_gptoss(const struct gguf_family *f) { return !strcmp(f->name, "gpt-oss"); }
 
 // One load: the model and the tensors taken so far.
 struct gguf_load {
@@ -91,6 +94,26 @@ static int float_key(struct gguf_load *L, const char *suffix, double def, double
     return OCT_OK;
 }
 
+// YaRN's ramp (rope.scaling.yarn_beta_fast / _slow, defaults 32 and 1); the keys that would change the
+// math otherwise (an extrapolation mix other than 1, a given attention factor, DeepSeek's log multiplier)
+// are refused by name.
+static int yarn_keys(struct gguf_load *L) {
+    struct rope_config *r = &L->m->cfg.rope;
+    TRY(float_key(L, "rope.scaling.yarn_beta_fast", 32.0, &r->beta_fast));
+    TRY(float_key(L, "rope.scaling.yarn_beta_slow", 1.0, &r->beta_slow));
+    static const struct { const char *key; double neutral; } fixed[] = {
+        {"rope.scaling.yarn_ext_factor", 1.0}, {"rope.scaling.yarn_attn_factor", 1.0},
+        {"rope.scaling.yarn_log_multiplier", 0.0}};
+    for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+        double v;
+        TRY(float_key(L, fixed[i].key, fixed[i].neutral, &v));
+        if (v != fixed[i].neutral)
+            return err_set(OCT_EUNSUP, "gguf %s: %s.%s = %g is not supported (only %g)", L->path, L->arch,
+                           fixed[i].key, v, fixed[i].neutral);
+    }
+    return OCT_OK;
+}
+
 static int rope_keys(struct gguf_load *L, const struct gguf_family *f) {
     struct model_config *c = &L->m->cfg;
     int64_t v;
@@ -98,7 +121,8 @@ static int rope_keys(struct gguf_load *L, const struct gguf_family *f) {
     c->rope.n_rot = (int)v;
     TRY(float_key(L, "rope.freq_base", 10000.0, &c->rope.theta));
     c->rope.neox = f->neox;
-    c->rope.truncate = true;
+    // gpt-oss's YaRN ramp is not rounded to whole dimensions (its reference and config.json: truncate false)
+    c->rope.truncate = !is_gptoss(f);
     c->rope.beta_fast = 32;
     c->rope.beta_slow = 1;
     c->rope.low_freq_factor = 1;
@@ -115,6 +139,7 @@ static int rope_keys(struct gguf_load *L, const struct gguf_family *f) {
         TRY(float_key(L, "rope.scaling.factor", 1.0, &c->rope.factor));
         TRY(int_key(L, "rope.scaling.original_context_length", &v, false, c->max_pos));
         c->rope.orig_max_pos = (int)v;
+        TRY(yarn_keys(L));
         if (c->rope.scaling != ROPE_SCALING_NONE && !(c->rope.factor > 0))
             return err_set(OCT_EINVAL, "gguf %s: rope scaling factor %g must be positive", L->path, c->rope.factor);
     }
@@ -198,24 +223,27 @@ static int family_keys(struct gguf_load *L, const struct gguf_family *f) {
     return OCT_OK;
 }
 
-// Mixture of experts: ARCH.expert_count / expert_used_count (qwen3moe: expert_feed_forward_length is the
-// experts' size); softmax routing with the chosen weights renormalised, as llama.cpp runs both families.
-// Shared experts and other gating functions are refused by name.
+// Mixture of experts: ARCH.expert_count / expert_used_count (qwen3moe, gpt-oss: expert_feed_forward_length
+// is the experts' size); softmax routing with the chosen weights renormalised, as llama.cpp runs these
+// families (gpt-oss's softmax over the top-k logits gives the same weights; llama.cpp's gating function 3,
+// the softmax of the chosen logits, is accepted for it). gpt-oss's clamped SwiGLU takes the model's alpha
+// 1.702 and limit 7.0, which its GGUF does not store (llama.cpp fixes them too). Shared experts and other
+// gating functions are refused by name.
 static int moe_keys(struct gguf_load *L, const struct gguf_family *f) {
     struct model_config *c = &L->m->cfg;
-    bool qwen = !strcmp(f->name, "qwen3moe");
+    bool qwen = !strcmp(f->name, "qwen3moe"), gptoss = is_gptoss(f);
     int64_t v;
-    TRY(int_key(L, "expert_count", &v, qwen, 0));
+    TRY(int_key(L, "expert_count", &v, qwen || gptoss, 0));
     c->n_experts = (int)v;
-    if (!c->n_experts) return OCT_OK;
-    if (strcmp(f->name, "llama") && !qwen)
+    if (!c->n_experts) return gptoss ? err_set(OCT_EINVAL, "gguf %s: %s.expert_count is 0", L->path, L->arch) : 0;
+    if (strcmp(f->name, "llama") && !qwen && !gptoss)
         return err_set(OCT_EUNSUP, "gguf %s: %s with experts is not supported", L->path, f->name);
     TRY(int_key(L, "expert_used_count", &v, true, 0));
     c->n_experts_used = (int)v;
     if (c->n_experts > 4096 || c->n_experts_used < 1 || c->n_experts_used > c->n_experts)
         return err_set(OCT_EINVAL, "gguf %s: %s.expert_used_count %d of %s.expert_count %d", L->path, L->arch,
                        c->n_experts_used, L->arch, c->n_experts);
-    if (qwen) {
+    if (qwen || gptoss) {
         TRY(int_key(L, "expert_feed_forward_length", &v, true, 0));
         c->ffn_dim = (int)v;
     }
@@ -223,11 +251,118 @@ static int moe_keys(struct gguf_load *L, const struct gguf_family *f) {
     if (v) return err_set(OCT_EUNSUP, "gguf %s: %s.expert_shared_count %lld (shared experts) is not supported",
                           L->path, L->arch, (long long)v);
     TRY(int_key(L, "expert_gating_func", &v, false, 1));
-    if (v != 1) return err_set(OCT_EUNSUP, "gguf %s: %s.expert_gating_func %lld is not supported (only softmax)",
-                               L->path, L->arch, (long long)v);
+    if (v != 1 && !(gptoss && v == 3))
+        return err_set(OCT_EUNSUP, "gguf %s: %s.expert_gating_func %lld is not supported (only softmax%s)", L->path,
+                       L->arch, (long long)v, gptoss ? ", or softmax over the top-k (3)" : "");
     c->moe_norm_topk = true;
-    if (!qwen) snprintf(c->arch, sizeof c->arch, "mixtral");
+    if (gptoss) {
+        c->moe_act = MOE_ACT_SWIGLU_CLAMP;
+        c->swiglu_alpha = 1.702f;
+        c->swiglu_limit = 7.0f;
+        c->moe_bias = c->attn_sinks = true;
+    } else if (!qwen) {
+        snprintf(c->arch, sizeof c->arch, "mixtral");
+    }
     return OCT_OK;
+}
+
+// One ggml MXFP4 block (byte i of qs: element i in the low nibble, element i + 16 in the high) as DT_MXFP4's
+// (byte i: elements 2i and 2i + 1); the exponent byte stays first.
+static void mxfp4_block_from_ggml(uint8_t *dst, const uint8_t *src) {
+    const uint8_t *qs = src + 1;
+    dst[0] = src[0];
+    for (int i = 0; i < QK_MXFP4 / 2; i++) {
+        const int a = 2 * i, b = 2 * i + 1;  // (elements < 16 are low nibbles, the rest high)
+        const int ea = a < 16 ? qs[a] & 15 : qs[a - 16] >> 4, eb = b < 16 ? qs[b] & 15 : qs[b - 16] >> 4;
+        dst[1 + i] = (uint8_t)(ea | eb << 4);
+    }
+}
+
+// Of a [E][R][cols] expert tensor t (ne = {cols, R, E}), rows r0 .. r0 + n of every expert as a
+// [E·n][cols] weight: t itself where that is all of it and its dtype is one octet computes with, else an
+// owned copy (ggml MXFP4 repacked to DT_MXFP4).
+static int expert_rows(struct gguf_load *L, struct weight *w, const struct tensor_info *t, int64_t E, int64_t R,
+                       int64_t r0, int64_t n) {
+    if (t->n_dims != 3 || t->ne[1] != R || t->ne[2] != E)
+        return err_set(OCT_EINVAL, "gguf %s: tensor '%s' must be [%lld, %lld, cols] (it has %d dims, %lld x %lld)",
+                       L->path, t->name, (long long)E, (long long)R, t->n_dims, (long long)t->ne[2],
+                       (long long)t->ne[1]);
+    weight_from_tensor(w, t);
+    const bool ggml = t->dtype == DT_MXFP4_GGML;
+    if (!ggml && r0 == 0 && n == R) return OCT_OK;
+    const size_t rb = dtype_row_bytes(t->dtype, t->ne[0]);
+    uint8_t *d = model_own(L->m, (size_t)(E * n) * rb);
+    if (!d) return err_set(OCT_ENOMEM, "model: out of memory reordering the experts of '%s'", t->name);
+    for (int64_t e = 0; e < E; e++) {
+        const uint8_t *src = (const uint8_t *)t->data + (size_t)(e * R + r0) * rb;
+        uint8_t *dst = d + (size_t)(e * n) * rb;
+        if (!ggml) { memcpy(dst, src, (size_t)n * rb); continue; }
+        for (size_t b = 0; b < (size_t)n * rb; b += 1 + QK_MXFP4 / 2) mxfp4_block_from_ggml(dst + b, src + b);
+    }
+    *w = (struct weight){ggml ? DT_MXFP4 : t->dtype, E * n, t->ne[0], d, NULL, {0}};
+    return OCT_OK;
+}
+
+// Of a [E][R] expert bias t (ne = {R, E}), elements r0 .. r0 + n of every expert as one [1][E·n] row.
+static int expert_bias(struct gguf_load *L, struct weight *w, const struct tensor_info *t, int64_t E, int64_t R,
+                       int64_t r0, int64_t n) {
+    if (t->n_dims != 2 || t->ne[0] != R || t->ne[1] != E || !dtype_size(t->dtype))
+        return err_set(OCT_EINVAL, "gguf %s: tensor '%s' must be [%lld, %lld] of a float type", L->path, t->name,
+                       (long long)E, (long long)R);
+    const size_t es = dtype_size(t->dtype);
+    *w = (struct weight){t->dtype, 1, E * n, t->data, NULL, {0}};
+    if (r0 == 0 && n == R) return OCT_OK;
+    char *d = model_own(L->m, (size_t)(E * n) * es);
+    if (!d) return err_set(OCT_ENOMEM, "model: out of memory splitting '%s'", t->name);
+    for (int64_t e = 0; e < E; e++) memcpy(d + (size_t)(e * n) * es, (const char *)t->data + (e * R + r0) * es, n * es);
+    w->data = d;
+    return OCT_OK;
+}
+
+static int layer_find(struct gguf_load *L, int l, const char *suffix, const struct tensor_info **out) {
+    char tn[96];
+    snprintf(tn, sizeof tn, "blk.%d.%s", l, suffix);
+    *out = gguf_find_tensor(L->m->gguf, tn);
+    if (!*out) return err_set(OCT_EINVAL, "gguf %s: missing tensor '%s'", L->path, tn);
+    take(L, *out);
+    return OCT_OK;
+}
+
+// A gpt-oss layer's router (ffn_gate_inp .weight / .bias) and experts, with their biases: ffn_gate_exps and
+// ffn_up_exps, or both in ffn_gate_up_exps (llama.cpp's --fuse-gate-up-exps: an expert's gate rows, then its
+// up rows), and ffn_down_exps. MXFP4 experts are repacked, bf16/f16/f32 ones read in place.
+static int load_experts_gptoss(struct gguf_load *L, int l) {
+    struct model *m = L->m;
+    const struct model_config *c = &m->cfg;
+    struct layer_weights *w = &m->layers[l];
+    const int64_t E = c->n_experts, F = c->ffn_dim, D = c->dim;
+    const struct tensor_info *t, *b;
+    TRY(layer_tensor(L, &w->ffn_router, l, "ffn_gate_inp.weight", true));
+    TRY(layer_tensor(L, &w->ffn_router_b, l, "ffn_gate_inp.bias", true));
+    char tn[96];
+    snprintf(tn, sizeof tn, "blk.%d.ffn_gate_up_exps.weight", l);
+    if (gguf_find_tensor(m->gguf, tn)) {
+        TRY(layer_find(L, l, "ffn_gate_up_exps.weight", &t));
+        TRY(layer_find(L, l, "ffn_gate_up_exps.bias", &b));
+        TRY(expert_rows(L, &w->exp_gate, t, E, 2 * F, 0, F));
+        TRY(expert_rows(L, &w->exp_up, t, E, 2 * F, F, F));
+        TRY(expert_bias(L, &w->exp_b_gate, b, E, 2 * F, 0, F));
+        TRY(expert_bias(L, &w->exp_b_up, b, E, 2 * F, F, F));
+    } else {
+        TRY(layer_find(L, l, "ffn_gate_exps.weight", &t));
+        TRY(expert_rows(L, &w->exp_gate, t, E, F, 0, F));
+        TRY(layer_find(L, l, "ffn_up_exps.weight", &t));
+        TRY(expert_rows(L, &w->exp_up, t, E, F, 0, F));
+        TRY(layer_find(L, l, "ffn_gate_exps.bias", &b));
+        TRY(expert_bias(L, &w->exp_b_gate, b, E, F, 0, F));
+        TRY(layer_find(L, l, "ffn_up_exps.bias", &b));
+        TRY(expert_bias(L, &w->exp_b_up, b, E, F, 0, F));
+    }
+    TRY(layer_find(L, l, "ffn_down_exps.weight", &t));
+    TRY(expert_rows(L, &w->exp_down, t, E, D, 0, D));
+    TRY(layer_find(L, l, "ffn_down_exps.bias", &b));
+    TRY(expert_bias(L, &w->exp_b_down, b, E, D, 0, D));
+    return layer_tensor(L, &w->attn_sinks, l, "attn_sinks.weight", true);
 }
 
 static int load_layer(struct gguf_load *L, const struct gguf_family *f, int l) {
@@ -236,8 +371,11 @@ static int load_layer(struct gguf_load *L, const struct gguf_family *f, int l) {
     struct layer_weights *w = &m->layers[l];
     TRY(layer_tensor(L, &w->attn_norm, l, "attn_norm.weight", true));
     TRY(layer_tensor(L, &w->wo, l, "attn_output.weight", true));
-    TRY(layer_tensor(L, &w->ffn_norm, l, "ffn_norm.weight", true));
-    if (c->n_experts) {
+    // (gpt-oss's norm before the experts is llama.cpp's post_attention_norm, after HF's name)
+    TRY(layer_tensor(L, &w->ffn_norm, l, is_gptoss(f) ? "post_attention_norm.weight" : "ffn_norm.weight", true));
+    if (is_gptoss(f)) {
+        TRY(load_experts_gptoss(L, l));
+    } else if (c->n_experts) {
         TRY(layer_tensor(L, &w->ffn_router, l, "ffn_gate_inp.weight", true));
         TRY(layer_tensor(L, &w->exp_gate, l, "ffn_gate_exps.weight", true));
         TRY(layer_tensor(L, &w->exp_up, l, "ffn_up_exps.weight", true));
@@ -340,8 +478,8 @@ int model_load_gguf(struct model *m, const char *path) {
         if (!strcmp(gguf_families[i].name, arch)) f = &gguf_families[i];
     if (!f)
         return err_set(OCT_EUNSUP, "gguf %s: architecture '%s' is not supported "
-                       "(llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe)", path, arch);
-    snprintf(c->arch, sizeof c->arch, "%s", !strcmp(arch, "mistral") ? "llama" : arch);
+                       "(llama, mistral, qwen2, qwen3, gemma2, gemma3, phi3, qwen3moe, gpt-oss)", path, arch);
+    snprintf(c->arch, sizeof c->arch, "%s", !strcmp(arch, "mistral") ? "llama" : is_gptoss(f) ? "gptoss" : arch);
     struct gguf_load L = {m, arch, path, model_own(m, (size_t)(gguf_n_tensors(m->gguf) + 1) * sizeof(void *)), 0};
     if (!L.used) return err_set(OCT_ENOMEM, "model: out of memory");
     int64_t v;
@@ -349,7 +487,7 @@ int model_load_gguf(struct model *m, const char *path) {
     TRY(int_key(&L, "embedding_length", &v, true, 0)); c->dim = (int)v;
     TRY(int_key(&L, "attention.head_count", &v, true, 0)); c->n_heads = (int)v;
     TRY(int_key(&L, "attention.head_count_kv", &v, false, c->n_heads)); c->n_kv_heads = (int)v;
-    TRY(int_key(&L, "feed_forward_length", &v, true, 0)); c->ffn_dim = (int)v;
+    TRY(int_key(&L, "feed_forward_length", &v, !is_gptoss(f), 0)); c->ffn_dim = (int)v;
     TRY(int_key(&L, "context_length", &v, false, 2048)); c->max_pos = (int)v;
     if (c->n_heads <= 0) return err_set(OCT_EINVAL, "gguf %s: attention.head_count must be positive", path);
     TRY(int_key(&L, "attention.key_length", &v, false, c->dim / c->n_heads)); c->head_dim = (int)v;

@@ -1,6 +1,6 @@
 // test_hf_cuda.c — the tiny transformers checkpoints of tests/data/hf (every dense family: Llama with
 // its RoPE scalings, biases and GeGLU, Qwen2, Qwen3, Mistral, Gemma 2 and 3, Phi-3; the mixtures of
-// experts Mixtral and Qwen3-MoE, and gpt-oss where the backend has attention sinks) through the CUDA
+// experts Mixtral and Qwen3-MoE, and gpt-oss, also as GGUF, where the backend has attention sinks) through the CUDA
 // backend against the CPU backend with the same KV cache type (run by scripts/gpu_check.sh's hf
 // stage from the repository root; built with `make CUDA=1 gpu-tests`). Per fixture and cache (bf16;
 // fp8; fp8 with the sliding-window layers kept in bf16): the teacher-forced sequence in one step
@@ -29,8 +29,9 @@ static const char *const fixtures[] = {"llama3_rope", "llama_yarn_bias", "llama_
                                        "qwen3_moe_routed", "qwen3_moe_topk"};
 #define N_FIXTURES (sizeof fixtures / sizeof fixtures[0])
 // gpt-oss (moe_ffn with biases and the clamped SwiGLU, MXFP4 experts in gptoss_mxfp4) also needs attention
-// sinks: run where the CUDA backend reports ops->attn_sinks.
-static const char *const sink_fixtures[] = {"gptoss", "gptoss_mxfp4"};
+// sinks: run where the CUDA backend reports ops->attn_sinks. NAME.gguf is tests/data/hf_gguf/NAME.gguf
+// (llama.cpp's layout of the same checkpoint) against tests/data/hf/NAME/ref.json.
+static const char *const sink_fixtures[] = {"gptoss", "gptoss_mxfp4", "gptoss_mxfp4.gguf"};
 #define N_SINK_FIXTURES (sizeof sink_fixtures / sizeof sink_fixtures[0])
 
 // The bounds. The CUDA backend keeps activations in bf16 (8 significant bits: each rounding is off
@@ -246,8 +247,11 @@ static void compare(const float *cpu, const float *gpu, int rows, int V, double 
 
 static void check_fixture(const char *name, const struct mode *md) {
     char dir[256], path[300];
-    snprintf(dir, sizeof dir, "tests/data/hf/%s", name);
-    snprintf(path, sizeof path, "%s/ref.json", dir);
+    const size_t nl = strlen(name);
+    const bool gguf = nl > 5 && !strcmp(name + nl - 5, ".gguf");
+    if (gguf) snprintf(dir, sizeof dir, "tests/data/hf_gguf/%s", name);
+    else snprintf(dir, sizeof dir, "tests/data/hf/%s", name);
+    snprintf(path, sizeof path, "tests/data/hf/%.*s/ref.json", (int)(gguf ? nl - 5 : nl), name);
     json_error_t e;
     json_t *ref = json_load_file(path, 0, &e);
     CHECK_MSG(ref != NULL, "%s: %s", path, e.text);

@@ -2,8 +2,9 @@
 // unit tests use them (owns: reading ref.json, the check of a checkpoint against it on the CPU backend —
 // greedy tokens identical, teacher-forced log-probabilities within 1e-4, perplexity ratio within 1e-4,
 // the last position's logits within 1e-4 —,
-// the scratch folder, copies of a fixture with an edited config.json, and the checks that a load or a
-// backend lacking an op is refused with an error naming the problem). Included by test_arch_hf.c and test_arch_moe.c after test.h.
+// the scratch folder, copies of a fixture with an edited config.json or of a GGUF fixture with bytes
+// replaced, and the checks that a load or a backend lacking an op is refused with an error naming the
+// problem). Included after test.h by the tests of the fixtures.
 #ifndef OCTET_HF_FIXTURE_H
 #define OCTET_HF_FIXTURE_H
 
@@ -163,6 +164,32 @@ static inline void hf_load_refused(const char *path, const char *label, const ch
 // Loading fixture name with edit applied must fail with a message containing want.
 static inline void hf_refused(const char *name, void (*edit)(json_t *), const char *want) {
     hf_load_refused(hf_edited(name, edit), name, want);
+}
+
+// tests/data/hf_gguf/NAME.gguf copied to hf_tmpdir with every `from` replaced by `to` (same length).
+static inline const char *hf_gguf_patched(const char *name, const char *from, const char *to) {
+    static char out[128];
+    char in[128];
+    snprintf(in, sizeof in, "tests/data/hf_gguf/%s.gguf", name);
+    snprintf(out, sizeof out, "%s/%s_patched.gguf", hf_tmpdir, name);
+    FILE *f = fopen(in, "rb");
+    if (!f) return NULL;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof buf, f);
+    fclose(f);
+    if (n == sizeof buf) return NULL;  // (larger than the fixtures this copies)
+    size_t k = strlen(from);
+    for (size_t i = 0; i + k <= n; i++)
+        if (!memcmp(buf + i, from, k)) memcpy(buf + i, to, k);
+    f = fopen(out, "wb");
+    if (!f) return NULL;
+    bool ok = fwrite(buf, 1, n, f) == n;
+    return fclose(f) == 0 && ok ? out : NULL;
+}
+
+// Loading that patched copy of tests/data/hf_gguf/NAME.gguf must fail with a message containing want.
+static inline void hf_gguf_refused(const char *name, const char *from, const char *to, const char *want) {
+    hf_load_refused(hf_gguf_patched(name, from, to), name, want);
 }
 
 // forward_init of m on a CPU backend named "lacking" whose op table edit() has changed (an op taken

@@ -52,34 +52,10 @@ TEST(gguf_files_match_transformers) {
     }
 }
 
-// tests/data/hf_gguf/NAME.gguf copied to hf_tmpdir with every `from` replaced by `to` (same length).
-static const char *gguf_patched(const char *name, const char *from, const char *to) {
-    static char out[128];
-    char in[128];
-    snprintf(in, sizeof in, "tests/data/hf_gguf/%s.gguf", name);
-    snprintf(out, sizeof out, "%s/%s_patched.gguf", hf_tmpdir, name);
-    FILE *f = fopen(in, "rb");
-    if (!f) return NULL;
-    static char buf[1 << 20];
-    size_t n = fread(buf, 1, sizeof buf, f);
-    fclose(f);
-    size_t k = strlen(from);
-    for (size_t i = 0; i + k <= n; i++)
-        if (!memcmp(buf + i, from, k)) memcpy(buf + i, to, k);
-    f = fopen(out, "wb");
-    if (!f) return NULL;
-    bool ok = fwrite(buf, 1, n, f) == n;
-    return fclose(f) == 0 && ok ? out : NULL;
-}
-
-static void gguf_refused(const char *name, const char *from, const char *to, const char *want) {
-    hf_load_refused(gguf_patched(name, from, to), name, want);
-}
-
 TEST(gguf_refusals_name_the_problem) {
-    gguf_refused("qwen2", "qwen2", "qwenx", "architecture 'qwenx'");
-    gguf_refused("gemma3", "gemma3", "gemma2", "attn_q_norm.weight");  // q/k norms: not a gemma2 tensor
-    gguf_refused("phi3", "attn_qkv", "attn_qkx", "attn_qkv.weight");   // renamed away: missing, then unused
+    hf_gguf_refused("qwen2", "qwen2", "qwenx", "architecture 'qwenx'");
+    hf_gguf_refused("gemma3", "gemma3", "gemma2", "attn_q_norm.weight");  // q/k norms: not a gemma2 tensor
+    hf_gguf_refused("phi3", "attn_qkv", "attn_qkx", "attn_qkv.weight");   // renamed away: missing, then unused
 }
 
 // transformers 5's rope_parameters → the older rope_theta + rope_scaling (+ rope_local_base_freq).
