@@ -319,13 +319,21 @@ static int expert_bias(struct gguf_load *L, struct weight *w, const struct tenso
     return OCT_OK;
 }
 
-static int layer_find(struct gguf_load *L, int l, const char *suffix, const struct tensor_info **out) {
-    char tn[96];
-    snprintf(tn, sizeof tn, "blk.%d.%s", l, suffix);
-    *out = gguf_find_tensor(L->m->gguf, tn);
-    if (!*out) return err_set(OCT_EINVAL, "gguf %s: missing tensor '%s'", L->path, tn);
-    take(L, *out);
-    return OCT_OK;
+// Of blk.l.NAME.weight ([E][R][cols]) and blk.l.NAME.bias ([E][R]): rows r0 .. r0 + n of every expert into w
+// and the same entries of the bias into b (expert_rows, expert_bias).
+static int expert_part(struct gguf_load *L, int l, const char *name, struct weight *w, struct weight *b, int64_t R,
+                       int64_t r0, int64_t n) {
+    const int64_t E = L->m->cfg.n_experts;
+    const struct tensor_info *t[2];
+    for (int k = 0; k < 2; k++) {
+        char tn[96];
+        snprintf(tn, sizeof tn, "blk.%d.%s.%s", l, name, k ? "bias" : "weight");
+        if (!(t[k] = gguf_find_tensor(L->m->gguf, tn)))
+            return err_set(OCT_EINVAL, "gguf %s: missing tensor '%s'", L->path, tn);
+        take(L, t[k]);
+    }
+    TRY(expert_rows(L, w, t[0], E, R, r0, n));
+    return expert_bias(L, b, t[1], E, R, r0, n);
 }
 
 // A gpt-oss layer's router (ffn_gate_inp .weight / .bias) and experts, with their biases: ffn_gate_exps and
@@ -335,33 +343,19 @@ static int load_experts_gptoss(struct gguf_load *L, int l) {
     struct model *m = L->m;
     const struct model_config *c = &m->cfg;
     struct layer_weights *w = &m->layers[l];
-    const int64_t E = c->n_experts, F = c->ffn_dim, D = c->dim;
-    const struct tensor_info *t, *b;
+    const int64_t F = c->ffn_dim, D = c->dim;
     TRY(layer_tensor(L, &w->ffn_router, l, "ffn_gate_inp.weight", true));
     TRY(layer_tensor(L, &w->ffn_router_b, l, "ffn_gate_inp.bias", true));
     char tn[96];
     snprintf(tn, sizeof tn, "blk.%d.ffn_gate_up_exps.weight", l);
     if (gguf_find_tensor(m->gguf, tn)) {
-        TRY(layer_find(L, l, "ffn_gate_up_exps.weight", &t));
-        TRY(layer_find(L, l, "ffn_gate_up_exps.bias", &b));
-        TRY(expert_rows(L, &w->exp_gate, t, E, 2 * F, 0, F));
-        TRY(expert_rows(L, &w->exp_up, t, E, 2 * F, F, F));
-        TRY(expert_bias(L, &w->exp_b_gate, b, E, 2 * F, 0, F));
-        TRY(expert_bias(L, &w->exp_b_up, b, E, 2 * F, F, F));
+        TRY(expert_part(L, l, "ffn_gate_up_exps", &w->exp_gate, &w->exp_b_gate, 2 * F, 0, F));
+        TRY(expert_part(L, l, "ffn_gate_up_exps", &w->exp_up, &w->exp_b_up, 2 * F, F, F));
     } else {
-        TRY(layer_find(L, l, "ffn_gate_exps.weight", &t));
-        TRY(expert_rows(L, &w->exp_gate, t, E, F, 0, F));
-        TRY(layer_find(L, l, "ffn_up_exps.weight", &t));
-        TRY(expert_rows(L, &w->exp_up, t, E, F, 0, F));
-        TRY(layer_find(L, l, "ffn_gate_exps.bias", &b));
-        TRY(expert_bias(L, &w->exp_b_gate, b, E, F, 0, F));
-        TRY(layer_find(L, l, "ffn_up_exps.bias", &b));
-        TRY(expert_bias(L, &w->exp_b_up, b, E, F, 0, F));
+        TRY(expert_part(L, l, "ffn_gate_exps", &w->exp_gate, &w->exp_b_gate, F, 0, F));
+        TRY(expert_part(L, l, "ffn_up_exps", &w->exp_up, &w->exp_b_up, F, 0, F));
     }
-    TRY(layer_find(L, l, "ffn_down_exps.weight", &t));
-    TRY(expert_rows(L, &w->exp_down, t, E, D, 0, D));
-    TRY(layer_find(L, l, "ffn_down_exps.bias", &b));
-    TRY(expert_bias(L, &w->exp_b_down, b, E, D, 0, D));
+    TRY(expert_part(L, l, "ffn_down_exps", &w->exp_down, &w->exp_b_down, D, 0, D));
     return layer_tensor(L, &w->attn_sinks, l, "attn_sinks.weight", true);
 }
 

@@ -166,6 +166,17 @@ static inline void hf_refused(const char *name, void (*edit)(json_t *), const ch
     hf_load_refused(hf_edited(name, edit), name, want);
 }
 
+// tests/data/hf_gguf/NAME.gguf (a fixture written as llama.cpp lays it out) against tests/data/hf/NAME's ref.json.
+static inline void hf_check_gguf(const char *name) {
+    json_t *ref = hf_load_ref(name);
+    CHECK_MSG(ref != NULL, "%s: no ref.json", name);
+    char path[256], label[64];
+    snprintf(path, sizeof path, "tests/data/hf_gguf/%s.gguf", name);
+    snprintf(label, sizeof label, "%s (gguf)", name);
+    if (ref) hf_check_against_ref(path, ref, label);
+    json_decref(ref);
+}
+
 // tests/data/hf_gguf/NAME.gguf copied to hf_tmpdir with every `from` replaced by `to` (same length).
 static inline const char *hf_gguf_patched(const char *name, const char *from, const char *to) {
     static char out[128];
