@@ -70,22 +70,92 @@ bool chat_template_has_bos(enum chat_template_kind k) {
            k != CHAT_TEMPLATE_HARMONY;
 }
 
+bool chat_template_has_tools(enum chat_template_kind k) {
+    return k == CHAT_TEMPLATE_CHATML || k == CHAT_TEMPLATE_QWEN3;
+}
+
+size_t chat_template_n_spans(const struct chat_msg *msgs, int n, const struct chat_opts *o) {
+    size_t k = 2 * (size_t)n + (o ? (size_t)o->n_tools : 0);  // (a kept Qwen3 reasoning is a message's second)
+    for (int i = 0; i < n; i++) k += 2 * (size_t)msgs[i].n_calls;
+    return 2 * k;
+}
+
 // Role as the family spells it; NULL if the role is not a chat role.
 static const char *norm_role(const char *r) {
     if (!strcmp(r, "system") || !strcmp(r, "developer")) return "system";
     if (!strcmp(r, "user")) return "user";
     if (!strcmp(r, "assistant")) return "assistant";
+    if (!strcmp(r, "tool")) return "tool";
     return NULL;
 }
 
 // Appends a message's content (trimmed: Llama-3's {{ message['content'] | trim }}) and records
 // where it went in spans[2 * *n_spans ..] (when spans is not NULL).
+static int append_span(struct text_buf *b, const char *s, size_t n, size_t *spans, int *n_spans) {
+    if (spans) spans[2 * *n_spans] = b->n, spans[2 * *n_spans + 1] = b->n + n, ++*n_spans;
+    return text_buf_append(b, s, n);
+}
+
 static int append_content(struct text_buf *b, const char *s, bool trim, size_t *spans, int *n_spans) {
     size_t n = strlen(s);
     while (trim && n && strchr(" \t\r\n", *s)) s++, n--;
     while (trim && n && strchr(" \t\r\n", s[n - 1])) n--;
-    if (spans) spans[2 * *n_spans] = b->n, spans[2 * *n_spans + 1] = b->n + n, ++*n_spans;
-    return text_buf_append(b, s, n);
+    return append_span(b, s, n, spans, n_spans);
+}
+
+// ChatML and Qwen3, with the hermes tool format of Qwen2.5 and Qwen3's templates.
+static int render_hermes(struct text_buf *b, enum chat_template_kind k, const struct chat_msg *msgs, int n,
+                         const struct chat_opts *o, size_t *spans, int *n_spans) {
+#define HA(s) do { if (text_buf_append(b, (s), strlen(s)) < 0) return -1; } while (0)
+#define HC(s) do { if (append_content(b, (s), false, spans, n_spans) < 0) return -1; } while (0)
+    int i = 0, last_query = -1;
+    for (int j = 0; j < n; j++)
+        if (!strcmp(norm_role(msgs[j].role), "user")) last_query = j;
+    if (o && o->n_tools) {  // the tools in the system message (the first message's text before them)
+        HA("<|im_start|>system\n");
+        if (n > 0 && !strcmp(norm_role(msgs[0].role), "system")) { HC(msgs[0].content); HA("\n\n"); i = 1; }
+        HA("# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
+           "function signatures within <tools></tools> XML tags:\n<tools>");
+        for (int j = 0; j < o->n_tools; j++) { HA("\n"); HC(o->tools[j]); }
+        HA("\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+           "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+           "<args-json-object>}\n</tool_call><|im_end|>\n");
+    }
+    for (; i < n; i++) {
+        const char *r = norm_role(msgs[i].role), *t = msgs[i].content, *end;
+        if (!strcmp(r, "tool")) {  // consecutive results share one user turn
+            if (i == 0 || strcmp(norm_role(msgs[i - 1].role), "tool")) HA("<|im_start|>user");
+            HA("\n<tool_response>\n"); HC(t); HA("\n</tool_response>");
+            if (i == n - 1 || strcmp(norm_role(msgs[i + 1].role), "tool")) HA("<|im_end|>\n");
+            continue;
+        }
+        HA("<|im_start|>"); HA(r); HA("\n");
+        if (k == CHAT_TEMPLATE_QWEN3 && !strcmp(r, "assistant")) {
+            // Qwen3: a reply of the current tool loop (after the last user message) keeps its reasoning, an
+            // earlier one loses it: the text after its last </think>, newlines stripped
+            for (; (end = strstr(t, "</think>")); t = end + 8) {}
+            if (t != msgs[i].content && i > last_query) {
+                const char *rs = msgs[i].content, *re = t - 8, *open;
+                while ((open = strstr(rs, "<think>")) && open < re) rs = open + 7;
+                while (rs < re && *rs == '\n') rs++;
+                while (re > rs && re[-1] == '\n') re--;
+                HA("<think>\n");
+                if (append_span(b, rs, (size_t)(re - rs), spans, n_spans) < 0) return -1;
+                HA("\n</think>\n\n");
+            }
+            if (t != msgs[i].content) t += strspn(t, "\n");
+        }
+        HC(t);
+        for (int j = 0; j < msgs[i].n_calls; j++) {
+            if (j > 0 || *t) HA("\n");
+            HA("<tool_call>\n{\"name\": \""); HC(msgs[i].calls[j].name); HA("\", \"arguments\": ");
+            HC(msgs[i].calls[j].arguments); HA("}\n</tool_call>");
+        }
+        HA("<|im_end|>\n");
+    }
+    return 0;
+#undef HA
+#undef HC
 }
 
 #define A(s) do { if (text_buf_append(&b, (s), strlen(s)) < 0) goto oom; } while (0)
@@ -108,23 +178,28 @@ int chat_template_render_opts(enum chat_template_kind k, const struct chat_msg *
     int n_spans = 0;
     const char *bos = bos_text ? bos_text : "";
     *out = NULL;
-    for (int i = 0; i < n; i++)
-        if (!msgs[i].role || !norm_role(msgs[i].role)) {
+    const bool tools = chat_template_has_tools(k);
+    for (int i = 0; i < n; i++) {
+        const char *r = msgs[i].role ? norm_role(msgs[i].role) : NULL;
+        if (!r || (!tools && !strcmp(r, "tool"))) {
             text_buf_free(&b);
-            return err_set(OCT_EINVAL, "messages[%d].role: '%s' is not one of system, developer, user, assistant",
-                           i, msgs[i].role ? msgs[i].role : "(null)");
+            return err_set(OCT_EINVAL, "messages[%d].role: '%s' is not one of system, developer, user, assistant%s",
+                           i, msgs[i].role ? msgs[i].role : "(null)", tools ? ", tool" : "");
         }
+        if (msgs[i].n_calls && (!tools || strcmp(r, "assistant"))) {
+            text_buf_free(&b);
+            return err_set(OCT_EINVAL, "messages[%d].tool_calls: %s", i, tools ? "only an assistant message makes "
+                           "tool calls" : "the chat template has no tool calls");
+        }
+    }
+    if ((o && o->n_tools) && !tools) {
+        text_buf_free(&b);
+        return err_set(OCT_EINVAL, "tools: the chat template (%s) has no tool format", chat_template_name(k));
+    }
     switch (k) {
     case CHAT_TEMPLATE_CHATML:
     case CHAT_TEMPLATE_QWEN3:
-        for (int i = 0; i < n; i++) {
-            const char *r = norm_role(msgs[i].role), *t = msgs[i].content, *end;
-            // Qwen3: an earlier reply without its reasoning (the text after its last </think>, newlines stripped)
-            if (k == CHAT_TEMPLATE_QWEN3 && !strcmp(r, "assistant"))
-                for (; (end = strstr(t, "</think>")); t = end + 8) {}
-            if (t != msgs[i].content) t += strspn(t, "\n");
-            A("<|im_start|>"); A(r); A("\n"); C(t, false); A("<|im_end|>\n");
-        }
+        if (render_hermes(&b, k, msgs, n, o, spans, &n_spans) < 0) goto oom;
         if (add_generation_prompt) A("<|im_start|>assistant\n");
         if (add_generation_prompt && k == CHAT_TEMPLATE_QWEN3 && o && o->no_thinking)
             A("<think>\n\n</think>\n\n");

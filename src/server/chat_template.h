@@ -25,11 +25,20 @@ struct chat_opts {
     const char *reasoning_effort;   // "low" | "medium" | "high"
     const char *date;
     bool no_thinking;               // qwen3 (enable_thinking false): the reply's <think> block closed at once
+    const char *const *tools;       // [n_tools] each tool's JSON text (tojson's: ", " and ": " separators)
+    int n_tools;                    // > 0 only where chat_template_has_tools
+};
+
+// A call an earlier reply made: the function's name and its arguments' JSON text as the client sent it.
+struct chat_tool_call {
+    const char *name, *arguments;
 };
 
 struct chat_msg {
-    const char *role;           // "system" | "user" | "assistant" (developer → system)
-    const char *content;
+    const char *role;           // "system" | "user" | "assistant" (developer → system) | "tool" (a call's result,
+    const char *content;        // where chat_template_has_tools)
+    const struct chat_tool_call *calls; // assistant: the calls the reply made, [n_calls]
+    int n_calls;
 };
 
 // Picks the family by signature substrings of the Jinja source (NULL → ChatML).
@@ -47,6 +56,13 @@ const char *chat_template_end_of_turn(enum chat_template_kind k);
 // Every text that ends a reply (stop strings/tokens) into out[0..2): the end of turn, and for harmony
 // also <|call|> (a tool call, which ends sampling too). Returns how many.
 int chat_template_stops(enum chat_template_kind k, const char *out[2]);
+// Whether the family renders tools, tool calls and their results: ChatML and Qwen3, in the hermes format of
+// Qwen2.5 and Qwen3's templates (the tools in the system message inside <tools></tools>, a call as
+// <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>, results as a user turn's <tool_response>s).
+bool chat_template_has_tools(enum chat_template_kind k);
+// The entries spans needs for msgs and o (2 a content: two a message, for a reply's kept reasoning and its
+// text, and every tool's, every call's name and arguments).
+size_t chat_template_n_spans(const struct chat_msg *msgs, int n, const struct chat_opts *o);
 // True if the rendered text starts with the BOS token's text (then encode without adding
 // BOS, parsing special tokens); false: the caller adds BOS as the model's default says.
 bool chat_template_has_bos(enum chat_template_kind k);
@@ -57,8 +73,9 @@ bool chat_template_has_bos(enum chat_template_kind k);
 int chat_template_render(enum chat_template_kind k, const struct chat_msg *msgs, int n,
                          bool add_generation_prompt, const char *bos_text, char **out);
 // The same, and where each message's content went: spans[2i], spans[2i+1] (byte offsets into
-// *out, ascending) for the i-th content in the text; spans has room for 2n entries. The rest of
-// the text is the template's own (its special tokens).
+// *out, ascending) for the i-th content in the text; spans has room for chat_template_n_spans entries (2n
+// suffice without tools, calls, or a Qwen3 reply after the last user message). The rest of the text is the
+// template's own (its special tokens).
 int chat_template_render_spans(enum chat_template_kind k, const struct chat_msg *msgs, int n,
                                bool add_generation_prompt, const char *bos_text, char **out, size_t *spans);
 // The same with the family's options (o may be NULL). Qwen3 renders ChatML, earlier replies without their
@@ -66,7 +83,9 @@ int chat_template_render_spans(enum chat_template_kind k, const struct chat_msg 
 // generation prompt. Harmony renders its system message (model
 // identity, knowledge cutoff, date, reasoning effort, channels), a first system or developer message
 // as the developer message's instructions, earlier assistant replies in the final channel; a system
-// or developer message anywhere else is refused.
+// or developer message anywhere else is refused. With tools (o->n_tools) ChatML and Qwen3 put them in the
+// system message; an assistant message's calls and the tool messages render in the hermes format, and Qwen3
+// keeps the <think> block of the replies after the last user message (the current tool loop).
 int chat_template_render_opts(enum chat_template_kind k, const struct chat_msg *msgs, int n,
                               bool add_generation_prompt, const char *bos_text, const struct chat_opts *o,
                               char **out, size_t *spans);

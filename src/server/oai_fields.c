@@ -110,8 +110,9 @@ static const struct field fields[] = {
     {"echo", CHAT, FALSE_ONLY}, {"continue_final_message", CHAT, FALSE_ONLY},
     {"return_tokens_as_token_ids", BOTH, FALSE_ONLY},
     {"best_of", COMPL, CUSTOM}, {"suffix", COMPL, CUSTOM}, {"response_format", BOTH, CUSTOM},
-    {"tools", BOTH, CUSTOM}, {"functions", BOTH, CUSTOM}, {"tool_choice", BOTH, CUSTOM},
-    {"function_call", BOTH, CUSTOM}, {"parallel_tool_calls", BOTH, CUSTOM},
+    {"tools", CHAT, HANDLED}, {"tool_choice", CHAT, HANDLED}, {"parallel_tool_calls", CHAT, HANDLED},
+    {"tools", COMPL, CUSTOM}, {"tool_choice", COMPL, CUSTOM}, {"parallel_tool_calls", COMPL, CUSTOM},
+    {"functions", BOTH, CUSTOM}, {"function_call", BOTH, CUSTOM},
     {"prompt_logprobs", BOTH, NEVER}, {"guided_json", BOTH, NEVER}, {"guided_regex", BOTH, NEVER},
     {"guided_choice", BOTH, NEVER}, {"guided_grammar", BOTH, NEVER}, {"guided_decoding_backend", BOTH, NEVER},
     {"structured_outputs", BOTH, NEVER}, {"allowed_token_ids", BOTH, NEVER}, {"bad_words", BOTH, NEVER},
@@ -153,14 +154,19 @@ static int custom(json_t *b, const char *k, json_t *v, struct oai_error *e) {
             return unsupported(e, k, "octet does not constrain output to JSON (only {\"type\": \"text\"})");
         return oaf_bad(e, k, "'%s'.type must be text, json_object or json_schema", k);
     }
+    // (chat's tools, tool_choice and parallel_tool_calls are tool_calls.c's; completions and the legacy
+    // functions / function_call have no tool calling)
+    const char *why = !strcmp(k, "functions") || !strcmp(k, "function_call")
+                          ? "the legacy functions API is not implemented (use tools)"
+                          : "completions have no tool calling (use /v1/chat/completions)";
     if (!strcmp(k, "tools") || !strcmp(k, "functions")) {
         if (!json_is_array(v)) return oaf_bad(e, k, "'%s' must be an array", k);
-        return json_array_size(v) == 0 ? 0 : unsupported(e, k, "octet does not implement tool calling");
+        return json_array_size(v) == 0 ? 0 : unsupported(e, k, why);
     }
     if (!strcmp(k, "tool_choice") || !strcmp(k, "function_call")) {
         bool none = json_is_string(v) && !strcmp(json_string_value(v), "none");
         bool auto_ = json_is_string(v) && !strcmp(json_string_value(v), "auto");
-        return none || (auto_ && no_tools(b)) ? 0 : unsupported(e, k, "octet does not implement tool calling");
+        return none || (auto_ && no_tools(b)) ? 0 : unsupported(e, k, why);
     }
     // parallel_tool_calls: means nothing without tools (which are refused above when present)
     if (!json_is_boolean(v)) return oaf_bad(e, k, "'%s' must be a boolean", k);

@@ -150,8 +150,14 @@ static int parse_messages(const struct oai_context *c, json_t *b, struct oai_req
     struct text_buf *texts = calloc(n, sizeof *texts);
     int rc = -1;
     char *prompt = NULL;
-    size_t *spans = NULL;
+    size_t *spans = NULL, n_spans = 0;
+    const char *param;
     if (!cm || !texts) { oai_error_set(e, 500, "server_error", NULL, NULL, "out of memory"); goto done; }
+    int trc = tool_set_read(b, c->tool_parser, chat_template_has_tools(c->tmpl), &r->tools, &param);
+    if (trc < 0) {
+        oai_error_set(e, 400, INVALID, param, trc == OCT_EUNSUP ? "unsupported_parameter" : NULL, "%s", err_msg());
+        goto done;
+    }
     for (size_t i = 0; i < n; i++) {
         json_t *m = json_array_get(ms, i), *role = json_object_get(m, "role");
         if (!json_is_object(m) || !json_is_string(role)) {
@@ -164,6 +170,12 @@ static int parse_messages(const struct oai_context *c, json_t *b, struct oai_req
         }
         cm[i].role = json_string_value(role);
         cm[i].content = texts[i].p;
+        struct chat_tool_call *calls;
+        if (tool_calls_of_message(m, i, &calls, &cm[i].n_calls) < 0) {
+            oai_error_set(e, 400, INVALID, "messages", NULL, "%s", err_msg());
+            goto done;
+        }
+        cm[i].calls = calls;
     }
     // the BOS text in place where the family puts it (the tokenizer parses it as special)
     char bos[64] = "";
@@ -172,10 +184,11 @@ static int parse_messages(const struct oai_context *c, json_t *b, struct oai_req
         size_t k = tokenizer_piece(c->tok, id, true, bos, sizeof bos - 1);
         bos[k < sizeof bos - 1 ? k : sizeof bos - 1] = 0;
     }
-    if (!(spans = malloc(sizeof(size_t) * 2 * n))) { oom(e); goto done; }
-    for (size_t i = 0; i < 2 * n; i++) spans[i] = SIZE_MAX;  // (a system text a family drops has none)
     // reasoning_effort: harmony's system message says it; no other family has a place for it
-    struct chat_opts co = {0};
+    struct chat_opts co = {.tools = (const char *const *)r->tools.tools, .n_tools = r->tools.n_tools};
+    n_spans = chat_template_n_spans(cm, (int)n, &co);
+    if (!(spans = malloc(sizeof(size_t) * n_spans))) { oom(e); goto done; }
+    for (size_t i = 0; i < n_spans; i++) spans[i] = SIZE_MAX;  // (a system text a family drops has none)
     json_t *effort = opt(b, "reasoning_effort");
     if (effort && c->tmpl != CHAT_TEMPLATE_HARMONY) {
         oai_error_set(e, 400, INVALID, "reasoning_effort", "unsupported_parameter",
@@ -216,11 +229,11 @@ static int parse_messages(const struct oai_context *c, json_t *b, struct oai_req
         oai_error_set(e, 400, INVALID, "messages", NULL, "%s", err_msg());
         goto done;
     }
-    for (size_t i = 0; i < 2 * n; i++)
+    for (size_t i = 0; i < n_spans; i++)
         if (spans[i] == SIZE_MAX) spans[i] = strlen(prompt);
     // special tokens only in the template's own text, unless the server allows them in content
     bool add_bos = !chat_template_has_bos(c->tmpl) && tokenizer_add_bos(c->tok);
-    int n_lit = c->special_in_content ? 0 : (int)n;  // (one content span a message)
+    int n_lit = c->special_in_content ? 0 : (int)(n_spans / 2);
     if (tokenizer_encode_literal(c->tok, prompt, strlen(prompt), add_bos, spans, n_lit, &r->prompt_ids,
                                  &r->n_prompt) < 0)
         oai_error_set(e, 400, INVALID, "messages", NULL, "'messages' could not be tokenized: %s", err_msg());
@@ -229,6 +242,7 @@ static int parse_messages(const struct oai_context *c, json_t *b, struct oai_req
 done:
     if (texts) for (size_t i = 0; i < n; i++) text_buf_free(&texts[i]);
     free(texts);
+    for (size_t i = 0; cm && i < n; i++) free((void *)cm[i].calls);
     free(cm);
     free(spans);
     free(prompt);
@@ -471,6 +485,7 @@ void oai_request_free(struct oai_request *r) {
     free(r->stop_ids);
     free(r->bias);
     free(r->echo_text);
+    tool_set_free(&r->tools);
     r->prompt_ids = NULL;
     r->stop_ids = NULL;
     r->bias = NULL;
@@ -516,6 +531,7 @@ void oai_response_free(struct oai_response *s) {
     text_buf_free(&s->text);
     text_output_free(&s->rout);
     text_buf_free(&s->rtext);
+    tool_stream_free(&s->ts);
     json_decref(s->lp);
     s->lp = NULL;
 }
@@ -658,7 +674,10 @@ int oai_response_token(struct oai_response *s, const struct gen_event *ev, json_
         }
     }
     // one chunk per generated token, even when its text is held back (incomplete UTF-8,
-    // a possible stop string): clients and benchmarks timestamp tokens, not bytes
+    // a possible stop string, a tool call): clients and benchmarks timestamp tokens, not bytes
+    struct text_buf tc = {0};
+    if (s->streaming && s->r->tools.parse && tool_stream_push(&s->ts, t.p, t.n, &tc) < 0) rc = -1;
+    if (s->streaming && s->r->tools.parse) text_buf_free(&t), t = tc;
     if (s->streaming) *out = chunk_r(s, t.p, t.n, rt.p, rt.n, lp, NULL);
     text_buf_free(&t);
     text_buf_free(&rt);
@@ -691,16 +710,43 @@ int oai_response_finish(struct oai_response *s, const char *finish, int n_cached
         text_buf_free(&rt);
         return -1;
     }
+    json_t *calls = NULL;
+    size_t content_n = 0;
     if (s->streaming) {
-        *out = chunk_r(s, t.p, t.n, rt.p, rt.n, NULL, finish);
+        if (s->r->tools.parse) {  // the held tail: a call (then only the text before it is content), or text
+            struct text_buf tc = {0};
+            int rc = tool_stream_push(&s->ts, t.p, t.n, &tc);
+            text_buf_free(&t);
+            t = tc;
+            if (rc < 0 || (s->ts.held.n && !(calls = tool_calls_parse(s->ts.held.p, s->ts.held.n, s->r->tools.single,
+                                                                       s->id, &content_n)) &&
+                           text_buf_append(&t, s->ts.held.p, s->ts.held.n) < 0)) {
+                text_buf_free(&t);
+                text_buf_free(&rt);
+                return -1;
+            }
+        }
+        *out = chunk_r(s, t.p, t.n, rt.p, rt.n, NULL, calls ? "tool_calls" : finish);
+        for (size_t k = 0; *out && calls && k < json_array_size(calls); k++)
+            json_object_set_new(json_array_get(calls, k), "index", json_integer((json_int_t)k));
+        if (*out && calls)
+            json_object_set_new(json_object_get(json_array_get(json_object_get(*out, "choices"), 0), "delta"),
+                                "tool_calls", json_incref(calls));
+        json_decref(calls);
         text_buf_free(&t);
         text_buf_free(&rt);
         return *out ? 0 : -1;
     }
+    if (s->r->tools.parse)
+        calls = tool_calls_parse(s->text.p ? s->text.p : "", s->text.n, s->r->tools.single, s->id, &content_n);
     json_t *lp = s->lp ? json_incref(s->lp) : json_null(), *choice;
     if (s->r->kind == OAI_CHAT) {
+        json_t *content = !calls ? jstr(s->text.p ? s->text.p : "", s->text.n)
+                          : content_n ? jstr(s->text.p, content_n) : json_null();  // (vLLM: null, no text before)
         choice = json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", 0, "message", "role", "assistant", "content",
-                           jstr(s->text.p ? s->text.p : "", s->text.n), "logprobs", lp, "finish_reason", finish);
+                           content, "logprobs", lp, "finish_reason", calls ? "tool_calls" : finish);
+        if (choice && calls) json_object_set(json_object_get(choice, "message"), "tool_calls", calls);
+        json_decref(calls);
         if (choice && (s->harmony || s->think))  // (vLLM: null where the reply had no block)
             json_object_set_new(json_object_get(choice, "message"), "reasoning_content",
                                 s->harmony || s->rout.n_pushed ? jstr(s->rtext.p ? s->rtext.p : "", s->rtext.n)

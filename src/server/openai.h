@@ -14,6 +14,7 @@
 #include "chat_template.h"
 #include "harmony.h"
 #include "text_output.h"
+#include "tool_calls.h"
 
 #define OAI_MAX_STOPS 4
 
@@ -42,6 +43,7 @@ struct oai_context {
     bool special_in_content;    // chat: parse special-token text inside message content too
                                 // (default false: only the template's own text holds special tokens)
     enum oai_reasoning reasoning;   // chat: how a reply's <think> block is told apart (harmony: by channel)
+    bool tool_parser;           // --enable-auto-tool-choice --tool-call-parser hermes: replies' calls as tool_calls
 };
 
 struct oai_request {
@@ -59,6 +61,7 @@ struct oai_request {
     size_t n_echo;
     bool stream, include_usage;
     bool logprobs;              // completions: "logprobs" given; chat: "logprobs": true
+    struct tool_set tools;      // chat: the tools rendered, and whether the reply's calls are parsed
 };
 
 void oai_error_set(struct oai_error *e, int status, const char *type, const char *param, const char *code,
@@ -87,6 +90,7 @@ struct oai_response {
     int32_t think_open, think_close;    // the block, 3 after it; <think> and </think>
     struct text_output rout;
     struct text_buf rtext;      // whole mode: the reasoning released so far
+    struct tool_stream ts;      // streaming with r->tools.parse: content held from a <tool_call> on
     json_t *lp;                 // whole mode: logprobs accumulated (NULL if not asked)
     bool streaming, sent_role;
     int n_generated;            // tokens consumed up to (and including) a stop

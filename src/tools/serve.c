@@ -55,7 +55,11 @@ static void usage(void) {
             "  --reasoning-parser qwen3|deepseek_r1  reply's <think> block as reasoning_content, the rest as\n"
             "                               content (vLLM's flag; qwen3: a reply that opens with <think>,\n"
             "                               deepseek_r1: every reply until </think>); gpt-oss's harmony replies\n"
-            "                               are always split by channel\n");
+            "                               are always split by channel\n"
+            "  --enable-auto-tool-choice --tool-call-parser hermes   tool calling as vLLM's flags do it: a request's\n"
+            "                               tools in the prompt (ChatML and Qwen3 templates, Qwen's hermes format),\n"
+            "                               the reply's <tool_call> blocks returned as tool_calls (tool_choice auto\n"
+            "                               or none; without the flags, tools only with tool_choice none)\n");
     cli_print_model_flags();
 }
 
@@ -139,15 +143,26 @@ static const char *const serve_flags[] = {"--allowed-hosts", "--api-key", "--asy
     "--kv-cache-memory", "--kv-cache-memory-bytes", "--max-body-bytes", "--max-connections",
     "--max-connections-per-ip", "--max-num-seqs", "--no-async-scheduling", "--no-enable-chunked-prefill",
     "--no-enable-prefix-caching", "--num-kv-blocks", "--port", "--served-model-name", "--shutdown-grace-ms",
-    "--reasoning-parser", "--special-tokens-in-content", "--timeout-keep-alive", NULL};
+    "--reasoning-parser", "--special-tokens-in-content", "--timeout-keep-alive", "--enable-auto-tool-choice",
+    "--tool-call-parser", NULL};
 
 // argv[1..argc) into the flag structs; 1: --help was asked for; <0: a bad flag (err_msg says which).
 // (chat: the chat flags' fields of the server's context)
 static int parse_args(int argc, char **argv, struct cli_model_args *a, struct engine_options *eo,
                       struct server_options *so, const char **name, struct oai_context *chat) {
+    bool auto_tool = false, parser = false;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
         if (!strcmp(argv[i], "--special-tokens-in-content")) { chat->special_in_content = true; continue; }
+        if (!strcmp(argv[i], "--enable-auto-tool-choice")) { auto_tool = true; continue; }
+        if (!strncmp(argv[i], "--tool-call-parser", 18) && (argv[i][18] == 0 || argv[i][18] == '=')) {
+            const char *v = argv[i][18] == '=' ? argv[i] + 19 : i + 1 < argc ? argv[++i] : "";
+            if (strcmp(v, "hermes"))
+                return err_set(OCT_EINVAL, "--tool-call-parser '%s': octet parses hermes (Qwen2.5 and Qwen3's "
+                               "<tool_call> format)", v);
+            parser = true;
+            continue;
+        }
         if (!strncmp(argv[i], "--reasoning-parser", 18) && (argv[i][18] == 0 || argv[i][18] == '=')) {
             const char *v = argv[i][18] == '=' ? argv[i] + 19 : i + 1 < argc ? argv[++i] : "";
             if (!strcmp(v, "qwen3")) chat->reasoning = OAI_REASONING_QWEN3;
@@ -163,6 +178,10 @@ static int parse_args(int argc, char **argv, struct cli_model_args *a, struct en
             return OCT_EINVAL;
         }
     }
+    if (auto_tool != parser)
+        return err_set(OCT_EINVAL, "%s: tool calling takes --enable-auto-tool-choice and --tool-call-parser hermes "
+                       "together", auto_tool ? "--enable-auto-tool-choice" : "--tool-call-parser");
+    chat->tool_parser = parser;
     return OCT_OK;
 }
 
@@ -202,12 +221,16 @@ static int chat_setup(struct oai_context *c, const struct model *m, const char *
                        "not a <think> block");
     if (c->reasoning && tokenizer_token_id(m->tok, "</think>", 8) < 0)
         return err_set(OCT_EINVAL, "--reasoning-parser: the vocabulary has no </think> token");
+    if (c->tool_parser && !chat_template_has_tools(c->tmpl))
+        return err_set(OCT_EINVAL, "--tool-call-parser hermes: the chat template (%s) has no hermes tool format "
+                       "(ChatML and Qwen3 have it)", chat_template_name(c->tmpl));
     if (no_harmony)
         fprintf(stderr, "octet: chat template: chatml (the model has none, and the %s family's, harmony, needs "
                 "special tokens the vocabulary lacks)\n", m->cfg.arch);
     else
-        fprintf(stderr, "octet: chat template: %s%s%s%s\n", chat_template_name(c->tmpl),
-                tmpl ? "" : " (the model has none: the ", tmpl ? "" : m->cfg.arch, tmpl ? "" : " family's)");
+        fprintf(stderr, "octet: chat template: %s%s%s%s%s\n", chat_template_name(c->tmpl),
+                tmpl ? "" : " (the model has none: the ", tmpl ? "" : m->cfg.arch, tmpl ? "" : " family's)",
+                c->tool_parser ? "; tool calls: hermes" : "");
     return 0;
 }
 
@@ -268,6 +291,7 @@ int cmd_serve(int argc, char **argv) {
                             .max_model_len = plan.max_model_len, .tmpl = chat_template_pick(tmpl, m->cfg.arch)};
     c.special_in_content = chat.special_in_content;
     c.reasoning = chat.reasoning;
+    c.tool_parser = chat.tool_parser;
     if (chat_setup(&c, m, tmpl) < 0 || server_start(&s, e, &c, &so) < 0) {
         fprintf(stderr, "octet: %s\n", err_msg());
         engine_destroy(e);

@@ -90,7 +90,7 @@ static void test_chat_template(void) {
     CHECK(chat_template_detect("{{ bos_token + '[INST] ' + content }}") == CHAT_TEMPLATE_LLAMA2, "llama2");
     CHECK(chat_template_detect("{{ '<start_of_turn>' + role }}") == CHAT_TEMPLATE_GEMMA, "gemma");
     CHECK(chat_template_detect("{{ something else }}") == CHAT_TEMPLATE_CHATML, "unknown → chatml");
-    struct chat_msg m[] = {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello"}, {"user", " Bye "}};
+    struct chat_msg m[] = {{"system", "Be brief.", NULL, 0}, {"user", "Hi", NULL, 0}, {"assistant", "Hello", NULL, 0}, {"user", " Bye ", NULL, 0}};
     static const struct { enum chat_template_kind k; const char *bos, *want; } cases[] = {
         {CHAT_TEMPLATE_CHATML, NULL,
          "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello<|im_end|>\n"
@@ -112,7 +112,7 @@ static void test_chat_template(void) {
         free(out);
     }
     char *out = NULL;
-    struct chat_msg badm[] = {{"wizard", "x"}};
+    struct chat_msg badm[] = {{"wizard", "x", NULL, 0}};
     CHECK(chat_template_render(CHAT_TEMPLATE_CHATML, badm, 1, true, NULL, &out) < 0 && !out, "unknown role accepted");
     CHECK(chat_template_render(CHAT_TEMPLATE_CHATML, m + 1, 1, false, NULL, &out) == 0 &&
           !strcmp(out, "<|im_start|>user\nHi<|im_end|>\n"), "no generation prompt: %s", out);

@@ -7,7 +7,9 @@
 # template is harmony without them is refused at startup. A Qwen3 checkpoint (tests/data/hf/qwen3's weights,
 # tests/data/tok_qwen3's vocabulary) takes chat_template_kwargs.enable_thinking, and --reasoning-parser
 # qwen3 adds reasoning_content; the flag is refused for harmony, for a vocabulary without </think> and for
-# an unknown parser. Prints "N passed, N failed" last.
+# an unknown parser. The same server runs vLLM's tool flags (--enable-auto-tool-choice --tool-call-parser
+# hermes): a request with tools and a history of calls and results renders and answers; the flags are refused
+# apart, for an unknown parser and for harmony. Prints "N passed, N failed" last.
 set -u
 BUILD=${BUILD:-build}
 OCTET="$BUILD/octet"
@@ -63,8 +65,22 @@ out=$("$OCTET" serve --model "$tmp/broken" --port 0 2>&1 >/dev/null); rc=$?
 mkdir -p "$tmp/q3"
 cp tests/data/hf/qwen3/config.json tests/data/hf/qwen3/model.safetensors tests/data/tok_qwen3/* "$tmp/q3/"
 MODEL="$tmp/q3"
-if start_server qwen3 --max-model-len 512 --reasoning-parser qwen3; then
-  grep -q "chat template: qwen3" "$tmp/qwen3.log" && ok || bad "qwen3 report: $(grep 'chat template' "$tmp/qwen3.log")"
+if start_server qwen3 --max-model-len 1024 --reasoning-parser qwen3 --enable-auto-tool-choice --tool-call-parser hermes
+then
+  grep -q "chat template: qwen3; tool calls: hermes" "$tmp/qwen3.log" && ok ||
+    bad "qwen3 report: $(grep 'chat template' "$tmp/qwen3.log")"
+  tools='"tools":[{"type":"function","function":{"name":"weather","parameters":{"type":"object"}}}]'
+  post $C '{"messages":[{"role":"user","content":"Oslo?"}],"max_tokens":4,'"$tools"'}'
+  n_tools=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['usage']['prompt_tokens'])" "$tmp/body")
+  post $C '{"messages":[{"role":"user","content":"Oslo?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1",
+            "type":"function","function":{"name":"weather","arguments":"{\"city\": \"Oslo\"}"}}]},{"role":"tool",
+            "tool_call_id":"c1","content":"-3 C"}],"max_tokens":4,"stream":true,'"$tools"'}'
+  [ "$CODE" = 200 ] && grep -q '"finish_reason":"' "$tmp/body" && ok || bad "qwen3 tool loop: $CODE $(head -c 300 "$tmp/body")"
+  post $C '{"messages":[{"role":"user","content":"Oslo?"}],"max_tokens":4}'
+  [ "$CODE" = 200 ] && [ -n "$n_tools" ] && A="$n_tools" py "d['usage']['prompt_tokens'] + 40 < int(a)" && ok ||
+    bad "tools in the prompt: $n_tools tokens, $(head -c 200 "$tmp/body") without"
+  post $C '{"messages":[{"role":"user","content":"Oslo?"}],"tool_choice":"required",'"$tools"'}'
+  [ "$CODE" = 400 ] && py "d['error']['param'] == 'tool_choice'" && ok || bad "tool_choice required: $CODE"
   post $C '{"messages":[{"role":"user","content":"hi"}],"max_tokens":8,"chat_template_kwargs":{"enable_thinking":false}}'
   [ "$CODE" = 200 ] && py "'reasoning_content' in d['choices'][0]['message']" \
     "d['usage']['prompt_tokens'] > 10" && ok || bad "qwen3 chat: $CODE $(head -c 300 "$tmp/body")"
@@ -79,6 +95,14 @@ for bad_flag in "$tmp/oss qwen3 split by their channels" "$tmp/plain qwen3 no </
   read -r mdl parser want <<<"$bad_flag"
   out=$("$OCTET" serve --model "$mdl" --port 0 --reasoning-parser "$parser" 2>&1 >/dev/null); rc=$?
   [ $rc -ne 0 ] && grep -q -- "$want" <<<"$out" && ok || bad "--reasoning-parser $parser on $mdl: rc $rc: $out"
+done
+
+for flags in "--enable-auto-tool-choice|$tmp/q3|together" "--tool-call-parser hermes|$tmp/q3|together" \
+             "--enable-auto-tool-choice --tool-call-parser pythonic|$tmp/q3|octet parses hermes" \
+             "--enable-auto-tool-choice --tool-call-parser hermes|$tmp/oss|(harmony) has no hermes"; do
+  IFS='|' read -r f mdl want <<<"$flags"
+  out=$("$OCTET" serve --model "$mdl" --port 0 $f 2>&1 >/dev/null); rc=$?
+  [ $rc -ne 0 ] && grep -qF -- "$want" <<<"$out" && ok || bad "serve $f on $mdl: rc $rc: $out"
 done
 
 echo "reasoning_serve: $pass passed, $fail failed"

@@ -129,7 +129,7 @@ TEST(unsupported_and_unknown_fields) {
     REFUSED(C, "{\"prompt\":\"Once\",\"suffix\":\"end\"}", "suffix", "unsupported");
     REFUSED(C, "{\"prompt\":\"Once\",\"best_of\":2}", "best_of", "unsupported");
     REFUSED(H, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":[{\"type\":\"function\"}]}", "tools",
-            "unsupported");
+            "tools[0] must be");  // (tool calling itself: test_tool_calls)
     REFUSED(H, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tool_choice\":\"required\"}", "tool_choice",
             "unsupported");
     REFUSED(C, "{\"prompt\":\"Once\",\"response_format\":{\"type\":\"json_object\"}}", "response_format",
@@ -188,7 +188,7 @@ TEST(chat_content_cannot_forge_special_tokens) {
     struct oai_request r;
     struct oai_error e;
     CHECK_EQ_INT(parse(H, plain, &r, &e, true), 0);
-    struct chat_msg m[3] = {{"user", "hi"}, {"assistant", "ok"}, {"user", "go"}};
+    struct chat_msg m[3] = {{"user", "hi", NULL, 0}, {"assistant", "ok", NULL, 0}, {"user", "go", NULL, 0}};
     char *text = NULL;
     int32_t *ids = NULL;
     int n = 0;

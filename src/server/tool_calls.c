@@ -1,0 +1,150 @@
+// tool_calls.c — the hermes tool-call format: requests' tools in, replies' calls out (tool_calls.h).
+#include "tool_calls.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/check.h"
+
+static const char OPEN[] = "<tool_call>", CLOSE[] = "</tool_call>";
+
+static json_t *opt(json_t *o, const char *k) {
+    json_t *v = json_object_get(o, k);
+    return json_is_null(v) ? NULL : v;
+}
+
+void tool_set_free(struct tool_set *t) {
+    for (int i = 0; i < t->n_tools; i++) free(t->tools[i]);
+    free(t->tools);
+    memset(t, 0, sizeof *t);
+}
+
+// One entry of tools: {"type": "function", "function": {"name": string, ...}}.
+static int check_tool(json_t *tool, size_t i) {
+    json_t *ty = json_object_get(tool, "type"), *fn = json_object_get(tool, "function");
+    json_t *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+    if (!json_is_object(tool) || !json_is_string(ty) || strcmp(json_string_value(ty), "function") ||
+        !json_is_string(name) || !json_string_length(name))
+        return err_set(OCT_EINVAL, "tools[%zu] must be {\"type\": \"function\", \"function\": {\"name\": ...}}", i);
+    return 0;
+}
+
+int tool_set_read(json_t *body, bool parser, bool has_tools, struct tool_set *t, const char **param) {
+    memset(t, 0, sizeof *t);
+    json_t *tools = opt(body, "tools"), *choice = opt(body, "tool_choice"), *par = opt(body, "parallel_tool_calls");
+    *param = "tools";
+    if (tools && !json_is_array(tools)) return err_set(OCT_EINVAL, "'tools' must be an array");
+    size_t n = tools ? json_array_size(tools) : 0;
+    *param = "parallel_tool_calls";
+    if (par && !json_is_boolean(par)) return err_set(OCT_EINVAL, "'parallel_tool_calls' must be a boolean");
+    t->single = par && json_is_false(par);
+    *param = "tool_choice";
+    const char *c = choice && json_is_string(choice) ? json_string_value(choice) : NULL;
+    if (choice && !c)  // {"type": "function", "function": {"name": ...}}
+        return err_set(OCT_EUNSUP, "'tool_choice' naming a function is unsupported: octet does not constrain "
+                       "decoding to a function's arguments (\"auto\" or \"none\")");
+    if (c && strcmp(c, "auto") && strcmp(c, "none")) {
+        if (!strcmp(c, "required"))
+            return err_set(OCT_EUNSUP, "'tool_choice' \"required\" is unsupported: octet does not constrain "
+                           "decoding to a call (\"auto\" or \"none\")");
+        return err_set(OCT_EINVAL, "'tool_choice' must be \"auto\", \"none\", \"required\" or a function");
+    }
+    if (!n) return 0;
+    *param = "tools";
+    if (!has_tools) return err_set(OCT_EUNSUP, "'tools' is unsupported: the model's chat template has no tool format "
+                                   "octet renders (ChatML and Qwen3's hermes format)");
+    for (size_t i = 0; i < n; i++) TRY(check_tool(json_array_get(tools, i), i));
+    t->parse = !c || !strcmp(c, "auto");
+    if (t->parse && !parser) {
+        *param = "tool_choice";
+        return err_set(OCT_EUNSUP, "\"auto\" tool choice requires the server to run with --enable-auto-tool-choice "
+                       "--tool-call-parser hermes");
+    }
+    if (!(t->tools = calloc(n, sizeof *t->tools))) return err_set(OCT_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        json_t *tool = json_array_get(tools, i);
+        // (transformers' tojson: the object as sent, separators ", " and ": ", not ASCII-escaped)
+        if (!(t->tools[i] = json_dumps(tool, JSON_PRESERVE_ORDER))) { tool_set_free(t); return err_set(OCT_ENOMEM,
+                                                                                                   "out of memory"); }
+        t->n_tools++;
+    }
+    return 0;
+}
+
+int tool_calls_of_message(json_t *m, size_t i, struct chat_tool_call **calls, int *n) {
+    *calls = NULL;
+    *n = 0;
+    json_t *tc = opt(m, "tool_calls");
+    if (!tc) return 0;
+    if (!json_is_array(tc)) return err_set(OCT_EINVAL, "messages[%zu].tool_calls must be an array", i);
+    size_t k = json_array_size(tc);
+    if (!k) return 0;
+    if (!(*calls = calloc(k, sizeof **calls))) return err_set(OCT_ENOMEM, "out of memory");
+    for (size_t j = 0; j < k; j++) {
+        json_t *c = json_array_get(tc, j), *fn = json_object_get(c, "function"), *ty = json_object_get(c, "type");
+        json_t *name = json_object_get(fn, "name"), *args = json_object_get(fn, "arguments");
+        if (!json_is_object(c) || (ty && (!json_is_string(ty) || strcmp(json_string_value(ty), "function"))) ||
+            !json_is_string(name) || !json_is_string(args)) {
+            free(*calls);
+            *calls = NULL;
+            return err_set(OCT_EINVAL, "messages[%zu].tool_calls[%zu] must be {\"type\": \"function\", \"function\": "
+                           "{\"name\": string, \"arguments\": string}}", i, j);
+        }
+        (*calls)[j].name = json_string_value(name);
+        (*calls)[j].arguments = json_string_value(args);
+    }
+    *n = (int)k;
+    return 0;
+}
+
+json_t *tool_calls_parse(const char *text, size_t n, bool single, const char *id_base, size_t *content_n) {
+    const char *end = text + n, *p = memmem(text, n, OPEN, sizeof OPEN - 1);
+    *content_n = n;
+    if (!p) return NULL;
+    json_t *calls = json_array();
+    size_t first = (size_t)(p - text);
+    for (int k = 0; calls && p; k++) {
+        const char *body = p + sizeof OPEN - 1, *close = memmem(body, (size_t)(end - body), CLOSE, sizeof CLOSE - 1);
+        const char *stop = close ? close : end;
+        json_error_t je;
+        json_t *call = json_loadb(body, (size_t)(stop - body), JSON_DECODE_ANY, &je);
+        json_t *name = json_object_get(call, "name"), *args = json_object_get(call, "arguments");
+        char *a = json_is_string(name) && args ? json_dumps(args, JSON_PRESERVE_ORDER | JSON_ENCODE_ANY) : NULL;
+        char id[96];
+        snprintf(id, sizeof id, "call_%.48s_%d", id_base, k);
+        bool ok = a != NULL;
+        if (ok && (!single || k == 0))
+            ok = json_array_append_new(calls, json_pack("{s:s,s:s,s:{s:O,s:s}}", "id", id, "type", "function",
+                                                        "function", "name", name, "arguments", a)) == 0;
+        if (!ok) {
+            free(a);
+            json_decref(call);
+            json_decref(calls);
+            return NULL;
+        }
+        free(a);
+        json_decref(call);
+        if (!close) break;
+        p = memmem(close, (size_t)(end - close), OPEN, sizeof OPEN - 1);
+    }
+    if (calls) *content_n = first;
+    return calls;
+}
+
+void tool_stream_free(struct tool_stream *s) { text_buf_free(&s->held); }
+
+int tool_stream_push(struct tool_stream *s, const char *text, size_t n, struct text_buf *out) {
+    if (text_buf_append(&s->held, text, n) < 0) return -1;
+    if (s->calling || !s->held.n) return 0;
+    const char *h = s->held.p, *p = memmem(h, s->held.n, OPEN, sizeof OPEN - 1);
+    size_t send = p ? (size_t)(p - h) : s->held.n;
+    if (!p)  // keep a tail that may still become "<tool_call>"
+        for (size_t k = sizeof OPEN - 2 < send ? sizeof OPEN - 2 : send; k > 0; k--)
+            if (!memcmp(h + send - k, OPEN, k)) { send -= k; break; }
+    s->calling = p != NULL;
+    if (send && text_buf_append(out, h, send) < 0) return -1;
+    memmove(s->held.p, h + send, s->held.n - send + 1);
+    s->held.n -= send;
+    return 0;
+}

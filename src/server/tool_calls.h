@@ -1,0 +1,50 @@
+// tool_calls.h — tool calling in the hermes format of Qwen2.5 and Qwen3 (vLLM's --enable-auto-tool-choice
+// --tool-call-parser hermes). Owns: a chat request's tools, tool_choice and parallel_tool_calls read into
+// what the chat template renders; the calls of earlier replies read from their messages; the calls a reply
+// makes, found in its text (every <tool_call>JSON</tool_call>), whole or as it streams. Not: the template's
+// text (chat_template.c), HTTP, or the response bodies (openai.c).
+#ifndef OCTET_TOOL_CALLS_H
+#define OCTET_TOOL_CALLS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "chat_template.h"
+#include "text_output.h"
+
+// One request's tools.
+struct tool_set {
+    char **tools;       // [n_tools] each tool object's JSON text as the template's tojson writes it (malloc'd)
+    int n_tools;
+    bool parse;         // tool_choice "auto" (the default with tools): the reply's calls are returned as tool_calls
+    bool single;        // parallel_tool_calls false: only the first call is returned
+};
+
+// Reads a chat body's tools, tool_choice and parallel_tool_calls. parser: the server runs the hermes parser
+// (needed for tool_choice "auto"); has_tools: the chat template renders tools. "required" and a named function
+// (constrained decoding) are refused. Returns 0, or -1 with err_msg() set and *param the field at fault.
+int tool_set_read(json_t *body, bool parser, bool has_tools, struct tool_set *t, const char **param);
+void tool_set_free(struct tool_set *t);
+
+// messages[i].tool_calls (an assistant message's): [{"type": "function", "function": {"name", "arguments"}}]
+// into *calls (malloc'd; the strings are the JSON's, alive while m is). Absent: *n 0. Returns 0 or -1 with
+// err_msg() naming the entry.
+int tool_calls_of_message(json_t *m, size_t i, struct chat_tool_call **calls, int *n);
+
+// The calls in a reply's text. Returns a JSON array of OpenAI tool_calls ({"id": "call_<id_base>_<k>", "type":
+// "function", "function": {"name", "arguments": the arguments' JSON text}}), the first only when single, and
+// *content_n the bytes of text before the first <tool_call>; NULL where the text has no call or one does not
+// parse as {"name": string, "arguments": ...} (then all of it is content, as vLLM's hermes parser leaves it).
+json_t *tool_calls_parse(const char *text, size_t n, bool single, const char *id_base, size_t *content_n);
+
+// A streamed reply's content: text passes until a <tool_call> begins; from there on it is held (a tail that
+// may be the tag's beginning is held until it is decided).
+struct tool_stream {
+    struct text_buf held;
+    bool calling;       // a <tool_call> began: everything since is held
+};
+// Appends to out the part of the text that may be sent now. Returns 0 or -1 (out of memory).
+int tool_stream_push(struct tool_stream *s, const char *text, size_t n, struct text_buf *out);
+void tool_stream_free(struct tool_stream *s);
+
+#endif

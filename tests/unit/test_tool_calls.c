@@ -1,0 +1,295 @@
+// test_tool_calls.c — tool calling in Qwen's hermes format (src/server/tool_calls.c, chat_template.c's
+// ChatML / Qwen3 renderer, openai.c's responses) on tests/data/tok_qwen3: the prompt with tools, earlier
+// calls and their results exactly as Qwen3's template writes them (Qwen3 keeping the reasoning of the current
+// tool loop's replies); the request rules (tool_choice auto needs the server's parser, none renders the tools
+// without parsing, required and named functions refused, a template without a tool format refused, bad
+// entries named); a reply's <tool_call> blocks as tool_calls, whole and streamed (the tag arriving a byte at a
+// time), parallel_tool_calls false, and a block that does not parse left as content.
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../src/base/check.h"
+#include "../../src/model/tokenizer.h"
+#include "../../src/server/openai.h"
+#include "../test.h"
+
+static struct tokenizer *tok;
+static struct oai_context ctx;
+
+static const char *TOOL_W = "{\"type\": \"function\", \"function\": {\"name\": \"weather\", \"parameters\": "
+                            "{\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}}}}}";
+static const char *TOOL_T = "{\"type\": \"function\", \"function\": {\"name\": \"time\", \"description\": \"Now.\"}}";
+
+TEST(qwen3_prompt_with_tools) {
+    struct chat_tool_call calls[2] = {{"weather", "{\"city\": \"Oslo\"}"}, {"time", "{}"}};
+    struct chat_msg m[6] = {{"system", "Be brief.", NULL, 0}, {"user", "Oslo?", NULL, 0},
+                            {"assistant", "<think>\nneed data\n</think>\n\nChecking.", calls, 2},
+                            {"tool", "-3 C", NULL, 0}, {"tool", "09:00", NULL, 0}, {"assistant", "<think>ok</think>Cold.", NULL, 0}};
+    const char *tools[2] = {TOOL_W, TOOL_T};
+    struct chat_opts o = {.tools = tools, .n_tools = 2};
+    size_t ns = chat_template_n_spans(m, 6, &o);
+    size_t *spans = malloc(ns * sizeof *spans);
+    char *text = NULL;
+    CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_QWEN3, m, 6, true, NULL, &o, &text, spans));
+    const char *want =
+        "<|im_start|>system\nBe brief.\n\n# Tools\n\nYou may call one or more functions to assist with the user "
+        "query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>\n"
+        "{\"type\": \"function\", \"function\": {\"name\": \"weather\", \"parameters\": {\"type\": \"object\", "
+        "\"properties\": {\"city\": {\"type\": \"string\"}}}}}\n"
+        "{\"type\": \"function\", \"function\": {\"name\": \"time\", \"description\": \"Now.\"}}\n</tools>\n\n"
+        "For each function call, return a json object with function name and arguments within "
+        "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+        "<args-json-object>}\n</tool_call><|im_end|>\n"
+        "<|im_start|>user\nOslo?<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\nneed data\n</think>\n\nChecking.\n<tool_call>\n{\"name\": \"weather\", "
+        "\"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>\n<tool_call>\n{\"name\": \"time\", \"arguments\": {}}\n"
+        "</tool_call><|im_end|>\n"
+        "<|im_start|>user\n<tool_response>\n-3 C\n</tool_response>\n<tool_response>\n09:00\n</tool_response>"
+        "<|im_end|>\n"
+        "<|im_start|>assistant\n<think>\nok\n</think>\n\nCold.<|im_end|>\n"
+        "<|im_start|>assistant\n";
+    CHECK_MSG(text && !strcmp(text, want), "got:\n%s", text ? text : "(null)");
+    // the spans cover the client's text only, in order: never a tag of the template's
+    size_t prev = 0;
+    for (size_t i = 0; text && i < ns && spans[i] < strlen(text); i += 2) {
+        CHECK(spans[i] >= prev && spans[i + 1] >= spans[i]);
+        CHECK(!memmem(text + spans[i], spans[i + 1] - spans[i], "<|im_", 5));
+        prev = spans[i + 1];
+    }
+    free(text);
+    // before the last user message a reply loses its reasoning; without tools its calls still render
+    struct chat_msg h[3] = {{"user", "a", NULL, 0}, {"assistant", "<think>r</think>\n\nb", calls, 1}, {"user", "c", NULL, 0}};
+    CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_QWEN3, h, 3, false, NULL, NULL, &text, NULL));
+    CHECK_MSG(text && !strcmp(text, "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nb\n<tool_call>\n"
+                                    "{\"name\": \"weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"
+                                    "<|im_end|>\n<|im_start|>user\nc<|im_end|>\n"), "%s", text ? text : "(null)");
+    free(text);
+    // a call with no text before it opens the turn directly
+    struct chat_msg q[1] = {{"assistant", "", calls + 1, 1}};
+    CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_CHATML, q, 1, false, NULL, NULL, &text, NULL));
+    CHECK(text && !strcmp(text, "<|im_start|>assistant\n<tool_call>\n{\"name\": \"time\", \"arguments\": {}}\n"
+                                "</tool_call><|im_end|>\n"));
+    free(text);
+    // families without the format refuse tools, tool messages and calls, naming them
+    CHECK(chat_template_render_opts(CHAT_TEMPLATE_LLAMA3, m, 2, true, NULL, &o, &text, NULL) < 0 &&
+          strstr(err_msg(), "tools") && strstr(err_msg(), "llama3"));
+    CHECK(chat_template_render_opts(CHAT_TEMPLATE_LLAMA3, m + 3, 1, true, NULL, NULL, &text, NULL) < 0 &&
+          strstr(err_msg(), "messages[0].role: 'tool'"));
+    CHECK(chat_template_render_opts(CHAT_TEMPLATE_GEMMA, m + 2, 1, true, NULL, NULL, &text, NULL) < 0 &&
+          strstr(err_msg(), "messages[0].tool_calls"));
+    free(spans);
+}
+
+static const char *MSGS = "\"messages\":[{\"role\":\"user\",\"content\":\"Oslo?\"}]";
+
+// Parses a chat body built from MSGS and extra fields; returns the HTTP status (0 = parsed, r kept).
+static int parse(const char *extra, struct oai_request *r, struct oai_error *e) {
+    char body[2048];
+    snprintf(body, sizeof body, "{%s%s}", MSGS, extra);
+    return oai_parse(&ctx, OAI_CHAT, body, strlen(body), r, e) == 0 ? 0 : e->status;
+}
+
+// The status and error of a body that must be refused, naming param and containing want.
+static void refused(const char *extra, const char *param, const char *want) {
+    struct oai_request r;
+    struct oai_error e;
+    int st = parse(extra, &r, &e);
+    CHECK_MSG(st == 400, "%s: status %d", extra, st);
+    if (!st) { oai_request_free(&r); return; }
+    CHECK_MSG(e.param && !strcmp(e.param, param), "%s: param %s", extra, e.param ? e.param : "(null)");
+    CHECK_MSG(strstr(e.message, want), "%s: '%s' lacks '%s'", extra, e.message, want);
+}
+
+static const char *TOOLS = ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"weather\"}}]";
+
+TEST(request_rules) {
+    struct oai_request r;
+    struct oai_error e;
+    char extra[512];
+    ctx.tool_parser = false;
+    refused(TOOLS, "tool_choice", "--enable-auto-tool-choice --tool-call-parser hermes");
+    snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"none\"", TOOLS);  // rendered, not parsed
+    CHECK_EQ_INT(parse(extra, &r, &e), 0);
+    CHECK(r.tools.n_tools == 1 && !r.tools.parse);
+    char text[4096];
+    size_t k = tokenizer_decode(tok, r.prompt_ids, r.n_prompt, true, text, sizeof text);
+    text[k < sizeof text ? k : sizeof text - 1] = 0;
+    CHECK_MSG(strstr(text, "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"weather\"}}\n</tools>"), "%s",
+              text);
+    oai_request_free(&r);
+    ctx.tool_parser = true;
+    CHECK_EQ_INT(parse(TOOLS, &r, &e), 0);
+    CHECK(r.tools.parse && !r.tools.single);
+    oai_request_free(&r);
+    snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"required\"", TOOLS);
+    refused(extra, "tool_choice", "\"required\" is unsupported");
+    snprintf(extra, sizeof extra, "%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"weather\"}}",
+             TOOLS);
+    refused(extra, "tool_choice", "naming a function is unsupported");
+    refused(",\"tools\":[{\"type\":\"function\",\"function\":{}}]", "tools", "tools[0] must be");
+    refused(",\"tools\":{}", "tools", "must be an array");
+    snprintf(extra, sizeof extra, "%s,\"parallel_tool_calls\":1", TOOLS);
+    refused(extra, "parallel_tool_calls", "boolean");
+    refused(",\"functions\":[{\"name\":\"f\"}]", "functions", "legacy functions");
+    // an assistant message's calls must be well formed; its content may be null
+    const char *bad = "{\"messages\":[{\"role\":\"assistant\",\"content\":null,\"tool_calls\":[{\"type\":\"function\","
+                      "\"function\":{\"name\":\"f\",\"arguments\":{}}}]}]}";
+    CHECK_EQ_INT(oai_parse(&ctx, OAI_CHAT, bad, strlen(bad), &r, &e) == 0 ? 0 : e.status, 400);
+    CHECK(strstr(e.message, "messages[0].tool_calls[0]"));
+    const char *good = "{\"messages\":[{\"role\":\"user\",\"content\":\"Oslo?\"},{\"role\":\"assistant\",\"content\":"
+                       "null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"weather\","
+                       "\"arguments\":\"{\\\"city\\\": \\\"Oslo\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\","
+                       "\"content\":\"-3 C\"}]}";
+    CHECK_EQ_INT(oai_parse(&ctx, OAI_CHAT, good, strlen(good), &r, &e) == 0 ? 0 : e.status, 0);
+    if (!e.status) {
+        k = tokenizer_decode(tok, r.prompt_ids, r.n_prompt, true, text, sizeof text);
+        text[k < sizeof text ? k : sizeof text - 1] = 0;
+        CHECK_MSG(strstr(text, "<|im_start|>assistant\n<tool_call>\n{\"name\": \"weather\", \"arguments\": "
+                               "{\"city\": \"Oslo\"}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n"
+                               "-3 C\n</tool_response><|im_end|>\n<|im_start|>assistant\n"), "%s", text);
+        oai_request_free(&r);
+    }
+    // completions have no tools; a template without the format refuses them
+    const char *cb = "{\"prompt\":\"hi\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}";
+    CHECK_EQ_INT(oai_parse(&ctx, OAI_COMPLETION, cb, strlen(cb), &r, &e) == 0 ? 0 : e.status, 400);
+    ctx.tmpl = CHAT_TEMPLATE_LLAMA3;
+    refused(TOOLS, "tools", "no tool format");
+    ctx.tmpl = CHAT_TEMPLATE_QWEN3;
+}
+
+TEST(calls_in_text) {
+    size_t cn = 0;
+    const char *t = "Sure.\n<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\":\"Oslo\"}}\n</tool_call>\n"
+                    "<tool_call>\n{\"name\": \"time\", \"arguments\": {}}\n</tool_call>";
+    json_t *c = tool_calls_parse(t, strlen(t), false, "x", &cn);
+    CHECK(c && json_array_size(c) == 2 && cn == 6);
+    json_t *f = json_object_get(json_array_get(c, 0), "function");
+    CHECK(!strcmp(json_string_value(json_object_get(f, "name")), "weather"));
+    CHECK(!strcmp(json_string_value(json_object_get(f, "arguments")), "{\"city\": \"Oslo\"}"));  // (json.dumps')
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(c, 1), "id")), "call_x_1"));
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(c, 1), "type")), "function"));
+    json_decref(c);
+    c = tool_calls_parse(t, strlen(t), true, "x", &cn);
+    CHECK(c && json_array_size(c) == 1);
+    json_decref(c);
+    const char *open = "<tool_call>\n{\"name\": \"time\", \"arguments\": {}}";  // (the last may be unclosed)
+    c = tool_calls_parse(open, strlen(open), false, "x", &cn);
+    CHECK(c && json_array_size(c) == 1 && cn == 0);
+    json_decref(c);
+    const char *bad[] = {"plain text", "<tool_call>\n{\"name\": \"f\"\n</tool_call>", "<tool_call>{\"arguments\": {}}"
+                         "</tool_call>", "<tool_call>{\"name\": 3, \"arguments\": {}}</tool_call>"};
+    for (int i = 0; i < 4; i++) {
+        cn = 0;
+        CHECK_MSG(!tool_calls_parse(bad[i], strlen(bad[i]), false, "x", &cn) && cn == strlen(bad[i]), "%s", bad[i]);
+    }
+    // streamed: the text before the tag passes, the tag's possible beginning waits, a near miss is released
+    struct tool_stream s = {0};
+    struct text_buf out = {0};
+    const char *pieces[] = {"Hel", "lo <to", "ols> <tool", "_ca", "ll>\n{", "}"};
+    for (int i = 0; i < 6; i++) CHECK_OK(tool_stream_push(&s, pieces[i], strlen(pieces[i]), &out));
+    CHECK(out.p && !strcmp(out.p, "Hello <tools> ") && s.calling && !strcmp(s.held.p, "<tool_call>\n{}"));
+    text_buf_free(&out);
+    tool_stream_free(&s);
+}
+
+// Feeds text's tokens to a response of body (streamed or whole); returns the final JSON, the streamed
+// content concatenated into *content and the streamed tool_calls into *calls.
+static json_t *reply(const char *text, const char *extra, bool streaming, struct text_buf *content, json_t **calls) {
+    struct oai_request r;
+    struct oai_error e;
+    *calls = NULL;
+    if (parse(extra, &r, &e)) { fprintf(stderr, "  %s\n", e.message); return NULL; }
+    int32_t *ids = NULL;
+    int n = 0;
+    if (tokenizer_encode(tok, text, strlen(text), false, true, &ids, &n) < 0) return NULL;
+    struct oai_response s;
+    oai_response_init(&s, &ctx, &r, streaming);
+    json_t *o = NULL;
+    for (int i = 0; i <= n; i++) {
+        json_t *ch = NULL;
+        if (i < n) {
+            struct gen_event ev = {.kind = GEN_TOKEN, .token = ids[i]};
+            if (oai_response_token(&s, &ev, &ch)) i = n - 1;  // (a stop: the finish next)
+        } else {
+            oai_response_finish(&s, "stop", 0, &o);
+            ch = json_incref(o);
+        }
+        json_t *d = json_object_get(json_array_get(json_object_get(ch, "choices"), 0), "delta");
+        json_t *ct = json_object_get(d, "content"), *tc = json_object_get(d, "tool_calls");
+        if (json_is_string(ct)) text_buf_append(content, json_string_value(ct), json_string_length(ct));
+        if (tc) *calls = json_incref(tc);
+        json_decref(ch);
+    }
+    oai_response_free(&s);
+    oai_request_free(&r);
+    free(ids);
+    return o;
+}
+
+TEST(replies_with_calls) {
+    const char *t = "Let me check.\n<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Oslo\"}}\n"
+                    "</tool_call>\n<tool_call>\n{\"name\": \"weather\", \"arguments\": {\"city\": \"Bergen\"}}\n"
+                    "</tool_call><|im_end|>";
+    ctx.tool_parser = true;
+    struct text_buf c = {0};
+    json_t *calls;
+    json_t *o = reply(t, TOOLS, false, &c, &calls);
+    json_t *ch = json_array_get(json_object_get(o, "choices"), 0), *msg = json_object_get(ch, "message");
+    CHECK(!strcmp(json_string_value(json_object_get(ch, "finish_reason")), "tool_calls"));
+    CHECK(!strcmp(json_string_value(json_object_get(msg, "content")), "Let me check.\n"));
+    json_t *tc = json_object_get(msg, "tool_calls");
+    CHECK(json_array_size(tc) == 2);
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(json_array_get(tc, 1), "function"),
+                                                    "arguments")), "{\"city\": \"Bergen\"}"));
+    json_decref(o);
+    // streamed: the same text before the call, then one delta with both calls (each with its index)
+    o = reply(t, TOOLS, true, &c, &calls);
+    CHECK_MSG(c.p && !strcmp(c.p, "Let me check.\n"), "%s", c.p ? c.p : "(null)");
+    CHECK(json_array_size(calls) == 2 && json_integer_value(json_object_get(json_array_get(calls, 1), "index")) == 1);
+    CHECK(!strcmp(json_string_value(json_object_get(json_array_get(json_object_get(o, "choices"), 0),
+                                                    "finish_reason")), "tool_calls"));
+    json_decref(calls);
+    json_decref(o);
+    text_buf_free(&c);
+    // parallel_tool_calls false: the first call only
+    char extra[256];
+    snprintf(extra, sizeof extra, "%s,\"parallel_tool_calls\":false", TOOLS);
+    o = reply(t, extra, false, &c, &calls);
+    msg = json_object_get(json_array_get(json_object_get(o, "choices"), 0), "message");
+    CHECK(json_array_size(json_object_get(msg, "tool_calls")) == 1);
+    json_decref(o);
+    // a block that is not a call stays content (whole and streamed), finish_reason as generated
+    const char *broken = "Hmm <tool_call>{oops}</tool_call>";
+    o = reply(broken, TOOLS, false, &c, &calls);
+    ch = json_array_get(json_object_get(o, "choices"), 0);
+    CHECK(!strcmp(json_string_value(json_object_get(json_object_get(ch, "message"), "content")), broken));
+    CHECK(!json_object_get(json_object_get(ch, "message"), "tool_calls"));
+    CHECK(!strcmp(json_string_value(json_object_get(ch, "finish_reason")), "stop"));
+    json_decref(o);
+    o = reply(broken, TOOLS, true, &c, &calls);
+    CHECK(c.p && !strcmp(c.p, broken) && !calls);
+    json_decref(o);
+    text_buf_free(&c);
+    // tool_choice none: the reply's text as it came
+    snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"none\"", TOOLS);
+    o = reply(t, extra, false, &c, &calls);
+    msg = json_object_get(json_array_get(json_object_get(o, "choices"), 0), "message");
+    CHECK(!json_object_get(msg, "tool_calls") && strstr(json_string_value(json_object_get(msg, "content")),
+                                                        "<tool_call>"));
+    json_decref(o);
+}
+
+int main(void) {
+    if (tokenizer_from_hf_json(&tok, "tests/data/tok_qwen3/tokenizer.json") < 0) {
+        fprintf(stderr, "%s\n", err_msg());
+        return 1;
+    }
+    ctx = (struct oai_context){.tok = tok, .served_name = "qwen3", .model_path = "qwen3", .max_model_len = 4096,
+                               .tmpl = CHAT_TEMPLATE_QWEN3};
+    RUN(qwen3_prompt_with_tools);
+    RUN(request_rules);
+    RUN(calls_in_text);
+    RUN(replies_with_calls);
+    tokenizer_free(tok);
+    return test_summary("tool_calls");
+}
