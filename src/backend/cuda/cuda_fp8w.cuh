@@ -234,10 +234,10 @@ static inline unsigned gemv8_ctas(int tiles, int gy, int blocks_per_sm, int sms)
 // BLOCK: WSCALE_BLOCK weights (a scale a chunk); E5M2 / E5M2_2: x̂ of w / w2 in e5m2.
 // Persistent: a CTA quantizes its tokens once, then takes the 16-row tiles blockIdx.x, + gridDim.x, ...
 // (gemv8_ctas: as many CTAs as fit the GPU at once), so the prologue is paid once a CTA, not once a
-// tile. Each warp's chunks of its tiles form one stream: the next chunk's weights (of the next tile
+// tile. Each warp's chunks of its tiles form one stream: the next LA chunks' weights (of the next tile
 // after a tile's last) are in flight during this chunk's MMAs and across the tile's reduction.
-// Launched as a programmatic dependent (cuda_pdl.cuh): the first chunk's weights are requested before
-// pdl_wait(), the only reads that do not depend on the kernel before it.
+// Launched as a programmatic dependent (cuda_pdl.cuh): the first LA + 1 chunks' weights are requested
+// before pdl_wait(), the only reads that do not depend on the kernel before it.
 template <gemv8_policy P, typename OUT, bool BLOCK, bool E5M2, bool E5M2_2, bool NORM = false, bool SEG = false,
           bool ROPE = false>
 __global__ void __launch_bounds__(GEMV8_WARPS * 32) k_gemv8(const __grid_constant__ gemv8_args a) {
@@ -274,8 +274,13 @@ __global__ void __launch_bounds__(GEMV8_WARPS * 32) k_gemv8(const __grid_constan
     };
     auto wt = [&](int sg, int j) -> const gemv8_w & { return j ? a.w2 : SEG ? a.sw[sg] : a.w; };
     // the lane's weight runs of chunk ch of tile tl (zero past the row's end or past rows)
-    uint4 wa[NW][2], wb[NW][2];
-    auto load_w = [&](int tl, int ch, uint4 (&la)[NW][2], uint4 (&lb)[NW][2]) {
+    // the stream's chunks in registers: slot 0 the one being multiplied, slots 1..LA requested ahead. One
+    // matrix keeps two chunks ahead (64 KB of weights in flight an SM at the full grid: 1.1 % off an 8B
+    // model's fp8 decode step on an H100 against one ahead, bench/fp8_weights/RESULTS.md); two matrices
+    // (gate|up) keep one, as their registers hold twice the chunk.
+    constexpr int LA = NW == 1 ? 2 : 1;
+    uint4 qa[LA + 1][NW][2], qb[LA + 1][NW][2];
+    auto load_w = [&](int tl, int ch, uint4 (&la)[NW][2], uint4 (&lb)[NW][2], bool ok = true) {
         const int sg = seg_of(tl), rows = SEG ? a.srows[sg] : a.rows;
         const int rowa = row_of(sg, tl, g), rowb = row_of(sg, tl, g + 8);
 #pragma unroll
@@ -284,16 +289,30 @@ __global__ void __launch_bounds__(GEMV8_WARPS * 32) k_gemv8(const __grid_constan
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 const int k = ch * 128 + h * 64 + c4 * 16;
-                const bool in = k < kp;
+                const bool in = ok && k < kp;
                 const uint4 z = make_uint4(0, 0, 0, 0);
                 la[j][h] = in && rowa < rows ? __ldcs((const uint4 *)(q + (size_t)rowa * kp + k)) : z;
                 lb[j][h] = in && rowb < rows ? __ldcs((const uint4 *)(q + (size_t)rowb * kp + k)) : z;
             }
         }
     };
-    // the first chunk's weights are in flight before the prologue needs x
+    // the first LA + 1 chunks' weights are in flight before the prologue needs x
     int tl = blockIdx.x, ch = warp;
-    if (ch < nchunks) load_w(tl, ch, wa, wb);
+    // (pt, pc): the stream position of the last chunk requested; the next is this tile's chunk pc + WARPS,
+    // else the next tile's chunk warp
+    int pt = tl, pc = warp;
+    auto advance = [&]() {
+        if (pc + GEMV8_WARPS < nchunks) pc += GEMV8_WARPS;
+        else { pt += gridDim.x; pc = warp; }
+    };
+    if (ch < nchunks) {
+        load_w(tl, ch, qa[0], qb[0]);
+#pragma unroll
+        for (int i = 1; i <= LA; i++) {
+            advance();
+            load_w(pt, pc, qa[i], qb[i], pt < ntiles);
+        }
+    }
     const gemv8_w *const ws[2] = {SEG ? &a.sw[0] : &a.w, &a.w2};  // (the segments share one activation scheme)
     pdl_wait();  // (x is the kernel before's output)
     // prologue: this CTA's rows of x quantized into shared memory (as k_fp8w_quant would)
@@ -418,27 +437,31 @@ __global__ void __launch_bounds__(GEMV8_WARPS * 32) k_gemv8(const __grid_constan
                     xb[j][h] = g < nt && k < kp ? *(const uint4 *)(gemv8_xs + ((size_t)j * nx + g) * xs_pitch + k)
                                                 : make_uint4(0, 0, 0, 0);
                 }
-            // the stream's next chunk (this tile's, else the next tile's first) in flight during the MMAs
+            // the stream's chunk LA ahead in flight during the MMAs
             uint4 na[NW][2], nb[NW][2];
-            const bool in_tile = ch + GEMV8_WARPS < nchunks, more = in_tile || !last;
-            if (more) load_w(in_tile ? tl : tl + gridDim.x, in_tile ? ch + GEMV8_WARPS : warp, na, nb);
+            advance();
+            load_w(pt, pc, na, nb, pt < ntiles);  // (zeros past the stream's end, never multiplied)
             const int rowa = row_of(sg, tl, g);
 #pragma unroll
             for (int j = 0; j < NW; j++) {
                 float d[4];
-                if (j == 0) gemv8_chunk<E5M2>(d, wa[j], wb[j], xb[j]);
-                else gemv8_chunk<E5M2_2>(d, wa[j], wb[j], xb[j]);
+                if (j == 0) gemv8_chunk<E5M2>(d, qa[0][j], qb[0][j], xb[j]);
+                else gemv8_chunk<E5M2_2>(d, qa[0][j], qb[0][j], xb[j]);
                 float sc = 1.0f;
                 if constexpr (BLOCK) sc = __ldg(wt(sg, j).s + (size_t)(rowa / FP8W_BLOCK) * a.kbp + ch);
 #pragma unroll
                 for (int e = 0; e < 4; e++) acc[j][e] = BLOCK ? fmaf(d[e], sc, acc[j][e]) : acc[j][e] + d[e];
             }
-            if (more) {
+#pragma unroll
+            for (int i = 0; i < LA; i++)
 #pragma unroll
                 for (int j = 0; j < NW; j++)
 #pragma unroll
-                    for (int h = 0; h < 2; h++) { wa[j][h] = na[j][h]; wb[j][h] = nb[j][h]; }
-            }
+                    for (int h = 0; h < 2; h++) { qa[i][j][h] = qa[i + 1][j][h]; qb[i][j][h] = qb[i + 1][j][h]; }
+#pragma unroll
+            for (int j = 0; j < NW; j++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) { qa[LA][j][h] = na[j][h]; qb[LA][j][h] = nb[j][h]; }
         }
         if (last) pdl_trigger();  // (a dependent product may start loading its weights)
         // the warps' totals, summed in warp order: element (row i, token t) is lane (i % 8)·4 + t / 2,
