@@ -131,19 +131,21 @@ static int render_hermes(struct text_buf *b, enum chat_template_kind k, const st
         }
         HA("<|im_start|>"); HA(r); HA("\n");
         if (k == CHAT_TEMPLATE_QWEN3 && !strcmp(r, "assistant")) {
-            // Qwen3: a reply of the current tool loop (after the last user message) keeps its reasoning, an
-            // earlier one loses it: the text after its last </think>, newlines stripped
+            // Qwen3: the reply's text is what follows its last </think>; its reasoning what precedes the first,
+            // after the last <think> there, newlines trimmed. A reply of the current tool loop (after the last
+            // user message) keeps a non-empty reasoning (the last message even an empty one), an earlier loses it
+            const char *close = strstr(t, "</think>"), *rs = t, *re = close ? close : t, *open;
             for (; (end = strstr(t, "</think>")); t = end + 8) {}
-            if (t != msgs[i].content && i > last_query) {
-                const char *rs = msgs[i].content, *re = t - 8, *open;
-                while ((open = strstr(rs, "<think>")) && open < re) rs = open + 7;
-                while (rs < re && *rs == '\n') rs++;
-                while (re > rs && re[-1] == '\n') re--;
+            while (close && (open = strstr(rs, "<think>")) && open < re) rs = open + 7;
+            while (rs < re && *rs == '\n') rs++;
+            while (re > rs && re[-1] == '\n') re--;
+            const bool keep = i > last_query && (i == n - 1 || re > rs);
+            if (keep) {
                 HA("<think>\n");
                 if (append_span(b, rs, (size_t)(re - rs), spans, n_spans) < 0) return -1;
                 HA("\n</think>\n\n");
             }
-            if (t != msgs[i].content) t += strspn(t, "\n");
+            if (close || keep) t += strspn(t, "\n");
         }
         HC(t);
         for (int j = 0; j < msgs[i].n_calls; j++) {

@@ -64,6 +64,21 @@ TEST(qwen3_prompt_with_tools) {
                                     "{\"name\": \"weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"
                                     "<|im_end|>\n<|im_start|>user\nc<|im_end|>\n"), "%s", text ? text : "(null)");
     free(text);
+    // the current loop's replies: an empty reasoning is dropped, except in the last message, which always opens
+    // with a block; the reasoning ends at the first </think>, the text starts after the last
+    struct chat_msg e[4] = {{"user", "a", NULL, 0}, {"assistant", "<think></think>x", calls + 1, 1},
+                            {"tool", "r", NULL, 0}, {"assistant", "y", NULL, 0}};
+    CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_QWEN3, e, 4, false, NULL, NULL, &text, NULL));
+    CHECK_MSG(text && !strcmp(text, "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nx\n<tool_call>\n"
+                                    "{\"name\": \"time\", \"arguments\": {}}\n</tool_call><|im_end|>\n<|im_start|>user\n"
+                                    "<tool_response>\nr\n</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\n\n"
+                                    "</think>\n\ny<|im_end|>\n"), "%s", text ? text : "(null)");
+    free(text);
+    e[3].content = "<think>\np</think>q</think>\n\nz";
+    CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_QWEN3, e, 4, false, NULL, NULL, &text, NULL));
+    CHECK_MSG(text && strstr(text, "<|im_start|>assistant\n<think>\np\n</think>\n\nz<|im_end|>\n"), "%s",
+              text ? text : "(null)");
+    free(text);
     // a call with no text before it opens the turn directly
     struct chat_msg q[1] = {{"assistant", "", calls + 1, 1}};
     CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_CHATML, q, 1, false, NULL, NULL, &text, NULL));
