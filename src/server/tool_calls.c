@@ -6,13 +6,9 @@
 #include <string.h>
 
 #include "../base/check.h"
+#include "oai_fields.h"
 
 static const char OPEN[] = "<tool_call>", CLOSE[] = "</tool_call>";
-
-static json_t *opt(json_t *o, const char *k) {
-    json_t *v = json_object_get(o, k);
-    return json_is_null(v) ? NULL : v;
-}
 
 void tool_set_free(struct tool_set *t) {
     for (int i = 0; i < t->n_tools; i++) free(t->tools[i]);
@@ -32,7 +28,8 @@ static int check_tool(json_t *tool, size_t i) {
 
 int tool_set_read(json_t *body, bool parser, bool has_tools, struct tool_set *t, const char **param) {
     memset(t, 0, sizeof *t);
-    json_t *tools = opt(body, "tools"), *choice = opt(body, "tool_choice"), *par = opt(body, "parallel_tool_calls");
+    json_t *tools = oaf_opt(body, "tools"), *choice = oaf_opt(body, "tool_choice");
+    json_t *par = oaf_opt(body, "parallel_tool_calls");
     *param = "tools";
     if (tools && !json_is_array(tools)) return err_set(OCT_EINVAL, "'tools' must be an array");
     size_t n = tools ? json_array_size(tools) : 0;
@@ -75,7 +72,7 @@ int tool_set_read(json_t *body, bool parser, bool has_tools, struct tool_set *t,
 int tool_calls_of_message(json_t *m, size_t i, struct chat_tool_call **calls, int *n) {
     *calls = NULL;
     *n = 0;
-    json_t *tc = opt(m, "tool_calls");
+    json_t *tc = oaf_opt(m, "tool_calls");
     if (!tc) return 0;
     if (!json_is_array(tc)) return err_set(OCT_EINVAL, "messages[%zu].tool_calls must be an array", i);
     size_t k = json_array_size(tc);
