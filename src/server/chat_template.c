@@ -8,6 +8,8 @@
 #include <time.h>
 
 #include "../base/check.h"
+#include "harmony_tools.h"
+#include "pyjson.h"
 #include "text_output.h"
 
 enum chat_template_kind chat_template_detect(const char *j) {
@@ -71,7 +73,7 @@ bool chat_template_has_bos(enum chat_template_kind k) {
 }
 
 bool chat_template_has_tools(enum chat_template_kind k) {
-    return k == CHAT_TEMPLATE_CHATML || k == CHAT_TEMPLATE_QWEN3;
+    return k == CHAT_TEMPLATE_CHATML || k == CHAT_TEMPLATE_QWEN3 || k == CHAT_TEMPLATE_HARMONY;
 }
 
 size_t chat_template_n_spans(const struct chat_msg *msgs, int n, const struct chat_opts *o) {
@@ -155,6 +157,96 @@ static int render_hermes(struct text_buf *b, enum chat_template_kind k, const st
         }
         HA("<|im_end|>\n");
     }
+    return 0;
+#undef HA
+#undef HC
+}
+
+// gpt-oss's harmony format as its chat template writes it: the system message is the model's own (identity,
+// dates, reasoning effort, channels); the first system or developer message is the developer message's
+// instructions, followed there by the tools (harmony_tools.c); an earlier reply is its final channel, a reply
+// that made calls is its text in the analysis channel (unless a later reply answered) and each call a message
+// to functions.NAME ending <|call|>; a call's result is a message from functions.NAME, its text as a JSON
+// string. The template renders only a reply's first call: here every call is its own message, and a result
+// is named by its tool_call_id's call (the reply's last call where it names none), which is the same text
+// for one call a reply.
+static int render_harmony(struct text_buf *b, const struct chat_msg *msgs, int n, bool add_generation_prompt,
+                          const struct chat_opts *o, size_t *spans, int *n_spans) {
+#define HA(s) do { if (text_buf_append(b, (s), strlen(s)) < 0) return OCT_ENOMEM; } while (0)
+#define HC(s) do { if (append_content(b, (s), false, spans, n_spans) < 0) return OCT_ENOMEM; } while (0)
+    char today[16];
+    const char *date = o && o->date ? o->date : today;
+    if (!(o && o->date)) {
+        time_t now = time(NULL);
+        struct tm tm;
+        gmtime_r(&now, &tm);
+        strftime(today, sizeof today, "%Y-%m-%d", &tm);
+    }
+    for (int i = 1; i < n; i++)
+        if (!strcmp(norm_role(msgs[i].role), "system"))
+            return err_set(OCT_EINVAL, "messages[%d]: a %s message must come first (gpt-oss's harmony format "
+                           "has one developer message, before the conversation)", i, msgs[i].role);
+    const bool tools = o && o->n_tools;
+    HA("<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+       "Knowledge cutoff: 2024-06\nCurrent date: ");
+    HA(date);
+    HA("\n\nReasoning: ");
+    HA(o && o->reasoning_effort ? o->reasoning_effort : "medium");
+    HA("\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.");
+    if (tools) HA("\nCalls to these tools must go to the commentary channel: 'functions'.");
+    HA("<|end|>");
+    int i = 0;
+    const char *dev = n > 0 && !strcmp(norm_role(msgs[0].role), "system") ? (i = 1, msgs[0].content) : "";
+    if (*dev || tools) {
+        HA("<|start|>developer<|message|>");
+        if (*dev) { HA("# Instructions\n\n"); HC(dev); HA("\n\n"); }
+        if (tools) {  // (the whole section is the client's text: one span)
+            HA("# Tools\n\n");
+            size_t at = b->n;
+            TRY(harmony_tools_render(o->tools, o->n_tools, b));
+            if (spans) spans[2 * *n_spans] = at, spans[2 * *n_spans + 1] = b->n, ++*n_spans;
+        }
+        HA("<|end|>");
+    }
+    const struct chat_msg *caller = NULL;  // the last reply with calls, while no plain reply followed it
+    for (; i < n; i++) {
+        const struct chat_msg *m = &msgs[i];
+        const char *r = norm_role(m->role);
+        if (!strcmp(r, "user")) {
+            HA("<|start|>user<|message|>"); HC(m->content); HA("<|end|>");
+        } else if (!strcmp(r, "tool")) {
+            if (!caller)
+                return err_set(OCT_EINVAL, "messages[%d]: a tool message must follow an assistant message's "
+                               "tool_calls (gpt-oss's format names the result by the call)", i);
+            const struct chat_tool_call *c = &caller->calls[caller->n_calls - 1];
+            for (int j = 0; m->tool_call_id && j < caller->n_calls; j++)
+                if (caller->calls[j].id && !strcmp(caller->calls[j].id, m->tool_call_id)) c = &caller->calls[j];
+            HA("<|start|>functions."); HC(c->name); HA(" to=assistant<|channel|>commentary<|message|>");
+            struct text_buf q = {0};
+            int rc = pyjson_string(m->content, strlen(m->content), &q);
+            if (rc == 0) rc = append_span(b, q.p, q.n, spans, n_spans);
+            text_buf_free(&q);
+            if (rc < 0) return OCT_ENOMEM;
+            HA("<|end|>");
+        } else if (m->n_calls) {
+            bool answered = false;  // (a later plain reply: the text was reasoning that led to it, dropped)
+            for (int j = i + 1; j < n; j++)
+                answered |= !strcmp(norm_role(msgs[j].role), "assistant") && !msgs[j].n_calls;
+            if (*m->content && !answered) {
+                HA("<|start|>assistant<|channel|>analysis<|message|>"); HC(m->content); HA("<|end|>");
+            }
+            for (int j = 0; j < m->n_calls; j++) {
+                HA("<|start|>assistant to=functions."); HC(m->calls[j].name);
+                HA("<|channel|>commentary json<|message|>"); HC(m->calls[j].arguments); HA("<|call|>");
+            }
+            caller = m;
+        } else {
+            HA("<|start|>assistant<|channel|>final<|message|>"); HC(m->content);
+            HA(i == n - 1 && !add_generation_prompt ? "<|return|>" : "<|end|>");
+            caller = NULL;
+        }
+    }
+    if (add_generation_prompt) HA("<|start|>assistant");
     return 0;
 #undef HA
 #undef HC
@@ -257,40 +349,9 @@ int chat_template_render_opts(enum chat_template_kind k, const struct chat_msg *
         if (add_generation_prompt) A("<|assistant|>\n");
         break;
     case CHAT_TEMPLATE_HARMONY: {
-        // gpt-oss's template: the system message is the model's own (identity, dates, reasoning effort,
-        // channels); the user's system prompt is the developer message's instructions
-        char today[16];
-        const char *date = o && o->date ? o->date : today;
-        if (!(o && o->date)) {
-            time_t now = time(NULL);
-            struct tm tm;
-            gmtime_r(&now, &tm);
-            strftime(today, sizeof today, "%Y-%m-%d", &tm);
-        }
-        for (int i = 1; i < n; i++)
-            if (!strcmp(norm_role(msgs[i].role), "system")) {
-                text_buf_free(&b);
-                return err_set(OCT_EINVAL, "messages[%d]: a %s message must come first (gpt-oss's harmony format "
-                               "has one developer message, before the conversation)", i, msgs[i].role);
-            }
-        A("<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
-          "Knowledge cutoff: 2024-06\nCurrent date: ");
-        A(date);
-        A("\n\nReasoning: ");
-        A(o && o->reasoning_effort ? o->reasoning_effort : "medium");
-        A("\n\n# Valid channels: analysis, commentary, final. Channel must be included for every message.<|end|>");
-        int i = 0;
-        if (n > 0 && !strcmp(norm_role(msgs[0].role), "system")) {
-            A("<|start|>developer<|message|># Instructions\n\n"); C(msgs[0].content, false); A("\n\n<|end|>");
-            i = 1;
-        }
-        for (; i < n; i++) {
-            if (!strcmp(norm_role(msgs[i].role), "user")) A("<|start|>user<|message|>");
-            else A("<|start|>assistant<|channel|>final<|message|>");
-            C(msgs[i].content, false);
-            A("<|end|>");
-        }
-        if (add_generation_prompt) A("<|start|>assistant");
+        int rc = render_harmony(&b, msgs, n, add_generation_prompt, o, spans, &n_spans);
+        if (rc == OCT_ENOMEM) goto oom;
+        if (rc < 0) { text_buf_free(&b); return rc; }
         break;
     }
     }

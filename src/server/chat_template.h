@@ -32,6 +32,7 @@ struct chat_opts {
 // A call an earlier reply made: the function's name and its arguments' JSON text as the client sent it.
 struct chat_tool_call {
     const char *name, *arguments;
+    const char *id;             // the call's id (NULL: none given)
 };
 
 struct chat_msg {
@@ -39,6 +40,7 @@ struct chat_msg {
     const char *content;        // where chat_template_has_tools)
     const struct chat_tool_call *calls; // assistant: the calls the reply made, [n_calls]
     int n_calls;
+    const char *tool_call_id;   // tool: the call it answers (NULL: none given)
 };
 
 // Picks the family by signature substrings of the Jinja source (NULL → ChatML).
@@ -56,9 +58,11 @@ const char *chat_template_end_of_turn(enum chat_template_kind k);
 // Every text that ends a reply (stop strings/tokens) into out[0..2): the end of turn, and for harmony
 // also <|call|> (a tool call, which ends sampling too). Returns how many.
 int chat_template_stops(enum chat_template_kind k, const char *out[2]);
-// Whether the family renders tools, tool calls and their results: ChatML and Qwen3, in the hermes format of
+// Whether the family renders tools, tool calls and their results: ChatML and Qwen3 in the hermes format of
 // Qwen2.5 and Qwen3's templates (the tools in the system message inside <tools></tools>, a call as
-// <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>, results as a user turn's <tool_response>s).
+// <tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>, results as a user turn's <tool_response>s);
+// harmony as gpt-oss's template does (the tools as a TypeScript namespace in the developer message, a call
+// as a message to functions.NAME, a result as a message from it).
 bool chat_template_has_tools(enum chat_template_kind k);
 // The entries spans needs for msgs and o (2 a content: two a message, for a reply's kept reasoning and its
 // text, and every tool's, every call's name and arguments).
@@ -85,7 +89,10 @@ int chat_template_render_spans(enum chat_template_kind k, const struct chat_msg 
 // as the developer message's instructions, earlier assistant replies in the final channel; a system
 // or developer message anywhere else is refused. With tools (o->n_tools) ChatML and Qwen3 put them in the
 // system message; an assistant message's calls and the tool messages render in the hermes format, and Qwen3
-// keeps the <think> block of the replies after the last user message (the current tool loop).
+// keeps the <think> block of the replies after the last user message (the current tool loop). Harmony puts
+// them in the developer message, and a reply with calls, its calls and their results as its template does
+// (chat_template.c's render_harmony says where octet goes beyond it); a template failure (a tool without a
+// description, a result before any call) is an error naming the field.
 int chat_template_render_opts(enum chat_template_kind k, const struct chat_msg *msgs, int n,
                               bool add_generation_prompt, const char *bos_text, const struct chat_opts *o,
                               char **out, size_t *spans);

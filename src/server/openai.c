@@ -176,6 +176,7 @@ static int parse_messages(const struct oai_context *c, json_t *b, struct oai_req
             goto done;
         }
         cm[i].calls = calls;
+        cm[i].tool_call_id = json_string_value(json_object_get(m, "tool_call_id"));  // (NULL unless a string)
     }
     // the BOS text in place where the family puts it (the tokenizer parses it as special)
     char bos[64] = "";
@@ -532,6 +533,7 @@ void oai_response_free(struct oai_response *s) {
     text_output_free(&s->rout);
     text_buf_free(&s->rtext);
     tool_stream_free(&s->ts);
+    if (s->harmony) harmony_free(&s->hm);
     json_decref(s->lp);
     s->lp = NULL;
 }
@@ -645,12 +647,14 @@ static enum reply_part think_route(struct oai_response *s, int32_t id) {
 }
 
 // Feeds a reasoning reply's token to the output its channel or block says (stop ids always to the content's,
-// which holds them); a header's tokens and the tags only count towards min_tokens. Returns
-// text_output_push's result.
+// which holds them), a call's to its arguments (kept only where the calls are parsed); a header's tokens and
+// the tags only count towards min_tokens. Returns text_output_push's result.
 static int split_token(struct oai_response *s, int32_t id, struct text_buf *t, struct text_buf *rt) {
-    enum reply_part w = s->harmony ? harmony_push(&s->hm, id) : think_route(s, id);
+    int w = s->harmony ? harmony_push(&s->hm, id) : (int)think_route(s, id);
+    if (w < 0) return -1;
     if (w == REPLY_CONTENT || is_stop_id(s->r, id)) return text_output_push(&s->out, id, t);
     text_output_skip(&s->out);
+    if (w == REPLY_TOOL) return s->r->tools.parse && harmony_call_text(&s->hm, id) < 0 ? -1 : 0;
     return w == REPLY_REASONING ? (text_output_push(&s->rout, id, rt) < 0 ? -1 : 0) : 0;
 }
 
@@ -676,8 +680,9 @@ int oai_response_token(struct oai_response *s, const struct gen_event *ev, json_
     // one chunk per generated token, even when its text is held back (incomplete UTF-8,
     // a possible stop string, a tool call): clients and benchmarks timestamp tokens, not bytes
     struct text_buf tc = {0};
-    if (s->streaming && s->r->tools.parse && tool_stream_push(&s->ts, t.p, t.n, &tc) < 0) rc = -1;
-    if (s->streaming && s->r->tools.parse) text_buf_free(&t), t = tc;
+    const bool hermes = s->r->tools.parse && !s->harmony;  // (harmony's calls are messages of their own)
+    if (s->streaming && hermes && tool_stream_push(&s->ts, t.p, t.n, &tc) < 0) rc = -1;
+    if (s->streaming && hermes) text_buf_free(&t), t = tc;
     if (s->streaming) *out = chunk_r(s, t.p, t.n, rt.p, rt.n, lp, NULL);
     text_buf_free(&t);
     text_buf_free(&rt);
@@ -713,7 +718,9 @@ int oai_response_finish(struct oai_response *s, const char *finish, int n_cached
     json_t *calls = NULL;
     size_t content_n = 0;
     if (s->streaming) {
-        if (s->r->tools.parse) {  // the held tail: a call (then only the text before it is content), or text
+        if (s->r->tools.parse && s->harmony) {
+            calls = harmony_calls(&s->hm, s->r->tools.single, s->id);
+        } else if (s->r->tools.parse) {  // the held tail: a call (then only the text before it is content), or text
             struct text_buf tc = {0};
             int rc = tool_stream_push(&s->ts, t.p, t.n, &tc);
             text_buf_free(&t);
@@ -737,7 +744,9 @@ int oai_response_finish(struct oai_response *s, const char *finish, int n_cached
         text_buf_free(&rt);
         return *out ? 0 : -1;
     }
-    if (s->r->tools.parse)
+    if (s->r->tools.parse && s->harmony)
+        calls = harmony_calls(&s->hm, s->r->tools.single, s->id), content_n = s->text.n;
+    else if (s->r->tools.parse)
         calls = tool_calls_parse(s->text.p ? s->text.p : "", s->text.n, s->r->tools.single, s->id, &content_n);
     json_t *lp = s->lp ? json_incref(s->lp) : json_null(), *choice;
     if (s->r->kind == OAI_CHAT) {

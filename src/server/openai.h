@@ -43,7 +43,8 @@ struct oai_context {
     bool special_in_content;    // chat: parse special-token text inside message content too
                                 // (default false: only the template's own text holds special tokens)
     enum oai_reasoning reasoning;   // chat: how a reply's <think> block is told apart (harmony: by channel)
-    bool tool_parser;           // --enable-auto-tool-choice --tool-call-parser hermes: replies' calls as tool_calls
+    bool tool_parser;           // --enable-auto-tool-choice --tool-call-parser: replies' calls as tool_calls
+    bool tool_parser_harmony;   // the parser named is openai (gpt-oss's harmony calls), not hermes
 };
 
 struct oai_request {

@@ -7,6 +7,7 @@
 
 #include "../base/check.h"
 #include "oai_fields.h"
+#include "pyjson.h"
 
 static const char OPEN[] = "<tool_call>", CLOSE[] = "</tool_call>";
 
@@ -50,21 +51,21 @@ int tool_set_read(json_t *body, bool parser, bool has_tools, struct tool_set *t,
     if (!n) return 0;
     *param = "tools";
     if (!has_tools) return err_set(OCT_EUNSUP, "'tools' is unsupported: the model's chat template has no tool format "
-                                   "octet renders (ChatML and Qwen3's hermes format)");
+                                   "octet renders (ChatML and Qwen3's hermes format, gpt-oss's harmony)");
     for (size_t i = 0; i < n; i++) TRY(check_tool(json_array_get(tools, i), i));
     t->parse = !c || !strcmp(c, "auto");
     if (t->parse && !parser) {
         *param = "tool_choice";
         return err_set(OCT_EUNSUP, "\"auto\" tool choice requires the server to run with --enable-auto-tool-choice "
-                       "--tool-call-parser hermes");
+                       "--tool-call-parser (hermes, or openai for gpt-oss)");
     }
     if (!(t->tools = calloc(n, sizeof *t->tools))) return err_set(OCT_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_t *tool = json_array_get(tools, i);
-        // (transformers' tojson: the object as sent, separators ", " and ": ", not ASCII-escaped)
-        if (!(t->tools[i] = json_dumps(tool, JSON_PRESERVE_ORDER))) { tool_set_free(t); return err_set(OCT_ENOMEM,
-                                                                                                   "out of memory"); }
-        t->n_tools++;
+        struct text_buf b = {0};  // (transformers' tojson: Python's json.dumps text)
+        if (pyjson_dump(tool, &b) < 0) { text_buf_free(&b); tool_set_free(t); return err_set(OCT_ENOMEM,
+                                                                                              "out of memory"); }
+        t->tools[t->n_tools++] = b.p;
     }
     return 0;
 }
@@ -90,9 +91,22 @@ int tool_calls_of_message(json_t *m, size_t i, struct chat_tool_call **calls, in
         }
         (*calls)[j].name = json_string_value(name);
         (*calls)[j].arguments = json_string_value(args);
+        (*calls)[j].id = json_string_value(json_object_get(c, "id"));  // (NULL unless a string)
     }
     *n = (int)k;
     return 0;
+}
+
+json_t *tool_call_json(const char *id_base, int k, const char *name, const json_t *args, const char *raw, size_t n) {
+    struct text_buf a = {0};
+    char id[96];
+    snprintf(id, sizeof id, "call_%.48s_%d", id_base, k);
+    json_t *c = NULL;
+    if (args ? pyjson_dump(args, &a) == 0 : utf8_sanitize(raw, n, &a) == 0)
+        c = json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", id, "type", "function", "function", "name", name, "arguments",
+                      a.p ? a.p : "");
+    text_buf_free(&a);
+    return c;
 }
 
 json_t *tool_calls_parse(const char *text, size_t n, bool single, const char *id_base, size_t *content_n) {
@@ -107,21 +121,14 @@ json_t *tool_calls_parse(const char *text, size_t n, bool single, const char *id
         json_error_t je;
         json_t *call = json_loadb(body, (size_t)(stop - body), JSON_DECODE_ANY, &je);
         json_t *name = json_object_get(call, "name"), *args = json_object_get(call, "arguments");
-        char *a = json_is_string(name) && args ? json_dumps(args, JSON_PRESERVE_ORDER | JSON_ENCODE_ANY) : NULL;
-        char id[96];
-        snprintf(id, sizeof id, "call_%.48s_%d", id_base, k);
-        bool ok = a != NULL;
+        bool ok = json_is_string(name) && args;
         if (ok && (!single || k == 0))
-            ok = json_array_append_new(calls, json_pack("{s:s,s:s,s:{s:O,s:s}}", "id", id, "type", "function",
-                                                        "function", "name", name, "arguments", a)) == 0;
+            ok = json_array_append_new(calls, tool_call_json(id_base, k, json_string_value(name), args, NULL, 0)) == 0;
+        json_decref(call);
         if (!ok) {
-            free(a);
-            json_decref(call);
             json_decref(calls);
             return NULL;
         }
-        free(a);
-        json_decref(call);
         if (!close) break;
         p = memmem(close, (size_t)(end - close), OPEN, sizeof OPEN - 1);
     }

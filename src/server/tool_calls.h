@@ -1,8 +1,9 @@
-// tool_calls.h — tool calling in the hermes format of Qwen2.5 and Qwen3 (vLLM's --enable-auto-tool-choice
-// --tool-call-parser hermes). Owns: a chat request's tools, tool_choice and parallel_tool_calls read into
-// what the chat template renders; the calls of earlier replies read from their messages; the calls a reply
-// makes, found in its text (every <tool_call>JSON</tool_call>), whole or as it streams. Not: the template's
-// text (chat_template.c), HTTP, or the response bodies (openai.c).
+// tool_calls.h — tool calling as vLLM's --enable-auto-tool-choice does it. Owns: a chat request's tools,
+// tool_choice and parallel_tool_calls read into what the chat template renders; the calls of earlier replies
+// read from their messages; the OpenAI form of a call; the calls a reply makes in the hermes format of
+// Qwen2.5 and Qwen3 (--tool-call-parser hermes), found in its text (every <tool_call>JSON</tool_call>), whole
+// or as it streams. Not: the template's text (chat_template.c), gpt-oss's calls (harmony.c finds them by the
+// message's recipient, --tool-call-parser openai), HTTP, or the response bodies (openai.c).
 #ifndef OCTET_TOOL_CALLS_H
 #define OCTET_TOOL_CALLS_H
 
@@ -31,8 +32,12 @@ void tool_set_free(struct tool_set *t);
 // err_msg() naming the entry.
 int tool_calls_of_message(json_t *m, size_t i, struct chat_tool_call **calls, int *n);
 
-// The calls in a reply's text. Returns a JSON array of OpenAI tool_calls ({"id": "call_<id_base>_<k>", "type":
-// "function", "function": {"name", "arguments": the arguments' JSON text}}), the first only when single, and
+// One OpenAI tool call: {"id": "call_<id_base>_<k>", "type": "function", "function": {"name", "arguments"}},
+// the arguments args as Python's json.dumps writes them (pyjson.h, as vLLM's parsers re-serialise them), or
+// where args is NULL the text raw[0..n) as generated (made valid UTF-8). NULL: out of memory.
+json_t *tool_call_json(const char *id_base, int k, const char *name, const json_t *args, const char *raw, size_t n);
+
+// The calls in a reply's text. Returns a JSON array of tool_call_json's calls, the first only when single, and
 // *content_n the bytes of text before the first <tool_call>; NULL where the text has no call or one does not
 // parse as {"name": string, "arguments": ...} (then all of it is content, as vLLM's hermes parser leaves it).
 json_t *tool_calls_parse(const char *text, size_t n, bool single, const char *id_base, size_t *content_n);

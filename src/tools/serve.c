@@ -56,10 +56,11 @@ static void usage(void) {
             "                               content (vLLM's flag; qwen3: a reply that opens with <think>,\n"
             "                               deepseek_r1: every reply until </think>); gpt-oss's harmony replies\n"
             "                               are always split by channel\n"
-            "  --enable-auto-tool-choice --tool-call-parser hermes   tool calling as vLLM's flags do it: a request's\n"
-            "                               tools in the prompt (ChatML and Qwen3 templates, Qwen's hermes format),\n"
-            "                               the reply's <tool_call> blocks returned as tool_calls (tool_choice auto\n"
-            "                               or none; without the flags, tools only with tool_choice none)\n");
+            "  --enable-auto-tool-choice --tool-call-parser hermes|openai   tool calling as vLLM's flags do it: a\n"
+            "                               request's tools in the prompt, the reply's calls returned as tool_calls\n"
+            "                               (tool_choice auto or none; without the flags, tools only with\n"
+            "                               tool_choice none); hermes: ChatML and Qwen3 templates, the reply's\n"
+            "                               <tool_call> blocks; openai: gpt-oss, its messages to functions.NAME\n");
     cli_print_model_flags();
 }
 
@@ -157,10 +158,11 @@ static int parse_args(int argc, char **argv, struct cli_model_args *a, struct en
         if (!strcmp(argv[i], "--enable-auto-tool-choice")) { auto_tool = true; continue; }
         if (!strncmp(argv[i], "--tool-call-parser", 18) && (argv[i][18] == 0 || argv[i][18] == '=')) {
             const char *v = argv[i][18] == '=' ? argv[i] + 19 : i + 1 < argc ? argv[++i] : "";
-            if (strcmp(v, "hermes"))
+            if (strcmp(v, "hermes") && strcmp(v, "openai"))
                 return err_set(OCT_EINVAL, "--tool-call-parser '%s': octet parses hermes (Qwen2.5 and Qwen3's "
-                               "<tool_call> format)", v);
+                               "<tool_call> format) and openai (gpt-oss's harmony calls)", v);
             parser = true;
+            chat->tool_parser_harmony = !strcmp(v, "openai");
             continue;
         }
         if (!strncmp(argv[i], "--reasoning-parser", 18) && (argv[i][18] == 0 || argv[i][18] == '=')) {
@@ -179,7 +181,7 @@ static int parse_args(int argc, char **argv, struct cli_model_args *a, struct en
         }
     }
     if (auto_tool != parser)
-        return err_set(OCT_EINVAL, "%s: tool calling takes --enable-auto-tool-choice and --tool-call-parser hermes "
+        return err_set(OCT_EINVAL, "%s: tool calling takes --enable-auto-tool-choice and --tool-call-parser "
                        "together", auto_tool ? "--enable-auto-tool-choice" : "--tool-call-parser");
     chat->tool_parser = parser;
     return OCT_OK;
@@ -221,16 +223,19 @@ static int chat_setup(struct oai_context *c, const struct model *m, const char *
                        "not a <think> block");
     if (c->reasoning && tokenizer_token_id(m->tok, "</think>", 8) < 0)
         return err_set(OCT_EINVAL, "--reasoning-parser: the vocabulary has no </think> token");
-    if (c->tool_parser && !chat_template_has_tools(c->tmpl))
-        return err_set(OCT_EINVAL, "--tool-call-parser hermes: the chat template (%s) has no hermes tool format "
-                       "(ChatML and Qwen3 have it)", chat_template_name(c->tmpl));
+    const bool harmony = c->tmpl == CHAT_TEMPLATE_HARMONY;
+    if (c->tool_parser && (!chat_template_has_tools(c->tmpl) || c->tool_parser_harmony != harmony))
+        return err_set(OCT_EINVAL, "--tool-call-parser %s: the chat template (%s) has %s", c->tool_parser_harmony ?
+                       "openai" : "hermes", chat_template_name(c->tmpl), !chat_template_has_tools(c->tmpl) ?
+                       "no tool format" : harmony ? "gpt-oss's calls (--tool-call-parser openai)" :
+                       "the hermes tool format (--tool-call-parser hermes)");
     if (no_harmony)
         fprintf(stderr, "octet: chat template: chatml (the model has none, and the %s family's, harmony, needs "
                 "special tokens the vocabulary lacks)\n", m->cfg.arch);
     else
         fprintf(stderr, "octet: chat template: %s%s%s%s%s\n", chat_template_name(c->tmpl),
                 tmpl ? "" : " (the model has none: the ", tmpl ? "" : m->cfg.arch, tmpl ? "" : " family's)",
-                c->tool_parser ? "; tool calls: hermes" : "");
+                !c->tool_parser ? "" : harmony ? "; tool calls: openai" : "; tool calls: hermes");
     return 0;
 }
 
@@ -292,6 +297,7 @@ int cmd_serve(int argc, char **argv) {
     c.special_in_content = chat.special_in_content;
     c.reasoning = chat.reasoning;
     c.tool_parser = chat.tool_parser;
+    c.tool_parser_harmony = chat.tool_parser_harmony;
     if (chat_setup(&c, m, tmpl) < 0 || server_start(&s, e, &c, &so) < 0) {
         fprintf(stderr, "octet: %s\n", err_msg());
         engine_destroy(e);

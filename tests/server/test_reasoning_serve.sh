@@ -7,9 +7,10 @@
 # template is harmony without them is refused at startup. A Qwen3 checkpoint (tests/data/hf/qwen3's weights,
 # tests/data/tok_qwen3's vocabulary) takes chat_template_kwargs.enable_thinking, and --reasoning-parser
 # qwen3 adds reasoning_content; the flag is refused for harmony, for a vocabulary without </think> and for
-# an unknown parser. The same server runs vLLM's tool flags (--enable-auto-tool-choice --tool-call-parser
-# hermes): a request with tools and a history of calls and results renders and answers; the flags are refused
-# apart, for an unknown parser and for harmony. Prints "N passed, N failed" last.
+# an unknown parser. The same servers run vLLM's tool flags (--enable-auto-tool-choice --tool-call-parser
+# hermes for Qwen3, openai for gpt-oss): a request with tools and a history of calls and results renders and
+# answers; the flags are refused apart, for an unknown parser and for the other family's parser. Prints
+# "N passed, N failed" last.
 set -u
 BUILD=${BUILD:-build}
 OCTET="$BUILD/octet"
@@ -22,8 +23,9 @@ cp tests/data/tok_harmony/tokenizer.json tests/data/tok_harmony/tokenizer_config
 
 MODEL="$tmp/oss"
 C=/v1/chat/completions
-if start_server harmony --max-model-len 512; then
-  grep -q "chat template: harmony" "$tmp/harmony.log" && ok || bad "startup report: $(grep 'chat template' "$tmp/harmony.log")"
+if start_server harmony --max-model-len 1024 --enable-auto-tool-choice --tool-call-parser openai; then
+  grep -q "chat template: harmony; tool calls: openai" "$tmp/harmony.log" && ok ||
+    bad "startup report: $(grep 'chat template' "$tmp/harmony.log")"
   post $C '{"messages":[{"role":"system","content":"Be brief."},{"role":"user","content":"hi"}],"max_tokens":12,
             "temperature":0,"reasoning_effort":"high"}'
   [ "$CODE" = 200 ] && py "isinstance(d['choices'][0]['message']['content'], str)" \
@@ -38,6 +40,17 @@ if start_server harmony --max-model-len 512; then
   # a system message after the conversation began is not harmony
   post $C '{"messages":[{"role":"user","content":"hi"},{"role":"system","content":"x"}]}'
   [ "$CODE" = 400 ] && py "'messages[1]' in d['error']['message']" && ok || bad "late system: $CODE $(head -c 300 "$tmp/body")"
+  # tools, a call and its result in gpt-oss's format; a tool the template cannot render is refused
+  tools='"tools":[{"type":"function","function":{"name":"weather","description":"Weather.","parameters":{"type":
+         "object","properties":{"city":{"type":"string"}},"required":["city"]}}}]'
+  post $C '{"messages":[{"role":"user","content":"Oslo?"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1",
+            "type":"function","function":{"name":"weather","arguments":"{\"city\": \"Oslo\"}"}}]},{"role":"tool",
+            "tool_call_id":"c1","content":"-3 C"}],"max_tokens":4,"temperature":0,'"$tools"'}'
+  [ "$CODE" = 200 ] && py "d['choices'][0]['finish_reason'] in ('stop', 'length', 'tool_calls')" \
+    "d['usage']['prompt_tokens'] > 100" && ok || bad "harmony tool loop: $CODE $(head -c 300 "$tmp/body")"
+  post $C '{"messages":[{"role":"user","content":"Oslo?"}],"tools":[{"type":"function","function":{"name":"w"}}]}'
+  [ "$CODE" = 400 ] && py "'tools[0].function.description' in d['error']['message']" && ok ||
+    bad "tool without description: $CODE $(head -c 300 "$tmp/body")"
   stop_server "$SPID"
 fi
 
@@ -99,7 +112,9 @@ done
 
 for flags in "--enable-auto-tool-choice|$tmp/q3|together" "--tool-call-parser hermes|$tmp/q3|together" \
              "--enable-auto-tool-choice --tool-call-parser pythonic|$tmp/q3|octet parses hermes" \
-             "--enable-auto-tool-choice --tool-call-parser hermes|$tmp/oss|(harmony) has no hermes"; do
+             "--enable-auto-tool-choice --tool-call-parser hermes|$tmp/oss|(harmony) has gpt-oss's calls" \
+             "--enable-auto-tool-choice --tool-call-parser openai|$tmp/q3|(qwen3) has the hermes tool format" \
+             "--enable-auto-tool-choice --tool-call-parser openai|$tmp/plain|(chatml) has the hermes"; do
   IFS='|' read -r f mdl want <<<"$flags"
   out=$("$OCTET" serve --model "$mdl" --port 0 $f 2>&1 >/dev/null); rc=$?
   [ $rc -ne 0 ] && grep -qF -- "$want" <<<"$out" && ok || bad "serve $f on $mdl: rc $rc: $out"

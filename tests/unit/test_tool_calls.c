@@ -21,10 +21,10 @@ static const char *TOOL_W = "{\"type\": \"function\", \"function\": {\"name\": \
 static const char *TOOL_T = "{\"type\": \"function\", \"function\": {\"name\": \"time\", \"description\": \"Now.\"}}";
 
 TEST(qwen3_prompt_with_tools) {
-    struct chat_tool_call calls[2] = {{"weather", "{\"city\": \"Oslo\"}"}, {"time", "{}"}};
-    struct chat_msg m[6] = {{"system", "Be brief.", NULL, 0}, {"user", "Oslo?", NULL, 0},
-                            {"assistant", "<think>\nneed data\n</think>\n\nChecking.", calls, 2},
-                            {"tool", "-3 C", NULL, 0}, {"tool", "09:00", NULL, 0}, {"assistant", "<think>ok</think>Cold.", NULL, 0}};
+    struct chat_tool_call calls[2] = {{"weather", "{\"city\": \"Oslo\"}", NULL}, {"time", "{}", NULL}};
+    struct chat_msg m[6] = {{"system", "Be brief.", NULL, 0, NULL}, {"user", "Oslo?", NULL, 0, NULL},
+                            {"assistant", "<think>\nneed data\n</think>\n\nChecking.", calls, 2, NULL},
+                            {"tool", "-3 C", NULL, 0, NULL}, {"tool", "09:00", NULL, 0, NULL}, {"assistant", "<think>ok</think>Cold.", NULL, 0, NULL}};
     const char *tools[2] = {TOOL_W, TOOL_T};
     struct chat_opts o = {.tools = tools, .n_tools = 2};
     size_t ns = chat_template_n_spans(m, 6, &o);
@@ -58,7 +58,7 @@ TEST(qwen3_prompt_with_tools) {
     }
     free(text);
     // before the last user message a reply loses its reasoning; without tools its calls still render
-    struct chat_msg h[3] = {{"user", "a", NULL, 0}, {"assistant", "<think>r</think>\n\nb", calls, 1}, {"user", "c", NULL, 0}};
+    struct chat_msg h[3] = {{"user", "a", NULL, 0, NULL}, {"assistant", "<think>r</think>\n\nb", calls, 1, NULL}, {"user", "c", NULL, 0, NULL}};
     CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_QWEN3, h, 3, false, NULL, NULL, &text, NULL));
     CHECK_MSG(text && !strcmp(text, "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nb\n<tool_call>\n"
                                     "{\"name\": \"weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"
@@ -66,8 +66,8 @@ TEST(qwen3_prompt_with_tools) {
     free(text);
     // the current loop's replies: an empty reasoning is dropped, except in the last message, which always opens
     // with a block; the reasoning ends at the first </think>, the text starts after the last
-    struct chat_msg e[4] = {{"user", "a", NULL, 0}, {"assistant", "<think></think>x", calls + 1, 1},
-                            {"tool", "r", NULL, 0}, {"assistant", "y", NULL, 0}};
+    struct chat_msg e[4] = {{"user", "a", NULL, 0, NULL}, {"assistant", "<think></think>x", calls + 1, 1, NULL},
+                            {"tool", "r", NULL, 0, NULL}, {"assistant", "y", NULL, 0, NULL}};
     CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_QWEN3, e, 4, false, NULL, NULL, &text, NULL));
     CHECK_MSG(text && !strcmp(text, "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nx\n<tool_call>\n"
                                     "{\"name\": \"time\", \"arguments\": {}}\n</tool_call><|im_end|>\n<|im_start|>user\n"
@@ -80,7 +80,7 @@ TEST(qwen3_prompt_with_tools) {
               text ? text : "(null)");
     free(text);
     // a call with no text before it opens the turn directly
-    struct chat_msg q[1] = {{"assistant", "", calls + 1, 1}};
+    struct chat_msg q[1] = {{"assistant", "", calls + 1, 1, NULL}};
     CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_CHATML, q, 1, false, NULL, NULL, &text, NULL));
     CHECK(text && !strcmp(text, "<|im_start|>assistant\n<tool_call>\n{\"name\": \"time\", \"arguments\": {}}\n"
                                 "</tool_call><|im_end|>\n"));
@@ -122,7 +122,7 @@ TEST(request_rules) {
     struct oai_error e;
     char extra[512];
     ctx.tool_parser = false;
-    refused(TOOLS, "tool_choice", "--enable-auto-tool-choice --tool-call-parser hermes");
+    refused(TOOLS, "tool_choice", "--enable-auto-tool-choice --tool-call-parser (hermes");
     snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"none\"", TOOLS);  // rendered, not parsed
     CHECK_EQ_INT(parse(extra, &r, &e), 0);
     CHECK(r.tools.n_tools == 1 && !r.tools.parse);
