@@ -134,10 +134,13 @@ static int render_hermes(struct text_buf *b, enum chat_template_kind k, const st
         HA("<|im_start|>"); HA(r); HA("\n");
         if (k == CHAT_TEMPLATE_QWEN3 && !strcmp(r, "assistant")) {
             // Qwen3: the reply's text is what follows its last </think>; its reasoning what precedes the first,
-            // after the last <think> there, newlines trimmed. A reply of the current tool loop (after the last
-            // user message) keeps a non-empty reasoning (the last message even an empty one), an earlier loses it
-            const char *close = strstr(t, "</think>"), *rs = t, *re = close ? close : t, *open;
-            for (; (end = strstr(t, "</think>")); t = end + 8) {}
+            // after the last <think> there, newlines trimmed (or, where the message has its reasoning_content,
+            // that, and the text whole). A reply of the current tool loop (after the last user message) keeps a
+            // non-empty reasoning (the last message even an empty one), an earlier loses it
+            const char *given = msgs[i].reasoning, *open;
+            const char *close = given ? NULL : strstr(t, "</think>"), *rs = given ? given : t;
+            const char *re = given ? given + strlen(given) : close ? close : t;
+            for (; close && (end = strstr(t, "</think>")); t = end + 8) {}
             while (close && (open = strstr(rs, "<think>")) && open < re) rs = open + 7;
             while (rs < re && *rs == '\n') rs++;
             while (re > rs && re[-1] == '\n') re--;
@@ -165,11 +168,11 @@ static int render_hermes(struct text_buf *b, enum chat_template_kind k, const st
 // gpt-oss's harmony format as its chat template writes it: the system message is the model's own (identity,
 // dates, reasoning effort, channels); the first system or developer message is the developer message's
 // instructions, followed there by the tools (harmony_tools.c); an earlier reply is its final channel, a reply
-// that made calls is its text in the analysis channel (unless a later reply answered) and each call a message
-// to functions.NAME ending <|call|>; a call's result is a message from functions.NAME, its text as a JSON
-// string. The template renders only a reply's first call: here every call is its own message, and a result
-// is named by its tool_call_id's call (the reply's last call where it names none), which is the same text
-// for one call a reply.
+// that made calls is its text or reasoning (the template's "thinking") in the analysis channel (unless a later
+// reply answered) and each call a message to functions.NAME ending <|call|>; a call's result is a message from
+// functions.NAME, its text as a JSON string. The template renders only a reply's first call: here every call
+// is its own message, and a result is named by its tool_call_id's call (the reply's last call where it names
+// none), which is the same text for one call a reply.
 static int render_harmony(struct text_buf *b, const struct chat_msg *msgs, int n, bool add_generation_prompt,
                           const struct chat_opts *o, size_t *spans, int *n_spans) {
 #define HA(s) do { if (text_buf_append(b, (s), strlen(s)) < 0) return OCT_ENOMEM; } while (0)
@@ -232,17 +235,25 @@ static int render_harmony(struct text_buf *b, const struct chat_msg *msgs, int n
             bool answered = false;  // (a later plain reply: the text was reasoning that led to it, dropped)
             for (int j = i + 1; j < n; j++)
                 answered |= !strcmp(norm_role(msgs[j].role), "assistant") && !msgs[j].n_calls;
-            if (*m->content && !answered) {
-                HA("<|start|>assistant<|channel|>analysis<|message|>"); HC(m->content); HA("<|end|>");
+            if (*m->content && m->reasoning && *m->reasoning)
+                return err_set(OCT_EINVAL, "messages[%d]: an assistant message with tool_calls has either content "
+                               "or reasoning_content, not both (gpt-oss's template renders one analysis message)", i);
+            const char *analysis = *m->content ? m->content : m->reasoning;
+            if (analysis && *analysis && !answered) {
+                HA("<|start|>assistant<|channel|>analysis<|message|>"); HC(analysis); HA("<|end|>");
             }
             for (int j = 0; j < m->n_calls; j++) {
                 HA("<|start|>assistant to=functions."); HC(m->calls[j].name);
                 HA("<|channel|>commentary json<|message|>"); HC(m->calls[j].arguments); HA("<|call|>");
             }
             caller = m;
-        } else {
+        } else {  // (the reasoning of a reply only where it is the last message and no reply is asked for)
+            const bool last = i == n - 1 && !add_generation_prompt;
+            if (last && m->reasoning) {
+                HA("<|start|>assistant<|channel|>analysis<|message|>"); HC(m->reasoning); HA("<|end|>");
+            }
             HA("<|start|>assistant<|channel|>final<|message|>"); HC(m->content);
-            HA(i == n - 1 && !add_generation_prompt ? "<|return|>" : "<|end|>");
+            HA(last ? "<|return|>" : "<|end|>");
             caller = NULL;
         }
     }

@@ -41,6 +41,8 @@ struct chat_msg {
     const struct chat_tool_call *calls; // assistant: the calls the reply made, [n_calls]
     int n_calls;
     const char *tool_call_id;   // tool: the call it answers (NULL: none given)
+    const char *reasoning;      // assistant: its reasoning_content as the client sends it back (NULL: none);
+                                // Qwen3 and harmony render it where their templates do, the others drop it
 };
 
 // Picks the family by signature substrings of the Jinja source (NULL → ChatML).

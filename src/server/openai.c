@@ -177,6 +177,8 @@ static int parse_messages(const struct oai_context *c, json_t *b, struct oai_req
         }
         cm[i].calls = calls;
         cm[i].tool_call_id = json_string_value(json_object_get(m, "tool_call_id"));  // (NULL unless a string)
+        cm[i].reasoning = json_string_value(json_object_get(m, "reasoning_content"));  // (vLLM's: or "reasoning")
+        if (!cm[i].reasoning) cm[i].reasoning = json_string_value(json_object_get(m, "reasoning"));
     }
     // the BOS text in place where the family puts it (the tokenizer parses it as special)
     char bos[64] = "";

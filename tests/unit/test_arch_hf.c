@@ -249,7 +249,7 @@ TEST(chat_templates_per_family) {
     const char *phi3_jinja = "{% for message in messages %}{% if message['role'] == 'user' %}{{'<|user|>' + "
                              "message['content'] + '<|end|>'}}{% endif %}{% endfor %}";
     CHECK_EQ_INT(chat_template_detect(phi3_jinja), CHAT_TEMPLATE_PHI3);
-    struct chat_msg msgs[] = {{"system", "Be brief.", NULL, 0, NULL}, {"user", "Hi", NULL, 0, NULL}, {"assistant", "Hello", NULL, 0, NULL}, {"user", "Bye", NULL, 0, NULL}};
+    struct chat_msg msgs[] = {{.role = "system", .content = "Be brief."}, {.role = "user", .content = "Hi"}, {.role = "assistant", .content = "Hello"}, {.role = "user", .content = "Bye"}};
     char *out;
     CHECK_OK(chat_template_render(CHAT_TEMPLATE_PHI3, msgs, 4, true, "<s>", &out));
     CHECK_MSG(!strcmp(out, "<|system|>\nBe brief.<|end|>\n<|user|>\nHi<|end|>\n<|assistant|>\nHello<|end|>\n"

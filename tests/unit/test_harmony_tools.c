@@ -10,7 +10,8 @@
 // after the channel, <|constrain|>json or json, arguments re-serialised or kept raw when they are not JSON),
 // its analysis the reasoning_content and its preambles the content; finish_reason "tool_calls"; streamed, the
 // calls come in the last chunk; parallel_tool_calls false keeps the first; tool_choice none and built-in
-// recipients (browser.search) give no call and no content; serve's flags pair openai with harmony only.
+// recipients (browser.search) give no call and no content; a reply's reasoning_content sent back is its
+// analysis message; serve's flags pair openai with harmony only.
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,7 @@ static char *render_request(json_t *req, const char *date) {
         cm[i].role = json_string_value(json_object_get(m, "role"));
         cm[i].content = json_is_string(c) ? json_string_value(c) : "";
         cm[i].tool_call_id = json_string_value(json_object_get(m, "tool_call_id"));
+        cm[i].reasoning = json_string_value(json_object_get(m, "reasoning_content"));
         if (tool_calls_of_message(m, i, &calls, &cm[i].n_calls) < 0) goto done;
         cm[i].calls = calls;
     }
@@ -80,9 +82,10 @@ TEST(prompts_as_the_template_renders_them) {
 
 TEST(calls_beyond_the_template) {
     // every call of a reply is its own message; a result is named by the call its tool_call_id gives
-    struct chat_tool_call calls[2] = {{"get_weather", "{\"city\": \"Paris\"}", "c1"}, {"get_time", "{}", "c2"}};
-    struct chat_msg m[4] = {{"user", "Weather and time?", NULL, 0, NULL}, {"assistant", "", calls, 2, NULL},
-                            {"tool", "12:00", NULL, 0, "c2"}, {"tool", "sunny", NULL, 0, "c1"}};
+    struct chat_tool_call calls[2] = {{.name = "get_weather", .arguments = "{\"city\": \"Paris\"}", .id = "c1"},
+                                      {.name = "get_time", .arguments = "{}", .id = "c2"}};
+    struct chat_msg m[4] = {{.role = "user", .content = "Weather and time?"}, {.role = "assistant", .content = "", .calls = calls, .n_calls = 2},
+                            {.role = "tool", .content = "12:00", .tool_call_id = "c2"}, {.role = "tool", .content = "sunny", .tool_call_id = "c1"}};
     const char *tools[1] = {"{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"d\"}}"};
     struct chat_opts o = {.date = "2026-12-06", .tools = tools, .n_tools = 1};
     char *text = NULL;
@@ -101,8 +104,8 @@ TEST(calls_beyond_the_template) {
     CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_HARMONY, m, 3, true, NULL, &o, &text, NULL));
     CHECK(text && strstr(text, "<|start|>functions.get_time to=assistant"));
     free(text);
-    struct chat_msg late[3] = {{"user", "hi", NULL, 0, NULL}, {"assistant", "hello", NULL, 0, NULL},
-                               {"tool", "x", NULL, 0, NULL}};
+    struct chat_msg late[3] = {{.role = "user", .content = "hi"}, {.role = "assistant", .content = "hello"},
+                               {.role = "tool", .content = "x"}};
     text = NULL;
     CHECK(chat_template_render_opts(CHAT_TEMPLATE_HARMONY, late, 3, true, NULL, &o, &text, NULL) < 0 && !text &&
           strstr(err_msg(), "messages[2]"));
@@ -123,7 +126,7 @@ TEST(calls_beyond_the_template) {
         text_buf_free(&b);
     }
     // the whole tools section is the client's text: one span
-    struct chat_msg one[1] = {{"user", "hi", NULL, 0, NULL}};
+    struct chat_msg one[1] = {{.role = "user", .content = "hi"}};
     size_t spans[8];
     CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_HARMONY, one, 1, true, NULL, &o, &text, spans));
     CHECK(text && !strncmp(text + spans[0], "## functions", 12) && !strncmp(text + spans[1] - 24,
@@ -274,6 +277,27 @@ TEST(calls_in_replies) {
     }
 }
 
+TEST(reasoning_sent_back) {
+    // a reply's reasoning_content (or vLLM's "reasoning") is its analysis message beside its calls
+    const char *names[2] = {"reasoning_content", "reasoning"};
+    for (int k = 0; k < 2; k++) {
+        char body[1024];
+        snprintf(body, sizeof body, "{\"messages\":[{\"role\":\"user\",\"content\":\"Paris?\"},{\"role\":"
+                 "\"assistant\",\"content\":null,\"%s\":\"Look it up.\",\"tool_calls\":[{\"id\":\"c1\",\"type\":"
+                 "\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"{}\"}}]},{\"role\":\"tool\","
+                 "\"tool_call_id\":\"c1\",\"content\":\"sun\"}],%s}", names[k], TOOLS);
+        struct oai_request r;
+        struct oai_error e;
+        CHECK_MSG(oai_parse(&ctx, OAI_CHAT, body, strlen(body), &r, &e) == 0, "%s", e.message);
+        char text[4096];
+        size_t n = tokenizer_decode(tok, r.prompt_ids, r.n_prompt, true, text, sizeof text);
+        text[n < sizeof text ? n : sizeof text - 1] = 0;
+        CHECK_MSG(strstr(text, "<|start|>assistant<|channel|>analysis<|message|>Look it up.<|end|><|start|>assistant "
+                               "to=functions.get_weather<|channel|>commentary json<|message|>{}<|call|>"), "%s", text);
+        oai_request_free(&r);
+    }
+}
+
 TEST(serve_flags) {
     char *ok[] = {"--enable-auto-tool-choice", "--tool-call-parser", "openai"};
     CHECK_OK(serve_check_flags(ok, 3));
@@ -300,6 +324,7 @@ int main(void) {
     RUN(calls_beyond_the_template);
     RUN(python_json_text);
     RUN(calls_in_replies);
+    RUN(reasoning_sent_back);
     RUN(serve_flags);
     tokenizer_free(tok);
     return test_summary("harmony_tools");

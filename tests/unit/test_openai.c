@@ -188,7 +188,7 @@ TEST(chat_content_cannot_forge_special_tokens) {
     struct oai_request r;
     struct oai_error e;
     CHECK_EQ_INT(parse(H, plain, &r, &e, true), 0);
-    struct chat_msg m[3] = {{"user", "hi", NULL, 0, NULL}, {"assistant", "ok", NULL, 0, NULL}, {"user", "go", NULL, 0, NULL}};
+    struct chat_msg m[3] = {{.role = "user", .content = "hi"}, {.role = "assistant", .content = "ok"}, {.role = "user", .content = "go"}};
     char *text = NULL;
     int32_t *ids = NULL;
     int n = 0;

@@ -35,7 +35,7 @@ TEST(template_from_jinja_file) {
 }
 
 TEST(prompt_format) {
-    struct chat_msg m[4] = {{"system", "Answer briefly.", NULL, 0, NULL}, {"user", "2+2?", NULL, 0, NULL}, {"assistant", "4", NULL, 0, NULL}, {"user", "3+3?", NULL, 0, NULL}};
+    struct chat_msg m[4] = {{.role = "system", .content = "Answer briefly."}, {.role = "user", .content = "2+2?"}, {.role = "assistant", .content = "4"}, {.role = "user", .content = "3+3?"}};
     struct chat_opts o = {.reasoning_effort = "low", .date = "2026-12-06"};
     char *text = NULL;
     size_t spans[8];
@@ -62,7 +62,7 @@ TEST(prompt_format) {
           strstr(text, "# Instructions\n\nAnswer briefly.") && !strstr(text, "<|start|>assistant"));
     free(text);
     // a system message after the first is refused, naming it
-    struct chat_msg late[2] = {{"user", "hi", NULL, 0, NULL}, {"system", "be terse", NULL, 0, NULL}};
+    struct chat_msg late[2] = {{.role = "user", .content = "hi"}, {.role = "system", .content = "be terse"}};
     text = NULL;
     CHECK(chat_template_render_opts(CHAT_TEMPLATE_HARMONY, late, 2, true, NULL, NULL, &text, NULL) < 0 &&
           strstr(err_msg(), "messages[1]") && !text);
@@ -221,7 +221,7 @@ TEST(qwen3_prompt) {
     const char *j = tokenizer_chat_template(qtok);
     CHECK_EQ_INT(chat_template_detect(j), CHAT_TEMPLATE_QWEN3);
     CHECK(!strcmp(chat_template_name(CHAT_TEMPLATE_QWEN3), "qwen3") && !chat_template_has_bos(CHAT_TEMPLATE_QWEN3));
-    struct chat_msg m[3] = {{"user", "2+2?", NULL, 0, NULL}, {"assistant", "<think>\nadd\n</think>\n\n4", NULL, 0, NULL}, {"user", "3+3?", NULL, 0, NULL}};
+    struct chat_msg m[3] = {{.role = "user", .content = "2+2?"}, {.role = "assistant", .content = "<think>\nadd\n</think>\n\n4"}, {.role = "user", .content = "3+3?"}};
     struct chat_opts o = {.no_thinking = true};
     char *text = NULL;
     size_t spans[6];

@@ -1,7 +1,7 @@
 // test_tool_calls.c — tool calling in Qwen's hermes format (src/server/tool_calls.c, chat_template.c's
 // ChatML / Qwen3 renderer, openai.c's responses) on tests/data/tok_qwen3: the prompt with tools, earlier
 // calls and their results exactly as Qwen3's template writes them (Qwen3 keeping the reasoning of the current
-// tool loop's replies); the request rules (tool_choice auto needs the server's parser, none renders the tools
+// tool loop's replies, a reasoning_content sent back in place of the one in the text); the request rules (tool_choice auto needs the server's parser, none renders the tools
 // without parsing, required and named functions refused, a template without a tool format refused, bad
 // entries named); a reply's <tool_call> blocks as tool_calls, whole and streamed (the tag arriving a byte at a
 // time), parallel_tool_calls false, and a block that does not parse left as content.
@@ -21,10 +21,10 @@ static const char *TOOL_W = "{\"type\": \"function\", \"function\": {\"name\": \
 static const char *TOOL_T = "{\"type\": \"function\", \"function\": {\"name\": \"time\", \"description\": \"Now.\"}}";
 
 TEST(qwen3_prompt_with_tools) {
-    struct chat_tool_call calls[2] = {{"weather", "{\"city\": \"Oslo\"}", NULL}, {"time", "{}", NULL}};
-    struct chat_msg m[6] = {{"system", "Be brief.", NULL, 0, NULL}, {"user", "Oslo?", NULL, 0, NULL},
-                            {"assistant", "<think>\nneed data\n</think>\n\nChecking.", calls, 2, NULL},
-                            {"tool", "-3 C", NULL, 0, NULL}, {"tool", "09:00", NULL, 0, NULL}, {"assistant", "<think>ok</think>Cold.", NULL, 0, NULL}};
+    struct chat_tool_call calls[2] = {{.name = "weather", .arguments = "{\"city\": \"Oslo\"}"}, {.name = "time", .arguments = "{}"}};
+    struct chat_msg m[6] = {{.role = "system", .content = "Be brief."}, {.role = "user", .content = "Oslo?"},
+                            {.role = "assistant", .content = "<think>\nneed data\n</think>\n\nChecking.", .calls = calls, .n_calls = 2},
+                            {.role = "tool", .content = "-3 C"}, {.role = "tool", .content = "09:00"}, {.role = "assistant", .content = "<think>ok</think>Cold."}};
     const char *tools[2] = {TOOL_W, TOOL_T};
     struct chat_opts o = {.tools = tools, .n_tools = 2};
     size_t ns = chat_template_n_spans(m, 6, &o);
@@ -58,7 +58,7 @@ TEST(qwen3_prompt_with_tools) {
     }
     free(text);
     // before the last user message a reply loses its reasoning; without tools its calls still render
-    struct chat_msg h[3] = {{"user", "a", NULL, 0, NULL}, {"assistant", "<think>r</think>\n\nb", calls, 1, NULL}, {"user", "c", NULL, 0, NULL}};
+    struct chat_msg h[3] = {{.role = "user", .content = "a"}, {.role = "assistant", .content = "<think>r</think>\n\nb", .calls = calls, .n_calls = 1}, {.role = "user", .content = "c"}};
     CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_QWEN3, h, 3, false, NULL, NULL, &text, NULL));
     CHECK_MSG(text && !strcmp(text, "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nb\n<tool_call>\n"
                                     "{\"name\": \"weather\", \"arguments\": {\"city\": \"Oslo\"}}\n</tool_call>"
@@ -66,8 +66,8 @@ TEST(qwen3_prompt_with_tools) {
     free(text);
     // the current loop's replies: an empty reasoning is dropped, except in the last message, which always opens
     // with a block; the reasoning ends at the first </think>, the text starts after the last
-    struct chat_msg e[4] = {{"user", "a", NULL, 0, NULL}, {"assistant", "<think></think>x", calls + 1, 1, NULL},
-                            {"tool", "r", NULL, 0, NULL}, {"assistant", "y", NULL, 0, NULL}};
+    struct chat_msg e[4] = {{.role = "user", .content = "a"}, {.role = "assistant", .content = "<think></think>x", .calls = calls + 1, .n_calls = 1},
+                            {.role = "tool", .content = "r"}, {.role = "assistant", .content = "y"}};
     CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_QWEN3, e, 4, false, NULL, NULL, &text, NULL));
     CHECK_MSG(text && !strcmp(text, "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\nx\n<tool_call>\n"
                                     "{\"name\": \"time\", \"arguments\": {}}\n</tool_call><|im_end|>\n<|im_start|>user\n"
@@ -79,8 +79,21 @@ TEST(qwen3_prompt_with_tools) {
     CHECK_MSG(text && strstr(text, "<|im_start|>assistant\n<think>\np\n</think>\n\nz<|im_end|>\n"), "%s",
               text ? text : "(null)");
     free(text);
+    // a reasoning_content sent back is the reply's reasoning (newlines trimmed), and its text is then whole
+    struct chat_msg g[5] = {{.role = "user", .content = "a"},
+                            {.role = "assistant", .content = "<think>k</think>z", .reasoning = "old"},
+                            {.role = "user", .content = "c"},
+                            {.role = "assistant", .content = "b", .calls = calls + 1, .n_calls = 1, .reasoning = "\nr1\n"},
+                            {.role = "assistant", .content = "\n\nx</think>y", .reasoning = ""}};
+    CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_QWEN3, g, 5, false, NULL, NULL, &text, NULL));
+    CHECK_MSG(text && !strcmp(text, "<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n<think>k</think>z"
+                                    "<|im_end|>\n<|im_start|>user\nc<|im_end|>\n<|im_start|>assistant\n<think>\nr1\n"
+                                    "</think>\n\nb\n<tool_call>\n{\"name\": \"time\", \"arguments\": {}}\n"
+                                    "</tool_call><|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+                                    "x</think>y<|im_end|>\n"), "%s", text ? text : "(null)");
+    free(text);
     // a call with no text before it opens the turn directly
-    struct chat_msg q[1] = {{"assistant", "", calls + 1, 1, NULL}};
+    struct chat_msg q[1] = {{.role = "assistant", .content = "", .calls = calls + 1, .n_calls = 1}};
     CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_CHATML, q, 1, false, NULL, NULL, &text, NULL));
     CHECK(text && !strcmp(text, "<|im_start|>assistant\n<tool_call>\n{\"name\": \"time\", \"arguments\": {}}\n"
                                 "</tool_call><|im_end|>\n"));

@@ -8,7 +8,7 @@ pass its path. The environment is the one transformers' apply_chat_template rend
 environment with trim_blocks and lstrip_blocks, loop controls, a tojson filter that is json.dumps with
 ensure_ascii=False and no key sorting, raise_exception and strftime_now), and the messages are what vLLM
 hands a template: a null content as "", an assistant message's tool_calls with their arguments parsed from
-JSON text into objects. The template these fixtures were made with has sha256 52f245ae1d6b2714…d66e4b
+JSON text into objects; an assistant message's reasoning_content is passed as the template's "thinking". The template these fixtures were made with has sha256 52f245ae1d6b2714…d66e4b
 (16,717 characters).
 
 Each case: "name"; "request", the OpenAI chat body's messages, tools and reasoning_effort (arguments as the
@@ -100,6 +100,15 @@ CASES = [
         [WEATHER], None),
     ("two_results", [U, CALL, RESULT, {"role": "tool", "tool_call_id": "call_1", "content": "second"}],
      [WEATHER], None),
+    ("call_with_reasoning", [U, {"role": "assistant", "content": None, "reasoning_content": "I should look it up.",
+                                 "tool_calls": [call("get_weather", {"city": "Paris"})]}, RESULT,
+                             {"role": "assistant", "content": "Sunny.", "reasoning_content": "Dropped: not last."},
+                             {"role": "user", "content": "Thanks"}], [WEATHER], None),
+    ("call_with_reasoning_kept", [U, {"role": "assistant", "content": "", "reasoning_content": "Need data.",
+                                      "tool_calls": [call("get_weather", {"city": "Paris"})]}, RESULT], [WEATHER],
+     None),
+    ("content_and_reasoning", [U, {"role": "assistant", "content": "Looking.", "reasoning_content": "Both.",
+                                   "tool_calls": [call("get_weather", {"city": "Paris"})]}, RESULT], [WEATHER], None),
     ("result_without_call", [U, {"role": "tool", "tool_call_id": "x", "content": "orphan"}], [WEATHER], None),
     ("tool_without_description", [U], [{"type": "function", "function": {"name": "f", "parameters": {
         "type": "object", "properties": {"a": {"type": "string"}}}}}], None),
@@ -122,6 +131,8 @@ def render(template, messages, tools, effort):
     for m in msgs:  # (vLLM: a null content as "", arguments as objects for templates that tojson them)
         if m.get("content") is None:
             m["content"] = ""
+        if "reasoning_content" in m:  # (octet: the OpenAI field is what this template calls thinking)
+            m["thinking"] = m.pop("reasoning_content")
         for c in m.get("tool_calls") or []:
             c["function"]["arguments"] = json.loads(c["function"]["arguments"])
     kw = {"reasoning_effort": effort} if effort else {}
