@@ -76,6 +76,20 @@ bool chat_template_has_tools(enum chat_template_kind k) {
     return k == CHAT_TEMPLATE_CHATML || k == CHAT_TEMPLATE_QWEN3 || k == CHAT_TEMPLATE_HARMONY;
 }
 
+size_t chat_template_default_system(const char *jinja, char *out, size_t cap) {
+    static const char OPEN[] = "<|im_start|>system\\n", CLOSE[] = "<|im_end|>";
+    for (const char *p = jinja; p && (p = strstr(p, OPEN)); p++) {
+        const char *t = p + sizeof OPEN - 1, *e = strstr(t, CLOSE);
+        size_t n = e ? (size_t)(e - t) : 0;
+        if (n && n < cap && strcspn(t, "'\"{}+\\\n") >= n) {  // (a literal, not an expression's piece)
+            memcpy(out, t, n);
+            out[n] = 0;
+            return n;
+        }
+    }
+    return 0;
+}
+
 size_t chat_template_n_spans(const struct chat_msg *msgs, int n, const struct chat_opts *o) {
     size_t k = 2 * (size_t)n + (o ? (size_t)o->n_tools : 0);  // (a kept Qwen3 reasoning is a message's second)
     for (int i = 0; i < n; i++) k += 2 * (size_t)msgs[i].n_calls;
@@ -113,15 +127,20 @@ static int render_hermes(struct text_buf *b, enum chat_template_kind k, const st
     int i = 0, last_query = -1;
     for (int j = 0; j < n; j++)
         if (!strcmp(norm_role(msgs[j].role), "user")) last_query = j;
+    const bool sys = n > 0 && !strcmp(norm_role(msgs[0].role), "system");
+    const char *dflt = o && !sys ? o->default_system : NULL;  // (the template's own text: no span)
     if (o && o->n_tools) {  // the tools in the system message (the first message's text before them)
         HA("<|im_start|>system\n");
-        if (n > 0 && !strcmp(norm_role(msgs[0].role), "system")) { HC(msgs[0].content); HA("\n\n"); i = 1; }
+        if (sys) { HC(msgs[0].content); HA("\n\n"); i = 1; }
+        if (dflt) { HA(dflt); HA("\n\n"); }
         HA("# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with "
            "function signatures within <tools></tools> XML tags:\n<tools>");
         for (int j = 0; j < o->n_tools; j++) { HA("\n"); HC(o->tools[j]); }
         HA("\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
            "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
            "<args-json-object>}\n</tool_call><|im_end|>\n");
+    } else if (dflt) {
+        HA("<|im_start|>system\n"); HA(dflt); HA("<|im_end|>\n");
     }
     for (; i < n; i++) {
         const char *r = norm_role(msgs[i].role), *t = msgs[i].content, *end;

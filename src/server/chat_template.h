@@ -25,6 +25,8 @@ struct chat_opts {
     const char *reasoning_effort;   // "low" | "medium" | "high"
     const char *date;
     bool no_thinking;               // qwen3 (enable_thinking false): the reply's <think> block closed at once
+    const char *default_system;     // ChatML: the system text the template writes where the conversation has
+                                    // none (chat_template_default_system), or NULL
     const char *const *tools;       // [n_tools] each tool's JSON text (tojson's: ", " and ": " separators)
     int n_tools;                    // > 0 only where chat_template_has_tools
 };
@@ -66,6 +68,11 @@ int chat_template_stops(enum chat_template_kind k, const char *out[2]);
 // harmony as gpt-oss's template does (the tools as a TypeScript namespace in the developer message, a call
 // as a message to functions.NAME, a result as a message from it).
 bool chat_template_has_tools(enum chat_template_kind k);
+// The system message a ChatML template writes when the conversation has none, copied into out[0..cap) (NUL-
+// terminated): the literal text of its '<|im_start|>system\n...<|im_end|>' (Qwen2.5: "You are Qwen, created by
+// Alibaba Cloud. You are a helpful assistant."; Qwen2: "You are a helpful assistant."). Returns its length, or
+// 0 where the template writes none (Qwen3's, most others) or it does not fit.
+size_t chat_template_default_system(const char *jinja, char *out, size_t cap);
 // The entries spans needs for msgs and o (2 a content: two a message, for a reply's kept reasoning and its
 // text, and every tool's, every call's name and arguments).
 size_t chat_template_n_spans(const struct chat_msg *msgs, int n, const struct chat_opts *o);

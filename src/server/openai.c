@@ -188,7 +188,8 @@ static int parse_messages(const struct oai_context *c, json_t *b, struct oai_req
         bos[k < sizeof bos - 1 ? k : sizeof bos - 1] = 0;
     }
     // reasoning_effort: harmony's system message says it; no other family has a place for it
-    struct chat_opts co = {.tools = (const char *const *)r->tools.tools, .n_tools = r->tools.n_tools};
+    struct chat_opts co = {.tools = (const char *const *)r->tools.tools, .n_tools = r->tools.n_tools,
+                           .default_system = c->default_system};
     n_spans = chat_template_n_spans(cm, (int)n, &co);
     if (!(spans = malloc(sizeof(size_t) * n_spans))) { oom(e); goto done; }
     for (size_t i = 0; i < n_spans; i++) spans[i] = SIZE_MAX;  // (a system text a family drops has none)

@@ -45,6 +45,7 @@ struct oai_context {
     enum oai_reasoning reasoning;   // chat: how a reply's <think> block is told apart (harmony: by channel)
     bool tool_parser;           // --enable-auto-tool-choice --tool-call-parser: replies' calls as tool_calls
     bool tool_parser_harmony;   // the parser named is openai (gpt-oss's harmony calls), not hermes
+    const char *default_system; // ChatML: the template's system text for a conversation without one, or NULL
 };
 
 struct oai_request {

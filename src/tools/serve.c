@@ -229,13 +229,17 @@ static int chat_setup(struct oai_context *c, const struct model *m, const char *
                        "openai" : "hermes", chat_template_name(c->tmpl), !chat_template_has_tools(c->tmpl) ?
                        "no tool format" : harmony ? "gpt-oss's calls (--tool-call-parser openai)" :
                        "the hermes tool format (--tool-call-parser hermes)");
+    static char dflt[512];  // (the server's one context holds it while it runs)
+    const bool has_dflt = c->tmpl == CHAT_TEMPLATE_CHATML && tmpl && chat_template_default_system(tmpl, dflt, 512);
+    c->default_system = has_dflt ? dflt : NULL;
     if (no_harmony)
         fprintf(stderr, "octet: chat template: chatml (the model has none, and the %s family's, harmony, needs "
                 "special tokens the vocabulary lacks)\n", m->cfg.arch);
     else
-        fprintf(stderr, "octet: chat template: %s%s%s%s%s\n", chat_template_name(c->tmpl),
+        fprintf(stderr, "octet: chat template: %s%s%s%s%s%s%s\n", chat_template_name(c->tmpl),
                 tmpl ? "" : " (the model has none: the ", tmpl ? "" : m->cfg.arch, tmpl ? "" : " family's)",
-                !c->tool_parser ? "" : harmony ? "; tool calls: openai" : "; tool calls: hermes");
+                !c->tool_parser ? "" : harmony ? "; tool calls: openai" : "; tool calls: hermes",
+                c->default_system ? "; default system prompt: " : "", c->default_system ? c->default_system : "");
     return 0;
 }
 

@@ -1,7 +1,9 @@
 // test_tool_calls.c — tool calling in Qwen's hermes format (src/server/tool_calls.c, chat_template.c's
 // ChatML / Qwen3 renderer, openai.c's responses) on tests/data/tok_qwen3: the prompt with tools, earlier
 // calls and their results exactly as Qwen3's template writes them (Qwen3 keeping the reasoning of the current
-// tool loop's replies, a reasoning_content sent back in place of the one in the text); the request rules (tool_choice auto needs the server's parser, none renders the tools
+// tool loop's replies, a reasoning_content sent back in place of the one in the text), and a ChatML
+// template's default system prompt (Qwen2.5's) found in its source and written where the conversation has
+// none; the request rules (tool_choice auto needs the server's parser, none renders the tools
 // without parsing, required and named functions refused, a template without a tool format refused, bad
 // entries named); a reply's <tool_call> blocks as tool_calls, whole and streamed (the tag arriving a byte at a
 // time), parallel_tool_calls false, and a block that does not parse left as content.
@@ -129,6 +131,48 @@ static void refused(const char *extra, const char *param, const char *want) {
 }
 
 static const char *TOOLS = ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"weather\"}}]";
+
+TEST(default_system_prompt) {
+    // a ChatML template's own system text (Qwen2.5's shape: a tools branch that names it bare, a branch that
+    // writes the system message's expression, then the literal one) is found; Qwen3's and plain ChatML have none
+    const char *q25 = "{%- if tools %}{{- '<|im_start|>system\\n' }}{%- if messages[0]['role'] == 'system' %}"
+                      "{{- messages[0]['content'] }}{%- else %}{{- 'You are Qwen, a test.' }}{%- endif %}{%- else %}"
+                      "{%- if messages[0]['role'] == 'system' %}{{- '<|im_start|>system\\n' + messages[0]['content'] "
+                      "+ '<|im_end|>\\n' }}{%- else %}{{- '<|im_start|>system\\nYou are Qwen, a test.<|im_end|>\\n' }}"
+                      "{%- endif %}{%- endif %}";
+    char d[64];
+    CHECK_EQ_INT((int)chat_template_default_system(q25, d, sizeof d), 21);
+    CHECK(!strcmp(d, "You are Qwen, a test."));
+    CHECK_EQ_INT((int)chat_template_default_system(q25, d, 10), 0);  // (too long for the room: none)
+    CHECK_EQ_INT((int)chat_template_default_system("{%- if messages[0].role == 'system' %}{{- '<|im_start|>system"
+                                                   "\\n' + messages[0].content + '<|im_end|>\\n' }}{%- endif %}",
+                                                   d, sizeof d), 0);
+    CHECK_EQ_INT((int)chat_template_default_system("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+                                                   "<|im_end|>\n{% endfor %}", d, sizeof d), 0);
+    // rendered where the conversation has no system message, before the tools too; never over the client's
+    struct chat_opts o = {.default_system = "You are Qwen, a test."};
+    struct chat_msg u[1] = {{.role = "user", .content = "hi"}}, su[2] = {{.role = "system", .content = "Mine."},
+                                                                        {.role = "user", .content = "hi"}};
+    char *text = NULL;
+    CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_CHATML, u, 1, true, NULL, &o, &text, NULL));
+    CHECK_MSG(text && !strcmp(text, "<|im_start|>system\nYou are Qwen, a test.<|im_end|>\n<|im_start|>user\nhi"
+                                    "<|im_end|>\n<|im_start|>assistant\n"), "%s", text ? text : "(null)");
+    free(text);
+    CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_CHATML, su, 2, true, NULL, &o, &text, NULL));
+    CHECK(text && !strstr(text, "a test") && strstr(text, "<|im_start|>system\nMine.<|im_end|>"));
+    free(text);
+    const char *tools[1] = {TOOL_T};
+    o.tools = tools;
+    o.n_tools = 1;
+    CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_CHATML, u, 1, true, NULL, &o, &text, NULL));
+    const char *want = "<|im_start|>system\nYou are Qwen, a test.\n\n# Tools\n\n";
+    CHECK_MSG(text && !strncmp(text, want, strlen(want)), "%s", text ? text : "(null)");
+    free(text);
+    CHECK_OK(chat_template_render_opts(CHAT_TEMPLATE_CHATML, su, 2, true, NULL, &o, &text, NULL));
+    want = "<|im_start|>system\nMine.\n\n# Tools";
+    CHECK_MSG(text && !strstr(text, "a test") && !strncmp(text, want, strlen(want)), "%s", text ? text : "(null)");
+    free(text);
+}
 
 TEST(request_rules) {
     struct oai_request r;
@@ -315,6 +359,7 @@ int main(void) {
     ctx = (struct oai_context){.tok = tok, .served_name = "qwen3", .model_path = "qwen3", .max_model_len = 4096,
                                .tmpl = CHAT_TEMPLATE_QWEN3};
     RUN(qwen3_prompt_with_tools);
+    RUN(default_system_prompt);
     RUN(request_rules);
     RUN(calls_in_text);
     RUN(replies_with_calls);
