@@ -89,8 +89,24 @@ int tool_calls_of_message(json_t *m, size_t i, struct chat_tool_call **calls, in
             return err_set(OCT_EINVAL, "messages[%zu].tool_calls[%zu] must be {\"type\": \"function\", \"function\": "
                            "{\"name\": string, \"arguments\": string}}", i, j);
         }
+        // the arguments as the template's tojson writes the object vLLM parses them into ("" is {}); the
+        // normalised text replaces the client's in m, which keeps it alive
+        json_error_t je;
+        json_t *obj = json_string_length(args) ? json_loadb(json_string_value(args), json_string_length(args),
+                                                            JSON_DECODE_ANY, &je) : json_object();
+        struct text_buf t = {0};
+        int rc = obj ? pyjson_dump(obj, &t) : OCT_EINVAL;
+        json_decref(obj);
+        if (rc == 0 && json_object_set_new(fn, "arguments", json_string(t.p)) < 0) rc = OCT_ENOMEM;
+        text_buf_free(&t);
+        if (rc < 0) {
+            free(*calls);
+            *calls = NULL;
+            return rc == OCT_EINVAL ? err_set(rc, "messages[%zu].tool_calls[%zu].function.arguments is not JSON: %s",
+                                              i, j, je.text) : err_set(OCT_ENOMEM, "out of memory");
+        }
         (*calls)[j].name = json_string_value(name);
-        (*calls)[j].arguments = json_string_value(args);
+        (*calls)[j].arguments = json_string_value(json_object_get(fn, "arguments"));
         (*calls)[j].id = json_string_value(json_object_get(c, "id"));  // (NULL unless a string)
     }
     *n = (int)k;

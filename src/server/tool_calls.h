@@ -28,8 +28,10 @@ int tool_set_read(json_t *body, bool parser, bool has_tools, struct tool_set *t,
 void tool_set_free(struct tool_set *t);
 
 // messages[i].tool_calls (an assistant message's): [{"type": "function", "function": {"name", "arguments"}}]
-// into *calls (malloc'd; the strings are the JSON's, alive while m is). Absent: *n 0. Returns 0 or -1 with
-// err_msg() naming the entry.
+// into *calls (malloc'd; the strings are the JSON's, alive while m is). The arguments are read as JSON and
+// written back into m as Python's json.dumps writes them (what vLLM hands a template: "" as {}), so a prompt
+// does not depend on the client's spacing. Absent: *n 0. Returns 0 or <0 with err_msg() naming the entry
+// (arguments that are not JSON included).
 int tool_calls_of_message(json_t *m, size_t i, struct chat_tool_call **calls, int *n);
 
 // One OpenAI tool call: {"id": "call_<id_base>_<k>", "type": "function", "function": {"name", "arguments"}},

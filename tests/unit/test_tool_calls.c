@@ -210,7 +210,7 @@ TEST(request_rules) {
     CHECK(strstr(e.message, "messages[0].tool_calls[0]"));
     const char *good = "{\"messages\":[{\"role\":\"user\",\"content\":\"Oslo?\"},{\"role\":\"assistant\",\"content\":"
                        "null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"weather\","
-                       "\"arguments\":\"{\\\"city\\\": \\\"Oslo\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\","
+                       "\"arguments\":\"{\\\"city\\\":\\\"Oslo\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\","
                        "\"content\":\"-3 C\"}]}";
     CHECK_EQ_INT(oai_parse(&ctx, OAI_CHAT, good, strlen(good), &r, &e) == 0 ? 0 : e.status, 0);
     if (!e.status) {
@@ -221,6 +221,22 @@ TEST(request_rules) {
                                "-3 C\n</tool_response><|im_end|>\n<|im_start|>assistant\n"), "%s", text);
         oai_request_free(&r);
     }
+    // the arguments are rendered as Python's json.dumps writes them (above: sent compact), "" as {}; text that
+    // is not JSON is refused, naming it
+    const char *empty = "{\"messages\":[{\"role\":\"user\",\"content\":\"Now?\"},{\"role\":\"assistant\","
+                        "\"content\":\"\",\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":\"time\","
+                        "\"arguments\":\"\"}}]}]}";
+    CHECK_EQ_INT(oai_parse(&ctx, OAI_CHAT, empty, strlen(empty), &r, &e) == 0 ? 0 : e.status, 0);
+    if (!e.status) {
+        k = tokenizer_decode(tok, r.prompt_ids, r.n_prompt, true, text, sizeof text);
+        text[k < sizeof text ? k : sizeof text - 1] = 0;
+        CHECK_MSG(strstr(text, "{\"name\": \"time\", \"arguments\": {}}"), "%s", text);
+        oai_request_free(&r);
+    }
+    const char *notjson = "{\"messages\":[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"type\":"
+                          "\"function\",\"function\":{\"name\":\"time\",\"arguments\":\"{oops\"}}]}]}";
+    CHECK_EQ_INT(oai_parse(&ctx, OAI_CHAT, notjson, strlen(notjson), &r, &e) == 0 ? 0 : e.status, 400);
+    CHECK_MSG(strstr(e.message, "messages[0].tool_calls[0].function.arguments is not JSON"), "%s", e.message);
     // completions have no tools; a template without the format refuses them
     const char *cb = "{\"prompt\":\"hi\",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}";
     CHECK_EQ_INT(oai_parse(&ctx, OAI_COMPLETION, cb, strlen(cb), &r, &e) == 0 ? 0 : e.status, 400);
