@@ -132,6 +132,21 @@ static void refused(const char *extra, const char *param, const char *want) {
 
 static const char *TOOLS = ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"weather\"}}]";
 
+// The prompt a chat body renders to (special tokens as text) into text[0..cap); false (with the 400's message
+// printed) if the body is refused.
+static bool prompt_of(const char *body, char *text, size_t cap) {
+    struct oai_request r;
+    struct oai_error e;
+    if (oai_parse(&ctx, OAI_CHAT, body, strlen(body), &r, &e) < 0) {
+        fprintf(stderr, "  %s\n", e.message);
+        return false;
+    }
+    size_t k = tokenizer_decode(tok, r.prompt_ids, r.n_prompt, true, text, cap);
+    text[k < cap ? k : cap - 1] = 0;
+    oai_request_free(&r);
+    return true;
+}
+
 TEST(default_system_prompt) {
     // a ChatML template's own system text (Qwen2.5's shape: a tools branch that names it bare, a branch that
     // writes the system message's expression, then the literal one) is found; Qwen3's and plain ChatML have none
@@ -212,27 +227,17 @@ TEST(request_rules) {
                        "null,\"tool_calls\":[{\"id\":\"c1\",\"type\":\"function\",\"function\":{\"name\":\"weather\","
                        "\"arguments\":\"{\\\"city\\\":\\\"Oslo\\\"}\"}}]},{\"role\":\"tool\",\"tool_call_id\":\"c1\","
                        "\"content\":\"-3 C\"}]}";
-    CHECK_EQ_INT(oai_parse(&ctx, OAI_CHAT, good, strlen(good), &r, &e) == 0 ? 0 : e.status, 0);
-    if (!e.status) {
-        k = tokenizer_decode(tok, r.prompt_ids, r.n_prompt, true, text, sizeof text);
-        text[k < sizeof text ? k : sizeof text - 1] = 0;
-        CHECK_MSG(strstr(text, "<|im_start|>assistant\n<tool_call>\n{\"name\": \"weather\", \"arguments\": "
-                               "{\"city\": \"Oslo\"}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n"
-                               "-3 C\n</tool_response><|im_end|>\n<|im_start|>assistant\n"), "%s", text);
-        oai_request_free(&r);
-    }
+    CHECK(prompt_of(good, text, sizeof text));
+    CHECK_MSG(strstr(text, "<|im_start|>assistant\n<tool_call>\n{\"name\": \"weather\", \"arguments\": "
+                           "{\"city\": \"Oslo\"}}\n</tool_call><|im_end|>\n<|im_start|>user\n<tool_response>\n"
+                           "-3 C\n</tool_response><|im_end|>\n<|im_start|>assistant\n"), "%s", text);
     // the arguments are rendered as Python's json.dumps writes them (above: sent compact), "" as {}; text that
     // is not JSON is refused, naming it
     const char *empty = "{\"messages\":[{\"role\":\"user\",\"content\":\"Now?\"},{\"role\":\"assistant\","
                         "\"content\":\"\",\"tool_calls\":[{\"type\":\"function\",\"function\":{\"name\":\"time\","
                         "\"arguments\":\"\"}}]}]}";
-    CHECK_EQ_INT(oai_parse(&ctx, OAI_CHAT, empty, strlen(empty), &r, &e) == 0 ? 0 : e.status, 0);
-    if (!e.status) {
-        k = tokenizer_decode(tok, r.prompt_ids, r.n_prompt, true, text, sizeof text);
-        text[k < sizeof text ? k : sizeof text - 1] = 0;
-        CHECK_MSG(strstr(text, "{\"name\": \"time\", \"arguments\": {}}"), "%s", text);
-        oai_request_free(&r);
-    }
+    CHECK(prompt_of(empty, text, sizeof text));
+    CHECK_MSG(strstr(text, "{\"name\": \"time\", \"arguments\": {}}"), "%s", text);
     const char *notjson = "{\"messages\":[{\"role\":\"assistant\",\"content\":\"\",\"tool_calls\":[{\"type\":"
                           "\"function\",\"function\":{\"name\":\"time\",\"arguments\":\"{oops\"}}]}]}";
     CHECK_EQ_INT(oai_parse(&ctx, OAI_CHAT, notjson, strlen(notjson), &r, &e) == 0 ? 0 : e.status, 400);
