@@ -525,6 +525,7 @@ void oai_response_init(struct oai_response *s, const struct oai_context *c, cons
         s->think = s->think_close >= 0 ? 1 : 0;
     }
     text_output_init(&s->rout, c->tok, NULL, 0, NULL, 0);
+    call_stream_init(&s->cs, s->id, r->tools.single);
     if (r->logprobs && !streaming)
         s->lp = empty_logprobs(r->kind);
     if (r->echo && !streaming) text_buf_append(&s->text, r->echo_text, r->n_echo);  // (the completion follows)
@@ -535,7 +536,7 @@ void oai_response_free(struct oai_response *s) {
     text_buf_free(&s->text);
     text_output_free(&s->rout);
     text_buf_free(&s->rtext);
-    tool_stream_free(&s->ts);
+    call_stream_free(&s->cs);
     if (s->harmony) harmony_free(&s->hm);
     json_decref(s->lp);
     s->lp = NULL;
@@ -611,8 +612,10 @@ static json_t *chunk_r(struct oai_response *s, const char *text, size_t n, const
     if (s->r->kind == OAI_CHAT) {
         json_t *delta = json_object();
         if (!s->sent_role) { json_object_set_new(delta, "role", json_string("assistant")); s->sent_role = true; }
+        json_t *calls = call_stream_take(&s->cs);
         if (rn) json_object_set_new(delta, "reasoning_content", jstr(rtext, rn));
-        if (n || (!finish && !rn)) json_object_set_new(delta, "content", jstr(text, n));
+        if (n || (!finish && !rn && !calls)) json_object_set_new(delta, "content", jstr(text, n));
+        if (calls) json_object_set_new(delta, "tool_calls", calls);
         choice = json_pack("{s:i,s:o,s:o,s:o}", "index", 0, "delta", delta, "logprobs", lp ? lp : json_null(),
                            "finish_reason", finish ? json_string(finish) : json_null());
     } else {
@@ -649,15 +652,26 @@ static enum reply_part think_route(struct oai_response *s, int32_t id) {
     return s->think == 2 ? REPLY_REASONING : REPLY_CONTENT;
 }
 
+// A token of a call's text: the call's arguments, and streamed, the call's next delta.
+static int harmony_tool_token(struct oai_response *s, int32_t id) {
+    struct harmony_call *c = s->hm.n_calls ? &s->hm.calls[s->hm.n_calls - 1] : NULL;
+    const size_t before = c ? c->args.n : 0;
+    if (!c || harmony_call_text(&s->hm, id) < 0) return c ? -1 : 0;
+    return s->streaming ? call_stream_args(&s->cs, c->args.p + before, c->args.n - before) : 0;
+}
+
 // Feeds a reasoning reply's token to the output its channel or block says (stop ids always to the content's,
 // which holds them), a call's to its arguments (kept only where the calls are parsed); a header's tokens and
 // the tags only count towards min_tokens. Returns text_output_push's result.
 static int split_token(struct oai_response *s, int32_t id, struct text_buf *t, struct text_buf *rt) {
     int w = s->harmony ? harmony_push(&s->hm, id) : (int)think_route(s, id);
     if (w < 0) return -1;
+    if (s->streaming && s->r->tools.parse && s->harmony && s->cs_open < s->hm.n_calls &&  // (a call opened)
+        call_stream_open(&s->cs, s->hm.calls[s->cs_open++].name) < 0)
+        return -1;
     if (w == REPLY_CONTENT || is_stop_id(s->r, id)) return text_output_push(&s->out, id, t);
     text_output_skip(&s->out);
-    if (w == REPLY_TOOL) return s->r->tools.parse && harmony_call_text(&s->hm, id) < 0 ? -1 : 0;
+    if (w == REPLY_TOOL && s->r->tools.parse) return harmony_tool_token(s, id);
     return w == REPLY_REASONING ? (text_output_push(&s->rout, id, rt) < 0 ? -1 : 0) : 0;
 }
 
@@ -684,7 +698,7 @@ int oai_response_token(struct oai_response *s, const struct gen_event *ev, json_
     // a possible stop string, a tool call): clients and benchmarks timestamp tokens, not bytes
     struct text_buf tc = {0};
     const bool hermes = s->r->tools.parse && !s->harmony;  // (harmony's calls are messages of their own)
-    if (s->streaming && hermes && tool_stream_push(&s->ts, t.p, t.n, &tc) < 0) rc = -1;
+    if (s->streaming && hermes && call_stream_text(&s->cs, t.p, t.n, &tc) < 0) rc = -1;
     if (s->streaming && hermes) text_buf_free(&t), t = tc;
     if (s->streaming) *out = chunk_r(s, t.p, t.n, rt.p, rt.n, lp, NULL);
     text_buf_free(&t);
@@ -720,29 +734,16 @@ int oai_response_finish(struct oai_response *s, const char *finish, int n_cached
     }
     json_t *calls = NULL;
     size_t content_n = 0;
-    if (s->streaming) {
-        if (s->r->tools.parse && s->harmony) {
-            calls = harmony_calls(&s->hm, s->r->tools.single, s->id);
-        } else if (s->r->tools.parse) {  // the held tail: a call (then only the text before it is content), or text
-            struct text_buf tc = {0};
-            int rc = tool_stream_push(&s->ts, t.p, t.n, &tc);
-            text_buf_free(&t);
-            t = tc;
-            if (rc < 0 || (s->ts.held.n && !(calls = tool_calls_parse(s->ts.held.p, s->ts.held.n, s->r->tools.single,
-                                                                       s->id, &content_n)) &&
-                           text_buf_append(&t, s->ts.held.p, s->ts.held.n) < 0)) {
-                text_buf_free(&t);
-                text_buf_free(&rt);
-                return -1;
-            }
-        }
-        *out = chunk_r(s, t.p, t.n, rt.p, rt.n, NULL, calls ? "tool_calls" : finish);
-        for (size_t k = 0; *out && calls && k < json_array_size(calls); k++)
-            json_object_set_new(json_array_get(calls, k), "index", json_integer((json_int_t)k));
-        if (*out && calls)
-            json_object_set_new(json_object_get(json_array_get(json_object_get(*out, "choices"), 0), "delta"),
-                                "tool_calls", json_incref(calls));
-        json_decref(calls);
+    if (s->streaming) {  // (hermes: the held tail through the call stream, then what it held)
+        struct text_buf tc = {0};
+        const bool hermes = s->r->tools.parse && !s->harmony;
+        int rc = hermes ? call_stream_text(&s->cs, t.p, t.n, &tc) : 0;
+        if (rc == 0 && s->r->tools.parse) rc = call_stream_finish(&s->cs, &tc);
+        if (hermes) text_buf_free(&t), t = tc;
+        else text_buf_free(&tc);
+        *out = rc < 0 ? NULL
+                      : chunk_r(s, t.p, t.n, rt.p, rt.n, NULL,
+                                s->r->tools.parse && call_stream_called(&s->cs) ? "tool_calls" : finish);
         text_buf_free(&t);
         text_buf_free(&rt);
         return *out ? 0 : -1;

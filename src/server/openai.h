@@ -11,6 +11,7 @@
 #include <stdbool.h>
 
 #include "../engine/engine.h"
+#include "call_stream.h"
 #include "chat_template.h"
 #include "harmony.h"
 #include "text_output.h"
@@ -92,7 +93,8 @@ struct oai_response {
     int32_t think_open, think_close;    // the block, 3 after it; <think> and </think>
     struct text_output rout;
     struct text_buf rtext;      // whole mode: the reasoning released so far
-    struct tool_stream ts;      // streaming with r->tools.parse: content held from a <tool_call> on
+    struct call_stream cs;      // streaming with r->tools.parse: the calls as they are generated
+    int cs_open;                // harmony: calls opened in cs
     json_t *lp;                 // whole mode: logprobs accumulated (NULL if not asked)
     bool streaming, sent_role;
     int n_generated;            // tokens consumed up to (and including) a stop

@@ -7,8 +7,7 @@
 
 #define A(s, n) do { if (text_buf_append(out, (s), (n)) < 0) return -1; } while (0)
 
-int pyjson_string(const char *s, size_t n, struct text_buf *out) {
-    A("\"", 1);
+int pyjson_escape(const char *s, size_t n, struct text_buf *out) {
     size_t run = 0;  // bytes passed through since the last escape
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
@@ -22,6 +21,12 @@ int pyjson_string(const char *s, size_t n, struct text_buf *out) {
         A(sh, strlen(sh));
     }
     A(s + n - run, run);
+    return 0;
+}
+
+int pyjson_string(const char *s, size_t n, struct text_buf *out) {
+    A("\"", 1);
+    if (pyjson_escape(s, n, out) < 0) return -1;
     A("\"", 1);
     return 0;
 }

@@ -12,7 +12,8 @@
 
 // Appends v's text. Returns 0 or -1 (out of memory).
 int pyjson_dump(const json_t *v, struct text_buf *out);
-// Appends s[0..n) as a JSON string literal (quotes included).
+// Appends s[0..n) as a JSON string literal (quotes included); pyjson_escape: its characters only.
+int pyjson_escape(const char *s, size_t n, struct text_buf *out);
 int pyjson_string(const char *s, size_t n, struct text_buf *out);
 // Appends what Python's str() gives for v where it is a scalar (a string as is, True/False/None, numbers as
 // above); arrays and objects as pyjson_dump.

@@ -113,10 +113,14 @@ int tool_calls_of_message(json_t *m, size_t i, struct chat_tool_call **calls, in
     return 0;
 }
 
+void tool_call_id(const char *id_base, int k, char *buf, size_t cap) {
+    snprintf(buf, cap, "call_%.48s_%d", id_base, k);
+}
+
 json_t *tool_call_json(const char *id_base, int k, const char *name, const json_t *args, const char *raw, size_t n) {
     struct text_buf a = {0};
     char id[96];
-    snprintf(id, sizeof id, "call_%.48s_%d", id_base, k);
+    tool_call_id(id_base, k, id, sizeof id);
     json_t *c = NULL;
     if (args ? pyjson_dump(args, &a) == 0 : utf8_sanitize(raw, n, &a) == 0)
         c = json_pack("{s:s,s:s,s:{s:s,s:s}}", "id", id, "type", "function", "function", "name", name, "arguments",
@@ -150,21 +154,4 @@ json_t *tool_calls_parse(const char *text, size_t n, bool single, const char *id
     }
     if (calls) *content_n = first;
     return calls;
-}
-
-void tool_stream_free(struct tool_stream *s) { text_buf_free(&s->held); }
-
-int tool_stream_push(struct tool_stream *s, const char *text, size_t n, struct text_buf *out) {
-    if (text_buf_append(&s->held, text, n) < 0) return -1;
-    if (s->calling || !s->held.n) return 0;
-    const char *h = s->held.p, *p = memmem(h, s->held.n, OPEN, sizeof OPEN - 1);
-    size_t send = p ? (size_t)(p - h) : s->held.n;
-    if (!p)  // keep a tail that may still become "<tool_call>"
-        for (size_t k = sizeof OPEN - 2 < send ? sizeof OPEN - 2 : send; k > 0; k--)
-            if (!memcmp(h + send - k, OPEN, k)) { send -= k; break; }
-    s->calling = p != NULL;
-    if (send && text_buf_append(out, h, send) < 0) return -1;
-    memmove(s->held.p, h + send, s->held.n - send + 1);
-    s->held.n -= send;
-    return 0;
 }

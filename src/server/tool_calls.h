@@ -1,9 +1,9 @@
 // tool_calls.h — tool calling as vLLM's --enable-auto-tool-choice does it. Owns: a chat request's tools,
 // tool_choice and parallel_tool_calls read into what the chat template renders; the calls of earlier replies
 // read from their messages; the OpenAI form of a call; the calls a reply makes in the hermes format of
-// Qwen2.5 and Qwen3 (--tool-call-parser hermes), found in its text (every <tool_call>JSON</tool_call>), whole
-// or as it streams. Not: the template's text (chat_template.c), gpt-oss's calls (harmony.c finds them by the
-// message's recipient, --tool-call-parser openai), HTTP, or the response bodies (openai.c).
+// Qwen2.5 and Qwen3 (--tool-call-parser hermes), found in its whole text (every <tool_call>JSON</tool_call>).
+// Not: a streamed reply's calls (call_stream.c), the template's text (chat_template.c), gpt-oss's calls
+// (harmony.c finds them by the message's recipient, --tool-call-parser openai), HTTP, or the response bodies.
 #ifndef OCTET_TOOL_CALLS_H
 #define OCTET_TOOL_CALLS_H
 
@@ -37,21 +37,13 @@ int tool_calls_of_message(json_t *m, size_t i, struct chat_tool_call **calls, in
 // One OpenAI tool call: {"id": "call_<id_base>_<k>", "type": "function", "function": {"name", "arguments"}},
 // the arguments args as Python's json.dumps writes them (pyjson.h, as vLLM's parsers re-serialise them), or
 // where args is NULL the text raw[0..n) as generated (made valid UTF-8). NULL: out of memory.
+// A call's id: "call_<id_base>_<k>".
+void tool_call_id(const char *id_base, int k, char *buf, size_t cap);
 json_t *tool_call_json(const char *id_base, int k, const char *name, const json_t *args, const char *raw, size_t n);
 
 // The calls in a reply's text. Returns a JSON array of tool_call_json's calls, the first only when single, and
 // *content_n the bytes of text before the first <tool_call>; NULL where the text has no call or one does not
 // parse as {"name": string, "arguments": ...} (then all of it is content, as vLLM's hermes parser leaves it).
 json_t *tool_calls_parse(const char *text, size_t n, bool single, const char *id_base, size_t *content_n);
-
-// A streamed reply's content: text passes until a <tool_call> begins; from there on it is held (a tail that
-// may be the tag's beginning is held until it is decided).
-struct tool_stream {
-    struct text_buf held;
-    bool calling;       // a <tool_call> began: everything since is held
-};
-// Appends to out the part of the text that may be sent now. Returns 0 or -1 (out of memory).
-int tool_stream_push(struct tool_stream *s, const char *text, size_t n, struct text_buf *out);
-void tool_stream_free(struct tool_stream *s);
 
 #endif

@@ -14,6 +14,7 @@
 #include "../../src/model/tokenizer.h"
 #include "../../src/server/openai.h"
 #include "../test.h"
+#include "call_deltas.h"
 
 static struct tokenizer *tok;
 static struct oai_context ctx;
@@ -276,17 +277,18 @@ TEST(calls_in_text) {
         CHECK_MSG(!tool_calls_parse(bad[i], strlen(bad[i]), false, "x", &cn) && cn == strlen(bad[i]), "%s", bad[i]);
     }
     // streamed: the text before the tag passes, the tag's possible beginning waits, a near miss is released
-    struct tool_stream s = {0};
+    struct call_stream s;
     struct text_buf out = {0};
-    const char *pieces[] = {"Hel", "lo <to", "ols> <tool", "_ca", "ll>\n{", "}"};
-    for (int i = 0; i < 6; i++) CHECK_OK(tool_stream_push(&s, pieces[i], strlen(pieces[i]), &out));
-    CHECK(out.p && !strcmp(out.p, "Hello <tools> ") && s.calling && !strcmp(s.held.p, "<tool_call>\n{}"));
+    call_stream_init(&s, "x", false);
+    const char *pieces[] = {"Hel", "lo <to", "ols> <tool", "_ca", "ll>\n{", "\"name\""};
+    for (int i = 0; i < 6; i++) CHECK_OK(call_stream_text(&s, pieces[i], strlen(pieces[i]), &out));
+    CHECK(out.p && !strcmp(out.p, "Hello <tools> ") && !call_stream_take(&s));
     text_buf_free(&out);
-    tool_stream_free(&s);
+    call_stream_free(&s);
 }
 
 // Feeds text's tokens to a response of body (streamed or whole); returns the final JSON, the streamed
-// content concatenated into *content and the streamed tool_calls into *calls.
+// content concatenated into *content and the streamed tool_calls deltas joined into *calls.
 static json_t *reply(const char *text, const char *extra, bool streaming, struct text_buf *content, json_t **calls) {
     struct oai_request r;
     struct oai_error e;
@@ -310,13 +312,35 @@ static json_t *reply(const char *text, const char *extra, bool streaming, struct
         json_t *d = json_object_get(json_array_get(json_object_get(ch, "choices"), 0), "delta");
         json_t *ct = json_object_get(d, "content"), *tc = json_object_get(d, "tool_calls");
         if (json_is_string(ct)) text_buf_append(content, json_string_value(ct), json_string_length(ct));
-        if (tc) *calls = json_incref(tc);
+        if (tc && !*calls) *calls = json_array();
+        if (tc) join_call_deltas(*calls, tc);
         json_decref(ch);
     }
     oai_response_free(&s);
     oai_request_free(&r);
     free(ids);
     return o;
+}
+
+// Two responses' calls are the same but for their ids' response part: "call_<response id>_<k>" each.
+static bool same_calls(json_t *a, json_t *b) {
+    json_t *x = json_deep_copy(a), *y = json_deep_copy(b);
+    bool same = json_array_size(x) == json_array_size(y);
+    for (size_t k = 0; same && k < json_array_size(x); k++) {
+        char tail[24];
+        snprintf(tail, sizeof tail, "_%zu", k);
+        for (int i = 0; i < 2; i++) {
+            json_t *c = json_array_get(i ? y : x, k);
+            const char *id = json_string_value(json_object_get(c, "id"));
+            same &= id && !strncmp(id, "call_chatcmpl-", 14) && strlen(id) > strlen(tail) &&
+                    !strcmp(id + strlen(id) - strlen(tail), tail);
+            json_object_del(c, "id");
+        }
+    }
+    same &= json_equal(x, y);
+    json_decref(x);
+    json_decref(y);
+    return same;
 }
 
 TEST(replies_with_calls) {
@@ -334,11 +358,13 @@ TEST(replies_with_calls) {
     CHECK(json_array_size(tc) == 2);
     CHECK(!strcmp(json_string_value(json_object_get(json_object_get(json_array_get(tc, 1), "function"),
                                                     "arguments")), "{\"city\": \"Bergen\"}"));
+    // streamed: the same text before the calls, then the calls in pieces that join to the whole reply's
+    json_t *whole = json_incref(tc);
     json_decref(o);
-    // streamed: the same text before the call, then one delta with both calls (each with its index)
     o = reply(t, TOOLS, true, &c, &calls);
     CHECK_MSG(c.p && !strcmp(c.p, "Let me check.\n"), "%s", c.p ? c.p : "(null)");
-    CHECK(json_array_size(calls) == 2 && json_integer_value(json_object_get(json_array_get(calls, 1), "index")) == 1);
+    CHECK(json_array_size(calls) == 2 && same_calls(calls, whole));
+    json_decref(whole);
     CHECK(!strcmp(json_string_value(json_object_get(json_array_get(json_object_get(o, "choices"), 0),
                                                     "finish_reason")), "tool_calls"));
     json_decref(calls);
