@@ -67,11 +67,9 @@ static int scalar_end(struct json_stream *j, struct text_buf *out) {
 static int code_point(struct json_stream *j, struct text_buf *out, uint32_t c) {
     char u[4];
     size_t n = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
-    if (n == 1) u[0] = (char)c;
-    else if (n == 2) u[0] = (char)(0xC0 | c >> 6), u[1] = (char)(0x80 | (c & 0x3F));
-    else if (n == 3) u[0] = (char)(0xE0 | c >> 12), u[1] = (char)(0x80 | ((c >> 6) & 0x3F)), u[2] = (char)(0x80 | (c & 0x3F));
-    else u[0] = (char)(0xF0 | c >> 18), u[1] = (char)(0x80 | ((c >> 12) & 0x3F)), u[2] = (char)(0x80 | ((c >> 6) & 0x3F)),
-         u[3] = (char)(0x80 | (c & 0x3F));
+    static const unsigned char lead[5] = {0, 0, 0xC0, 0xE0, 0xF0};
+    for (size_t i = n; i-- > 1; c >>= 6) u[i] = (char)(0x80 | (c & 0x3F));  // (continuation bytes, last first)
+    u[0] = (char)(n == 1 ? c : lead[n] | c);
     struct text_buf t = {0};
     int rc = pyjson_escape(u, n, &t) < 0 || emit(j, out, t.p, t.n) < 0 ? JSE_NOMEM : JSE_MORE;
     text_buf_free(&t);
@@ -79,11 +77,12 @@ static int code_point(struct json_stream *j, struct text_buf *out, uint32_t c) {
 }
 
 static int hexval(char c) {
-    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (c >= '0' && c <= '9') return c - '0';
+    return c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
 static bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
-static bool is_num(char c) { return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'; }
+static bool is_num(char c) { return (c >= '0' && c <= '9') || strchr("-+.eE", c) != NULL; }
 
 // One byte c of a string (after its opening quote).
 static int string_byte(struct json_stream *j, char c, struct text_buf *out) {
