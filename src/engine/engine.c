@@ -20,6 +20,7 @@
 #include "../model/quant_fp8.h"
 #include "../model/tokenizer.h"
 #include "batch.h"
+#include "json_mask.h"
 #include "kv_pool.h"
 #include "request.h"
 #include "scheduler.h"
@@ -65,6 +66,7 @@ struct engine {
     struct sample_job *jobs;        // [max_num_seqs] the step's sequences that sample
     int32_t *eog_ids;               // [n_eog] the vocabulary's end-of-generation ids (min_tokens masks them)
     int n_eog;
+    struct json_vocab jv;           // JSON mode's vocabulary, read at the first such request (under mu)
     struct threadpool *tp;          // samples them in parallel (NULL: one at a time)
     // asynchronous scheduling: greedy decode steps launched before the previous one is read back
     bool async;                     // o.async_scheduling, for this backend
@@ -130,6 +132,8 @@ static void publish_stats(struct engine *e) {
 
 static void request_free(struct request *r) {
     sampler_free(&r->sampler);
+    free(r->json);
+    free(r->json_row);
     free(r->stop_ids);
     req_handle_unref(r->h);
     free(r->tokens);
@@ -184,14 +188,19 @@ static void emit(struct engine *e, struct request *r, const struct gen_event *ev
 static void sample_job_run(const struct engine *e, struct sample_job *j) {
     struct request *r = j->r;
     const float *logits = j->lg;
+    int nv = e->m->cfg.n_vocab;
     j->error[0] = 0;
-    int id = sampler_sample_seq(&r->sampler, logits, r->tokens, r->n_prompt, r->tokens + r->n_prompt, r->n_generated);
-    if (id < 0) {
+    if (r->json && !json_mask(&e->jv, r->json, r->stop_ids, r->n_stop_ids, logits, r->json_row, nv)) {
+        snprintf(j->error, sizeof j->error, "JSON mode: no token of the vocabulary continues the reply");
+        return;
+    }
+    int id = sampler_sample_seq(&r->sampler, r->json ? r->json_row : logits, r->tokens, r->n_prompt,
+                                r->tokens + r->n_prompt, r->n_generated);
+    if (id < 0 || (r->json && json_advance(&e->jv, r->json, r->stop_ids, r->n_stop_ids, id) < 0)) {
         snprintf(j->error, sizeof j->error, "sampling failed: %s", err_msg());
         return;
     }
     struct gen_event ev = {.kind = GEN_TOKEN, .token = id};
-    int nv = e->m->cfg.n_vocab;
     if (r->top_logprobs >= 0) {  // one pass for the normaliser, one for the top k
         float m;
         double ls;
@@ -220,7 +229,9 @@ static void sample_task(void *ctx, int i, int thread) {
 // token more for it, which is dropped (its K/V went to its own blocks, freed after, and any later
 // use of them is queued after that step).
 
-static bool plain_greedy(const struct request *r) { return sampler_plain_greedy(&r->sampler) && r->top_logprobs < 0; }
+static bool plain_greedy(const struct request *r) {
+    return sampler_plain_greedy(&r->sampler) && r->top_logprobs < 0 && !r->json;
+}
 
 // Whether the planned step may be launched without waiting: all running requests, each
 // decoding one greedy token.
@@ -485,6 +496,7 @@ static void engine_free(struct engine *e) {
         for (int k = 0; k < 2; k++) backend_host_free(e->b, e->fl[k].ids);
     }
     for (int k = 0; k < 2; k++) free(e->fl[k].r);
+    json_vocab_free(&e->jv);
     scheduler_free(&e->sch);
     batch_builder_free(&e->bb);
     kv_pool_free(&e->pool);
@@ -662,10 +674,19 @@ struct req_handle *engine_submit(struct engine *e, const struct gen_request *g) 
     err_set(OCT_OK, "%s", "");
     bool ok = r->tokens && r->blocks && r->h && r->n_stop_ids == g->n_stop_ids && sp.n_mask >= 0;
     ok = ok && sampler_init(&r->sampler, &sp, e->m->cfg.n_vocab) == 0;
+    if (ok && g->json_object) {  // (the vocabulary is read once; the engine thread reads it after this request)
+        pthread_mutex_lock(&e->mu);
+        ok = e->jv.n_vocab || json_vocab_build(&e->jv, e->m->tok) == 0;
+        pthread_mutex_unlock(&e->mu);
+        r->json = ok ? malloc(sizeof *r->json) : NULL;
+        r->json_row = ok ? malloc(sizeof(float) * (size_t)e->m->cfg.n_vocab) : NULL;
+        if ((ok = r->json && r->json_row)) jp_init(r->json, true);
+    }
     free(mask);
     if (!ok) {
         if (r->h) { req_handle_unref(r->h); req_handle_unref(r->h); }
         sampler_free(&r->sampler);
+        free(r->json); free(r->json_row);
         free(r->stop_ids); free(r->tokens); free(r->blocks); free(r);
         if (!err_msg()[0]) err_set(OCT_ENOMEM, "out of memory");
         return NULL;

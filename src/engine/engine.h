@@ -57,6 +57,8 @@ struct gen_request {
     int top_logprobs;               // -1: no logprobs; 0..20: sampled + this many alternatives
     const int32_t *stop_ids;        // [n_stop_ids] tokens that also end the output with "stop" (copied by
     int n_stop_ids;                 // submit); with sp.min_tokens, they and EOS are masked until then
+    bool json_object;               // JSON mode: every draw keeps the output a JSON object's beginning, and
+                                    // it ends (EOS or a stop id) once the object is whole (json_mask.h)
 };
 
 enum gen_event_kind { GEN_TOKEN = 0, GEN_FINISHED, GEN_ERROR };

@@ -149,9 +149,9 @@ static int custom(json_t *b, const char *k, json_t *v, struct oai_error *e) {
     if (!strcmp(k, "response_format")) {
         json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
         if (!json_is_string(t)) return oaf_bad(e, k, "'%s' must be an object with a string 'type'", k);
-        if (!strcmp(json_string_value(t), "text")) return 0;
-        if (!strcmp(json_string_value(t), "json_object") || !strcmp(json_string_value(t), "json_schema"))
-            return unsupported(e, k, "octet does not constrain output to JSON (only {\"type\": \"text\"})");
+        if (!strcmp(json_string_value(t), "text") || !strcmp(json_string_value(t), "json_object")) return 0;
+        if (!strcmp(json_string_value(t), "json_schema"))
+            return unsupported(e, k, "octet does not constrain output to a JSON schema (\"text\" or \"json_object\")");
         return oaf_bad(e, k, "'%s'.type must be text, json_object or json_schema", k);
     }
     // (chat's tools, tool_choice and parallel_tool_calls are tool_calls.c's; completions and the legacy

@@ -28,8 +28,8 @@ int oaf_int(json_t *o, const char *k, long long lo, long long hi, long long *out
 int oaf_num(json_t *o, const char *k, double lo, bool lo_open, double hi, double *out, struct oai_error *e);
 int oaf_bool(json_t *o, const char *k, bool *out, struct oai_error *e);
 
-// Refuses what octet does not implement (completions' tools, the legacy functions, suffix, best_of > 1, json
-// response formats, beam search, guided decoding...) and any field it does not know, naming the field; accepts
+// Refuses what octet does not implement (completions' tools, the legacy functions, suffix, best_of > 1, JSON
+// schema response formats, beam search, guided decoding...) and any field it does not know, naming the field; accepts
 // harmless ones. Returns 0 or -1 with *e set.
 int oaf_check_fields(json_t *body, enum oai_kind kind, struct oai_error *e);
 

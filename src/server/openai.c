@@ -439,6 +439,24 @@ static int parse_max_tokens(const struct oai_context *c, json_t *b, struct oai_r
     return 0;
 }
 
+// response_format {"type": "json_object"} (checked by oaf_check_fields): JSON mode, where the reply is the
+// model's text alone (not gpt-oss's channels, a <think> block first or tool calls), before min_tokens.
+static int parse_json_mode(const struct oai_context *c, json_t *b, struct oai_request *r, struct oai_error *e) {
+    json_t *f = oaf_opt(b, "response_format");
+    if (!f || strcmp(json_string_value(json_object_get(f, "type")), "json_object")) return 0;
+    const char *why = r->kind == OAI_CHAT && c->tmpl == CHAT_TEMPLATE_HARMONY ? "gpt-oss's reply is channels of text"
+                      : r->kind == OAI_CHAT && c->reasoning ? "the reply reasons first (--reasoning-parser)"
+                      : r->tools.parse ? "the reply may call tools (tool_choice \"none\" renders them without)"
+                      : r->gen.sp.min_tokens ? "min_tokens would hold back the end of a whole object" : NULL;
+    if (why) {
+        oai_error_set(e, 400, INVALID, "response_format", "unsupported_parameter",
+                      "'response_format' json_object is unsupported here: %s", why);
+        return -1;
+    }
+    r->gen.json_object = true;
+    return 0;
+}
+
 int oai_parse(const struct oai_context *c, enum oai_kind kind, const char *body, size_t n, struct oai_request *r,
               struct oai_error *e) {
     memset(r, 0, sizeof *r);
@@ -457,6 +475,7 @@ int oai_parse(const struct oai_context *c, enum oai_kind kind, const char *body,
     if (kind == OAI_COMPLETION ? parse_prompt(c, b, r, e) < 0 : parse_messages(c, b, r, e) < 0) goto done;
     if (parse_max_tokens(c, b, r, e) < 0) goto done;
     if (oaf_check_fields(b, kind, e) < 0) goto done;  // (after the required fields' own errors)
+    if (parse_json_mode(c, b, r, e) < 0) goto done;
     struct harmony h;  // (a vocabulary without harmony's tokens cannot answer in it: serve refuses such a model)
     if (kind == OAI_CHAT && c->tmpl == CHAT_TEMPLATE_HARMONY && harmony_init(&h, c->tok) < 0) {
         oai_error_set(e, 500, "server_error", NULL, NULL, "%s", err_msg());

@@ -2,7 +2,7 @@
 # End-to-end request and sampling rules of `octet serve` on stories260K: a KV pool smaller than
 # --max-model-len refuses to start (as vLLM does); a tiny temperature is greedy; numbers are
 # checked as sent; integral floats are integers; logit_bias, penalties, stop_token_ids,
-# min_tokens and echo act; fields octet does not implement get 400 naming them; chat content's
+# min_tokens and echo act; JSON mode's replies begin JSON objects; fields octet does not implement get 400 naming them; chat content's
 # special-token text is text unless --special-tokens-in-content. Servers use --port 0 and are killed on exit. Prints
 # "N passed, N failed" last.
 set -u
@@ -64,13 +64,23 @@ expect() {  # PARAM CODE PATH BODY
 }
 msg='{"messages":[{"role":"user","content":"hi"}],'
 expect tools unsupported_parameter $H "$msg\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]}"
-expect response_format unsupported_parameter $H "$msg\"response_format\":{\"type\":\"json_object\"}}"
+expect response_format unsupported_parameter $H "$msg\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}"
 expect suffix unsupported_parameter $C '{"prompt":"Once","suffix":" the end"}'
 expect best_of unsupported_parameter $C '{"prompt":"Once","best_of":3}'
 expect echo unsupported_value $C '{"prompt":"Once","echo":true,"logprobs":2}'
 expect "" unrecognized_parameter $C '{"prompt":"Once","frobnicate":true}'
 post $H "$msg\"user\":\"u-1\",\"metadata\":{\"k\":\"v\"},\"tools\":[],\"tool_choice\":\"none\",\"max_tokens\":2}"
 [ "$CODE" = 200 ] && ok || bad "harmless fields: $CODE $(head -c 300 "$tmp/body")"
+
+# ---- JSON mode: the reply is a JSON object's beginning (whole, streamed, and whole where it stops) ----
+starts='(lambda t, f: t.lstrip(" \t\n\r").startswith("{") and (f != "stop" or isinstance(json.loads(t), dict)))'
+post $H "$msg\"response_format\":{\"type\":\"json_object\"},\"max_tokens\":40,\"temperature\":0.8,\"seed\":3}"
+[ "$CODE" = 200 ] && py "$starts(d['choices'][0]['message']['content'], d['choices'][0]['finish_reason'])" && ok ||
+  bad "JSON mode: $CODE $(head -c 300 "$tmp/body")"
+post $C '{"prompt":"Once","response_format":{"type":"json_object"},"max_tokens":40,"temperature":0,"stream":true}'
+[ "$CODE" = 200 ] && py "$starts(''.join(json.loads(l[6:])['choices'][0]['text'] for l in s.splitlines()
+  if l.startswith('data: {') and json.loads(l[6:])['choices']), 'length')" && ok ||
+  bad "JSON mode streamed: $CODE $(head -c 300 "$tmp/body")"
 
 # ---- chat content's special-token text stays text (</s> is a control token here) ----
 post $H '{"messages":[{"role":"user","content":"x"}],"max_tokens":1}'; n1=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"]["prompt_tokens"])' "$tmp/body")

@@ -287,6 +287,16 @@ TEST(calls_in_replies) {
     }
 }
 
+// JSON mode would constrain the channels' headers too: refused, naming why.
+TEST(json_mode_refused) {
+    const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"response_format\":{\"type\":"
+                       "\"json_object\"}}";
+    struct oai_request r;
+    struct oai_error e;
+    CHECK(oai_parse(&ctx, OAI_CHAT, body, strlen(body), &r, &e) < 0 && e.status == 400 && e.param &&
+          !strcmp(e.param, "response_format") && strstr(e.message, "channels"));
+}
+
 TEST(reasoning_sent_back) {
     // a reply's reasoning_content (or vLLM's "reasoning") is its analysis message beside its calls
     const char *names[2] = {"reasoning_content", "reasoning"};
@@ -335,6 +345,7 @@ int main(void) {
     RUN(python_json_text);
     RUN(calls_in_replies);
     RUN(reasoning_sent_back);
+    RUN(json_mode_refused);
     RUN(serve_flags);
     tokenizer_free(tok);
     return test_summary("harmony_tools");

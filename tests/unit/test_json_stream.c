@@ -13,6 +13,7 @@
 #include "../../src/server/tool_calls.h"
 #include "../test.h"
 #include "call_deltas.h"
+#include "json_mutants.h"
 
 // Streams text in pieces of `piece` bytes; returns the last event (after json_stream_finish where the text
 // ran out), *out what was written, *rest the bytes not read.
@@ -71,8 +72,6 @@ TEST(rewrites_as_json_dumps) {
     }
 }
 
-static unsigned rnd(unsigned *s) { return *s = *s * 1103515245u + 12345u, *s >> 16; }
-
 // A depth-1 member's key as the stream wrote it ("\"k\"") decoded.
 static char *member_key(const char *quoted) {
     json_t *k = json_loads(quoted, JSON_DECODE_ANY, NULL);
@@ -82,30 +81,11 @@ static char *member_key(const char *quoted) {
 }
 
 TEST(same_as_whole_parse) {
-    static const char *seeds[] = {
-        "{\"city\": \"Oslo\", \"days\": [1, 2, 3], \"unit\": null}",
-        "{\"q\":\"a\\\"b\\\\c\\u00e9\\n\",\"n\":-1.5e-3,\"t\":true,\"f\":false,\"o\":{\"x\":[{},[]]}}",
-        "[0, -0, 1e2, 2.5E+3, \"s\", [null], {\"k\": \"v\"}]",
-        "{\"a\": {\"b\": [1, {\"c\": \"\\ud83d\\ude00\"}]}, \"z\": 0.000123}",
-        "  \"top\"  ", "123", "{}", "[]",
-    };
-    const char alphabet[] = "{}[]\",:\\ u0123456789.eE+-tfnalsrx\n\t";
     unsigned seed = 12345;
     int n_ok = 0, n_bad = 0;
     for (int it = 0; it < 20000; it++) {
         char t[256];
-        const char *s = seeds[rnd(&seed) % (sizeof seeds / sizeof *seeds)];
-        size_t n = strlen(s);
-        memcpy(t, s, n + 1);
-        for (int m = (int)(rnd(&seed) % 3); m > 0 && n > 1 && n < sizeof t - 2; m--) {  // (0 mutations: the seed)
-            size_t at = rnd(&seed) % n;
-            const char c = alphabet[rnd(&seed) % (sizeof alphabet - 1)];
-            switch (rnd(&seed) % 3) {
-            case 0: memmove(t + at, t + at + 1, n - at), n--; break;         // delete
-            case 1: memmove(t + at + 1, t + at, n - at + 1), t[at] = c, n++; break;  // insert
-            default: t[at] = c;                                              // replace
-            }
-        }
+        const size_t n = json_mutant(t, sizeof t, &seed);
         json_error_t e;
         json_t *v = json_loadb(t, n, JSON_DECODE_ANY, &e), *u = json_loadb(t, n, JSON_DECODE_ANY | JSON_REJECT_DUPLICATES, &e);
         const bool dup = v && !u;
@@ -118,7 +98,7 @@ TEST(same_as_whole_parse) {
         size_t at = 0, val_at = 0;
         int ev = JSE_MORE, spans_ok = 1;
         while (at < n && ev != JSE_DONE && ev != JSE_FAIL) {
-            size_t k = 1 + rnd(&seed) % 6, used;
+            size_t k = 1 + json_rnd(&seed) % 6, used;
             if (k > n - at) k = n - at;
             ev = json_stream_push(&j, t + at, k, &out, &used);
             at += used;

@@ -2,7 +2,8 @@
 // oai_fields.c, text_output.c) on stories260K's tokenizer and the byte tokenizer: integral floats
 // in integer fields; numbers checked as sent (1e39, 1e-50); logit_bias, penalties, min_tokens and
 // stop_token_ids reach the engine request; echo; every field octet does not implement is refused
-// with 400 naming it, unknown ones too, harmless ones accepted; chat content cannot forge the
+// with 400 naming it, unknown ones too, harmless ones accepted; response_format json_object turns JSON mode
+// on, and is refused where the reply reasons first or min_tokens is asked; chat content cannot forge the
 // template's special tokens unless the server allows it; text_offset counts characters; long
 // token texts are never cut; min_tokens holds stop strings back.
 #include <stdlib.h>
@@ -132,8 +133,6 @@ TEST(unsupported_and_unknown_fields) {
             "tools[0] must be");  // (tool calling itself: test_tool_calls)
     REFUSED(H, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tool_choice\":\"required\"}", "tool_choice",
             "unsupported");
-    REFUSED(C, "{\"prompt\":\"Once\",\"response_format\":{\"type\":\"json_object\"}}", "response_format",
-            "unsupported");
     REFUSED(C, "{\"prompt\":\"Once\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}",
             "response_format", "unsupported");
     REFUSED(C, "{\"prompt\":\"Once\",\"guided_json\":{}}", "guided_json", "unsupported");
@@ -154,6 +153,28 @@ TEST(unsupported_and_unknown_fields) {
     OK(H, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":[],\"tool_choice\":\"none\","
           "\"parallel_tool_calls\":false,\"user\":\"u\",\"logit_bias\":{}}");
     OK(C, "{\"prompt\":\"Once\",\"suffix\":null,\"tools\":null,\"logit_bias\":null}");
+}
+
+// response_format json_object reaches the engine request (JSON mode), where the reply is the model's text alone.
+TEST(json_mode) {
+    struct oai_request r;
+    struct oai_error e;
+    const char *chat = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
+                       "\"response_format\":{\"type\":\"json_object\"}}";
+    CHECK_EQ_INT(parse(H, chat, &r, &e, true), 0);
+    CHECK(r.gen.json_object);
+    oai_request_free(&r);
+    CHECK_EQ_INT(parse(C, "{\"prompt\":\"Once\",\"response_format\":{\"type\":\"json_object\"}}", &r, &e, true), 0);
+    CHECK(r.gen.json_object);
+    oai_request_free(&r);
+    CHECK_EQ_INT(parse(C, "{\"prompt\":\"Once\",\"response_format\":{\"type\":\"text\"}}", &r, &e, true), 0);
+    CHECK(!r.gen.json_object);
+    oai_request_free(&r);
+    REFUSED(C, "{\"prompt\":\"Once\",\"min_tokens\":4,\"response_format\":{\"type\":\"json_object\"}}",
+            "response_format", "min_tokens");
+    ctx.reasoning = OAI_REASONING_QWEN3;
+    REFUSED(H, chat, "response_format", "reasons first");
+    ctx.reasoning = OAI_REASONING_NONE;
 }
 
 // The ids of messages rendered by tmpl (the special tokens a user's content could forge counted).
@@ -327,6 +348,7 @@ int main(void) {
     RUN(sampling_fields_reach_the_request);
     RUN(echo);
     RUN(unsupported_and_unknown_fields);
+    RUN(json_mode);
     RUN(chat_content_cannot_forge_special_tokens);
     RUN(text_offset_counts_characters);
     RUN(long_token_text_is_whole);

@@ -389,6 +389,14 @@ TEST(replies_with_calls) {
     CHECK(c.p && !strcmp(c.p, broken) && !calls);
     json_decref(o);
     text_buf_free(&c);
+    // JSON mode beside tools the reply may call: refused (tool_choice none renders them, and takes it)
+    snprintf(extra, sizeof extra, "%s,\"response_format\":{\"type\":\"json_object\"}", TOOLS);
+    struct oai_request rq;
+    struct oai_error er;
+    CHECK(parse(extra, &rq, &er) == 400 && er.param && !strcmp(er.param, "response_format"));
+    snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"none\",\"response_format\":{\"type\":\"json_object\"}", TOOLS);
+    CHECK(parse(extra, &rq, &er) == 0 && rq.gen.json_object);
+    if (rq.gen.json_object) oai_request_free(&rq);
     // tool_choice none: the reply's text as it came
     snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"none\"", TOOLS);
     o = reply(t, extra, false, &c, &calls);
