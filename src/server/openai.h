@@ -67,6 +67,9 @@ struct oai_request {
     struct tool_set tools;      // chat: the tools rendered, and whether the reply's calls are parsed
 };
 
+// A seed for a request without one, and the randomness of response ids (a counter mixed with the clock).
+uint64_t oai_random_u64(void);
+
 void oai_error_set(struct oai_error *e, int status, const char *type, const char *param, const char *code,
                    const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 // The error body {"error":{"message","type","param","code"}} (malloc'd JSON text).
