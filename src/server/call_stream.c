@@ -231,12 +231,41 @@ int call_stream_text(struct call_stream *s, const char *text, size_t n, struct t
     return 0;
 }
 
+// The next bytes of a call's arguments through js into norm: as json.dumps writes them while they are JSON,
+// as generated from where they stop being it (*failed); what follows a whole value is not the arguments'.
+static int rewrite(struct json_stream *js, bool *failed, const char *text, size_t n, struct text_buf *norm) {
+    size_t at = 0;
+    while (!*failed && at < n) {
+        size_t used;
+        const int ev = json_stream_push(js, text + at, n - at, norm, &used);
+        at += used;
+        if (ev == JSE_NOMEM) return -1;
+        if (ev == JSE_DONE) at = n;
+        if (ev == JSE_FAIL && (*failed = true, text_buf_append(norm, js->raw.p ? js->raw.p : "", js->raw.n) < 0))
+            return -1;
+    }
+    return *failed && at < n ? text_buf_append(norm, text + at, n - at) : 0;
+}
+
+// The arguments' text ended: a top-level number ends with it, an unfinished escape or literal is as generated.
+static int rewrite_end(struct json_stream *js, bool failed, struct text_buf *norm) {
+    const bool unfinished = !failed && json_stream_finish(js, norm) == JSE_FAIL && js->raw.n;
+    return unfinished ? text_buf_append(norm, js->raw.p, js->raw.n) : 0;
+}
+
+int call_stream_rewrite(const char *text, size_t n, struct text_buf *out) {
+    struct json_stream js;
+    json_stream_init(&js);
+    bool failed = false;
+    int rc = rewrite(&js, &failed, text, n, out) < 0 || rewrite_end(&js, failed, out) < 0 ? -1 : 0;
+    json_stream_free(&js);
+    return rc;
+}
+
 // gpt-oss: the current call's last pieces (a top-level number ends with the text).
 static int harmony_close(struct call_stream *s) {
     if (!s->announced || s->muted) return 0;
-    if (!s->failed && json_stream_finish(&s->js, &s->norm) == JSE_FAIL && s->js.raw.n &&
-        text_buf_append(&s->norm, s->js.raw.p, s->js.raw.n) < 0)
-        return -1;
+    if (rewrite_end(&s->js, s->failed, &s->norm) < 0) return -1;
     return send_args(s, s->norm.p, s->norm.n, true);
 }
 
@@ -257,19 +286,7 @@ int call_stream_open(struct call_stream *s, const char *name) {
 
 int call_stream_args(struct call_stream *s, const char *text, size_t n) {
     if (!s->announced || s->muted) return 0;
-    size_t at = 0;
-    while (!s->failed && at < n) {
-        size_t used;
-        const int ev = json_stream_push(&s->js, text + at, n - at, &s->norm, &used);
-        at += used;
-        if (ev == JSE_NOMEM) return -1;
-        if (ev == JSE_DONE) at = n;  // (what follows the value is not the arguments')
-        if (ev == JSE_FAIL) {        // as generated from here on
-            s->failed = true;
-            if (text_buf_append(&s->norm, s->js.raw.p ? s->js.raw.p : "", s->js.raw.n) < 0) return -1;
-        }
-    }
-    if (s->failed && at < n && text_buf_append(&s->norm, text + at, n - at) < 0) return -1;
+    if (rewrite(&s->js, &s->failed, text, n, &s->norm) < 0) return -1;
     return send_args(s, s->norm.p, s->norm.n, false);
 }
 

@@ -50,11 +50,15 @@ int call_stream_init(struct call_stream *s, const char *id_base, bool single);
 void call_stream_free(struct call_stream *s);
 // Hermes: the reply's next released text; appends to content what may be sent as content now.
 int call_stream_text(struct call_stream *s, const char *text, size_t n, struct text_buf *content);
-// gpt-oss: a message to functions.NAME has begun (its first delta), and the next bytes of its text.
+// gpt-oss: a message to functions.NAME has begun (its first delta), and the next bytes of its text (also the
+// whole reply of a tool_choice that names a function: one call, opened at the reply's first token).
 int call_stream_open(struct call_stream *s, const char *name);
 int call_stream_args(struct call_stream *s, const char *text, size_t n);
 // The reply has ended: the held text that is content (hermes), the last pieces of the last call.
 int call_stream_finish(struct call_stream *s, struct text_buf *content);
+// A call's whole arguments text as its streamed deltas join: json.dumps' form while it is JSON, as generated
+// from where it stops being it (a reply cut off: its beginning). Appends to out; 0 or -1 (out of memory).
+int call_stream_rewrite(const char *text, size_t n, struct text_buf *out);
 // The reply made calls (finish_reason "tool_calls"): gpt-oss, any; hermes, whole ones and none broken.
 bool call_stream_called(const struct call_stream *s);
 // The tool_calls entries made since the last take ([{"index", ...}], consecutive pieces of a call as one), or

@@ -189,6 +189,15 @@ static int split_token(struct oai_response *s, int32_t id, struct text_buf *t, s
     return w == REPLY_REASONING ? (text_output_push(&s->rout, id, rt) < 0 ? -1 : 0) : 0;
 }
 
+// A tool_choice that names a function: the reply's text is its arguments, streamed as the call's deltas (the
+// call opens at the first token); *t is emptied (no content).
+static int named_text(struct oai_response *s, struct text_buf *t) {
+    int rc = s->cs_open++ ? 0 : call_stream_open(&s->cs, s->r->tools.named);
+    if (rc == 0) rc = call_stream_args(&s->cs, t->p, t->n);
+    t->n = 0;
+    return rc;
+}
+
 int oai_response_token(struct oai_response *s, const struct gen_event *ev, json_t **out) {
     *out = NULL;
     if (s->out.stopped) return 1;
@@ -214,6 +223,7 @@ int oai_response_token(struct oai_response *s, const struct gen_event *ev, json_
     const bool hermes = s->r->tools.parse && !s->harmony;  // (harmony's calls are messages of their own)
     if (s->streaming && hermes && call_stream_text(&s->cs, t.p, t.n, &tc) < 0) rc = -1;
     if (s->streaming && hermes) text_buf_free(&t), t = tc;
+    if (s->streaming && s->r->tools.named && named_text(s, &t) < 0) rc = -1;
     if (s->streaming) *out = chunk_r(s, t.p, t.n, rt.p, rt.n, lp, NULL);
     text_buf_free(&t);
     text_buf_free(&rt);
@@ -237,6 +247,18 @@ json_t *oai_response_usage_chunk(const struct oai_response *s, int n_cached) {
                      (json_int_t)s->created, "model", s->c->served_name, "choices", "usage", usage(s, n_cached));
 }
 
+// The one call of a reply whose tool_choice names a function, its text the arguments.
+static json_t *named_call(const struct oai_response *s) {
+    struct text_buf a = {0};
+    json_t *call = NULL, *calls = NULL;
+    if (call_stream_rewrite(s->text.p ? s->text.p : "", s->text.n, &a) == 0) calls = json_array();
+    if (calls && (call = tool_call_json(s->id, 0, s->r->tools.named, NULL, a.p ? a.p : "", a.n)))
+        json_array_append_new(calls, call);
+    text_buf_free(&a);
+    if (calls && !call) json_decref(calls), calls = NULL;
+    return calls;
+}
+
 int oai_response_finish(struct oai_response *s, const char *finish, int n_cached, json_t **out) {
     if (s->out.stopped) finish = "stop";
     struct text_buf t = {0}, rt = {0};
@@ -251,8 +273,8 @@ int oai_response_finish(struct oai_response *s, const char *finish, int n_cached
     if (s->streaming) {  // (hermes: the held tail through the call stream, then what it held)
         struct text_buf tc = {0};
         const bool hermes = s->r->tools.parse && !s->harmony;
-        int rc = hermes ? call_stream_text(&s->cs, t.p, t.n, &tc) : 0;
-        if (rc == 0 && s->r->tools.parse) rc = call_stream_finish(&s->cs, &tc);
+        int rc = hermes ? call_stream_text(&s->cs, t.p, t.n, &tc) : s->r->tools.named ? named_text(s, &t) : 0;
+        if (rc == 0 && (s->r->tools.parse || s->r->tools.named)) rc = call_stream_finish(&s->cs, &tc);
         if (hermes) text_buf_free(&t), t = tc;
         else text_buf_free(&tc);
         *out = rc < 0 ? NULL
@@ -266,12 +288,15 @@ int oai_response_finish(struct oai_response *s, const char *finish, int n_cached
         calls = harmony_calls(&s->hm, s->r->tools.single, s->id), content_n = s->text.n;
     else if (s->r->tools.parse)
         calls = tool_calls_parse(s->text.p ? s->text.p : "", s->text.n, s->r->tools.single, s->id, &content_n);
+    else if (s->r->tools.named)  // (the arguments as the streamed deltas join; no content)
+        calls = named_call(s);
     json_t *lp = s->lp ? json_incref(s->lp) : json_null(), *choice;
     if (s->r->kind == OAI_CHAT) {
         json_t *content = !calls ? jstr(s->text.p ? s->text.p : "", s->text.n)
                           : content_n ? jstr(s->text.p, content_n) : json_null();  // (vLLM: null, no text before)
+        const char *fr = calls && !s->r->tools.named ? "tool_calls" : finish;  // (forced: OpenAI's and vLLM's "stop")
         choice = json_pack("{s:i,s:{s:s,s:o},s:o,s:s}", "index", 0, "message", "role", "assistant", "content",
-                           content, "logprobs", lp, "finish_reason", calls ? "tool_calls" : finish);
+                           content, "logprobs", lp, "finish_reason", fr);
         if (choice && calls) json_object_set(json_object_get(choice, "message"), "tool_calls", calls);
         json_decref(calls);
         if (choice && (s->harmony || s->think))  // (vLLM: null where the reply had no block)

@@ -439,18 +439,21 @@ static int parse_max_tokens(const struct oai_context *c, json_t *b, struct oai_r
     return 0;
 }
 
-// response_format {"type": "json_object"} (checked by oaf_check_fields): JSON mode, where the reply is the
-// model's text alone (not gpt-oss's channels, a <think> block first or tool calls), before min_tokens.
+// JSON mode: response_format {"type": "json_object"} (checked by oaf_check_fields), or a tool_choice naming a
+// function (the reply is its arguments), where the reply is the model's text alone (not gpt-oss's channels, a
+// <think> block first or tool calls to parse), before min_tokens.
 static int parse_json_mode(const struct oai_context *c, json_t *b, struct oai_request *r, struct oai_error *e) {
     json_t *f = oaf_opt(b, "response_format");
-    if (!f || strcmp(json_string_value(json_object_get(f, "type")), "json_object")) return 0;
+    const bool object = f && !strcmp(json_string_value(json_object_get(f, "type")), "json_object");
+    if (!object && !r->tools.named) return 0;
     const char *why = r->kind == OAI_CHAT && c->tmpl == CHAT_TEMPLATE_HARMONY ? "gpt-oss's reply is channels of text"
                       : r->kind == OAI_CHAT && c->reasoning ? "the reply reasons first (--reasoning-parser)"
                       : r->tools.parse ? "the reply may call tools (tool_choice \"none\" renders them without)"
                       : r->gen.sp.min_tokens ? "min_tokens would hold back the end of a whole object" : NULL;
     if (why) {
-        oai_error_set(e, 400, INVALID, "response_format", "unsupported_parameter",
-                      "'response_format' json_object is unsupported here: %s", why);
+        const char *p = r->tools.named ? "tool_choice" : "response_format";
+        oai_error_set(e, 400, INVALID, p, "unsupported_parameter", "'%s' %s is unsupported here: %s", p,
+                      r->tools.named ? "naming a function" : "json_object", why);
         return -1;
     }
     r->gen.json_object = true;

@@ -14,6 +14,7 @@ static const char OPEN[] = "<tool_call>", CLOSE[] = "</tool_call>";
 void tool_set_free(struct tool_set *t) {
     for (int i = 0; i < t->n_tools; i++) free(t->tools[i]);
     free(t->tools);
+    free(t->named);
     memset(t, 0, sizeof *t);
 }
 
@@ -25,6 +26,14 @@ static int check_tool(json_t *tool, size_t i) {
         !json_is_string(name) || !json_string_length(name))
         return err_set(OCT_EINVAL, "tools[%zu] must be {\"type\": \"function\", \"function\": {\"name\": ...}}", i);
     return 0;
+}
+
+static bool has_function(json_t *tools, json_t *name) {
+    size_t i;
+    json_t *tool;
+    json_array_foreach(tools, i, tool) if (json_equal(json_object_get(json_object_get(tool, "function"), "name"), name))
+        return true;
+    return false;
 }
 
 int tool_set_read(json_t *body, bool parser, bool has_tools, struct tool_set *t, const char **param) {
@@ -39,21 +48,32 @@ int tool_set_read(json_t *body, bool parser, bool has_tools, struct tool_set *t,
     t->single = par && json_is_false(par);
     *param = "tool_choice";
     const char *c = choice && json_is_string(choice) ? json_string_value(choice) : NULL;
-    if (choice && !c)  // {"type": "function", "function": {"name": ...}}
-        return err_set(OCT_EUNSUP, "'tool_choice' naming a function is unsupported: octet does not constrain "
-                       "decoding to a function's arguments (\"auto\" or \"none\")");
+    json_t *fn = json_object_get(choice, "function"), *named = json_object_get(fn, "name");
+    if (choice && !c && (!json_is_string(json_object_get(choice, "type")) || !json_is_string(named) ||
+                         strcmp(json_string_value(json_object_get(choice, "type")), "function")))
+        return err_set(OCT_EINVAL, "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": "
+                       "\"function\", \"function\": {\"name\": ...}}");
     if (c && strcmp(c, "auto") && strcmp(c, "none")) {
         if (!strcmp(c, "required"))
             return err_set(OCT_EUNSUP, "'tool_choice' \"required\" is unsupported: octet does not constrain "
-                           "decoding to a call (\"auto\" or \"none\")");
+                           "decoding to a JSON schema (\"auto\", \"none\" or a named function)");
         return err_set(OCT_EINVAL, "'tool_choice' must be \"auto\", \"none\", \"required\" or a function");
     }
+    if (named && !n) return err_set(OCT_EINVAL, "'tool_choice' names the function '%s', but 'tools' is empty",
+                                    json_string_value(named));
     if (!n) return 0;
     *param = "tools";
     if (!has_tools) return err_set(OCT_EUNSUP, "'tools' is unsupported: the model's chat template has no tool format "
                                    "octet renders (ChatML and Qwen3's hermes format, gpt-oss's harmony)");
     for (size_t i = 0; i < n; i++) TRY(check_tool(json_array_get(tools, i), i));
-    t->parse = !c || !strcmp(c, "auto");
+    if (named) {  // one of the tools'
+        *param = "tool_choice";
+        if (!has_function(tools, named))
+            return err_set(OCT_EINVAL, "'tool_choice' names the function '%s', which 'tools' does not have",
+                           json_string_value(named));
+        if (!(t->named = strdup(json_string_value(named)))) return err_set(OCT_ENOMEM, "out of memory");
+    }
+    t->parse = !named && (!c || !strcmp(c, "auto"));
     if (t->parse && !parser) {
         *param = "tool_choice";
         return err_set(OCT_EUNSUP, "\"auto\" tool choice requires the server to run with --enable-auto-tool-choice "

@@ -19,11 +19,14 @@ struct tool_set {
     int n_tools;
     bool parse;         // tool_choice "auto" (the default with tools): the reply's calls are returned as tool_calls
     bool single;        // parallel_tool_calls false: only the first call is returned
+    char *named;        // tool_choice {"type": "function", "function": {"name"}}: the reply is that function's
+                        // arguments, a JSON object (JSON mode), returned as its one call (malloc'd; NULL: not)
 };
 
-// Reads a chat body's tools, tool_choice and parallel_tool_calls. parser: the server runs the hermes parser
-// (needed for tool_choice "auto"); has_tools: the chat template renders tools. "required" and a named function
-// (constrained decoding) are refused. Returns 0, or -1 with err_msg() set and *param the field at fault.
+// Reads a chat body's tools, tool_choice and parallel_tool_calls. parser: the server runs a tool-call parser
+// (needed for tool_choice "auto", not for a named function, as in vLLM); has_tools: the chat template renders
+// tools. "required" is refused (it would need a JSON schema's constraint). Returns 0, or -1 with err_msg() set
+// and *param the field at fault.
 int tool_set_read(json_t *body, bool parser, bool has_tools, struct tool_set *t, const char **param);
 void tool_set_free(struct tool_set *t);
 

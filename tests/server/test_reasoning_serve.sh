@@ -9,7 +9,8 @@
 # qwen3 adds reasoning_content; the flag is refused for harmony, for a vocabulary without </think> and for
 # an unknown parser. The same servers run vLLM's tool flags (--enable-auto-tool-choice --tool-call-parser
 # hermes for Qwen3, openai for gpt-oss): a request with tools and a history of calls and results renders and
-# answers; the flags are refused apart, for an unknown parser and for the other family's parser. Prints
+# answers; the flags are refused apart, for an unknown parser and for the other family's parser; without them, a
+# tool_choice naming a function answers with its arguments, whole and streamed alike. Prints
 # "N passed, N failed" last.
 set -u
 BUILD=${BUILD:-build}
@@ -99,6 +100,24 @@ then
     "d['usage']['prompt_tokens'] > 10" && ok || bad "qwen3 chat: $CODE $(head -c 300 "$tmp/body")"
   post $C '{"messages":[{"role":"user","content":"hi"}],"chat_template_kwargs":{"enable_thinking":1}}'
   [ "$CODE" = 400 ] && ok || bad "qwen3 kwargs type: $CODE"
+  stop_server "$SPID"
+fi
+# the same checkpoint without flags: a tool_choice naming a function makes the reply its arguments (JSON mode),
+# one call, whole and streamed (the streamed deltas join to the whole reply's arguments)
+if start_server qwen3plain --max-model-len 1024; then
+  named='{"messages":[{"role":"user","content":"Oslo?"}],"tools":[{"type":"function","function":{"name":"weather"}}],
+          "tool_choice":{"type":"function","function":{"name":"weather"}},"max_tokens":24,"temperature":0'
+  post $C "$named}"
+  whole=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"])' "$tmp/body" 2>/dev/null)
+  [ "$CODE" = 200 ] && py "d['choices'][0]['message']['content'] is None" \
+    "[c['function']['name'] for c in d['choices'][0]['message']['tool_calls']] == ['weather']" \
+    "d['choices'][0]['message']['tool_calls'][0]['function']['arguments'].startswith('{')" \
+    "d['choices'][0]['finish_reason'] != 'stop' or isinstance(json.loads(d['choices'][0]['message']['tool_calls'][0]['function']['arguments']), dict)" \
+    && ok || bad "named tool_choice: $CODE $(head -c 300 "$tmp/body")"
+  post $C "$named,\"stream\":true}"
+  [ "$CODE" = 200 ] && [ -n "$whole" ] && A="$whole" py "''.join(t['function'].get('arguments', '') for l in
+    s.splitlines() if l.startswith('data: {') for c in json.loads(l[6:])['choices']
+    for t in c['delta'].get('tool_calls', [])) == a" && ok || bad "named tool_choice streamed: $CODE $(head -c 300 "$tmp/body")"
   stop_server "$SPID"
 fi
 ck "$tmp/plain"  # (a ChatML-like template, no think tags)

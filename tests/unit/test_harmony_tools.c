@@ -287,7 +287,8 @@ TEST(calls_in_replies) {
     }
 }
 
-// JSON mode would constrain the channels' headers too: refused, naming why.
+// JSON mode (and a named tool_choice, which is JSON mode) would constrain the channels' headers too: refused,
+// naming why.
 TEST(json_mode_refused) {
     const char *body = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"response_format\":{\"type\":"
                        "\"json_object\"}}";
@@ -295,6 +296,11 @@ TEST(json_mode_refused) {
     struct oai_error e;
     CHECK(oai_parse(&ctx, OAI_CHAT, body, strlen(body), &r, &e) < 0 && e.status == 400 && e.param &&
           !strcmp(e.param, "response_format") && strstr(e.message, "channels"));
+    char named[1024];  // (a named function's reply would be its arguments alone: the same)
+    snprintf(named, sizeof named, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],%s,\"tool_choice\":"
+             "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}}", TOOLS);
+    CHECK(oai_parse(&ctx, OAI_CHAT, named, strlen(named), &r, &e) < 0 && e.status == 400 && e.param &&
+          !strcmp(e.param, "tool_choice") && strstr(e.message, "channels"));
 }
 
 TEST(reasoning_sent_back) {

@@ -4,7 +4,8 @@
 // tool loop's replies, a reasoning_content sent back in place of the one in the text), and a ChatML
 // template's default system prompt (Qwen2.5's) found in its source and written where the conversation has
 // none; the request rules (tool_choice auto needs the server's parser, none renders the tools
-// without parsing, required and named functions refused, a template without a tool format refused, bad
+// without parsing, a named function's reply is its arguments (JSON mode; whole, streamed and cut off),
+// required refused, a template without a tool format refused, bad
 // entries named); a reply's <tool_call> blocks as tool_calls, whole and streamed (the tag arriving a byte at a
 // time), parallel_tool_calls false, and a block that does not parse left as content.
 #include <stdlib.h>
@@ -211,9 +212,26 @@ TEST(request_rules) {
     oai_request_free(&r);
     snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"required\"", TOOLS);
     refused(extra, "tool_choice", "\"required\" is unsupported");
+    // a named function: rendered, not parsed, the reply its arguments (JSON mode); no parser flag needed
+    ctx.tool_parser = false;
     snprintf(extra, sizeof extra, "%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"weather\"}}",
              TOOLS);
-    refused(extra, "tool_choice", "naming a function is unsupported");
+    CHECK_EQ_INT(parse(extra, &r, &e), 0);
+    CHECK(r.tools.named && !strcmp(r.tools.named, "weather") && !r.tools.parse && r.gen.json_object);
+    k = tokenizer_decode(tok, r.prompt_ids, r.n_prompt, true, text, sizeof text);
+    text[k < sizeof text ? k : sizeof text - 1] = 0;
+    CHECK(strstr(text, "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"weather\"}}\n</tools>"));
+    oai_request_free(&r);
+    ctx.tool_parser = true;
+    snprintf(extra, sizeof extra, "%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"wind\"}}", TOOLS);
+    refused(extra, "tool_choice", "'wind', which 'tools' does not have");
+    refused(",\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"wind\"}}", "tool_choice",
+            "'tools' is empty");
+    snprintf(extra, sizeof extra, "%s,\"tool_choice\":{\"type\":\"function\"}", TOOLS);
+    refused(extra, "tool_choice", "must be");
+    snprintf(extra, sizeof extra, "%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"weather\"}},"
+             "\"min_tokens\":2", TOOLS);
+    refused(extra, "tool_choice", "min_tokens");
     refused(",\"tools\":[{\"type\":\"function\",\"function\":{}}]", "tools", "tools[0] must be");
     refused(",\"tools\":{}", "tools", "must be an array");
     snprintf(extra, sizeof extra, "%s,\"parallel_tool_calls\":1", TOOLS);
@@ -397,6 +415,34 @@ TEST(replies_with_calls) {
     snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"none\",\"response_format\":{\"type\":\"json_object\"}", TOOLS);
     CHECK(parse(extra, &rq, &er) == 0 && rq.gen.json_object);
     if (rq.gen.json_object) oai_request_free(&rq);
+    // a named function: the reply's text is its arguments, one call, finish_reason as generated (OpenAI's
+    // "stop"), the streamed deltas joined equal to it; cut off, its beginning in both
+    const char *named = ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"weather\"}}],\"tool_choice\":"
+                        "{\"type\":\"function\",\"function\":{\"name\":\"weather\"}}";
+    const char *args[2] = {"{\"city\":\"Oslo\",\"days\":[1,2]}<|im_end|>", "{\"city\":\"Os"};
+    const char *want[2] = {"{\"city\": \"Oslo\", \"days\": [1, 2]}", "{\"city\": \"Os"};
+    for (int i = 0; i < 2; i++) {
+        o = reply(args[i], named, false, &c, &calls);
+        ch = json_array_get(json_object_get(o, "choices"), 0);
+        msg = json_object_get(ch, "message");
+        tc = json_object_get(msg, "tool_calls");
+        json_t *f0 = json_object_get(json_array_get(tc, 0), "function");
+        CHECK(json_array_size(tc) == 1 && !strcmp(json_string_value(json_object_get(f0, "name")), "weather"));
+        CHECK_MSG(!strcmp(json_string_value(json_object_get(f0, "arguments")), want[i]), "%s",
+                  json_string_value(json_object_get(f0, "arguments")));
+        CHECK(json_is_null(json_object_get(msg, "content")) &&
+              !strcmp(json_string_value(json_object_get(ch, "finish_reason")), "stop"));
+        whole = json_incref(tc);
+        json_decref(o);
+        text_buf_free(&c);
+        o = reply(args[i], named, true, &c, &calls);
+        CHECK(!c.n && same_calls(calls, whole));
+        CHECK(!strcmp(json_string_value(json_object_get(json_array_get(json_object_get(o, "choices"), 0),
+                                                        "finish_reason")), "stop"));
+        json_decref(whole);
+        json_decref(calls);
+        json_decref(o);
+    }
     // tool_choice none: the reply's text as it came
     snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"none\"", TOOLS);
     o = reply(t, extra, false, &c, &calls);
