@@ -106,7 +106,7 @@ static const struct field fields[] = {
     {"request_id", BOTH, HARMLESS},
     {"skip_special_tokens", BOTH, TRUE_ONLY}, {"spaces_between_special_tokens", BOTH, TRUE_ONLY},
     {"add_generation_prompt", CHAT, TRUE_ONLY},
-    {"include_stop_str_in_output", BOTH, FALSE_ONLY}, {"use_beam_search", BOTH, FALSE_ONLY},
+    {"include_stop_str_in_output", BOTH, HANDLED}, {"use_beam_search", BOTH, FALSE_ONLY},
     {"echo", CHAT, FALSE_ONLY}, {"continue_final_message", CHAT, FALSE_ONLY},
     {"return_tokens_as_token_ids", BOTH, FALSE_ONLY},
     {"best_of", COMPL, CUSTOM}, {"suffix", COMPL, CUSTOM}, {"response_format", BOTH, CUSTOM},

@@ -31,6 +31,7 @@ void oai_response_init(struct oai_response *s, const struct oai_context *c, cons
              (unsigned long long)oai_random_u64() >> 24, atomic_fetch_add(&seq, 1) & 0xffffff);
     text_output_init(&s->out, c->tok, (const char *const *)r->stops, r->n_stops, r->stop_ids, r->n_stop_ids);
     s->out.min_tokens = r->gen.sp.min_tokens;
+    s->out.n_include = r->include_stop ? r->n_user_stops : 0;
     // (oai_parse's harmony_init check of the vocabulary passed, so this one does too)
     s->harmony = r->kind == OAI_CHAT && c->tmpl == CHAT_TEMPLATE_HARMONY && harmony_init(&s->hm, c->tok) == 0;
     if (r->kind == OAI_CHAT && !s->harmony && c->reasoning) {

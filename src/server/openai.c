@@ -259,6 +259,7 @@ static int parse_stop(json_t *b, struct oai_request *r, struct oai_error *e) {
     if (json_is_string(s)) {
         if (json_string_length(s) == 0) return bad(e, "stop", "'%s' must not be empty%s", "");
         r->stops[r->n_stops++] = strdup(json_string_value(s));
+        r->n_user_stops = 1;
         return 0;
     }
     if (!json_is_array(s) || json_array_size(s) > OAI_MAX_STOPS)
@@ -269,6 +270,7 @@ static int parse_stop(json_t *b, struct oai_request *r, struct oai_error *e) {
             return bad(e, "stop", "'%s' entries must be non-empty strings%s", "");
         r->stops[r->n_stops++] = strdup(json_string_value(x));
     }
+    r->n_user_stops = r->n_stops;
     return 0;
 }
 
@@ -370,7 +372,9 @@ static int parse_fields(const struct oai_context *c, json_t *b, struct oai_reque
         return -1;
     }
     if (parse_sampling(b, r, e) < 0 || parse_logit_bias(c, b, r, e) < 0 || parse_stop_ids(c, b, r, e) < 0) return -1;
-    if (oaf_bool(b, "ignore_eos", &r->gen.ignore_eos, e) < 0 || oaf_bool(b, "stream", &r->stream, e) < 0) return -1;
+    if (oaf_bool(b, "ignore_eos", &r->gen.ignore_eos, e) < 0 || oaf_bool(b, "stream", &r->stream, e) < 0 ||
+        oaf_bool(b, "include_stop_str_in_output", &r->include_stop, e) < 0)
+        return -1;
     json_t *so = opt(b, "stream_options");
     if (so) {
         if (!json_is_object(so)) return bad(e, "stream_options", "'%s' must be an object%s", "");

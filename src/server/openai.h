@@ -63,6 +63,8 @@ struct oai_request {
     char *echo_text;            // with echo: the prompt's text (malloc'd)
     size_t n_echo;
     bool stream, include_usage;
+    bool include_stop;          // vLLM's include_stop_str_in_output: a stop string that ends the text is in it
+    int n_user_stops;           // stops[0..n_user_stops) are the request's (a chat template's end strings follow)
     bool logprobs;              // completions: "logprobs" given; chat: "logprobs": true
     struct tool_set tools;      // chat: the tools rendered, and whether the reply's calls are parsed
 };

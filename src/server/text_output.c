@@ -70,19 +70,22 @@ static int release(struct text_output *o, size_t k, struct text_buf *out) {
 // released.
 static int scan(struct text_output *o, struct text_buf *out) {
     const char *h = o->held.p;
-    size_t n = o->held.n, hit = (size_t)-1, base = o->n_decoded - n;  // (base: h's offset in the output)
+    size_t n = o->held.n, hit = (size_t)-1, hit_len = 0, base = o->n_decoded - n;  // (base: h's offset)
     for (int j = 0; j < o->n_stops && o->stop_floor != SIZE_MAX; j++) {
         size_t ls = strlen(o->stops[j]);
         for (size_t from = 0; from + ls <= n;) {
             const char *p = memmem(h + from, n - from, o->stops[j], ls);
             if (!p) break;
             size_t at = (size_t)(p - h);
-            if (base + at + ls > o->stop_floor) { if (at < hit) hit = at; break; }
+            if (base + at + ls > o->stop_floor) {
+                if (at < hit) hit = at, hit_len = j < o->n_include ? ls : 0;  // (the earliest; a tie: the first)
+                break;
+            }
             from = at + 1;
         }
     }
     if (hit != (size_t)-1) {
-        if (text_buf_append(out, h, hit) < 0) return -1;
+        if (text_buf_append(out, h, hit + hit_len) < 0) return -1;
         o->held.n = 0;
         o->held.p[0] = 0;
         o->stopped = true;

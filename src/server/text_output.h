@@ -3,7 +3,8 @@
 // strings themselves, which the caller keeps alive). Invariant: released text never
 // contains a stop string nor any part of one: a tail that could still grow into a stop
 // string is held until it either completes (then it is dropped, with everything after it)
-// or can no longer match (then it is released). Released text is always valid UTF-8.
+// or can no longer match (then it is released; one of the first n_include stop strings is released too,
+// and only what follows it is dropped). Released text is always valid UTF-8.
 // With min_tokens, a stop string or stop id counts only once the output holds more than that
 // many tokens (a stop string that ends within their text is not one), as in vLLM.
 #ifndef OCTET_TEXT_OUTPUT_H
@@ -38,6 +39,8 @@ struct text_output {
     int n_pushed;               // tokens pushed so far
     size_t stop_floor;          // a stop string must end past this byte offset (SIZE_MAX: none may yet;
                                 // set as tokens arrive)
+    int n_include;              // stops[0..n_include) are released with the text they end (vLLM's
+                                // include_stop_str_in_output; a chat template's end string stays out)
     bool stopped;
 };
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end request and sampling rules of `octet serve` on stories260K: a KV pool smaller than
 # --max-model-len refuses to start (as vLLM does); a tiny temperature is greedy; numbers are
-# checked as sent; integral floats are integers; logit_bias, penalties, stop_token_ids,
+# checked as sent; integral floats are integers; logit_bias, penalties, stop_token_ids, include_stop_str_in_output,
 # min_tokens and echo act; JSON mode's replies begin JSON objects; fields octet does not implement get 400 naming them; chat content's
 # special-token text is text unless --special-tokens-in-content. Servers use --port 0 and are killed on exit. Prints
 # "N passed, N failed" last.
@@ -42,6 +42,15 @@ post $C '{"prompt":"Once upon a time","max_tokens":16.0,"temperature":0,"n":1.0}
 # ---- logit_bias, penalties, stop_token_ids, min_tokens, echo ----
 post $C '{"prompt":"Once upon a time","max_tokens":5,"temperature":0,"logit_bias":{"261":100}}'
 [ "$CODE" = 200 ] && py 'd["choices"][0]["text"]==" a a a a a"' && ok || bad "logit_bias: $(head -c 300 "$tmp/body")"
+for inc in false true; do  # (" a a a a a" until the stop string; include_stop_str_in_output keeps it)
+  for st in false true; do
+    post $C '{"prompt":"Once upon a time","max_tokens":5,"temperature":0,"logit_bias":{"261":100},"stop":[" a a"],
+              "include_stop_str_in_output":'$inc',"stream":'$st'}'
+    A=$inc py "(''.join(json.loads(l[6:])['choices'][0]['text'] for l in s.splitlines() if l.startswith('data: {'))
+      if d is None else d['choices'][0]['text']) == (' a a' if a == 'true' else '')" \
+      && ok || bad "include_stop_str_in_output $inc (stream $st): $(head -c 300 "$tmp/body")"
+  done
+done
 post $C '{"prompt":"Once upon a time","max_tokens":16,"temperature":0,"repetition_penalty":5}'
 [ "$CODE" = 200 ] && [ "$(text)" != "$greedy" ] && ok || bad "repetition_penalty changes nothing: $(head -c 300 "$tmp/body")"
 post $C '{"prompt":"Once upon a time","max_tokens":40,"temperature":0}'; greedy40=$(text)

@@ -136,8 +136,6 @@ TEST(unsupported_and_unknown_fields) {
     REFUSED(C, "{\"prompt\":\"Once\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}",
             "response_format", "unsupported");
     REFUSED(C, "{\"prompt\":\"Once\",\"guided_json\":{}}", "guided_json", "unsupported");
-    REFUSED(C, "{\"prompt\":\"Once\",\"include_stop_str_in_output\":true}", "include_stop_str_in_output",
-            "unsupported");
     REFUSED(C, "{\"prompt\":\"Once\",\"wibble\":1}", NULL, "unrecognized request field 'wibble'");
     REFUSED(C, "{\"prompt\":\"Once\",\"messages\":[]}", "messages", "unrecognized request field 'messages'");
     REFUSED(H, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"prompt\":\"x\"}", "prompt", "unrecognized");
@@ -338,6 +336,37 @@ TEST(min_tokens_holds_stop_strings) {
     tokenizer_free(t);
 }
 
+// include_stop_str_in_output: the request's stop string that ends the text is in it (the earliest of them;
+// a chat template's end string, listed after the request's, never is); without it, only the text before.
+TEST(include_stop_str_in_output) {
+    struct tokenizer *t;
+    CHECK_OK(tokenizer_bytes(&t, 300));
+    const char *stops[3] = {"yz", "by", "<end>"};
+    const char *texts[3] = {"xabyz tail", "x<end>yz", "xbyz"};
+    const char *want[2][3] = {{"xa", "x", "x"}, {"xaby", "x", "xby"}};
+    for (int inc = 0; inc < 2; inc++)
+        for (int k = 0; k < 3; k++) {
+            struct text_output o;
+            text_output_init(&o, t, stops, 3, NULL, 0);
+            o.n_include = inc ? 2 : 0;
+            struct text_buf out = {0};
+            int hit = 0;
+            for (int i = 0; texts[k][i] && !hit; i++) hit = text_output_push(&o, (unsigned char)texts[k][i], &out);
+            text_buf_append(&out, "", 0);
+            CHECK_MSG(hit == 1 && !strcmp(out.p, want[inc][k]), "include %d '%s': '%s'", inc, texts[k], out.p);
+            text_output_free(&o);
+            text_buf_free(&out);
+        }
+    tokenizer_free(t);
+    struct oai_request r;
+    struct oai_error e;
+    CHECK_EQ_INT(parse(H, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"stop\":[\"a\",\"b\"],"
+                          "\"include_stop_str_in_output\":true}", &r, &e, true), 0);
+    CHECK(r.include_stop && r.n_user_stops == 2 && r.n_stops >= 2);
+    oai_request_free(&r);
+    REFUSED(C, "{\"prompt\":\"Once\",\"include_stop_str_in_output\":1}", "include_stop_str_in_output", "boolean");
+}
+
 int main(void) {
     struct model *m;
     if (model_load(&m, SHARED_MODEL("stories260K.gguf")) < 0) { fprintf(stderr, "%s\n", err_msg()); return 1; }
@@ -353,6 +382,7 @@ int main(void) {
     RUN(text_offset_counts_characters);
     RUN(long_token_text_is_whole);
     RUN(min_tokens_holds_stop_strings);
+    RUN(include_stop_str_in_output);
     model_free(m);
     return test_summary("openai");
 }
