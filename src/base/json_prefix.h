@@ -1,6 +1,6 @@
 // json_prefix.h — whether bytes are the beginning of a JSON text, read a byte at a time in a state small enough
 // to copy for every token of a vocabulary (owns: that state and RFC 8259's grammar, UTF-8 inside strings
-// included; not: which tokens a step may draw, engine/json_mask.c). The text is one value, an object when
+// included; not: which tokens a step may draw, engine/reply_mask.c). The text is one value, an object when
 // object_only (OpenAI's JSON mode), with whitespace before and inside it; nothing may follow it. Escapes are
 // checked as jansson checks them (\u0000 and unpaired surrogates refused), nesting to JP_MAX_DEPTH levels.
 // A run of whitespace between two tokens of the grammar holds at most 2 + 4 × depth bytes (a newline and

@@ -20,7 +20,7 @@
 #include "../model/quant_fp8.h"
 #include "../model/tokenizer.h"
 #include "batch.h"
-#include "json_mask.h"
+#include "reply_mask.h"
 #include "kv_pool.h"
 #include "request.h"
 #include "scheduler.h"
@@ -66,7 +66,7 @@ struct engine {
     struct sample_job *jobs;        // [max_num_seqs] the step's sequences that sample
     int32_t *eog_ids;               // [n_eog] the vocabulary's end-of-generation ids (min_tokens masks them)
     int n_eog;
-    struct json_vocab jv;           // JSON mode's vocabulary, read at the first such request (under mu)
+    struct reply_vocab rv;          // constrained replies' vocabulary, read at the first such request (under mu)
     struct threadpool *tp;          // samples them in parallel (NULL: one at a time)
     // asynchronous scheduling: greedy decode steps launched before the previous one is read back
     bool async;                     // o.async_scheduling, for this backend
@@ -132,8 +132,9 @@ static void publish_stats(struct engine *e) {
 
 static void request_free(struct request *r) {
     sampler_free(&r->sampler);
-    free(r->json);
-    free(r->json_row);
+    reply_spec_free(r->spec);
+    free(r->reply);
+    free(r->reply_row);
     free(r->stop_ids);
     req_handle_unref(r->h);
     free(r->tokens);
@@ -190,13 +191,13 @@ static void sample_job_run(const struct engine *e, struct sample_job *j) {
     const float *logits = j->lg;
     int nv = e->m->cfg.n_vocab;
     j->error[0] = 0;
-    if (r->json && !json_mask(&e->jv, r->json, r->stop_ids, r->n_stop_ids, logits, r->json_row, nv)) {
-        snprintf(j->error, sizeof j->error, "JSON mode: no token of the vocabulary continues the reply");
+    if (r->reply && !reply_mask(&e->rv, r->reply, r->stop_ids, r->n_stop_ids, logits, r->reply_row, nv)) {
+        snprintf(j->error, sizeof j->error, "constrained reply: no token of the vocabulary continues it");
         return;
     }
-    int id = sampler_sample_seq(&r->sampler, r->json ? r->json_row : logits, r->tokens, r->n_prompt,
+    int id = sampler_sample_seq(&r->sampler, r->reply ? r->reply_row : logits, r->tokens, r->n_prompt,
                                 r->tokens + r->n_prompt, r->n_generated);
-    if (id < 0 || (r->json && json_advance(&e->jv, r->json, r->stop_ids, r->n_stop_ids, id) < 0)) {
+    if (id < 0 || (r->reply && reply_advance(&e->rv, r->reply, r->stop_ids, r->n_stop_ids, id) < 0)) {
         snprintf(j->error, sizeof j->error, "sampling failed: %s", err_msg());
         return;
     }
@@ -230,7 +231,7 @@ static void sample_task(void *ctx, int i, int thread) {
 // use of them is queued after that step).
 
 static bool plain_greedy(const struct request *r) {
-    return sampler_plain_greedy(&r->sampler) && r->top_logprobs < 0 && !r->json;
+    return sampler_plain_greedy(&r->sampler) && r->top_logprobs < 0 && !r->reply;
 }
 
 // Whether the planned step may be launched without waiting: all running requests, each
@@ -496,7 +497,7 @@ static void engine_free(struct engine *e) {
         for (int k = 0; k < 2; k++) backend_host_free(e->b, e->fl[k].ids);
     }
     for (int k = 0; k < 2; k++) free(e->fl[k].r);
-    json_vocab_free(&e->jv);
+    reply_vocab_free(&e->rv);
     scheduler_free(&e->sch);
     batch_builder_free(&e->bb);
     kv_pool_free(&e->pool);
@@ -674,19 +675,20 @@ struct req_handle *engine_submit(struct engine *e, const struct gen_request *g) 
     err_set(OCT_OK, "%s", "");
     bool ok = r->tokens && r->blocks && r->h && r->n_stop_ids == g->n_stop_ids && sp.n_mask >= 0;
     ok = ok && sampler_init(&r->sampler, &sp, e->m->cfg.n_vocab) == 0;
-    if (ok && g->json_object) {  // (the vocabulary is read once; the engine thread reads it after this request)
+    if (ok && g->reply) {  // (the vocabulary is read once; the engine thread reads it after this request)
         pthread_mutex_lock(&e->mu);
-        ok = e->jv.n_vocab || json_vocab_build(&e->jv, e->m->tok) == 0;
+        ok = e->rv.n_vocab || reply_vocab_build(&e->rv, e->m->tok) == 0;
         pthread_mutex_unlock(&e->mu);
-        r->json = ok ? malloc(sizeof *r->json) : NULL;
-        r->json_row = ok ? malloc(sizeof(float) * (size_t)e->m->cfg.n_vocab) : NULL;
-        if ((ok = r->json && r->json_row)) jp_init(r->json, true);
+        r->spec = ok ? reply_spec_copy(g->reply) : NULL;
+        r->reply = r->spec ? malloc(sizeof *r->reply) : NULL;
+        r->reply_row = r->reply ? malloc(sizeof(float) * (size_t)e->m->cfg.n_vocab) : NULL;
+        if ((ok = r->reply_row != NULL)) reply_state_init(r->reply, r->spec);
     }
     free(mask);
     if (!ok) {
         if (r->h) { req_handle_unref(r->h); req_handle_unref(r->h); }
         sampler_free(&r->sampler);
-        free(r->json); free(r->json_row);
+        reply_spec_free(r->spec); free(r->reply); free(r->reply_row);
         free(r->stop_ids); free(r->tokens); free(r->blocks); free(r);
         if (!err_msg()[0]) err_set(OCT_ENOMEM, "out of memory");
         return NULL;

@@ -48,6 +48,8 @@ void engine_options_default(struct engine_options *o);
 
 #define ENGINE_MAX_TOP_LOGPROBS 20
 
+struct reply_spec;  // (reply_grammar.h)
+
 struct gen_request {
     const int32_t *prompt;          // [n_prompt] token ids (copied by submit)
     int n_prompt;
@@ -57,8 +59,9 @@ struct gen_request {
     int top_logprobs;               // -1: no logprobs; 0..20: sampled + this many alternatives
     const int32_t *stop_ids;        // [n_stop_ids] tokens that also end the output with "stop" (copied by
     int n_stop_ids;                 // submit); with sp.min_tokens, they and EOS are masked until then
-    bool json_object;               // JSON mode: every draw keeps the output a JSON object's beginning, and
-                                    // it ends (EOS or a stop id) once the object is whole (json_mask.h)
+    const struct reply_spec *reply; // a constrained reply (JSON mode, calls; copied by submit), NULL: free text:
+                                    // every draw keeps the output a beginning the spec allows, and it ends (EOS
+                                    // or a stop id) only where it is whole (reply_mask.h)
 };
 
 enum gen_event_kind { GEN_TOKEN = 0, GEN_FINISHED, GEN_ERROR };

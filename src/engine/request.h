@@ -10,7 +10,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "../base/json_prefix.h"
+#include "reply_grammar.h"
 #include "engine.h"
 
 // A queued GEN_TOKEN event, stored compactly: its top-logprob entries (n_top of them, none
@@ -59,8 +59,9 @@ struct request {
     int32_t *stop_ids;          // [n_stop_ids] tokens that end the output with "stop" (besides EOS)
     int n_stop_ids;
     struct sampler sampler;
-    struct jp *json;            // JSON mode: the output's state (NULL: off)
-    float *json_row;            // JSON mode: [n_vocab] the step's logits masked
+    struct reply_spec *spec;    // a constrained reply: its spec (the names copied; NULL: free text)
+    struct reply_state *reply;  // its output's state
+    float *reply_row;           // [n_vocab] the step's logits masked
     int32_t *blocks;            // [max_blocks] block table
     int n_blocks;
     int n_hashed;               // leading blocks already committed to the prefix cache

@@ -443,24 +443,29 @@ static int parse_max_tokens(const struct oai_context *c, json_t *b, struct oai_r
     return 0;
 }
 
-// JSON mode: response_format {"type": "json_object"} (checked by oaf_check_fields), or a tool_choice naming a
-// function (the reply is its arguments), where the reply is the model's text alone (not gpt-oss's channels, a
-// <think> block first or tool calls to parse), before min_tokens.
-static int parse_json_mode(const struct oai_context *c, json_t *b, struct oai_request *r, struct oai_error *e) {
+// A constrained reply: JSON mode (response_format {"type": "json_object"}, checked by oaf_check_fields, or a
+// tool_choice naming a function: the reply is its arguments), or tool_choice "required" (calls in the hermes
+// format). The reply must be the model's text alone (not gpt-oss's channels or a <think> block first), and
+// none may come before min_tokens.
+static int parse_constraint(const struct oai_context *c, json_t *b, struct oai_request *r, struct oai_error *e) {
     json_t *f = oaf_opt(b, "response_format");
     const bool object = f && !strcmp(json_string_value(json_object_get(f, "type")), "json_object");
-    if (!object && !r->tools.named) return 0;
+    if (!object && !r->tools.named && !r->tools.required) return 0;
+    const char *p = object ? "response_format" : "tool_choice";
+    const char *what = object ? "json_object" : r->tools.named ? "naming a function" : "\"required\"";
     const char *why = r->kind == OAI_CHAT && c->tmpl == CHAT_TEMPLATE_HARMONY ? "gpt-oss's reply is channels of text"
                       : r->kind == OAI_CHAT && c->reasoning ? "the reply reasons first (--reasoning-parser)"
-                      : r->tools.parse ? "the reply may call tools (tool_choice \"none\" renders them without)"
-                      : r->gen.sp.min_tokens ? "min_tokens would hold back the end of a whole object" : NULL;
+                      : object && r->tools.parse ? "the reply may call tools (tool_choice \"none\" renders them)"
+                      : r->gen.sp.min_tokens ? "min_tokens would hold back the end of a whole reply" : NULL;
+    r->reply = (struct reply_spec){.kind = r->tools.required ? REPLY_HERMES_CALLS : REPLY_JSON_OBJECT,
+                                   .names = (const char *const *)r->tools.names, .n_names = r->tools.n_tools,
+                                   .single = r->tools.single};
+    if (!why && reply_spec_check(&r->reply) < 0) why = err_msg();
     if (why) {
-        const char *p = r->tools.named ? "tool_choice" : "response_format";
-        oai_error_set(e, 400, INVALID, p, "unsupported_parameter", "'%s' %s is unsupported here: %s", p,
-                      r->tools.named ? "naming a function" : "json_object", why);
+        oai_error_set(e, 400, INVALID, p, "unsupported_parameter", "'%s' %s is unsupported here: %s", p, what, why);
         return -1;
     }
-    r->gen.json_object = true;
+    r->gen.reply = &r->reply;
     return 0;
 }
 
@@ -482,7 +487,7 @@ int oai_parse(const struct oai_context *c, enum oai_kind kind, const char *body,
     if (kind == OAI_COMPLETION ? parse_prompt(c, b, r, e) < 0 : parse_messages(c, b, r, e) < 0) goto done;
     if (parse_max_tokens(c, b, r, e) < 0) goto done;
     if (oaf_check_fields(b, kind, e) < 0) goto done;  // (after the required fields' own errors)
-    if (parse_json_mode(c, b, r, e) < 0) goto done;
+    if (parse_constraint(c, b, r, e) < 0) goto done;
     struct harmony h;  // (a vocabulary without harmony's tokens cannot answer in it: serve refuses such a model)
     if (kind == OAI_CHAT && c->tmpl == CHAT_TEMPLATE_HARMONY && harmony_init(&h, c->tok) < 0) {
         oai_error_set(e, 500, "server_error", NULL, NULL, "%s", err_msg());

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 
 #include "../engine/engine.h"
+#include "../engine/reply_grammar.h"
 #include "call_stream.h"
 #include "chat_template.h"
 #include "harmony.h"
@@ -67,6 +68,7 @@ struct oai_request {
     int n_user_stops;           // stops[0..n_user_stops) are the request's (a chat template's end strings follow)
     bool logprobs;              // completions: "logprobs" given; chat: "logprobs": true
     struct tool_set tools;      // chat: the tools rendered, and whether the reply's calls are parsed
+    struct reply_spec reply;    // a constrained reply (gen.reply points here; names: tools.names)
 };
 
 // A seed for a request without one, and the randomness of response ids (a counter mixed with the clock).

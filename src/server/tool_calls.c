@@ -13,7 +13,9 @@ static const char OPEN[] = "<tool_call>", CLOSE[] = "</tool_call>";
 
 void tool_set_free(struct tool_set *t) {
     for (int i = 0; i < t->n_tools; i++) free(t->tools[i]);
+    for (int i = 0; t->names && i < t->n_tools; i++) free(t->names[i]);
     free(t->tools);
+    free(t->names);
     free(t->named);
     memset(t, 0, sizeof *t);
 }
@@ -53,14 +55,12 @@ int tool_set_read(json_t *body, bool parser, bool has_tools, struct tool_set *t,
                          strcmp(json_string_value(json_object_get(choice, "type")), "function")))
         return err_set(OCT_EINVAL, "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": "
                        "\"function\", \"function\": {\"name\": ...}}");
-    if (c && strcmp(c, "auto") && strcmp(c, "none")) {
-        if (!strcmp(c, "required"))
-            return err_set(OCT_EUNSUP, "'tool_choice' \"required\" is unsupported: octet does not constrain "
-                           "decoding to a JSON schema (\"auto\", \"none\" or a named function)");
+    if (c && strcmp(c, "auto") && strcmp(c, "none") && strcmp(c, "required"))
         return err_set(OCT_EINVAL, "'tool_choice' must be \"auto\", \"none\", \"required\" or a function");
-    }
-    if (named && !n) return err_set(OCT_EINVAL, "'tool_choice' names the function '%s', but 'tools' is empty",
-                                    json_string_value(named));
+    t->required = c && !strcmp(c, "required");
+    if ((named || t->required) && !n)
+        return err_set(OCT_EINVAL, "'tool_choice' %s%s%s, but 'tools' is empty", named ? "names the function '" :
+                       "\"required\" asks for a call", named ? json_string_value(named) : "", named ? "'" : "");
     if (!n) return 0;
     *param = "tools";
     if (!has_tools) return err_set(OCT_EUNSUP, "'tools' is unsupported: the model's chat template has no tool format "
@@ -73,19 +73,21 @@ int tool_set_read(json_t *body, bool parser, bool has_tools, struct tool_set *t,
                            json_string_value(named));
         if (!(t->named = strdup(json_string_value(named)))) return err_set(OCT_ENOMEM, "out of memory");
     }
-    t->parse = !named && (!c || !strcmp(c, "auto"));
-    if (t->parse && !parser) {
+    t->parse = !named && (!c || strcmp(c, "none"));
+    if (t->parse && !t->required && !parser) {
         *param = "tool_choice";
         return err_set(OCT_EUNSUP, "\"auto\" tool choice requires the server to run with --enable-auto-tool-choice "
                        "--tool-call-parser (hermes, or openai for gpt-oss)");
     }
-    if (!(t->tools = calloc(n, sizeof *t->tools))) return err_set(OCT_ENOMEM, "out of memory");
+    if (!(t->tools = calloc(n, sizeof *t->tools)) || !(t->names = calloc(n, sizeof *t->names)))
+        return err_set(OCT_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
         json_t *tool = json_array_get(tools, i);
         struct text_buf b = {0};  // (transformers' tojson: Python's json.dumps text)
-        if (pyjson_dump(tool, &b) < 0) { text_buf_free(&b); tool_set_free(t); return err_set(OCT_ENOMEM,
-                                                                                              "out of memory"); }
-        t->tools[t->n_tools++] = b.p;
+        const int rc = pyjson_dump(tool, &b);
+        t->tools[t->n_tools] = b.p;  // (freed by tool_set_free, whole or not)
+        t->names[t->n_tools] = strdup(json_string_value(json_object_get(json_object_get(tool, "function"), "name")));
+        if (rc < 0 || !t->names[t->n_tools++]) return err_set(OCT_ENOMEM, "out of memory");
     }
     return 0;
 }

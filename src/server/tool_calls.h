@@ -17,7 +17,10 @@
 struct tool_set {
     char **tools;       // [n_tools] each tool object's JSON text as the template's tojson writes it (malloc'd)
     int n_tools;
-    bool parse;         // tool_choice "auto" (the default with tools): the reply's calls are returned as tool_calls
+    char **names;       // [n_tools] each tool's function name (malloc'd)
+    bool parse;         // tool_choice "auto" (the default with tools) or "required": the reply's calls are
+                        // returned as tool_calls
+    bool required;      // tool_choice "required": the reply is calls (hermes: constrained to them)
     bool single;        // parallel_tool_calls false: only the first call is returned
     char *named;        // tool_choice {"type": "function", "function": {"name"}}: the reply is that function's
                         // arguments, a JSON object (JSON mode), returned as its one call (malloc'd; NULL: not)
@@ -25,8 +28,8 @@ struct tool_set {
 
 // Reads a chat body's tools, tool_choice and parallel_tool_calls. parser: the server runs a tool-call parser
 // (needed for tool_choice "auto", not for a named function, as in vLLM); has_tools: the chat template renders
-// tools. "required" is refused (it would need a JSON schema's constraint). Returns 0, or -1 with err_msg() set
-// and *param the field at fault.
+// tools. "required" and a named function need no parser either (their replies are constrained). Returns 0, or
+// -1 with err_msg() set and *param the field at fault.
 int tool_set_read(json_t *body, bool parser, bool has_tools, struct tool_set *t, const char **param);
 void tool_set_free(struct tool_set *t);
 

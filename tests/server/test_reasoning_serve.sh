@@ -10,7 +10,8 @@
 # an unknown parser. The same servers run vLLM's tool flags (--enable-auto-tool-choice --tool-call-parser
 # hermes for Qwen3, openai for gpt-oss): a request with tools and a history of calls and results renders and
 # answers; the flags are refused apart, for an unknown parser and for the other family's parser; without them, a
-# tool_choice naming a function answers with its arguments, whole and streamed alike. Prints
+# tool_choice naming a function answers with its arguments, and "required" with calls, whole and streamed alike.
+# Prints
 # "N passed, N failed" last.
 set -u
 BUILD=${BUILD:-build}
@@ -94,7 +95,8 @@ then
   [ "$CODE" = 200 ] && [ -n "$n_tools" ] && A="$n_tools" py "d['usage']['prompt_tokens'] + 40 < int(a)" && ok ||
     bad "tools in the prompt: $n_tools tokens, $(head -c 200 "$tmp/body") without"
   post $C '{"messages":[{"role":"user","content":"Oslo?"}],"tool_choice":"required",'"$tools"'}'
-  [ "$CODE" = 400 ] && py "d['error']['param'] == 'tool_choice'" && ok || bad "tool_choice required: $CODE"
+  [ "$CODE" = 400 ] && py "d['error']['param'] == 'tool_choice'" "'reasons first' in d['error']['message']" && ok ||
+    bad "tool_choice required beside --reasoning-parser: $CODE $(head -c 300 "$tmp/body")"
   post $C '{"messages":[{"role":"user","content":"hi"}],"max_tokens":8,"chat_template_kwargs":{"enable_thinking":false}}'
   [ "$CODE" = 200 ] && py "'reasoning_content' in d['choices'][0]['message']" \
     "d['usage']['prompt_tokens'] > 10" && ok || bad "qwen3 chat: $CODE $(head -c 300 "$tmp/body")"
@@ -118,6 +120,28 @@ if start_server qwen3plain --max-model-len 1024; then
   [ "$CODE" = 200 ] && [ -n "$whole" ] && A="$whole" py "''.join(t['function'].get('arguments', '') for l in
     s.splitlines() if l.startswith('data: {') for c in json.loads(l[6:])['choices']
     for t in c['delta'].get('tool_calls', [])) == a" && ok || bad "named tool_choice streamed: $CODE $(head -c 300 "$tmp/body")"
+  # "required": the reply is calls in the hermes format, here one (parallel_tool_calls false) whose arguments
+  # "}" (id 125, pushed) ends as soon as the grammar lets it
+  req='{"messages":[{"role":"user","content":"Oslo?"}],"tools":[{"type":"function","function":{"name":"weather"}}],
+        "tool_choice":"required","parallel_tool_calls":false,"logit_bias":{"125":30},"max_tokens":160,"temperature":0'
+  post $C "$req}"
+  calls=$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["choices"][0]["message"]
+print(json.dumps([(c["function"]["name"], c["function"]["arguments"]) for c in m.get("tool_calls") or []]))' "$tmp/body" 2>/dev/null)
+  [ "$CODE" = 200 ] && py "d['choices'][0]['finish_reason'] == 'tool_calls'" "d['choices'][0]['message']['content'] is None" \
+    "[(c['function']['name'], json.loads(c['function']['arguments'])) for c in
+      d['choices'][0]['message']['tool_calls']] == [('weather', {})]" && ok || bad "tool_choice required: $CODE $(head -c 300 "$tmp/body")"
+  post $C "$req,\"stream\":true}"
+  joined=$(python3 -c 'import json,sys
+calls = {}
+for l in open(sys.argv[1]):
+    for c in json.loads(l[6:])["choices"] if l.startswith("data: {") else []:
+        for x in c["delta"].get("tool_calls", []):
+            d = calls.setdefault(x["index"], ["", ""])
+            d[0] = x["function"].get("name", d[0])
+            d[1] += x["function"].get("arguments", "")
+print(json.dumps([calls[i] for i in sorted(calls)]))' "$tmp/body" 2>/dev/null)
+  [ "$CODE" = 200 ] && [ -n "$calls" ] && [ "$joined" = "$calls" ] && ok ||
+    bad "tool_choice required streamed: $CODE, joined $joined, whole $calls"
   stop_server "$SPID"
 fi
 ck "$tmp/plain"  # (a ChatML-like template, no think tags)

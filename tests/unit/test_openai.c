@@ -132,7 +132,7 @@ TEST(unsupported_and_unknown_fields) {
     REFUSED(H, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tools\":[{\"type\":\"function\"}]}", "tools",
             "tools[0] must be");  // (tool calling itself: test_tool_calls)
     REFUSED(H, "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"tool_choice\":\"required\"}", "tool_choice",
-            "unsupported");
+            "'tools' is empty");
     REFUSED(C, "{\"prompt\":\"Once\",\"response_format\":{\"type\":\"json_schema\",\"json_schema\":{}}}",
             "response_format", "unsupported");
     REFUSED(C, "{\"prompt\":\"Once\",\"guided_json\":{}}", "guided_json", "unsupported");
@@ -160,13 +160,13 @@ TEST(json_mode) {
     const char *chat = "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],"
                        "\"response_format\":{\"type\":\"json_object\"}}";
     CHECK_EQ_INT(parse(H, chat, &r, &e, true), 0);
-    CHECK(r.gen.json_object);
+    CHECK(r.gen.reply && r.gen.reply->kind == REPLY_JSON_OBJECT);
     oai_request_free(&r);
     CHECK_EQ_INT(parse(C, "{\"prompt\":\"Once\",\"response_format\":{\"type\":\"json_object\"}}", &r, &e, true), 0);
-    CHECK(r.gen.json_object);
+    CHECK(r.gen.reply && r.gen.reply->kind == REPLY_JSON_OBJECT);
     oai_request_free(&r);
     CHECK_EQ_INT(parse(C, "{\"prompt\":\"Once\",\"response_format\":{\"type\":\"text\"}}", &r, &e, true), 0);
-    CHECK(!r.gen.json_object);
+    CHECK(!r.gen.reply);
     oai_request_free(&r);
     REFUSED(C, "{\"prompt\":\"Once\",\"min_tokens\":4,\"response_format\":{\"type\":\"json_object\"}}",
             "response_format", "min_tokens");

@@ -5,7 +5,7 @@
 // template's default system prompt (Qwen2.5's) found in its source and written where the conversation has
 // none; the request rules (tool_choice auto needs the server's parser, none renders the tools
 // without parsing, a named function's reply is its arguments (JSON mode; whole, streamed and cut off),
-// required refused, a template without a tool format refused, bad
+// "required" constrains the reply to calls, a template without a tool format refused, bad
 // entries named); a reply's <tool_call> blocks as tool_calls, whole and streamed (the tag arriving a byte at a
 // time), parallel_tool_calls false, and a block that does not parse left as content.
 #include <stdlib.h>
@@ -210,14 +210,25 @@ TEST(request_rules) {
     CHECK_EQ_INT(parse(TOOLS, &r, &e), 0);
     CHECK(r.tools.parse && !r.tools.single);
     oai_request_free(&r);
-    snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"required\"", TOOLS);
-    refused(extra, "tool_choice", "\"required\" is unsupported");
+    // "required": the reply is calls of the tools' functions in the hermes format (constrained), parsed; no
+    // parser flag needed, and not for an empty tools list or with min_tokens
+    ctx.tool_parser = false;
+    snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"required\",\"parallel_tool_calls\":false", TOOLS);
+    CHECK_EQ_INT(parse(extra, &r, &e), 0);
+    CHECK(r.tools.required && r.tools.parse && r.gen.reply && r.gen.reply->kind == REPLY_HERMES_CALLS &&
+          r.gen.reply->n_names == 1 && !strcmp(r.gen.reply->names[0], "weather") && r.gen.reply->single);
+    oai_request_free(&r);
+    ctx.tool_parser = true;
+    refused(",\"tool_choice\":\"required\"", "tool_choice", "'tools' is empty");
+    snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"required\",\"min_tokens\":2", TOOLS);
+    refused(extra, "tool_choice", "min_tokens");
     // a named function: rendered, not parsed, the reply its arguments (JSON mode); no parser flag needed
     ctx.tool_parser = false;
     snprintf(extra, sizeof extra, "%s,\"tool_choice\":{\"type\":\"function\",\"function\":{\"name\":\"weather\"}}",
              TOOLS);
     CHECK_EQ_INT(parse(extra, &r, &e), 0);
-    CHECK(r.tools.named && !strcmp(r.tools.named, "weather") && !r.tools.parse && r.gen.json_object);
+    CHECK(r.tools.named && !strcmp(r.tools.named, "weather") && !r.tools.parse && r.gen.reply &&
+          r.gen.reply->kind == REPLY_JSON_OBJECT);
     k = tokenizer_decode(tok, r.prompt_ids, r.n_prompt, true, text, sizeof text);
     text[k < sizeof text ? k : sizeof text - 1] = 0;
     CHECK(strstr(text, "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"weather\"}}\n</tools>"));
@@ -413,8 +424,8 @@ TEST(replies_with_calls) {
     struct oai_error er;
     CHECK(parse(extra, &rq, &er) == 400 && er.param && !strcmp(er.param, "response_format"));
     snprintf(extra, sizeof extra, "%s,\"tool_choice\":\"none\",\"response_format\":{\"type\":\"json_object\"}", TOOLS);
-    CHECK(parse(extra, &rq, &er) == 0 && rq.gen.json_object);
-    if (rq.gen.json_object) oai_request_free(&rq);
+    CHECK(parse(extra, &rq, &er) == 0 && rq.gen.reply);
+    if (rq.gen.reply) oai_request_free(&rq);
     // a named function: the reply's text is its arguments, one call, finish_reason as generated (OpenAI's
     // "stop"), the streamed deltas joined equal to it; cut off, its beginning in both
     const char *named = ",\"tools\":[{\"type\":\"function\",\"function\":{\"name\":\"weather\"}}],\"tool_choice\":"

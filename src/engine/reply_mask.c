@@ -1,5 +1,5 @@
-// json_mask.c — the tokens that keep a reply a JSON object's beginning (see the header).
-#include "json_mask.h"
+// reply_mask.c — the tokens that keep a constrained reply a beginning its grammar allows (see the header).
+#include "reply_mask.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -19,7 +19,7 @@ static bool plain(const unsigned char *p, size_t n) {
     return jp_in_text(&s);
 }
 
-int json_vocab_build(struct json_vocab *v, const struct tokenizer *t) {
+int reply_vocab_build(struct reply_vocab *v, const struct tokenizer *t) {
     memset(v, 0, sizeof *v);
     const int n = tokenizer_n_vocab(t);
     size_t cap = 1 << 16, used = 0;
@@ -39,19 +39,19 @@ int json_vocab_build(struct json_vocab *v, const struct tokenizer *t) {
         if (k > sizeof buf) tokenizer_piece(t, i, false, v->bytes + used, k);
         else memcpy(v->bytes + used, buf, k);
         v->off[i] = (uint32_t)used;
-        v->cls[i] = tokenizer_is_eog(t, i) ? JSON_TOK_EOG : !k ? JSON_TOK_NONE
-                    : plain((const unsigned char *)v->bytes + used, k) ? JSON_TOK_PLAIN : JSON_TOK_TEXT;
+        v->cls[i] = tokenizer_is_eog(t, i) ? REPLY_TOK_EOG : !k ? REPLY_TOK_NONE
+                    : plain((const unsigned char *)v->bytes + used, k) ? REPLY_TOK_PLAIN : REPLY_TOK_TEXT;
         used += k;
     }
     v->off[n] = (uint32_t)used;
     v->n_vocab = n;
     return 0;
 oom:
-    json_vocab_free(v);
-    return err_set(OCT_ENOMEM, "out of memory (JSON mode's vocabulary)");
+    reply_vocab_free(v);
+    return err_set(OCT_ENOMEM, "out of memory (the constrained replies' vocabulary)");
 }
 
-void json_vocab_free(struct json_vocab *v) {
+void reply_vocab_free(struct reply_vocab *v) {
     free(v->off);
     free(v->bytes);
     free(v->cls);
@@ -67,35 +67,35 @@ static bool is_stop(int32_t id, const int32_t *stop_ids, int n_stop) {
 // What a step's tokens are checked against: st, whether it is whole or inside a string's text, and which
 // first bytes it takes (most tokens fail at their first byte outside strings: a table look-up, not a copy).
 struct step {
-    const struct jp *st;
+    const struct reply_state *st;
     bool whole, text;
     bool first[256];
 };
 
-static void step_init(struct step *k, const struct jp *st) {
+static void step_init(struct step *k, const struct reply_state *st) {
     k->st = st;
-    k->whole = jp_complete(st);
-    k->text = jp_in_text(st);
+    k->whole = reply_whole(st);
+    k->text = reply_in_text(st);
     for (int c = 0; c < 256; c++) {
-        struct jp s = *st;
+        struct reply_state s = *st;
         const char b = (char)c;
-        k->first[c] = jp_feed(&s, &b, 1) == 0;
+        k->first[c] = reply_feed(&s, &b, 1) == 0;
     }
 }
 
-// Whether token i may follow the step's state (whole: only an end).
-static bool allowed(const struct json_vocab *v, const struct step *k, int i, const int32_t *stop_ids, int n_stop) {
-    if (v->cls[i] == JSON_TOK_EOG || is_stop(i, stop_ids, n_stop)) return k->whole;
-    if (k->whole || v->cls[i] == JSON_TOK_NONE) return false;
-    if (v->cls[i] == JSON_TOK_PLAIN && k->text) return true;
+// Whether token i may follow the step's state (an end only where it is whole).
+static bool allowed(const struct reply_vocab *v, const struct step *k, int i, const int32_t *stop_ids, int n_stop) {
+    if (v->cls[i] == REPLY_TOK_EOG || is_stop(i, stop_ids, n_stop)) return k->whole;
+    if (v->cls[i] == REPLY_TOK_NONE) return false;
+    if (v->cls[i] == REPLY_TOK_PLAIN && k->text) return true;
     const unsigned char *p = (const unsigned char *)v->bytes + v->off[i];
     if (!k->first[p[0]]) return false;
-    struct jp s = *k->st;
-    return jp_feed(&s, (const char *)p, v->off[i + 1] - v->off[i]) == 0;
+    struct reply_state s = *k->st;
+    return reply_feed(&s, (const char *)p, v->off[i + 1] - v->off[i]) == 0;
 }
 
-int json_mask(const struct json_vocab *v, const struct jp *st, const int32_t *stop_ids, int n_stop, const float *logits,
-              float *out, int n) {
+int reply_mask(const struct reply_vocab *v, const struct reply_state *st, const int32_t *stop_ids, int n_stop,
+               const float *logits, float *out, int n) {
     struct step k;
     step_init(&k, st);
     int kept = 0;
@@ -107,11 +107,12 @@ int json_mask(const struct json_vocab *v, const struct jp *st, const int32_t *st
     return kept;
 }
 
-int json_advance(const struct json_vocab *v, struct jp *st, const int32_t *stop_ids, int n_stop, int32_t id) {
+int reply_advance(const struct reply_vocab *v, struct reply_state *st, const int32_t *stop_ids, int n_stop,
+                  int32_t id) {
     struct step k;
     if (id >= 0 && id < v->n_vocab) step_init(&k, st);
     if (id < 0 || id >= v->n_vocab || !allowed(v, &k, id, stop_ids, n_stop))
-        return err_set(OCT_EINVAL, "token %d does not continue the JSON reply", id);
-    if (v->cls[id] == JSON_TOK_EOG || is_stop(id, stop_ids, n_stop)) return 0;
-    return jp_feed(st, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
+        return err_set(OCT_EINVAL, "token %d does not continue the constrained reply", id);
+    if (v->cls[id] == REPLY_TOK_EOG || is_stop(id, stop_ids, n_stop)) return 0;
+    return reply_feed(st, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
 }
