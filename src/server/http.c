@@ -375,11 +375,62 @@ static ssize_t whole_read(void *cls, uint64_t pos, char *buf, size_t max) {
     return job_emit(j, buf, max);
 }
 
+// The choices of a whole reply with n > 1: one job a choice (the body parsed again for each: the same request,
+// its seed plus the choice's index, so seeded draws differ and repeat), run at once and read in turn so that
+// none falls behind in its event queue; their bodies merged into one (choices in order, the prompt counted
+// once, the completions' tokens summed).
+static enum MHD_Result generate_choices(struct server *s, struct MHD_Connection *c, struct conn *cn,
+                                        struct oai_request *first) {
+    const int n = first->n;
+    struct job *jobs[OAI_MAX_N] = {0};
+    enum MHD_Result rc = MHD_YES;
+    int started = 0, live = n;
+    for (; started < n; started++) {
+        struct oai_request req = *first;
+        struct oai_error e;
+        if (started && oai_parse(&s->c, first->kind, cn->body.p ? cn->body.p : "", cn->body.n, &req, &e) < 0) {
+            rc = send_error(s, c, &e);
+            goto out;
+        }
+        req.gen.sp.seed += (uint64_t)started;
+        if (!(jobs[started] = job_start(s, c, &req, false))) goto out;  // (answered)
+    }
+    while (live) {
+        for (int i = 0; i < n; i++) {
+            struct gen_event ev;
+            if (jobs[i]->done) continue;
+            const int got = job_next(jobs[i], &ev, 0);
+            if (got == 0) { rc = MHD_NO; goto out; }  // client gone: close
+            if (got == 1) json_decref(job_event(jobs[i], &ev));
+            live -= jobs[i]->done;
+        }
+    }
+    conn_timeout(c, HTTP_STALL_TIMEOUT_S);
+    json_t *body = jobs[0]->final, *choices = json_object_get(body, "choices"), *usage = json_object_get(body, "usage");
+    long long gen = 0;
+    for (int i = 0; i < n; i++) {
+        if (jobs[i]->error[0]) { rc = fail(s, c, 500, "server_error", NULL, jobs[i]->error); goto out; }
+        json_t *u = json_object_get(jobs[i]->final, "usage"), *ch = json_array_get(json_object_get(jobs[i]->final,
+                                                                                                   "choices"), 0);
+        gen += json_integer_value(json_object_get(u, "completion_tokens"));
+        if (i) json_object_set_new(ch, "index", json_integer(i)), json_array_append(choices, ch);
+    }
+    json_object_set_new(usage, "completion_tokens", json_integer(gen));
+    json_object_set_new(usage, "total_tokens", json_integer(gen + json_integer_value(json_object_get(usage,
+                                                                                                    "prompt_tokens"))));
+    rc = send_json(s, c, 200, body);
+    jobs[0]->final = NULL;
+out:  // (a parse or start that failed freed its request: every other one is its job's)
+    for (int i = 0; i < n; i++) job_free(jobs[i]);
+    return rc;
+}
+
 static enum MHD_Result generate(struct server *s, struct MHD_Connection *c, struct conn *cn) {
     struct oai_request req;
     struct oai_error e;
     enum oai_kind kind = cn->route == R_CHAT ? OAI_CHAT : OAI_COMPLETION;
     if (oai_parse(&s->c, kind, cn->body.p ? cn->body.p : "", cn->body.n, &req, &e) < 0) return send_error(s, c, &e);
+    if (req.n > 1) return generate_choices(s, c, cn, &req);
     struct job *j = job_start(s, c, &req, req.stream);
     if (!j) return MHD_YES;
     if (j->req.stream) {

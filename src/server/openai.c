@@ -365,16 +365,17 @@ static int parse_fields(const struct oai_context *c, json_t *b, struct oai_reque
         return -1;
     }
     long long n = 1;
-    if (oaf_int(b, "n", 1, 1 << 30, &n, NULL, e) < 0) return -1;
-    if (n != 1) {
-        oai_error_set(e, 400, INVALID, "n", NULL, "'n' is %lld; it is unsupported: only one choice per request (n 1)",
-                      n);
-        return -1;
-    }
+    if (oaf_int(b, "n", 1, OAI_MAX_N, &n, NULL, e) < 0) return -1;
+    r->n = (int)n;
     if (parse_sampling(b, r, e) < 0 || parse_logit_bias(c, b, r, e) < 0 || parse_stop_ids(c, b, r, e) < 0) return -1;
     if (oaf_bool(b, "ignore_eos", &r->gen.ignore_eos, e) < 0 || oaf_bool(b, "stream", &r->stream, e) < 0 ||
         oaf_bool(b, "include_stop_str_in_output", &r->include_stop, e) < 0)
         return -1;
+    if (r->stream && r->n > 1) {
+        oai_error_set(e, 400, INVALID, "n", "unsupported_value", "'n' is %d; streamed replies of more than one "
+                      "choice are not implemented (n 1, or \"stream\": false)", r->n);
+        return -1;
+    }
     json_t *so = opt(b, "stream_options");
     if (so) {
         if (!json_is_object(so)) return bad(e, "stream_options", "'%s' must be an object%s", "");

@@ -19,6 +19,7 @@
 #include "tool_calls.h"
 
 #define OAI_MAX_STOPS 4
+#define OAI_MAX_N 128  // choices a request may ask for (OpenAI's limit)
 
 enum oai_kind { OAI_COMPLETION = 0, OAI_CHAT };
 
@@ -63,6 +64,7 @@ struct oai_request {
     bool echo;                  // completions: "echo": true
     char *echo_text;            // with echo: the prompt's text (malloc'd)
     size_t n_echo;
+    int n;                      // choices asked for (each its own engine request: http.c)
     bool stream, include_usage;
     bool include_stop;          // vLLM's include_stop_str_in_output: a stop string that ends the text is in it
     int n_user_stops;           // stops[0..n_user_stops) are the request's (a chat template's end strings follow)

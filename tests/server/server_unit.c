@@ -141,8 +141,8 @@ static void test_openai(const struct tokenizer *t) {
     const char *b4 = "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}]}";
     CHECK(oai_parse(&c, OAI_CHAT, b4, strlen(b4), &r, &e) == 0 && r.gen.max_tokens == 200 - r.n_prompt, "chat default");
     oai_request_free(&r);
-    const char *b5 = "{\"prompt\":\"a\",\"n\":3}";
-    CHECK(oai_parse(&c, OAI_COMPLETION, b5, strlen(b5), &r, &e) < 0 && e.status == 400 && !strcmp(e.param, "n"), "n=3");
+    const char *b5 = "{\"prompt\":\"a\",\"n\":3.5}";
+    CHECK(oai_parse(&c, OAI_COMPLETION, b5, strlen(b5), &r, &e) < 0 && e.status == 400 && !strcmp(e.param, "n"), "n=3.5");
     char *body = oai_error_body(&e);
     CHECK(body && strstr(body, "\"param\":\"n\"") && strstr(body, "\"code\":null"), "error body %s", body);
     free(body);

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # End-to-end request and sampling rules of `octet serve` on stories260K: a KV pool smaller than
-# --max-model-len refuses to start (as vLLM does); a tiny temperature is greedy; numbers are
-# checked as sent; integral floats are integers; logit_bias, penalties, stop_token_ids, include_stop_str_in_output,
-# min_tokens and echo act; JSON mode's replies begin JSON objects; fields octet does not implement get 400 naming them; chat content's
-# special-token text is text unless --special-tokens-in-content. Servers use --port 0 and are killed on exit. Prints
-# "N passed, N failed" last.
+# --max-model-len refuses to start (as vLLM does); a tiny temperature is greedy; numbers are checked as sent;
+# integral floats are integers; n > 1 gives its choices (seed + index each); logit_bias, penalties,
+# stop_token_ids, include_stop_str_in_output, min_tokens and echo act; JSON mode's replies begin JSON objects;
+# fields octet does not implement get 400 naming them; chat content's special-token text is text unless
+# --special-tokens-in-content. Servers use --port 0 and are killed on exit. Prints "N passed, N failed" last.
 set -u
 BUILD=${BUILD:-build}
 OCTET="$BUILD/octet"
@@ -38,6 +38,24 @@ post $C '{"prompt":"Once upon a time","max_tokens":16,"temperature":0,"top_p":1e
 [ "$CODE" = 200 ] && [ "$(text)" = "$greedy" ] && ok || bad "top_p 1e-50: $CODE $(head -c 300 "$tmp/body")"
 post $C '{"prompt":"Once upon a time","max_tokens":16.0,"temperature":0,"n":1.0}'
 [ "$CODE" = 200 ] && [ "$(text)" = "$greedy" ] && ok || bad "n 1.0: $CODE $(head -c 300 "$tmp/body")"
+
+# ---- n > 1: the choices in order, each drawn with its own seed (seed + index), the prompt counted once ----
+post $C '{"prompt":"Once upon a time","max_tokens":16,"temperature":0,"n":2}'
+[ "$CODE" = 200 ] && A="$greedy" py '[c["index"] for c in d["choices"]] == [0, 1]' 'all(c["text"] == a for c in d["choices"])' \
+  'd["usage"]["completion_tokens"] == 32' 'd["usage"]["total_tokens"] == d["usage"]["prompt_tokens"] + 32' && ok ||
+  bad "n 2 greedy: $CODE $(head -c 300 "$tmp/body")"
+post $C '{"prompt":"Once upon a time","max_tokens":12,"temperature":1.0,"seed":5,"n":3}'; drawn=$(cat "$tmp/body")
+[ "$CODE" = 200 ] && py '[c["index"] for c in d["choices"]] == [0, 1, 2]' 'len({c["text"] for c in d["choices"]}) > 1' \
+  && ok || bad "n 3 drawn: $CODE $(head -c 300 "$tmp/body")"
+post $C '{"prompt":"Once upon a time","max_tokens":12,"temperature":1.0,"seed":5,"n":3}'
+[ "$CODE" = 200 ] && A="$drawn" py '[c["text"] for c in d["choices"]] == [c["text"] for c in json.loads(a)["choices"]]' \
+  && ok || bad "n 3 drawn again: $CODE $(head -c 300 "$tmp/body")"
+post $C '{"prompt":"Once upon a time","max_tokens":12,"temperature":1.0,"seed":6}'
+[ "$CODE" = 200 ] && A="$drawn" py 'd["choices"][0]["text"] == json.loads(a)["choices"][1]["text"]' && ok ||
+  bad "choice 1 is seed + 1: $CODE $(head -c 300 "$tmp/body")"
+post $H '{"messages":[{"role":"user","content":"hi"}],"max_tokens":6,"temperature":0.9,"n":2}'
+[ "$CODE" = 200 ] && py '[c["index"] for c in d["choices"]] == [0, 1]' 'all(c["message"]["role"] == "assistant" for c in
+  d["choices"])' && ok || bad "chat n 2: $CODE $(head -c 300 "$tmp/body")"
 
 # ---- logit_bias, penalties, stop_token_ids, min_tokens, echo ----
 post $C '{"prompt":"Once upon a time","max_tokens":5,"temperature":0,"logit_bias":{"261":100}}'

@@ -41,7 +41,14 @@ static bool same_param(const char *got, const char *want) { return !want || (got
 TEST(integral_floats) {
     OK(C, "{\"prompt\":\"Once\",\"n\":1.0,\"max_tokens\":4.0,\"top_k\":5.0,\"seed\":3.0,\"logprobs\":2.0}");
     REFUSED(C, "{\"prompt\":\"Once\",\"n\":1.5}", "n", "'n' is 1.5; it must be an integer");
-    REFUSED(C, "{\"prompt\":\"Once\",\"n\":2}", "n", "unsupported");
+    REFUSED(C, "{\"prompt\":\"Once\",\"n\":2,\"stream\":true}", "n", "streamed replies of more than one choice");
+    REFUSED(C, "{\"prompt\":\"Once\",\"n\":129}", "n", "129");
+    REFUSED(C, "{\"prompt\":\"Once\",\"n\":0}", "n", "'n' is 0");
+    struct oai_request rn;
+    struct oai_error en;
+    CHECK_EQ_INT(parse(C, "{\"prompt\":\"Once\",\"n\":3.0}", &rn, &en, true), 0);  // (each choice its own request)
+    CHECK_EQ_INT(rn.n, 3);
+    oai_request_free(&rn);
     REFUSED(C, "{\"prompt\":\"Once\",\"max_tokens\":0.0}", "max_tokens", "'max_tokens' is 0; it must be at least 1");
     REFUSED(C, "{\"prompt\":\"Once\",\"max_tokens\":2.5}", "max_tokens", "2.5");
     struct oai_request r;
