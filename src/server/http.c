@@ -23,8 +23,9 @@
 #include "../base/check.h"
 #include "http_guard.h"
 #include "metrics.h"
+#include "oai_tokenize.h"
 
-enum route { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS };
+enum route { R_NONE = 0, R_COMPLETIONS, R_CHAT, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE };
 
 struct job;
 
@@ -476,6 +477,7 @@ static enum route route_of(const char *url, const char **method_wanted) {
     static const struct { const char *path, *method; enum route r; } routes[] = {
         {"/v1/completions", "POST", R_COMPLETIONS}, {"/v1/chat/completions", "POST", R_CHAT},
         {"/v1/models", "GET", R_MODELS}, {"/health", "GET", R_HEALTH}, {"/metrics", "GET", R_METRICS},
+        {"/tokenize", "POST", R_TOKENIZE}, {"/detokenize", "POST", R_DETOKENIZE},
     };
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++)
         if (!strcmp(url, routes[i].path)) { *method_wanted = routes[i].method; return routes[i].r; }
@@ -550,7 +552,8 @@ static enum MHD_Result first_call(struct server *s, struct MHD_Connection *c, st
                                   const char *method) {
     const char *want = NULL;
     cn->route = route_of(url, &want);
-    bool head_ok = cn->route != R_COMPLETIONS && cn->route != R_CHAT;  // routes that answer HEAD like GET
+    bool head_ok = cn->route == R_MODELS || cn->route == R_HEALTH || cn->route == R_METRICS;  // (HEAD as GET)
+    bool keyed = !strncmp(url, "/v1/", 4) || cn->route == R_TOKENIZE || cn->route == R_DETOKENIZE;
     const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
     struct oai_error e;
     if (!host_allowed(&s->hosts, host)) {
@@ -561,7 +564,7 @@ static enum MHD_Result first_call(struct server *s, struct MHD_Connection *c, st
     } else if (strcmp(method, want) && !(head_ok && !strcmp(method, "HEAD"))) {
         oai_error_set(&e, 405, "invalid_request_error", NULL, "method_not_allowed", "%s %s is not allowed (use %s)",
                       method, url, want);
-    } else if (!strncmp(url, "/v1/", 4) && !authorized(s, c)) {
+    } else if (keyed && !authorized(s, c)) {
         oai_error_set(&e, 401, "invalid_request_error", NULL, "invalid_api_key",
                       "missing or incorrect API key (send 'Authorization: Bearer KEY')");
     } else if (atomic_load(&s->stopping)) {
@@ -621,6 +624,15 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         enum MHD_Result rc = send_text(s, c, 200, "text/plain; version=0.0.4; charset=utf-8", t.p, t.n);
         text_buf_free(&t);
         return rc;
+    }
+    case R_TOKENIZE:
+    case R_DETOKENIZE: {
+        json_t *o;
+        struct oai_error e;
+        const char *b = cn->body.p ? cn->body.p : "";
+        if ((cn->route == R_TOKENIZE ? oai_tokenize : oai_detokenize)(&s->c, b, cn->body.n, &o, &e) < 0)
+            return send_error(s, c, &e);
+        return send_json(s, c, 200, o);
     }
     default:
         return generate(s, c, cn);

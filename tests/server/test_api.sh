@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # End-to-end request and sampling rules of `octet serve` on stories260K: a KV pool smaller than
 # --max-model-len refuses to start (as vLLM does); a tiny temperature is greedy; numbers are checked as sent;
-# integral floats are integers; n > 1 gives its choices (seed + index each); logit_bias, penalties,
+# integral floats are integers; /tokenize counts what a completion or chat is fed and /detokenize reads it back;
+# n > 1 gives its choices (seed + index each); logit_bias, penalties,
 # stop_token_ids, include_stop_str_in_output, min_tokens and echo act; JSON mode's replies begin JSON objects;
 # fields octet does not implement get 400 naming them; chat content's special-token text is text unless
 # --special-tokens-in-content. Servers use --port 0 and are killed on exit. Prints "N passed, N failed" last.
@@ -98,6 +99,21 @@ expect echo unsupported_value $C '{"prompt":"Once","echo":true,"logprobs":2}'
 expect "" unrecognized_parameter $C '{"prompt":"Once","frobnicate":true}'
 post $H "$msg\"user\":\"u-1\",\"metadata\":{\"k\":\"v\"},\"tools\":[],\"tool_choice\":\"none\",\"max_tokens\":2}"
 [ "$CODE" = 200 ] && ok || bad "harmless fields: $CODE $(head -c 300 "$tmp/body")"
+
+# ---- /tokenize and /detokenize (vLLM's): the ids a completion or a chat is fed, and back ----
+post $C '{"prompt":"Once upon a time","max_tokens":1}'; n_c=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"]["prompt_tokens"])' "$tmp/body")
+post /tokenize '{"prompt":"Once upon a time"}'; toks=$(python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["tokens"]))' "$tmp/body")
+[ "$CODE" = 200 ] && A="$n_c" py 'd["count"] == len(d["tokens"]) == int(a)' 'd["max_model_len"] > 0' 'd["token_strs"] is None' \
+  && ok || bad "/tokenize prompt: $CODE $(head -c 300 "$tmp/body")"
+post $H '{"messages":[{"role":"user","content":"hi"}],"max_tokens":1}'; n_h=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"]["prompt_tokens"])' "$tmp/body")
+post /tokenize '{"messages":[{"role":"user","content":"hi"}]}'
+[ "$CODE" = 200 ] && A="$n_h" py 'd["count"] == int(a)' && ok || bad "/tokenize chat: $CODE $(head -c 300 "$tmp/body")"
+post /detokenize "{\"tokens\":$toks}"
+[ "$CODE" = 200 ] && py 'd["prompt"].endswith("Once upon a time")' && ok || bad "/detokenize: $CODE $(head -c 300 "$tmp/body")"
+expect add_special_tokens unsupported_parameter /tokenize '{"prompt":"x","add_special_tokens":false}'
+expect "" unrecognized_parameter /tokenize '{"prompt":"x","max_tokens":3}'
+post /detokenize '{"tokens":[1,100000]}'
+[ "$CODE" = 400 ] && py 'd["error"]["param"] == "tokens"' && ok || bad "/detokenize id: $CODE $(head -c 300 "$tmp/body")"
 
 # ---- JSON mode: the reply is a JSON object's beginning (whole, streamed, and whole where it stops) ----
 starts='(lambda t, f: t.lstrip(" \t\n\r").startswith("{") and (f != "stop" or isinstance(json.loads(t), dict)))'

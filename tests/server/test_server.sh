@@ -237,6 +237,7 @@ start_server auth --api-key sekrit --num-kv-blocks 64 --max-model-len 1024 && {
   CODE=$(curl -s -m 10 -o "$tmp/body" -w '%{http_code}' -H 'Authorization: Bearer wrong' "$URL/v1/models"); [ "$CODE" = 401 ] && ok || bad "wrong key → $CODE"
   CODE=$(curl -s -m 10 -o "$tmp/body" -w '%{http_code}' -H 'Authorization: Bearer sekrit' "$URL/v1/models"); [ "$CODE" = 200 ] && ok || bad "right key → $CODE"
   get /health; [ "$CODE" = 200 ] && ok || bad "health needs no key"
+  post /tokenize '{"prompt":"hi"}'; [ "$CODE" = 401 ] && ok || bad "/tokenize without the key → $CODE"
   stop_server "$SPID"
 }
 
