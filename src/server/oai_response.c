@@ -140,7 +140,11 @@ static json_t *chunk_r(struct oai_response *s, const char *text, size_t n, const
     json_t *o = json_pack("{s:s,s:s,s:I,s:s,s:[o]}", "id", s->id, "object",
                           s->r->kind == OAI_CHAT ? "chat.completion.chunk" : "text_completion", "created",
                           (json_int_t)s->created, "model", s->c->served_name, "choices", choice);
-    if (o && s->r->include_usage) json_object_set_new(o, "usage", json_null());
+    if (o && s->r->include_usage)  // (continuous: the prompt, and the tokens generated up to this chunk)
+        json_object_set_new(o, "usage", !s->r->continuous_usage ? json_null()
+                                        : json_pack("{s:i,s:i,s:i}", "prompt_tokens", s->r->n_prompt,
+                                                    "completion_tokens", s->n_generated, "total_tokens",
+                                                    s->r->n_prompt + s->n_generated));
     return o;
 }
 

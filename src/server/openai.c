@@ -380,7 +380,17 @@ static int parse_fields(const struct oai_context *c, json_t *b, struct oai_reque
     if (so) {
         if (!json_is_object(so)) return bad(e, "stream_options", "'%s' must be an object%s", "");
         if (!r->stream) return bad(e, "stream_options", "'%s' is only allowed when 'stream' is true%s", "");
-        if (oaf_bool(so, "include_usage", &r->include_usage, e) < 0) { e->param = "stream_options"; return -1; }
+        const char *k;
+        json_t *v;
+        json_object_foreach(so, k, v) if (strcmp(k, "include_usage") && strcmp(k, "continuous_usage_stats")) {
+            oai_error_set(e, 400, INVALID, "stream_options", "unrecognized_parameter", "'stream_options' has no field "
+                          "'%.64s' (include_usage, continuous_usage_stats)", k);
+            return -1;
+        }
+        bool cu = false;
+        if (oaf_bool(so, "include_usage", &r->include_usage, e) < 0 ||
+            oaf_bool(so, "continuous_usage_stats", &cu, e) < 0) { e->param = "stream_options"; return -1; }
+        r->continuous_usage = cu && r->include_usage;  // (as vLLM: only beside include_usage)
     }
     r->gen.top_logprobs = -1;
     long long k = 0;

@@ -66,6 +66,8 @@ struct oai_request {
     size_t n_echo;
     int n;                      // choices asked for (each its own engine request: http.c)
     bool stream, include_usage;
+    bool continuous_usage;      // stream_options.continuous_usage_stats (vLLM's, with include_usage): every
+                                // chunk carries the usage so far
     bool include_stop;          // vLLM's include_stop_str_in_output: a stop string that ends the text is in it
     int n_user_stops;           // stops[0..n_user_stops) are the request's (a chat template's end strings follow)
     bool logprobs;              // completions: "logprobs" given; chat: "logprobs": true

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end request and sampling rules of `octet serve` on stories260K: a KV pool smaller than
 # --max-model-len refuses to start (as vLLM does); a tiny temperature is greedy; numbers are checked as sent;
-# integral floats are integers; /tokenize counts what a completion or chat is fed and /detokenize reads it back;
+# integral floats are integers; stream_options' continuous_usage_stats acts; /tokenize counts what a completion or chat is fed and /detokenize reads it back;
 # n > 1 gives its choices (seed + index each); logit_bias, penalties,
 # stop_token_ids, include_stop_str_in_output, min_tokens and echo act; JSON mode's replies begin JSON objects;
 # fields octet does not implement get 400 naming them; chat content's special-token text is text unless
@@ -99,6 +99,14 @@ expect echo unsupported_value $C '{"prompt":"Once","echo":true,"logprobs":2}'
 expect "" unrecognized_parameter $C '{"prompt":"Once","frobnicate":true}'
 post $H "$msg\"user\":\"u-1\",\"metadata\":{\"k\":\"v\"},\"tools\":[],\"tool_choice\":\"none\",\"max_tokens\":2}"
 [ "$CODE" = 200 ] && ok || bad "harmless fields: $CODE $(head -c 300 "$tmp/body")"
+
+# ---- stream_options: continuous_usage_stats (vLLM's) puts the usage so far in every chunk; unknown keys refused ----
+post $C '{"prompt":"Once upon a time","max_tokens":5,"temperature":0,"stream":true,"stream_options":{"include_usage":true,
+          "continuous_usage_stats":true}}'
+[ "$CODE" = 200 ] && py "(lambda u: [x['completion_tokens'] for x in u] == [1, 2, 3, 4, 5, 5, 5] and all(
+  x['total_tokens'] == x['prompt_tokens'] + x['completion_tokens'] for x in u))([json.loads(l[6:])['usage'] for l in
+  s.splitlines() if l.startswith('data: {')])" && ok || bad "continuous_usage_stats: $CODE $(head -c 400 "$tmp/body")"
+expect stream_options unrecognized_parameter $C '{"prompt":"x","stream":true,"stream_options":{"include_usage":true,"x":1}}'
 
 # ---- /tokenize and /detokenize (vLLM's): the ids a completion or a chat is fed, and back ----
 post $C '{"prompt":"Once upon a time","max_tokens":1}'; n_c=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"]["prompt_tokens"])' "$tmp/body")
