@@ -46,6 +46,7 @@ void reply_state_init(struct reply_state *s, const struct reply_spec *spec) {
     memset(s, 0, sizeof *s);
     s->spec = spec;
     s->part = P_OPEN;
+    s->phase = !spec->think ? REPLY_PHASE_GRAMMAR : spec->think_first ? REPLY_PHASE_THINK : REPLY_PHASE_FIRST;
     jp_init(&s->json, true);
 }
 

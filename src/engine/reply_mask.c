@@ -83,8 +83,11 @@ static void step_init(struct step *k, const struct reply_state *st) {
     }
 }
 
-// Whether token i may follow the step's state (an end only where it is whole).
+// Whether token i may follow the step's state (an end only where it is whole; anything inside a reasoning
+// block; the block's opening, or the grammar's beginning, first).
 static bool allowed(const struct reply_vocab *v, const struct step *k, int i, const int32_t *stop_ids, int n_stop) {
+    if (k->st->phase == REPLY_PHASE_THINK) return true;
+    if (k->st->phase == REPLY_PHASE_FIRST && i == k->st->spec->think_open) return true;
     if (v->cls[i] == REPLY_TOK_EOG || is_stop(i, stop_ids, n_stop)) return k->whole;
     if (v->cls[i] == REPLY_TOK_NONE) return false;
     if (v->cls[i] == REPLY_TOK_PLAIN && k->text) return true;
@@ -113,6 +116,14 @@ int reply_advance(const struct reply_vocab *v, struct reply_state *st, const int
     if (id >= 0 && id < v->n_vocab) step_init(&k, st);
     if (id < 0 || id >= v->n_vocab || !allowed(v, &k, id, stop_ids, n_stop))
         return err_set(OCT_EINVAL, "token %d does not continue the constrained reply", id);
+    if (st->phase == REPLY_PHASE_THINK) {  // (the block's text is free; its close starts the grammar)
+        if (id == st->spec->think_close) st->phase = REPLY_PHASE_GRAMMAR;
+        return 0;
+    }
+    if (st->phase == REPLY_PHASE_FIRST) {
+        st->phase = id == st->spec->think_open ? REPLY_PHASE_THINK : REPLY_PHASE_GRAMMAR;
+        if (st->phase == REPLY_PHASE_THINK) return 0;
+    }
     if (v->cls[id] == REPLY_TOK_EOG || is_stop(id, stop_ids, n_stop)) return 0;
     return reply_feed(st, v->bytes + v->off[id], v->off[id + 1] - v->off[id]);
 }

@@ -456,8 +456,8 @@ static int parse_max_tokens(const struct oai_context *c, json_t *b, struct oai_r
 
 // A constrained reply: JSON mode (response_format {"type": "json_object"}, checked by oaf_check_fields, or a
 // tool_choice naming a function: the reply is its arguments), or tool_choice "required" (calls in the hermes
-// format). The reply must be the model's text alone (not gpt-oss's channels or a <think> block first), and
-// none may come before min_tokens.
+// format). The reply must be the model's text (not gpt-oss's channels; a <think> block under --reasoning-parser
+// comes first, unconstrained), and none may come before min_tokens.
 static int parse_constraint(const struct oai_context *c, json_t *b, struct oai_request *r, struct oai_error *e) {
     json_t *f = oaf_opt(b, "response_format");
     const bool object = f && !strcmp(json_string_value(json_object_get(f, "type")), "json_object");
@@ -465,12 +465,17 @@ static int parse_constraint(const struct oai_context *c, json_t *b, struct oai_r
     const char *p = object ? "response_format" : "tool_choice";
     const char *what = object ? "json_object" : r->tools.named ? "naming a function" : "\"required\"";
     const char *why = r->kind == OAI_CHAT && c->tmpl == CHAT_TEMPLATE_HARMONY ? "gpt-oss's reply is channels of text"
-                      : r->kind == OAI_CHAT && c->reasoning ? "the reply reasons first (--reasoning-parser)"
                       : object && r->tools.parse ? "the reply may call tools (tool_choice \"none\" renders them)"
                       : r->gen.sp.min_tokens ? "min_tokens would hold back the end of a whole reply" : NULL;
     r->reply = (struct reply_spec){.kind = r->tools.required ? REPLY_HERMES_CALLS : REPLY_JSON_OBJECT,
                                    .names = (const char *const *)r->tools.names, .n_names = r->tools.n_tools,
                                    .single = r->tools.single};
+    if (r->kind == OAI_CHAT && c->reasoning) {  // (--reasoning-parser: the <think> block first, unconstrained)
+        r->reply.think = true;
+        r->reply.think_first = c->reasoning == OAI_REASONING_DEEPSEEK_R1;
+        r->reply.think_open = tokenizer_token_id(c->tok, "<think>", 7);
+        r->reply.think_close = tokenizer_token_id(c->tok, "</think>", 8);
+    }
     if (!why && reply_spec_check(&r->reply) < 0) why = err_msg();
     if (why) {
         oai_error_set(e, 400, INVALID, p, "unsupported_parameter", "'%s' %s is unsupported here: %s", p, what, why);

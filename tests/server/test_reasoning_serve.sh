@@ -94,9 +94,21 @@ then
   post $C '{"messages":[{"role":"user","content":"Oslo?"}],"max_tokens":4}'
   [ "$CODE" = 200 ] && [ -n "$n_tools" ] && A="$n_tools" py "d['usage']['prompt_tokens'] + 40 < int(a)" && ok ||
     bad "tools in the prompt: $n_tools tokens, $(head -c 200 "$tmp/body") without"
-  post $C '{"messages":[{"role":"user","content":"Oslo?"}],"tool_choice":"required",'"$tools"'}'
-  [ "$CODE" = 400 ] && py "d['error']['param'] == 'tool_choice'" "'reasons first' in d['error']['message']" && ok ||
-    bad "tool_choice required beside --reasoning-parser: $CODE $(head -c 300 "$tmp/body")"
+  # constrained replies begin after the <think> block, which is free ("<think>" 295 and "</think>" 296 pushed, so
+  # the block opens and closes at once; "}" 125 pushed less)
+  post $C '{"messages":[{"role":"user","content":"Oslo?"}],"tool_choice":"required","parallel_tool_calls":false,
+            "logit_bias":{"295":40,"296":50,"125":30},"max_tokens":120,"temperature":0,"logprobs":true,'"$tools"'}'
+  [ "$CODE" = 200 ] && py "d['choices'][0]['finish_reason'] == 'tool_calls'" \
+    "[t['token'] for t in d['choices'][0]['logprobs']['content'][:2]] == ['<think>', '</think>']" "[(c['function']['name'],
+    json.loads(c['function']['arguments'])) for c in d['choices'][0]['message']['tool_calls']] == [('weather', {})]" \
+    && ok || bad "tool_choice required beside --reasoning-parser: $CODE $(head -c 300 "$tmp/body")"
+  post $C '{"messages":[{"role":"user","content":"Oslo?"}],"response_format":{"type":"json_object"},
+            "logit_bias":{"295":40,"296":50,"125":30},"max_tokens":120,"temperature":0,"logprobs":true}'
+  [ "$CODE" = 200 ] && py "d['choices'][0]['finish_reason'] == 'stop'" \
+    "[t['token'] for t in d['choices'][0]['logprobs']['content'][:2]] == ['<think>', '</think>']" \
+    "(json.loads(d['choices'][0]['message']['content'])
+    == {})" "'<think>' not in d['choices'][0]['message']['content']" && ok ||
+    bad "JSON mode beside --reasoning-parser: $CODE $(head -c 300 "$tmp/body")"
   post $C '{"messages":[{"role":"user","content":"hi"}],"max_tokens":8,"chat_template_kwargs":{"enable_thinking":false}}'
   [ "$CODE" = 200 ] && py "'reasoning_content' in d['choices'][0]['message']" \
     "d['usage']['prompt_tokens'] > 10" && ok || bad "qwen3 chat: $CODE $(head -c 300 "$tmp/body")"

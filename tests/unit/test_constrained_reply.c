@@ -244,10 +244,49 @@ TEST(engine_replies) {
     model_free(m);
 }
 
+// A reasoning block first (--reasoning-parser): the first token may open it or begin the grammar; inside it
+// everything may come; its close starts the grammar, masked as from the beginning.
+TEST(think_block_first) {
+    struct tokenizer *t;
+    CHECK_OK(tokenizer_from_hf_json(&t, "tests/data/tok_qwen3/tokenizer.json"));
+    const int32_t open = tokenizer_token_id(t, "<think>", 7), close = tokenizer_token_id(t, "</think>", 8);
+    CHECK(open >= 0 && close >= 0);
+    struct reply_vocab v;
+    CHECK_OK(reply_vocab_build(&v, t));
+    const struct reply_spec spec = {.kind = REPLY_JSON_OBJECT, .think = true, .think_open = open, .think_close = close};
+    const int n = v.n_vocab;
+    float *lg = malloc(sizeof(float) * (size_t)n), *a = malloc(sizeof(float) * (size_t)n);
+    float *b = malloc(sizeof(float) * (size_t)n);
+    for (int i = 0; i < n; i++) lg[i] = (float)(i % 11);
+    struct reply_state st, plain;
+    reply_state_init(&st, &spec);
+    reply_state_init(&plain, &JSON_SPEC);
+    const int first = reply_mask(&v, &st, NULL, 0, lg, a, n), grammar = reply_mask(&v, &plain, NULL, 0, lg, b, n);
+    CHECK_MSG(first == grammar + 1 && a[open] == lg[open] && b[open] == -INFINITY && a[close] == -INFINITY,
+              "first %d, grammar %d", first, grammar);
+    CHECK_OK(reply_advance(&v, &st, NULL, 0, open));
+    CHECK_EQ_INT(reply_mask(&v, &st, NULL, 0, lg, a, n), n);  // (inside: anything, an end too)
+    CHECK_OK(reply_advance(&v, &st, NULL, 0, 100));  // (any token of the block's text)
+    CHECK_OK(reply_advance(&v, &st, NULL, 0, close));
+    CHECK_EQ_INT(reply_mask(&v, &st, NULL, 0, lg, a, n), grammar);
+    CHECK(!memcmp(a, b, sizeof(float) * (size_t)n));
+    // DeepSeek-R1: the reply begins inside the block
+    const struct reply_spec r1 = {.kind = REPLY_JSON_OBJECT, .think = true, .think_first = true, .think_open = open,
+                                  .think_close = close};
+    reply_state_init(&st, &r1);
+    CHECK_EQ_INT(reply_mask(&v, &st, NULL, 0, lg, a, n), n);
+    free(lg);
+    free(a);
+    free(b);
+    reply_vocab_free(&v);
+    tokenizer_free(t);
+}
+
 int main(void) {
     RUN(grammar_against_jansson);
     RUN(hermes_calls_grammar);
     RUN(mask_against_each_token);
+    RUN(think_block_first);
     RUN(engine_replies);
     return test_summary("constrained_reply");
 }
