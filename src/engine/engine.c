@@ -135,6 +135,8 @@ static void request_free(struct request *r) {
     reply_spec_free(r->spec);
     free(r->reply);
     free(r->reply_row);
+    if (r->cache) reply_cache_free(r->cache);
+    free(r->cache);
     free(r->stop_ids);
     req_handle_unref(r->h);
     free(r->tokens);
@@ -191,8 +193,11 @@ static void sample_job_run(const struct engine *e, struct sample_job *j) {
     const float *logits = j->lg;
     int nv = e->m->cfg.n_vocab;
     j->error[0] = 0;
-    if (r->reply && !reply_mask(&e->rv, r->reply, r->stop_ids, r->n_stop_ids, logits, r->reply_row, nv)) {
-        snprintf(j->error, sizeof j->error, "constrained reply: no token of the vocabulary continues it");
+    const int kept = r->reply ? reply_mask_cached(&e->rv, r->cache, r->reply, r->stop_ids, r->n_stop_ids, logits,
+                                                  r->reply_row, nv) : 1;
+    if (kept <= 0) {
+        snprintf(j->error, sizeof j->error, "constrained reply: %s", kept < 0 ? "out of memory"
+                 : "no token of the vocabulary continues it");
         return;
     }
     int id = sampler_sample_seq(&r->sampler, r->reply ? r->reply_row : logits, r->tokens, r->n_prompt,
@@ -682,13 +687,14 @@ struct req_handle *engine_submit(struct engine *e, const struct gen_request *g) 
         r->spec = ok ? reply_spec_copy(g->reply) : NULL;
         r->reply = r->spec ? malloc(sizeof *r->reply) : NULL;
         r->reply_row = r->reply ? malloc(sizeof(float) * (size_t)e->m->cfg.n_vocab) : NULL;
-        if ((ok = r->reply_row != NULL)) reply_state_init(r->reply, r->spec);
+        r->cache = r->reply_row ? calloc(1, sizeof *r->cache) : NULL;
+        if ((ok = r->cache != NULL)) reply_state_init(r->reply, r->spec);
     }
     free(mask);
     if (!ok) {
         if (r->h) { req_handle_unref(r->h); req_handle_unref(r->h); }
         sampler_free(&r->sampler);
-        reply_spec_free(r->spec); free(r->reply); free(r->reply_row);
+        reply_spec_free(r->spec); free(r->reply); free(r->reply_row); free(r->cache);
         free(r->stop_ids); free(r->tokens); free(r->blocks); free(r);
         if (!err_msg()[0]) err_set(OCT_ENOMEM, "out of memory");
         return NULL;

@@ -110,6 +110,60 @@ int reply_mask(const struct reply_vocab *v, const struct reply_state *st, const 
     return kept;
 }
 
+// A state's canonical bytes: every field the mask depends on (not the spec, the request's own), the object
+// bits above the depth cleared so that states equal in meaning are equal in bytes.
+static void state_key(const struct reply_state *s, uint8_t k[REPLY_KEY_BYTES]) {
+    const struct jp *j = &s->json;
+    memset(k, 0, REPLY_KEY_BYTES);
+    uint8_t *p = k;
+    *p++ = s->phase, *p++ = s->part, *p++ = s->whole;
+    memcpy(p, &s->off, 2), p += 2;
+    memcpy(p, &s->cand, 8), p += 8;
+    *p++ = j->st, *p++ = j->sub, *p++ = j->lit, *p++ = j->lo, *p++ = j->hi, *p++ = j->key, *p++ = j->object_only;
+    *p++ = j->low;
+    memcpy(p, &j->ws, 2), p += 2;
+    memcpy(p, &j->code, 2), p += 2;
+    memcpy(p, &j->depth, 2), p += 2;
+    for (int w = 0; w < JP_MAX_DEPTH / 64; w++) {  // (27 bytes so far, then 32 of object bits: 59 of the 72)
+        const int below = j->depth - 64 * w;
+        const uint64_t bits = below <= 0 ? 0 : below >= 64 ? j->obj[w] : j->obj[w] & ((1ull << below) - 1);
+        memcpy(p, &bits, 8), p += 8;
+    }
+}
+
+void reply_cache_free(struct reply_cache *c) {
+    for (int i = 0; i < REPLY_CACHE_SLOTS; i++) free(c->bits[i]);
+    memset(c, 0, sizeof *c);
+}
+
+int reply_mask_cached(const struct reply_vocab *v, struct reply_cache *c, const struct reply_state *st,
+                      const int32_t *stop_ids, int n_stop, const float *logits, float *out, int n) {
+    if (st->phase == REPLY_PHASE_THINK) return reply_mask(v, st, stop_ids, n_stop, logits, out, n);  // (all)
+    uint8_t key[REPLY_KEY_BYTES];
+    state_key(st, key);
+    int s = 0;
+    while (s < c->used && memcmp(c->key[s], key, REPLY_KEY_BYTES)) s++;
+    if (s == c->used) {  // a state not met yet: its mask, kept in a free slot or in place of the oldest
+        c->misses++;
+        s = c->used < REPLY_CACHE_SLOTS ? c->used : c->next++ % REPLY_CACHE_SLOTS;
+        const size_t words = ((size_t)n + 63) / 64;
+        if (!c->bits[s] && !(c->bits[s] = malloc(sizeof(uint64_t) * words))) return -1;
+        if (s == c->used) c->used++;
+        memcpy(c->key[s], key, REPLY_KEY_BYTES);
+        memset(c->bits[s], 0, sizeof(uint64_t) * words);
+        struct step k;
+        step_init(&k, st);
+        c->kept[s] = 0;
+        for (int i = 0; i < n && i < v->n_vocab; i++)
+            if (allowed(v, &k, i, stop_ids, n_stop)) c->bits[s][i / 64] |= 1ull << (i % 64), c->kept[s]++;
+    } else {
+        c->hits++;
+    }
+    const uint64_t *b = c->bits[s];
+    for (int i = 0; i < n; i++) out[i] = b[i / 64] >> (i % 64) & 1 ? logits[i] : -INFINITY;
+    return c->kept[s];
+}
+
 int reply_advance(const struct reply_vocab *v, struct reply_state *st, const int32_t *stop_ids, int n_stop,
                   int32_t id) {
     struct step k;

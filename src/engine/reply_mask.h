@@ -31,6 +31,21 @@ void reply_vocab_free(struct reply_vocab *v);
 // are never kept.)
 int reply_mask(const struct reply_vocab *v, const struct reply_state *st, const int32_t *stop_ids, int n_stop,
                const float *logits /*[n]*/, float *out /*[n]*/, int n);
+// A request's masks of the states it met, each a bit set of the vocabulary: a reply's states repeat (every
+// step inside one string, after each value at one depth), so most steps copy a mask instead of building it.
+#define REPLY_CACHE_SLOTS 8
+#define REPLY_KEY_BYTES 72
+struct reply_cache {
+    uint8_t key[REPLY_CACHE_SLOTS][REPLY_KEY_BYTES];  // a state's canonical bytes (reply_mask.c)
+    uint64_t *bits[REPLY_CACHE_SLOTS];                // [ceil(n / 64)] the tokens kept (malloc'd)
+    int kept[REPLY_CACHE_SLOTS];
+    int used, next;                                   // slots filled; the one replaced next
+    long hits, misses;
+};
+void reply_cache_free(struct reply_cache *c);
+// reply_mask through c (the same out and count; n the same on every call). <0: out of memory.
+int reply_mask_cached(const struct reply_vocab *v, struct reply_cache *c, const struct reply_state *st,
+                      const int32_t *stop_ids, int n_stop, const float *logits /*[n]*/, float *out /*[n]*/, int n);
 // st after token id (an end-of-generation token or stop id: as it was). <0 where the token was not allowed.
 int reply_advance(const struct reply_vocab *v, struct reply_state *st, const int32_t *stop_ids, int n_stop,
                   int32_t id);

@@ -62,6 +62,7 @@ struct request {
     struct reply_spec *spec;    // a constrained reply: its spec (the names copied; NULL: free text)
     struct reply_state *reply;  // its output's state
     float *reply_row;           // [n_vocab] the step's logits masked
+    struct reply_cache *cache;  // the masks of the states it met (reply_mask.h)
     int32_t *blocks;            // [max_blocks] block table
     int n_blocks;
     int n_hashed;               // leading blocks already committed to the prefix cache

@@ -282,11 +282,60 @@ TEST(think_block_first) {
     tokenizer_free(t);
 }
 
+// The cache gives the masks reply_mask gives, bit for bit, along random walks of allowed tokens (JSON objects,
+// calls, a <think> block first), and mostly from its slots.
+TEST(cached_masks_are_the_masks) {
+    struct tokenizer *t;
+    CHECK_OK(tokenizer_from_hf_json(&t, "tests/data/tok_qwen3/tokenizer.json"));
+    struct reply_vocab v;
+    CHECK_OK(reply_vocab_build(&v, t));
+    const int n = v.n_vocab + 3;
+    const int32_t open = tokenizer_token_id(t, "<think>", 7), close = tokenizer_token_id(t, "</think>", 8);
+    const struct reply_spec think = {.kind = REPLY_JSON_OBJECT, .think = true, .think_open = open, .think_close = close};
+    const struct reply_spec *specs[4] = {&JSON_SPEC, &CALLS, &ONE_CALL, &think};
+    float *lg = malloc(sizeof(float) * (size_t)n), *a = malloc(sizeof(float) * (size_t)n);
+    float *b = malloc(sizeof(float) * (size_t)n);
+    unsigned seed = 99;
+    long hits = 0, steps = 0;
+    for (int sp = 0; sp < 4; sp++)
+        for (int walk = 0; walk < 6; walk++) {
+            struct reply_state st;
+            reply_state_init(&st, specs[sp]);
+            struct reply_cache cache = {0};
+            const int32_t stop = 7;
+            for (int step = 0; step < 120; step++) {
+                for (int i = 0; i < n; i++) lg[i] = (float)(json_rnd(&seed) % 1000) / 100.0f;
+                const int ka = reply_mask(&v, &st, &stop, 1, lg, a, n);
+                const int kb = reply_mask_cached(&v, &cache, &st, &stop, 1, lg, b, n);
+                CHECK_MSG(ka == kb && !memcmp(a, b, sizeof(float) * (size_t)n), "spec %d walk %d step %d", sp, walk, step);
+                if (ka == 0 || reply_whole(&st)) break;
+                int pick = -1;  // (an allowed token, a structural one more often than the text would have it)
+                for (int tries = 0; tries < 64 && pick < 0; tries++) {
+                    const int i = (int)(json_rnd(&seed) % (unsigned)v.n_vocab);
+                    if (a[i] != -INFINITY && (v.cls[i] != REPLY_TOK_PLAIN || tries > 8)) pick = i;
+                }
+                for (int i = 0; i < n && pick < 0; i++)
+                    if (a[i] != -INFINITY) pick = i;
+                CHECK_OK(reply_advance(&v, &st, &stop, 1, pick));
+                steps++;
+            }
+            hits += cache.hits;
+            reply_cache_free(&cache);
+        }
+    CHECK_MSG(hits > steps / 3, "%ld hits in %ld steps", hits, steps);
+    free(lg);
+    free(a);
+    free(b);
+    reply_vocab_free(&v);
+    tokenizer_free(t);
+}
+
 int main(void) {
     RUN(grammar_against_jansson);
     RUN(hermes_calls_grammar);
     RUN(mask_against_each_token);
     RUN(think_block_first);
+    RUN(cached_masks_are_the_masks);
     RUN(engine_replies);
     return test_summary("constrained_reply");
 }
