@@ -98,15 +98,10 @@ int oai_detokenize(const struct oai_context *c, const char *body, size_t n, json
     *out = NULL;
     json_t *b = load(body, n, e);
     if (!b || known(b, FIELDS, e) < 0) { json_decref(b); return -1; }
-    json_t *model = oaf_opt(b, "model"), *t = oaf_opt(b, "tokens");
+    json_t *t = oaf_opt(b, "tokens");
     const int nv = tokenizer_n_vocab(c->tok);
     int rc = -1;
-    if (model && (!json_is_string(model) || (strcmp(json_string_value(model), c->served_name) &&
-                                             strcmp(json_string_value(model), c->model_path)))) {
-        oai_error_set(e, 404, "not_found_error", "model", "model_not_found", "The model '%s' does not exist (this "
-                      "server serves '%s')", json_is_string(model) ? json_string_value(model) : "?", c->served_name);
-        goto done;
-    }
+    if (oai_check_model(c, b, e) < 0) goto done;
     if (!json_is_array(t)) { oaf_bad(e, "tokens", "'tokens' must be an array of token ids"); goto done; }
     const size_t k = json_array_size(t);
     int32_t *ids = malloc(sizeof(int32_t) * (k ? k : 1));

@@ -355,7 +355,7 @@ static int parse_sampling(json_t *b, struct oai_request *r, struct oai_error *e)
     return 0;
 }
 
-static int parse_fields(const struct oai_context *c, json_t *b, struct oai_request *r, struct oai_error *e) {
+int oai_check_model(const struct oai_context *c, json_t *b, struct oai_error *e) {
     json_t *model = opt(b, "model");
     if (model && !json_is_string(model)) return bad(e, "model", "'%s' must be a string%s", "");
     if (model && strcmp(json_string_value(model), c->served_name) && strcmp(json_string_value(model), c->model_path)) {
@@ -364,6 +364,11 @@ static int parse_fields(const struct oai_context *c, json_t *b, struct oai_reque
                       json_string_value(model), c->served_name);
         return -1;
     }
+    return 0;
+}
+
+static int parse_fields(const struct oai_context *c, json_t *b, struct oai_request *r, struct oai_error *e) {
+    if (oai_check_model(c, b, e) < 0) return -1;
     long long n = 1;
     if (oaf_int(b, "n", 1, OAI_MAX_N, &n, NULL, e) < 0) return -1;
     r->n = (int)n;

@@ -83,6 +83,9 @@ void oai_error_set(struct oai_error *e, int status, const char *type, const char
 // The error body {"error":{"message","type","param","code"}} (malloc'd JSON text).
 char *oai_error_body(const struct oai_error *e);
 
+// A body's optional "model": the served name or the model's path (404 model_not_found otherwise, 400 when not
+// a string). 0 or -1 with *e set.
+int oai_check_model(const struct oai_context *c, json_t *body, struct oai_error *e);
 // Parses and validates a request body. Returns 0, or <0 with *e filled (r is then freed).
 int oai_parse(const struct oai_context *c, enum oai_kind kind, const char *body, size_t n,
               struct oai_request *r, struct oai_error *e);

@@ -120,6 +120,8 @@ post /detokenize "{\"tokens\":$toks}"
 [ "$CODE" = 200 ] && py 'd["prompt"].endswith("Once upon a time")' && ok || bad "/detokenize: $CODE $(head -c 300 "$tmp/body")"
 expect add_special_tokens unsupported_parameter /tokenize '{"prompt":"x","add_special_tokens":false}'
 expect "" unrecognized_parameter /tokenize '{"prompt":"x","max_tokens":3}'
+post /detokenize '{"model":"nope","tokens":[1]}'
+[ "$CODE" = 404 ] && py 'd["error"]["code"] == "model_not_found"' && ok || bad "/detokenize model: $CODE $(head -c 300 "$tmp/body")"
 post /detokenize '{"tokens":[1,100000]}'
 [ "$CODE" = 400 ] && py 'd["error"]["param"] == "tokens"' && ok || bad "/detokenize id: $CODE $(head -c 300 "$tmp/body")"
 
