@@ -124,7 +124,9 @@ struct ffn_in_args {
     float eps;
     bool keep_gate;
     const struct weight *w_down;  // the product that reads act next (NULL: not said), so that a backend
-                                  // may quantize act for it as it writes act (the CUDA FP8 prefill)
+                                  // may quantize act for it as it computes act (the CUDA FP8 prefill),
+                                  // and then leave act unwritten: only proj_add of act by w_down may
+                                  // follow, before the next sublayer op
 };
 
 // ffn_in's optional operands (backend_ffn_in_ext): biases after the gate and up projections (NULL =

@@ -172,9 +172,10 @@ static void fp8w_sublayer_case(enum wscale ws, bool gate_e5m2, int n) {
 // The FP8 prefill FFN on cuBLASLt (n > 8): ffn_in told its down projection (the norm writes xn's codes for
 // gate and up, the SwiGLU epilogue act's for the down weight), then proj_add of act by the down weight,
 // against the GPU's composition (k_rmsnorm, each product quantizing its input in k_fp8w_quant, silu_mul,
-// the add) bit for bit: the producing kernels quantize exactly what they write. Against the CPU by NMSE
-// (as fp8w_sublayer_case). Gate and up in different schemes (e5m2 gate) take two code slots; a down weight
-// of another scale scheme its own codes.
+// the add) bit for bit: the producing kernels quantize exactly what the composition's kernels write. Against
+// the CPU by NMSE (as fp8w_sublayer_case). Gate and up in different schemes (e5m2 gate) take two code slots;
+// a down weight of another scale scheme its own codes. Only x is compared: told its reader, ffn_in may hand
+// act to it as codes and leave act itself unwritten (ffn_in_args; fp8w_sublayer_case compares act).
 static void fp8w_ffn_chain_case(enum wscale ws, bool gate_e5m2, enum wscale down_ws, int n) {
     const int dim = 1024, ffn = 2816;
     struct fp8w_case shapes[3] = {{ffn, dim, ws, gate_e5m2, 0}, {ffn, dim, ws, false, 0}, {dim, ffn, down_ws, false, 0}};
@@ -184,7 +185,7 @@ static void fp8w_ffn_chain_case(enum wscale ws, bool gate_e5m2, enum wscale down
     struct backend *bs[2] = {cpu, gpu};
     for (int i = 0; i < 2; i++)
         for (int k = 0; k < 4; k++) { w[i][k] = w0[k]; w[i][k].dev = NULL; CHECK_OK(bs[i]->ops->weight_upload(bs[i], &w[i][k])); }
-    float *x = rand_vec((size_t)n * dim, 2.0f), *out_x[3], *out_act[3];
+    float *x = rand_vec((size_t)n * dim, 2.0f), *out_x[3];
     for (int run = 0; run < 3; run++) {  // cpu, gpu ops, gpu composition
         struct backend *b = run ? gpu : cpu;
         struct weight *wb = w[run ? 1 : 0];
@@ -199,26 +200,21 @@ static void fp8w_ffn_chain_case(enum wscale ws, bool gate_e5m2, enum wscale down
             b->ops->ffn_in(b, &fi, n);
             b->ops->proj_add(b, dx, sc, act, &wb[2], n);
         }
-        out_act[run] = to_host(b, act, (size_t)n * ffn);
         out_x[run] = to_host(b, dx, (size_t)n * dim);
         CHECK_OK(b->ops->sync(b));
         void *bufs[] = {dx, xn, g, act, sc};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) b->ops->free(b, bufs[i]);
     }
     char name[200];
-    snprintf(name, sizeof name, "fp8 %s ffn_in%s + down (%s) proj_add, n=%d: act vs cpu", wscale_name(ws),
-             gate_e5m2 ? " (gate e5m2)" : "", wscale_name(down_ws), n);
-    record(name, nmse(out_act[1], out_act[0], (size_t)n * ffn), 2e-3, NULL);
     snprintf(name, sizeof name, "fp8 %s ffn_in%s + down (%s) proj_add, n=%d: x vs cpu", wscale_name(ws),
              gate_e5m2 ? " (gate e5m2)" : "", wscale_name(down_ws), n);
     record(name, nmse(out_x[1], out_x[0], (size_t)n * dim), 2e-3, NULL);
     double d = 0;
-    for (size_t i = 0; i < (size_t)n * ffn; i++) d = fmax(d, fabs((double)out_act[1][i] - out_act[2][i]));
     for (size_t i = 0; i < (size_t)n * dim; i++) d = fmax(d, fabs((double)out_x[1][i] - out_x[2][i]));
     snprintf(name, sizeof name, "fp8 %s ffn_in%s + down (%s) = the gpu composition's, n=%d, max |diff|",
              wscale_name(ws), gate_e5m2 ? " (gate e5m2)" : "", wscale_name(down_ws), n);
     record(name, d, 0, NULL);
-    for (int run = 0; run < 3; run++) { free(out_act[run]); free(out_x[run]); }
+    for (int run = 0; run < 3; run++) free(out_x[run]);
     for (int i = 0; i < 2; i++) for (int k = 0; k < 4; k++) bs[i]->ops->weight_release(bs[i], &w[i][k]);
     for (int k = 0; k < 3; k++) free_fp8_weight(&w0[k]);
     free((void *)w0[3].data);

@@ -1,13 +1,13 @@
 // cuda_fp8w_act.cuh — the kernels that produce an activation and quantize it for the FP8 products
-// that read it, in the same launch (included by cuda_gemm.cu): k_rmsnorm_fp8 (the sublayer's norm:
-// xn in bf16, and its codes and per-token scales for up to two activation schemes, as Q|K|V or
-// gate|up need) and k_act_mul_fp8 (the SwiGLU / GeGLU epilogue: act in bf16 and its codes for the
-// down projection). Each writes its bf16 row first, keeping the absmax of the values it stored, then
-// writes their codes with k_fp8w_quant's arithmetic — the norm from the values still in its registers,
-// the SwiGLU epilogue by re-reading its row (a 14,336-column row kept in registers measured slower,
-// 113 against 97 µs a launch: bench/fp8_weights/RESULTS.md) — so the codes and scales are bit for bit
-// those of k_rmsnorm or the act_mul op followed by k_fp8w_quant: the fused path changes no result, only
-// removes the separate passes over the row.
+// that read it, in the same launch (included by cuda_gemm.cu): k_rmsnorm_fp8 (the sublayer's norm: the
+// codes and per-token scales of xn for up to two activation schemes, as Q|K|V or gate|up need) and
+// k_act_mul_fp8 (the SwiGLU / GeGLU epilogue: act's codes for the down projection). Each computes its
+// bf16 row as k_rmsnorm or the act_mul op does, keeping the absmax of those values, then writes their
+// codes with k_fp8w_quant's arithmetic — the norm from the values still in its registers, the SwiGLU
+// epilogue from the row kept in shared memory — so the codes and scales are bit for bit those of k_rmsnorm
+// or the act_mul op followed by k_fp8w_quant: the fused path changes no result, only removes the separate
+// passes over the row. Neither stores its bf16 row where the codes are all its readers take (measured
+// beside the forms that did: bench/fp8_weights/RESULTS.md, "Prefill: the activation codes' kernels").
 // One CTA a row.
 #pragma once
 
@@ -22,6 +22,9 @@ struct fp8w_dst {
     fp8w_act a;
     int kp, rep;
 };
+// A kernel parameter: its loops over d are unrolled to the constant bound 2 (j < count tested inside), so
+// that every index is a constant. An index known only at run time makes each thread copy the whole struct
+// to its stack first (88 bytes a thread), a local-memory store stream that doubled these kernels' time.
 struct fp8w_dsts {
     fp8w_dst d[2];
     int count;  // 1 or 2
@@ -31,7 +34,9 @@ struct fp8w_dsts {
 // amax its absmax (unused by a static scale).
 __device__ __forceinline__ void fp8w_quant_row(const bf16 *row, int cols, int r, int n, const fp8w_dsts &q,
                                                float amax) {
-    for (int j = 0; j < q.count; j++) {
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        if (j >= q.count) break;
         const fp8w_dst &d = q.d[j];
         const float s = fp8w_row_scale(d.a.fixed > 0 ? 0.0f : amax, d.a);
         fp8w_row_encode(d.xq + (size_t)r * d.kp, row, cols, d.kp, 1.0f / s, d.a.e5m2);
@@ -46,7 +51,9 @@ __device__ __forceinline__ void fp8w_quant_row(const bf16 *row, int cols, int r,
 template <int NK>
 __device__ __forceinline__ void fp8w_quant_kept(const uint4 (&kept)[NK], const int (&idx)[NK], int runs, int cols,
                                                 int r, int n, const fp8w_dsts &q, float amax) {
-    for (int j = 0; j < q.count; j++) {
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        if (j >= q.count) break;
         const fp8w_dst &d = q.d[j];
         const float s = fp8w_row_scale(d.a.fixed > 0 ? 0.0f : amax, d.a), inv = 1.0f / s;
         uint8_t *xq = d.xq + (size_t)r * d.kp;
@@ -61,13 +68,16 @@ __device__ __forceinline__ void fp8w_quant_kept(const uint4 (&kept)[NK], const i
 // Whether row r's codes in every destination start 8-byte aligned (the 8-code stores of fp8w_quant_kept).
 __device__ __forceinline__ bool fp8w_kept_ok(const fp8w_dsts &q, int r) {
     bool ok = true;
-    for (int j = 0; j < q.count; j++) ok &= ((uintptr_t)(q.d[j].xq + (size_t)r * q.d[j].kp) & 7) == 0;
+#pragma unroll
+    for (int j = 0; j < 2; j++) ok &= j >= q.count || ((uintptr_t)(q.d[j].xq + (size_t)r * q.d[j].kp) & 7) == 0;
     return ok;
 }
 
-// out = rmsnorm(x) ⊙ w (k_rmsnorm's arithmetic and launch shape), then its codes into q: the absmax from the
-// values each thread stored, the codes from the same values still in its registers (the 16-byte path;
-// otherwise from the row re-read) — bit for bit what a reading pass computes from the row.
+// rmsnorm(x) ⊙ w (k_rmsnorm's arithmetic and launch shape), then its codes into q: the absmax from the
+// values each thread computed, the codes from the same values still in its registers (the 16-byte path;
+// otherwise from the row stored to out and re-read) — bit for bit what a reading pass computes from
+// k_rmsnorm's row. The 16-byte path does not store out: the FP8 products read the codes only (out is
+// the sublayer ops' xn, scratch that an op may leave unwritten).
 static __global__ void __launch_bounds__(1024) k_rmsnorm_fp8(bf16 *out, const bf16 *x, const bf16 *w, int dim,
                                                               float eps, int n, fp8w_dsts q) {
     const int r = blockIdx.x;
@@ -75,7 +85,7 @@ static __global__ void __launch_bounds__(1024) k_rmsnorm_fp8(bf16 *out, const bf
     __shared__ float red[32];
     float m = 0;
     uint4 kept[RMS_VEC];
-    const bool vec = rms_row(o, x + (size_t)r * dim, w, dim, eps, red, &m, kept);
+    const bool vec = rms_row(o, x + (size_t)r * dim, w, dim, eps, red, &m, kept, !fp8w_kept_ok(q, r));
     const float amax = fp8w_cta_max(m, red);
     if (vec && fp8w_kept_ok(q, r)) {
         int idx[RMS_VEC];
@@ -87,13 +97,17 @@ static __global__ void __launch_bounds__(1024) k_rmsnorm_fp8(bf16 *out, const bf
     }
 }
 
-// out = act(g) ⊙ u (the act_mul op's arithmetic) for a row of cols, 8 elements a thread in 16-byte accesses
-// where the row allows, then its codes into q, the absmax taken from the values stored. out may be u
-// itself (each thread rewrites only what it read).
+// act = act(g) ⊙ u (the act_mul op's arithmetic) for a row of cols, 8 elements a thread in 16-byte accesses
+// where the row allows, then its codes into q, the absmax taken from the values computed. With out, act is
+// stored there (out may be u itself: each thread rewrites only what it read) and re-read for the codes.
+// With out NULL (cols % 8 == 0, g and u 16-byte aligned, cols · 2 bytes of dynamic shared memory) the row
+// stays in shared memory and act is never written: the down projection reads its codes only, and the
+// bf16 row's trip through memory (written, read back, evicted) was half of the launch's bytes.
 template <int ACT>
 static __global__ void k_act_mul_fp8(bf16 *out, const bf16 *g, const bf16 *u, int cols, int n, fp8w_dsts q) {
+    extern __shared__ __align__(16) uint4 act_row[];  // [cols / 8] (out NULL)
     const size_t base = (size_t)blockIdx.x * cols;
-    bf16 *o = out + base;
+    bf16 *o = out ? out + base : (bf16 *)act_row;
     const bf16 *gr = g + base, *ur = u + base;
     float m = 0;
     if (cols % 8 == 0 && !(((uintptr_t)o | (uintptr_t)gr | (uintptr_t)ur) & 15)) {

@@ -620,8 +620,20 @@ static bool fp8w_ffn_lt(struct cuda_backend *c, const struct ffn_in_args *a, int
     fp8w_dsts q = {};
     q.d[0] = {c->d_xq, c->d_sx, ad, (int)kpd, repd};
     q.count = 1;
-    k_act_mul_fp8<FFN_ACT_SILU><<<n, 256, 0, c->stream>>>((bf16 *)a->act, (const bf16 *)a->gate,
-                                                            (const bf16 *)a->act, (int)F, n, q);
+    // act's row in shared memory, act itself unwritten (only the down projection reads it, from its codes),
+    // where the row fits; else act written and re-read
+    const size_t row = (size_t)F * sizeof(bf16);
+    const bool on_chip = F % 8 == 0 && !(((uintptr_t)a->gate | (uintptr_t)a->act) & 15) && row <= c->smem_optin;
+    static size_t opted = 48 * 1024;
+    if (on_chip && row > opted) {
+        if (cuda_fail(c, cudaFuncSetAttribute(k_act_mul_fp8<FFN_ACT_SILU>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                              (int)row),
+                      "silu_mul + fp8 codes shared memory"))
+            return true;
+        opted = row;
+    }
+    k_act_mul_fp8<FFN_ACT_SILU><<<n, 256, on_chip ? row : 0, c->stream>>>(
+        on_chip ? nullptr : (bf16 *)a->act, (const bf16 *)a->gate, (const bf16 *)a->act, (int)F, n, q);
     CUDA_LAUNCHED(c, "silu_mul + fp8 activation codes");
     c->fp8_codes = {a->act, wd, n};
     return true;

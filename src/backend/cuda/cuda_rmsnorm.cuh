@@ -53,8 +53,8 @@ __device__ __forceinline__ float rms_reduce(float ss, int T, float *red) {
     return total;
 }
 
-// o = x · r ⊙ w for this thread's runs (threads >= T store nothing); amax (if given) takes the largest
-// |value| stored, kept (if given) the runs stored.
+// o = x · r ⊙ w for this thread's runs (threads >= T store nothing; o NULL: the values are only kept);
+// amax (if given) takes the largest |value| computed, kept (if given) the runs computed.
 __device__ __forceinline__ void rms_store(bf16 *o, const uint4 (&xv)[RMS_VEC], const uint4 (&wv)[RMS_VEC], float r,
                                           int runs, int T, float *amax = nullptr, uint4 *kept = nullptr) {
     if ((int)threadIdx.x >= T) return;
@@ -74,7 +74,7 @@ __device__ __forceinline__ void rms_store(bf16 *o, const uint4 (&xv)[RMS_VEC], c
                 *amax = fmaxf(*amax, fmaxf(fabsf(st.x), fabsf(st.y)));
             }
         }
-        ((uint4 *)o)[i] = ov;
+        if (o) ((uint4 *)o)[i] = ov;
         if (kept) kept[u] = ov;
     }
 }
@@ -83,10 +83,11 @@ __device__ __forceinline__ void rms_store(bf16 *o, const uint4 (&xv)[RMS_VEC], c
 // of 16-byte runs (dim % 8 == 0, aligned, dim <= 16 · blockDim.x) keep each thread's runs of x and of w
 // in registers, so a row costs one memory latency, not one per loop trip; other shapes take the strided
 // loop. red: 32 shared floats, free again when it returns. amax (if given) takes the largest |value| this
-// thread stored; kept (if given, RMS_VEC runs) the runs it stored, thread t's runs t and t + T, when the
-// row took the 16-byte path (the return value).
+// thread computed; kept (if given, RMS_VEC runs) the runs it computed, thread t's runs t and t + T, when
+// the row took the 16-byte path (the return value). That path stores o only where store is set (an FP8
+// product's codes need the values, not xn: k_rmsnorm_fp8); the strided loop always stores it.
 __device__ __forceinline__ bool rms_row(bf16 *o, const bf16 *xr, const bf16 *w, int dim, float eps, float *red,
-                                        float *amax = nullptr, uint4 *kept = nullptr) {
+                                        float *amax = nullptr, uint4 *kept = nullptr, bool store = true) {
     const int runs = dim / 8, T = blockDim.x;
     const bool vec = (dim & 7) == 0 && runs <= RMS_VEC * T && !(((uintptr_t)xr | (uintptr_t)o | (uintptr_t)w) & 15);
     float ss = 0;
@@ -95,7 +96,7 @@ __device__ __forceinline__ bool rms_row(bf16 *o, const bf16 *xr, const bf16 *w, 
     else
         for (int i = threadIdx.x; i < dim; i += blockDim.x) { float v = __bfloat162float(xr[i]); ss += v * v; }
     const float r = rsqrtf(rms_reduce(ss, T, red) / dim + eps);
-    if (vec) rms_store(o, xv, wv, r, runs, T, amax, kept);
+    if (vec) rms_store(store ? o : nullptr, xv, wv, r, runs, T, amax, kept);
     else
         for (int i = threadIdx.x; i < dim; i += blockDim.x) {
             o[i] = __float2bfloat16_rn(__bfloat162float(xr[i]) * r * __bfloat162float(w[i]));
