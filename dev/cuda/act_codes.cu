@@ -40,18 +40,6 @@ typedef __nv_bfloat16 bf16;
 #define COPIES 2
 
 // ---------------------------------------------------------------- the forms under test
-template <int ACT> __device__ __forceinline__ uint4 act8(const uint4 &gv, const uint4 &uv, float &m) {
-    uint4 ov;
-    const bf16 *ge = (const bf16 *)&gv, *ue = (const bf16 *)&uv;
-    bf16 *oe = (bf16 *)&ov;
-#pragma unroll
-    for (int e = 0; e < 8; e++) {
-        oe[e] = __float2bfloat16_rn(ffn_act<ACT>(__bfloat162float(ge[e])) * __bfloat162float(ue[e]));
-        m = fmaxf(m, fabsf(__bfloat162float(oe[e])));
-    }
-    return ov;
-}
-
 // the row in registers: thread t's runs t + k·blockDim.x for k < NK (cols / 8 <= NK · blockDim.x)
 template <int ACT, int NK> __global__ void k_act_fp8_regs(const bf16 *g, const bf16 *u, int cols, int n, fp8w_dsts q) {
     const size_t base = (size_t)blockIdx.x * cols;
@@ -67,7 +55,7 @@ template <int ACT, int NK> __global__ void k_act_fp8_regs(const bf16 *g, const b
     float m = 0;
 #pragma unroll
     for (int k = 0; k < NK; k++)
-        if (idx[k] < runs) kept[k] = act8<ACT>(gv[k], uv[k], m);
+        if (idx[k] < runs) kept[k] = act_mul8<ACT>(gv[k], uv[k], m);
     __shared__ float red[32];
     fp8w_quant_kept<NK>(kept, idx, runs, cols, blockIdx.x, n, q, fp8w_cta_max(m, red));
 }
@@ -124,22 +112,25 @@ __global__ void __launch_bounds__(256) k_rmsnorm_fp8_warp(const bf16 *x, const b
     for (int k = 0; k < VW; k++) v = lane == k ? ws[k] : v;
     for (int s = 16; s > 0; s >>= 1) v += __shfl_xor_sync(0xffffffff, v, s);
     const float rr = rsqrtf(v / dim + eps);
-    // the values (recomputed for the codes: the weight row is in L1 by then)
-    float m = 0;
+    // the values, once for the absmax and again for the codes (the weight row is in L1 by then): f(i, run)
+    auto each_run = [&](auto f) {
 #pragma unroll
-    for (int k = 0; k < VW; k++)
+        for (int k = 0; k < VW; k++)
 #pragma unroll
-        for (int u = 0; u < RMS_VEC; u++) {
-            const int i = lane + 32 * k + u * T;
-            if (i >= runs) continue;
-            const uint4 ov = rms_run(xv[k][u], wr[i], rr);
-            const __nv_bfloat162 *op = (const __nv_bfloat162 *)&ov;
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const float2 st = __bfloat1622float2(op[e]);
-                m = fmaxf(m, fmaxf(fabsf(st.x), fabsf(st.y)));
+            for (int u = 0; u < RMS_VEC; u++) {
+                const int i = lane + 32 * k + u * T;
+                if (i < runs) f(i, rms_run(xv[k][u], wr[i], rr));
             }
+    };
+    float m = 0;
+    each_run([&](int, const uint4 &ov) {
+        const __nv_bfloat162 *op = (const __nv_bfloat162 *)&ov;
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const float2 st = __bfloat1622float2(op[e]);
+            m = fmaxf(m, fmaxf(fabsf(st.x), fabsf(st.y)));
         }
+    });
     for (int s = 16; s > 0; s >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffff, m, s));
 #pragma unroll
     for (int j = 0; j < 2; j++) {
@@ -147,14 +138,7 @@ __global__ void __launch_bounds__(256) k_rmsnorm_fp8_warp(const bf16 *x, const b
         const fp8w_dst &d = q.d[j];
         const float sc = fp8w_row_scale(d.a.fixed > 0 ? 0.0f : m, d.a), inv = 1.0f / sc;
         uint8_t *xq = d.xq + (size_t)r * d.kp;
-#pragma unroll
-        for (int k = 0; k < VW; k++)
-#pragma unroll
-            for (int u = 0; u < RMS_VEC; u++) {
-                const int i = lane + 32 * k + u * T;
-                if (i >= runs) continue;
-                *(uint2 *)(xq + 8 * i) = fp8w_encode8(rms_run(xv[k][u], wr[i], rr), inv, d.a.e5m2);
-            }
+        each_run([&](int i, const uint4 &ov) { *(uint2 *)(xq + 8 * i) = fp8w_encode8(ov, inv, d.a.e5m2); });
         for (int i = dim + lane; i < d.kp; i += 32) xq[i] = 0;
         if (lane == 0)
             for (int k = 0; k < d.rep; k++) d.sx[(size_t)k * n + r] = sc;

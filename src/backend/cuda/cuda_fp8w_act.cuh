@@ -24,7 +24,8 @@ struct fp8w_dst {
 };
 // A kernel parameter: its loops over d are unrolled to the constant bound 2 (j < count tested inside), so
 // that every index is a constant. An index known only at run time makes each thread copy the whole struct
-// to its stack first (88 bytes a thread), a local-memory store stream that doubled these kernels' time.
+// to its stack first (88 bytes a thread): a local-memory store stream larger than the norm's own traffic
+// (bench/fp8_weights/RESULTS.md, "Prefill: the activation codes' kernels").
 struct fp8w_dsts {
     fp8w_dst d[2];
     int count;  // 1 or 2
@@ -97,6 +98,19 @@ static __global__ void __launch_bounds__(1024) k_rmsnorm_fp8(bf16 *out, const bf
     }
 }
 
+// One 16-byte run of act(g) ⊙ u (8 bf16 values, the act_mul op's rounding); m takes their largest |value|.
+template <int ACT> __device__ __forceinline__ uint4 act_mul8(const uint4 &gv, const uint4 &uv, float &m) {
+    uint4 ov;
+    const bf16 *ge = (const bf16 *)&gv, *ue = (const bf16 *)&uv;
+    bf16 *oe = (bf16 *)&ov;
+#pragma unroll
+    for (int e = 0; e < 8; e++) {
+        oe[e] = __float2bfloat16_rn(ffn_act<ACT>(__bfloat162float(ge[e])) * __bfloat162float(ue[e]));
+        m = fmaxf(m, fabsf(__bfloat162float(oe[e])));
+    }
+    return ov;
+}
+
 // act = act(g) ⊙ u (the act_mul op's arithmetic) for a row of cols, 8 elements a thread in 16-byte accesses
 // where the row allows, then its codes into q, the absmax taken from the values computed. With out, act is
 // stored there (out may be u itself: each thread rewrites only what it read) and re-read for the codes.
@@ -113,15 +127,7 @@ static __global__ void k_act_mul_fp8(bf16 *out, const bf16 *g, const bf16 *u, in
     if (cols % 8 == 0 && !(((uintptr_t)o | (uintptr_t)gr | (uintptr_t)ur) & 15)) {
         for (int i = threadIdx.x; i < cols / 8; i += blockDim.x) {
             const uint4 gv = ((const uint4 *)gr)[i], uv = ((const uint4 *)ur)[i];
-            uint4 ov;
-            const bf16 *ge = (const bf16 *)&gv, *ue = (const bf16 *)&uv;
-            bf16 *oe = (bf16 *)&ov;
-#pragma unroll
-            for (int e = 0; e < 8; e++) {
-                oe[e] = __float2bfloat16_rn(ffn_act<ACT>(__bfloat162float(ge[e])) * __bfloat162float(ue[e]));
-                m = fmaxf(m, fabsf(__bfloat162float(oe[e])));
-            }
-            ((uint4 *)o)[i] = ov;
+            ((uint4 *)o)[i] = act_mul8<ACT>(gv, uv, m);
         }
     } else {
         for (int i = threadIdx.x; i < cols; i += blockDim.x) {
