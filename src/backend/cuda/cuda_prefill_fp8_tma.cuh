@@ -514,7 +514,9 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
         mbar_arrive(&kempty[st]);
         float alpha[2];
         if constexpr (TS) tok_take(sacc, tsl[st], &sfull[st], (uint32_t)(i / KS) & 1, c);
-        fp8pf::softmax_s<BN, true, CAP, TS>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha, cap2, tsl[st].ws);
+        constexpr uint32_t fma_ex2 = HD == 64 && !TS ? fp8pf::EX2_FMA_D64 : 0u;
+        fp8pf::softmax_s<BN, true, CAP, TS, fma_ex2>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha, cap2,
+                                                     tsl[st].ws);
         if constexpr (TS) tok_done(tsl[st], &sempty[st], alpha, rcur);
         if constexpr (!FIRST) {  // P·V(i − 1) done: T folded, its P registers free for P(i)
             wgmma_wait<0>();
