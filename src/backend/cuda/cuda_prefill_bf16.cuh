@@ -14,7 +14,10 @@
 //   warpgroups 1, 2, the consumers (240 registers), 64 query rows each: per KV tile i,
 //     S(i) = Q·K(i)ᵀ  (wgmma SS, Q and K K-major) issued with O += P(i−1)·V(i−1) (wgmma RS, P in
 //     registers, V read MN-major from its rows: 16-bit types need no Vᵀ), the softmax of S(i) under
-//     the P·V, then O·α(i) and P(i) packed into the registers the next P·V reads. The two
+//     the P·V, then O·α(i) and P(i) packed into the registers the next P·V reads. A warp's running
+//     maxima stay put until one would grow by more than 2^7 (P, 16-bit, then reaches 2^15), so
+//     after a row's first tiles α is 1 and the rescale of O is skipped (+5-10 %,
+//     bench/prefill_attention/RESULTS.md#lazy-maxima-in-the-16-bit-kernel). The two
 //     warpgroups take turns issuing (a named-barrier ping-pong), so one's softmax runs under the
 //     other's tensor-core work. O is the wgmma accumulator itself (16-bit products accumulate in
 //     FP32 in the tensor core, unlike e4m3's).
@@ -23,9 +26,10 @@
 // 16-byte unit u of row r at (u ^ r % 8)·16 — TMA's 128-byte swizzle, which wgmma's descriptors
 // name with layout 1 (8-row atoms of 1024 bytes).
 // Tiles sit at absolute key positions (BN keys a tile: 128, or 64 at head_dim 256), as the FP8
-// kernels' do. A tile's rows past the context's last key hold numbers from an earlier tile, zeros,
-// or (in the last block loaded) unwritten cache bytes: K's are masked to −inf before the softmax,
-// and V's are zeroed by the consumers before the last P·V, so NaN bytes never reach a product.
+// kernels' do. A tile's rows past the context's last key hold whatever shared memory held (an
+// earlier tile's or CTA's bytes) or, in the last block loaded, unwritten cache bytes: K's are masked
+// to −inf before the softmax, and V's are zeroed by the consumers before the last P·V, so NaN bytes
+// never reach the output.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap and cuTensorMapEncodeTiled's enums (types only; the function comes from cudart)
@@ -241,10 +245,7 @@ __global__ void __launch_bounds__(384, 1)
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-    // the rings zeroed: rows a tile does not load hold finite numbers
-    for (int i = threadIdx.x; i < 2 * KS * L::TILE_BYTES / 16; i += 384)
-        ((uint4 *)Ks)[i] = make_uint4(0u, 0u, 0u, 0u);
-    fence_proxy_async();
+    // (the rings are not cleared: see the head of the file for the rows a tile does not load)
     __syncthreads();
 
     if (threadIdx.x < 128) {  // ---- producer
@@ -420,14 +421,19 @@ __global__ void __launch_bounds__(384, 1)
         fp8pf::fence_acc<BN>(sacc);
         mbar_arrive(&kempty[st]);
         float alpha[2];
-        fp8pf::softmax_s<BN, true, CAP>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha, cap2);
+        // (lazy maxima: P is 16-bit, so a warp's rows keep their max until it would grow by more than
+        // fp8pf::LAZY_MAX, and o is rescaled only on the tiles where it moved)
+        const bool moved = fp8pf::softmax_s<BN, true, CAP, false, 0u, true>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l,
+                                                                           alpha, cap2);
         if constexpr (!FIRST) {  // P·V(i − 1) done: its V stage free, its P registers free for P(i)
             wgmma_wait<0>();
             fp8pf::fence_acc<HD>(o);
             mbar_arrive(&vempty[(i - 1) % KS]);
         }
+        if (moved) {
 #pragma unroll
-        for (int j = 0; j < HD / 2; j++) o[j] *= alpha[(j >> 1) & 1];
+            for (int j = 0; j < HD / 2; j++) o[j] *= alpha[(j >> 1) & 1];
+        }
         // P (= 256·softmax weights, as fp8pf's softmax scales them) as the A fragments of the k-steps:
         // k-step kk's keys 16kk + 2c (+1) and 16kk + 8 + 2c (+1), rows rr and rr + 8
 #pragma unroll

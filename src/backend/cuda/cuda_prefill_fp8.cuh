@@ -163,8 +163,12 @@ template <int HD, fp8_accum_mode ACC> struct acc_state {
 // fp8tma::tok_store) — l sums the P before that factor, so the denominator stays Σ P; the sum runs
 // as two chains a row (even and odd keys), half as long.
 // FMA_EX2: the 8-key groups j (bit j) whose exponentials run as ex2_fma, the rest on the MUFU.
-template <int BN, bool LSUM = true, bool CAP = false, bool TS = false, uint32_t FMA_EX2 = 0u>
-__device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float (&row_sc)[2], const int (&row_lo)[2],
+// LAZY (16-bit P only): a warp keeps its rows' running maxima until one of them would grow by more
+// than LAZY_MAX; P then reaches 2^(8 + LAZY_MAX), which bf16 and f16 hold, and the tile's α is 1, so
+// the caller skips the rescale of o. Returns whether the maxima moved (uniform over the warp).
+constexpr float LAZY_MAX = 7.0f;
+template <int BN, bool LSUM = true, bool CAP = false, bool TS = false, uint32_t FMA_EX2 = 0u, bool LAZY = false>
+__device__ __forceinline__ bool softmax_s(float *sacc, int t, int c, const float (&row_sc)[2], const int (&row_lo)[2],
                                           const int (&row_pos)[2], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                           float cap2 = 0.0f, const float *ws = nullptr /* [BN] */) {
     constexpr int NJ = BN / 8;
@@ -228,9 +232,12 @@ __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float
 #pragma unroll
     for (int h = 0; h < 2; h++) mx[h][0] = fmaxf(mx[h][0], __shfl_xor_sync(0xffffffff, mx[h][0], 2));
     float off[2], sum[2] = {0.0f, 0.0f}, sum_odd[2] = {0.0f, 0.0f};
+    bool moved = true;
+    if constexpr (LAZY)  // (a row's m of −inf moves at its first finite score)
+        moved = __any_sync(0xffffffffu, mx[0][0] * rsc[0] > m[0] + LAZY_MAX || mx[1][0] * rsc[1] > m[1] + LAZY_MAX);
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        const float mn = fmaxf(m[h], mx[h][0] * rsc[h]);
+        const float mn = moved ? fmaxf(m[h], mx[h][0] * rsc[h]) : m[h];
         alpha[h] = mn == -INFINITY ? 1.0f : ex2(m[h] - mn);
         off[h] = mn == -INFINITY ? 0.0f : 8.0f - mn;  // (all masked so far: every x is −inf → P = 0)
         m[h] = mn;
@@ -254,6 +261,7 @@ __device__ __forceinline__ void softmax_s(float *sacc, int t, int c, const float
 #pragma unroll
         for (int h = 0; h < 2; h++) l[h] = l[h] * alpha[h] + sum[h];
     }
+    return moved;
 }
 // Per-token-head scales: the thread's scores (S = Q·Kᵀ, before softmax_s) times their keys' K scales
 // ks[key] (keys 8j + 2c, + 1: one 8-byte load a pair)
