@@ -14,9 +14,9 @@
 //   warpgroups 1, 2, the consumers (240 registers), 64 query rows each: per KV tile i,
 //     S(i) = Q·K(i)ᵀ  (wgmma SS, Q and K K-major) issued with O += P(i−1)·V(i−1) (wgmma RS, P in
 //     registers, V read MN-major from its rows: 16-bit types need no Vᵀ), the softmax of S(i) under
-//     the P·V, then O·α(i) and P(i) packed into the registers the next P·V reads. A warp's running
-//     maxima stay put until one would grow by more than 2^7 (P, 16-bit, then reaches 2^15), so
-//     after a row's first tiles α is 1 and the rescale of O is skipped (+5-10 %,
+//     the P·V, then O·α(i) and P(i) packed into the registers the next P·V reads. Over 16-bit
+//     caches a warp's running maxima stay put until one would grow by more than 2^7 (P, 16-bit, then
+//     reaches 2^15), so after a row's first tiles α is 1 and the rescale of O is skipped (+5-10 %,
 //     bench/prefill_attention/RESULTS.md#lazy-maxima-in-the-16-bit-kernel). The two
 //     warpgroups take turns issuing (a named-barrier ping-pong), so one's softmax runs under the
 //     other's tensor-core work. O is the wgmma accumulator itself (16-bit products accumulate in
@@ -27,9 +27,9 @@
 // name with layout 1 (8-row atoms of 1024 bytes).
 // Tiles sit at absolute key positions (BN keys a tile: 128, or 64 at head_dim 256), as the FP8
 // kernels' do. A tile's rows past the context's last key hold whatever shared memory held (an
-// earlier tile's or CTA's bytes) or, in the last block loaded, unwritten cache bytes: K's are masked
-// to −inf before the softmax, and V's are zeroed by the consumers before the last P·V, so NaN bytes
-// never reach the output.
+// earlier tile's or CTA's bytes, or zeros in the 8-bit forms) or, in the last block loaded, unwritten
+// cache bytes: K's are masked to −inf before the softmax, and V's are zeroed by the consumers before
+// the last P·V, so NaN bytes never reach the output.
 #pragma once
 
 #include <cuda.h>  // CUtensorMap and cuTensorMapEncodeTiled's enums (types only; the function comes from cudart)
@@ -245,7 +245,15 @@ __global__ void __launch_bounds__(384, 1)
         }
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
-    // (the rings are not cleared: see the head of the file for the rows a tile does not load)
+    // Over 16-bit caches the rings are not cleared (see the head of the file for the rows a tile does not
+    // load). The 8-bit forms (CVT) clear them and rescale O every tile, as the kernel did before its lazy
+    // maxima: without both, ptxas spills 8-16 bytes a thread in their 224-register consumers, and their
+    // speed was not measured either way.
+    if constexpr (CVT) {
+        for (int i = threadIdx.x; i < 2 * KS * L::TILE_BYTES / 16; i += 384)
+            ((uint4 *)Ks)[i] = make_uint4(0u, 0u, 0u, 0u);
+        fence_proxy_async();
+    }
     __syncthreads();
 
     if (threadIdx.x < 128) {  // ---- producer
@@ -421,10 +429,10 @@ __global__ void __launch_bounds__(384, 1)
         fp8pf::fence_acc<BN>(sacc);
         mbar_arrive(&kempty[st]);
         float alpha[2];
-        // (lazy maxima: P is 16-bit, so a warp's rows keep their max until it would grow by more than
-        // fp8pf::LAZY_MAX, and o is rescaled only on the tiles where it moved)
-        const bool moved = fp8pf::softmax_s<BN, true, CAP, false, 0u, true>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l,
-                                                                           alpha, cap2);
+        // (lazy maxima over 16-bit caches: P is 16-bit, so a warp's rows keep their max until it would grow
+        // by more than fp8pf::LAZY_MAX, and o is rescaled only on the tiles where it moved)
+        const bool moved = fp8pf::softmax_s<BN, true, CAP, false, !CVT>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l,
+                                                                       alpha, cap2);
         if constexpr (!FIRST) {  // P·V(i − 1) done: its V stage free, its P registers free for P(i)
             wgmma_wait<0>();
             fp8pf::fence_acc<HD>(o);

@@ -84,23 +84,6 @@ __device__ __forceinline__ float ex2(float x) {  // 2^x (MUFU.EX2; -inf -> 0)
     return y;
 }
 
-// 2^x on the FMA and ALU pipes instead of the MUFU: x clamped to ≥ −127; t = x + 1.5·2^23 rounded down,
-// whose low mantissa bits hold floor(x); f = x − floor(x) in [0, 1); 2^f by a cubic with p(0) = 1 and
-// p(1) = 2 (relative error ≤ 1.04e-4, e4m3's half-unit being 6.25 %); floor(x) added into p's exponent
-// field (1.5·2^23's own bits shift out). −inf gives 0; other x below −126 a subnormal below 2^-126.
-__device__ __forceinline__ float ex2_fma(float x) {
-    x = fmaxf(x, -127.0f);
-    const float t = __fadd_rd(x, 12582912.0f);
-    const float f = x - (t - 12582912.0f);
-    const float p = fmaf(fmaf(fmaf(0.0782679692f, f, 0.22630769f), f, 0.695424318f), f, 1.0f);
-    return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-}
-// The 8-key groups j of a tile whose exponentials softmax_s takes through ex2_fma (bit j), for the
-// two-consumer TMA loop at head_dim 64 over a per-tensor cache: one in four, 2.5–4 % faster there; at head_dim
-// 128, and with per-token-head scales, the extra instructions cost more than the MUFU time they free
-// (bench/prefill_attention/RESULTS.md#exponentials-on-the-fma-pipe).
-constexpr uint32_t EX2_FMA_D64 = 0x8888u;
-
 template <int N> __device__ __forceinline__ void ss(float *d, uint64_t a, uint64_t b, int sd) {
     if constexpr (N == 64) wgmma_ss_n64(d, a, b, sd); else wgmma_ss_n128(d, a, b, sd);
 }
@@ -162,12 +145,11 @@ template <int HD, fp8_accum_mode ACC> struct acc_state {
 // multiplied by ws[key] after its exponential (its V scale over the CTA's reference,
 // fp8tma::tok_store) — l sums the P before that factor, so the denominator stays Σ P; the sum runs
 // as two chains a row (even and odd keys), half as long.
-// FMA_EX2: the 8-key groups j (bit j) whose exponentials run as ex2_fma, the rest on the MUFU.
 // LAZY (16-bit P only): a warp keeps its rows' running maxima until one of them would grow by more
 // than LAZY_MAX; P then reaches 2^(8 + LAZY_MAX), which bf16 and f16 hold, and the tile's α is 1, so
 // the caller skips the rescale of o. Returns whether the maxima moved (uniform over the warp).
 constexpr float LAZY_MAX = 7.0f;
-template <int BN, bool LSUM = true, bool CAP = false, bool TS = false, uint32_t FMA_EX2 = 0u, bool LAZY = false>
+template <int BN, bool LSUM = true, bool CAP = false, bool TS = false, bool LAZY = false>
 __device__ __forceinline__ bool softmax_s(float *sacc, int t, int c, const float (&row_sc)[2], const int (&row_lo)[2],
                                           const int (&row_pos)[2], float (&m)[2], float (&l)[2], float (&alpha)[2],
                                           float cap2 = 0.0f, const float *ws = nullptr /* [BN] */) {
@@ -251,7 +233,7 @@ __device__ __forceinline__ bool softmax_s(float *sacc, int t, int c, const float
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const float x = fmaf(sacc[4 * j + 2 * h + e], rsc[h], off[h]);
-                const float p = (FMA_EX2 >> j) & 1u ? ex2_fma(x) : ex2(x);
+                const float p = ex2(x);
                 if constexpr (LSUM) (TS && e ? sum_odd[h] : sum[h]) += p;
                 sacc[4 * j + 2 * h + e] = TS ? p * (e ? w.y : w.x) : p;
             }

@@ -20,16 +20,18 @@
 //     zeroing keys past the CTA's last position; for per-token-head layers (TS) warps 1-2
 //     transpose and warp 3 turns each tile's K and V row scales into the consumers' factors
 //     (tok_slot);
-//   NC = 2 (single and every:N, and two-level at head_dim 64): two consumer warpgroups (232
-//     registers), 64 query rows each, which take turns (a named-barrier ping-pong) issuing Q·Kᵀ(t)
+//   NC = 2 (single and every:N): two consumer warpgroups (232 registers), 64 query rows each,
+//     which take turns (a named-barrier ping-pong) issuing Q·Kᵀ(t)
 //     with P·V(t−1), so one's softmax runs under the other's tensor-core work; then T(t−1) is
 //     folded (two-level: o = o·α(t−1) + T; every:N: after absolute tiles N−1, 2N−1, … o = o·A + T,
 //     A the product of the α since the last promotion; then T ·= α(t) for every:N and single) and
 //     P(t) packed into the registers P·V(t−1) read;
-//   NC = 3 (two-level at head_dim 128, the default mode and shape): three consumer warpgroups of
+//   NC = 3 (two-level, the default mode, at head_dim 64 and 128): three consumer warpgroups of
 //     152 registers, no ping-pong; the softmax takes turns among a sub-partition's three consumer
-//     warps, which share its MUFU; T in two 64-column halves; the rows' sums of P from the tensor
-//     core.
+//     warps, which share its MUFU; T in two 64-column halves (head_dim 128) or one (64); the rows'
+//     sums of P from the tensor core. At head_dim 64 a tile's MMAs are half of head_dim 128's and its
+//     softmax the same, so the third warp a sub-partition pays most there: 1.2-1.4× two consumers
+//     (bench/prefill_attention/RESULTS.md#three-consumers-at-head_dim-64).
 // Stages: K and raw V in KS ring slots (mbarriers kfull/vfull with TMA byte counts, kempty from the
 // consumers after their Q·Kᵀ, vempty from the transposers), Vᵀ in 2 (tfull from the transposers,
 // tempty after P·V). The query tiles run longest first.
@@ -51,10 +53,10 @@ namespace fp8tma {
 using namespace tmah;  // (the copy and barrier primitives, cuda_tma.cuh)
 
 constexpr int BN = 128;  // keys a tile
-// Consumer warpgroups a CTA: three for two-level at head_dim 128 (three warps a sub-partition hide
-// the softmax chain's latency), else two (single and every:N do not fit three consumers' registers).
+// Consumer warpgroups a CTA: three for two-level (three warps a sub-partition hide the softmax
+// chain's latency), else two (single and every:N do not fit three consumers' registers).
 template <int HD, fp8_accum_mode ACC> struct consumers {
-    static constexpr int NC = HD == 128 && ACC == FP8_TWO_LEVEL ? 3 : 2;
+    static constexpr int NC = ACC == FP8_TWO_LEVEL ? 3 : 2;
 };
 // K / raw-V ring slots: 3 for two consumers, 4 for three
 template <int NC> struct ring { static constexpr int KS = NC == 3 ? 4 : 3; };
@@ -202,8 +204,8 @@ __device__ __forceinline__ void tok_done(const tok_slot &d, uint64_t *empty, flo
 // kernel's modes (cuda_prefill_fp8.cuh, softmax_pv), with tile t's rescale and P·V(t) a tile apart.
 // every:N rescales o once a promotion by the product of the tiles' α (the older kernel: by each α in
 // turn — the same up to float rounding; the CPU emulation needs no rescale, it knows the exact max).
-// NC (consumers above): with three, at 512 threads, the consumers take 152 registers (o 64 + S 64 +
-// P 16), so no P·V under a warpgroup's own softmax and T in two 64-column halves. kmap / vmap: the
+// NC (consumers above): with three, at 512 threads, the consumers take 152 registers (head_dim 128:
+// o 64 + S 64 + P 16), so no P·V under a warpgroup's own softmax and T in two 64-column halves. kmap / vmap: the
 // layer's K and V cache as 4-d tensors {head_dim bytes, kv_block_tokens, n_kv_heads, n_blocks},
 // boxes of {head_dim, rows, 1, 1}, swizzled. CAP: soft-capped scores (fp8pf::softmax_s). TS:
 // per-token-head scales (attn_args.kts, vts): producer warp 3 (which then does not transpose) writes
@@ -417,29 +419,31 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
                 if (pre) mbar_wait(&vfull[st], kpar);
                 else mbar_wait(&tfull[i & 1], (i >> 1) & 1);
                 float ts[4];  // the n8 MMA's rows rr and rr + 8 (its 8 columns equal): Σ e4m3(P) a row
+                constexpr int TW = HD == 128 ? HD / 2 : HD;  // T's columns a pass
+                // d in [h·TW, (h+1)·TW): o3[h·TW/2 ..] (8 columns a 4 registers)
 #pragma unroll
-                for (int h = 0; h < 2; h++) {  // d in [h·HD/2, (h+1)·HD/2): o3[h·HD/4 ..] (8 columns a 4 registers)
-                    float th[HD / 4];
+                for (int h = 0; h < HD / TW; h++) {
+                    float th[TW / 2];
                     wgmma_fence();
 #pragma unroll
                     for (int kk = 0; kk < BN / 32; kk++)
-                        fp8pf::rs<HD / 2>(th, pa3[kk],
-                                          dj(vlo + vof + (uint32_t)((h * (HD / 2) * BN + kk * 256) >> 4), VHI), kk > 0);
+                        fp8pf::rs<TW>(th, pa3[kk], dj(vlo + vof + (uint32_t)((h * TW * BN + kk * 256) >> 4), VHI),
+                                      kk > 0);
                     if (h == 0 && !TS) {
 #pragma unroll
                         for (int kk = 0; kk < BN / 32; kk++) wgmma_rs_n8(ts, pa3[kk], dj(olo, OHI), kk > 0);
                     }
                     wgmma_commit();
                     wgmma_wait<0>();
-                    fp8pf::fence_acc<HD / 2>(th);
+                    fp8pf::fence_acc<TW>(th);
                     if (h == 0 && !TS) {
                         wgmma_fence_acc4(ts);
                         l3[0] = fmaf(l3[0], alpha[0], ts[0]);  // row rr (columns 2c, 2c + 1)
                         l3[1] = fmaf(l3[1], alpha[1], ts[2]);  // row rr + 8
                     }
 #pragma unroll
-                    for (int j = 0; j < HD / 4; j++)
-                        o3[h * (HD / 4) + j] = fmaf(o3[h * (HD / 4) + j], alpha[(j >> 1) & 1], th[j]);
+                    for (int j = 0; j < TW / 2; j++)
+                        o3[h * (TW / 2) + j] = fmaf(o3[h * (TW / 2) + j], alpha[(j >> 1) & 1], th[j]);
                 }
                 mbar_arrive(pre ? &vempty[st] : &tempty[i & 1]);
                 if (++st == KS) st = 0, kpar ^= 1;
@@ -514,9 +518,7 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
         mbar_arrive(&kempty[st]);
         float alpha[2];
         if constexpr (TS) tok_take(sacc, tsl[st], &sfull[st], (uint32_t)(i / KS) & 1, c);
-        constexpr uint32_t fma_ex2 = HD == 64 && !TS ? fp8pf::EX2_FMA_D64 : 0u;
-        fp8pf::softmax_s<BN, true, CAP, TS, fma_ex2>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha, cap2,
-                                                     tsl[st].ws);
+        fp8pf::softmax_s<BN, true, CAP, TS>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha, cap2, tsl[st].ws);
         if constexpr (TS) tok_done(tsl[st], &sempty[st], alpha, rcur);
         if constexpr (!FIRST) {  // P·V(i − 1) done: T folded, its P registers free for P(i)
             wgmma_wait<0>();
