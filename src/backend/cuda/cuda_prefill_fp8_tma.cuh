@@ -21,11 +21,10 @@
 //     transpose and warp 3 turns each tile's K and V row scales into the consumers' factors
 //     (tok_slot);
 //   NC = 2 (single and every:N): two consumer warpgroups (232 registers), 64 query rows each,
-//     which take turns (a named-barrier ping-pong) issuing Q·Kᵀ(t)
-//     with P·V(t−1), so one's softmax runs under the other's tensor-core work; then T(t−1) is
-//     folded (two-level: o = o·α(t−1) + T; every:N: after absolute tiles N−1, 2N−1, … o = o·A + T,
-//     A the product of the α since the last promotion; then T ·= α(t) for every:N and single) and
-//     P(t) packed into the registers P·V(t−1) read;
+//     which take turns (a named-barrier ping-pong) issuing Q·Kᵀ(t) with P·V(t−1), so one's softmax
+//     runs under the other's tensor-core work; then every:N folds T(t−1) after absolute tiles N−1,
+//     2N−1, … (o = o·A + T, A the product of the α since the last promotion), T ·= α(t), and P(t)
+//     is packed into the registers P·V(t−1) read;
 //   NC = 3 (two-level, the default mode, at head_dim 64 and 128): three consumer warpgroups of
 //     152 registers, no ping-pong; the softmax takes turns among a sub-partition's three consumer
 //     warps, which share its MUFU; T in two 64-column halves (head_dim 128) or one (64); the rows'
@@ -458,18 +457,19 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
         run(ct, g);
         return;
     }
+    // (two consumers: every:N and single; two-level returned above)
     fp8pf::rows2 rw;
     const float vscale = q_rows(rw, ct, g);
     const uint8_t *qw = Qs + wg * L::Q_BYTES;
 
     float o[ACC != FP8_SINGLE ? HD / 2 : 1], tacc[HD / 2], m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f},
-                                                           alpha_prev[2] = {1.0f, 1.0f}, rcur = 1.0f;
+                                                           rcur = 1.0f;
 #pragma unroll
     for (int j = 0; j < HD / 2; j++) tacc[j] = 0.0f;
 #pragma unroll
     for (int j = 0; j < (ACC != FP8_SINGLE ? HD / 2 : 1); j++) o[j] = 0.0f;
     if (a.sinks) rw.sink_init(m, l, a.sinks, g, G, c, false);
-    // o = o·a + T (a: one factor per row, picked by (j >> 1) & 1): two-level's fold, every:N's promotion
+    // o = o·a + T (a: one factor per row, picked by (j >> 1) & 1): every:N's promotion
     auto fold = [&](const float (&a)[2]) {
         if constexpr (ACC != FP8_SINGLE) {  // (single has no o)
 #pragma unroll
@@ -486,15 +486,15 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
         if (pre) mbar_wait(&vfull[i % KS], (i / KS) & 1);
         else mbar_wait(&tfull[i & 1], (i >> 1) & 1);
     };
-    auto pv_issue = [&](int i) {  // T (+)= P(i)·Vᵀ(i) (two-level starts T from zero each tile, every:N when fresh)
+    auto pv_issue = [&](int i) {  // T (+)= P(i)·Vᵀ(i) (every:N starts T from zero when fresh)
         const uint8_t *vt = pre ? Vs + (i % KS) * L::TILE_BYTES : Vt + (i & 1) * L::TILE_BYTES;
-        const int sd0 = ACC == FP8_TWO_LEVEL || (ACC == FP8_EVERY_N && (i == 0 || ph == 0)) ? 0 : 1;
+        const int sd0 = ACC == FP8_EVERY_N && (i == 0 || ph == 0) ? 0 : 1;
 #pragma unroll
         for (int kk = 0; kk < BN / 32; kk++)
             fp8pf::rs<HD>(tacc, pa[kk], wgmma_desc(vt + kk * 256, 128, BN * 8), kk == 0 ? sd0 : 1);
         wgmma_commit();
     };
-    // one tile i; FIRST (tile 0) has no P·V(i − 1) to issue or fold. (Two instances rather than
+    // one tile i; FIRST (tile 0) has no P·V(i − 1) to issue. (Two instances rather than
     // branches: ptxas serialises every wgmma when a wait's group count depends on a branch.)
     auto tile = [&](auto first, int i) {
         constexpr bool FIRST = decltype(first)::value;
@@ -520,11 +520,10 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
         if constexpr (TS) tok_take(sacc, tsl[st], &sfull[st], (uint32_t)(i / KS) & 1, c);
         fp8pf::softmax_s<BN, true, CAP, TS>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m, l, alpha, cap2, tsl[st].ws);
         if constexpr (TS) tok_done(tsl[st], &sempty[st], alpha, rcur);
-        if constexpr (!FIRST) {  // P·V(i − 1) done: T folded, its P registers free for P(i)
+        if constexpr (!FIRST) {  // P·V(i − 1) done: its P registers free for P(i)
             wgmma_wait<0>();
             fp8pf::fence_acc<HD>(tacc);
             mbar_arrive(pre ? &vempty[(i - 1) % KS] : &tempty[(i - 1) & 1]);
-            if constexpr (ACC == FP8_TWO_LEVEL) fold(alpha_prev);
             if constexpr (ACC == FP8_EVERY_N) {
                 if (ph == n_every - 1) {
                     fold(amul);
@@ -534,13 +533,9 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
             }
         }
         if constexpr (ACC == FP8_EVERY_N) amul[0] *= alpha[0], amul[1] *= alpha[1];
-        if constexpr (ACC != FP8_TWO_LEVEL) {
 #pragma unroll
-            for (int j = 0; j < HD / 2; j++) tacc[j] *= alpha[(j >> 1) & 1];
-        }
+        for (int j = 0; j < HD / 2; j++) tacc[j] *= alpha[(j >> 1) & 1];
         fp8pf::pack_p<BN>(sacc, pa);
-        alpha_prev[0] = alpha[0];
-        alpha_prev[1] = alpha[1];
     };
     if (pingpong && wg == 1) fp8tma::bar_arrive(BAR_TURN, 256);  // warpgroup 1 (wg 0) takes the first turn
     tile(std::true_type(), 0);
@@ -550,7 +545,6 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
     pv_issue(n - 1);
     wgmma_wait<0>();
     fp8pf::fence_acc<HD>(tacc);
-    if constexpr (ACC == FP8_TWO_LEVEL) fold(alpha_prev);
     if constexpr (ACC == FP8_EVERY_N) fold(amul);  // (the last tile is always promoted)
     fp8pf::rows2 ro;  // (the rows' tokens and heads again: not kept live through the tile loop)
     ro.setup(warp, rr, ct.q0, ct.n_q, ct.tok_per_cta, G, ct.t_begin, pos_arr, window);
