@@ -1,11 +1,11 @@
 // prefill_bf16.cu — the 16-bit prefill attention lab: instantiates the production kernel
 // (src/backend/cuda/cuda_prefill_bf16.cuh) in the form the backend runs and in the forms it does
-// not (ring depth, no ping-pong), checks each against a float64 CPU loop over the same paged cache
-// (varlen, a cached prefix, GQA, sliding windows, partial and odd-sized blocks, head_dim 64 / 128 /
-// 256, bf16 and f16 caches; unwritten cache rows hold NaN; the output is poisoned first, so an
-// unwritten row fails), then times causal
-// prefills of one sequence at 4k / 16k / 64k tokens, 32 query heads, 8 KV heads, head_dim 128
-// (and 16k at head_dim 64 / 256), 64-token cache blocks in shuffled order. FLOPs = 4·L²·d·heads / 2.
+// not (ring depth, two or three consumers, no ping-pong), checks each against a float64 CPU loop
+// over the same paged cache (varlen, a cached prefix, GQA, sliding windows, partial and odd-sized
+// blocks, head_dim 64 / 128 / 256, bf16 and f16 caches; unwritten cache rows hold NaN; the output
+// is poisoned first, so an unwritten row fails), then times causal prefills of one sequence at
+// 4k / 16k / 64k tokens, 32 query heads, 8 KV heads, head_dim 128 and 64 (16k at head_dim 256),
+// 64-token cache blocks in shuffled order. FLOPs = 4·L²·d·heads / 2.
 // Each timing is the median of samples, a sample being back-to-back launches timed by CUDA events.
 // Never linked into octet; src/backend/cuda/cuda_prefill_bf16.cu is what runs.
 // Build: make CUDA=1 gpu-tests (build/gpu/prefill_bf16); run: build/gpu/prefill_bf16 [check|time|all]
@@ -32,17 +32,21 @@
 typedef void (*kern_fn)(CUtensorMap, CUtensorMap, attn_args);
 struct variant {
     const char *name;
-    int hd, dt, smem;
+    int hd, dt, smem, nc;  // nc: consumer warpgroups (64 query rows each)
     kern_fn k;
 };
-#define V(HD, DT, KS, PP, NAME) {NAME, HD, DT, bf16pf::lay<HD, KS>::SMEM, k_prefill_bf16<HD, DT, KS, PP>}
+#define V(HD, DT, KS, PP, NAME) {NAME, HD, DT, bf16pf::lay<HD, KS>::SMEM, 2, k_prefill_bf16<HD, DT, KS, PP>}
+#define V3(HD, DT, KS, PP, NAME)                                                                                    \
+    {NAME, HD, DT, bf16pf::lay<HD, KS, false, false, 3>::SMEM, 3, k_prefill_bf16<HD, DT, KS, PP, false, false, 3>}
 static const variant variants[] = {
     V(128, DT_BF16, 2, true, "hd128 bf16 ks2 pingpong (production)"),
     V(128, DT_BF16, 3, true, "hd128 bf16 ks3 pingpong"),
     V(128, DT_BF16, 2, false, "hd128 bf16 ks2 no pingpong"),
     V(128, DT_F16, 2, true, "hd128 f16 ks2 pingpong (production)"),
-    V(64, DT_BF16, 4, true, "hd64 bf16 ks4 pingpong (production)"),
-    V(64, DT_F16, 4, true, "hd64 f16 ks4 pingpong (production)"),
+    V3(64, DT_BF16, 4, true, "hd64 bf16 ks4 3 consumers pingpong (production)"),
+    V3(64, DT_F16, 4, true, "hd64 f16 ks4 3 consumers pingpong (production)"),
+    V(64, DT_BF16, 4, true, "hd64 bf16 ks4 2 consumers pingpong"),
+    V3(64, DT_BF16, 4, false, "hd64 bf16 ks4 3 consumers no pingpong"),
     V(256, DT_BF16, 2, true, "hd256 bf16 ks2 pingpong (production)"),
     V(256, DT_F16, 2, true, "hd256 f16 ks2 pingpong (production)"),
 };
@@ -171,9 +175,9 @@ static void launch(const variant &v, const problem &p, cuda_tma_encode_fn enc, c
     a.out = p.dout, a.q = p.dq, a.kc = p.dk, a.vc = p.dv, a.qstart = p.dqstart, a.seq_lens = p.dseqlens;
     a.pos = p.dpos, a.tok_seq = p.dtokseq, a.btab = p.dbtab, a.max_blocks = p.max_blocks, a.n_kv = p.n_kv;
     a.G = p.G, a.bs = p.bs, a.window = p.window, a.scale = 1.0f / sqrtf((float)p.hd), a.rows_box = rows;
-    const int qt = 128 / p.G;
+    const int qt = 64 * v.nc / p.G;
     const dim3 grid(p.n_seqs, (p.max_q + qt - 1) / qt, p.n_kv);
-    v.k<<<grid, 384, v.smem, st>>>(km, vm, a);
+    v.k<<<grid, 128 * (v.nc + 1), v.smem, st>>>(km, vm, a);
 }
 
 // NMSE of the rows `rows` (token indices; empty: all) against float64 attention; every row's every
@@ -265,13 +269,13 @@ static void run_times(cuda_tma_encode_fn enc, cudaStream_t st) {
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     struct tshape { int hd, L; };
-    const tshape ts[] = {{128, 4096}, {128, 16384}, {128, 65536}, {64, 16384}, {256, 16384}};
+    const tshape ts[] = {{128, 4096}, {128, 16384}, {128, 65536}, {64, 4096}, {64, 16384}, {64, 65536}, {256, 16384}};
     printf("\n| variant | L | head_dim | ms | TFLOP/s | sampled NMSE |\n|---|---:|---:|---:|---:|---:|\n");
     std::vector<char> json;
     for (const auto &t : ts)
         for (const auto &v : variants) {
             if (v.hd != t.hd || v.dt != DT_BF16) continue;
-            if (t.hd != 128 && !strstr(v.name, "production")) continue;
+            if (t.hd != 128 && !strstr(v.name, "production") && !strstr(v.name, "consumers")) continue;
             problem p;
             make_problem(p, t.hd, DT_BF16, 8, 4, 64, 0, {t.L}, {t.L});
             CK(cudaMemset(p.dout, 0xff, p.hq.size() * 2));

@@ -1,5 +1,5 @@
 // cuda_prefill_bf16.cu — prefill attention on Hopper's 16-bit tensor cores (cuda_prefill_bf16.cuh:
-// TMA copies, two consumer warpgroups, wgmma), soft-capped scores (Gemma 2) included: over a bf16 or
+// TMA copies, two or three consumer warpgroups, wgmma), soft-capped scores (Gemma 2) included: over a bf16 or
 // f16 cache, and over an e4m3 or e5m2 cache at head_dim 256, converted to f16 in shared memory (a
 // per-token-head e4m3 cache at head_dim 64, 128 and 256: scaled and converted to bf16). Owns the
 // prefill_bf16_tma and prefill_f16_cvt entries of the attention kernel table (fits / launch) and
@@ -8,16 +8,22 @@
 #include "cuda_prefill_bf16.cuh"
 
 template <int HD, int DT, bool CAP = false, bool TS = false> static constexpr auto bf16tma_kernel() {
-    return k_prefill_bf16<HD, DT, bf16pf::stages<HD>::KS, true, CAP, TS>;
+    return k_prefill_bf16<HD, DT, bf16pf::stages<HD>::KS, true, CAP, TS, bf16pf::consumers<HD, DT, CAP>::NC>;
 }
-template <int HD, int DT = DT_BF16, bool TS = false> static constexpr int bf16tma_smem() {
-    return bf16pf::lay<HD, bf16pf::stages<HD>::KS, DT == DT_E4M3 || DT == DT_E5M2, TS>::SMEM;
+template <int HD, int DT, bool CAP, bool TS = false> static constexpr int bf16tma_smem() {
+    return bf16pf::lay<HD, bf16pf::stages<HD>::KS, DT == DT_E4M3 || DT == DT_E5M2, TS,
+                       bf16pf::consumers<HD, DT, CAP>::NC>::SMEM;
+}
+// query rows a CTA: 64 a consumer warpgroup
+static int bf16tma_rows(const struct attn_call *a) {
+    return 64 * bf16pf::n_consumers(a->l->head_dim, a->l->dtype, a->p->softcap > 0);
 }
 
 template <int HD, int DT, bool CAP, bool TS = false> static bool bf16tma_init1(struct cuda_backend *c) {
+    constexpr int smem = bf16tma_smem<HD, DT, CAP, TS>();
     return !cuda_fail(c,
                       cudaFuncSetAttribute(bf16tma_kernel<HD, DT, CAP, TS>(),
-                                           cudaFuncAttributeMaxDynamicSharedMemorySize, bf16tma_smem<HD, DT, TS>()),
+                                           cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
                       "bf16 prefill: shared-memory limit");
 }
 template <int HD> static bool bf16tma_init_tok(struct cuda_backend *c) {
@@ -37,7 +43,7 @@ bool cuda_prefill_bf16_init(struct cuda_backend *c) {
 
 bool attn_prefill_bf16_tma_fits(const struct attn_call *a) {
     const struct kv_layer *l = a->l;
-    const int qt = 128 / (a->G > 0 ? a->G : 1);  // query tokens a CTA (the grid's y covers max_q of them)
+    const int qt = bf16tma_rows(a) / (a->G > 0 ? a->G : 1);  // query tokens a CTA (the grid's y covers max_q)
     return (l->dtype == DT_BF16 || l->dtype == DT_F16) && bf16pf_fits(l->head_dim, l->kv_block_tokens, a->G) &&
            (a->c->cb.max_q + qt - 1) / qt <= 65535;
 }
@@ -61,10 +67,12 @@ template <int HD, int DT, bool CAP, bool TS = false> static void bf16tma_launch(
     }
     attn_args args = attn_args_of(a);
     args.rows_box = rows;
-    // one CTA a (sequence, 128 query rows, KV head)
-    const int qt = 128 / a->G;
+    // one CTA a (sequence, 64·NC query rows, KV head)
+    constexpr int NC = bf16pf::consumers<HD, DT, CAP>::NC;
+    const int qt = 64 * NC / a->G;
     const dim3 grid(a->bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    bf16tma_kernel<HD, DT, CAP, TS>()<<<grid, 384, bf16tma_smem<HD, DT, TS>(), c->stream>>>(km, vm, args);
+    constexpr int smem = bf16tma_smem<HD, DT, CAP, TS>();
+    bf16tma_kernel<HD, DT, CAP, TS>()<<<grid, 128 * (NC + 1), smem, c->stream>>>(km, vm, args);
     CUDA_LAUNCHED(c, TS ? "attention prefill (per-token-head fp8 as bf16, wgmma, TMA)"
                      : CVT ? "attention prefill (fp8 as f16, wgmma, TMA)"
                            : "attention prefill (bf16 wgmma, TMA)");

@@ -1,27 +1,28 @@
 // cuda_prefill_bf16.cuh — paged causal prefill attention over a bf16 or f16 cache on Hopper's
 // 16-bit tensor cores (wgmma .bf16 / .f16, HGMMA in SASS), built as the FP8 TMA kernel is
-// (cuda_prefill_fp8_tma.cuh): a TMA copy warp, two consumer warpgroups taking turns at the tensor
+// (cuda_prefill_fp8_tma.cuh): a TMA copy warp, two or three consumer warpgroups taking turns at the tensor
 // cores, K and V in a ring of mbarrier-guarded stages. Included by cuda_prefill_bf16.cu (the
 // kernel-table entry) and dev/cuda/prefill_bf16.cu (the lab). Owns: the kernel, its shared-memory
 // layout, its TMA tensor maps and the wgmma operand descriptors; it shares the FP8 kernels' CTA
 // tiling, row set-up, online softmax and output store (fp8pf::, cuda_prefill_fp8.cuh).
 //
-// One CTA = (sequence, 128 query rows, KV head), 384 threads; a query row is one (token, query
+// One CTA = (sequence, 64·NC query rows, KV head), 128·(NC + 1) threads (NC consumers: 3 at head_dim 64
+// over a 16-bit cache without soft-capping, else 2, consumers<> below); a query row is one (token, query
 // head of the KV head's group) pair, so the G heads share every K/V load:
 //   warpgroup 0, the producer (24 registers): one thread issues the TMA boxes — per cache block of a
 //     tile and per 64-element (128-byte) column chunk of a row, straight from the paged cache
 //     through the block table — waiting for free slots itself; its other threads exit;
-//   warpgroups 1, 2, the consumers (240 registers), 64 query rows each: per KV tile i,
+//   warpgroups 1 .. NC, the consumers (240 registers; 160 when three), 64 query rows each: per KV tile i,
 //     S(i) = Q·K(i)ᵀ  (wgmma SS, Q and K K-major) issued with O += P(i−1)·V(i−1) (wgmma RS, P in
 //     registers, V read MN-major from its rows: 16-bit types need no Vᵀ), the softmax of S(i) under
 //     the P·V, then O·α(i) and P(i) packed into the registers the next P·V reads. Over 16-bit
 //     caches a warp's running maxima stay put until one would grow by more than 2^7 (P, 16-bit, then
 //     reaches 2^15), so after a row's first tiles α is 1 and the rescale of O is skipped (+5-10 %,
-//     bench/prefill_attention/RESULTS.md#lazy-maxima-in-the-16-bit-kernel). The two
-//     warpgroups take turns issuing (a named-barrier ping-pong), so one's softmax runs under the
-//     other's tensor-core work. O is the wgmma accumulator itself (16-bit products accumulate in
+//     bench/prefill_attention/RESULTS.md#lazy-maxima-in-the-16-bit-kernel). The
+//     warpgroups take turns issuing (a named-barrier ring), so one's softmax runs under the
+//     others' tensor-core work. O is the wgmma accumulator itself (16-bit products accumulate in
 //     FP32 in the tensor core, unlike e4m3's).
-// Shared memory (1024-byte aligned): Q of the two consumers, then K and V rings of KS stages. Every
+// Shared memory (1024-byte aligned): Q of the NC consumers, then K and V rings of KS stages. Every
 // operand is stored as 128-byte-swizzled row chunks: [chunk c of 64 elements][row][128 bytes], the
 // 16-byte unit u of row r at (u ^ r % 8)·16 — TMA's 128-byte swizzle, which wgmma's descriptors
 // name with layout 1 (8-row atoms of 1024 bytes).
@@ -46,19 +47,28 @@ using namespace tmah;  // (the copy and barrier primitives, cuda_tma.cuh)
 // e4m3 bytes as TMA lands them, two half-tile slots each ([2][BN/2][HD]), beside the 16-bit rings;
 // TS (per-token-head scales): the converters' row scales of two tiles ([2][K, V][BN] f32) after the
 // barriers.
-template <int HD, int KS, bool CVT = false, bool TS = false> struct lay {
+template <int HD, int KS, bool CVT = false, bool TS = false, int NC = 2> struct lay {
     static constexpr int BN = HD == 256 ? 64 : 128;  // keys a tile
     static constexpr int NCH = HD / 64;               // 128-byte chunks of a row
     static constexpr int Q_BYTES = 64 * HD * 2, TILE_BYTES = BN * HD * 2, RAW_BYTES = CVT ? BN * HD : 0;
-    static constexpr int OFF_K = 2 * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_RAW = OFF_V + KS * TILE_BYTES;
+    static constexpr int OFF_K = NC * Q_BYTES, OFF_V = OFF_K + KS * TILE_BYTES, OFF_RAW = OFF_V + KS * TILE_BYTES;
     static constexpr int OFF_BAR = OFF_RAW + 2 * RAW_BYTES, OFF_SC = OFF_BAR + (4 * KS + 8) * 8;
     static constexpr int SMEM = OFF_SC + (TS ? 4 * BN * 4 : 0) + 1024;  // (+ the alignment slack)
 };
 // The default ring depth: what fits beside Q in 227 KB.
 template <int HD> struct stages { static constexpr int KS = HD == 64 ? 4 : 2; };
+// Consumer warpgroups a CTA: three at head_dim 64 over a 16-bit cache, where a tile's MMAs are half of
+// head_dim 128's and its softmax the same, so a third warpgroup's softmax fills the tensor cores'
+// gaps (1.03-1.18x two, bench/prefill_attention/RESULTS.md#three-consumers-in-the-16-bit-kernel);
+// two elsewhere (head_dim 128's o, S and P take 160 registers, three consumers' whole allotment;
+// soft-capped scores spill 44 bytes in them; the 8-bit forms' converters need the producer's registers).
+constexpr int n_consumers(int hd, int dt, bool cap) {
+    return hd == 64 && !cap && (dt == DT_BF16 || dt == DT_F16) ? 3 : 2;
+}
+template <int HD, int DT, bool CAP> struct consumers { static constexpr int NC = n_consumers(HD, DT, CAP); };
 
-// named barriers (0 is __syncthreads): BAR_Q + wg, BAR_TURN + wg, BAR_CVT (the converters, TS)
-enum { BAR_Q = 1, BAR_TURN = 3, BAR_CVT = 5 };
+// named barriers (0 is __syncthreads): BAR_Q + wg, BAR_TURN + wg (wg < 3), BAR_CVT (the converters, TS)
+enum { BAR_Q = 1, BAR_TURN = 4, BAR_CVT = 7 };
 
 // wgmma descriptor of a 128-byte-swizzled operand at shared address addr: lbo / sbo in bytes (K-major:
 // sbo = 1024 between 8-row groups, lbo unused; MN-major: lbo between 64-element column chunks, sbo
@@ -199,12 +209,14 @@ __device__ __forceinline__ void cvt_rows(uint8_t *dst, const uint8_t *raw, int r
 // scales are in K and V themselves, so the softmax, its sum and the output need nothing more.
 // kmap / vmap: the layer's K and V cache as 4-d tensors {head_dim, kv_block_tokens, n_kv_heads,
 // n_blocks} of 16-bit elements, boxes of {64, rows_box, 1, 1}, 128-byte swizzle (CVT: bf16pf_map_8bit's).
+// NC: consumer warpgroups (consumers<> above), which take turns in a ring when PINGPONG.
 // Registers: setmaxnreg moves them within the CTA's allocation at launch (168 a thread at 384
 // threads), so what the producer gives, 128·(168 − 24), must cover what the consumers take,
-// 256·(240 − 168) (CVT: 56 and 224, the converters' loop needing more); a consumer's setmaxnreg.inc
+// 256·(240 − 168) (CVT: 56 and 224, the converters' loop needing more; three consumers at 512
+// threads: 128·(128 − 24) against 384·(160 − 128)); a consumer's setmaxnreg.inc
 // waits until the pool holds it, for ever if it never does.
-template <int HD, int DT, int KS, bool PINGPONG, bool CAP = false, bool TS = false>
-__global__ void __launch_bounds__(384, 1)
+template <int HD, int DT, int KS, bool PINGPONG, bool CAP = false, bool TS = false, int NC = 2>
+__global__ void __launch_bounds__(128 * (NC + 1), 1)
     k_prefill_bf16(const __grid_constant__ CUtensorMap kmap, const __grid_constant__ CUtensorMap vmap,
                    const __grid_constant__ attn_args a) {
     using namespace bf16pf;
@@ -212,7 +224,8 @@ __global__ void __launch_bounds__(384, 1)
     constexpr int WT = TS ? DT_BF16 : CVT ? DT_F16 : DT;  // the wgmma operands' type
     static_assert(!CVT || HD == 256 || TS, "8-bit caches run this kernel at head_dim 256 only (or with row scales)");
     static_assert(!TS || DT == DT_E4M3, "per-token-head scales are e4m3 only");
-    typedef lay<HD, KS, CVT, TS> L;
+    static_assert(NC == 2 || (NC == 3 && !CVT), "three consumers over 16-bit caches only");
+    typedef lay<HD, KS, CVT, TS, NC> L;
     constexpr int BN = L::BN, NCH = L::NCH;
     extern __shared__ uint8_t bf16pf_smem_raw[];
     // (an offset into the shared array, so that every access stays in the shared space)
@@ -226,14 +239,14 @@ __global__ void __launch_bounds__(384, 1)
     constexpr int NCV = 96, HALF = BN / 2 * HD;  // (CVT) converting threads: warps 1-3; a slot's bytes
     const int s = blockIdx.x, g = blockIdx.z, G = a.G;
     fp8pf::cta_tiles ct = {};
-    if (!ct.begin(a.qstart, a.pos, 128, G, a.window, BN, true)) return;  // (the whole CTA, before any barrier)
+    if (!ct.begin(a.qstart, a.pos, 64 * NC, G, a.window, BN, true)) return;  // (the whole CTA, before any barrier)
     const int n = ct.t1 - ct.t0 + 1, t0 = ct.t0, p_last = ct.p_last;
     if (threadIdx.x == 0) {
         for (int i = 0; i < KS; i++) {
             mbar_init(&kfull[i], CVT ? NCV : 1);
             mbar_init(&vfull[i], CVT ? NCV : 1);
-            mbar_init(&kempty[i], 256);
-            mbar_init(&vempty[i], 256);
+            mbar_init(&kempty[i], 128 * NC);
+            mbar_init(&vempty[i], 128 * NC);
         }
         if constexpr (CVT) {
             for (int i = 0; i < 2; i++) {
@@ -250,7 +263,7 @@ __global__ void __launch_bounds__(384, 1)
     // maxima: without both, ptxas spills 8-16 bytes a thread in their 224-register consumers, and their
     // speed was not measured either way.
     if constexpr (CVT) {
-        for (int i = threadIdx.x; i < 2 * KS * L::TILE_BYTES / 16; i += 384)
+        for (int i = threadIdx.x; i < 2 * KS * L::TILE_BYTES / 16; i += 128 * (NC + 1))
             ((uint4 *)Ks)[i] = make_uint4(0u, 0u, 0u, 0u);
         fence_proxy_async();
     }
@@ -381,8 +394,8 @@ __global__ void __launch_bounds__(384, 1)
         return;
     }
 
-    // ---- consumers: warpgroups 1, 2, 64 query rows each
-    reg_alloc<CVT ? 224 : 240>();  // (what the producer warpgroup gives: 128·(168 − 56) = 256·(224 − 168))
+    // ---- consumers: warpgroups 1 .. NC, 64 query rows each (registers: the kernel's comment)
+    reg_alloc<CVT ? 224 : NC == 3 ? 160 : 240>();
     const int tid = threadIdx.x - 128, wg = tid >> 7, warp = tid >> 5, lane = tid & 31, rr = lane >> 2, c = lane & 3;
     const int n_heads = a.n_kv * G;
     load_q<HD, WT>(Qs + wg * L::Q_BYTES, a.q, tid & 127, wg, ct, n_heads, g, G);
@@ -423,7 +436,7 @@ __global__ void __launch_bounds__(384, 1)
                        desc(k0 + (kk >> 2) * (BN * 128) + (kk & 3) * 32, 16, 1024), kk > 0);
         wgmma_commit();
         if constexpr (!FIRST) pv_issue(i - 1);
-        if (PINGPONG && (wg == 0 || i + 1 < n)) bar_arrive(BAR_TURN + (wg ^ 1), 256);  // (n turns each way)
+        if (PINGPONG && (wg != NC - 1 || i + 1 < n)) bar_arrive(BAR_TURN + (wg + 1) % NC, 256);  // (n turns each)
         if constexpr (FIRST) wgmma_wait<0>();
         else wgmma_wait<1>();  // S(i) done, P·V(i − 1) may still run
         fp8pf::fence_acc<BN>(sacc);
@@ -453,7 +466,7 @@ __global__ void __launch_bounds__(384, 1)
             pa[kk][3] = pack2<WT>(p[6], p[7]);
         }
     };
-    if (PINGPONG && wg == 1) bar_arrive(BAR_TURN, 256);  // warpgroup 1 (wg 0) takes the first turn
+    if (PINGPONG && wg == NC - 1) bar_arrive(BAR_TURN, 256);  // warpgroup 1 (wg 0) takes the first turn
     tile(std::true_type(), 0);
     for (int i = 1; i < n; i++) tile(std::false_type(), i);
     {  // the last tile: V rows past the last key zeroed (unwritten cache bytes could be NaN), then its P·V
