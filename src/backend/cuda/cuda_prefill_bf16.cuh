@@ -148,23 +148,26 @@ __device__ __forceinline__ void load_q(uint8_t *Qw, const bf16 *q, int tid, int 
 // (exact: every e4m3 and e5m2 value is an f16), swizzled as TMA would have: thread ct of nt moves
 // 16-byte units, UN at a time (their shared-memory loads in flight together). TS (per-token-head
 // scales): row i's values times rsc[i] (f32), as bf16 (round to nearest even; bf16 keeps f32's range,
-// which f16 would not for a scaled row).
+// which f16 would not for a scaled row). The loop is bound by the converters' issue, so its addressing is
+// hoisted: 1.08× the same loop computing each unit's row and column from its index, where removing the
+// stores' 2-way bank conflicts at that cost was 0.9× (bench/prefill_attention/RESULTS.md#head_dim-256).
 template <int HD, int BN, int DT, bool TS = false>
 __device__ __forceinline__ void cvt_rows(uint8_t *dst, const uint8_t *raw, int r0, int rows, int ct, int nt,
                                          const float *rsc = nullptr) {
     constexpr int UPR = HD / 16, UN = 2;  // 16-byte e4m3 units a row; units a thread has in flight
-    const int total = rows * UPR;
-    for (int i0 = ct; i0 < total; i0 += UN * nt) {
+    // (nt a multiple of UPR: a thread's unit of a row stays the same, its rows step by nt / UPR)
+    const int u = ct % UPR, rs = nt / UPR, w0 = (2 * u) & 7;  // w0: the unit's first 16-bit unit in its chunk
+    const uint8_t *src = raw + u * 16;
+    uint8_t *chunk = dst + (u >> 2) * (BN * 128);  // (the 16 elements are one 128-byte chunk's units w0, w0 + 1)
+    for (int l0 = ct / UPR; l0 < rows; l0 += UN * rs) {
         uint4 w[UN];
 #pragma unroll
-        for (int k = 0; k < UN; k++) {
-            const int idx = i0 + k * nt;
-            if (idx < total) w[k] = *(const uint4 *)(raw + idx * 16);  // (row idx / UPR, unit idx % UPR)
-        }
+        for (int k = 0; k < UN; k++)
+            if (l0 + k * rs < rows) w[k] = *(const uint4 *)(src + (l0 + k * rs) * HD);
 #pragma unroll
         for (int k = 0; k < UN; k++) {
-            const int idx = i0 + k * nt, r = r0 + idx / UPR, u = idx % UPR;
-            if (idx >= total) break;
+            const int l = l0 + k * rs, r = r0 + l;
+            if (l >= rows) break;
             const uint32_t x[4] = {w[k].x, w[k].y, w[k].z, w[k].w};
             uint32_t h[8];
 #pragma unroll
@@ -178,16 +181,14 @@ __device__ __forceinline__ void cvt_rows(uint8_t *dst, const uint8_t *raw, int r
                 }
             }
             if constexpr (TS) {
-                const float sc = rsc[idx / UPR];
+                const float sc = rsc[l];
 #pragma unroll
                 for (int e = 0; e < 8; e++) {
                     const float2 f = __half22float2(*(const __half2 *)&h[e]);
                     h[e] = pack2<DT_BF16>(f.x * sc, f.y * sc);
                 }
             }
-            // the 16 elements are the row's 16-bit units 2u and 2u + 1 (one 128-byte chunk: 8 units)
-            uint8_t *row = dst + (u >> 2) * (BN * 128) + r * 128;
-            const int w0 = (2 * u) & 7;
+            uint8_t *row = chunk + r * 128;
             *(uint4 *)(row + ((w0 ^ (r & 7)) << 4)) = make_uint4(h[0], h[1], h[2], h[3]);
             *(uint4 *)(row + (((w0 + 1) ^ (r & 7)) << 4)) = make_uint4(h[4], h[5], h[6], h[7]);
         }
