@@ -239,8 +239,8 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
              *vempty = tempty + 2, *sfull = vempty + KS, *sempty = sfull + KS;
     // Producer warp 0 issues the copies alone (it waits for free slots itself) and warps 1-3
     // transpose. The query tiles run longest first (the grid's y in reverse). Two consumers take
-    // turns issuing their MMAs (ping-pong); three take turns in their softmax instead.
-    constexpr bool pingpong = NC == 2, turns = NC == 3;
+    // turns issuing their MMAs (ping-pong); three take turns in their softmax instead (their loop below).
+    constexpr bool pingpong = NC == 2;
     constexpr int n_tr = TS ? 64 : 96;  // transposing threads (TS: warp 3 prepares the scales instead)
     const int s = blockIdx.x, g = blockIdx.z;
     fp8pf::cta_tiles ct = {};
@@ -364,8 +364,6 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
                            KHI = (uint32_t)(8 * HD >> 4) | ((uint32_t)(HD == 128 ? 1 : 2) << 30),
                            VHI = (uint32_t)(BN * 8 >> 4), OHI = 256 >> 4;
         auto dj = [](uint32_t lo, uint32_t hi) { return ((uint64_t)hi << 32) | (uint64_t)lo; };
-        if (pingpong && wg == NC - 1)
-            fp8tma::bar_arrive(BAR_TURN, 256); // the last hands warpgroup 1 (wg 0) the first turn
         // The softmax takes turns among the three consumer warps of a sub-partition (warp k of each
         // warpgroup: they share its MUFU): warp (w, k) waits on named barrier tok(w, k) — 64 threads,
         // itself and the arrival of warp (w − 1, k) — before its max tree and arrives on tok(w + 1, k)
@@ -390,31 +388,28 @@ __global__ void __launch_bounds__(128 * (fp8tma::consumers<HD, ACC>::NC + 1), 1)
 #pragma unroll
             for (int j = 0; j < HD / 2; j++) o3[j] = 0.0f;
             if (a.sinks) rw.sink_init(m3, l3, a.sinks, gi, G, c, !TS);  // (l3: the tensor core's row sums, TS a lane's)
-            if (turns && wgu == NC - 1 && n > 0) fp8tma::bar_arrive(tok(0, kw), 64);  // warpgroup 1 starts
+            if (wgu == NC - 1 && n > 0) fp8tma::bar_arrive(tok(0, kw), 64);  // warpgroup 1 starts
             for (int i = 0; i < n; i++) {
                 mbar_wait(&kfull[st], kpar);
                 float sacc[BN / 2];
-                if (pingpong) fp8tma::bar_sync(BAR_TURN + wg, 256);
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < HD / 32; kk++)
                     fp8pf::ss<BN>(sacc, dj(qlo + (uint32_t)(kk * 16), QHI), dj(klo + kof + (uint32_t)(kk * 2), KHI),
                                   kk > 0);
                 wgmma_commit();
-                if (pingpong && (wg != NC - 1 || i + 1 < n))
-                    fp8tma::bar_arrive(BAR_TURN + (wg + 1) % NC, 256); // (n turns each)
                 wgmma_wait<0>();
                 fp8pf::fence_acc<BN>(sacc);
                 mbar_arrive(&kempty[st]);
                 float alpha[2];
                 if constexpr (TS) tok_take(sacc, tsl[st], &sfull[st], kpar, c);  // (before the turn: no MUFU)
-                if (turns) fp8tma::bar_sync(tok_mine, 64);
+                fp8tma::bar_sync(tok_mine, 64);
                 fp8pf::softmax_s<BN, TS, CAP, TS>(sacc, t0 + i, c, rw.sc, rw.lo, rw.pos, m3, l3, alpha, cap2,
                                                   tsl[st].ws);
                 if constexpr (TS) tok_done(tsl[st], &sempty[st], alpha, rcur);
                 uint32_t pa3[BN / 32][4];
                 fp8pf::pack_p<BN>(sacc, pa3);
-                if (turns && (wgu != NC - 1 || i + 1 < n)) fp8tma::bar_arrive(tok_next, 64);  // (n turns each)
+                if (wgu != NC - 1 || i + 1 < n) fp8tma::bar_arrive(tok_next, 64);  // (n turns each)
                 if (pre) mbar_wait(&vfull[st], kpar);
                 else mbar_wait(&tfull[i & 1], (i >> 1) & 1);
                 float ts[4];  // the n8 MMA's rows rr and rr + 8 (its 8 columns equal): Σ e4m3(P) a row
