@@ -238,6 +238,7 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
     uint64_t *rkfull = bars + 4 * KS, *rvfull = rkfull + 2, *rkempty = rkfull + 4, *rvempty = rkfull + 6;
     uint8_t *rawk = sm + L::OFF_RAW, *rawv = rawk + L::RAW_BYTES;
     constexpr int NCV = 96, HALF = BN / 2 * HD;  // (CVT) converting threads: warps 1-3; a slot's bytes
+    static_assert(NCV % (HD / 16) == 0, "cvt_rows: the converting threads a multiple of a row's units");
     const int s = blockIdx.x, g = blockIdx.z, G = a.G;
     fp8pf::cta_tiles ct = {};
     if (!ct.begin(a.qstart, a.pos, 64 * NC, G, a.window, BN, true)) return;  // (the whole CTA, before any barrier)
@@ -260,9 +261,8 @@ __global__ void __launch_bounds__(128 * (NC + 1), 1)
         asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     }
     // Over 16-bit caches the rings are not cleared (see the head of the file for the rows a tile does not
-    // load). The 8-bit forms (CVT) clear them and rescale O every tile, as the kernel did before its lazy
-    // maxima: without both, ptxas spills 8-16 bytes a thread in their 224-register consumers, and their
-    // speed was not measured either way.
+    // load). The 8-bit forms (CVT) clear them and rescale O every tile: without both, ptxas spills 8-16
+    // bytes a thread in their 224-register consumers.
     if constexpr (CVT) {
         for (int i = threadIdx.x; i < 2 * KS * L::TILE_BYTES / 16; i += 128 * (NC + 1))
             ((uint4 *)Ks)[i] = make_uint4(0u, 0u, 0u, 0u);
