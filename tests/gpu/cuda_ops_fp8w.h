@@ -105,6 +105,10 @@ TEST(fp8_weight_matmul) {
         fp8w_matmul_case(&ragged, 2);
         fp8w_matmul_case(&ragged, 17);
     }
+    // 5,616 columns at 8 tokens: the x̂ rows and the warps' totals take exactly 48 KB of dynamic shared
+    // memory, which a kernel with static shared memory of its own gets only by opting in
+    struct fp8w_case edge = {256, 5616, WSCALE_CHANNEL, false, 0};
+    fp8w_matmul_case(&edge, 8);
     struct fp8w_case gate = {2048, 1024, WSCALE_CHANNEL, true, 0}, gate_blk = {2048, 1024, WSCALE_BLOCK, true, 0};
     fp8w_matmul_case(&gate, 4);
     fp8w_matmul_case(&gate, 33);
@@ -176,8 +180,8 @@ static void fp8w_sublayer_case(enum wscale ws, bool gate_e5m2, int n) {
 // the CPU by NMSE (as fp8w_sublayer_case). Gate and up in different schemes (e5m2 gate) take two code slots;
 // a down weight of another scale scheme its own codes. Only x is compared: told its reader, ffn_in may hand
 // act to it as codes and leave act itself unwritten (ffn_in_args; fp8w_sublayer_case compares act).
-static void fp8w_ffn_chain_case(enum wscale ws, bool gate_e5m2, enum wscale down_ws, int n) {
-    const int dim = 1024, ffn = 2816;
+static void fp8w_ffn_chain_case(enum wscale ws, bool gate_e5m2, enum wscale down_ws, int ffn, int n) {
+    const int dim = 1024;
     struct fp8w_case shapes[3] = {{ffn, dim, ws, gate_e5m2, 0}, {ffn, dim, ws, false, 0}, {dim, ffn, down_ws, false, 0}};
     struct weight w0[4], w[2][4];
     for (int k = 0; k < 3; k++) w0[k] = make_fp8_weight(&shapes[k]);
@@ -206,13 +210,13 @@ static void fp8w_ffn_chain_case(enum wscale ws, bool gate_e5m2, enum wscale down
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) b->ops->free(b, bufs[i]);
     }
     char name[200];
-    snprintf(name, sizeof name, "fp8 %s ffn_in%s + down (%s) proj_add, n=%d: x vs cpu", wscale_name(ws),
-             gate_e5m2 ? " (gate e5m2)" : "", wscale_name(down_ws), n);
+    snprintf(name, sizeof name, "fp8 %s ffn_in%s + down (%s) proj_add, ffn %d, n=%d: x vs cpu", wscale_name(ws),
+             gate_e5m2 ? " (gate e5m2)" : "", wscale_name(down_ws), ffn, n);
     record(name, nmse(out_x[1], out_x[0], (size_t)n * dim), 2e-3, NULL);
     double d = 0;
     for (size_t i = 0; i < (size_t)n * dim; i++) d = fmax(d, fabs((double)out_x[1][i] - out_x[2][i]));
-    snprintf(name, sizeof name, "fp8 %s ffn_in%s + down (%s) = the gpu composition's, n=%d, max |diff|",
-             wscale_name(ws), gate_e5m2 ? " (gate e5m2)" : "", wscale_name(down_ws), n);
+    snprintf(name, sizeof name, "fp8 %s ffn_in%s + down (%s) = the gpu composition's, ffn %d, n=%d, max |diff|",
+             wscale_name(ws), gate_e5m2 ? " (gate e5m2)" : "", wscale_name(down_ws), ffn, n);
     record(name, d, 0, NULL);
     for (int run = 0; run < 3; run++) free(out_x[run]);
     for (int i = 0; i < 2; i++) for (int k = 0; k < 4; k++) bs[i]->ops->weight_release(bs[i], &w[i][k]);
@@ -229,10 +233,13 @@ TEST(fp8_weight_sublayers) {
     }
     fp8w_sublayer_case(WSCALE_CHANNEL, true, 3);
     fp8w_sublayer_case(WSCALE_CHANNEL, true, 37);
-    fp8w_ffn_chain_case(WSCALE_CHANNEL, false, WSCALE_CHANNEL, 37);
-    fp8w_ffn_chain_case(WSCALE_BLOCK, false, WSCALE_BLOCK, 300);
-    fp8w_ffn_chain_case(WSCALE_CHANNEL, true, WSCALE_BLOCK, 45);
-    fp8w_ffn_chain_case(WSCALE_TENSOR, false, WSCALE_CHANNEL, 9);
+    fp8w_ffn_chain_case(WSCALE_CHANNEL, false, WSCALE_CHANNEL, 2816, 37);
+    fp8w_ffn_chain_case(WSCALE_BLOCK, false, WSCALE_BLOCK, 2816, 300);
+    fp8w_ffn_chain_case(WSCALE_CHANNEL, true, WSCALE_BLOCK, 2816, 45);
+    fp8w_ffn_chain_case(WSCALE_TENSOR, false, WSCALE_CHANNEL, 2816, 9);
+    // 24,576 columns of act: the SwiGLU epilogue's row of act takes exactly 48 KB of dynamic shared memory
+    // (k_act_mul_fp8 has static shared memory too, so it must opt in)
+    fp8w_ffn_chain_case(WSCALE_CHANNEL, false, WSCALE_CHANNEL, 24576, 9);
 }
 
 // attn_in with FP8 weights for decode-sized steps: RoPE and the cache write in the skinny FP8 GEMM's

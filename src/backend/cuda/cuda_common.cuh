@@ -184,6 +184,31 @@ __attribute__((format(printf, 3, 4))) static inline void cuda_latch(struct cuda_
     va_end(ap);
 }
 
+// Lets kern launch with smem bytes of dynamic shared memory. Without opting in a kernel gets 48 KB less its
+// own static shared memory (so a launch of exactly 48 KB fails where it has any); opted in, the device's
+// per-block maximum less it. The opt-in is always to that maximum, so call sites in other translation units
+// that share a kernel (a template in a header) never lower one another's limit. *allowed caches the limit
+// for the caller's kernel (0: not yet asked). False, with the error latched, where smem cannot fit.
+template <typename K>
+static inline bool cuda_smem_allow(struct cuda_backend *c, K kern, size_t smem, size_t *allowed, const char *what) {
+    if (smem <= *allowed) return true;
+    cudaFuncAttributes fa;
+    if (cuda_fail(c, cudaFuncGetAttributes(&fa, (const void *)kern), what)) return false;
+    *allowed = (size_t)fa.maxDynamicSharedSizeBytes;
+    if (smem <= *allowed) return true;
+    const size_t most = c->smem_optin > fa.sharedSizeBytes ? c->smem_optin - fa.sharedSizeBytes : 0;
+    if (smem > most) {
+        cuda_latch(c, OCT_EUNSUP, "%s: %zu bytes of shared memory a CTA, beyond the device's %zu (with %zu static)",
+                   what, smem, c->smem_optin, (size_t)fa.sharedSizeBytes);
+        return false;
+    }
+    if (cuda_fail(c, cudaFuncSetAttribute((const void *)kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)most),
+                  what))
+        return false;
+    *allowed = most;
+    return true;
+}
+
 // Sets up the attention kernels (shared-memory limits, the decode kernel's residency) once, at the
 // backend's creation; false with the error latched.
 bool cuda_attention_init(struct cuda_backend *c);

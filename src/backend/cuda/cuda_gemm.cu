@@ -113,14 +113,9 @@ template <gemv8_policy P, typename OUT, bool BLOCK, bool E5, bool E5_2, bool NOR
 static void gemv8_go(struct cuda_backend *c, const gemv8_args &a0, unsigned tiles) {
     // (x̂ rows for the tokens there are: smem for 8 would hold a 14,336-column product to a CTA an SM)
     const size_t smem = gemv8_smem(a0.kp, a0.n < a0.tpc ? a0.n : a0.tpc, P == GEMV8_SWIGLU);
-    static size_t opted = 48 * 1024;  // (the instantiation's opt-in so far)
+    static size_t allowed = 0;  // (the instantiation's dynamic shared memory limit)
     auto kern = k_gemv8<P, OUT, BLOCK, E5, E5_2, NORM, SEG, ROPE>;
-    if (smem > opted) {
-        if (cuda_fail(c, cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-                      "fp8 gemv shared memory"))
-            return;
-        opted = smem;
-    }
+    if (!cuda_smem_allow(c, kern, smem, &allowed, "fp8 gemv shared memory")) return;
     static size_t occ_smem = 0;  // (the instantiation's CTAs an SM, for the shared memory last asked about)
     static int per_sm = 0;
     if (smem != occ_smem) {
@@ -624,14 +619,10 @@ static bool fp8w_ffn_lt(struct cuda_backend *c, const struct ffn_in_args *a, int
     // where the row fits; else act written and re-read
     const size_t row = (size_t)F * sizeof(bf16);
     const bool on_chip = F % 8 == 0 && !(((uintptr_t)a->gate | (uintptr_t)a->act) & 15) && row <= c->smem_optin;
-    static size_t opted = 48 * 1024;
-    if (on_chip && row > opted) {
-        if (cuda_fail(c, cudaFuncSetAttribute(k_act_mul_fp8<FFN_ACT_SILU>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                              (int)row),
-                      "silu_mul + fp8 codes shared memory"))
-            return true;
-        opted = row;
-    }
+    static size_t allowed = 0;
+    if (on_chip &&
+        !cuda_smem_allow(c, k_act_mul_fp8<FFN_ACT_SILU>, row, &allowed, "silu_mul + fp8 codes shared memory"))
+        return true;
     k_act_mul_fp8<FFN_ACT_SILU><<<n, 256, on_chip ? row : 0, c->stream>>>(
         on_chip ? nullptr : (bf16 *)a->act, (const bf16 *)a->gate, (const bf16 *)a->act, (int)F, n, q);
     CUDA_LAUNCHED(c, "silu_mul + fp8 activation codes");

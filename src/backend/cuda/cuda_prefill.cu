@@ -150,11 +150,8 @@ template <int HD, bool CAP, bool TS> static void prefill_simt_launch(const struc
     const int qt = ROWS / a->G, sub = prefill_simt_part(l);
     const size_t smem = prefill_simt_smem(l);
     const dim3 grid(a->bt->n_seqs, (c->cb.max_q + qt - 1) / qt, l->n_kv_heads);
-    if (smem > 48 * 1024 &&
-        cuda_fail(c, cudaFuncSetAttribute(k_prefill<HD, CAP, TS>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          (int)smem),
-                  "attention prefill: shared-memory limit"))
-        return;
+    static size_t allowed = 0;
+    if (!cuda_smem_allow(c, k_prefill<HD, CAP, TS>, smem, &allowed, "attention prefill: shared-memory limit")) return;
     k_prefill<HD, CAP, TS><<<grid, 128, smem, c->stream>>>(attn_args_of(a), (int)l->dtype, sub);
     CUDA_LAUNCHED(c, "attention prefill (SIMT)");
 }
