@@ -49,17 +49,17 @@ __device__ __forceinline__ uint4 gemv_mma_xg(uint4 x, uint4 g, float &ss) {
 
 // Dynamic shared memory of a launch: the warps' partial sums (one or two accumulators: SwiGLU's gate and
 // up), and for NORM the n normalised rows of x first (the sums reuse them once every warp is done).
-template <gemv_policy P> static inline size_t gemv_mma_smem(int n, int cols) {
+template <gemv_policy P, int WARPS = GEMV_MMA_WARPS> static inline size_t gemv_mma_smem(int n, int cols) {
     constexpr bool SW = P == GEMV_SWIGLU || P == GEMV_SWIGLU_DEFER;
     constexpr bool NORM = P == GEMV_QKV_NORM || P == GEMV_QKV_ROPE;
-    const size_t part = (size_t)GEMV_MMA_WARPS * 32 * 4 * (SW ? 2 : 1) * sizeof(float);
+    const size_t part = (size_t)WARPS * 32 * 4 * (SW ? 2 : 1) * sizeof(float);
     const size_t xs = NORM ? (size_t)n * cols * sizeof(bf16) : 0;
     return part > xs ? part : xs;
 }
 
-template <gemv_policy P, typename OUT>
-__global__ void __launch_bounds__(GEMV_MMA_WARPS * 32) k_gemv_mma(const __grid_constant__ gemv_args a, int n) {
-    constexpr int WARPS = GEMV_MMA_WARPS, UNROLL = GEMV_MMA_UNROLL, R = 16;
+template <gemv_policy P, typename OUT, int WARPS = GEMV_MMA_WARPS, int UNROLL = GEMV_MMA_UNROLL>
+__global__ void __launch_bounds__(WARPS * 32) k_gemv_mma(const __grid_constant__ gemv_args a, int n) {
+    constexpr int R = 16;
     constexpr bool SW = P == GEMV_SWIGLU || P == GEMV_SWIGLU_DEFER, DEFER = P == GEMV_SWIGLU_DEFER;
     constexpr bool QKV = P == GEMV_QKV || P == GEMV_QKV_NORM || P == GEMV_QKV_ROPE;
     constexpr bool NORM = P == GEMV_QKV_NORM || P == GEMV_QKV_ROPE, ROPE = P == GEMV_QKV_ROPE;
@@ -212,7 +212,8 @@ __global__ void __launch_bounds__(GEMV_MMA_WARPS * 32) k_gemv_mma(const __grid_c
 }
 
 // One launch of k_gemv_mma<P> over a.rows rows (or, QKV, the seg_ctas CTAs of a.seg's segments).
-template <gemv_policy P, typename OUT = bf16>
+// (WARPS, UNROLL: the production sizes, GEMV_MMA_WARPS and GEMV_MMA_UNROLL; dev/cuda/gemv_bench.cu times others)
+template <gemv_policy P, typename OUT = bf16, int WARPS = GEMV_MMA_WARPS, int UNROLL = GEMV_MMA_UNROLL>
 static inline void gemv_mma_launch(cudaStream_t st, const gemv_args &a, int n, unsigned ctas) {
-    k_gemv_mma<P, OUT><<<ctas, GEMV_MMA_WARPS * 32, gemv_mma_smem<P>(n, a.cols), st>>>(a, n);
+    k_gemv_mma<P, OUT, WARPS, UNROLL><<<ctas, WARPS * 32, gemv_mma_smem<P, WARPS>(n, a.cols), st>>>(a, n);
 }
