@@ -57,8 +57,12 @@ template <gemv_policy P, int WARPS = GEMV_MMA_WARPS> static inline size_t gemv_m
     return part > xs ? part : xs;
 }
 
+// GEMV_ADD (the o and down projections: 256 CTAs at 4,096 rows) is held to two CTAs an SM (64 registers at
+// 16 warps; unbounded it takes 73, one CTA an SM, two waves on 132 SMs); the other forms take 64 or fewer
+// unbounded (0: no minimum, which ptxas does not read as 1).
 template <gemv_policy P, typename OUT, int WARPS = GEMV_MMA_WARPS, int UNROLL = GEMV_MMA_UNROLL>
-__global__ void __launch_bounds__(WARPS * 32) k_gemv_mma(const __grid_constant__ gemv_args a, int n) {
+__global__ void __launch_bounds__(WARPS * 32, P == GEMV_ADD ? 2 : 0)
+    k_gemv_mma(const __grid_constant__ gemv_args a, int n) {
     constexpr int R = 16;
     constexpr bool SW = P == GEMV_SWIGLU || P == GEMV_SWIGLU_DEFER, DEFER = P == GEMV_SWIGLU_DEFER;
     constexpr bool QKV = P == GEMV_QKV || P == GEMV_QKV_NORM || P == GEMV_QKV_ROPE;
