@@ -68,8 +68,9 @@
 #               fp8 (each server start about 40 s: 16 requests take about 7 minutes). MOE_SERVE_ARGS replaces
 #               the studies' and loads' serve flags (default "--kv-cache-memory 40000000000"; an 80 GB card
 #               needs "--quantization fp8 --kv-cache-memory 30000000000" for qwen3-30b-a3b)
-#   gemv        the decode GEMM's variants at the 8B shapes beside the copy rate (dev/cuda/gemv_bench.cu), and the
-#               skinny FP8 GEMM's (dev/cuda/gemv8_bench.cu)
+#   gemv        the decode GEMM's variants at the 8B shapes beside the copy rate (dev/cuda/gemv_bench.cu), the
+#               skinny FP8 GEMM's (dev/cuda/gemv8_bench.cu), and a one-token step's weight stream as a chain of
+#               launches against one launch with grid barriers (dev/cuda/layer_chain.cu)
 set -u
 DEST=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 REPORT="$(cd "$(dirname "$0")" && pwd)/gpu_report.py"  # the summary lines and tables from each stage's raw output
@@ -280,6 +281,8 @@ if has gemv; then  # the decode GEMM's tuning variants at Llama-3.1-8B's shapes 
   # the skinny FP8 GEMM at the same shapes (dev/cuda/gemv8_bench.cu; its table as printed)
   "$BIN/gpu/gemv8_bench" > "$OUT/gemv8.log" 2>&1 || failed gemv8
   grep '^|' "$OUT/gemv8.log" | sed 's/^/gemv8: /' | tee -a "$summary"
+  "$BIN/gpu/layer_chain" > "$OUT/layer_chain.log" 2>&1 || failed layer_chain
+  grep '^|' "$OUT/layer_chain.log" | sed 's/^/layer_chain: /' | tee -a "$summary"
 fi
 # run_variant V CMD...: runs CMD as it is ("default") or with the octet flag V added
 run_variant() {
