@@ -69,8 +69,10 @@
 #               the studies' and loads' serve flags (default "--kv-cache-memory 40000000000"; an 80 GB card
 #               needs "--quantization fp8 --kv-cache-memory 30000000000" for qwen3-30b-a3b)
 #   gemv        the decode GEMM's variants at the 8B shapes beside the copy rate (dev/cuda/gemv_bench.cu), the
-#               skinny FP8 GEMM's (dev/cuda/gemv8_bench.cu), and a one-token step's weight stream as a chain of
-#               launches against one launch with grid barriers (dev/cuda/layer_chain.cu)
+#               skinny FP8 GEMM's (dev/cuda/gemv8_bench.cu), a one-token step's weight stream as a chain of
+#               launches against one launch with grid barriers (dev/cuda/layer_chain.cu), and the step's
+#               production FP8-weight launches chained, with one stage's work left out at a time
+#               (dev/cuda/gemv8_chain.cu)
 set -u
 DEST=${1:?usage: scripts/gpu_check.sh OUTDIR [stage...]}
 REPORT="$(cd "$(dirname "$0")" && pwd)/gpu_report.py"  # the summary lines and tables from each stage's raw output
@@ -283,6 +285,8 @@ if has gemv; then  # the decode GEMM's tuning variants at Llama-3.1-8B's shapes 
   grep '^|' "$OUT/gemv8.log" | sed 's/^/gemv8: /' | tee -a "$summary"
   "$BIN/gpu/layer_chain" > "$OUT/layer_chain.log" 2>&1 || failed layer_chain
   grep '^|' "$OUT/layer_chain.log" | sed 's/^/layer_chain: /' | tee -a "$summary"
+  "$BIN/gpu/gemv8_chain" > "$OUT/gemv8_chain.log" 2>&1 || failed gemv8_chain
+  grep '^|' "$OUT/gemv8_chain.log" | sed 's/^/gemv8_chain: /' | tee -a "$summary"
 fi
 # run_variant V CMD...: runs CMD as it is ("default") or with the octet flag V added
 run_variant() {

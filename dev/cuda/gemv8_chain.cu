@@ -3,16 +3,18 @@
 // can be timed apart from the rest of the step (attention, output projection, sampling) and set beside
 // layer_chain.cu's plain weight stream over the same bytes in the same tiles. A layer of Llama-3.1-8B
 // with e4m3 weights and a scale a row:
-//   Q|K|V    rmsnorm(h) · [wq; wk; wv]ᵀ, the norm in the prologue, RoPE and the cache write (e4m3 pages)
-//            in the epilogue (GEMV8_STORE, NORM, SEG, ROPE);
+//   Q|K|V    rmsnorm(h) · [wq; wk; wv]ᵀ, the norm in the prologue, RoPE (interleaved pairs, as octet runs
+//            Llama and every Hugging Face checkpoint) and the cache write (e4m3 pages) in the epilogue
+//            (GEMV8_STORE, NORM, SEG, ROPE);
 //   attn     a stand-in: a 32-CTA launch, att[i] = q[i] / 2 + k[i mod 1024] (layer_chain.cu's);
 //   o        h += att · woᵀ (GEMV8_ADD);
 //   gate|up  act = silu(g) · u of rmsnorm(h) · [wg; wu]ᵀ, the norm in the prologue (GEMV8_SWIGLU, NORM);
 //   down     h += act · wdᵀ (GEMV8_ADD).
 // Every launch is a programmatic dependent of the one before, as in the engine; 32 layers (7 GB of
-// weights, so HBM) in one CUDA graph, timed by replay. Forms: "engine" (the above), "no rope" (Q|K|V
-// without the RoPE epilogue), "no norms" (Q|K|V and gate|up read h as it is, their prologue the plain
-// absmax and codes), "no attn" (o reads q). The check: each form's h after the step is bit for bit the
+// weights, so HBM) in one CUDA graph, timed by replay. Forms: "engine" (the above), "neox pairs" (RoPE's
+// pairs (j, j + hd / 2), as GGUF files of Qwen and others), "no rope" (Q|K|V without the RoPE epilogue),
+// "no norms" (Q|K|V and gate|up read h as it is, their prologue the plain absmax and codes), "no attn"
+// (o reads q). The check: each form's h after the step is bit for bit the
 // h of the same launches run one at a time, ordinary launches with the device synchronised between them
 // (each kernel's arithmetic against the CPU is test_cuda_ops'); every h is finite.
 // Build: /usr/local/cuda/bin/nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a -Isrc
@@ -187,9 +189,10 @@ int main(int argc, char **argv) {
         a.tpc = 8;
         return a;
     };
-    struct form { const char *name; bool rope, norm, attn; };
-    const form forms[] = {{"engine", true, true, true}, {"no rope", false, true, true},
-                          {"no norms", true, false, true}, {"no attn", true, true, false}};
+    struct form { const char *name; bool rope, norm, attn, neox; };
+    const form forms[] = {{"engine", true, true, true, false}, {"neox pairs", true, true, true, true},
+                          {"no rope", false, true, true, false}, {"no norms", true, false, true, false},
+                          {"no attn", true, true, false, false}};
     auto step = [&](const form &f) {
         for (int li = 0; li < LAYERS; li++) {
             const layer &l = L[li];
@@ -219,7 +222,7 @@ int main(int argc, char **argv) {
                 rp.ks = rp.vs = kvs;
                 rp.hd = HD;
                 rp.half = HD / 2;
-                rp.neox = 1;
+                rp.neox = f.neox;
                 rp.n_kv = 8;
                 rp.bs = 64;
                 rp.dt = DT_E4M3;
