@@ -42,21 +42,14 @@ typedef __nv_bfloat16 bf16;
 #define FFN 14336
 #define HD 128
 
-__host__ __device__ static inline uint32_t hash32(uint64_t i) {
-    uint64_t h = i * 0x9E3779B97F4A7C15ull;
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 32;
-    return (uint32_t)h;
-}
-
 // a weight's codes (below 0x40 in magnitude: |v| < 2, never NaN) and its row scales
 __global__ void k_fill_w(uint8_t *q, size_t bytes, float *s, int rows, float scale, uint64_t seed) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < bytes; i += (size_t)gridDim.x * blockDim.x) {
         const uint32_t h = hash32(seed + i);
         q[i] = (uint8_t)((h & 0x80) | ((h >> 8) % 0x40));
     }
-    for (size_t r = blockIdx.x * (size_t)blockDim.x + threadIdx.x; r < (size_t)rows; r += (size_t)gridDim.x * blockDim.x)
+    for (size_t r = blockIdx.x * (size_t)blockDim.x + threadIdx.x; r < (size_t)rows;
+         r += (size_t)gridDim.x * blockDim.x)
         s[r] = scale * (1.0f + (hash32(seed + 0x5555 + r) & 255) / 256.0f);
 }
 
@@ -89,15 +82,11 @@ struct layer {
 int main(int argc, char **argv) {
     int reps = argc > 1 ? atoi(argv[1]) : 20;
     if (reps < 3) reps = 3;
-    int sms = 0;
-    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
-    cudaStream_t st;
-    CK(cudaStreamCreate(&st));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
+    const lab_dev dev = lab_open();
+    const int sms = dev.sms;
+    const cudaDeviceProp &prop = dev.prop;
+    cudaStream_t st = dev.st;
+    cudaEvent_t e0 = dev.e0, e1 = dev.e1;
 
     // weights
     std::vector<layer> L(LAYERS);
@@ -300,18 +289,8 @@ int main(int argc, char **argv) {
         }
         const bool pass = bad == 0 && nonfinite == 0;
         ok = ok && pass;
-        std::vector<float> t;
-        for (int r = 0; r < reps + 2; r++) {
-            CK(cudaEventRecord(e0, st));
-            CK(cudaGraphLaunch(ge, st));
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (r >= 2) t.push_back(ms);
-        }
+        const float ms = graph_ms(st, e0, e1, ge, reps);
         CK(cudaGraphExecDestroy(ge));
-        const float ms = median(t);
         const int launches = LAYERS * (f.attn ? 5 : 4);
         const double gbs = step_bytes / (ms * 1e-3) / 1e9;
         char check[64];
@@ -320,7 +299,8 @@ int main(int argc, char **argv) {
                gbs / copy_gbs);
         char line[256];
         snprintf(line, sizeof line,
-                 "{\"form\":\"%s\",\"launches\":%d,\"check\":%s,\"ms\":%.4f,\"GBps\":%.1f,\"copy_GBps\":%.1f}\n", f.name,
+                 "{\"form\":\"%s\",\"launches\":%d,\"check\":%s,\"ms\":%.4f,\"GBps\":%.1f,\"copy_GBps\":%.1f}\n",
+                 f.name,
                  launches, pass ? "true" : "false", ms, gbs, copy_gbs);
         json.insert(json.end(), line, line + strlen(line));
     }

@@ -26,9 +26,9 @@
 #include <cuda_runtime.h>
 
 typedef __nv_bfloat16 bf16;
+#include "lab_util.cuh"
 #include "../../src/backend/cuda/cuda_gemv.cuh"
 
-#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { fprintf(stderr, "%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 #define PAGE (2u << 20)
 
 __device__ __forceinline__ unsigned long long now_ns() {
@@ -108,10 +108,6 @@ __global__ void __launch_bounds__(256) k_probe(float *out, const bf16 *x, const 
 
 struct gemv_op { const bf16 *w; int rows, cols; };
 
-static float median(std::vector<float> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
 static double mediand(std::vector<double> v) {
     std::sort(v.begin(), v.end());
     return v.empty() ? 0 : v[v.size() / 2];
@@ -274,17 +270,7 @@ int main(int argc, char **argv) {
             launch(v, st, dout, dx, seq[k], dprof + (size_t)k * cmax * 3);
         CK(cudaStreamEndCapture(st, &g));
         CK(cudaGraphInstantiate(&ge, g, 0));
-        std::vector<float> t;
-        for (int r = 0; r < replays + 2; r++) {
-            CK(cudaEventRecord(e0, st));
-            CK(cudaGraphLaunch(ge, st));
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (r >= 2) t.push_back(ms);
-        }
-        const double ms = median(t), tbs = total_bytes / (ms * 1e-3) / 1e12, over = (ms * 1e-3 - total_bytes / 4.47e12) / nk * 1e6;
+        const double ms = graph_ms(st, e0, e1, ge, replays), tbs = total_bytes / (ms * 1e-3) / 1e12, over = (ms * 1e-3 - total_bytes / 4.47e12) / nk * 1e6;
         printf("| %s | %.3f | %.2f | %.2f |\n", vnames[v], ms, tbs, over);
         snprintf(line, sizeof line, "{\"part\":\"step\",\"variant\":\"%s\",\"ms\":%.4f,\"TBps\":%.3f,\"us_over_per_kernel\":%.3f,\"kernels\":%d,\"GB\":%.3f}\n",
                  vnames[v], ms, tbs, over, nk, total_bytes / 1e9);

@@ -42,13 +42,6 @@ struct prod {
     int rows, kp;
 };
 
-__host__ __device__ static inline uint32_t hash32(uint64_t i) {
-    uint64_t h = i * 0x9E3779B97F4A7C15ull;
-    h ^= h >> 29;
-    h *= 0xBF58476D1CE4E5B9ull;
-    h ^= h >> 32;
-    return (uint32_t)h;
-}
 __host__ __device__ static inline int8_t code_of(int v) { return (int8_t)(v ^ (v >> 9)); }
 
 __global__ void k_fill(uint32_t *w, size_t words, uint64_t seed) {
@@ -123,7 +116,8 @@ __device__ __forceinline__ void run_prod(const prod &p, int8_t *xs, int *tot, W 
         if (trigger && tl + (int)gridDim.x >= tiles) pdl_trigger();
         int sa = 0, sb = 0;
         for (int ch = warp; ch < nch; ch += WARPS) {
-            const uint4 x0 = *(const uint4 *)(xs + ch * 128 + c4 * 16), x1 = *(const uint4 *)(xs + ch * 128 + 64 + c4 * 16);
+            const uint4 x0 = *(const uint4 *)(xs + ch * 128 + c4 * 16);
+            const uint4 x1 = *(const uint4 *)(xs + ch * 128 + 64 + c4 * 16);
             sa = dot16(ring[0][0], x0, sa);
             sa = dot16(ring[0][1], x1, sa);
             sb = dot16(ring[0][2], x0, sb);
@@ -191,7 +185,8 @@ static void launch_pdl(const void *k, dim3 grid, dim3 block, void **args, cudaSt
 }
 
 // the CPU's products, in the same integer arithmetic
-static void cpu_prod(const std::vector<uint32_t> &w32, int rows, int kp, const std::vector<int> &x, std::vector<int> &y) {
+static void cpu_prod(const std::vector<uint32_t> &w32, int rows, int kp, const std::vector<int> &x,
+                     std::vector<int> &y) {
     std::vector<int8_t> c(kp);
     for (int k = 0; k < kp; k++) c[k] = code_of(x[k]);
     y.assign(rows, 0);
@@ -208,15 +203,11 @@ int main(int argc, char **argv) {
     if (reps < 3) reps = 3;
     enum { QKV, O, GU, DOWN, NP };
     const int rows[NP] = {6144, 4096, 28672, 4096}, kps[NP] = {4096, 4096, 4096, 14336};
-    int sms = 0;
-    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-    cudaDeviceProp prop;
-    CK(cudaGetDeviceProperties(&prop, 0));
-    cudaStream_t st;
-    CK(cudaStreamCreate(&st));
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
+    const lab_dev dev = lab_open();
+    const int sms = dev.sms;
+    const cudaDeviceProp &prop = dev.prop;
+    cudaStream_t st = dev.st;
+    cudaEvent_t e0 = dev.e0, e1 = dev.e1;
 
     // weights: layer l, product j at w[l][j]; outputs: y[l][j] and the attention's a[l]
     size_t layer_bytes = 0;
@@ -356,17 +347,7 @@ int main(int argc, char **argv) {
     std::vector<int> ref(4096);
     for (const form &f : forms) {
         cudaGraphExec_t ge = capture(f.fused, f.cap, LAYERS);
-        std::vector<float> t;
-        for (int r = 0; r < reps + 2; r++) {
-            CK(cudaEventRecord(e0, st));
-            CK(cudaGraphLaunch(ge, st));
-            CK(cudaEventRecord(e1, st));
-            CK(cudaEventSynchronize(e1));
-            float ms;
-            CK(cudaEventElapsedTime(&ms, e0, e1));
-            if (r >= 2) t.push_back(ms);
-        }
-        const float ms = median(t);
+        const float ms = graph_ms(st, e0, e1, ge, reps);
         std::vector<int> got(4096);
         CK(cudaMemcpy(got.data(), Y(LAYERS - 1, DOWN), sizeof(int) * 4096, cudaMemcpyDeviceToHost));
         if (&f == &forms[0]) ref = got;
@@ -374,8 +355,8 @@ int main(int argc, char **argv) {
         const int per = f.cap < per_max ? f.cap : per_max;
         const int launches = f.fused ? 1 + 2 * LAYERS : 1 + 5 * LAYERS - 1;
         const double gbs = step_bytes / (ms * 1e-3) / 1e9;
-        printf("| %s%s | %d | %d | %.3f | %.2f | %.0f | %.3f |\n", f.name, same ? "" : " (OUTPUT DIFFERS)", per, launches,
-               ms, ms * 1e3 / LAYERS, gbs, gbs / copy_gbs);
+        printf("| %s%s | %d | %d | %.3f | %.2f | %.0f | %.3f |\n", f.name, same ? "" : " (OUTPUT DIFFERS)", per,
+               launches, ms, ms * 1e3 / LAYERS, gbs, gbs / copy_gbs);
         char line[256];
         snprintf(line, sizeof line,
                  "{\"form\":\"%s\",\"ctas_per_sm\":%d,\"launches\":%d,\"ms\":%.4f,\"GBps\":%.1f,\"copy_GBps\":%.1f,"
