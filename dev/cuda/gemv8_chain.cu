@@ -300,8 +300,7 @@ int main(int argc, char **argv) {
         char line[256];
         snprintf(line, sizeof line,
                  "{\"form\":\"%s\",\"launches\":%d,\"check\":%s,\"ms\":%.4f,\"GBps\":%.1f,\"copy_GBps\":%.1f}\n",
-                 f.name,
-                 launches, pass ? "true" : "false", ms, gbs, copy_gbs);
+                 f.name, launches, pass ? "true" : "false", ms, gbs, copy_gbs);
         json.insert(json.end(), line, line + strlen(line));
     }
     json.push_back(0);
