@@ -8,7 +8,10 @@
 // (cuda_moe_tc.cuh) that cuda_moe.cu launches for such tiles ("tc" rows). Before timing, sampled h values
 // (gate/up) are checked against a float64 product of the same weights (max relative error), k_moe_gemm_tc's h
 // and y against k_moe_gemm's bit for bit (the program fails on a difference), and first of all the MXFP4
-// widening (moe_e2m1x8) against its definition (moe_e2m1_pair, byte by byte) on every 32-bit code word.
+// widening (moe_mx_widen of the stored word moe_mx_rot_word) against its definition (moe_e2m1_pair, byte by
+// byte) on every 32-bit code word, in both forms and at the scale bytes 0, 127 and 128. The weights are random
+// stored words (the reference reads the codes they hold); "gpt-oss-20b-wide" runs the same shape in the wide
+// MXFP4 form (MOE_W_MXFP4_WIDE, for scales past 2^1), whose weights here are the plain form's.
 // Prints a table, then one JSON object per line.
 // Build: make CUDA=1 gpu-tests (build-cuda/gpu/moe_bench); run: build-cuda/gpu/moe_bench [reps [model [n]]], where
 // model (a shape's name, or "all") and n keep only those rows, so that a profiler can be pointed at one launch
@@ -83,15 +86,31 @@ static float mx_host(const uint8_t *codes, uint8_t s, int c) {
 
 struct shape { const char *name; int fmt, E, K, dim, F; };
 
-// moe_e2m1x8 against moe_e2m1_pair on the code words [base, base + gridDim·blockDim·per); bad: mismatches.
+// The code word whose moe_mx_rot_word is w (the device holds random stored words; the reference reads these).
+static uint32_t mx_unrot_word(uint32_t w) {
+    uint32_t c = 0;
+    for (int i = 0; i < 32; i++)  // (moe_mx_rot_word moves each bit on its own)
+        if (w & moe_mx_rot_word(1u << i)) c |= 1u << i;
+    return c;
+}
+
+// moe_mx_widen of moe_mx_rot_word(c) against moe_e2m1_pair times the scale, both forms, scale bytes 127 (the
+// definition itself), 0 and 128 (the wide form's), on the code words [base, base + gridDim·blockDim·per); bad:
+// mismatches.
 __global__ void k_e2m1_check(uint64_t base, uint32_t per, unsigned long long *bad) {
     const uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
     unsigned n = 0;
     for (uint32_t i = 0; i < per; i++) {
-        const uint32_t c = (uint32_t)(base + t * per + i);
-        const uint4 o = moe_e2m1x8(c);
-        n += (o.x != moe_e2m1_pair(c & 0xFF)) + (o.y != moe_e2m1_pair((c >> 8) & 0xFF)) +
-             (o.z != moe_e2m1_pair((c >> 16) & 0xFF)) + (o.w != moe_e2m1_pair(c >> 24));
+        const uint32_t c = (uint32_t)(base + t * per + i), w = moe_mx_rot_word(c);
+        const uint32_t def[4] = {moe_e2m1_pair(c & 0xFF), moe_e2m1_pair((c >> 8) & 0xFF),
+                                 moe_e2m1_pair((c >> 16) & 0xFF), moe_e2m1_pair(c >> 24)};
+        const uint4 f = moe_mx_widen<false>(w, moe_mx_scale<false>(127)), g = moe_mx_widen<true>(w, moe_mx_scale<true>(127));
+        n += (f.x != def[0]) + (f.y != def[1]) + (f.z != def[2]) + (f.w != def[3]);
+        n += (g.x != def[0]) + (g.y != def[1]) + (g.z != def[2]) + (g.w != def[3]);
+        for (uint32_t sb : {0u, 128u}) {
+            const uint4 a = moe_mx_widen<false>(w, moe_mx_scale<false>(sb)), b = moe_mx_widen<true>(w, moe_mx_scale<true>(sb));
+            n += (a.x != b.x) + (a.y != b.y) + (a.z != b.z) + (a.w != b.w);
+        }
     }
     if (n) atomicAdd(bad, (unsigned long long)n);
 }
@@ -103,14 +122,15 @@ int main(int argc, char **argv) {
     const int only_n = argc > 3 ? atoi(argv[3]) : 0;
     const shape shapes[] = {{"qwen3-30b-a3b", MOE_W_BF16, 128, 8, 2048, 768},
                             {"mixtral-8x7b", MOE_W_BF16, 8, 2, 4096, 14336},
-                            {"gpt-oss-20b", MOE_W_MXFP4, 32, 4, 2880, 2880}};
+                            {"gpt-oss-20b", MOE_W_MXFP4, 32, 4, 2880, 2880},
+                            {"gpt-oss-20b-wide", MOE_W_MXFP4_WIDE, 32, 4, 2880, 2880}};
     const int ns[] = {1, 8, 64, 2048};
     bool known = !only_model, known_n = !only_n;
     for (const shape &sh : shapes) known |= only_model && strcmp(only_model, sh.name) == 0;
     for (int n : ns) known_n |= n == only_n;
     if (!known || !known_n) {
-        fprintf(stderr, "moe_bench: no row for model %s, n %d (models: qwen3-30b-a3b, mixtral-8x7b, gpt-oss-20b, all; "
-                        "n: 1, 8, 64, 2048)\n", only_model ? only_model : "all", only_n);
+        fprintf(stderr, "moe_bench: no row for model %s, n %d (models: qwen3-30b-a3b, mixtral-8x7b, gpt-oss-20b, "
+                        "gpt-oss-20b-wide, all; n: 1, 8, 64, 2048)\n", only_model ? only_model : "all", only_n);
         return 2;
     }
     cudaStream_t st;
@@ -125,7 +145,7 @@ int main(int argc, char **argv) {
         for (uint64_t b = 0; b < (1ull << 32); b += 1ull << 28) k_e2m1_check<<<1 << 14, 256, 0, st>>>(b, 64, dbad);
         CK(cudaMemcpy(&bad, dbad, sizeof bad, cudaMemcpyDeviceToHost));
         CK(cudaFree(dbad));
-        printf("MXFP4 widening (moe_e2m1x8) on all 2^32 code words: %llu mismatched pairs\n", bad);
+        printf("MXFP4 widening (moe_mx_widen, both forms) on all 2^32 code words: %llu mismatched pairs\n", bad);
         if (bad) return 1;
     }
     CK(cudaFuncSetAttribute(k_moe_gemm_tc<MOE_W_BF16, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -136,6 +156,10 @@ int main(int argc, char **argv) {
                             (int)moe_tc_smem(MOE_W_MXFP4, true)));
     CK(cudaFuncSetAttribute(k_moe_gemm_tc<MOE_W_MXFP4, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                             (int)moe_tc_smem(MOE_W_MXFP4, false)));
+    CK(cudaFuncSetAttribute(k_moe_gemm_tc<MOE_W_MXFP4_WIDE, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            (int)moe_tc_smem(MOE_W_MXFP4_WIDE, true)));
+    CK(cudaFuncSetAttribute(k_moe_gemm_tc<MOE_W_MXFP4_WIDE, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                            (int)moe_tc_smem(MOE_W_MXFP4_WIDE, false)));
     bool bad_tc = false;
     std::vector<char> json;
     printf("| model | launch | n | NB | us | GB/s (chosen experts) | copy GB/s (r+w) | vs copy | TFLOP/s | max rel err |\n"
@@ -143,7 +167,7 @@ int main(int argc, char **argv) {
     for (const shape &sh : shapes) {
         if (only_model && strcmp(only_model, sh.name) != 0) continue;
         const int E = sh.E, K = sh.K, D = sh.dim, F = sh.F;
-        const bool mx = sh.fmt == MOE_W_MXFP4;
+        const bool mx = sh.fmt == MOE_W_MXFP4 || sh.fmt == MOE_W_MXFP4_WIDE, wide = sh.fmt == MOE_W_MXFP4_WIDE;
         // the stacked weights: gate, up [E·F][D], down [E·D][F]
         const int64_t rows[3] = {(int64_t)E * F, (int64_t)E * F, (int64_t)E * D}, cols[3] = {D, D, F};
         uint8_t *dw[3];
@@ -247,7 +271,8 @@ int main(int argc, char **argv) {
                 a.perm = dperm + (size_t)r * nk;
                 const int rows_cta = 16 * moe_mt(sh.fmt, nb, gu);
                 const dim3 grid((unsigned)(((gu ? F : D) + rows_cta - 1) / rows_cta), (unsigned)max_tiles);
-                if (mx) gu ? go<MOE_W_MXFP4, true>(nb, grid, st, a, tc) : go<MOE_W_MXFP4, false>(nb, grid, st, a, tc);
+                if (wide) gu ? go<MOE_W_MXFP4_WIDE, true>(nb, grid, st, a, tc) : go<MOE_W_MXFP4_WIDE, false>(nb, grid, st, a, tc);
+                else if (mx) gu ? go<MOE_W_MXFP4, true>(nb, grid, st, a, tc) : go<MOE_W_MXFP4, false>(nb, grid, st, a, tc);
                 else gu ? go<MOE_W_BF16, true>(nb, grid, st, a, tc) : go<MOE_W_BF16, false>(nb, grid, st, a, tc);
             };
             // correctness: 32 sampled h values of routing 0 against float64 silu(x·gate) · (x·up)
@@ -272,6 +297,12 @@ int main(int argc, char **argv) {
                     double s = 0;
                     if (mx) {
                         CK(cudaMemcpy(row.data(), dw[w] + r * (D / 2), D / 2, cudaMemcpyDeviceToHost));
+                        for (int i = 0; i < D / 8; i++) {  // (the codes the stored words hold)
+                            uint32_t wd;
+                            memcpy(&wd, &row[4 * i], 4);
+                            wd = mx_unrot_word(wd);
+                            memcpy(&row[4 * i], &wd, 4);
+                        }
                         CK(cudaMemcpy(row.data() + D / 2, dw[w] + soff[w] + r * sp[w], D / 32, cudaMemcpyDeviceToHost));
                         for (int c = 0; c < D; c++)
                             s += (double)mx_host(row.data(), row[D / 2 + c / 32], c) * __bfloat162float(hx[(size_t)t * D + c]);

@@ -38,6 +38,7 @@ struct weight {
     const void *data;     // host bytes, rows*cols elements (rows of dtype_row_bytes(dtype, cols) for blocks)
     void *dev;            // backend copy or alias (set by backend weight_upload)
     struct weight_fp8 fp8;
+    uint32_t dev_flags;   // what the backend's weight_upload records of dev's layout with it (cuda: CUDA_WFLAG_*)
 };
 
 // Number of f32 scales of an fp8 weight (1, rows, or the block grid).

@@ -149,7 +149,7 @@ static int make_mxfp4(struct model *m, struct threadpool *tp, struct weight *w, 
     const int e = (int)lround(-log2(2.93 * sqrt((double)cols)));
     struct fill4_ctx f = {buf, rows * (int64_t)rb, rng_hash_str(name), (uint8_t)(127 + e)};
     threadpool_run(tp, (int)((f.n + CHUNK - 1) / CHUNK), fill4_task, &f);
-    *w = (struct weight){DT_MXFP4, rows, cols, buf, NULL, {0}};
+    *w = (struct weight){DT_MXFP4, rows, cols, buf, NULL, {0}, 0};
     return OCT_OK;
 }
 
@@ -222,7 +222,7 @@ static int make_projection(struct model *m, struct threadpool *tp, const struct 
                            struct weight *w, const char *name, int64_t rows, int64_t cols, int l) {
     if (!draw || (l < 0 ? draw->skip_lm_head : draw->skip_layer && draw->skip_layer[l]))
         return make_weight(m, tp, w, name, rows, cols, false);
-    *w = (struct weight){DT_BF16, rows, cols, NULL, NULL, {0}};
+    *w = (struct weight){DT_BF16, rows, cols, NULL, NULL, {0}, 0};
     struct draw_rows d = {{NULL, rows * cols, rng_hash_str(name), sqrtf(3.0f / (float)cols), false}, cols};
     return quant_fp8_rows(m, w, draw->block, draw_row, &d);
 }

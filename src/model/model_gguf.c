@@ -299,7 +299,7 @@ static int expert_rows(struct gguf_load *L, struct weight *w, const struct tenso
         if (!ggml) { memcpy(dst, src, (size_t)n * rb); continue; }
         for (size_t b = 0; b < (size_t)n * rb; b += 1 + QK_MXFP4 / 2) mxfp4_block_from_ggml(dst + b, src + b);
     }
-    *w = (struct weight){ggml ? DT_MXFP4 : t->dtype, E * n, t->ne[0], d, NULL, {0}};
+    *w = (struct weight){ggml ? DT_MXFP4 : t->dtype, E * n, t->ne[0], d, NULL, {0}, 0};
     return OCT_OK;
 }
 
@@ -310,7 +310,7 @@ static int expert_bias(struct gguf_load *L, struct weight *w, const struct tenso
         return err_set(OCT_EINVAL, "gguf %s: tensor '%s' must be [%lld, %lld] of a float type", L->path, t->name,
                        (long long)E, (long long)R);
     const size_t es = dtype_size(t->dtype);
-    *w = (struct weight){t->dtype, 1, E * n, t->data, NULL, {0}};
+    *w = (struct weight){t->dtype, 1, E * n, t->data, NULL, {0}, 0};
     if (r0 == 0 && n == R) return OCT_OK;
     char *d = model_own(L->m, (size_t)(E * n) * es);
     if (!d) return err_set(OCT_ENOMEM, "model: out of memory splitting '%s'", t->name);

@@ -324,11 +324,11 @@ static int load_experts(struct st_load *L, int l) {
             memcpy(g + e * half, (const char *)gu->data + 2 * e * half, half);
             memcpy(u + e * half, (const char *)gu->data + (2 * e + 1) * half, half);
         }
-        struct weight st = {gu->dtype, E * F, D, g, NULL, {0}};
+        struct weight st = {gu->dtype, E * F, D, g, NULL, {0}, 0};
         w->exp_gate = st;
         st.data = u;
         w->exp_up = st;
-        struct weight dw = {dn->dtype, E * D, F, dn->data, NULL, {0}};
+        struct weight dw = {dn->dtype, E * D, F, dn->data, NULL, {0}, 0};
         w->exp_down = dw;
         return OCT_OK;
     }
@@ -412,7 +412,7 @@ static int bias_f32(struct model *m, struct weight *w, const struct tensor_info 
     if (!d) return err_set(OCT_ENOMEM, "model: out of memory for expert biases");
     for (int64_t g = 0; g < groups; g++)
         for (int64_t i = 0; i < n0; i++) d[g * n0 + i] = elem_f32(t, g * group0 + off + i * stride0);
-    *w = (struct weight){DT_F32, 1, groups * n0, d, NULL, {0}};
+    *w = (struct weight){DT_F32, 1, groups * n0, d, NULL, {0}, 0};
     return OCT_OK;
 }
 
@@ -434,7 +434,7 @@ static int pack_mxfp4(struct model *m, struct weight *w, const struct tensor_inf
                 memcpy(o + g * 17 + 1, b + (size_t)(src * G + g) * 16, 16);
             }
         }
-    *w = (struct weight){DT_MXFP4, E * n_rows, in, d, NULL, {0}};
+    *w = (struct weight){DT_MXFP4, E * n_rows, in, d, NULL, {0}, 0};
     return OCT_OK;
 }
 
@@ -451,7 +451,7 @@ static int transpose_experts(struct model *m, struct weight *w, const struct ten
             for (int64_t k = 0; k < in; k++)
                 memcpy(d + (size_t)((e * n_rows + i) * in + k) * es,
                        src + (size_t)((e * in + k) * out + r0 + i * step) * es, es);
-    *w = (struct weight){t->dtype, E * n_rows, in, d, NULL, {0}};
+    *w = (struct weight){t->dtype, E * n_rows, in, d, NULL, {0}, 0};
     return OCT_OK;
 }
 

@@ -26,7 +26,7 @@ static struct weight make_fp8_weight(const struct fp8w_case *fc) {
         const float amp = 0.002f * powf(100.0f, (float)((r * 37) % 101) / 100.0f);
         for (int c = 0; c < cols; c++) f[(size_t)r * cols + c] = (2 * rng_float(&rng) - 1) * amp;
     }
-    struct weight w = {DT_E4M3, rows, cols, NULL, NULL, {0}};
+    struct weight w = {DT_E4M3, rows, cols, NULL, NULL, {0}, 0};
     w.fp8.wscale = fc->ws;
     w.fp8.block = fc->ws == WSCALE_BLOCK ? B : 0;
     w.fp8.act_e5m2 = fc->e5m2;

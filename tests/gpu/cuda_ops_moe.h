@@ -24,7 +24,7 @@ struct moe_case {
 // [rows][cols] of amplitude amp in dtype dt (bf16-representable values, so every backend holds the same).
 static struct weight moe_dense(enum dtype dt, int64_t rows, int64_t cols, float amp) {
     const size_t n = (size_t)(rows * cols);
-    struct weight w = {dt, rows, cols, NULL, NULL, {0}};
+    struct weight w = {dt, rows, cols, NULL, NULL, {0}, 0};
     void *h = malloc(n * (dt == DT_F32 ? 4 : 2));
     for (size_t i = 0; i < n; i++) {
         const float v = bf16_to_f32(f32_to_bf16((2 * rng_float(&rng) - 1) * amp));
@@ -45,12 +45,15 @@ static struct weight moe_mxfp4(int64_t rows, int64_t cols, float amp) {
         h[b * 17] = (uint8_t)(127 + e + (int)(rng_next(&rng) % 3) - 1);
         for (int i = 1; i < 17; i++) h[b * 17 + i] = (uint8_t)(rng_next(&rng) & 0xFF);
     }
-    return (struct weight){DT_MXFP4, rows, cols, h, NULL, {0}};
+    return (struct weight){DT_MXFP4, rows, cols, h, NULL, {0}, 0};
 }
 
+// The gate and down MXFP4 weights' values are moe_mx_gain times larger (up's are not): at 64 their e8m0 scales
+// pass 128, which the CUDA backend runs in its wide form (CUDA_WFLAG_MX_WIDE), gate and up then together.
+static float moe_mx_gain = 1.0f;
 static struct weight moe_expert_weight(const struct moe_case *mc, int64_t rows, int64_t cols, bool gate, bool down) {
     const float amp = 3.0f / sqrtf((float)cols);
-    if (mc->dt == DT_MXFP4) return moe_mxfp4(rows, cols, amp);
+    if (mc->dt == DT_MXFP4) return moe_mxfp4(rows, cols, amp * (gate || down ? moe_mx_gain : 1.0f));
     if (mc->dt != DT_E4M3) return moe_dense(mc->dt, rows, cols, amp);
     const struct fp8w_case fc = {(int)rows, (int)cols, mc->ws, gate && mc->e5m2_gate,
                                  mc->static_x && !down ? 0.01f : 0.0f};
@@ -141,9 +144,10 @@ static void moe_case_run(const struct moe_case *mc, int n) {
         }
     }
     char name[160], extra[64];
-    snprintf(name, sizeof name, "moe_ffn %s E%d K%d %dx%d n=%d%s%s%s%s%s%s", moe_dt_name(mc), mc->E, mc->K, mc->dim,
+    snprintf(name, sizeof name, "moe_ffn %s E%d K%d %dx%d n=%d%s%s%s%s%s%s%s", moe_dt_name(mc), mc->E, mc->K, mc->dim,
              mc->F, n, mc->clamp ? " swiglu-clamp" : " silu", mc->bias ? " biases" : "", mc->rbias ? " router-bias" : "",
-             mc->norm ? " norm" : "", mc->e5m2_gate ? " e5m2-gate" : "", mc->static_x ? " static-x" : "");
+             mc->norm ? " norm" : "", mc->e5m2_gate ? " e5m2-gate" : "", mc->static_x ? " static-x" : "",
+             mc->dt == DT_MXFP4 && moe_mx_gain != 1.0f ? " gate/down scales > 2" : "");
     snprintf(extra, sizeof extra, "%d of %d tokens near a routing tie left out", skipped, n);
     CHECK_MSG(skipped * 4 <= n, "%s: %s", name, extra);
     record(name, den > 0 ? num / den : num, 2e-5, extra);
@@ -175,6 +179,10 @@ static void moe_vs_cpu(void) {
             if (i == 4) mc.rbias = !mc.rbias;
             moe_case_run(&mc, ns[i]);
         }
+    // MXFP4 gate and down weights with scales past 2^1 (the wide form): one-token tiles and the tiled form
+    moe_mx_gain = 64.0f;
+    for (int i = 0; i < 3; i++) moe_case_run(&base[3], (const int[]){1, 17, 300}[i]);
+    moe_mx_gain = 1.0f;
     // Qwen3-30B-A3B's routing (128 experts, top 8): one routing CTA at 17 tokens, three launches at 300
     const struct moe_case q = {DT_BF16, WSCALE_TENSOR, 128, 8, 256, 64, false, false, true, false, false, false};
     moe_case_run(&q, 17);

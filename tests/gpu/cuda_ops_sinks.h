@@ -29,7 +29,7 @@ struct sink_opts {
 
 // The sinks weight ([1][n] of o->sdt; host data, which both backends read) of kind o->kind.
 static struct weight sink_weight(int n, const struct sink_opts *o) {
-    struct weight w = {o->sdt, 1, n, NULL, NULL, {0}};
+    struct weight w = {o->sdt, 1, n, NULL, NULL, {0}, 0};
     float *v = malloc((size_t)n * sizeof(float));
     for (int h = 0; h < n; h++) {
         float x = -2.0f + 6.0f * rng_float(&rng);

@@ -52,7 +52,7 @@ static double nmse(const float *a, const float *ref, size_t n) {
 }
 
 static struct weight make_weight(int64_t rows, int64_t cols, float amp) {
-    struct weight w = {DT_BF16, rows, cols, NULL, NULL, {0}};
+    struct weight w = {DT_BF16, rows, cols, NULL, NULL, {0}, 0};
     uint16_t *h = malloc((size_t)(rows * cols) * 2);
     for (int64_t i = 0; i < rows * cols; i++) h[i] = f32_to_bf16((2 * rng_float(&rng) - 1) * amp);
     w.data = h;

@@ -81,8 +81,8 @@ static void check_matmul_equals_plain(enum dtype dt, blocks_fn gen, int built, c
             float *x = malloc((size_t)cols * max_n * 4), *got = malloc((size_t)rows * max_n * 4);
             float *want = malloc((size_t)rows * max_n * 4);
             for (int i = 0; i < max_n * cols; i++) x[i] = frand();
-            struct weight pk = {dt, rows, cols, w, NULL, {0}};
-            struct weight plain = {dt, rows, cols, w, (void *)w, {0}};  // read in place: not this backend's
+            struct weight pk = {dt, rows, cols, w, NULL, {0}, 0};
+            struct weight plain = {dt, rows, cols, w, (void *)w, {0}, 0};  // read in place: not this backend's
             CHECK_EQ_INT(b->ops->weight_upload(b, &pk), 0);
             struct cpu_backend *c = (struct cpu_backend *)b;
             CHECK_MSG((cpu_kq8_of(c, &pk) != NULL) == built, "[%d x %d]: repacked %d, kernel built %d", rows, cols,
@@ -118,17 +118,17 @@ static void check_repack_within_room(enum dtype dt, blocks_fn gen, int mode, int
     gen(w, (int64_t)rows * cols / dtype_block_elems(dt), mode);
     float *x = malloc((size_t)cols * 4), *a = malloc((size_t)rows * 4), *want = malloc((size_t)rows * 4);
     for (int i = 0; i < cols; i++) x[i] = frand();
-    struct weight plain = {dt, rows, cols, w, (void *)w, {0}};
+    struct weight plain = {dt, rows, cols, w, (void *)w, {0}, 0};
     b->ops->matmul(b, want, x, &plain, 1);
     c->kq8_room = 100;  // less than one copy
-    struct weight tight = {dt, rows, cols, w, NULL, {0}};
+    struct weight tight = {dt, rows, cols, w, NULL, {0}, 0};
     CHECK_EQ_INT(b->ops->weight_upload(b, &tight), 0);
     CHECK(tight.dev == (void *)w && c->n_kq8 == 0 && c->kq8_used == 0 && c->kq8_room == 100);
     b->ops->matmul(b, a, x, &tight, 1);
     CHECK(memcmp(a, want, (size_t)rows * 4) == 0);
     b->ops->weight_release(b, &tight);
     c->kq8_room = (size_t)1 << 30;
-    struct weight roomy = {dt, rows, cols, w, NULL, {0}};
+    struct weight roomy = {dt, rows, cols, w, NULL, {0}, 0};
     CHECK_EQ_INT(b->ops->weight_upload(b, &roomy), 0);
     if (built) {
         CHECK(c->n_kq8 == 1 && c->kq8_used == copy_bytes && c->kq8_room == ((size_t)1 << 30) - c->kq8_used);

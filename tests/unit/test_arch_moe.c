@@ -148,8 +148,8 @@ TEST(moe_ffn_matches_a_direct_sum) {
     for (int i = 0; i < NE * F * D; i++) gate[i] = frand(&s), up[i] = frand(&s);
     for (int i = 0; i < NE * D * F; i++) down[i] = frand(&s);
     for (int i = 0; i < N * D; i++) xn[i] = frand(&s);
-    struct weight wr = {DT_F32, NE, D, router, router, {0}}, wg = {DT_F32, NE * F, D, gate, gate, {0}};
-    struct weight wu = {DT_F32, NE * F, D, up, up, {0}}, wd = {DT_F32, NE * D, F, down, down, {0}};
+    struct weight wr = {DT_F32, NE, D, router, router, {0}, 0}, wg = {DT_F32, NE * F, D, gate, gate, {0}, 0};
+    struct weight wu = {DT_F32, NE * F, D, up, up, {0}, 0}, wd = {DT_F32, NE * D, F, down, down, {0}, 0};
     struct backend *b = backend_cpu_create(2);
     for (int norm = 0; norm < 2; norm++) {
         const struct moe_ffn_args a = {.out = out, .xn = xn, .router = &wr, .gate = &wg, .up = &wu, .down = &wd,

@@ -34,7 +34,7 @@ static int check(struct backend *b, enum dtype dt, int rows, int cols, int n) {
     }
     float *x = malloc((size_t)n * cols * 4), *all = malloc((size_t)n * rows * 4), *one = malloc((size_t)rows * 4);
     for (size_t i = 0; i < (size_t)n * cols; i++) x[i] = frand();
-    struct weight w = {dt, rows, cols, data, NULL, {0}};
+    struct weight w = {dt, rows, cols, data, NULL, {0}, 0};
     int bad = 0;
     if (b->ops->weight_upload(b, &w) < 0) return 1;
     b->ops->matmul(b, all, x, &w, n);

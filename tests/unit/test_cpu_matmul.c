@@ -55,7 +55,7 @@ static int check_shape(struct backend *b, enum dtype dt, int rows, int cols, int
         else ((float *)data)[i] = v;
     }
     for (size_t i = 0; i < (size_t)max_n * cols; i++) x[i] = frand();
-    struct weight w = {dt, rows, cols, data, NULL, {0}};
+    struct weight w = {dt, rows, cols, data, NULL, {0}, 0};
     if (b->ops->weight_upload(b, &w) < 0) return 1;
     size_t qb = dtype_block_elems(dt) > 1 ? qx_bytes(dt, cols) : 0;
     char *qx = malloc(qb ? qb : 1);
@@ -124,7 +124,7 @@ TEST(known_values) {
             hb[r * C + c] = f32_to_bf16(v);
             want[r] += v * x[c];
         }
-    struct weight wf = {DT_F16, R, C, hf, NULL, {0}}, wb = {DT_BF16, R, C, hb, NULL, {0}};
+    struct weight wf = {DT_F16, R, C, hf, NULL, {0}, 0}, wb = {DT_BF16, R, C, hb, NULL, {0}, 0};
     b->ops->weight_upload(b, &wf);
     b->ops->weight_upload(b, &wb);
     b->ops->matmul(b, out, x, &wf, 1);
@@ -168,7 +168,7 @@ TEST(known_blocks) {
         s8 += want8[i] * x[i];
         s4 += want4[i] * x[i];
     }
-    struct weight w8 = {DT_Q8_0, 1, 64, q8, NULL, {0}}, w4 = {DT_Q4_0, 1, 64, q4, NULL, {0}};
+    struct weight w8 = {DT_Q8_0, 1, 64, q8, NULL, {0}, 0}, w4 = {DT_Q4_0, 1, 64, q4, NULL, {0}, 0};
     b->ops->weight_upload(b, &w8);
     b->ops->weight_upload(b, &w4);
     b->ops->matmul(b, got, x, &w8, 1);

@@ -34,7 +34,7 @@ static uint8_t rcode(unsigned *s) {
 static struct weight fp8_weight(int64_t rows, int64_t cols, bool block, unsigned *s) {
     uint8_t *q = malloc((size_t)(rows * cols));
     for (int64_t i = 0; i < rows * cols; i++) q[i] = rcode(s);
-    struct weight w = {DT_E4M3, rows, cols, q, q, {0}};
+    struct weight w = {DT_E4M3, rows, cols, q, q, {0}, 0};
     w.fp8.wscale = block ? WSCALE_BLOCK : WSCALE_CHANNEL;
     w.fp8.block = block ? B : 0;
     int64_t n = weight_fp8_n_scales(&w);
@@ -135,7 +135,7 @@ static void check_scheme(bool block) {
     for (int i = 0; i < N * D; i++) xn[i] = frand(&s) * (1 + (i / D));  // tokens of different ranges
     struct weight wg = fp8_weight(NE * F, D, block, &s), wu = fp8_weight(NE * F, D, block, &s);
     struct weight wd = fp8_weight(NE * D, F, block, &s);
-    struct weight wr = {DT_F32, NE, D, router, router, {0}};
+    struct weight wr = {DT_F32, NE, D, router, router, {0}, 0};
     struct backend *b = backend_cpu_create(2);
     struct moe_ffn_args a = {.out = out, .xn = xn, .router = &wr, .gate = &wg, .up = &wu, .down = &wd,
                              .n_experts = NE, .n_used = K, .norm_topk = false};
@@ -187,7 +187,7 @@ TEST(fp8_expert_blocks_straddling_experts_are_refused) {
     for (int i = 0; i < DD; i++) xn[i] = frand(&s);
     struct weight wg = fp8_weight(E * FF, DD, true, &s), wu = fp8_weight(E * FF, DD, true, &s);
     struct weight wd = fp8_weight(E * DD, FF, true, &s);
-    struct weight wr = {DT_F32, E, DD, router, router, {0}};
+    struct weight wr = {DT_F32, E, DD, router, router, {0}, 0};
     struct backend *b = backend_cpu_create(1);
     const struct moe_ffn_args a = {.out = out, .xn = xn, .router = &wr, .gate = &wg, .up = &wu, .down = &wd,
                                    .n_experts = E, .n_used = 2};

@@ -33,7 +33,7 @@ static float *floats(json_t *a) {
 }
 
 static struct weight case_weight(json_t *c, const uint8_t *codes, int R, int C, int B, float **scale) {
-    struct weight w = {DT_E4M3, R, C, codes, NULL, {0}};
+    struct weight w = {DT_E4M3, R, C, codes, NULL, {0}, 0};
     const char *ws = json_string_value(json_object_get(c, "wscale"));
     w.fp8.wscale = !strcmp(ws, "tensor") ? WSCALE_TENSOR : !strcmp(ws, "channel") ? WSCALE_CHANNEL : WSCALE_BLOCK;
     w.fp8.block = B;
@@ -174,7 +174,7 @@ TEST(decode_rows_equal_the_widened_rows) {
     struct backend *b = backend_cpu_create(2);
     for (int ws = WSCALE_TENSOR; ws <= WSCALE_BLOCK; ws++)
         for (int e5 = 0; e5 < 2; e5++) {
-            struct weight w = {DT_E4M3, R, C, codes, NULL, {0}};
+            struct weight w = {DT_E4M3, R, C, codes, NULL, {0}, 0};
             w.fp8 = (struct weight_fp8){.wscale = (enum wscale)ws, .block = 128, .scale = scale,
                                         .ascale = ASCALE_DYNAMIC_TOKEN, .act_e5m2 = e5};
             CHECK(b->ops->weight_upload(b, &w) == 0);
@@ -188,7 +188,7 @@ TEST(decode_rows_equal_the_widened_rows) {
             CHECK_MSG(bad == 0, "wscale %d, e5m2 %d: %d outputs differ between the two widenings", ws, e5, bad);
         }
     codes[11 * C + 200] = 0xFF;  // a NaN code
-    struct weight w = {DT_E4M3, R, C, codes, NULL, {0}};
+    struct weight w = {DT_E4M3, R, C, codes, NULL, {0}, 0};
     w.fp8 = (struct weight_fp8){.wscale = WSCALE_CHANNEL, .scale = scale, .ascale = ASCALE_DYNAMIC_TOKEN};
     CHECK(b->ops->weight_upload(b, &w) < 0 && strstr(err_msg(), "NaN code (row 11)"));
     b->ops->destroy(b);
@@ -218,7 +218,7 @@ TEST(block_prefill_equals_decode) {
         }
         for (int i = 0; i < N * C; i++) x[i] = (float)((i * 104729) % 3001) / 700.0f - 2.1f;
         for (int ws = WSCALE_CHANNEL; ws <= WSCALE_BLOCK; ws++) {  // (per channel: whole rows, the same tokens)
-            struct weight w = {DT_E4M3, R, C, codes, NULL, {0}};
+            struct weight w = {DT_E4M3, R, C, codes, NULL, {0}, 0};
             w.fp8 = (struct weight_fp8){.wscale = (enum wscale)ws, .block = B, .scale = scale,
                                         .ascale = ASCALE_DYNAMIC_TOKEN};
             CHECK(b->ops->weight_upload(b, &w) == 0);
@@ -253,7 +253,7 @@ TEST(missing_scales_are_an_error) {
     struct backend *b = backend_cpu_create(1);
     uint8_t codes[16] = {0x38};
     float x[16] = {1}, out[1];
-    struct weight w = {DT_E4M3, 1, 16, codes, NULL, {0}};
+    struct weight w = {DT_E4M3, 1, 16, codes, NULL, {0}, 0};
     b->ops->weight_upload(b, &w);
     b->ops->matmul(b, out, x, &w, 1);
     CHECK(b->ops->sync(b) < 0);

@@ -97,7 +97,7 @@ TEST(mxfp4_rows_in_the_cpu_matmul) {
     rng_seed(&r, 11);
     random_mxfp4(wq, dec, R, C, &r);
     for (int i = 0; i < N * C; i++) x[i] = 2 * rng_float(&r) - 1;
-    struct weight w = {DT_MXFP4, R, C, wq, wq, {0}};
+    struct weight w = {DT_MXFP4, R, C, wq, wq, {0}, 0};
     struct backend *b = backend_cpu_create(2);
     for (int n = 1; n <= N; n += N - 1) {  // 1 token (decode), 6 (prefill)
         b->ops->matmul(b, out, x, &w, n);
@@ -121,7 +121,7 @@ TEST(attention_sink_hand_computed) {
         struct backend *b = backend_cpu_create(1);
         const float k[4] = {1, 0, 0, 0}, v[4] = {4, -8, 2, 0.5f}, q[8] = {2, 0, 0, 0, 2, 0, 0, 0};
         const float sinks[2] = {1.0f + logf(3.0f), 1.0f};
-        struct weight sw = {DT_F32, 1, 2, sinks, (void *)sinks, {0}};
+        struct weight sw = {DT_F32, 1, 2, sinks, (void *)sinks, {0}, 0};
         struct kv_layer L = {.dtype = dts[di], .n_kv_heads = 1, .head_dim = 4, .kv_block_tokens = 16, .n_blocks = 1,
                              .sinks = &sw};
         L.k_scale[0] = L.v_scale[0] = 1.0f;
@@ -169,7 +169,7 @@ TEST(attention_sinks_match_a_float64_reference) {
             for (int i = 0; i < T * NKV * HD; i++) k[i] = 2 * rng_float(&r) - 1, v[i] = 2 * rng_float(&r) - 1;
             for (int i = 0; i < T * NH * HD; i++) q[i] = 3 * (2 * rng_float(&r) - 1);
             const float sinks[NH] = {0.3f, -2.0f, 2.5f, 1.0f};
-            struct weight sw = {DT_F32, 1, NH, sinks, (void *)sinks, {0}};
+            struct weight sw = {DT_F32, 1, NH, sinks, (void *)sinks, {0}, 0};
             struct kv_layer L = {.dtype = dts[di], .n_kv_heads = NKV, .head_dim = HD, .kv_block_tokens = BS,
                                  .n_blocks = NB, .window = window, .sinks = &sw};
             for (int h = 0; h < NKV; h++) L.k_scale[h] = L.v_scale[h] = 1.0f;
@@ -251,9 +251,9 @@ TEST(router_bias_top_k_then_softmax) {
     static float zero_r[E * D], zero_g[E * F * D], zero_d[E * D * F], bdown[E * D], xn[D] = {1, -1, 2, 0.5f};
     static const float rbias[E] = {0.1f, 2.0f, -1.0f, 1.5f}, bgu[E * F] = {0};
     for (int e = 0; e < E; e++) bdown[e * D + e] = 1.0f;
-    struct weight wr = {DT_F32, E, D, zero_r, zero_r, {0}}, wg = {DT_F32, E * F, D, zero_g, zero_g, {0}};
-    struct weight wd = {DT_F32, E * D, F, zero_d, zero_d, {0}}, rb = {DT_F32, 1, E, rbias, (void *)rbias, {0}};
-    struct weight bg = {DT_F32, 1, E * F, bgu, (void *)bgu, {0}}, bd = {DT_F32, 1, E * D, bdown, bdown, {0}};
+    struct weight wr = {DT_F32, E, D, zero_r, zero_r, {0}, 0}, wg = {DT_F32, E * F, D, zero_g, zero_g, {0}, 0};
+    struct weight wd = {DT_F32, E * D, F, zero_d, zero_d, {0}, 0}, rb = {DT_F32, 1, E, rbias, (void *)rbias, {0}, 0};
+    struct weight bg = {DT_F32, 1, E * F, bgu, (void *)bgu, {0}, 0}, bd = {DT_F32, 1, E * D, bdown, bdown, {0}, 0};
     float out[D];
     struct backend *b = backend_cpu_create(1);
     const struct moe_ffn_args a = {out, xn, &wr, &wg, &wg, &wd, E, 2, true, &rb, &bg, &bg, &bd,
@@ -298,12 +298,12 @@ TEST(gptoss_moe_ffn_matches_a_direct_sum) {
             for (int i = 0; i < NE * D * F; i++) dd[i] = down[i] = 0.2f * (2 * rng_float(&r) - 1);
         }
         enum dtype dt = mx ? DT_MXFP4 : DT_F32;
-        struct weight wr = {DT_F32, NE, D, router, router, {0}}, wrb = {DT_F32, 1, NE, rbias, rbias, {0}};
-        struct weight wg = {dt, NE * F, D, mx ? (void *)gq : gate, NULL, {0}}, wu = {dt, NE * F, D, mx ? (void *)uq : up,
-                                                                                    NULL, {0}};
-        struct weight wd = {dt, NE * D, F, mx ? (void *)dq : down, NULL, {0}};
-        struct weight wbg = {DT_F32, 1, NE * F, bg, bg, {0}}, wbu = {DT_F32, 1, NE * F, bu, bu, {0}};
-        struct weight wbd = {DT_F32, 1, NE * D, bd, bd, {0}};
+        struct weight wr = {DT_F32, NE, D, router, router, {0}, 0}, wrb = {DT_F32, 1, NE, rbias, rbias, {0}, 0};
+        struct weight wg = {dt, NE * F, D, mx ? (void *)gq : gate, NULL, {0}, 0}, wu = {dt, NE * F, D, mx ? (void *)uq : up,
+                                                                                    NULL, {0}, 0};
+        struct weight wd = {dt, NE * D, F, mx ? (void *)dq : down, NULL, {0}, 0};
+        struct weight wbg = {DT_F32, 1, NE * F, bg, bg, {0}, 0}, wbu = {DT_F32, 1, NE * F, bu, bu, {0}, 0};
+        struct weight wbd = {DT_F32, 1, NE * D, bd, bd, {0}, 0};
         const struct moe_ffn_args a = {out, xn, &wr, &wg, &wu, &wd, NE, K, true, &wrb, &wbg, &wbu, &wbd,
                                        MOE_ACT_SWIGLU_CLAMP, 1.702f, 7.0f};
         b->ops->moe_ffn(b, &a, N);

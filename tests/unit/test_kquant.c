@@ -212,7 +212,7 @@ TEST(matmul) {
             double *xh = malloc((size_t)cols * 8);
             char *qx = malloc(qx_bytes(t, cols));
             for (int i = 0; i < N * cols; i++) x[i] = frand();
-            struct weight w = {t, rows, cols, data, NULL, {0}};
+            struct weight w = {t, rows, cols, data, NULL, {0}, 0};
             b->ops->weight_upload(b, &w);
             b->ops->matmul(b, all, x, &w, N);
             int bad = 0, inv = 0;

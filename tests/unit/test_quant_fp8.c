@@ -38,7 +38,7 @@ TEST(per_channel_and_block) {
     for (int i = 0; i < R * C; i++) src[i] = frand() * (1 + (i % 7));
     for (int c = 0; c < C; c++) src[5 * C + c] = 0;  // an all-zero row
     for (int block = 0; block <= 128; block += 128) {
-        struct weight w = {DT_F32, R, C, src, NULL, {0}};
+        struct weight w = {DT_F32, R, C, src, NULL, {0}, 0};
         CHECK_OK(quant_fp8_weight(m, &w, block));
         CHECK_EQ_INT(w.dtype, DT_E4M3);
         CHECK_EQ_INT(w.fp8.wscale, block ? WSCALE_BLOCK : WSCALE_CHANNEL);
@@ -56,14 +56,14 @@ TEST(per_channel_and_block) {
     for (int block = 0; block <= 128; block += 128) {  // a NaN or an inf anywhere is refused, naming its band
         for (int k = 0; k < 2; k++) {
             src[137 * C + 250] = k ? INFINITY : NAN;
-            struct weight w = {DT_F32, R, C, src, NULL, {0}};
+            struct weight w = {DT_F32, R, C, src, NULL, {0}, 0};
             CHECK(quant_fp8_weight(m, &w, block) == OCT_EINVAL && strstr(err_msg(), "non-finite") &&
                   strstr(err_msg(), block ? "row 128" : "row 137"));
             CHECK_EQ_INT(w.dtype, DT_F32);
         }
         src[137 * C + 250] = 1;
     }
-    struct weight q8 = {DT_Q8_0, 1, 32, src, NULL, {0}};
+    struct weight q8 = {DT_Q8_0, 1, 32, src, NULL, {0}, 0};
     CHECK(quant_fp8_weight(m, &q8, 0) < 0 && strstr(err_msg(), "q8_0"));
     free(src);
     model_free(m);

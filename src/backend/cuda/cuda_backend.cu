@@ -161,7 +161,11 @@ static void *cu_host_alloc(struct backend *b, size_t bytes) {
     return p;
 }
 static void cu_host_free(struct backend *b, void *p) { if (p) cudaFreeHost(p); }
-static void cu_weight_release(struct backend *b, struct weight *w) { if (w->dev) cudaFree(w->dev); w->dev = nullptr; }
+static void cu_weight_release(struct backend *b, struct weight *w) {
+    if (w->dev) cudaFree(w->dev);
+    w->dev = nullptr;
+    w->dev_flags = 0;
+}
 
 // Which sequences' V the FP8 prefill transposes ahead of its kernel (cuda_prefill_vt.cuh): those
 // with at least tune.fp8_vt_min_q query tokens (0 turns the pass off) and a context of at least

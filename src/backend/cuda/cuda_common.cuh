@@ -271,6 +271,7 @@ int cuda_wait_ids(struct backend *b, const int32_t *host_ids);
 // device) and the release of the op's scratch.
 void cuda_moe_ffn(struct backend *b, const struct moe_ffn_args *a, int n);
 int cuda_mxfp4_upload(struct cuda_backend *c, struct weight *w);
+#define CUDA_WFLAG_MX_WIDE 1u  // (struct weight dev_flags) an mxfp4 weight with a block scale above 2^1
 void cuda_moe_release(struct cuda_backend *c);
 
 // out[n][w.rows] = x · wᵀ with out bf16 or f32 (cuda_gemm.cu): the batch-invariant GEMM under

@@ -45,6 +45,8 @@ static size_t mx_scale_off(int64_t rows, int64_t cols) { return al256((size_t)ro
 // (k_moe_gemm_tc); the padding holds 127 (2^0), the scale k_moe_gemm gives columns past the end.
 static int64_t mx_spitch(int64_t cols) { return (cols / QK_MXFP4 + 3) / 4 * 4; }
 
+// The codes in moe_mx_rot_word's bit order (cuda_moe.cuh), the scales as they are; a weight with a scale
+// above 2^1 (e8m0 > 128) is flagged CUDA_WFLAG_MX_WIDE, its products run MOE_W_MXFP4_WIDE.
 int cuda_mxfp4_upload(struct cuda_backend *c, struct weight *w) {
     if (w->cols % QK_MXFP4 || w->cols > (1 << 24) || w->rows > (1 << 30))
         return err_set(OCT_EUNSUP, "cuda: an mxfp4 weight of [%lld x %lld] (columns must be a multiple of 32)",
@@ -54,22 +56,34 @@ int cuda_mxfp4_upload(struct cuda_backend *c, struct weight *w) {
     uint8_t *h = (uint8_t *)malloc(bytes);
     if (!h) return err_set(OCT_ENOMEM, "cuda: out of host memory staging an mxfp4 weight");
     memset(h + off, 127, (size_t)w->rows * sp);
+    bool wide = false;
     for (int64_t r = 0; r < w->rows; r++) {
         const uint8_t *src = (const uint8_t *)w->data + (size_t)r * rb;
         uint8_t *q = h + (size_t)r * (w->cols / 2), *s = h + off + (size_t)r * sp;
         for (int64_t b = 0; b < nb; b++, src += 1 + QK_MXFP4 / 2) {
             s[b] = src[0];
-            memcpy(q + b * (QK_MXFP4 / 2), src + 1, QK_MXFP4 / 2);
+            wide |= src[0] > 128;
+            for (int i = 0; i < QK_MXFP4 / 2; i += 4) {  // (little-endian words: code j in bits [4j, 4j + 4))
+                uint32_t word;
+                memcpy(&word, src + 1 + i, 4);
+                word = moe_mx_rot_word(word);
+                memcpy(q + b * (QK_MXFP4 / 2) + i, &word, 4);
+            }
         }
     }
-    return cuda_upload_staged(c, w, h, bytes);
+    const int rc = cuda_upload_staged(c, w, h, bytes);
+    if (rc == OCT_OK) w->dev_flags = wide ? CUDA_WFLAG_MX_WIDE : 0;
+    return rc;
 }
 
 static int fmt_of(const struct weight *w) {
-    if (w->dtype == DT_MXFP4) return MOE_W_MXFP4;
+    if (w->dtype == DT_MXFP4) return w->dev_flags & CUDA_WFLAG_MX_WIDE ? MOE_W_MXFP4_WIDE : MOE_W_MXFP4;
     if (w->dtype == DT_E4M3) return w->fp8.wscale == WSCALE_BLOCK ? MOE_W_FP8_BLOCK : MOE_W_FP8;
     return MOE_W_BF16;
 }
+
+// The format's family (the MXFP4 forms share their bytes: gate and up may run either together).
+static int fmt_family(int f) { return f == MOE_W_MXFP4_WIDE ? MOE_W_MXFP4 : f; }
 
 static moe_w moe_weight(const struct weight *w) {
     moe_w m = {};
@@ -119,7 +133,7 @@ static bool moe_check(struct cuda_backend *c, const struct moe_ffn_args *a, int6
             return false;
         }
     }
-    if (fmt_of(a->gate) != fmt_of(a->up)) {
+    if (fmt_family(fmt_of(a->gate)) != fmt_family(fmt_of(a->up))) {
         cuda_latch(c, OCT_EUNSUP, "cuda: moe_ffn: expert gate (%s) and up (%s) weights of different formats",
                    dtype_name(a->gate->dtype), dtype_name(a->up->dtype));
         return false;
@@ -153,7 +167,9 @@ static bool moe_tc_init(struct cuda_backend *c) {
     } ks[] = {{(const void *)k_moe_gemm_tc<MOE_W_BF16, true>, moe_tc_smem(MOE_W_BF16, true)},
               {(const void *)k_moe_gemm_tc<MOE_W_BF16, false>, moe_tc_smem(MOE_W_BF16, false)},
               {(const void *)k_moe_gemm_tc<MOE_W_MXFP4, true>, moe_tc_smem(MOE_W_MXFP4, true)},
-              {(const void *)k_moe_gemm_tc<MOE_W_MXFP4, false>, moe_tc_smem(MOE_W_MXFP4, false)}};
+              {(const void *)k_moe_gemm_tc<MOE_W_MXFP4, false>, moe_tc_smem(MOE_W_MXFP4, false)},
+              {(const void *)k_moe_gemm_tc<MOE_W_MXFP4_WIDE, true>, moe_tc_smem(MOE_W_MXFP4_WIDE, true)},
+              {(const void *)k_moe_gemm_tc<MOE_W_MXFP4_WIDE, false>, moe_tc_smem(MOE_W_MXFP4_WIDE, false)}};
     for (const auto &k : ks)
         if (cuda_fail(c, cudaFuncSetAttribute(k.k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)k.smem),
                       "moe expert GEMM: shared-memory limit"))
@@ -168,7 +184,7 @@ static bool moe_tc_init(struct cuda_backend *c) {
 template <int F, bool GU>
 static void gemm_go(struct cuda_backend *c, const moe_gemm_args &a, int nb, dim3 grid) {
     const char *what = GU ? "moe gate/up" : "moe down";
-    if constexpr (F == MOE_W_BF16 || F == MOE_W_MXFP4) {
+    if constexpr (F == MOE_W_BF16 || F == MOE_W_MXFP4 || F == MOE_W_MXFP4_WIDE) {
         if (nb == 8 && !a.h_f32 && a.x[1] == a.x[0]) {
             if (!moe_tc_init(c)) return;
             grid.x = (unsigned)((a.R + MOE_TC_ROWS - 1) / MOE_TC_ROWS);
@@ -193,6 +209,7 @@ template <bool GU> static void gemm_launch(struct cuda_backend *c, int fmt, cons
     case MOE_W_FP8: gemm_go<MOE_W_FP8, GU>(c, a, nb, grid); break;
     case MOE_W_FP8_BLOCK: gemm_go<MOE_W_FP8_BLOCK, GU>(c, a, nb, grid); break;
     case MOE_W_MXFP4: gemm_go<MOE_W_MXFP4, GU>(c, a, nb, grid); break;
+    case MOE_W_MXFP4_WIDE: gemm_go<MOE_W_MXFP4_WIDE, GU>(c, a, nb, grid); break;
     default: gemm_go<MOE_W_BF16, GU>(c, a, nb, grid); break;
     }
 }
@@ -215,7 +232,9 @@ void cuda_moe_ffn(struct backend *b, const struct moe_ffn_args *a, int n) {
         cuda_latch(c, OCT_EUNSUP, "cuda: moe_ffn: %d tokens in one step are too many for the expert GEMM's grid", n);
         return;
     }
-    const int fg = fmt_of(a->gate), fd = fmt_of(a->down);
+    // (gate and up run in one launch: the wide MXFP4 form when either needs it)
+    const bool wide_gu = fmt_of(a->gate) == MOE_W_MXFP4_WIDE || fmt_of(a->up) == MOE_W_MXFP4_WIDE;
+    const int fg = wide_gu ? MOE_W_MXFP4_WIDE : fmt_of(a->gate), fd = fmt_of(a->down);
     const bool fp8g = fg == MOE_W_FP8 || fg == MOE_W_FP8_BLOCK, fp8d = fd == MOE_W_FP8 || fd == MOE_W_FP8_BLOCK;
     const bool two_x = fp8g && !same_act(a->gate, a->up);
     // the scratch's parts (bytes, 256-aligned)

@@ -30,7 +30,9 @@ enum moe_fmt {
     MOE_W_BF16 = 0,   // bf16 [rows][cols] (f32 and f16 checkpoints are converted at upload)
     MOE_W_FP8,        // cuda_fp8w.cuh's layout with a scale a row (per-tensor: repeated)
     MOE_W_FP8_BLOCK,  // cuda_fp8w.cuh's layout with 128×128 block scales
-    MOE_W_MXFP4,      // e2m1 codes [rows][cols / 2] (low nibble first), then e8m0 scales [rows][spitch]
+    MOE_W_MXFP4,      // e2m1 codes [rows][cols / 2], each 32-bit word of 8 in moe_mx_rot_word's bit order,
+                      // then e8m0 scales [rows][spitch]; every scale <= 2^1 (e8m0 <= 128)
+    MOE_W_MXFP4_WIDE, // the same bytes, any scale (the weights cuda_mxfp4_upload flags CUDA_WFLAG_MX_WIDE)
 };
 
 struct moe_w {
@@ -70,9 +72,59 @@ __device__ __forceinline__ void moe_mma(float (&d)[4], uint32_t a0, uint32_t a1,
 template <int F> struct moe_raw { uint4 v[4]; };                      // bf16: 64 bytes
 template <> struct moe_raw<MOE_W_FP8> { uint4 v[2]; };                // e4m3: 32 bytes
 template <> struct moe_raw<MOE_W_FP8_BLOCK> { uint4 v[2]; };
-template <> struct moe_raw<MOE_W_MXFP4> { uint4 v; uint32_t s; };      // 16 bytes of codes, the scale as bf16x2
+template <> struct moe_raw<MOE_W_MXFP4> { uint4 v; uint32_t s; };       // 16 bytes of codes, the scale·2^126 as bf16x2
+template <> struct moe_raw<MOE_W_MXFP4_WIDE> { uint4 v; uint32_t s; };  // (the scale as bf16x2)
 
 __device__ __forceinline__ uint4 moe_ld(const void *p) { return __ldg((const uint4 *)p); }
+
+// MXFP4 on the device. A code (bits m, e0, e1, s: value ±{0, .5, 1, 1.5, 2, 3, 4, 6}) placed as a bf16's bits
+// 6, 7, 8 and 15 is its value times 2^-126 exactly (e = e1e0 the exponent field, m the top mantissa bit; e = 0
+// gives the subnormal 0.5·2^-126), so a word of 8 codes widens with shifts and masks instead of a table. At
+// upload (cuda_mxfp4_upload) each 32-bit word of 8 codes (code i in bits [4i, 4i + 4)) is stored in the bit
+// order moe_e2m1x8 reads: bf16 pairs 0-2 (codes 0-5) are the word rotated left by 0, 3 and 6 under one mask,
+// pair 3 (codes 6, 7) three pieces of the remaining 8 bits. Then one bf16 multiply a pair by 2^(s-1) =
+// 2^(s-127)·2^126 gives code·2^(s-127), exactly; for e8m0 scales above 128, whose 2^(s-1) bf16 cannot hold
+// (MOE_W_MXFP4_WIDE), a multiply by 2^126 comes first. About 11 shift and logic instructions and 4 multiplies
+// for 8 values, where a byte-permute table took 19 and 4 (bench/moe/RESULTS.md).
+__device__ __host__ __forceinline__ uint32_t moe_rotl(uint32_t x, int r) { return r ? x << r | x >> (32 - r) : x; }
+#define MOE_MX_MASK 0x81C081C0u  // bits 6, 7, 8, 15 of both halves
+__device__ __forceinline__ uint4 moe_e2m1x8(uint32_t w) {  // the 8 codes of a stored word times 2^-126, 4 bf16 pairs
+    const uint32_t o3 =
+        (moe_rotl(w, 28) & 0x00C000C0u) | (moe_rotl(w, 27) & 0x01000100u) | (moe_rotl(w, 1) & 0x80008000u);
+    return make_uint4(w & MOE_MX_MASK, moe_rotl(w, 3) & MOE_MX_MASK, moe_rotl(w, 6) & MOE_MX_MASK, o3);
+}
+// The stored word of 8 codes c (code i in bits [4i, 4i + 4)).
+__device__ __host__ inline uint32_t moe_mx_rot_word(uint32_t c) {
+    const int lo[4] = {6, 7, 8, 15}, rest[4] = {10, 11, 13, 14};  // a pair's low code's bits m, e0, e1, s
+    uint32_t w = 0;
+    for (int i = 0; i < 8; i++) {
+        const int k = i / 2, hi = (i & 1) * 16;  // pair k; its high code: + 16
+        for (int b = 0; b < 4; b++) {
+            const int pos = k < 3 ? (lo[b] + hi - 3 * k + 32) % 32 : rest[b] + hi;
+            w |= ((c >> (4 * i + b)) & 1u) << pos;
+        }
+    }
+    return w;
+}
+// The scale byte s as the bf16 pair moe_mx_widen multiplies by: 2^(s-1) (s <= 128), WIDE 2^(s-127) (255: NaN).
+template <bool WIDE> __device__ __forceinline__ uint32_t moe_mx_scale(uint32_t s) {
+    const uint32_t b = !WIDE ? (s + 126) << 7 : s == 255 ? 0x7FC0u : s == 0 ? 0x0040u : s << 7;
+    return b | b << 16;
+}
+// The 8 codes of a stored word times their block's scale (moe_mx_scale's pair), exactly, as 4 bf16 pairs.
+template <bool WIDE> __device__ __forceinline__ uint4 moe_mx_widen(uint32_t w, uint32_t s) {
+    const uint4 e = moe_e2m1x8(w);
+    const uint32_t in[4] = {e.x, e.y, e.z, e.w};
+    uint32_t o[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        __nv_bfloat162 y = *(const __nv_bfloat162 *)&in[i];
+        if constexpr (WIDE) y = __hmul2(y, __floats2bfloat162_rn(0x1p126f, 0x1p126f));
+        y = __hmul2(y, *(const __nv_bfloat162 *)&s);
+        o[i] = *(const uint32_t *)&y;
+    }
+    return make_uint4(o[0], o[1], o[2], o[3]);
+}
 
 template <int F>
 __device__ __forceinline__ moe_raw<F> moe_load(const moe_w &w, int64_t row, int k0, bool ok) {
@@ -81,11 +133,9 @@ __device__ __forceinline__ moe_raw<F> moe_load(const moe_w &w, int64_t row, int 
 #pragma unroll
         for (int i = 0; i < 4; i++)
             r.v[i] = ok ? moe_ld(w.q + row * w.pitch + (size_t)(k0 + 8 * i) * 2) : make_uint4(0, 0, 0, 0);
-    } else if constexpr (F == MOE_W_MXFP4) {
+    } else if constexpr (F == MOE_W_MXFP4 || F == MOE_W_MXFP4_WIDE) {
         r.v = ok ? moe_ld(w.q + row * w.pitch + k0 / 2) : make_uint4(0, 0, 0, 0);
-        const uint32_t s = ok ? ((const uint8_t *)w.s)[row * w.spitch + k0 / 32] : 127;
-        const uint32_t b = s == 255 ? 0x7FC0u : s == 0 ? 0x0040u : s << 7;  // 2^(s-127) in bf16, exact
-        r.s = b | b << 16;
+        r.s = moe_mx_scale<F == MOE_W_MXFP4_WIDE>(ok ? ((const uint8_t *)w.s)[row * w.spitch + k0 / 32] : 127);
     } else {
 #pragma unroll
         for (int i = 0; i < 2; i++) r.v[i] = ok ? moe_ld(w.q + row * w.pitch + k0 + 16 * i) : make_uint4(0, 0, 0, 0);
@@ -101,52 +151,13 @@ __device__ __forceinline__ uint32_t moe_e4m3x2(uint32_t two) {
     return *(const uint32_t *)&b;
 }
 
-// Eight e2m1 codes (value i in bits [4i, 4i + 4), low nibble first) as four bf16 pairs, exactly, with byte
-// permutes instead of a table in shared memory (whose random lookups conflict on its banks and bound the
-// decode launches). A magnitude m (the code's low 3 bits: 0, .5, 1, 1.5, 2, 3, 4, 6) indexes an 8-byte table
-// of its bf16's low bytes and one of its high bytes (prmt's selector nibbles are the codes themselves);
-// the pairs are interleaved, then each value's sign (code bit 3) is set as its bf16's bit 15: prmt's
-// sign-replicating selectors (bit 3 set) give 0xFF for a byte whose top bit is set, and c << 4 puts the
-// even values' sign bits at the tops of c's bytes, as c has the odd values'.
-__device__ __forceinline__ uint32_t moe_prmt(uint32_t a, uint32_t b, uint32_t sel) {  // PTX prmt.b32, sign mode too
-    uint32_t d;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
-    return d;
-}
-__device__ __forceinline__ uint4 moe_e2m1x8(uint32_t c) {
-    constexpr uint32_t LO0 = 0xC0800000u, LO1 = 0xC0804000u;  // low bytes of 0, .5, 1, 1.5 | 2, 3, 4, 6
-    constexpr uint32_t HI0 = 0x3F3F3F00u, HI1 = 0x40404040u;  // high bytes
-    const uint32_t m = c & 0x77777777u, m2 = m >> 16, ce = c << 4;
-    const uint32_t lb0 = moe_prmt(LO0, LO1, m), hb0 = moe_prmt(HI0, HI1, m);    // values 0..3
-    const uint32_t lb1 = moe_prmt(LO0, LO1, m2), hb1 = moe_prmt(HI0, HI1, m2);  // values 4..7
-    uint32_t o[4] = {moe_prmt(lb0, hb0, 0x5140), moe_prmt(lb0, hb0, 0x7362), moe_prmt(lb1, hb1, 0x5140),
-                     moe_prmt(lb1, hb1, 0x7362)};
-    const uint32_t sel[4] = {0xCC88u, 0xDD99u, 0xEEAAu, 0xFFBBu};  // pair k: signs of values 2k (ce) and 2k + 1 (c)
-#pragma unroll
-    for (int k = 0; k < 4; k++) o[k] |= moe_prmt(ce, c, sel[k]) & 0x80008000u;
-    return make_uint4(o[0], o[1], o[2], o[3]);
-}
-
-// Eight MXFP4 codes times their block's scale s (2^k as a bf16 pair): exact in bf16.
-__device__ __forceinline__ uint4 moe_mx_widen(uint32_t c, uint32_t s) {
-    const uint4 e = moe_e2m1x8(c);
-    const uint32_t in[4] = {e.x, e.y, e.z, e.w};
-    uint32_t o[4];
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        const __nv_bfloat162 y = __hmul2(*(const __nv_bfloat162 *)&in[i], *(const __nv_bfloat162 *)&s);
-        o[i] = *(const uint32_t *)&y;
-    }
-    return make_uint4(o[0], o[1], o[2], o[3]);
-}
-
 // Columns [8v, 8v + 8) of the lane's 32 as bf16.
 template <int F>
 __device__ __forceinline__ uint4 moe_sub(const moe_raw<F> &r, int v) {
     if constexpr (F == MOE_W_BF16) {
         return r.v[v];
-    } else if constexpr (F == MOE_W_MXFP4) {
-        return moe_mx_widen(v == 0 ? r.v.x : v == 1 ? r.v.y : v == 2 ? r.v.z : r.v.w, r.s);
+    } else if constexpr (F == MOE_W_MXFP4 || F == MOE_W_MXFP4_WIDE) {
+        return moe_mx_widen<F == MOE_W_MXFP4_WIDE>(v == 0 ? r.v.x : v == 1 ? r.v.y : v == 2 ? r.v.z : r.v.w, r.s);
     } else {
         const uint4 q = r.v[v >> 1];
         const uint32_t lo = (v & 1) ? q.z : q.x, hi = (v & 1) ? q.w : q.y;
@@ -155,7 +166,7 @@ __device__ __forceinline__ uint4 moe_sub(const moe_raw<F> &r, int v) {
 }
 
 // One e2m1 code (bit 3 the sign) as bf16 bits, and a code byte (element 2i in the low nibble) as a bf16 pair:
-// the definition moe_e2m1x8 is checked against (dev/cuda/moe_bench.cu).
+// the definition moe_mx_widen is checked against (dev/cuda/moe_bench.cu).
 __device__ __forceinline__ uint32_t moe_e2m1_bf16(uint32_t c) {
     const uint32_t e = (c >> 1) & 3, m = c & 1;
     const uint32_t mag = e ? ((126 + e) << 7) | (m << 6) : m ? 0x3F00u : 0u;  // {0, .5, 1, 1.5, 2, 3, 4, 6}

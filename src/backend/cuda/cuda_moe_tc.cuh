@@ -44,7 +44,7 @@ __device__ __forceinline__ void moe_tc_cp4(void *dst, const void *src, bool ok) 
 // Dynamic shared memory of a launch: a ring of stages, each NW weights' rows (MXFP4: codes, then 4 scale bytes
 // a row) and the tokens' rows.
 __host__ __device__ constexpr size_t moe_tc_wbytes(int f) {
-    return (size_t)MOE_TC_ROWS * (f == MOE_W_MXFP4 ? 64 + 4 : 256);
+    return (size_t)MOE_TC_ROWS * (f == MOE_W_MXFP4 || f == MOE_W_MXFP4_WIDE ? 64 + 4 : 256);
 }
 __host__ __device__ constexpr size_t moe_tc_stage(int f, bool gu) {
     return (gu ? 2 : 1) * moe_tc_wbytes(f) + (size_t)MOE_TC_TOKENS * 256;
@@ -52,15 +52,15 @@ __host__ __device__ constexpr size_t moe_tc_stage(int f, bool gu) {
 __host__ __device__ constexpr int moe_tc_stages(int f, bool gu) { return f == MOE_W_BF16 ? 2 : 4; }
 __host__ __device__ constexpr size_t moe_tc_smem(int f, bool gu) { return moe_tc_stages(f, gu) * moe_tc_stage(f, gu); }
 
-// grid (ceil(R / 128), max_tiles), MOE_TC_WARPS warps; F: MOE_W_BF16 or MOE_W_MXFP4; a.x[1] == a.x[0], !a.h_f32.
+// grid (ceil(R / 128), max_tiles), MOE_TC_WARPS warps; F: MOE_W_BF16 or an MXFP4 form; a.x[1] == a.x[0], !a.h_f32.
 // Down projections run two CTAs an SM (128 registers, bf16's ring 2 deep to fit), which hides the ring's fill
 // of their short K (Qwen3-30B-A3B: 6 chunks); gate/up's two weights need the registers of one.
 template <int F, bool GU>
 __global__ void __launch_bounds__(MOE_TC_WARPS * 32, GU ? 1 : 2)
     k_moe_gemm_tc(const __grid_constant__ moe_gemm_args a) {
-    static_assert(F == MOE_W_BF16 || F == MOE_W_MXFP4, "bf16 and MXFP4 experts");
+    static_assert(F == MOE_W_BF16 || F == MOE_W_MXFP4 || F == MOE_W_MXFP4_WIDE, "bf16 and MXFP4 experts");
     constexpr int NW = GU ? 2 : 1;
-    constexpr bool MX = F == MOE_W_MXFP4;
+    constexpr bool MX = F == MOE_W_MXFP4 || F == MOE_W_MXFP4_WIDE, WIDE = F == MOE_W_MXFP4_WIDE;
     constexpr size_t WB = moe_tc_wbytes(F), STAGE = moe_tc_stage(F, GU);
     constexpr int STAGES = moe_tc_stages(F, GU);
     extern __shared__ __align__(128) uint8_t moe_tc_sm[];  // [STAGES][NW weights' rows, then the tokens' rows]
@@ -163,9 +163,7 @@ __global__ void __launch_bounds__(MOE_TC_WARPS * 32, GU ? 1 : 2)
 #pragma unroll
                     for (int h = 0; h < 2; h++) {
                         const int r = wm * 16 * MI + mi * 16 + g + 8 * h;
-                        const uint32_t b8 = st[w * WB + (size_t)MOE_TC_ROWS * 64 + 4 * r + t4];
-                        const uint32_t b = b8 == 255 ? 0x7FC0u : b8 == 0 ? 0x0040u : b8 << 7;  // 2^(s-127), exact
-                        sc[w][mi][h] = b | b << 16;
+                        sc[w][mi][h] = moe_mx_scale<WIDE>(st[w * WB + (size_t)MOE_TC_ROWS * 64 + 4 * r + t4]);
                     }
         }
         uint4 code[NW][MI][2];  // MXFP4: the lane's 32 codes of rows g, g + 8 of each m16 tile
@@ -195,8 +193,8 @@ __global__ void __launch_bounds__(MOE_TC_WARPS * 32, GU ? 1 : 2)
                     uint4 wa, wb;
                     if constexpr (MX) {
                         const uint4 &ca = code[w][mi][0], &cb = code[w][mi][1];
-                        wa = moe_mx_widen(v == 0 ? ca.x : v == 1 ? ca.y : v == 2 ? ca.z : ca.w, sc[w][mi][0]);
-                        wb = moe_mx_widen(v == 0 ? cb.x : v == 1 ? cb.y : v == 2 ? cb.z : cb.w, sc[w][mi][1]);
+                        wa = moe_mx_widen<WIDE>(v == 0 ? ca.x : v == 1 ? ca.y : v == 2 ? ca.z : ca.w, sc[w][mi][0]);
+                        wb = moe_mx_widen<WIDE>(v == 0 ? cb.x : v == 1 ? cb.y : v == 2 ? cb.z : cb.w, sc[w][mi][1]);
                     } else {
                         const int ra = wm * 16 * MI + mi * 16 + g, rb = ra + 8;
                         wa = *(const uint4 *)(st + w * WB + (size_t)ra * 256 + 16 * moe_tc_swz(ra, u));
