@@ -46,7 +46,9 @@ static size_t mx_scale_off(int64_t rows, int64_t cols) { return al256((size_t)ro
 static int64_t mx_spitch(int64_t cols) { return (cols / QK_MXFP4 + 3) / 4 * 4; }
 
 // The codes in moe_mx_rot_word's bit order (cuda_moe.cuh), the scales as they are; a weight with a scale
-// above 2^1 (e8m0 > 128) is flagged CUDA_WFLAG_MX_WIDE, its products run MOE_W_MXFP4_WIDE.
+// above 2^1 (e8m0 > 128) is flagged CUDA_WFLAG_MX_WIDE, its products run MOE_W_MXFP4_WIDE. moe_mx_rot_word
+// moves each bit on its own, so a word's stored form is the OR of its four bytes' (tab, 4 lookups a word;
+// the function itself, a loop over the 32 bits, would take minutes over gpt-oss-20b's 2.4 G words).
 int cuda_mxfp4_upload(struct cuda_backend *c, struct weight *w) {
     if (w->cols % QK_MXFP4 || w->cols > (1 << 24) || w->rows > (1 << 30))
         return err_set(OCT_EUNSUP, "cuda: an mxfp4 weight of [%lld x %lld] (columns must be a multiple of 32)",
@@ -56,6 +58,9 @@ int cuda_mxfp4_upload(struct cuda_backend *c, struct weight *w) {
     uint8_t *h = (uint8_t *)malloc(bytes);
     if (!h) return err_set(OCT_ENOMEM, "cuda: out of host memory staging an mxfp4 weight");
     memset(h + off, 127, (size_t)w->rows * sp);
+    uint32_t tab[4][256];
+    for (int k = 0; k < 4; k++)
+        for (uint32_t v = 0; v < 256; v++) tab[k][v] = moe_mx_rot_word(v << (8 * k));
     bool wide = false;
     for (int64_t r = 0; r < w->rows; r++) {
         const uint8_t *src = (const uint8_t *)w->data + (size_t)r * rb;
@@ -66,7 +71,7 @@ int cuda_mxfp4_upload(struct cuda_backend *c, struct weight *w) {
             for (int i = 0; i < QK_MXFP4 / 2; i += 4) {  // (little-endian words: code j in bits [4j, 4j + 4))
                 uint32_t word;
                 memcpy(&word, src + 1 + i, 4);
-                word = moe_mx_rot_word(word);
+                word = tab[0][word & 255] | tab[1][(word >> 8) & 255] | tab[2][(word >> 16) & 255] | tab[3][word >> 24];
                 memcpy(q + b * (QK_MXFP4 / 2) + i, &word, 4);
             }
         }
