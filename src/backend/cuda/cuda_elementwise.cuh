@@ -16,7 +16,7 @@ __global__ void k_get_rows(bf16 *out, const bf16 *table, const int32_t *ids, con
 
 // k_rmsnorm, the elementwise ops (k_ew, k_ew8) and the attention kernels (which a decode GEMM follows) call
 // pdl_trigger() first, so that a GEMM launched as their programmatic dependent may start early
-// (cuda_pdl.cuh; gemv_bench's PDL variants).
+// (cuda_pdl.cuh).
 // One CTA a row (cuda_rmsnorm.cuh's rms_row, which the skinny GEMM's NORM prologue shares).
 __global__ void __launch_bounds__(1024) k_rmsnorm(bf16 *out, const bf16 *x, const bf16 *w, int dim, float eps) {
     pdl_trigger();
