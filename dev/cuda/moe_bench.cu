@@ -104,11 +104,13 @@ __global__ void k_e2m1_check(uint64_t base, uint32_t per, unsigned long long *ba
         const uint32_t c = (uint32_t)(base + t * per + i), w = moe_mx_rot_word(c);
         const uint32_t def[4] = {moe_e2m1_pair(c & 0xFF), moe_e2m1_pair((c >> 8) & 0xFF),
                                  moe_e2m1_pair((c >> 16) & 0xFF), moe_e2m1_pair(c >> 24)};
-        const uint4 f = moe_mx_widen<false>(w, moe_mx_scale<false>(127)), g = moe_mx_widen<true>(w, moe_mx_scale<true>(127));
+        const uint4 f = moe_mx_widen<false>(w, moe_mx_scale<false>(127));
+        const uint4 g = moe_mx_widen<true>(w, moe_mx_scale<true>(127));
         n += (f.x != def[0]) + (f.y != def[1]) + (f.z != def[2]) + (f.w != def[3]);
         n += (g.x != def[0]) + (g.y != def[1]) + (g.z != def[2]) + (g.w != def[3]);
         for (uint32_t sb : {0u, 128u}) {
-            const uint4 a = moe_mx_widen<false>(w, moe_mx_scale<false>(sb)), b = moe_mx_widen<true>(w, moe_mx_scale<true>(sb));
+            const uint4 a = moe_mx_widen<false>(w, moe_mx_scale<false>(sb));
+            const uint4 b = moe_mx_widen<true>(w, moe_mx_scale<true>(sb));
             n += (a.x != b.x) + (a.y != b.y) + (a.z != b.z) + (a.w != b.w);
         }
     }
@@ -271,8 +273,10 @@ int main(int argc, char **argv) {
                 a.perm = dperm + (size_t)r * nk;
                 const int rows_cta = 16 * moe_mt(sh.fmt, nb, gu);
                 const dim3 grid((unsigned)(((gu ? F : D) + rows_cta - 1) / rows_cta), (unsigned)max_tiles);
-                if (wide) gu ? go<MOE_W_MXFP4_WIDE, true>(nb, grid, st, a, tc) : go<MOE_W_MXFP4_WIDE, false>(nb, grid, st, a, tc);
-                else if (mx) gu ? go<MOE_W_MXFP4, true>(nb, grid, st, a, tc) : go<MOE_W_MXFP4, false>(nb, grid, st, a, tc);
+                if (wide)
+                    gu ? go<MOE_W_MXFP4_WIDE, true>(nb, grid, st, a, tc) : go<MOE_W_MXFP4_WIDE, false>(nb, grid, st, a, tc);
+                else if (mx)
+                    gu ? go<MOE_W_MXFP4, true>(nb, grid, st, a, tc) : go<MOE_W_MXFP4, false>(nb, grid, st, a, tc);
                 else gu ? go<MOE_W_BF16, true>(nb, grid, st, a, tc) : go<MOE_W_BF16, false>(nb, grid, st, a, tc);
             };
             // correctness: 32 sampled h values of routing 0 against float64 silu(x·gate) · (x·up)
