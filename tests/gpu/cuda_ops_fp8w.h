@@ -109,6 +109,10 @@ TEST(fp8_weight_matmul) {
     // memory, which a kernel with static shared memory of its own gets only by opting in
     struct fp8w_case edge = {256, 5616, WSCALE_CHANNEL, false, 0};
     fp8w_matmul_case(&edge, 8);
+    // 28,528 columns at 8 tokens: the x̂ rows and totals take exactly sm_90's opt-in maximum (227 KB), which
+    // the kernel's static shared memory leaves no room for, so a CTA takes 7 tokens
+    struct fp8w_case optin = {64, 28528, WSCALE_CHANNEL, false, 0};
+    fp8w_matmul_case(&optin, 8);
     struct fp8w_case gate = {2048, 1024, WSCALE_CHANNEL, true, 0}, gate_blk = {2048, 1024, WSCALE_BLOCK, true, 0};
     fp8w_matmul_case(&gate, 4);
     fp8w_matmul_case(&gate, 33);
@@ -180,8 +184,7 @@ static void fp8w_sublayer_case(enum wscale ws, bool gate_e5m2, int n) {
 // the CPU by NMSE (as fp8w_sublayer_case). Gate and up in different schemes (e5m2 gate) take two code slots;
 // a down weight of another scale scheme its own codes. Only x is compared: told its reader, ffn_in may hand
 // act to it as codes and leave act itself unwritten (ffn_in_args; fp8w_sublayer_case compares act).
-static void fp8w_ffn_chain_case(enum wscale ws, bool gate_e5m2, enum wscale down_ws, int ffn, int n) {
-    const int dim = 1024;
+static void fp8w_ffn_chain_case(enum wscale ws, bool gate_e5m2, enum wscale down_ws, int ffn, int n, int dim) {
     struct fp8w_case shapes[3] = {{ffn, dim, ws, gate_e5m2, 0}, {ffn, dim, ws, false, 0}, {dim, ffn, down_ws, false, 0}};
     struct weight w0[4], w[2][4];
     for (int k = 0; k < 3; k++) w0[k] = make_fp8_weight(&shapes[k]);
@@ -210,13 +213,13 @@ static void fp8w_ffn_chain_case(enum wscale ws, bool gate_e5m2, enum wscale down
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) b->ops->free(b, bufs[i]);
     }
     char name[200];
-    snprintf(name, sizeof name, "fp8 %s ffn_in%s + down (%s) proj_add, ffn %d, n=%d: x vs cpu", wscale_name(ws),
-             gate_e5m2 ? " (gate e5m2)" : "", wscale_name(down_ws), ffn, n);
+    snprintf(name, sizeof name, "fp8 %s ffn_in%s + down (%s) proj_add, dim %d, ffn %d, n=%d: x vs cpu",
+             wscale_name(ws), gate_e5m2 ? " (gate e5m2)" : "", wscale_name(down_ws), dim, ffn, n);
     record(name, nmse(out_x[1], out_x[0], (size_t)n * dim), 2e-3, NULL);
     double d = 0;
     for (size_t i = 0; i < (size_t)n * dim; i++) d = fmax(d, fabs((double)out_x[1][i] - out_x[2][i]));
-    snprintf(name, sizeof name, "fp8 %s ffn_in%s + down (%s) = the gpu composition's, ffn %d, n=%d, max |diff|",
-             wscale_name(ws), gate_e5m2 ? " (gate e5m2)" : "", wscale_name(down_ws), ffn, n);
+    snprintf(name, sizeof name, "fp8 %s ffn_in%s + down (%s) = the gpu composition's, dim %d, ffn %d, n=%d, max |diff|",
+             wscale_name(ws), gate_e5m2 ? " (gate e5m2)" : "", wscale_name(down_ws), dim, ffn, n);
     record(name, d, 0, NULL);
     for (int run = 0; run < 3; run++) free(out_x[run]);
     for (int i = 0; i < 2; i++) for (int k = 0; k < 4; k++) bs[i]->ops->weight_release(bs[i], &w[i][k]);
@@ -233,13 +236,16 @@ TEST(fp8_weight_sublayers) {
     }
     fp8w_sublayer_case(WSCALE_CHANNEL, true, 3);
     fp8w_sublayer_case(WSCALE_CHANNEL, true, 37);
-    fp8w_ffn_chain_case(WSCALE_CHANNEL, false, WSCALE_CHANNEL, 2816, 37);
-    fp8w_ffn_chain_case(WSCALE_BLOCK, false, WSCALE_BLOCK, 2816, 300);
-    fp8w_ffn_chain_case(WSCALE_CHANNEL, true, WSCALE_BLOCK, 2816, 45);
-    fp8w_ffn_chain_case(WSCALE_TENSOR, false, WSCALE_CHANNEL, 2816, 9);
+    fp8w_ffn_chain_case(WSCALE_CHANNEL, false, WSCALE_CHANNEL, 2816, 37, 1024);
+    fp8w_ffn_chain_case(WSCALE_BLOCK, false, WSCALE_BLOCK, 2816, 300, 1024);
+    fp8w_ffn_chain_case(WSCALE_CHANNEL, true, WSCALE_BLOCK, 2816, 45, 1024);
+    fp8w_ffn_chain_case(WSCALE_TENSOR, false, WSCALE_CHANNEL, 2816, 9, 1024);
     // 24,576 columns of act: the SwiGLU epilogue's row of act takes exactly 48 KB of dynamic shared memory
     // (k_act_mul_fp8 has static shared memory too, so it must opt in)
-    fp8w_ffn_chain_case(WSCALE_CHANNEL, false, WSCALE_CHANNEL, 24576, 9);
+    fp8w_ffn_chain_case(WSCALE_CHANNEL, false, WSCALE_CHANNEL, 24576, 9, 1024);
+    // 116,224 columns: the row takes exactly sm_90's opt-in maximum (227 KB), which the kernel's static
+    // shared memory leaves no room for, so act goes through memory instead of the shared row
+    fp8w_ffn_chain_case(WSCALE_CHANNEL, false, WSCALE_CHANNEL, 116224, 9, 256);
 }
 
 // attn_in with FP8 weights for decode-sized steps: RoPE and the cache write in the skinny FP8 GEMM's

@@ -184,6 +184,20 @@ __attribute__((format(printf, 3, 4))) static inline void cuda_latch(struct cuda_
     va_end(ap);
 }
 
+// The most dynamic shared memory a kernel with attributes fa can opt in to: the device's per-block maximum
+// less the kernel's static shared memory.
+static inline size_t cuda_smem_room(const struct cuda_backend *c, const cudaFuncAttributes &fa) {
+    return c->smem_optin > fa.sharedSizeBytes ? c->smem_optin - fa.sharedSizeBytes : 0;
+}
+// The same for kern, cached in *room (0: not yet asked); 0 with the error latched where the attributes fail.
+template <typename K>
+static inline size_t cuda_smem_room_of(struct cuda_backend *c, K kern, size_t *room, const char *what) {
+    if (*room) return *room;
+    cudaFuncAttributes fa;
+    if (cuda_fail(c, cudaFuncGetAttributes(&fa, (const void *)kern), what)) return 0;
+    return *room = cuda_smem_room(c, fa);
+}
+
 // Lets kern launch with smem bytes of dynamic shared memory. Without opting in a kernel gets 48 KB less its
 // own static shared memory (so a launch of exactly 48 KB fails where it has any); opted in, the device's
 // per-block maximum less it. The opt-in is always to that maximum, so call sites in other translation units
@@ -196,7 +210,7 @@ static inline bool cuda_smem_allow(struct cuda_backend *c, K kern, size_t smem, 
     if (cuda_fail(c, cudaFuncGetAttributes(&fa, (const void *)kern), what)) return false;
     *allowed = (size_t)fa.maxDynamicSharedSizeBytes;
     if (smem <= *allowed) return true;
-    const size_t most = c->smem_optin > fa.sharedSizeBytes ? c->smem_optin - fa.sharedSizeBytes : 0;
+    const size_t most = cuda_smem_room(c, fa);
     if (smem > most) {
         cuda_latch(c, OCT_EUNSUP, "%s: %zu bytes of shared memory a CTA, beyond the device's %zu (with %zu static)",
                    what, smem, c->smem_optin, (size_t)fa.sharedSizeBytes);

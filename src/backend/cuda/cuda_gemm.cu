@@ -111,10 +111,15 @@ static bool fp8w(const struct weight *w) { return w->dtype == DT_E4M3; }
 template <gemv8_policy P, typename OUT, bool BLOCK, bool E5, bool E5_2, bool NORM = false, bool SEG = false,
           bool ROPE = false>
 static void gemv8_go(struct cuda_backend *c, const gemv8_args &a0, unsigned tiles) {
-    // (x̂ rows for the tokens there are: smem for 8 would hold a 14,336-column product to a CTA an SM)
-    const size_t smem = gemv8_smem(a0.kp, a0.n < a0.tpc ? a0.n : a0.tpc, P == GEMV8_SWIGLU);
-    static size_t allowed = 0;  // (the instantiation's dynamic shared memory limit)
     auto kern = k_gemv8<P, OUT, BLOCK, E5, E5_2, NORM, SEG, ROPE>;
+    static size_t room = 0;  // (the instantiation's most dynamic shared memory: the opt-in less its static)
+    if (!cuda_smem_room_of(c, kern, &room, "fp8 gemv shared memory")) return;
+    gemv8_args a = a0;
+    // (x̂ rows for the tokens there are: smem for 8 would hold a 14,336-column product to a CTA an SM;
+    // fewer tokens a CTA where the rows and the kernel's static shared memory pass the opt-in together)
+    size_t smem;
+    while ((smem = gemv8_smem(a.kp, a.n < a.tpc ? a.n : a.tpc, P == GEMV8_SWIGLU)) > room && a.tpc > 1) a.tpc--;
+    static size_t allowed = 0;  // (the instantiation's dynamic shared memory limit)
     if (!cuda_smem_allow(c, kern, smem, &allowed, "fp8 gemv shared memory")) return;
     static size_t occ_smem = 0;  // (the instantiation's CTAs an SM, for the shared memory last asked about)
     static int per_sm = 0;
@@ -124,7 +129,6 @@ static void gemv8_go(struct cuda_backend *c, const gemv8_args &a0, unsigned tile
             return;
         occ_smem = smem;
     }
-    gemv8_args a = a0;
     a.tiles = (int)tiles;
     const int gy = (a.n + a.tpc - 1) / a.tpc;
     cudaLaunchAttribute attr[1];
@@ -141,8 +145,9 @@ static gemv8_w gemv8_weight(const struct weight *w) {
     return g;
 }
 
-// A launch's operands for n tokens of x against weights of w's columns and scheme; false (nothing
-// latched) when 8 rows of x̂ cannot fit, with the error latched when not even one can.
+// A launch's operands for n tokens of x against weights of w's columns and scheme, with as many tokens a
+// CTA (up to 8) as the opt-in shared memory holds rows of x̂ for (gemv8_go lowers it further where the
+// kernel's static shared memory leaves less); false, with the error latched, when not even one fits.
 static bool gemv8_prepare(struct cuda_backend *c, gemv8_args *a, const void *x, const struct weight *w, int n,
                           bool swiglu) {
     *a = gemv8_args();
@@ -618,7 +623,9 @@ static bool fp8w_ffn_lt(struct cuda_backend *c, const struct ffn_in_args *a, int
     // act's row in shared memory, act itself unwritten (only the down projection reads it, from its codes),
     // where the row fits; else act written and re-read
     const size_t row = (size_t)F * sizeof(bf16);
-    const bool on_chip = F % 8 == 0 && !(((uintptr_t)a->gate | (uintptr_t)a->act) & 15) && row <= c->smem_optin;
+    static size_t room = 0;  // (the most dynamic shared memory k_act_mul_fp8 can opt in to)
+    if (!cuda_smem_room_of(c, k_act_mul_fp8<FFN_ACT_SILU>, &room, "silu_mul + fp8 codes shared memory")) return true;
+    const bool on_chip = F % 8 == 0 && !(((uintptr_t)a->gate | (uintptr_t)a->act) & 15) && row <= room;
     static size_t allowed = 0;
     if (on_chip &&
         !cuda_smem_allow(c, k_act_mul_fp8<FFN_ACT_SILU>, row, &allowed, "silu_mul + fp8 codes shared memory"))
