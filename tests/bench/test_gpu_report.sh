@@ -56,9 +56,9 @@ expect "source stall reasons" '^source top: 15.89 % of samples, executed 1056768
 expect "source region" '^source region: 84.00 % of samples, 7 instructions executed 2080768 times each, from: ULOP3.LUT.* [[]long_sb 99 %, wait 0 %, selected 0 %[]]$' source tests/data/ncu_source_sample.csv 2
 expect "source by opcode" '^source by opcode: BRA 99.5 %' source tests/data/ncu_source_sample.csv
 expect "needle" '^\| 8192 \| bf16 \| gpu decode \| 3.897e-03 \| 0.9862 \|' needle $B/accuracy/h200_needle_attention.json
-expect "slopes across files" '^fp8_per_token_head: ITL slope 2.324e-05 ms/token, intercept 5.59 ms, slope / auto 0.775; ITL/TTFT ms by length: 256 5.57/10, ' slopes $B/itl_study/h200_llama-3.1-8b.json $B/itl_study/h100_llama-3.1-8b_per_token_head.json
+expect "slopes across files" '^fp8_per_token_head: ITL slope 2.242e-05 ms/token, intercept 5.48 ms, slope / auto 0.747; ITL/TTFT ms by length: 256 5.46/10, ' slopes $B/itl_study/h200_llama-3.1-8b.json $B/itl_study/h100_llama-3.1-8b_per_token_head.json
 n=$(python3 "$R" slopes $B/itl_study/h200_llama-3.1-8b.json $B/itl_study/h100_llama-3.1-8b_per_token_head.json | grep -c 'ITL slope')
-[ "$n" = 4 ] && ok || bad "slopes: $n configurations from two sweeps of 2 each, want 4"
+[ "$n" = 5 ] && ok || bad "slopes: $n configurations from two sweeps of 2 and 3, want 5"
 expect "study" '^\| --kv-cache-dtype fp8 \| 2.389e-06 \| 3.41 \| 0.510 \| 5.854e-08 \| 1.497 \| 2784 @ 130944 \|$' study $B/itl_study/h200_gemma-3-4b.json
 # a kind it does not know, and no file: a usage line naming the kinds, exit 1
 out=$(python3 "$R" bogus x 2>&1); rc=$?
