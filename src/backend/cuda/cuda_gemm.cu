@@ -145,9 +145,9 @@ static gemv8_w gemv8_weight(const struct weight *w) {
     return g;
 }
 
-// A launch's operands for n tokens of x against weights of w's columns and scheme, with as many tokens a
-// CTA (up to 8) as the opt-in shared memory holds rows of x̂ for (gemv8_go lowers it further where the
-// kernel's static shared memory leaves less); false, with the error latched, when not even one fits.
+// A launch's operands for n tokens of x against weights of w's columns and scheme, up to 8 tokens a CTA
+// (gemv8_go lowers that to what the kernel's shared memory holds rows of x̂ for); false, with the error
+// latched, when not even one token's rows fit the opt-in maximum.
 static bool gemv8_prepare(struct cuda_backend *c, gemv8_args *a, const void *x, const struct weight *w, int n,
                           bool swiglu) {
     *a = gemv8_args();
@@ -159,8 +159,7 @@ static bool gemv8_prepare(struct cuda_backend *c, gemv8_args *a, const void *x, 
     a->kp = (int)fp8w_pitch(w->cols);
     a->kbp = (int)fp8w_kblocks_padded(w->cols);
     a->tpc = 8;
-    while (a->tpc > 1 && gemv8_smem(a->kp, a->tpc, swiglu) > c->smem_optin) a->tpc--;
-    if (gemv8_smem(a->kp, a->tpc, swiglu) > c->smem_optin) {
+    if (gemv8_smem(a->kp, 1, swiglu) > c->smem_optin) {
         cuda_latch(c, OCT_EUNSUP, "fp8 weights: a row of %lld columns does not fit the FP8 GEMM's shared memory",
                    (long long)w->cols);
         return false;
