@@ -121,9 +121,13 @@ static inline __m256 wide8(const uint16_t *p, int bf) {
 static inline float wide1(uint16_t h, int bf) { return bf ? bf16_to_f32(h) : f16_to_f32(h); }
 
 #define GEMV_ROWS 4
-// Each row stream is prefetched 1 KiB ahead (past a row's end: the next rows, read next). The hardware
-// prefetchers alone keep too few lines in flight for one core: F16 8192x2048 from memory on two threads
-// reads 44.6 GB/s without this and 46.8-49.5 with it (bench/cpu/RESULTS.md, "F16 decode").
+// Each row stream is prefetched 1 KiB ahead. Within the last 1 KiB of a row the stream's prefetches go to
+// the same row of the next group of GEMV_ROWS (nr - 1 rows further on: gemv_task's rows are contiguous,
+// cols == n), the row that stream reads next; prefetching straight on would fetch the next row of this
+// group, which another stream is already reading, and leave the next group's rows to start cold. The
+// hardware prefetchers alone keep too few lines in flight for one core: F16 8192x2048 from memory on two
+// threads reads 44.6 GB/s without prefetching and 46.8-49.5 with it, 49.5-51.1 (against 37.1-46.1 in the
+// same alternations) with the next group's rows (bench/cpu/RESULTS.md, "F16 decode").
 #define GEMV_PREFETCH 512
 
 static inline __attribute__((always_inline)) void gemv16(const uint16_t *w, size_t cols, int nr, const float *x,
@@ -135,9 +139,10 @@ static inline __attribute__((always_inline)) void gemv16(const uint16_t *w, size
     for (int k = 0; k < nr; k++) a[k] = b[k] = _mm512_setzero_ps();
     for (; i + 32 <= n; i += 32) {
         __m512 xl = _mm512_loadu_ps(x + i), xh = _mm512_loadu_ps(x + i + 16);
+        const size_t ahead = i + GEMV_PREFETCH < n ? GEMV_PREFETCH : GEMV_PREFETCH + (size_t)(nr - 1) * cols;
 #pragma GCC unroll 4
         for (int k = 0; k < nr; k++) {
-            _mm_prefetch((const char *)(w + k * cols + i + GEMV_PREFETCH), _MM_HINT_T0);
+            _mm_prefetch((const char *)(w + k * cols + i + ahead), _MM_HINT_T0);
             a[k] = _mm512_fmadd_ps(xl, wide16(w + k * cols + i, bf), a[k]);
             b[k] = _mm512_fmadd_ps(xh, wide16(w + k * cols + i + 16, bf), b[k]);
         }
